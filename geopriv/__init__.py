@@ -1,0 +1,41 @@
+"""geopriv: location privacy with formal guarantees for GeoPandas and QGIS.
+
+``import geopriv`` registers the ``priv`` accessor: ``gdf.priv.perturb(...)`` is
+``geopriv.perturb(gdf, ...)``.
+"""
+from ._version import __version__
+from . import accessor as _accessor  # noqa: F401  (registers gdf.priv)
+from .crs import MetricFrame, metric_frame
+from .exceptions import (
+    BudgetExceededError,
+    CRSError,
+    DistortionWarning,
+    GeometryError,
+    GeoprivError,
+    GeoprivWarning,
+    MissingCRSError,
+)
+from .mechanisms.planar_laplace import PlanarLaplace
+from .metrics import displacement, utility_report, wasserstein
+from .perturb import perturb, resolve_epsilon
+from .rng import make_rng
+
+__all__ = [
+    "__version__",
+    "perturb",
+    "resolve_epsilon",
+    "PlanarLaplace",
+    "displacement",
+    "utility_report",
+    "wasserstein",
+    "make_rng",
+    "metric_frame",
+    "MetricFrame",
+    "GeoprivError",
+    "MissingCRSError",
+    "CRSError",
+    "GeometryError",
+    "BudgetExceededError",
+    "GeoprivWarning",
+    "DistortionWarning",
+]

@@ -1,0 +1,74 @@
+"""Exceptions raised by geopriv.
+
+Every message says what is wrong *and how to fix it*.  Messages name row labels, never
+coordinates: an error log must not become a leak of the locations it was protecting.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+__all__ = [
+    "GeoprivError",
+    "MissingCRSError",
+    "CRSError",
+    "GeometryError",
+    "EmptyInputError",
+    "BudgetExceededError",
+    "GeoprivWarning",
+    "DistortionWarning",
+    "format_labels",
+]
+
+
+def format_labels(labels: Iterable, limit: int = 10) -> str:
+    """Render row labels for an error message: the first ``limit`` and a count of the rest."""
+    labels = list(labels)
+    shown = ", ".join(repr(label) for label in labels[:limit])
+    if len(labels) > limit:
+        shown += f", ... ({len(labels) - limit} more)"
+    return shown
+
+
+class GeoprivError(ValueError):
+    """Base class of geopriv's errors (a ValueError: bad input, nothing was released)."""
+
+
+class MissingCRSError(GeoprivError):
+    """The data has no coordinate reference system, so metres cannot be known."""
+
+    def __init__(self, what: str = "the GeoDataFrame"):
+        super().__init__(
+            f"{what} has no CRS, so geopriv cannot tell how far a metre is and cannot honour "
+            "an epsilon per metre. Set the CRS the coordinates are really in, e.g. "
+            "gdf = gdf.set_crs('EPSG:4326') for longitude/latitude or gdf.set_crs(32650) for "
+            "UTM zone 50N metres, then call again."
+        )
+
+
+class CRSError(GeoprivError):
+    """The CRS cannot be related to ground metres, or two inputs disagree on CRS."""
+
+
+class GeometryError(GeoprivError):
+    """Geometries the mechanism cannot release (not points, empty, missing, non-finite)."""
+
+    def __init__(self, problem: str, labels: Iterable, hint: str):
+        labels = list(labels)
+        self.labels = labels
+        super().__init__(f"{len(labels)} row(s) {problem}: labels {format_labels(labels)}. {hint}")
+
+
+class EmptyInputError(GeoprivError):
+    """Nothing to release."""
+
+
+class BudgetExceededError(GeoprivError):
+    """A release would spend more privacy budget than is left; nothing was drawn."""
+
+
+class GeoprivWarning(UserWarning):
+    """Base class of geopriv's warnings."""
+
+
+class DistortionWarning(GeoprivWarning):
+    """The CRS scale varies over the data: the guarantee holds, some points get more noise."""

@@ -1,0 +1,8 @@
+"""Mechanisms: one module per paper, pure functions and small immutable objects.
+
+Each takes a :class:`numpy.random.Generator` and reports its privacy loss; budgets are
+spent and refused elsewhere (:mod:`geopriv.accounting`).
+"""
+from .planar_laplace import PlanarLaplace, polar_noise, radius_cdf, radius_quantile
+
+__all__ = ["PlanarLaplace", "polar_noise", "radius_cdf", "radius_quantile"]

@@ -1,0 +1,38 @@
+# Shared set-up for scripts/demo.sh and scripts/test.sh (sourced, not run).
+# make_env NAME PYTHON [VENV_FLAGS] [PIP_ARGS...]: create or reuse .venv/NAME and install geopriv
+# into it; reinstall only when pyproject.toml or the constraints change.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_PROGRESS_BAR=off
+
+make_env() {
+  local name="$1" python="$2" venv_flags="$3"; shift 3
+  local env="$ROOT/.venv/$name"
+  local stamp="$env/.geopriv-stamp"
+  local want
+  want="$( (cat "$ROOT/pyproject.toml" "$ROOT"/constraints/*.txt; echo "$venv_flags $*") | sha256sum | cut -c1-16)"
+  if [ -x "$env/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+    return 0
+  fi
+  echo ">> setting up $env ($python $venv_flags)" >&2
+  rm -rf "$env"
+  "$python" -m venv $venv_flags "$env"
+  "$env/bin/python" -m pip install -q --upgrade pip >&2
+  "$env/bin/python" -m pip install -q "$@" -e "$ROOT[all,test]" >&2
+  echo "$want" > "$stamp"
+}
+
+# Debian's QGIS (python3-qgis) for the plugin tests and the floor environment.
+ensure_qgis() {
+  if /usr/bin/python3 -c "import qgis.core, osgeo.gdal_array" >/dev/null 2>&1; then
+    return 0
+  fi
+  if [ "$(id -u)" != 0 ]; then
+    echo "QGIS's Python bindings are missing: run 'sudo apt-get install python3-qgis qgis-providers' (Debian/Ubuntu), then retry." >&2
+    exit 1
+  fi
+  echo ">> installing QGIS from Debian packages (python3-qgis qgis-providers)" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >&2
+  apt-get install -y -qq --no-install-recommends python3-qgis qgis-providers python3-venv >/dev/null
+}

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh machine: installs what it needs, then runs pytest twice:
+#   1. newest releases of every dependency (.venv/latest, the python3 on PATH);
+#   2. the dependency floors inside Debian's QGIS Python (.venv/qgis: /usr/bin/python3 with
+#      --system-site-packages so that qgis and osgeo come from Debian), including the QGIS
+#      plugin tests, which must run there (they fail, never skip, if QGIS is missing).
+# Extra arguments go to both pytest runs (e.g. -k perturb, -x).
+source "$(dirname "$0")/_env.sh"
+cd "$ROOT"
+
+make_env latest python3 ""
+ensure_qgis
+make_env qgis /usr/bin/python3 "--system-site-packages" -c "$ROOT/constraints/floor.txt"
+
+export QT_QPA_PLATFORM=offscreen MPLBACKEND=Agg
+status=0
+echo ">> pytest: newest dependencies ($("$ROOT/.venv/latest/bin/python" -c 'import numpy, pandas, geopandas; print("numpy", numpy.__version__, "pandas", pandas.__version__, "geopandas", geopandas.__version__)'))"
+"$ROOT/.venv/latest/bin/python" -m pytest -m "not qgis" "$@" || status=$?
+echo ">> pytest: dependency floors + QGIS ($("$ROOT/.venv/qgis/bin/python" -c 'import numpy, pandas, geopandas; print("numpy", numpy.__version__, "pandas", pandas.__version__, "geopandas", geopandas.__version__)'))"
+GEOPRIV_REQUIRE_QGIS=1 "$ROOT/.venv/qgis/bin/python" -m pytest "$@" || status=$?
+# pytest exit 5 (no tests collected) is a failure here, as is any other non-zero code.
+exit $status
