@@ -183,7 +183,7 @@ def main(argv=None) -> int:
         return args.func(args)
     except CLIError as exc:
         print(f"geopriv: error: {exc}", file=sys.stderr)
-    except (ValueError, TypeError, OSError) as exc:  # GeoprivError is a ValueError
+    except (ValueError, TypeError, OSError, ImportError) as exc:  # GeoprivError is a ValueError
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"geopriv: error: {first}", file=sys.stderr)
     return EXIT_BAD_INPUT

@@ -11,18 +11,21 @@ import math
 
 import geopandas as gpd
 import numpy as np
+import pandas as pd
 import shapely
+from geopandas.array import GeometryArray
 
 from .exceptions import MissingCRSError
 from ._points import as_geoseries, check_no_other_geometries, point_xy
 from .crs import DEFAULT_MAX_DISTORTION, metric_frame
-from .mechanisms.planar_laplace import ANGLE_RESOLUTION, PlanarLaplace, check_epsilon, discretisation_epsilon
+from .mechanisms.planar_laplace import ANGLE_RESOLUTION, PlanarLaplace, check_epsilon, discretisation_epsilon, polar_noise
 from .provenance import attach, make_record
 from .rng import make_rng
 
 __all__ = ["perturb", "resolve_epsilon"]
 
 CHUNK = 1_000_000
+_COPY_ON_WRITE = int(pd.__version__.split(".")[0]) >= 3
 
 
 def resolve_epsilon(epsilon=None, level=None, radius=None) -> float:
@@ -181,6 +184,7 @@ def perturb(
     frame = metric_frame(geoms.crs, (xy[:, 0].min(), xy[:, 1].min(), xy[:, 0].max(), xy[:, 1].max()), max_distortion=max_distortion)
     eps_work = frame.epsilon_to_work(eps)
     mech = PlanarLaplace(eps_work)
+    gen = source.generator
 
     step = None
     if grid is not None:
@@ -190,37 +194,31 @@ def perturb(
 
     work = frame.to_work(xy)
     n = len(work)
-    released = np.empty_like(work)
-    callback, bar = _progress_callback(progress, n)
-    gen = source.generator
-    for start in range(0, n, CHUNK):
-        stop = min(n, start + CHUNK)
-        released[start:stop] = mech.sample(work[start:stop], gen)
-        if callback is not None:
-            callback(stop, n)
-    if bar is not None:
-        bar.close()
-    if step is not None:
-        released = _snap(released, step)
-    if region_work is not None:
-        released = _truncate(released, region_work, step)
 
+    # The finite-precision bound is checked before any noise is drawn.
     effective = eps
     finite_precision = None
     if step is not None and region_work is not None:
-        # r_max: farthest any input can be from a point of the region, in ground metres (conservative)
+        # r_max: farthest any input can be from a point of the region (bounding-box corners: conservative)
         rxmin, rymin, rxmax, rymax = region_work.bounds
         far_x = np.maximum(np.abs(work[:, 0] - rxmin), np.abs(work[:, 0] - rxmax)).max()
         far_y = np.maximum(np.abs(work[:, 1] - rymin), np.abs(work[:, 1] - rymax)).max()
-        r_max_work = math.hypot(far_x, far_y)
-        # in working units, then per ground metre (scale_max units per metre)
-        eff_work = discretisation_epsilon(eps_work, step, r_max_work, ANGLE_RESOLUTION)
-        effective = eff_work * frame.scale_max
+        eff_work = discretisation_epsilon(eps_work, step, math.hypot(far_x, far_y), ANGLE_RESOLUTION)
+        effective = eff_work * frame.scale_max  # per working unit -> per ground metre
         finite_precision = True
     elif step is not None:
         finite_precision = False
 
-    released = frame.from_work(released)
+    def release_chunk(chunk_xy, noise, out_geoms):
+        out = chunk_xy + noise
+        if step is not None:
+            out = _snap(out, step)
+        if region_work is not None:
+            out = _truncate(out, region_work, step)
+        out = frame.from_work(out)
+        shapely.points(out, out=out_geoms)
+
+    geometries = _pipelined(work, lambda m: polar_noise(m, mech.epsilon, gen), release_chunk, progress)
     record = make_record(
         "planar_laplace",
         seeded=source.seeded,
@@ -235,15 +233,57 @@ def perturb(
         n=n,
         **frame.describe(),
     )
-    return _assemble(data, geoms, released, record)
+    return _assemble(data, geoms, geometries, record)
 
 
-def _assemble(data, geoms, released_xy, record):
-    """New object like ``data`` with geometry replaced by ``released_xy`` and provenance attached."""
-    new_geoms = gpd.GeoSeries(gpd.points_from_xy(released_xy[:, 0], released_xy[:, 1]), index=geoms.index, crs=geoms.crs, name=geoms.name)
+def _pipelined(work, draw_noise, release_chunk, progress):
+    """Release ``work`` chunk by chunk, drawing the next chunk's noise in a worker thread.
+
+    numpy's generators and ufuncs release the GIL, so drawing noise overlaps with building the
+    point geometries (which holds it).  Chunks are drawn in order from the one generator, so
+    seeded output does not depend on thread timing.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    n = len(work)
+    bounds = [(a, min(n, a + CHUNK)) for a in range(0, n, CHUNK)]
+    callback, bar = _progress_callback(progress, n)
+    geometries = np.empty(n, dtype=object)
+    try:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pending = pool.submit(draw_noise, bounds[0][1] - bounds[0][0])
+            for i, (a, b) in enumerate(bounds):
+                noise = pending.result()
+                if i + 1 < len(bounds):
+                    pending = pool.submit(draw_noise, bounds[i + 1][1] - bounds[i + 1][0])
+                release_chunk(work[a:b], noise, geometries[a:b])
+                if callback is not None:
+                    callback(b, n)
+    finally:
+        if bar is not None:
+            bar.close()
+    return geometries
+
+
+def _assemble(data, geoms, released, record):
+    """New object like ``data`` with geometry replaced by ``released`` and provenance attached.
+
+    ``released`` is an (n, 2) array of coordinates or an array of shapely points.
+    """
+    if isinstance(released, np.ndarray) and released.dtype != object:
+        released = shapely.points(released)
+    new_geoms = gpd.GeoSeries(GeometryArray(released, crs=geoms.crs), index=geoms.index, name=geoms.name, copy=False)
     if isinstance(data, gpd.GeoSeries):
-        out = new_geoms
+        return attach(new_geoms, data, record)
+    name = geoms.name
+    if _COPY_ON_WRITE:
+        # pandas >= 3: a shallow copy is copy-on-write, so the input can never be modified through it
+        out = data.copy(deep=False)
+        out[name] = new_geoms
     else:
-        out = data.copy()
-        out[geoms.name] = new_geoms
+        # copy every column but the old geometry (deep-copying 10 M geometries costs seconds),
+        # then put the new geometry where the old one was
+        rest = data.drop(columns=[name]).copy()
+        rest.insert(data.columns.get_loc(name), name, new_geoms)
+        out = gpd.GeoDataFrame(rest, geometry=name, crs=geoms.crs)
     return attach(out, data, record)
