@@ -19,6 +19,9 @@ from .mechanisms.planar_laplace import PlanarLaplace
 from .metrics import displacement, utility_report, wasserstein
 from .perturb import perturb, resolve_epsilon
 from .rng import make_rng
+from .accounting import BudgetAccountant
+from .mechanisms.predictive import FixedRate, FixedUtility
+from .traces import sample_queries, sanitize_traces, trace_ledger
 
 __all__ = [
     "__version__",
@@ -29,6 +32,12 @@ __all__ = [
     "utility_report",
     "wasserstein",
     "make_rng",
+    "sanitize_traces",
+    "sample_queries",
+    "trace_ledger",
+    "BudgetAccountant",
+    "FixedRate",
+    "FixedUtility",
     "metric_frame",
     "MetricFrame",
     "GeoprivError",

@@ -8,6 +8,7 @@ import pandas as pd
 
 from . import metrics as _metrics
 from .perturb import perturb as _perturb
+from . import traces as _traces
 
 __all__ = ["PrivAccessor"]
 
@@ -24,6 +25,21 @@ class _Base:
         prebuilt mechanism.  Returns a new object; this one is not modified.
         """
         return _perturb(self._obj, epsilon, **kwargs)
+
+    def sanitize_traces(self, **kwargs):
+        """Release location traces within a budget per trace: same as :func:`geopriv.sanitize_traces`.
+
+        ``traj_id=`` and ``time=`` name the trace id and time stamp columns; ``epsilon`` (total per
+        trace, per ground metre) or ``level=``/``radius=``; ``method="predictive"`` (default) or
+        ``"independent"``; ``budget="fixed_rate"`` with ``rate=`` or ``"fixed_utility"`` with
+        ``accuracy=`` (metres).  Returns a new GeoDataFrame with ``predicted``, ``status`` and
+        ``epsilon_spent`` columns; the per-trace ledger is ``result.priv.ledger()``.
+        """
+        return _traces.sanitize_traces(self._obj, **kwargs)
+
+    def ledger(self):
+        """The per-trace budget ledger of a :func:`geopriv.sanitize_traces` result: :func:`geopriv.trace_ledger`."""
+        return _traces.trace_ledger(self._obj)
 
     def displacement(self, released):
         """Ground distance in metres from each point to its released version: :func:`geopriv.metrics.displacement`."""

@@ -14,6 +14,9 @@ __all__ = [
     "GeometryError",
     "EmptyInputError",
     "BudgetExceededError",
+    "RasterError",
+    "InfeasibleMechanismError",
+    "MechanismFileError",
     "GeoprivWarning",
     "DistortionWarning",
     "format_labels",
@@ -64,6 +67,18 @@ class EmptyInputError(GeoprivError):
 
 class BudgetExceededError(GeoprivError):
     """A release would spend more privacy budget than is left; nothing was drawn."""
+
+
+class RasterError(GeoprivError):
+    """A raster (population or privacy map) that cannot be used: no data, bad values, bad geometry."""
+
+
+class InfeasibleMechanismError(GeoprivError):
+    """No mechanism meeting the privacy map could be built with the given options; nothing was returned."""
+
+
+class MechanismFileError(GeoprivError):
+    """A saved mechanism file is corrupt, truncated, from another format version, or not the one expected."""
 
 
 class GeoprivWarning(UserWarning):

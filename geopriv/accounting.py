@@ -1,0 +1,223 @@
+"""Privacy budgets: spend, reserve, refuse.  Separate from the mechanisms.
+
+Mechanisms (:mod:`geopriv.mechanisms`) *report* what a release costs; an accountant *spends*
+budget and *refuses* a release that would overspend, before any noise is drawn.  geopriv's
+budgets are epsilons per ground metre (see :mod:`geopriv.crs`): a trace sanitised with a total
+budget ``epsilon`` is ``epsilon * d_inf``-private (Chatzikokolakis et al. 2014, Theorem 3.1).
+
+:class:`BudgetAccountant` holds one budget per *label* (a trace id, a user, or one label for
+a single budget) and works on many labels at once with numpy arrays:
+
+* :meth:`~BudgetAccountant.spend` checks the whole request first and records it only if every
+  label can afford its share; otherwise it raises :class:`~geopriv.exceptions.BudgetExceededError`
+  and records nothing.
+* :meth:`~BudgetAccountant.reserve` / :meth:`~BudgetAccountant.settle` is the two-phase form a
+  predictive step needs: reserve the worst case (test + noise) before the test and the noise
+  are drawn, then settle what the public outcome says was spent (the test alone on an easy
+  step, Lemma 1), giving back the rest.
+* The invariant ``spent + reserved <= total`` holds at all times, compared in floating point
+  exactly as stored, so a ledger can never show more than its budget.
+* A total can be lowered (:meth:`~BudgetAccountant.lower_total`), never raised: there is no
+  method that raises it and the arrays handed out are read-only copies.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+
+from .exceptions import BudgetExceededError, GeoprivError, format_labels
+
+__all__ = ["BudgetAccountant"]
+
+
+def _positive_totals(total, n):
+    arr = np.array(total, dtype=float, copy=True).reshape(-1) if np.ndim(total) else np.full(n, float(total))
+    if arr.shape != (n,):
+        raise ValueError(f"total must be a number or one number per label ({n}), got shape {np.shape(total)}.")
+    if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+        raise ValueError(
+            "Every total budget must be finite and > 0 (epsilon per metre), e.g. math.log(10) / 100 for "
+            "'ln 10 within 100 m over the whole trace'."
+        )
+    return arr
+
+
+class BudgetAccountant:
+    """Privacy budgets (epsilon per ground metre) for one or many labels.
+
+    Parameters
+    ----------
+    total : float or array_like
+        The total budget of each label: one number for all, or one per label.
+    labels : iterable, optional
+        Names used in error messages and :meth:`to_frame` (trace ids, user ids).  Default:
+        a single unnamed budget (``labels=[None]``) when ``total`` is a number, else 0..n-1.
+
+    Examples
+    --------
+    >>> acc = BudgetAccountant(1.0)
+    >>> acc.spend(0.4); acc.spend(0.5)
+    >>> float(acc.remaining[0])                                        # doctest: +ELLIPSIS
+    0.09999...
+    >>> acc.spend(0.2)                                                # doctest: +SKIP
+    BudgetExceededError: ...
+    """
+
+    def __init__(self, total, labels: Iterable | None = None):
+        if labels is None:
+            labels = [None] if np.ndim(total) == 0 else list(range(len(np.atleast_1d(total))))
+        self._labels = list(labels)
+        n = len(self._labels)
+        if n == 0:
+            raise ValueError("An accountant needs at least one label (one budget).")
+        self._total = _positive_totals(total, n)
+        self._spent = np.zeros(n)
+        self._reserved = np.zeros(n)
+
+    # ------------------------------------------------------------------ views
+    @property
+    def labels(self) -> list:
+        return list(self._labels)
+
+    @property
+    def total(self) -> np.ndarray:
+        """Total budget of each label (a read-only copy)."""
+        return self._readonly(self._total)
+
+    @property
+    def spent(self) -> np.ndarray:
+        """Budget spent by settled releases (a read-only copy)."""
+        return self._readonly(self._spent)
+
+    @property
+    def reserved(self) -> np.ndarray:
+        """Budget held by reservations not yet settled (a read-only copy)."""
+        return self._readonly(self._reserved)
+
+    @property
+    def remaining(self) -> np.ndarray:
+        """``total - spent - reserved``, never negative."""
+        return self._readonly(np.maximum(self._total - self._spent - self._reserved, 0.0))
+
+    @staticmethod
+    def _readonly(a):
+        out = a.copy()
+        out.setflags(write=False)
+        return out
+
+    def __len__(self) -> int:
+        return len(self._labels)
+
+    def __repr__(self) -> str:
+        return f"BudgetAccountant({len(self)} label(s), spent {self._spent.sum():.6g} of {self._total.sum():.6g})"
+
+    # ------------------------------------------------------------------ checks
+    def _rows_amounts(self, amounts, rows, assume_unique=False):
+        if rows is None:
+            rows = np.arange(len(self._labels))
+        else:
+            rows = np.asarray(rows)
+            if rows.dtype == bool:
+                rows = np.flatnonzero(rows)
+            rows = rows.astype(np.intp, copy=False)
+        amounts = np.broadcast_to(np.asarray(amounts, dtype=float), rows.shape)
+        if not np.all(np.isfinite(amounts)) or np.any(amounts < 0):
+            raise ValueError("Amounts of budget must be finite and >= 0.")
+        if not assume_unique and len(np.unique(rows)) != len(rows):
+            raise ValueError("Each label may appear once per call; add the amounts first.")
+        return rows, amounts
+
+    def headroom(self, rows=None) -> np.ndarray:
+        """The largest amount each of ``rows`` can still take: ``affordable(headroom(rows), rows)`` is all True.
+
+        ``total - spent - reserved`` rounded down until the accountant's own floating-point
+        check accepts it, so a release sized to the headroom is never refused by rounding.
+        """
+        rows = np.arange(len(self._labels)) if rows is None else np.asarray(rows, dtype=np.intp)
+        used = self._spent[rows] + self._reserved[rows]
+        room = np.maximum(self._total[rows] - used, 0.0)
+        for _ in range(8):
+            over = used + room > self._total[rows]
+            if not over.any():
+                break
+            room[over] = np.nextafter(room[over], 0.0)
+        return room
+
+    def affordable(self, amounts, rows=None) -> np.ndarray:
+        """Which of ``rows`` can take ``amounts`` more (bool array); nothing is recorded."""
+        rows, amounts = self._rows_amounts(amounts, rows)
+        return self._spent[rows] + self._reserved[rows] + amounts <= self._total[rows]
+
+    def _refuse(self, rows, amounts, ok, what):
+        bad = rows[~ok]
+        labels = [self._labels[i] for i in bad]
+        short = float(np.max(self._spent[bad] + self._reserved[bad] + amounts[~ok] - self._total[bad]))
+        raise BudgetExceededError(
+            f"{what} would exceed the privacy budget of {len(bad)} label(s): {format_labels(labels)} "
+            f"(over by up to {short:.3g} per metre). Nothing was drawn or recorded. Release fewer points, "
+            "use a smaller epsilon per release, or start a new budget period deliberately (a new accountant)."
+        )
+
+    # ------------------------------------------------------------------ spending
+    def spend(self, amounts, rows=None, *, assume_unique=False) -> None:
+        """Record ``amounts`` for ``rows`` (all labels by default), or raise and record nothing.
+
+        ``assume_unique=True`` skips the check that ``rows`` has no repeats (for hot loops).
+
+        Raises
+        ------
+        BudgetExceededError
+            If any row would go over its total.  Call this *before* drawing noise.
+        """
+        rows, amounts = self._rows_amounts(amounts, rows, assume_unique)
+        ok = self._spent[rows] + self._reserved[rows] + amounts <= self._total[rows]
+        if not ok.all():
+            self._refuse(rows, amounts, ok, "This release")
+        self._spent[rows] += amounts
+
+    def reserve(self, amounts, rows=None, *, assume_unique=False) -> None:
+        """Hold ``amounts`` (the worst case of a release) for ``rows``, or raise and hold nothing."""
+        rows, amounts = self._rows_amounts(amounts, rows, assume_unique)
+        ok = self._spent[rows] + self._reserved[rows] + amounts <= self._total[rows]
+        if not ok.all():
+            self._refuse(rows, amounts, ok, "This reservation")
+        self._reserved[rows] += amounts
+
+    def settle(self, reserved, spent, rows=None, *, assume_unique=False) -> None:
+        """Turn a reservation into spending: ``spent <= reserved`` is recorded, the rest freed.
+
+        Because ``spent <= reserved`` and floating-point addition is monotonic, the settled
+        ``spent`` can never exceed the total that the reservation was checked against.
+        """
+        rows, reserved = self._rows_amounts(reserved, rows, assume_unique)
+        spent = np.broadcast_to(np.asarray(spent, dtype=float), rows.shape)
+        held = self._reserved[rows]
+        if not (np.all(spent <= reserved) and np.all(spent >= 0) and np.all(reserved <= held * (1 + 1e-12) + 1e-300)):
+            raise GeoprivError("settle(): spent must be within what was reserved for each row (a mechanism bug).")
+        held = np.maximum(held - reserved, 0.0)
+        self._reserved[rows] = held
+        self._spent[rows] = np.minimum(self._spent[rows] + spent, self._total[rows] - held)
+
+    def lower_total(self, new_total, rows=None) -> None:
+        """Lower the total budget of ``rows`` (always allowed); raising it is refused.
+
+        A total lowered below what is already spent (and reserved) leaves the label exhausted:
+        its total becomes what it has used, so the ledger still never shows more than the total.
+        """
+        rows, new_total = self._rows_amounts(new_total, rows)
+        if np.any(new_total > self._total[rows]):
+            raise GeoprivError(
+                "A privacy budget can only be lowered: raising the total would silently weaken the guarantee "
+                "already given for earlier releases. Start a new accountant for a new, deliberate budget period."
+            )
+        used = self._spent[rows] + self._reserved[rows]
+        self._total[rows] = np.maximum(new_total, used)
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per label: total, spent, reserved, remaining."""
+        return pd.DataFrame(
+            {"total": self._total, "spent": self._spent, "reserved": self._reserved, "remaining": self.remaining},
+            index=pd.Index(self._labels, name="label"),
+        )

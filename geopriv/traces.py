@@ -1,0 +1,548 @@
+"""Trace sanitisation: ``geopriv.sanitize_traces`` (``gdf.priv.sanitize_traces``) and query sampling.
+
+A *trace* is the sequence of locations one user queries a location-based service from, with
+public time stamps.  :func:`sanitize_traces` releases every trace of a GeoDataFrame with the
+predictive mechanism of Chatzikokolakis, Palamidessi and Stronati (PETS 2014; see
+:mod:`geopriv.mechanisms.predictive`) or with independent planar Laplace noise, within a
+total budget per trace, and returns one row per input row plus a per-trace ledger
+(:func:`trace_ledger`).  :func:`sample_queries` turns raw GPS trajectories into query traces
+with the paper's sampling protocol (sec. 5), so its evaluation can be reproduced.
+"""
+from __future__ import annotations
+
+import math
+
+import geopandas as gpd
+import numpy as np
+import pandas as pd
+import shapely
+from pyproj import CRS, Transformer
+
+from ._points import as_geoseries, check_no_other_geometries, point_xy
+from .accounting import BudgetAccountant
+from .crs import DEFAULT_MAX_DISTORTION, metric_frame
+from .exceptions import GeoprivError, format_labels
+from .mechanisms.predictive import (
+    EXHAUSTED,
+    NOISE,
+    STATUS_NAMES,
+    FixedRate,
+    FixedUtility,
+    IndependentMechanism,
+    PredictiveMechanism,
+    TimeSkip,
+    Traces,
+)
+from .perturb import resolve_epsilon
+from .provenance import attach, make_record
+from .rng import make_rng
+
+__all__ = ["sanitize_traces", "sample_queries", "trace_ledger", "OUTPUT_COLUMNS"]
+
+_PANDAS3 = int(pd.__version__.split(".")[0]) >= 3
+
+#: Columns :func:`sanitize_traces` adds to its result.
+OUTPUT_COLUMNS = ("predicted", "status", "epsilon_spent")
+
+
+# ---------------------------------------------------------------------------- input helpers
+def _column(data, name, what, hint):
+    if name not in data.columns:
+        cols = [c for c in data.columns if c != data.geometry.name]
+        raise GeoprivError(
+            f"The {what} column {name!r} is not in the data (columns: {cols}). {hint}"
+        )
+    return data[name]
+
+
+def _seconds(col: pd.Series, what: str = "time") -> np.ndarray:
+    """Time stamps as float seconds (relative to the earliest); NaT/NaN named by row label."""
+    s = col
+    if pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s):
+        secs = s.to_numpy(dtype=float, na_value=np.nan)
+    elif pd.api.types.is_timedelta64_dtype(s):
+        secs = (s / pd.Timedelta(seconds=1)).to_numpy(dtype=float, na_value=np.nan)
+    else:
+        if not (pd.api.types.is_datetime64_any_dtype(s) or isinstance(s.dtype, pd.DatetimeTZDtype)):
+            try:
+                s = pd.to_datetime(s, utc=True, format="mixed")
+            except (ValueError, TypeError) as exc:
+                raise GeoprivError(
+                    f"The {what} column {col.name!r} cannot be read as time stamps ({exc}). Give datetimes, "
+                    "ISO 8601 text, or numbers of seconds."
+                ) from None
+        secs = ((s - s.min()) / pd.Timedelta(seconds=1)).to_numpy(dtype=float, na_value=np.nan)
+    bad = ~np.isfinite(secs)
+    if bad.any():
+        raise GeoprivError(
+            f"{int(bad.sum())} row(s) have no valid {what} in column {col.name!r}: labels "
+            f"{format_labels(col.index[bad])}. Fill or drop them: time stamps order each trace and drive the skip rule."
+        )
+    return secs
+
+
+def _layout(data, geoms, traj_id, time):
+    """Trace codes, time in seconds, and the stable order (trace, time, input position)."""
+    n = len(geoms)
+    if traj_id is None:
+        codes = np.zeros(n, dtype=np.int64)
+        uniques = pd.Index([None])
+    else:
+        if not isinstance(data, gpd.GeoDataFrame):
+            raise GeoprivError("traj_id and time name columns: pass a GeoDataFrame, not a GeoSeries.")
+        ids = _column(data, traj_id, "trace id (traj_id)",
+                      "Name the column that says which trace (user, trajectory) each row belongs to, "
+                      "or pass traj_id=None if all rows are one trace.")
+        missing = ids.isna().to_numpy()
+        if missing.any():
+            raise GeoprivError(
+                f"{int(missing.sum())} row(s) have no trace id in {traj_id!r}: labels {format_labels(ids.index[missing])}. "
+                "Fill or drop them: every query belongs to one trace, which has its own budget."
+            )
+        try:  # sorted ids: the release cannot depend on the order of the rows
+            codes, uniques = pd.factorize(ids, sort=True)
+        except TypeError:  # ids of mixed, unorderable types
+            codes, uniques = pd.factorize(ids, sort=False)
+        codes = codes.astype(np.int64)
+    if time is None:
+        secs = np.zeros(n)
+    else:
+        if not isinstance(data, gpd.GeoDataFrame):
+            raise GeoprivError("traj_id and time name columns: pass a GeoDataFrame, not a GeoSeries.")
+        secs = _seconds(_column(data, time, "time",
+                                "Name the column of time stamps (datetimes or seconds), or pass time=None if the "
+                                "rows are already in query order within each trace (then skip_speed cannot be used)."))
+    order = np.lexsort((np.arange(n), secs, codes))  # stable: ties in time keep the input order
+    return codes, uniques, secs, order
+
+
+def _manager(budget, rate, accuracy, eta, gamma, delta, prediction_rate):
+    if isinstance(budget, (FixedRate, FixedUtility)):
+        if rate is not None or accuracy is not None:
+            raise ValueError("A budget manager object carries its own rate or accuracy: do not also pass rate=/accuracy=.")
+        return budget
+    if budget == "fixed_rate":
+        if accuracy is not None:
+            raise ValueError("accuracy= goes with budget='fixed_utility'; fixed_rate takes rate= (fraction per query).")
+        if rate is None:
+            raise ValueError(
+                "budget='fixed_rate' needs rate=: the fraction of each trace's budget a query may spend on average, "
+                "e.g. rate=0.033 for about 30 queries (the paper's setting)."
+            )
+        return FixedRate(rate=rate, eta=eta, gamma=gamma, delta=delta, prediction_rate=prediction_rate)
+    if budget == "fixed_utility":
+        if rate is not None:
+            raise ValueError("rate= goes with budget='fixed_rate'; fixed_utility takes accuracy= (metres).")
+        if accuracy is None:
+            raise ValueError(
+                "budget='fixed_utility' needs accuracy=: the radius in metres within which a hard query's release "
+                "falls with probability delta (0.9), e.g. accuracy=3000 (the paper's setting)."
+            )
+        return FixedUtility(accuracy=accuracy, eta=eta, gamma=gamma, delta=delta)
+    raise ValueError(
+        f"budget must be 'fixed_rate', 'fixed_utility' or a FixedRate/FixedUtility manager, got {budget!r}."
+    )
+
+
+def _check_output_columns(data):
+    if isinstance(data, gpd.GeoDataFrame):
+        clash = [c for c in OUTPUT_COLUMNS if c in data.columns]
+        if clash:
+            raise GeoprivError(
+                f"The data already has column(s) {clash} that sanitize_traces adds. Rename them first, e.g. "
+                f"gdf.rename(columns={{{clash[0]!r}: {clash[0] + '_in'!r}}}), or drop them."
+            )
+
+
+# ---------------------------------------------------------------------------- sanitize_traces
+def sanitize_traces(
+    data,
+    *,
+    traj_id,
+    time,
+    epsilon=None,
+    level=None,
+    radius=None,
+    method: str = "predictive",
+    budget: str = "fixed_rate",
+    rate=None,
+    accuracy=None,
+    skip_speed=None,
+    stale_after=None,
+    predictor="parrot",
+    on_exhausted: str = "empty",
+    eta: float = 0.5,
+    gamma: float = 0.8,
+    delta: float = 0.9,
+    prediction_rate: float = 0.5,
+    rng=None,
+    max_distortion: float = DEFAULT_MAX_DISTORTION,
+):
+    """Release location traces within a privacy budget per trace (predictive or independent noise).
+
+    Every trace (rows sharing ``traj_id``, ordered by ``time``) gets the total budget
+    ``epsilon`` per ground metre, whatever the CRS: the release of the whole trace is
+    ``epsilon * d_inf``-private (two traces whose points are pairwise within r metres are
+    ``exp(epsilon * r)``-indistinguishable).  With ``method="predictive"`` each query is first
+    compared, by a private test, to a prediction from what was already released; if the test
+    passes the prediction is reported at the cost of the test only, otherwise fresh planar
+    Laplace noise is drawn (Chatzikokolakis, Palamidessi, Stronati, PETS 2014).  A budget
+    manager spends the budget; when a query can no longer be paid for, the trace stops.
+
+    Parameters
+    ----------
+    data : GeoDataFrame of points
+        One row per query; any CRS with a datum.  Never modified.  A GeoSeries is one trace in
+        row order (``traj_id=None, time=None``) and gives a GeoDataFrame.
+    traj_id : str or None
+        Column of trace ids (one budget per trace).  ``None``: all rows are one trace.
+    time : str or None
+        Column of time stamps (datetimes, ISO text, or seconds).  Public: they order each
+        trace and drive ``skip_speed``.  ``None``: rows are in query order already.
+        Rows with equal time stamps keep their input order.
+    epsilon : float, optional
+        Total budget of each trace per ground metre.  Or give ``level`` and ``radius``:
+        ``level=math.log(10), radius=100`` is the paper's "ln 10 within 100 m".
+    method : {"predictive", "independent"}
+    budget : {"fixed_rate", "fixed_utility"} or a budget manager
+        ``fixed_rate`` with ``rate`` (fraction of the budget per query on average: 0.033 is
+        about 30 queries) gives the best accuracy at that rate; ``fixed_utility`` with
+        ``accuracy`` (metres: alpha(delta) of each hard query) covers as many queries as it can.
+        Or a configured :class:`~geopriv.FixedRate` / :class:`~geopriv.FixedUtility` (then
+        ``rate``, ``accuracy``, ``eta``, ``gamma``, ``delta``, ``prediction_rate`` are its own).
+    skip_speed : float, optional
+        Assumed top speed in metres per second for the time skip rule: when
+        ``skip_speed * (time since the last noisy release)`` is below the accuracy aimed at, the
+        prediction is reported without a test, for free.  The paper uses 0.5 km/h (0.139 m/s).
+        Faster users get less accurate points, never less privacy.
+    stale_after : float, optional
+        Seconds since the last noisy release after which the test is skipped and fresh noise
+        drawn directly (a prediction that old is presumed wrong; saves the test's budget).
+    predictor : "parrot", "cluster_mean" or callable
+        "parrot" reports the last released point (the paper's).  "cluster_mean" predicts the
+        precision-weighted mean of the noisy releases made at the current place.  A callable
+        receives a :class:`~geopriv.mechanisms.predictive.PublicRun` (public run only, metres
+        in the local frame) and returns an (m, 2) array.
+    on_exhausted : {"empty", "last"}
+        Rows a trace's budget cannot pay for get status ``"exhausted"``, ``epsilon_spent`` 0
+        and either no geometry (``"empty"``, the default: None) or the trace's last released
+        point (``"last"``: free post-processing of the public run).  Never the true point.
+    eta, gamma, delta, prediction_rate : float
+        Budget manager configuration (paper sec. 4; defaults are the paper's): utility slack
+        eta (0.5 .. 1), test-noise to threshold ratio gamma (about 0.8), accuracy level delta
+        (0.9), prior prediction rate for fixed_rate.  Ignored when ``budget`` is a manager.
+    rng : None, int, SeedSequence or Generator
+        ``None`` (default, and the only choice for real releases) uses OS entropy.
+    max_distortion : float
+        As in :func:`geopriv.perturb`: CRS scale variation accepted before working in a
+        local equidistant frame.
+
+    Returns
+    -------
+    GeoDataFrame
+        Same index, columns and CRS as ``data`` (rows in the input order), geometry = the
+        released point, and three new columns:
+
+        * ``predicted`` (bool): the released point is the prediction (test passed or skipped);
+        * ``status`` (str): ``"noise"`` (fresh noise), ``"predicted"`` (test passed),
+          ``"skipped"`` (time rule, no test), ``"exhausted"`` (budget ran out: not released);
+        * ``epsilon_spent`` (float): budget per metre spent at that step (test + noise).
+
+        ``result.attrs["geopriv"]`` holds the provenance and the per-trace ledger; read the
+        ledger as a DataFrame with :func:`geopriv.trace_ledger` (``result.priv.ledger()``).
+
+    Raises
+    ------
+    GeoprivError
+        Missing columns, rows without trace id or time, geometries that are not points.
+    BudgetExceededError
+        Never in normal use: the budget managers stop a trace before it overspends, and the
+        accountant refuses, before any noise is drawn, a step that would.
+
+    Examples
+    --------
+    >>> import math, geopriv
+    >>> out = gdf.priv.sanitize_traces(traj_id="user", time="t", level=math.log(10), radius=100,
+    ...                                rate=0.033)                                  # doctest: +SKIP
+    >>> geopriv.trace_ledger(out)                                                   # doctest: +SKIP
+    """
+    geoms = as_geoseries(data)
+    check_no_other_geometries(data)
+    _check_output_columns(data)
+    if method not in ("predictive", "independent"):
+        raise ValueError(f"method must be 'predictive' or 'independent', got {method!r}.")
+    if on_exhausted not in ("empty", "last"):
+        raise ValueError(f"on_exhausted must be 'empty' (no geometry) or 'last' (last released point), got {on_exhausted!r}.")
+    eps = resolve_epsilon(epsilon, level, radius)
+    manager = _manager(budget, rate, accuracy, eta, gamma, delta, prediction_rate)
+    if method == "independent":
+        if skip_speed is not None or stale_after is not None or predictor not in ("parrot", None):
+            raise ValueError("skip_speed, stale_after and predictor apply to method='predictive' only.")
+        mech = IndependentMechanism(manager)
+    else:
+        if skip_speed is not None and time is None:
+            raise ValueError("skip_speed needs time stamps: pass time='<column>'.")
+        if stale_after is not None and time is None:
+            raise ValueError("stale_after needs time stamps: pass time='<column>'.")
+        mech = PredictiveMechanism(
+            manager,
+            predictor=predictor,
+            skip=None if skip_speed is None else TimeSkip(skip_speed),
+            stale_after=stale_after,
+        )
+    xy = point_xy(geoms)
+    codes, uniques, secs, order = _layout(data, geoms, traj_id, time)
+    source = make_rng(rng)
+
+    frame = metric_frame(geoms.crs, (xy[:, 0].min(), xy[:, 1].min(), xy[:, 0].max(), xy[:, 1].max()),
+                         max_distortion=max_distortion)
+    # "conservative metres": working units / scale_max, so a distance here is <= the ground distance
+    # (see geopriv.crs), and epsilon per metre here is perturb's epsilon per working unit.
+    unit = frame.scale_max
+    work = frame.to_work(xy[order]) / unit
+    lengths = np.bincount(codes, minlength=len(uniques)).astype(np.int64)
+    traces = Traces.from_lengths(work, secs[order], lengths)
+    accountant = BudgetAccountant(np.full(len(uniques), eps), labels=list(uniques))
+    run = mech.run(traces, eps, source.generator, accountant)
+
+    # back to the input order and CRS
+    released_sorted = run.reported
+    status_sorted = run.status
+    if on_exhausted == "last":
+        released_sorted = _fill_last(released_sorted, status_sorted, lengths)
+    ok = np.isfinite(released_sorted[:, 0])
+    out_xy = np.full_like(released_sorted, np.nan)
+    out_xy[ok] = frame.from_work(released_sorted[ok] * unit)
+    inv = np.empty_like(order)
+    inv[order] = np.arange(len(order))
+    out_xy = out_xy[inv]
+    status = status_sorted[inv]
+    eps_row = run.epsilon[inv]
+    ok = ok[inv]
+
+    pts = np.full(len(out_xy), None, dtype=object)
+    pts[ok] = shapely.points(out_xy[ok])
+    new_geoms = gpd.GeoSeries(pts, index=geoms.index, crs=geoms.crs, name=geoms.name)
+    if isinstance(data, gpd.GeoDataFrame):
+        out = data.copy()
+        out[geoms.name] = new_geoms
+    else:  # a GeoSeries: one trace (traj_id=None) in row order (time=None); columns need a frame
+        out = gpd.GeoDataFrame(geometry=new_geoms.rename(geoms.name or "geometry"))
+    out["predicted"] = (status != NOISE) & (status != EXHAUSTED)
+    out["status"] = pd.Series(np.asarray(STATUS_NAMES, dtype=object)[status], index=out.index).astype("str" if _PANDAS3 else object)
+    out["epsilon_spent"] = eps_row
+
+    ledger = _ledger_dict(run, uniques, traj_id)
+    rel = status != EXHAUSTED
+    record = make_record(
+        f"{method}_trace",
+        seeded=source.seeded,
+        epsilon_per_m=eps,
+        level=None if level is None else float(level),
+        radius_m=None if radius is None else float(radius),
+        guarantee="epsilon * d_inf per trace (Chatzikokolakis et al. 2014, Thm 3.1); epsilon is each trace's total",
+        method=method,
+        budget="fixed_rate" if isinstance(manager, FixedRate) else "fixed_utility",
+        budget_manager=repr(manager),
+        rate=float(manager.rate) if isinstance(manager, FixedRate) else None,
+        accuracy_m=float(manager.accuracy) if isinstance(manager, FixedUtility) else None,
+        eta=manager.eta,
+        gamma=manager.gamma,
+        delta=manager.delta,
+        skip_speed_m_s=None if skip_speed is None else float(skip_speed),
+        stale_after_s=None if stale_after is None else float(stale_after),
+        predictor=None if method == "independent" else mech.predictor.name,
+        on_exhausted=on_exhausted,
+        n=len(out),
+        n_traces=len(uniques),
+        n_released=int(rel.sum()),
+        traj_id=traj_id,
+        time=time,
+        ledger=ledger,
+        **frame.describe(),
+    )
+    return attach(out, data, record)
+
+
+def _fill_last(reported, status, lengths):
+    """Exhausted rows get the trace's last released point (NaN if none): forward fill within traces."""
+    out = reported.copy()
+    n = len(out)
+    idx = np.where(status != EXHAUSTED, np.arange(n), -1)
+    np.maximum.accumulate(idx, out=idx)
+    starts = np.repeat(np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
+    valid = idx >= starts
+    out[valid] = reported[idx[valid]]
+    return out
+
+
+def _ledger_dict(run, uniques, traj_id) -> dict:
+    """Per-trace ledger as a dict of plain lists (safe in DataFrame.attrs: copies and compares cleanly)."""
+    pt = run.per_trace()
+    released = pt["released"]
+    rate = np.divide(pt["spent"], pt["budget"] * np.maximum(released, 1))
+    ids = [None if v is None else (v.item() if hasattr(v, "item") else v) for v in list(uniques)]
+    return {
+        "trace": ids,
+        "trace_column": traj_id,
+        "queries": pt["queries"].tolist(),
+        "released": released.tolist(),
+        "noise": pt["noise"].tolist(),
+        "predicted": pt["predicted"].tolist(),
+        "skipped": pt["skipped"].tolist(),
+        "exhausted": pt["exhausted"].tolist(),
+        "tests": pt["tests"].tolist(),
+        "budget": pt["budget"].tolist(),
+        "spent": pt["spent"].tolist(),
+        "remaining": pt["remaining"].tolist(),
+        "spent_test": pt["spent_test"].tolist(),
+        "spent_noise": pt["spent_noise"].tolist(),
+        "prediction_rate": pt["prediction_rate"].tolist(),
+        "budget_rate": rate.tolist(),
+    }
+
+
+def trace_ledger(result) -> pd.DataFrame:
+    """The per-trace ledger of a :func:`sanitize_traces` result, as a DataFrame indexed by trace id.
+
+    Columns: ``queries`` (rows of the trace), ``released`` (rows not exhausted), ``noise``,
+    ``predicted``, ``skipped``, ``exhausted`` (rows by status), ``tests`` (private tests run),
+    ``budget`` (total epsilon per metre), ``spent`` (the accountant's ledger: the Lemma 1
+    sum of test and noise budgets; never more than ``budget``), ``remaining``,
+    ``spent_test``, ``spent_noise``, ``prediction_rate`` (released rows that were
+    predictions), ``budget_rate`` (spent / budget per released query).
+    """
+    rec = getattr(result, "attrs", {}).get("geopriv") or {}
+    led = rec.get("ledger")
+    if led is None:
+        raise GeoprivError(
+            "This object carries no trace ledger: it is not (or no longer) a result of sanitize_traces. "
+            "Ledgers live in result.attrs['geopriv']; some pandas operations drop attrs, so read it right after releasing."
+        )
+    cols = {k: v for k, v in led.items() if k not in ("trace", "trace_column")}
+    df = pd.DataFrame(cols, index=pd.Index(led["trace"], name=led.get("trace_column") or "trace"))
+    return df
+
+
+# ---------------------------------------------------------------------------- sampling queries
+def _geodetic_xy(geoms, xy):
+    crs = CRS.from_user_input(geoms.crs)
+    geodetic = crs.geodetic_crs
+    if geodetic is None:
+        from .exceptions import CRSError
+
+        raise CRSError(f"The CRS {crs.name!r} has no datum; ground distances cannot be measured. Reproject first.")
+    lon, lat = Transformer.from_crs(crs, geodetic, always_xy=True).transform(xy[:, 0], xy[:, 1])
+    return np.asarray(lon), np.asarray(lat), geodetic.get_geod()
+
+
+def sample_queries(
+    data,
+    *,
+    traj_id,
+    time,
+    p: float = 0.0,
+    short: float = 60.0,
+    jump: float = 3600.0,
+    jitter: float = 0.1,
+    max_speed: float = 15 / 3.6,
+    speed_window: float = 60.0,
+    max_gap: float = 600.0,
+    rng=None,
+) -> gpd.GeoDataFrame:
+    """Turn raw GPS trajectories into query traces (Chatzikokolakis et al. 2014, sec. 5).
+
+    For each trajectory, query times start at its first fix and follow each other after a
+    *short* interval (``short`` seconds, 1 min) or, with probability ``p``, a *jump*
+    (``jump`` seconds, 60 min), each interval multiplied by ``1 + jitter * N(0, 1)`` (clipped
+    to at least half of itself).  A query is kept only while the user is slow: the fix at or
+    before its time moves slower than ``max_speed`` (m/s; 15 km/h), measured as displacement
+    over ``speed_window`` seconds centred on the fix, and is at most ``max_gap`` seconds old
+    (GPS gaps: the user's position is unknown).  The query's location is that fix.
+
+    Parameters
+    ----------
+    data : GeoDataFrame of points
+        GPS fixes, any CRS with a datum.  Never modified.
+    traj_id, time : str
+        Trajectory id column and time stamp column (datetimes, ISO text, or seconds).
+    p : float
+        Probability of a jump, 0 (frequent user) .. 1 (occasional user).
+    rng : None, int, SeedSequence or Generator
+        Randomness of the sampling (not a privacy mechanism: a seed is fine here).
+
+    Returns
+    -------
+    GeoDataFrame
+        One row per query, a new RangeIndex: the fix's columns, its time column replaced by the
+        query time, and ``source_row`` (the fix's index label in ``data``).
+    """
+    if not 0 <= float(p) <= 1:
+        raise ValueError("p (probability of a jump) must be in [0, 1].")
+    for name, v in (("short", short), ("jump", jump), ("max_speed", max_speed), ("speed_window", speed_window),
+                    ("max_gap", max_gap)):
+        if not (math.isfinite(float(v)) and float(v) > 0):
+            raise ValueError(f"{name} must be a positive number.")
+    if not 0 <= float(jitter) < 1:
+        raise ValueError("jitter (relative standard deviation of the intervals) must be in [0, 1).")
+    geoms = as_geoseries(data)
+    if not isinstance(data, gpd.GeoDataFrame):
+        raise GeoprivError("sample_queries needs a GeoDataFrame with trajectory id and time columns.")
+    xy = point_xy(geoms)
+    codes, uniques, secs, order = _layout(data, geoms, traj_id, time)
+    gen = make_rng(rng).generator
+    c = codes[order]
+    t = secs[order]
+    lon, lat, geod = _geodetic_xy(geoms, xy[order])
+    n = len(t)
+    n_tr = len(uniques)
+    lengths = np.bincount(c, minlength=n_tr)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    ends = starts + lengths
+
+    # speed at each fix: displacement over a window centred on it, within the trajectory
+    half = speed_window / 2.0
+    key = c.astype(float) * 1e12 + t  # trajectories never overlap in this key
+    lo = np.searchsorted(key, key - half, side="left")
+    hi = np.searchsorted(key, key + half, side="right") - 1
+    lo = np.maximum(lo, starts[c])
+    hi = np.minimum(hi, ends[c] - 1)
+    single = hi <= lo  # no other fix in the window: use the neighbours
+    lo = np.where(single, np.maximum(np.arange(n) - 1, starts[c]), lo)
+    hi = np.where(single, np.minimum(np.arange(n) + 1, ends[c] - 1), hi)
+    _, _, dist = geod.inv(lon[lo], lat[lo], lon[hi], lat[hi])
+    dt = t[hi] - t[lo]
+    speed = np.where(dt > 0, np.asarray(dist) / np.where(dt > 0, dt, 1.0), np.where(hi == lo, 0.0, np.inf))
+    slow = speed < max_speed
+
+    # query times: a renewal process per trajectory, vectorised with a per-trajectory cumulative sum
+    t0 = t[starts]
+    dur = t[ends - 1] - t0
+    # jittered intervals are clipped to at least half their nominal length, so this many cover dur
+    per = np.ceil(dur / (0.5 * short)).astype(np.int64) + 1
+    gaps = np.where(gen.random(per.sum()) < p, jump, short)
+    if jitter > 0:
+        gaps = gaps * np.maximum(1.0 + jitter * gen.standard_normal(len(gaps)), 0.5)
+    owner = np.repeat(np.arange(n_tr), per)
+    first = np.concatenate([[0], np.cumsum(per)[:-1]])
+    before = np.cumsum(gaps) - gaps  # exclusive cumulative sum over all trajectories
+    qt = t0[owner] + before - np.repeat(before[first], per)  # first query at the first fix
+    inside = qt <= t0[owner] + dur[owner]
+    qt, owner = qt[inside], owner[inside]
+    # the fix at or before each query time
+    qkey = owner.astype(float) * 1e12 + qt
+    fix = np.searchsorted(key, qkey, side="right") - 1
+    keep = (fix >= starts[owner]) & slow[np.maximum(fix, 0)] & (qt - t[np.maximum(fix, 0)] <= max_gap)
+    fix, qt = fix[keep], qt[keep]
+
+    src = order[fix]
+    out = data.iloc[src].copy()
+    out.index = pd.RangeIndex(len(out))
+    out["source_row"] = data.index[src]
+    tcol = data[time]
+    if pd.api.types.is_numeric_dtype(tcol) and not pd.api.types.is_bool_dtype(tcol):
+        out[time] = qt
+    else:
+        parsed = tcol if pd.api.types.is_datetime64_any_dtype(tcol) else pd.to_datetime(tcol, utc=True, format="mixed")
+        out[time] = parsed.min() + pd.to_timedelta(np.round(qt * 1e6).astype(np.int64), unit="us")
+    return out
