@@ -13,9 +13,14 @@ from .exceptions import (
     GeometryError,
     GeoprivError,
     GeoprivWarning,
+    InfeasibleMechanismError,
+    MechanismFileError,
     MissingCRSError,
+    RasterError,
 )
 from .mechanisms.planar_laplace import PlanarLaplace
+from .mechanisms.eikonal import EikonalMechanism
+from .privacy_map import PrivacyMap
 from .metrics import displacement, utility_report, wasserstein
 from .perturb import perturb, resolve_epsilon
 from .rng import make_rng
@@ -28,6 +33,8 @@ __all__ = [
     "perturb",
     "resolve_epsilon",
     "PlanarLaplace",
+    "PrivacyMap",
+    "EikonalMechanism",
     "displacement",
     "utility_report",
     "wasserstein",
@@ -45,6 +52,9 @@ __all__ = [
     "CRSError",
     "GeometryError",
     "BudgetExceededError",
+    "RasterError",
+    "InfeasibleMechanismError",
+    "MechanismFileError",
     "GeoprivWarning",
     "DistortionWarning",
 ]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["plot_release"]
+__all__ = ["plot_release", "plot_privacy_map", "plot_mechanism"]
 
 
 def _plt():
@@ -80,4 +80,142 @@ def plot_release(true, released, *, path=None, title=None, links: bool = True, m
     fig.tight_layout()
     if path is not None:
         fig.savefig(path, dpi=120)
+    return fig
+
+
+# --------------------------------------------------------------------------------------------
+# location-dependent privacy (geopriv.PrivacyMap, geopriv.EikonalMechanism)
+# --------------------------------------------------------------------------------------------
+def _map_extent(pm, pad_cells: int = 0):
+    xmin, ymin, xmax, ymax = pm.bounds
+    hx, hy = pm.cell_size
+    return (xmin - pad_cells * hx, xmax + pad_cells * hx, ymin - pad_cells * hy, ymax + pad_cells * hy)
+
+
+def plot_privacy_map(privacy_map, *, ax=None, points=None, path=None, title=None, per: str = "km"):
+    """Image of a :class:`geopriv.PrivacyMap`: epsilon (per km by default), no-data cells hatched.
+
+    Parameters
+    ----------
+    privacy_map : PrivacyMap
+    ax : matplotlib Axes, optional
+        Draw into it (a new figure otherwise).
+    points : (k, 2) array-like, optional
+        Locations (map CRS) to mark with white circles, e.g. those of :func:`plot_mechanism`.
+    per : {"km", "m"}
+        Unit of the colour bar: epsilon per kilometre (default, readable numbers) or per metre.
+    path : str or Path, optional
+        Write the figure there.
+
+    Returns
+    -------
+    matplotlib Figure
+    """
+    plt = _plt()
+    if per not in ("km", "m"):
+        raise ValueError("per must be 'km' or 'm'.")
+    factor = 1000.0 if per == "km" else 1.0
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(6.5, 5.5))
+    else:
+        fig = ax.figure
+    pm = privacy_map
+    im = ax.imshow(pm.epsilon * factor, extent=_map_extent(pm), origin="upper", cmap="viridis", interpolation="nearest")
+    if pm.nodata_mask.any():
+        nd = np.ma.masked_where(~pm.nodata_mask, np.ones(pm.shape))
+        ax.imshow(nd, extent=_map_extent(pm), origin="upper", cmap="Greys", vmin=0, vmax=3, alpha=0.35, interpolation="nearest")
+    fig.colorbar(im, ax=ax, shrink=0.85, label=f"epsilon per {per} (no data: shaded, floor epsilon)")
+    if points is not None:
+        pts = np.atleast_2d(np.asarray(points, float))
+        ax.scatter(pts[:, 0], pts[:, 1], s=60, facecolors="none", edgecolors="white", linewidths=2)
+        for k, (x, y) in enumerate(pts):
+            ax.annotate(str(k + 1), (x, y), xytext=(5, 5), textcoords="offset points", color="white", fontsize=10, weight="bold")
+    ax.set_title(title or "privacy level map")
+    ax.set_xlabel(f"x ({pm.crs.name})")
+    ax.set_ylabel("y")
+    ax.set_aspect("equal")
+    if path is not None:
+        fig.savefig(path, dpi=120, bbox_inches="tight")
+    return fig
+
+
+def _output_density(mech, p):
+    """Paint P(Q(u) = y) / (area of y's lattice box) on the padded node grid (cosmetic boxes)."""
+    ij = mech.output_ij
+    step = mech.output_step
+    r_lo, c_lo = int(ij[:, 0].min()) - 2, int(ij[:, 1].min()) - 2
+    r_hi, c_hi = int(ij[:, 0].max()) + 3, int(ij[:, 1].max()) + 3
+    img = np.zeros((r_hi - r_lo, c_hi - c_lo))
+    hx, hy = mech.privacy_map.cell_size
+    for k in np.unique(step):
+        sel = np.flatnonzero(step == k)
+        dens = p[sel] / (k * k * hx * hy)
+        lo = (int(k) - 1) // 2
+        for di in range(int(k)):
+            for dj in range(int(k)):
+                np.add.at(img, (ij[sel, 0] - r_lo - lo + di, ij[sel, 1] - c_lo - lo + dj), dens)
+    t = mech.privacy_map.transform
+    extent = (t.c + t.a * c_lo, t.c + t.a * c_hi, t.f + t.e * r_hi, t.f + t.e * r_lo)
+    return img, extent
+
+
+def plot_mechanism(mechanism, points, *, path=None, log: bool = True, title=None, floor: float = 1e-9, per: str = "km"):
+    """The privacy map and P(Q(u) = .) for chosen locations u (the paper's Figure 3).
+
+    Parameters
+    ----------
+    mechanism : EikonalMechanism
+    points : (k, 2) array-like
+        Locations in the map's CRS (at most 6); each gets a panel with its output density
+        (probability per square CRS unit, log10 scale by default) and a white circle at u.
+    log : bool
+        log10 colour scale (densities span many orders of magnitude).
+    floor : float
+        Densities below ``floor`` times the panel's maximum are drawn at that floor (outputs
+        with zero weight, never released, stay blank).
+    per : {"km", "m"}
+        Unit of epsilon in the titles and the map's colour bar ("m": per CRS unit of a metric CRS).
+    path : str or Path, optional
+        Write the figure there.
+
+    Returns
+    -------
+    matplotlib Figure
+    """
+    plt = _plt()
+    pts = np.atleast_2d(np.asarray(points, float))
+    if len(pts) > 6:
+        raise ValueError("plot_mechanism draws at most 6 locations; pass fewer points.")
+    n = len(pts) + 1
+    cols = min(n, 4)
+    rows = int(np.ceil(n / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 4.6 * rows), squeeze=False)
+    axes = axes.ravel()
+    pm = mechanism.privacy_map
+    factor = 1000.0 if per == "km" else 1.0
+    plot_privacy_map(pm, ax=axes[0], points=pts, title=f"privacy map (epsilon per {per})", per=per)
+    xmin, xmax, ymin, ymax = _map_extent(pm)
+    for k, (x, y) in enumerate(pts):
+        ax = axes[k + 1]
+        p = mechanism.distribution(x, y)
+        img, extent = _output_density(mechanism, p)
+        top = img.max()
+        shown = np.ma.masked_where(img <= 0, np.maximum(img, top * floor))
+        if log:
+            shown = np.ma.log10(shown)
+        im = ax.imshow(shown, extent=extent, origin="upper", cmap="magma", interpolation="nearest")
+        fig.colorbar(im, ax=ax, shrink=0.85, label=("log10 " if log else "") + "P(Q(u) = y) per square unit")
+        ax.plot([xmin, xmax, xmax, xmin, xmin], [ymin, ymin, ymax, ymax, ymin], color="0.6", lw=0.8)
+        ax.scatter([x], [y], s=60, facecolors="none", edgecolors="cyan", linewidths=2)
+        eps = float(pm.epsilon_at(x, y))
+        ax.set_title(f"u{k + 1}: epsilon {eps * factor:.3g} per {per}")
+        ax.set_aspect("equal")
+        ax.set_xlim(extent[0], extent[1])
+        ax.set_ylim(extent[2], extent[3])
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    fig.suptitle(title or "eikonal mechanism: privacy map and output distributions")
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=110, bbox_inches="tight")
     return fig

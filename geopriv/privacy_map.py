@@ -1,0 +1,593 @@
+"""Privacy level maps: epsilon(u) per ground metre on a raster grid.
+
+Koufogiannis and Pappas ("Location-dependent privacy", 2016) let the privacy level depend on
+the location itself: where many people live, a small perturbation already hides a person, so
+epsilon can be larger there.  Their example derives the map from population density,
+
+    epsilon(u) = slope * density(u) + floor,
+
+and :class:`PrivacyMap` builds exactly that from a population raster (a GeoTIFF path, an open
+rasterio dataset, or an array with a transform and a CRS), or takes an epsilon raster as is.
+
+Units
+-----
+* ``epsilon`` is privacy loss **per ground metre**, like everywhere in geopriv.
+* ``density`` is people (or any count proportional to people) **per square kilometre** of
+  ground area by default (``units="per_km2"``).  A raster of counts per cell is accepted with
+  ``units="per_cell"``: counts are divided by each cell's ground area in km2.
+* The raster's CRS must be projected.  Its units need not be metres: the local ground scale
+  of the CRS (:func:`geopriv.crs.ground_scale`) is measured at every cell, and whenever
+  epsilon is needed per CRS unit (:attr:`PrivacyMap.epsilon_crs`) it is divided by the
+  largest scale in any direction, so the guarantee per ground metre is never weakened
+  (feet, Web Mercator and Transverse Mercator far from its meridian are all handled).
+
+No data
+-------
+Cells without data (the raster's nodata value, NaN, masked cells; e.g. the sea) are part of
+the map but count as *zero population*: they get the floor epsilon, the strongest
+protection.  ``nodata_mask`` says which they were.  A raster with no valid cell is an error.
+
+Regularisation
+--------------
+:meth:`PrivacyMap.regularised` lowers epsilon (never raises it: a smaller epsilon is always a
+stronger guarantee) exactly where the noise scale 1/epsilon would change faster than
+``max_slope`` metres per metre, and nowhere else: it is the largest map below the original
+whose 1/epsilon is ``max_slope``-Lipschitz on the 8-neighbour grid.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+from pyproj import CRS
+
+from .crs import ground_scale
+from .exceptions import CRSError, GeoprivError, MissingCRSError, RasterError
+
+__all__ = ["PrivacyMap", "lipschitz_envelope", "edge_weights", "affine6"]
+
+
+class _RasterMissingCRS(MissingCRSError):
+    def __init__(self, message: str):  # noqa: D107 - same class, raster-specific advice
+        GeoprivError.__init__(self, message)
+
+
+# --------------------------------------------------------------------------------------------
+# reading rasters
+# --------------------------------------------------------------------------------------------
+def _read(raster, band, transform, crs, nodata):
+    """(values float64 (ny, nx) with NaN where no data, Affine, pyproj CRS)."""
+    from affine import Affine
+
+    if isinstance(raster, (str, os.PathLike)):
+        import rasterio
+
+        try:
+            with rasterio.open(raster) as ds:
+                return _read(ds, band, transform, crs, nodata)
+        except rasterio.errors.RasterioIOError as exc:
+            raise RasterError(f"Cannot open the raster {os.fspath(raster)!r}: {exc}. Pass a GeoTIFF path.") from None
+    if hasattr(raster, "read") and hasattr(raster, "transform"):  # rasterio dataset
+        if band < 1 or band > raster.count:
+            raise RasterError(f"The raster has {raster.count} band(s); band={band} does not exist.")
+        arr = raster.read(band, masked=True)
+        values = np.ma.filled(arr.astype(float), np.nan)
+        if nodata is not None:
+            values[values == nodata] = np.nan
+        transform = raster.transform if transform is None else transform
+        crs = raster.crs if crs is None else crs
+        if crs is not None and not isinstance(crs, CRS):
+            crs = CRS.from_user_input(crs.to_wkt() if hasattr(crs, "to_wkt") else crs)
+    else:
+        if isinstance(raster, np.ma.MaskedArray):
+            values = np.ma.filled(raster.astype(float), np.nan)
+        else:
+            try:
+                values = np.array(raster, dtype=float)
+            except (TypeError, ValueError):
+                raise TypeError(
+                    "raster must be a GeoTIFF path, an open rasterio dataset, or a 2-D array with transform= and crs=."
+                ) from None
+        if values.ndim == 3 and values.shape[0] >= band:
+            values = values[band - 1]
+        if nodata is not None:
+            values[values == nodata] = np.nan
+        if transform is None:
+            raise RasterError(
+                "An array needs its georeferencing: pass transform= (an affine.Affine, e.g. "
+                "rasterio.transform.from_origin(west, north, cell_width, cell_height)) and crs=."
+            )
+    if values.ndim != 2 or min(values.shape) < 2:
+        raise RasterError(f"The raster must be 2-D with at least 2 x 2 cells; got shape {values.shape}.")
+    if crs is None:
+        raise _RasterMissingCRS(
+            "The raster has no CRS, so geopriv cannot tell how large its cells are on the ground. "
+            "Pass crs= with the CRS it is really in (e.g. crs='EPSG:30166'), or fix the file with "
+            "gdal_edit.py -a_srs EPSG:xxxx file.tif."
+        )
+    crs = CRS.from_user_input(crs)
+    if not crs.is_projected:
+        raise CRSError(
+            f"The raster's CRS {crs.name!r} is not projected (its cells are degrees, not a fixed ground size). "
+            "Reproject it to a projected CRS first, e.g. `gdalwarp -t_srs EPSG:32654 in.tif out.tif` or "
+            "rasterio.warp.reproject (Tokyo: EPSG:30166 or UTM 54N, EPSG:32654)."
+        )
+    transform = Affine(*affine6(transform))
+    if transform.b != 0 or transform.d != 0:
+        raise RasterError("The raster is rotated or sheared (transform b/d != 0); warp it to a north-up grid first.")
+    if transform.a <= 0 or transform.e == 0:
+        raise RasterError(f"The raster transform {affine6(transform)} has no positive cell width/height.")
+    if transform.e > 0:  # south-up: flip to north-up
+        values = values[::-1].copy()
+        transform = Affine(transform.a, 0.0, transform.c, 0.0, -transform.e, transform.f + transform.e * values.shape[0])
+    values[~np.isfinite(values)] = np.nan
+    return values, transform, crs
+
+
+def affine6(t) -> tuple:
+    """(a, b, c, d, e, f) of an affine transform (or a 6+ sequence), without iterating an Affine.
+
+    (Iterating ``affine.Affine`` fails on some affine/Python combinations.)
+    """
+    if all(hasattr(t, k) for k in "abcdef"):
+        return tuple(float(getattr(t, k)) for k in "abcdef")
+    return tuple(float(v) for v in list(t)[:6])
+
+
+def _first_cell(mask) -> str:
+    r, c = np.argwhere(mask)[0]
+    return f"first at raster row {r}, column {c}"
+
+
+# --------------------------------------------------------------------------------------------
+# min-plus envelopes on the 8-neighbour grid (also used by the eikonal mechanism)
+# --------------------------------------------------------------------------------------------
+def _envelope_rows(f: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Exact min-plus envelope along axis 1: g[j] <= g[k] + (sum of w between k and j), both ways.
+
+    ``w[:, j]`` joins columns j and j+1.  O(n) with cumulative sums and ``minimum.accumulate``.
+    """
+    c = np.zeros(f.shape)
+    np.cumsum(w, axis=1, out=c[:, 1:])
+    g = np.minimum.accumulate(f - c, axis=1)
+    g += c
+    d = c[:, -1:] - c
+    g -= d
+    g = np.minimum.accumulate(g[:, ::-1], axis=1)[:, ::-1]
+    g += d
+    return g
+
+
+def _shear(h: int, w: int, anti: bool):
+    """Index arrays mapping an (h, w) grid onto (h, w + h - 1) so that diagonals become columns."""
+    i, j = np.mgrid[0:h, 0:w]
+    col = (i + j) if anti else (j - i + h - 1)
+    return i, col
+
+
+def _envelope_diag(f: np.ndarray, w: np.ndarray, anti: bool) -> np.ndarray:
+    """Exact min-plus envelope along the diagonals (i, j)-(i+1, j+1), or the anti-diagonals."""
+    h, wd = f.shape
+    i, col = _shear(h, wd, anti)
+    s = np.full((h, wd + h - 1), np.inf)
+    s[i, col] = f
+    ws = np.zeros((h - 1, wd + h - 1))
+    ii, jj = np.mgrid[0:h - 1, 0:wd - 1]
+    if anti:  # w[i, j] joins (i, j+1)-(i+1, j): column i + j + 1
+        ws[ii, ii + jj + 1] = w
+    else:  # w[i, j] joins (i, j)-(i+1, j+1): column j - i + h - 1
+        ws[ii, jj - ii + h - 1] = w
+    g = _envelope_rows(s.T, ws.T).T
+    return g[i, col]
+
+
+def lipschitz_envelope(f: np.ndarray, weights, max_sweeps: int = 500, tol: float = 1e-12):
+    """Largest function <= ``f`` with |g(a) - g(b)| <= w(a, b) on every 8-neighbour edge.
+
+    Parameters
+    ----------
+    f : (ny, nx) array (may contain +inf)
+    weights : tuple of 4 arrays
+        Edge weights (wh, wv, wd, wa): horizontal (ny, nx-1), vertical (ny-1, nx), diagonal
+        (i, j)-(i+1, j+1) and anti-diagonal (i, j+1)-(i+1, j), both (ny-1, nx-1).
+
+    Returns
+    -------
+    (g, sweeps)
+        ``g = min over v of f(v) + path length(v, u)`` (shortest paths on the 8-neighbour
+        graph).  Each sweep applies exact 1-D envelopes along rows, columns and both
+        diagonals, so a handful of sweeps suffice.
+    """
+    wh, wv, wd, wa = weights
+    g = np.array(f, dtype=float)
+    finite = np.isfinite(g)
+    scale = float(np.abs(g[finite]).max()) if finite.any() else 1.0
+    tol = tol * max(1.0, scale, max(float(np.max(x)) if x.size else 0.0 for x in weights))
+    for sweep in range(max_sweeps):
+        old = g
+        g = _envelope_rows(g, wh)
+        g = _envelope_rows(g.T, wv.T).T
+        if g.shape[0] > 1 and g.shape[1] > 1:
+            g = _envelope_diag(g, wd, anti=False)
+            g = _envelope_diag(g, wa, anti=True)
+        if not np.any(g < old - tol):
+            return g, sweep + 1
+    raise RuntimeError("Lipschitz envelope did not converge; this is a bug, please report it.")  # pragma: no cover
+
+
+def _edge_lengths(hy: float, hx: float):
+    return hx, hy, math.hypot(hx, hy), math.hypot(hx, hy)
+
+
+def edge_weights(rate: np.ndarray, hy: float, hx: float):
+    """Per-edge ``length * (rate(a) + rate(b)) / 2`` for the 4 edge families (see :func:`lipschitz_envelope`).
+
+    With ``rate`` = epsilon per unit this is the integral of epsilon along the segment joining
+    two neighbouring nodes when epsilon is piecewise constant on cells (or linear between nodes).
+    """
+    lh, lv, ld, _ = _edge_lengths(hy, hx)
+    return (
+        (rate[:, 1:] + rate[:, :-1]) * (0.5 * lh),
+        (rate[1:, :] + rate[:-1, :]) * (0.5 * lv),
+        (rate[1:, 1:] + rate[:-1, :-1]) * (0.5 * ld),
+        (rate[1:, :-1] + rate[:-1, 1:]) * (0.5 * ld),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# PrivacyMap
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False, repr=False)
+class PrivacyMap:
+    """A privacy level map: epsilon per ground metre at the cells of a projected raster grid.
+
+    Build one with :meth:`from_population` or :meth:`from_epsilon`; objects are immutable
+    (methods return new maps).  Cell centres are the grid *nodes* of the eikonal mechanism.
+
+    Attributes
+    ----------
+    epsilon : ndarray (ny, nx)
+        Privacy loss per ground metre, finite and > 0 in every cell (no-data cells filled).
+    transform : affine.Affine
+        North-up raster transform (CRS units); cell (r, c) has its centre at
+        ``transform * (c + 0.5, r + 0.5)``.
+    crs : pyproj.CRS
+        A projected CRS.
+    nodata_mask : ndarray of bool (ny, nx)
+        Cells that had no data in the source raster.
+    population : ndarray (ny, nx) or None
+        Density per km2 (no data -> 0) when built from population; the default prior of
+        :meth:`geopriv.EikonalMechanism.expected_mse`.
+    info : dict
+        How the map was made (JSON-serialisable).
+    """
+
+    epsilon: np.ndarray
+    transform: object
+    crs: CRS
+    nodata_mask: np.ndarray
+    population: np.ndarray | None = None
+    info: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        eps = np.array(self.epsilon, dtype=float)
+        if eps.ndim != 2 or min(eps.shape) < 2:
+            raise RasterError(f"epsilon must be a 2-D grid of at least 2 x 2 cells; got shape {eps.shape}.")
+        bad = ~np.isfinite(eps) | (eps <= 0)
+        if bad.any():
+            raise RasterError(
+                f"{int(bad.sum())} cell(s) of the privacy map are not finite and > 0 ({_first_cell(bad)}). "
+                "Every location needs a positive privacy level; fill or mask those cells."
+            )
+        mask = np.zeros(eps.shape, bool) if self.nodata_mask is None else np.array(self.nodata_mask, dtype=bool)
+        if mask.shape != eps.shape:
+            raise RasterError("nodata_mask must have the shape of epsilon.")
+        pop = None
+        if self.population is not None:
+            pop = np.array(self.population, dtype=float)
+            if pop.shape != eps.shape:
+                raise RasterError("population must have the shape of epsilon.")
+        for arr in (eps, mask, pop):
+            if arr is not None:
+                arr.flags.writeable = False
+        object.__setattr__(self, "epsilon", eps)
+        object.__setattr__(self, "nodata_mask", mask)
+        object.__setattr__(self, "population", pop)
+        object.__setattr__(self, "crs", CRS.from_user_input(self.crs))
+        object.__setattr__(self, "info", dict(self.info))
+
+    # ---------------------------------------------------------------- constructors
+    @classmethod
+    def from_population(
+        cls,
+        raster,
+        *,
+        slope: float | None = None,
+        floor: float | None = None,
+        epsilon_range: tuple[float, float] | None = None,
+        units: str = "per_km2",
+        band: int = 1,
+        transform=None,
+        crs=None,
+        nodata=None,
+    ) -> "PrivacyMap":
+        """Privacy map ``epsilon = floor + slope * density`` from a population raster.
+
+        Parameters
+        ----------
+        raster : str, PathLike, rasterio dataset, or 2-D array
+            Population density (or counts with ``units="per_cell"``).  Arrays need
+            ``transform=`` and ``crs=``.
+        slope : float
+            Extra epsilon per ground metre for each person per km2 (with ``floor``).
+        floor : float
+            Epsilon per ground metre where nobody lives: the strongest protection, also given
+            to no-data cells.
+        epsilon_range : (low, high), optional
+            Instead of ``slope``/``floor``: a linear map with epsilon = ``low`` at zero density
+            and ``high`` at the raster's largest density (the paper's "epsilon in [0.4, 2.0]").
+        units : {"per_km2", "per_cell"}
+            What a cell value is: density per km2 of ground, or a count per cell.
+        band : int
+            Band to read (1-based).
+        transform, crs, nodata : optional
+            Override or supply the georeferencing and the no-data value.
+
+        Examples
+        --------
+        >>> import math, geopriv
+        >>> pm = geopriv.PrivacyMap.from_population(
+        ...     "tokyo_density_200.tif",
+        ...     epsilon_range=(math.log(4) / 2000, math.log(4) / 400))   # doctest: +SKIP
+        """
+        values, transform, crs = _read(raster, band, transform, crs, nodata)
+        if units not in ("per_km2", "per_cell"):
+            raise ValueError("units must be 'per_km2' (density per square km of ground) or 'per_cell' (count per cell).")
+        valid = np.isfinite(values)
+        if not valid.any():
+            raise RasterError(
+                "The population raster has no valid cell (all no data). Check the band and nodata value, "
+                "or that the file is the one you meant."
+            )
+        neg = valid & (values < 0)
+        if neg.any():
+            raise RasterError(
+                f"{int(neg.sum())} cell(s) have negative population ({_first_cell(neg)}). Population must be >= 0: "
+                "set the no-data value (nodata=...) if negative numbers mean 'no data', or fix the raster."
+            )
+        scale_max, scale_min = _node_scales(values.shape, transform, crs)
+        density = np.where(valid, values, 0.0)
+        if units == "per_cell":
+            cell_km2 = transform.a * abs(transform.e) / (scale_max * scale_min) / 1e6
+            density = density / cell_km2
+        if epsilon_range is not None:
+            if slope is not None or floor is not None:
+                raise ValueError("Give either epsilon_range=(low, high) or slope= and floor=, not both.")
+            low, high = (_positive(v, "epsilon_range") for v in epsilon_range)
+            if high < low:
+                raise ValueError("epsilon_range must be (low, high) with low <= high.")
+            dmax = float(density.max())
+            if dmax <= 0:
+                raise RasterError("The raster's population is zero everywhere, so epsilon_range cannot be scaled to it.")
+            floor = low
+            slope = (high - low) / dmax
+        else:
+            if slope is None or floor is None:
+                raise ValueError(
+                    "Say how density becomes epsilon: slope= and floor= (epsilon = floor + slope * density, per metre), "
+                    "or epsilon_range=(low, high). Paper-style example: epsilon_range=(math.log(4)/2000, math.log(4)/400)."
+                )
+            floor = _positive(floor, "floor")
+            slope = float(slope)
+            if not math.isfinite(slope) or slope < 0:
+                raise ValueError("slope must be finite and >= 0: denser areas get at least the floor epsilon.")
+        eps = floor + slope * density
+        info = {
+            "source": "population",
+            "units": units,
+            "floor_per_m": floor,
+            "slope_per_m_per_density": slope,
+            "density_max": float(density.max()),
+            "nodata_cells": int((~valid).sum()),
+        }
+        return cls(eps, transform, crs, ~valid, density, info)
+
+    @classmethod
+    def from_epsilon(cls, raster, *, band: int = 1, transform=None, crs=None, nodata=None, nodata_epsilon=None) -> "PrivacyMap":
+        """Privacy map from a raster of epsilon per ground metre.
+
+        No-data cells get ``nodata_epsilon`` (default: the smallest epsilon on the map, i.e.
+        the strongest protection).  A GeoTIFF written by :meth:`to_geotiff` reads back as the
+        same map.
+        """
+        values, transform, crs = _read(raster, band, transform, crs, nodata)
+        valid = np.isfinite(values)
+        if not valid.any():
+            raise RasterError("The epsilon raster has no valid cell (all no data).")
+        bad = valid & (values <= 0)
+        if bad.any():
+            raise RasterError(
+                f"{int(bad.sum())} cell(s) have epsilon <= 0 ({_first_cell(bad)}); epsilon must be > 0 everywhere "
+                "(use a small value for strong protection, or mark them as no data)."
+            )
+        fill = float(values[valid].min()) if nodata_epsilon is None else _positive(nodata_epsilon, "nodata_epsilon")
+        eps = np.where(valid, values, fill)
+        info = {"source": "epsilon", "nodata_cells": int((~valid).sum()), "nodata_epsilon_per_m": fill}
+        tags = {}
+        if isinstance(raster, (str, os.PathLike)):
+            import rasterio
+
+            with rasterio.open(raster) as ds:
+                tags = ds.tags()
+        if "GEOPRIV_INFO" in tags:
+            try:
+                info["written_from"] = json.loads(tags["GEOPRIV_INFO"])
+            except ValueError:  # pragma: no cover - foreign tag
+                pass
+        return cls(eps, transform, crs, ~valid, None, info)
+
+    # ---------------------------------------------------------------- geometry
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.epsilon.shape
+
+    @property
+    def cell_size(self) -> tuple[float, float]:
+        """(width, height) of a cell in CRS units."""
+        return float(self.transform.a), float(-self.transform.e)
+
+    @property
+    def bounds(self) -> tuple[float, float, float, float]:
+        """(xmin, ymin, xmax, ymax) of the raster in CRS units."""
+        ny, nx = self.shape
+        t = self.transform
+        return (t.c, t.f + t.e * ny, t.c + t.a * nx, t.f)
+
+    @property
+    def node_x(self) -> np.ndarray:
+        """x of the cell centres (columns)."""
+        return self.transform.c + self.transform.a * (np.arange(self.shape[1]) + 0.5)
+
+    @property
+    def node_y(self) -> np.ndarray:
+        """y of the cell centres (rows, north to south)."""
+        return self.transform.f + self.transform.e * (np.arange(self.shape[0]) + 0.5)
+
+    @cached_property
+    def ground_scale(self) -> tuple[np.ndarray, np.ndarray]:
+        """(largest, smallest) CRS units per ground metre at each cell centre, any direction."""
+        return _node_scales(self.shape, self.transform, self.crs)
+
+    @cached_property
+    def epsilon_crs(self) -> np.ndarray:
+        """Epsilon per CRS unit, conservative: epsilon / (largest local scale)."""
+        out = self.epsilon / self.ground_scale[0]
+        out.flags.writeable = False
+        return out
+
+    @property
+    def epsilon_min(self) -> float:
+        return float(self.epsilon.min())
+
+    @property
+    def epsilon_max(self) -> float:
+        return float(self.epsilon.max())
+
+    def epsilon_at(self, x, y) -> np.ndarray:
+        """Epsilon per metre of the cell containing each (x, y) in the map's CRS (NaN outside)."""
+        x = np.asarray(x, float)
+        y = np.asarray(y, float)
+        t = self.transform
+        col = np.floor((x - t.c) / t.a).astype(int)
+        row = np.floor((y - t.f) / t.e).astype(int)
+        ok = (row >= 0) & (row < self.shape[0]) & (col >= 0) & (col < self.shape[1])
+        out = np.full(x.shape, np.nan)
+        out[ok] = self.epsilon[row[ok], col[ok]]
+        return out
+
+    # ---------------------------------------------------------------- transformations
+    def regularised(self, max_slope: float) -> "PrivacyMap":
+        """The largest map <= this one whose noise scale 1/epsilon changes by at most ``max_slope`` m per m.
+
+        Only lowers epsilon (a stronger guarantee), and only where the original map changes
+        faster than allowed: next to sharp jumps from sparse to dense areas.  ``max_slope``
+        is dimensionless; 0.5 means the typical noise radius may grow by at most 0.5 m per
+        metre walked away from a dense core.
+        """
+        max_slope = _positive(max_slope, "max_slope")
+        hx, hy = self.cell_size
+        smax = self.ground_scale[0]
+        # lengths in ground metres (conservative: CRS length / largest scale of the two ends)
+        s = 1.0 / smax
+        lh, lv, ld, _ = _edge_lengths(hy, hx)
+        w = (
+            max_slope * lh * np.maximum(s[:, 1:], s[:, :-1]),
+            max_slope * lv * np.maximum(s[1:, :], s[:-1, :]),
+            max_slope * ld * np.maximum(s[1:, 1:], s[:-1, :-1]),
+            max_slope * ld * np.maximum(s[1:, :-1], s[:-1, 1:]),
+        )
+        # largest-epsilon map = smallest noise scale L with L >= 1/eps and L max_slope-Lipschitz:
+        # L = max_v (1/eps(v) - k d(u, v)) = -min_v (-1/eps(v) + k d(u, v))
+        neg, _ = lipschitz_envelope(-1.0 / self.epsilon, w)
+        cand = 1.0 / (-neg)
+        eps = np.where(cand < self.epsilon * (1 - 1e-12), cand, self.epsilon)  # ignore rounding-level changes
+        info = dict(self.info)
+        info["regularised"] = {
+            "max_slope": max_slope,
+            "cells_lowered": int((eps < self.epsilon * (1 - 1e-12)).sum()),
+            "max_lowering_factor": float((eps / self.epsilon).min()),
+        }
+        return PrivacyMap(eps, self.transform, self.crs, self.nodata_mask, self.population, info)
+
+    def prior(self, prior=None) -> np.ndarray:
+        """A probability vector over the cells: ``prior`` as given (array), the population, or uniform."""
+        if prior is None or (isinstance(prior, str) and prior == "population"):
+            if self.population is None:
+                if isinstance(prior, str):
+                    raise ValueError("This map was not built from population; pass prior= as an array.")
+                p = (~self.nodata_mask).astype(float)
+            else:
+                p = self.population.astype(float)
+        elif isinstance(prior, str) and prior == "uniform":
+            p = np.ones(self.shape)
+        else:
+            p = np.array(prior, dtype=float)
+            if p.shape != self.shape:
+                raise ValueError(f"prior must have the map's shape {self.shape}; got {p.shape}.")
+        if not np.all(np.isfinite(p)) or (p < 0).any() or p.sum() <= 0:
+            raise ValueError("prior must be finite, >= 0 and not all zero.")
+        return p / p.sum()
+
+    def to_geotiff(self, path) -> None:
+        """Write epsilon per ground metre as a float64 GeoTIFF (no-data cells written filled)."""
+        import rasterio
+
+        profile = {
+            "driver": "GTiff",
+            "height": self.shape[0],
+            "width": self.shape[1],
+            "count": 1,
+            "dtype": "float64",
+            "crs": self.crs.to_wkt(),
+            "transform": self.transform,
+            "compress": "deflate",
+        }
+        with rasterio.open(path, "w", **profile) as ds:
+            ds.write(self.epsilon, 1)
+            ds.update_tags(
+                units="epsilon per ground metre",
+                GEOPRIV_INFO=json.dumps(self.info, default=str),
+            )
+            ds.set_band_description(1, "epsilon per ground metre (geopriv PrivacyMap)")
+
+    def __repr__(self) -> str:
+        ny, nx = self.shape
+        hx, hy = self.cell_size
+        return (
+            f"PrivacyMap({ny} x {nx} cells of {hx:.4g} x {hy:.4g} CRS units, {self.crs.name!r}, "
+            f"epsilon {self.epsilon_min:.4g} .. {self.epsilon_max:.4g} per metre, "
+            f"{int(self.nodata_mask.sum())} no-data cells)"
+        )
+
+
+def _positive(value, name) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a positive number, got {value!r}.") from None
+    if not math.isfinite(v) or v <= 0:
+        raise ValueError(f"{name} must be finite and > 0, got {value!r}.")
+    return v
+
+
+def _node_scales(shape, transform, crs):
+    ny, nx = shape
+    x = transform.c + transform.a * (np.arange(nx) + 0.5)
+    y = transform.f + transform.e * (np.arange(ny) + 0.5)
+    gx, gy = np.meshgrid(x, y)
+    smax, smin = ground_scale(crs, gx.ravel(), gy.ravel())
+    return smax.reshape(shape), smin.reshape(shape)

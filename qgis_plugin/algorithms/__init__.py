@@ -1,0 +1,1 @@
+"""One module per Processing algorithm, all built on :mod:`.base` (conversions in :mod:`.layers`)."""

@@ -1,0 +1,130 @@
+"""Build privacy map: ``geopriv.PrivacyMap.from_population`` on a population raster, written as a GeoTIFF.
+
+The parameters that turn density into epsilon are shared with the location-dependent
+perturbation (:mod:`.perturb_location_dependent`), which builds the same map.
+"""
+from __future__ import annotations
+
+import math
+
+from qgis.core import (
+    QgsProcessingException,
+    QgsProcessingOutputNumber,
+    QgsProcessingParameterBand,
+    QgsProcessingParameterDefinition,
+    QgsProcessingParameterEnum,
+    QgsProcessingParameterNumber,
+    QgsProcessingParameterRasterDestination,
+    QgsProcessingParameterRasterLayer,
+)
+
+from .base import GeoprivAlgorithm
+from .layers import pyproj_crs
+
+UNITS = ["per_km2", "per_cell"]
+LN4 = math.log(4.0)
+
+MAP_HELP = """<p>The <b>privacy map</b> gives every location its own privacy level epsilon (per ground metre),
+from population density (Koufogiannis and Pappas, <i>Location-dependent privacy</i>): where many people live, a
+small perturbation already hides a person, so epsilon can be larger (less noise) there. Epsilon grows linearly
+with density: either from <b>epsilon where nobody lives</b> to <b>epsilon at the highest density</b> of the raster
+(the default, ln 4 within 2,000 m to ln 4 within 400 m), or, when both are set, as <b>floor</b> + <b>slope</b>
+&times; density. Cells without data (e.g. the sea) count as empty: they get the lowest epsilon, the strongest
+protection. The raster must be in a projected CRS; its values are people per km&sup2; of ground (or counts per
+cell, with the units option).</p>
+<p><b>Regularise</b> (optional) lowers epsilon (never raises it: a lower epsilon is a stronger guarantee) only
+where the noise scale would change faster than the given metres per metre, next to sharp jumps from sparse to
+dense areas.</p>"""
+
+
+class PrivacyMapParameters:
+    """The parameters that make a ``geopriv.PrivacyMap`` from a population raster (a mixin)."""
+
+    POPULATION = "POPULATION"
+    BAND = "BAND"
+    UNITS = "UNITS"
+    EPSILON_LOW = "EPSILON_LOW"
+    EPSILON_HIGH = "EPSILON_HIGH"
+    FLOOR = "FLOOR"
+    SLOPE = "SLOPE"
+    REGULARISE = "REGULARISE"
+
+    def add_map_parameters(self, optional=False):
+        self.addParameter(QgsProcessingParameterRasterLayer(
+            self.POPULATION, "Population raster (people per km\u00b2, projected CRS)", optional=optional))
+        # optional: QGIS 3.22 refuses a missing value of a required band parameter even with a default
+        self.addParameter(QgsProcessingParameterBand(
+            self.BAND, "Band (empty: band 1)", defaultValue=1, parentLayerParameterName=self.POPULATION, optional=True))
+        self.addParameter(QgsProcessingParameterEnum(
+            self.UNITS, "Raster values are", ["People per km\u00b2 of ground", "People per cell"], defaultValue=0))
+        self.addParameter(QgsProcessingParameterNumber(
+            self.EPSILON_LOW, "Epsilon where nobody lives (per metre; default ln 4 within 2,000 m)",
+            QgsProcessingParameterNumber.Double, defaultValue=LN4 / 2000, minValue=0.0))
+        self.addParameter(QgsProcessingParameterNumber(
+            self.EPSILON_HIGH, "Epsilon at the raster's highest density (per metre; default ln 4 within 400 m)",
+            QgsProcessingParameterNumber.Double, defaultValue=LN4 / 400, minValue=0.0))
+        advanced = [
+            QgsProcessingParameterNumber(
+                self.FLOOR, "Floor: epsilon per metre at zero density (with slope, replaces the range)",
+                QgsProcessingParameterNumber.Double, defaultValue=None, optional=True, minValue=0.0),
+            QgsProcessingParameterNumber(
+                self.SLOPE, "Slope: extra epsilon per metre for each person per km\u00b2 (with floor)",
+                QgsProcessingParameterNumber.Double, defaultValue=None, optional=True, minValue=0.0),
+            QgsProcessingParameterNumber(
+                self.REGULARISE, "Regularise: largest change of the noise scale (metres per metre; empty: none)",
+                QgsProcessingParameterNumber.Double, defaultValue=None, optional=True, minValue=0.0),
+        ]
+        for param in advanced:
+            param.setFlags(param.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
+            self.addParameter(param)
+
+    def privacy_map(self, parameters, context, feedback):
+        """The ``geopriv.PrivacyMap`` the map parameters describe (one library call, plus regularisation)."""
+        import geopriv
+
+        path, crs = self.raster_path(parameters, self.POPULATION, context)
+        floor = self.optional_number(parameters, self.FLOOR, context)
+        slope = self.optional_number(parameters, self.SLOPE, context)
+        if (floor is None) != (slope is None):
+            raise QgsProcessingException("Give both the floor and the slope (epsilon = floor + slope x density), "
+                                         "or neither to use the epsilon range.")
+        if floor is not None:
+            rule = {"floor": floor, "slope": slope}
+        else:
+            rule = {"epsilon_range": (self.parameterAsDouble(parameters, self.EPSILON_LOW, context),
+                                      self.parameterAsDouble(parameters, self.EPSILON_HIGH, context))}
+        privacy_map = geopriv.PrivacyMap.from_population(
+            path, crs=pyproj_crs(crs),  # the layer's CRS as QGIS shows it (None: the file's, if any)
+            band=self.parameterAsInt(parameters, self.BAND, context) or 1,
+            units=UNITS[self.parameterAsEnum(parameters, self.UNITS, context)], **rule)
+        regularise = self.optional_number(parameters, self.REGULARISE, context)
+        if regularise is not None:
+            privacy_map = privacy_map.regularised(regularise)
+        feedback.pushInfo(repr(privacy_map))
+        return privacy_map
+
+
+class BuildPrivacyMap(PrivacyMapParameters, GeoprivAlgorithm):
+    NAME = "buildprivacymap"
+    DISPLAY_NAME = "Build privacy map from a population raster"
+    GROUP = "Location-dependent privacy"
+    GROUP_ID = "locationdependent"
+    GEOPRIV_API = ("PrivacyMap",)
+    HELP = MAP_HELP + """<p>Output: a GeoTIFF of epsilon per ground metre on the population raster's grid and CRS,
+to inspect or style in QGIS; <i>Perturb points with location-dependent privacy</i> builds the same map from the
+same parameters.</p>"""
+
+    OUTPUT = "OUTPUT"
+
+    def initAlgorithm(self, config=None):  # noqa: N802
+        self.add_map_parameters()
+        self.addParameter(QgsProcessingParameterRasterDestination(self.OUTPUT, "Privacy map (epsilon per metre)"))
+        self.addOutput(QgsProcessingOutputNumber("EPSILON_MIN", "Smallest epsilon per metre"))
+        self.addOutput(QgsProcessingOutputNumber("EPSILON_MAX", "Largest epsilon per metre"))
+
+    def compute(self, parameters, context, feedback):
+        privacy_map = self.privacy_map(parameters, context, feedback)
+        self.check_cancelled(feedback)
+        out = self.parameterAsOutputLayer(parameters, self.OUTPUT, context)
+        privacy_map.to_geotiff(out)
+        return {self.OUTPUT: out, "EPSILON_MIN": privacy_map.epsilon_min, "EPSILON_MAX": privacy_map.epsilon_max}

@@ -1,0 +1,147 @@
+"""Perturb points with location-dependent privacy: ``geopriv.perturb`` with an ``EikonalMechanism``.
+
+The mechanism is either built from a population raster (the privacy map parameters of
+:mod:`.build_privacy_map` plus the mechanism options) or loaded from a file saved earlier.
+"""
+from __future__ import annotations
+
+from qgis.core import (
+    QgsProcessingException,
+    QgsProcessingOutputNumber,
+    QgsProcessingOutputString,
+    QgsProcessingParameterDefinition,
+    QgsProcessingParameterEnum,
+    QgsProcessingParameterFeatureSink,
+    QgsProcessingParameterFeatureSource,
+    QgsProcessingParameterFile,
+    QgsProcessingParameterFileDestination,
+    QgsProcessingParameterNumber,
+)
+
+from .base import TYPE_POINTS, GeoprivAlgorithm
+from .build_privacy_map import MAP_HELP, PrivacyMapParameters
+
+
+class PerturbLocationDependent(PrivacyMapParameters, GeoprivAlgorithm):
+    NAME = "perturblocationdependent"
+    DISPLAY_NAME = "Perturb points with location-dependent privacy"
+    GROUP = "Location-dependent privacy"
+    GROUP_ID = "locationdependent"
+    GEOPRIV_API = ("PrivacyMap", "EikonalMechanism", "perturb", "make_rng")
+    HELP = """<p>Releases every point with <b>location-dependent privacy</b> (the eikonal mechanism of Koufogiannis and
+Pappas): each location is protected at the privacy level of the <b>privacy map</b> where it lies, so points in
+dense areas get less noise than points in sparse ones, with a guarantee checked on the raster grid when the
+mechanism is built (the realised privacy loss between neighbouring cells never exceeds the map's).</p>""" + MAP_HELP + """
+<p><b>Mechanism</b>: built from the raster with the options below (about a second for 25 &times; 25 cells, up to
+minutes for 200 &times; 200: resample a large raster first, or build once and <b>save</b> the mechanism), or
+<b>loaded from a file</b> saved earlier (then the raster and the options are not used). Points may be in any CRS:
+they are released in the map's CRS and written back in theirs. Points outside the raster stop the algorithm
+(their feature ids are named), unless <b>outside the raster</b> is set to release them as if at the nearest point
+of the raster.</p>
+<p>Options (advanced): <b>margin</b> is the share of the privacy loss kept for exact normalisation (larger: easier
+to build, more noise); <b>smooth</b> builds the kernels from a regularised map; <b>output spacing</b>,
+<b>largest output step</b>, <b>padding</b> and <b>cap</b> trade building time for smoothness. If no valid
+mechanism exists for the options, the message says which option to change.</p>
+<p>Leave the <b>random seed</b> empty for a real release.</p>"""
+
+    INPUT = "INPUT"
+    MECHANISM_FILE = "MECHANISM_FILE"
+    SAVE_MECHANISM = "SAVE_MECHANISM"
+    OUTSIDE = "OUTSIDE"
+    MARGIN = "MARGIN"
+    SMOOTH = "SMOOTH"
+    OUTPUT_SPACING = "OUTPUT_SPACING"
+    MAX_STEP = "MAX_STEP"
+    PAD = "PAD"
+    CAP = "CAP"
+    OUTPUT = "OUTPUT"
+
+    OUTSIDE_RULES = ["error", "clamp"]
+    STEPS = [1, 2, 4]
+
+    def initAlgorithm(self, config=None):  # noqa: N802
+        self.addParameter(QgsProcessingParameterFeatureSource(self.INPUT, "Point layer", [TYPE_POINTS]))
+        self.add_map_parameters(optional=True)
+        self.addParameter(QgsProcessingParameterFile(
+            self.MECHANISM_FILE, "Saved mechanism (.npz; if set, the raster and mechanism options are not used)",
+            behavior=QgsProcessingParameterFile.File, extension="npz", optional=True))
+        self.addParameter(QgsProcessingParameterEnum(
+            self.OUTSIDE, "Points outside the raster",
+            ["Stop with an error naming them", "Release them as if at the nearest point of the raster"],
+            defaultValue=0))
+        advanced = [
+            QgsProcessingParameterNumber(self.MARGIN, "Margin: share of the privacy loss kept for normalisation (0-1)",
+                                         QgsProcessingParameterNumber.Double, defaultValue=0.05, minValue=0.0,
+                                         maxValue=1.0),
+            QgsProcessingParameterNumber(self.SMOOTH, "Smooth the kernels' map (metres per metre; empty: no)",
+                                         QgsProcessingParameterNumber.Double, defaultValue=None, optional=True,
+                                         minValue=0.0),
+            QgsProcessingParameterNumber(self.OUTPUT_SPACING, "Output spacing (largest spacing x epsilon)",
+                                         QgsProcessingParameterNumber.Double, defaultValue=0.8, minValue=0.0),
+            QgsProcessingParameterEnum(self.MAX_STEP, "Largest output step (cells)", ["1", "2", "4"], defaultValue=2),
+            QgsProcessingParameterNumber(self.PAD, "Padding beyond the raster (noise lengths)",
+                                         QgsProcessingParameterNumber.Double, defaultValue=6.0, minValue=0.0),
+            QgsProcessingParameterNumber(self.CAP, "Kernel cap (travel-time units)",
+                                         QgsProcessingParameterNumber.Double, defaultValue=16.0, minValue=0.0),
+        ]
+        for param in advanced:
+            param.setFlags(param.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
+            self.addParameter(param)
+        self.add_seed_parameter()
+        self.addParameter(QgsProcessingParameterFileDestination(
+            self.SAVE_MECHANISM, "Save the built mechanism to (.npz; to perturb more points later)",
+            fileFilter="geopriv mechanism (*.npz)", optional=True, createByDefault=False))
+        self.addParameter(QgsProcessingParameterFeatureSink(self.OUTPUT, "Perturbed points", TYPE_POINTS))
+        self.addOutput(QgsProcessingOutputNumber("VERIFIED_MAX_RATIO",
+                                                 "Verified largest privacy loss / allowed loss (<= 1)"))
+        self.addOutput(QgsProcessingOutputString("MECHANISM_ID", "Mechanism id (SHA-256)"))
+        self.add_provenance_output()
+
+    def mechanism(self, parameters, context, feedback):
+        """The EikonalMechanism: loaded from the file parameter, or built from the raster."""
+        import geopriv
+
+        path = self.parameterAsFile(parameters, self.MECHANISM_FILE, context)
+        if path:
+            feedback.pushInfo(f"Loading the mechanism from {path}")
+            mechanism = geopriv.EikonalMechanism.load(path)
+        else:
+            if not self.is_set(parameters, self.POPULATION):
+                raise QgsProcessingException(
+                    "Give a population raster to build the mechanism from, or a saved mechanism file.")
+            privacy_map = self.privacy_map(parameters, context, feedback)
+            feedback.pushInfo("Building the mechanism (kernels, weights, verification) ...")
+            number = lambda name: self.parameterAsDouble(parameters, name, context)  # noqa: E731
+            mechanism = geopriv.EikonalMechanism.build(
+                privacy_map, margin=number(self.MARGIN), smooth=self.optional_number(parameters, self.SMOOTH, context),
+                output_spacing=number(self.OUTPUT_SPACING),
+                max_step=self.STEPS[self.parameterAsEnum(parameters, self.MAX_STEP, context)],
+                pad=number(self.PAD), cap=number(self.CAP), progress=self.progress_callback(feedback, 10, 70))
+        if mechanism.report is not None:
+            feedback.pushInfo(f"Verified: {mechanism.report}")
+        outside = self.OUTSIDE_RULES[self.parameterAsEnum(parameters, self.OUTSIDE, context)]
+        return mechanism.with_outside(outside) if outside != mechanism.outside else mechanism
+
+    def compute(self, parameters, context, feedback):
+        import geopriv
+
+        data = self.read_layer(parameters, self.INPUT, context, feedback)
+        mechanism = self.mechanism(parameters, context, feedback)
+        saved = self.parameterAsFileOutput(parameters, self.SAVE_MECHANISM, context)
+        if saved:
+            digest = mechanism.save(saved)
+            feedback.pushInfo(f"Saved the mechanism to {saved} (SHA-256 {digest})")
+        rng = self.random_source(parameters, context, feedback)
+
+        released, records = self.in_chunks(
+            data.gdf, lambda rows, progress: geopriv.perturb(rows, mechanism=mechanism, rng=rng, progress=progress),
+            feedback, start=70.0, end=90.0)
+
+        dest = self.write_points(parameters, self.OUTPUT, context, data, released, feedback=feedback)
+        record = dict(records[0], n=len(released), chunks=len(records))
+        self.report(feedback, record, ("mechanism", "epsilon_min_per_m", "epsilon_max_per_m", "verified_max_ratio", "n"))
+        results = {self.OUTPUT: dest, "VERIFIED_MAX_RATIO": record.get("verified_max_ratio"),
+                   "MECHANISM_ID": record.get("mechanism_id"), self.PROVENANCE: self.provenance_json(record)}
+        if saved:
+            results[self.SAVE_MECHANISM] = saved
+        return results

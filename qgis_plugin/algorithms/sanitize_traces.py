@@ -1,0 +1,193 @@
+"""Sanitize traces: ``geopriv.sanitize_traces`` on a point layer of traces, plus its budget ledger."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+from qgis.core import (
+    QgsProcessingException,
+    QgsProcessingOutputNumber,
+    QgsProcessingParameterDefinition,
+    QgsProcessingParameterEnum,
+    QgsProcessingParameterFeatureSink,
+    QgsProcessingParameterFeatureSource,
+    QgsProcessingParameterField,
+    QgsProcessingParameterNumber,
+)
+
+from .base import TYPE_POINTS, GeoprivAlgorithm
+
+LN10 = math.log(10.0)
+
+
+class SanitizeTraces(GeoprivAlgorithm):
+    NAME = "sanitizetraces"
+    DISPLAY_NAME = "Sanitize traces (predictive mechanism)"
+    GROUP = "Traces"
+    GROUP_ID = "traces"
+    GEOPRIV_API = ("sanitize_traces", "trace_ledger", "make_rng")
+    HELP = """<p>Releases location <b>traces</b> (the points one user queries a service from, over time) within a
+<b>privacy budget per trace</b>, with the <b>predictive mechanism</b> of Chatzikokolakis, Palamidessi and Stronati
+(PETS 2014) or with independent planar Laplace noise. Each trace (rows sharing the <b>trace id field</b>,
+ordered by the <b>time field</b>) gets the total budget: level within radius (metres), or epsilon per metre, for
+the whole trace. With the predictive method each point is first compared, by a private test, with a prediction
+from what was already released; if the test passes the prediction is reported at the cost of the test only,
+otherwise fresh noise is drawn.</p>
+<p><b>Budget manager</b>: <i>fixed rate</i> spends on average the <b>budget rate</b> fraction of the budget per
+point (0.033: about 30 points per trace) and gives the best accuracy at that rate; <i>fixed utility</i> aims at
+the <b>accuracy (metres)</b> for every noisy point and covers as many points as the budget allows. When a trace's
+budget runs out, its remaining points are written without geometry (default), with the trace's last released
+point, or the algorithm fails and writes nothing.</p>
+<p>Output: the input points with their attributes and CRS, the released location as geometry, and three fields
+per point: <b>predicted</b> (the released point is the prediction), <b>status</b> (noise, predicted, skipped or
+exhausted) and <b>epsilon_spent</b> (budget per metre spent at that point). The <b>ledger</b> table has one row
+per trace: queries, released, noise, predicted, skipped, exhausted, tests, budget, spent, remaining, ...</p>
+<p>Time stamps may be date-time fields, ISO 8601 text or numbers of seconds; they are public (they order the
+trace and drive the optional time skip rule). Leave the <b>random seed</b> empty for a real release.</p>"""
+
+    INPUT = "INPUT"
+    TRAJ_ID = "TRAJ_ID_FIELD"
+    TIME = "TIME_FIELD"
+    METHOD = "METHOD"
+    BUDGET = "BUDGET"
+    RATE = "RATE"
+    ACCURACY = "ACCURACY"
+    SKIP_SPEED = "SKIP_SPEED"
+    STALE_AFTER = "STALE_AFTER"
+    PREDICTOR = "PREDICTOR"
+    ON_EXHAUSTED = "ON_EXHAUSTED"
+    ETA = "ETA"
+    GAMMA = "GAMMA"
+    DELTA = "DELTA"
+    PREDICTION_RATE = "PREDICTION_RATE"
+    OUTPUT = "OUTPUT"
+    LEDGER = "LEDGER"
+
+    METHODS = ["predictive", "independent"]
+    BUDGETS = ["fixed_rate", "fixed_utility"]
+    PREDICTORS = ["parrot", "cluster_mean"]
+    EXHAUSTED = ["empty", "last", "fail"]
+    NEW_COLUMNS = ("predicted", "status", "epsilon_spent")
+
+    def initAlgorithm(self, config=None):  # noqa: N802
+        self.addParameter(QgsProcessingParameterFeatureSource(self.INPUT, "Points of the traces", [TYPE_POINTS]))
+        self.addParameter(QgsProcessingParameterField(
+            self.TRAJ_ID, "Trace id field (one budget per trace; empty: all points are one trace)",
+            parentLayerParameterName=self.INPUT, optional=True))
+        self.addParameter(QgsProcessingParameterField(
+            self.TIME, "Time field (date-time, ISO text or seconds; empty: the layer's feature order)",
+            parentLayerParameterName=self.INPUT, optional=True))
+        self.addParameter(QgsProcessingParameterEnum(
+            self.METHOD, "Method", ["Predictive (private test against a prediction)", "Independent planar Laplace noise"],
+            defaultValue=0))
+        self.add_privacy_parameters(
+            level=LN10, radius=100.0,
+            level_label="Privacy level of each whole trace within the radius (2.303 = ln 10)",
+            epsilon_label="Epsilon per trace (privacy loss per metre; if set, replaces level and radius)")
+        self.addParameter(QgsProcessingParameterEnum(
+            self.BUDGET, "Budget manager", ["Fixed rate (budget rate per point)", "Fixed utility (accuracy in metres)"],
+            defaultValue=0))
+        self.addParameter(QgsProcessingParameterNumber(
+            self.RATE, "Budget rate: fraction of the trace's budget per point, on average (fixed rate)",
+            QgsProcessingParameterNumber.Double, defaultValue=0.033, minValue=0.0, maxValue=1.0))
+        self.addParameter(QgsProcessingParameterNumber(
+            self.ACCURACY, "Accuracy of each noisy point, alpha(delta) (metres; fixed utility)",
+            QgsProcessingParameterNumber.Double, defaultValue=3000.0, minValue=0.0))
+        self.addParameter(QgsProcessingParameterEnum(
+            self.ON_EXHAUSTED, "When a trace's budget runs out",
+            ["Write its remaining points without geometry", "Write the trace's last released point",
+             "Fail and write nothing"], defaultValue=0))
+        advanced = [
+            QgsProcessingParameterNumber(
+                self.SKIP_SPEED, "Time skip rule: assumed top speed (metres per second; empty: no skipping)",
+                QgsProcessingParameterNumber.Double, defaultValue=None, optional=True, minValue=0.0),
+            QgsProcessingParameterNumber(
+                self.STALE_AFTER, "Skip the test when the last noisy point is older than (seconds; empty: never)",
+                QgsProcessingParameterNumber.Double, defaultValue=None, optional=True, minValue=0.0),
+            QgsProcessingParameterEnum(
+                self.PREDICTOR, "Prediction (predictive method)",
+                ["Parrot: the last released point", "Cluster mean: mean of the noisy points at the current place"],
+                defaultValue=0),
+            QgsProcessingParameterNumber(self.ETA, "Utility slack eta (0.5-1)", QgsProcessingParameterNumber.Double,
+                                         defaultValue=0.5, minValue=0.0),
+            QgsProcessingParameterNumber(self.GAMMA, "Threshold to test-noise ratio gamma",
+                                         QgsProcessingParameterNumber.Double, defaultValue=0.8, minValue=0.0),
+            QgsProcessingParameterNumber(self.DELTA, "Accuracy level delta of alpha(delta) (0-1)",
+                                         QgsProcessingParameterNumber.Double, defaultValue=0.9, minValue=0.0,
+                                         maxValue=1.0),
+            QgsProcessingParameterNumber(self.PREDICTION_RATE, "Prior prediction rate (fixed rate, 0-1)",
+                                         QgsProcessingParameterNumber.Double, defaultValue=0.5, minValue=0.0,
+                                         maxValue=1.0),
+        ]
+        for param in advanced:
+            param.setFlags(param.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
+            self.addParameter(param)
+        self.add_seed_parameter()
+        self.addParameter(QgsProcessingParameterFeatureSink(self.OUTPUT, "Sanitized traces", TYPE_POINTS))
+        self.addParameter(QgsProcessingParameterFeatureSink(self.LEDGER, "Budget ledger (one row per trace)"))
+        self.addOutput(QgsProcessingOutputNumber("N_RELEASED", "Points released"))
+        self.addOutput(QgsProcessingOutputNumber("N_EXHAUSTED", "Points not released (budget exhausted)"))
+        self.add_provenance_output()
+
+    def options(self, parameters, context, feedback) -> dict:
+        """sanitize_traces' keyword arguments from the parameters (only those that apply)."""
+        number = lambda name: self.parameterAsDouble(parameters, name, context)  # noqa: E731
+        method = self.METHODS[self.parameterAsEnum(parameters, self.METHOD, context)]
+        budget = self.BUDGETS[self.parameterAsEnum(parameters, self.BUDGET, context)]
+        options = dict(self.privacy(parameters, context, feedback), method=method, budget=budget,
+                       eta=number(self.ETA), gamma=number(self.GAMMA), delta=number(self.DELTA))
+        if budget == "fixed_rate":
+            options.update(rate=number(self.RATE), prediction_rate=number(self.PREDICTION_RATE))
+        else:
+            options["accuracy"] = number(self.ACCURACY)
+        if method == "predictive":
+            options.update(predictor=self.PREDICTORS[self.parameterAsEnum(parameters, self.PREDICTOR, context)],
+                           skip_speed=self.optional_number(parameters, self.SKIP_SPEED, context),
+                           stale_after=self.optional_number(parameters, self.STALE_AFTER, context))
+        else:
+            for name in (self.SKIP_SPEED, self.STALE_AFTER):
+                if self.is_set(parameters, name):
+                    feedback.pushWarning(f"'{self.parameterDefinition(name).description()}' applies to the "
+                                         "predictive method only; ignored.")
+        return options
+
+    def compute(self, parameters, context, feedback):
+        import geopriv
+
+        traj_id = (self.field_names(parameters, self.TRAJ_ID, context) or [None])[0]
+        time = (self.field_names(parameters, self.TIME, context) or [None])[0]
+        columns = [c for c in dict.fromkeys((traj_id, time)) if c is not None]
+        data = self.read_layer(parameters, self.INPUT, context, feedback, columns=columns)
+        options = self.options(parameters, context, feedback)
+        on_exhausted = self.EXHAUSTED[self.parameterAsEnum(parameters, self.ON_EXHAUSTED, context)]
+        options["on_exhausted"] = "empty" if on_exhausted == "fail" else on_exhausted
+        rng = self.random_source(parameters, context, feedback)
+
+        # Each trace has its own budget: whole traces are released per call, cancellation is checked between calls.
+        parts, records = self.in_groups(
+            data.gdf, traj_id,
+            lambda rows, progress: geopriv.sanitize_traces(rows, traj_id=traj_id, time=time, rng=rng, **options),
+            feedback)
+
+        released = pd.concat(parts) if len(parts) > 1 else parts[0]
+        ledger = pd.concat([geopriv.trace_ledger(part) for part in parts])
+        exhausted = ledger[ledger["exhausted"] > 0]
+        if len(exhausted):
+            shown = ", ".join(str(t) for t in exhausted.index[:10]) + (" ..." if len(exhausted) > 10 else "")
+            message = (f"The budget of {len(exhausted)} trace(s) ran out before their last point ({shown}): "
+                       f"{int(exhausted['exhausted'].sum())} point(s) were not released. A larger epsilon (or level, "
+                       "or smaller radius), a lower budget rate, a coarser accuracy or the time skip rule covers more "
+                       "points.")
+            if on_exhausted == "fail":
+                raise QgsProcessingException(f"{self.displayName()}: {message} Nothing was written.")
+            feedback.pushWarning(message)
+
+        dest = self.write_points(parameters, self.OUTPUT, context, data, released, self.NEW_COLUMNS, feedback)
+        ledger_dest = self.write_table(parameters, self.LEDGER, context,
+                                       ledger.reset_index(names=traj_id or "trace"))
+        record = dict(records[0], n=len(released), calls=len(records), ledger="see the ledger table")
+        for key in ("n_traces", "n_released"):
+            record[key] = sum(r.get(key, 0) for r in records)
+        self.report(feedback, record, ("mechanism", "epsilon_per_m", "budget", "n_traces", "n", "n_released"))
+        return {self.OUTPUT: dest, self.LEDGER: ledger_dest, "N_RELEASED": record["n_released"],
+                "N_EXHAUSTED": int(ledger["exhausted"].sum()), self.PROVENANCE: self.provenance_json(record)}

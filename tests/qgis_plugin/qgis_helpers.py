@@ -1,0 +1,80 @@
+"""Helpers for the QGIS plugin tests (layers, data paths, a cancelling feedback)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SHARED = ROOT.parent / "shared" / "data"
+
+
+# --- helpers for the tests ------------------------------------------------------------------
+def data_path(name: str, layer: str | None = None) -> str:
+    """A shipped data set (../shared/data) as a QGIS source string."""
+    path = SHARED / name
+    if not path.exists():
+        pytest.fail(f"test data {path} is missing: the repository expects ../shared/data beside the checkout")
+    path = str(path)
+    return f"{path}|layername={layer}" if layer else path
+
+
+def vector(source, name="layer"):
+    from qgis.core import QgsVectorLayer
+
+    if not isinstance(source, str):
+        return source
+    layer = QgsVectorLayer(source, name, "ogr")
+    assert layer.isValid(), source
+    return layer
+
+
+def attributes(layer):
+    return [feature.attributes() for feature in vector(layer).getFeatures()]
+
+
+def points_xy(layer):
+    import numpy as np
+
+    return np.array([[f.geometry().asPoint().x(), f.geometry().asPoint().y()] for f in vector(layer).getFeatures()])
+
+
+def memory_layer(wkt_points, crs="EPSG:32650", geometry="Point", fields=(("name", "string"),), values=None):
+    """A memory layer with the given WKT geometries (None: no geometry) and fields."""
+    from qgis.core import QgsFeature, QgsGeometry, QgsVectorLayer
+
+    uri = geometry + (f"?crs={crs}" if crs else "") + "".join(
+        ("&" if crs or i else "?") + f"field={n}:{t}" for i, (n, t) in enumerate(fields))
+    layer = QgsVectorLayer(uri, "memory", "memory")
+    assert layer.isValid(), uri
+    if not crs:  # QGIS gives new layers its default CRS; make this one truly unknown
+        from qgis.core import QgsCoordinateReferenceSystem
+
+        layer.setCrs(QgsCoordinateReferenceSystem())
+    feats = []
+    for i, wkt in enumerate(wkt_points):
+        f = QgsFeature(layer.fields())
+        f.setAttributes(list(values[i]) if values else [f"p{i}"])
+        if wkt is not None:
+            f.setGeometry(QgsGeometry.fromWkt(wkt))
+        feats.append(f)
+    assert layer.dataProvider().addFeatures(feats)[0]
+    return layer
+
+
+class CancelAt:
+    """A QgsProcessingFeedback that cancels itself once progress passes ``percent``; records progress."""
+
+    def __new__(cls, percent):
+        from qgis.core import QgsProcessingFeedback
+
+        feedback = QgsProcessingFeedback()
+        feedback.seen = []
+
+        def on_progress(value):
+            feedback.seen.append(value)
+            if value > percent and not feedback.isCanceled():
+                feedback.cancel()
+
+        feedback.progressChanged.connect(on_progress)
+        return feedback

@@ -1,0 +1,184 @@
+"""geopriv:buildprivacymap and geopriv:perturblocationdependent on the shipped Tokyo population raster.
+
+Mechanisms are built on a 25 x 25 average-resampled copy of the 200 x 200 raster (about a
+second; the full raster takes minutes, which is what saving a mechanism is for).
+"""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from qgis_helpers import CancelAt, attributes, data_path, memory_layer, points_xy
+
+pytestmark = pytest.mark.qgis
+
+LOW, HIGH = math.log(4) / 2000, math.log(4) / 400
+
+
+def read_raster(path):
+    from osgeo import gdal
+
+    ds = gdal.Open(str(path))
+    return ds.GetRasterBand(1).ReadAsArray().astype(float), ds
+
+
+@pytest.fixture(scope="module")
+def small_raster(tmp_path_factory):
+    from osgeo import gdal
+
+    path = tmp_path_factory.mktemp("tokyo") / "tokyo_25.tif"
+    gdal.Translate(str(path), data_path("tokyo_density_200.tif"), width=25, height=25, resampleAlg="average")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def centroids(provider):
+    """The 262 Tokyo municipalities as points (EPSG:30166), with their attributes."""
+    import processing
+    from qgis.core import QgsFeatureRequest, QgsProcessingContext
+
+    context = QgsProcessingContext()
+    context.setInvalidGeometryCheck(QgsFeatureRequest.GeometryNoCheck)  # a few polygons self-intersect
+    return processing.run("native:pointonsurface", {"INPUT": data_path("tokyo_municipalities.gpkg"),
+                                                    "ALL_PARTS": False, "OUTPUT": "TEMPORARY_OUTPUT"},
+                          context=context)["OUTPUT"]
+
+
+@pytest.fixture(scope="module")
+def built(provider, centroids, small_raster, tmp_path_factory):
+    import processing
+
+    saved = str(tmp_path_factory.mktemp("mech") / "tokyo_25.npz")
+    result = processing.run("geopriv:perturblocationdependent", {
+        "INPUT": centroids, "POPULATION": small_raster, "SEED": 21, "SAVE_MECHANISM": saved,
+        "OUTPUT": "TEMPORARY_OUTPUT"})
+    return result, saved
+
+
+def test_build_privacy_map_on_the_full_raster(run):
+    source = data_path("tokyo_density_200.tif")
+    result = run("buildprivacymap", {"POPULATION": source, "OUTPUT": "TEMPORARY_OUTPUT"})
+    eps, ds = read_raster(result["OUTPUT"])
+    density, src = read_raster(source)
+    assert eps.shape == (200, 200)
+    assert ds.GetGeoTransform() == pytest.approx(src.GetGeoTransform())
+    from qgis.core import QgsRasterLayer
+
+    assert QgsRasterLayer(result["OUTPUT"], "eps").crs().authid() == "EPSG:30166"
+    assert result["EPSILON_MIN"] == pytest.approx(LOW) and result["EPSILON_MAX"] == pytest.approx(HIGH)
+    assert eps[density < 0].min() == pytest.approx(LOW) and eps[density < 0].max() == pytest.approx(LOW)  # sea
+    densest = np.unravel_index(np.argmax(density), density.shape)
+    assert eps[densest] == pytest.approx(HIGH)
+    assert np.all(np.diff(eps[density >= 0][np.argsort(density[density >= 0])]) >= -1e-15)  # grows with density
+
+
+def test_build_privacy_map_with_floor_and_slope(run, small_raster):
+    result = run("buildprivacymap", {"POPULATION": small_raster, "FLOOR": 1e-3, "SLOPE": 1e-6,
+                                     "OUTPUT": "TEMPORARY_OUTPUT"})
+    eps, _ = read_raster(result["OUTPUT"])
+    density, _ = read_raster(small_raster)
+    valid = density >= 0
+    assert np.allclose(eps[valid], 1e-3 + 1e-6 * density[valid])
+
+
+def test_bad_rasters(run, tmp_path):
+    from osgeo import gdal, osr
+    from qgis.core import QgsProcessingException
+
+    def raster(name, srs=None, values=None):
+        path = str(tmp_path / name)
+        ds = gdal.GetDriverByName("GTiff").Create(path, 10, 10, 1, gdal.GDT_Float32)
+        ds.SetGeoTransform((400_000, 100, 0, 4_400_000, 0, -100) if srs != 4326 else (116, 0.01, 0, 40, 0, -0.01))
+        if srs:
+            ref = osr.SpatialReference()
+            ref.ImportFromEPSG(srs)
+            ds.SetProjection(ref.ExportToWkt())
+        ds.GetRasterBand(1).WriteArray(np.ones((10, 10)) if values is None else values)
+        ds = None
+        return path
+
+    cases = [
+        ({"POPULATION": raster("nocrs.tif")}, "no CRS"),
+        ({"POPULATION": raster("lonlat.tif", 4326)}, "not projected"),
+        ({"POPULATION": raster("negative.tif", 32650, -np.ones((10, 10)))}, "negative population"),
+        ({"POPULATION": raster("ok.tif", 32650), "FLOOR": 0.001}, "Give both the floor and the slope"),
+    ]
+    for params, message in cases:
+        with pytest.raises(QgsProcessingException, match=message):
+            run("buildprivacymap", {"OUTPUT": "TEMPORARY_OUTPUT", **params})
+
+
+def test_perturb_location_dependent(built, centroids):
+    result, saved = built
+    out = result["OUTPUT"]
+    assert out.featureCount() == centroids.featureCount() == 262
+    assert out.crs().authid() == "EPSG:30166"
+    assert attributes(out) == attributes(centroids)
+    assert result["VERIFIED_MAX_RATIO"] <= 1.0
+    record = json.loads(result["PROVENANCE"])
+    assert record["mechanism"] == "eikonal" and record["mechanism_id"] == result["MECHANISM_ID"]
+    moved = np.hypot(*(points_xy(out) - points_xy(centroids)).T)  # EPSG:30166 metres
+    # between the noise of the densest (2 / HIGH = 577 m) and the emptiest (2 / LOW = 2,885 m) places
+    assert 2 / HIGH * 0.5 < moved.mean() < 2 / LOW * 1.5
+    assert result["SAVE_MECHANISM"] == saved
+
+
+def test_saved_mechanism_reproduces_the_release(run, built, centroids):
+    result, saved = built
+    again = run("perturblocationdependent", {"INPUT": centroids, "MECHANISM_FILE": saved, "SEED": 21,
+                                             "OUTPUT": "TEMPORARY_OUTPUT"})
+    assert again["MECHANISM_ID"] == result["MECHANISM_ID"]
+    assert np.array_equal(points_xy(again["OUTPUT"]), points_xy(result["OUTPUT"]))
+
+
+def test_points_in_another_crs(run, built, centroids, provider):
+    import processing
+
+    _, saved = built
+    lonlat = processing.run("native:reprojectlayer", {"INPUT": centroids, "TARGET_CRS": "EPSG:4326",
+                                                      "OUTPUT": "TEMPORARY_OUTPUT"})["OUTPUT"]
+    out = run("perturblocationdependent", {"INPUT": lonlat, "MECHANISM_FILE": saved,
+                                           "OUTPUT": "TEMPORARY_OUTPUT"})["OUTPUT"]
+    assert out.crs().authid() == "EPSG:4326" and out.featureCount() == 262
+    report = run("utilityreport", {"ORIGINAL": centroids, "RELEASED": out, "OUTPUT": "TEMPORARY_OUTPUT"})
+    assert 2 / HIGH * 0.5 < report["MEAN_M"] < 2 / LOW * 1.5
+
+
+def test_points_outside_the_raster(run, built):
+    from qgis.core import QgsProcessingException
+
+    _, saved = built
+    london = data_path("soho_cholera.gpkg", "deaths")
+    with pytest.raises(QgsProcessingException, match="outside the mechanism's extent"):
+        run("perturblocationdependent", {"INPUT": london, "MECHANISM_FILE": saved, "OUTPUT": "TEMPORARY_OUTPUT"})
+    out = run("perturblocationdependent", {"INPUT": london, "MECHANISM_FILE": saved, "OUTSIDE": 1,
+                                           "OUTPUT": "TEMPORARY_OUTPUT"})["OUTPUT"]
+    assert out.featureCount() == 324 and out.crs().authid() == "EPSG:3857"
+
+
+def test_bad_mechanism_inputs(run, tmp_path):
+    from qgis.core import QgsProcessingException
+
+    points = memory_layer(["POINT(-20000 -30000)"], crs="EPSG:30166")
+    with pytest.raises(QgsProcessingException, match="Give a population raster"):
+        run("perturblocationdependent", {"INPUT": points, "OUTPUT": "TEMPORARY_OUTPUT"})
+    corrupt = tmp_path / "corrupt.npz"
+    corrupt.write_bytes(b"not a mechanism")
+    with pytest.raises(QgsProcessingException, match="not a readable geopriv mechanism file"):
+        run("perturblocationdependent", {"INPUT": points, "MECHANISM_FILE": str(corrupt),
+                                         "OUTPUT": "TEMPORARY_OUTPUT"})
+
+
+def test_cancellation_during_the_build(run, centroids, small_raster, tmp_path):
+    from qgis.core import QgsProcessingException
+
+    feedback = CancelAt(12.0)  # the build reports 10-70 %
+    target = tmp_path / "never.gpkg"
+    with pytest.raises(QgsProcessingException, match="cancelled"):
+        run("perturblocationdependent", {"INPUT": centroids, "POPULATION": small_raster, "OUTPUT": str(target)},
+            feedback=feedback)
+    assert max(feedback.seen) < 70.0
+    assert not target.exists()

@@ -1,0 +1,139 @@
+"""geopriv:sanitizetraces in a real QGIS, on the GeoLife sample (5 trajectories, 5,908 points)."""
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+
+import pytest
+
+from qgis_helpers import CancelAt, attributes, data_path, memory_layer
+
+pytestmark = pytest.mark.qgis
+
+GEOLIFE_FIELDS = ["fid", "id", "sequence", "trajectory_id", "tracker", "t"]
+NEW_FIELDS = ["predicted", "status", "epsilon_spent"]
+
+
+def rows(layer):
+    names = [f.name() for f in layer.fields()]
+    return [dict(zip(names, f.attributes()), _geom=f.geometry()) for f in layer.getFeatures()]
+
+
+@pytest.fixture(scope="module")
+def geolife_release(provider):
+    import processing
+
+    return processing.run("geopriv:sanitizetraces", {
+        "INPUT": data_path("geolife_sample.gpkg"), "TRAJ_ID_FIELD": "trajectory_id", "TIME_FIELD": "t",
+        "LEVEL": math.log(10), "RADIUS": 100.0, "RATE": 0.033, "SEED": 4,
+        "OUTPUT": "TEMPORARY_OUTPUT", "LEDGER": "TEMPORARY_OUTPUT"})
+
+
+def test_points_keep_attributes_and_get_budget_fields(geolife_release):
+    out = geolife_release["OUTPUT"]
+    assert out.featureCount() == 5908
+    assert out.crs().authid() == "EPSG:4326"
+    assert [f.name() for f in out.fields()] == GEOLIFE_FIELDS + NEW_FIELDS
+    assert [a[:6] for a in attributes(out)] == attributes(data_path("geolife_sample.gpkg"))
+    statuses = {r["status"] for r in rows(out)}
+    assert statuses <= {"noise", "predicted", "skipped", "exhausted"} and "noise" in statuses
+    for r in rows(out):
+        if r["status"] == "exhausted":  # never the true point: no geometry, nothing spent
+            assert r["_geom"].isNull() and r["epsilon_spent"] == 0 and r["predicted"] is False
+        else:
+            assert not r["_geom"].isNull() and r["epsilon_spent"] >= 0
+            assert r["predicted"] == (r["status"] != "noise")
+
+
+def test_ledger_accounts_for_every_point(geolife_release):
+    ledger = rows(geolife_release["LEDGER"])
+    assert [r["trajectory_id"] for r in ledger] == [1, 2, 3, 4, 5]
+    points = rows(geolife_release["OUTPUT"])
+    spent = defaultdict(float)
+    count = defaultdict(int)
+    for r in points:
+        spent[r["trajectory_id"]] += r["epsilon_spent"]
+        count[r["trajectory_id"]] += 1
+    eps = math.log(10) / 100
+    for r in ledger:
+        assert r["budget"] == pytest.approx(eps)
+        assert r["spent"] <= r["budget"]  # the guarantee: never more than the trace's budget
+        assert r["queries"] == count[r["trajectory_id"]] == r["released"] + r["exhausted"]
+        assert r["released"] == r["noise"] + r["predicted"] + r["skipped"]
+        assert spent[r["trajectory_id"]] == pytest.approx(r["spent"], rel=1e-9)
+    assert geolife_release["N_RELEASED"] == sum(r["released"] for r in ledger)
+    assert geolife_release["N_EXHAUSTED"] == sum(r["exhausted"] for r in ledger)
+    record = json.loads(geolife_release["PROVENANCE"])
+    assert record["mechanism"] == "predictive_trace" and record["n_traces"] == 5 and record["seeded"] is True
+
+
+def test_fixed_utility_independent_and_last_point(run):
+    result = run("sanitizetraces", {
+        "INPUT": data_path("geolife_sample.gpkg"), "TRAJ_ID_FIELD": "trajectory_id", "TIME_FIELD": "t",
+        "METHOD": 1, "BUDGET": 1, "ACCURACY": 2000.0, "EPSILON": 0.05, "ON_EXHAUSTED": 1, "SEED": 2,
+        "OUTPUT": "TEMPORARY_OUTPUT", "LEDGER": "TEMPORARY_OUTPUT"})
+    points = rows(result["OUTPUT"])
+    assert {r["status"] for r in points} <= {"noise", "exhausted"}  # independent: no predictions
+    assert not any(r["_geom"].isNull() for r in points)  # exhausted points repeat the last released one
+    assert json.loads(result["PROVENANCE"])["budget"] == "fixed_utility"
+
+
+def test_datetime_field_and_single_trace(run):
+    from qgis.PyQt.QtCore import QDateTime, Qt
+
+    start = QDateTime.fromSecsSinceEpoch(1_230_000_000, Qt.UTC)
+    layer = memory_layer([f"POINT({448000 + 5 * i} 4416000)" for i in range(40)],
+                         fields=(("when", "datetime"),), values=[[start.addSecs(60 * i)] for i in range(40)])
+    result = run("sanitizetraces", {"INPUT": layer, "TIME_FIELD": "when", "EPSILON": 0.5, "RATE": 0.05,
+                                    "SKIP_SPEED": 0.139, "OUTPUT": "TEMPORARY_OUTPUT", "LEDGER": "TEMPORARY_OUTPUT"})
+    ledger = rows(result["LEDGER"])
+    assert len(ledger) == 1 and ledger[0]["queries"] == 40
+    assert result["OUTPUT"].featureCount() == 40
+
+
+def test_budget_exhausted_can_fail(run):
+    from qgis.core import QgsProcessingException
+
+    with pytest.raises(QgsProcessingException, match=r"ran out .* Nothing was written"):
+        run("sanitizetraces", {"INPUT": data_path("geolife_sample.gpkg"), "TRAJ_ID_FIELD": "trajectory_id",
+                               "TIME_FIELD": "t", "ON_EXHAUSTED": 2, "OUTPUT": "TEMPORARY_OUTPUT",
+                               "LEDGER": "TEMPORARY_OUTPUT"})
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"TRAJ_ID_FIELD": "user"}, "has no field 'user'"),
+    ({"TIME_FIELD": "label"}, "cannot be read as time stamps"),
+    ({"RATE": 0.0}, "rate"),
+    ({"LEVEL": 0.0}, "level must be finite and > 0"),
+])
+def test_bad_inputs(run, params, message):
+    from qgis.core import QgsProcessingException
+
+    layer = memory_layer([f"POINT({448000 + i} 4416000)" for i in range(5)],
+                         fields=(("label", "string"), ("trace", "integer")), values=[["x", 1]] * 5)
+    params = {"INPUT": layer, "TRAJ_ID_FIELD": "trace", "OUTPUT": "TEMPORARY_OUTPUT", "LEDGER": "TEMPORARY_OUTPUT",
+              **params}
+    with pytest.raises(QgsProcessingException, match=message):
+        run("sanitizetraces", params)
+
+
+def test_field_name_clash_is_explained(run):
+    from qgis.core import QgsProcessingException
+
+    layer = memory_layer(["POINT(448000 4416000)"], fields=(("status", "string"),), values=[["ok"]])
+    with pytest.raises(QgsProcessingException, match="already has a field with that name"):
+        run("sanitizetraces", {"INPUT": layer, "OUTPUT": "TEMPORARY_OUTPUT", "LEDGER": "TEMPORARY_OUTPUT"})
+
+
+def test_cancellation_stops_between_traces(run, tmp_path):
+    from qgis.core import QgsProcessingException
+
+    feedback = CancelAt(11.0)
+    target = tmp_path / "never.gpkg"
+    with pytest.raises(QgsProcessingException, match="cancelled"):
+        run("sanitizetraces", {"INPUT": data_path("geolife_sample.gpkg"), "TRAJ_ID_FIELD": "trajectory_id",
+                               "TIME_FIELD": "t", "OUTPUT": str(target), "LEDGER": "TEMPORARY_OUTPUT"},
+            feedback=feedback)
+    assert max(feedback.seen) < 50.0  # stopped after the first batch of traces
+    assert not target.exists()

@@ -1,0 +1,86 @@
+"""geopriv:utilityreport in a real QGIS."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from qgis_helpers import data_path, memory_layer, vector
+
+pytestmark = pytest.mark.qgis
+
+COLUMNS = ["n", "mean_m", "median_m", "alpha_0.9_m", "max_m", "mse_m2", "rmse_m"]
+
+
+def table_row(layer):
+    layer = vector(layer)
+    rows = [f.attributes() for f in layer.getFeatures()]
+    assert len(rows) == 1
+    return dict(zip([f.name() for f in layer.fields()], rows[0]))
+
+
+@pytest.fixture(scope="module")
+def soho_release(provider, tmp_path_factory):
+    import processing
+
+    target = str(tmp_path_factory.mktemp("soho") / "released.gpkg")
+    processing.run("geopriv:perturbpoints", {"INPUT": data_path("soho_cholera.gpkg", "deaths"), "RADIUS": 50.0,
+                                              "SEED": 8, "OUTPUT": target})
+    return target
+
+
+def test_report_table_and_numbers(run, soho_release):
+    result = run("utilityreport", {"ORIGINAL": data_path("soho_cholera.gpkg", "deaths"), "RELEASED": soho_release,
+                                   "OUTPUT": "TEMPORARY_OUTPUT"})
+    table = result["OUTPUT"]
+    assert table.wkbType() == 100  # QgsWkbTypes.NoGeometry
+    row = table_row(table)
+    assert list(row) == COLUMNS
+    assert row["n"] == result["N"] == 324
+    eps = math.log(4) / 50
+    assert row["mean_m"] == pytest.approx(2 / eps, rel=0.15)
+    assert row["median_m"] <= row["alpha_0.9_m"] <= row["max_m"]
+    assert row["rmse_m"] == pytest.approx(math.sqrt(row["mse_m2"]))
+    assert result["ALPHA_M"] == row["alpha_0.9_m"] and result["MEAN_M"] == row["mean_m"]
+
+
+def test_match_by_field_and_other_delta(run, soho_release, provider):
+    """Match rows by 'fid' with the released rows in reverse order: same statistics as by order."""
+    import processing
+
+    reordered = processing.run("native:orderbyexpression", {"INPUT": soho_release, "EXPRESSION": '"fid"',
+                                                             "ASCENDING": False, "NULLS_FIRST": False,
+                                                             "OUTPUT": "TEMPORARY_OUTPUT"})["OUTPUT"]
+    by_order = run("utilityreport", {"ORIGINAL": data_path("soho_cholera.gpkg", "deaths"), "RELEASED": soho_release,
+                                     "DELTA": 0.5, "OUTPUT": "TEMPORARY_OUTPUT"})
+    by_field = run("utilityreport", {"ORIGINAL": data_path("soho_cholera.gpkg", "deaths"), "RELEASED": reordered,
+                                     "ID_FIELD": "fid", "DELTA": 0.5, "OUTPUT": "TEMPORARY_OUTPUT"})
+    assert by_field["MEAN_M"] == pytest.approx(by_order["MEAN_M"])
+    assert by_field["ALPHA_M"] == pytest.approx(by_order["MEDIAN_M"])  # alpha(0.5) is the median
+    assert "alpha_0.5_m" in table_row(by_field["OUTPUT"])
+
+
+def test_layers_in_different_crs(run, soho_release, provider):
+    import processing
+
+    lonlat = processing.run("native:reprojectlayer", {"INPUT": soho_release, "TARGET_CRS": "EPSG:4326",
+                                                      "OUTPUT": "TEMPORARY_OUTPUT"})["OUTPUT"]
+    a = run("utilityreport", {"ORIGINAL": data_path("soho_cholera.gpkg", "deaths"), "RELEASED": soho_release,
+                              "OUTPUT": "TEMPORARY_OUTPUT"})
+    b = run("utilityreport", {"ORIGINAL": data_path("soho_cholera.gpkg", "deaths"), "RELEASED": lonlat,
+                              "OUTPUT": "TEMPORARY_OUTPUT"})
+    assert b["MEAN_M"] == pytest.approx(a["MEAN_M"], rel=1e-6)
+
+
+def test_bad_inputs(run, soho_release):
+    from qgis.core import QgsProcessingException
+
+    original = data_path("soho_cholera.gpkg", "deaths")
+    with pytest.raises(QgsProcessingException, match="has no field 'Id'"):
+        run("utilityreport", {"ORIGINAL": original, "RELEASED": memory_layer(["POINT(0 0)"], crs="EPSG:3857"),
+                              "ID_FIELD": "Id", "OUTPUT": "TEMPORARY_OUTPUT"})
+    short = memory_layer(["POINT(-15000 6700000)"] * 3, crs="EPSG:3857")
+    with pytest.raises(QgsProcessingException, match="have no released counterpart"):
+        run("utilityreport", {"ORIGINAL": original, "RELEASED": short, "OUTPUT": "TEMPORARY_OUTPUT"})
+    with pytest.raises(QgsProcessingException, match="delta must be strictly between 0 and 1"):
+        run("utilityreport", {"ORIGINAL": original, "RELEASED": soho_release, "DELTA": 1.0, "OUTPUT": "TEMPORARY_OUTPUT"})

@@ -1,0 +1,443 @@
+"""EikonalMechanism: location-dependent privacy (Koufogiannis & Pappas), verified.
+
+Statistical tests use fixed seeds; each states its false-failure rate under the model (the
+probability that a correct implementation fails for an unlucky seed), and each check of a
+privacy property has a negative control that must be rejected by the same test.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import zipfile
+
+import geopandas as gpd
+import numpy as np
+import pytest
+import rasterio
+
+import geopriv
+from geopriv import EikonalMechanism, PrivacyMap
+from geopriv.exceptions import GeometryError, InfeasibleMechanismError, MechanismFileError, MissingCRSError
+from geopriv.mechanisms import eikonal as eik
+from geopriv.mechanisms.planar_laplace import radius_quantile
+
+from .conftest import shared
+
+pytestmark = pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")
+
+def from_origin(west, north, xsize, ysize):
+    """North-up transform (rasterio.transform.from_origin multiplies Affines, broken with affine 3.0.1)."""
+    return rasterio.Affine(xsize, 0.0, west, 0.0, -ysize, north)
+
+
+BUILD = dict(margin=0.1, smooth=0.5, jump=0.2, max_step=2)
+
+
+def _coarse_tokyo(factor: int = 4):
+    """The shipped raster averaged over factor x factor blocks (no data where a block has none)."""
+    with rasterio.open(shared("tokyo_density_200.tif")) as ds:
+        raw = ds.read(1).astype(float)
+        t = ds.transform
+        crs = ds.crs
+    raw[raw < 0] = np.nan
+    n = raw.shape[0] // factor
+    blocks = raw[: n * factor, : n * factor].reshape(n, factor, n, factor)
+    with np.errstate(invalid="ignore"):
+        valid = np.isfinite(blocks).sum(axis=(1, 3))
+        mean = np.where(valid > 0, np.nansum(blocks, axis=(1, 3)) / np.maximum(valid, 1), np.nan)
+    transform = rasterio.Affine(t.a * factor, 0, t.c, 0, t.e * factor, t.f)
+    return mean, transform, crs
+
+
+@pytest.fixture(scope="module")
+def tokyo_pm():
+    dens, transform, crs = _coarse_tokyo(4)  # 50 x 50 cells of ~2.9 x 2.6 km
+    return PrivacyMap.from_population(dens, epsilon_range=(1e-4, 5e-4), transform=transform, crs=crs)
+
+
+@pytest.fixture(scope="module")
+def tokyo_mech(tokyo_pm):
+    return EikonalMechanism.build(tokyo_pm, **BUILD)
+
+
+@pytest.fixture(scope="module")
+def const_pm():
+    # 41 x 41 cells of 50 m, epsilon 1/200 per metre: 0.25 per cell
+    return PrivacyMap.from_epsilon(np.full((41, 41), 1 / 200), transform=from_origin(500_000, 4_000_000, 50, 50), crs=32654)
+
+
+@pytest.fixture(scope="module")
+def const_mech(const_pm):
+    return EikonalMechanism.build(const_pm, margin=0.05, max_step=1)
+
+
+@pytest.fixture(scope="module")
+def tiny_mech():
+    x = np.linspace(0, 1, 12)
+    eps = 1e-3 * (1 + 1.5 * np.exp(-((x[None, :] - 0.5) ** 2 + (x[:, None] - 0.5) ** 2) / 0.05))
+    pm = PrivacyMap.from_epsilon(eps, transform=from_origin(500_000, 4_000_000, 400, 300), crs=32654)
+    return EikonalMechanism.build(pm, margin=0.1, max_step=1)
+
+
+def _dense(mech):
+    """Full P matrix (inputs x outputs) from the stored arrays."""
+    n = len(mech.normaliser)
+    cT = math.exp(-mech.cap)
+    K = np.full((n, len(mech.weights)), cT)
+    rows = np.repeat(np.arange(n), np.diff(mech.indptr))
+    K[rows, mech.indices] += mech.kernel
+    return K * mech.weights[None, :] / mech.normaliser[:, None]
+
+
+# ============================================================================ build and verify
+def test_builds_and_verifies_on_the_shipped_raster(tokyo_mech):
+    rep = tokyo_mech.report
+    assert rep.ok and rep.max_ratio <= 1.0
+    assert rep.max_ratio > 0.8  # the budget is used, not wasted
+    assert set(rep.worst) >= {"node_a", "node_b", "output", "allowed_log_ratio", "realised_log_ratio"}
+    assert rep.n_nodes == 2500 and rep.n_outputs == len(tokyo_mech.weights)
+    assert "OK" in str(rep)
+    # exact normalisation: every row sums to 1
+    cT = math.exp(-tokyo_mech.cap)
+    w = tokyo_mech.weights
+    for node in (0, 1234, 2499):
+        cols, p, floor = tokyo_mech.row(node)
+        assert p.sum() + floor == pytest.approx(1.0, abs=1e-12)
+    assert np.all(w >= 0)
+    assert cT * w.sum() / tokyo_mech.normaliser.min() < 1e-3  # the capped part is negligible
+    # a fresh verification of the stored arrays gives the same answer
+    assert tokyo_mech.verify().max_ratio == pytest.approx(rep.max_ratio, rel=1e-12)
+    # much better than planar Laplace at the smallest epsilon (which also meets the map)
+    cmp = tokyo_mech.compare_laplace()
+    assert cmp["laplace_mse_m2"] == pytest.approx(6 / 1e-4**2)
+    assert cmp["ratio"] < 0.6
+
+
+def test_verify_matches_a_brute_force_check(tiny_mech):
+    P = _dense(tiny_mech)
+    np.testing.assert_allclose(P.sum(axis=1), 1.0, atol=1e-12)
+    pm = tiny_mech.privacy_map
+    ny, nx = pm.shape
+    hx, hy = pm.cell_size
+    eps = pm.epsilon_crs
+    L = np.log(P).reshape(ny, nx, -1)
+    worst = 0.0
+    for di, dj in [(0, 1), (1, 0), (1, 1), (1, -1)]:
+        for i in range(ny - di):
+            for j in range(max(0, -dj), nx - max(0, dj)):
+                allowed = math.hypot(di * hy, dj * hx) * (eps[i, j] + eps[i + di, j + dj]) / 2
+                worst = max(worst, float(np.abs(L[i, j] - L[i + di, j + dj]).max()) / allowed)
+    assert worst == pytest.approx(tiny_mech.report.max_ratio, rel=1e-9)
+    assert worst <= 1.0
+
+
+def test_negative_controls_are_rejected(tiny_mech):
+    # the same kernels against a map asking for twice the privacy: must be caught
+    pm = tiny_mech.privacy_map
+    stricter = PrivacyMap(pm.epsilon / 2, pm.transform, pm.crs, pm.nodata_mask)
+    rep = dataclasses.replace(tiny_mech, privacy_map=stricter).verify()
+    assert not rep.ok and rep.max_ratio > 1.5
+    # a normaliser that is not the row sum (rows not normalised exactly) is caught too
+    s = tiny_mech.normaliser.copy()
+    s[40] *= 1.5
+    assert not dataclasses.replace(tiny_mech, normaliser=s).verify().ok
+
+
+def test_build_refuses_when_the_weights_cannot_normalise(tiny_mech):
+    with pytest.raises(InfeasibleMechanismError, match="margin"):
+        EikonalMechanism.build(tiny_mech.privacy_map, margin=1e-4, max_iter=0, max_step=1)
+
+
+def test_build_refuses_a_mechanism_that_fails_verification(tiny_mech, monkeypatch):
+    real = eik.EikonalMechanism.verify
+
+    def lying_verify(self):
+        rep = real(self)
+        return dataclasses.replace(rep, max_ratio=1.01)
+
+    monkeypatch.setattr(eik.EikonalMechanism, "verify", lying_verify)
+    with pytest.raises(InfeasibleMechanismError, match="Nothing was returned"):
+        EikonalMechanism.build(tiny_mech.privacy_map, margin=0.1, max_step=1)
+
+
+def test_fast_marching_solver_also_verifies(tiny_mech):
+    mech = EikonalMechanism.build(tiny_mech.privacy_map, margin=0.1, max_step=1, solver="fmm")
+    assert mech.report.ok
+    assert mech.params["solver"] == "fmm"
+
+
+def test_parameters_are_checked(tiny_mech):
+    pm = tiny_mech.privacy_map
+    with pytest.raises(ValueError, match="margin"):
+        EikonalMechanism.build(pm, margin=1.0)
+    with pytest.raises(ValueError, match="max_step"):
+        EikonalMechanism.build(pm, max_step=3)
+    with pytest.raises(ValueError, match="solver"):
+        EikonalMechanism.build(pm, solver="magic")
+    with pytest.raises(TypeError, match="PrivacyMap"):
+        EikonalMechanism.build(np.ones((3, 3)))
+
+
+# ============================================================================ constant map: planar Laplace
+def test_constant_map_is_planar_laplace(const_mech, const_pm):
+    """Far from the borders a constant map gives planar Laplace at (1 - margin) epsilon.
+
+    Exact quantities (no sampling): expected squared error of the centre node vs 6/eps^2,
+    within 8 % (lattice, 16-neighbour travel times, jitter).  Negative control: Laplace at
+    1.25 x epsilon is outside the same tolerance.
+    """
+    eps_k = 0.95 / 200
+    prior = np.zeros(const_pm.shape)
+    prior[20, 20] = 1
+    mse = const_mech.expected_mse(prior)
+    assert mse == pytest.approx(6 / eps_k**2, rel=0.08)
+    assert not mse == pytest.approx(6 / (1.25 * eps_k) ** 2, rel=0.08)
+
+
+def test_constant_map_sampling_statistics_match_laplace(const_mech, const_pm):
+    """Sampled radii from the centre: mean, median and 90 % quantile vs planar Laplace.
+
+    n = 40,000 draws, seed 7.  Tolerance 8 % = model difference (<= 4 %) plus >= 5 standard
+    errors of each statistic (the mean's relative SE is 0.35 %, the quantiles' about 0.6 %),
+    so a correct sampler fails with probability < 1e-6.  Negative control: the same
+    statistics against Laplace at 1.25 x epsilon must fail.
+    """
+    rng = np.random.default_rng(7)
+    x0, y0 = const_pm.node_x[20], const_pm.node_y[20]
+    out = const_mech.sample(np.tile([x0, y0], (40_000, 1)), rng)
+    r = np.hypot(out[:, 0] - x0, out[:, 1] - y0)
+    stats = np.array([r.mean(), np.median(r), np.quantile(r, 0.9)])
+
+    def laplace(eps):
+        return np.array([2 / eps, float(radius_quantile(0.5, eps)), float(radius_quantile(0.9, eps))])
+
+    eps_k = 0.95 / 200
+    np.testing.assert_allclose(stats, laplace(eps_k), rtol=0.08)
+    assert np.any(np.abs(stats / laplace(1.25 * eps_k) - 1) > 0.08)
+    # the sampler agrees with the exact expected squared error of that node (5 sigma)
+    prior = np.zeros(const_pm.shape)
+    prior[20, 20] = 1
+    se = (r**2).std() / math.sqrt(len(r))
+    assert abs((r**2).mean() - const_mech.expected_mse(prior)) < 5 * se
+
+
+# ============================================================================ empirical privacy
+def _log_ratio_bins(a, b, min_count=400):
+    """Per output bin: log(freq_a / freq_b) and its standard error (delta method)."""
+    keys = np.union1d(a, b)
+    ca = np.array([np.count_nonzero(a == k) for k in keys], float)
+    cb = np.array([np.count_nonzero(b == k) for k in keys], float)
+    ok = (ca >= min_count) & (cb >= min_count)
+    est = np.log(ca[ok] / len(a)) - np.log(cb[ok] / len(b))
+    se = np.sqrt(1 / ca[ok] + 1 / cb[ok])
+    return est, se
+
+
+def test_empirical_privacy_between_neighbouring_inputs(tokyo_mech):
+    """Sampled outputs of two neighbouring nodes never differ by more than the allowed loss.
+
+    For every output drawn >= 400 times from both nodes (200,000 draws each, seed 11) the
+    estimated log-ratio minus 5 standard errors must stay below the allowed loss.  With at
+    most ~500 such outputs, a correct mechanism fails with probability < 500 * 2.9e-7 < 2e-4
+    (Bonferroni; the true ratios are <= allowed).  Negative control: the same test for nodes 6
+    cells apart, against the allowed loss of one neighbour step, must detect the violation.
+    """
+    pm = tokyo_mech.privacy_map
+    ny, nx = pm.shape
+    dens = np.unravel_index(np.argmax(np.where(pm.nodata_mask, 0, pm.epsilon)), pm.shape)
+    a = dens[0] * nx + dens[1]
+    b = a + 1
+    hx, _ = pm.cell_size
+    eps = pm.epsilon_crs.ravel()
+    allowed = hx * (eps[a] + eps[b]) / 2
+    rng = np.random.default_rng(11)
+    n = 200_000
+    ya = tokyo_mech.sample_nodes(np.full(n, a), rng)
+    yb = tokyo_mech.sample_nodes(np.full(n, b), rng)
+    est, se = _log_ratio_bins(ya, yb)
+    assert len(est) >= 5
+    assert np.all(np.abs(est) - 5 * se <= allowed)
+    # negative control
+    c = a + 6
+    yc = tokyo_mech.sample_nodes(np.full(n, c), rng)
+    est, se = _log_ratio_bins(ya, yc)
+    assert np.any(np.abs(est) - 5 * se > allowed)
+
+
+def test_sampler_matches_the_exact_row_and_the_bilinear_mixture(tokyo_mech):
+    """G-tests of sampled frequencies against exact probabilities (seed 5, alpha = 1e-6 each)."""
+    from scipy.stats import chi2
+
+    pm = tokyo_mech.privacy_map
+    rng = np.random.default_rng(5)
+
+    def g_test(draws, p):
+        counts = np.bincount(draws, minlength=len(p)).astype(float)
+        exp = p * len(draws)
+        big = exp >= 5
+        o = np.append(counts[big], counts[~big].sum())
+        e = np.append(exp[big], exp[~big].sum())
+        g = 2 * np.sum(np.where(o > 0, o * np.log(np.maximum(o, 1) / e), 0.0))
+        return chi2.sf(g, len(o) - 1)
+
+    x, y = pm.node_x[25], pm.node_y[20]
+    p_node = tokyo_mech.distribution(x, y)
+    assert g_test(tokyo_mech.sample_nodes(np.full(100_000, 20 * pm.shape[1] + 25), rng), p_node) > 1e-6
+    # a location between four nodes: the bilinear mixture of their rows
+    hx, hy = pm.cell_size
+    u = (x + 0.3 * hx, y - 0.6 * hy)
+    p_mix = tokyo_mech.distribution(*u)
+    nodes = [20 * 50 + 25, 20 * 50 + 26, 21 * 50 + 25, 21 * 50 + 26]
+    lam = [0.7 * 0.4, 0.3 * 0.4, 0.7 * 0.6, 0.3 * 0.6]
+    expect = sum(l_ * tokyo_mech.distribution(pm.node_x[k % 50], pm.node_y[k // 50]) for l_, k in zip(lam, nodes))
+    np.testing.assert_allclose(p_mix, expect, atol=1e-15)
+    out = tokyo_mech.sample(np.tile(u, (100_000, 1)), rng, jitter=False)
+    index = {tuple(v): k for k, v in enumerate(np.round(tokyo_mech.output_xy, 6))}
+    draws = np.array([index[tuple(v)] for v in np.round(out, 6)])
+    assert g_test(draws, p_mix) > 1e-6
+    # negative control: the same draws are not distributed like the nearest node's row
+    assert g_test(draws, p_node) < 1e-6
+
+
+# ============================================================================ save / load
+def test_save_load_round_trip(tmp_path, tokyo_mech):
+    path = tmp_path / "mech.npz"
+    digest = tokyo_mech.save(path)
+    assert digest == tokyo_mech.mechanism_id
+    back = EikonalMechanism.load(path, privacy_map=tokyo_mech.privacy_map)
+    assert back.mechanism_id == tokyo_mech.mechanism_id
+    np.testing.assert_array_equal(back.weights, tokyo_mech.weights)
+    np.testing.assert_array_equal(back.kernel, tokyo_mech.kernel)
+    assert back.report.max_ratio == tokyo_mech.report.max_ratio
+    xy = np.column_stack([tokyo_mech.privacy_map.node_x[10:30], tokyo_mech.privacy_map.node_y[10:30]])
+    np.testing.assert_array_equal(back.sample(xy, np.random.default_rng(3)), tokyo_mech.sample(xy, np.random.default_rng(3)))
+    assert EikonalMechanism.load(path, verify=True).report.ok
+
+
+def test_corrupt_truncated_and_mismatched_files_are_refused(tmp_path, tokyo_mech, tiny_mech):
+    path = tmp_path / "mech.npz"
+    tokyo_mech.save(path)
+    # corrupt one stored weight: checksum
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["weights"] = arrays["weights"].copy()
+    arrays["weights"][3] *= 1.0001
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, **arrays)
+    with pytest.raises(MechanismFileError, match="checksum"):
+        EikonalMechanism.load(bad)
+    # truncated
+    data = path.read_bytes()
+    short = tmp_path / "short.npz"
+    short.write_bytes(data[: len(data) // 2])
+    with pytest.raises(MechanismFileError, match="truncated|corrupt"):
+        EikonalMechanism.load(short)
+    # another format version
+    meta = json.loads(str(arrays["meta"]))
+    meta["format_version"] = 99
+    arrays["meta"] = np.array(json.dumps(meta))
+    future = tmp_path / "future.npz"
+    np.savez(future, **arrays)
+    with pytest.raises(MechanismFileError, match="version"):
+        EikonalMechanism.load(future)
+    # not a mechanism at all
+    other = tmp_path / "other.npz"
+    np.savez(other, a=np.arange(3))
+    with pytest.raises(MechanismFileError, match="not a geopriv mechanism"):
+        EikonalMechanism.load(other)
+    with pytest.raises(MechanismFileError, match="No mechanism file"):
+        EikonalMechanism.load(tmp_path / "missing.npz")
+    # built for another map
+    with pytest.raises(MechanismFileError, match="another privacy map"):
+        EikonalMechanism.load(path, privacy_map=tiny_mech.privacy_map)
+    assert zipfile.is_zipfile(path)
+
+
+# ============================================================================ releasing points
+@pytest.fixture
+def tokyo_points(tokyo_mech):
+    pm = tokyo_mech.privacy_map
+    rng = np.random.default_rng(2)
+    xmin, ymin, xmax, ymax = pm.bounds
+    x = rng.uniform(xmin + 20_000, xmax - 20_000, 300)
+    y = rng.uniform(ymin + 20_000, ymax - 20_000, 300)
+    return gpd.GeoDataFrame({"id": np.arange(300), "v": rng.random(300)}, geometry=gpd.points_from_xy(x, y),
+                            crs=pm.crs, index=[f"r{i}" for i in range(300)])
+
+
+def test_accessor_releases_through_the_mechanism(tokyo_mech, tokyo_points):
+    before = tokyo_points.copy()
+    out = tokyo_points.priv.perturb(mechanism=tokyo_mech, rng=4)
+    assert out.index.equals(tokyo_points.index) and list(out.columns) == list(tokyo_points.columns)
+    assert out.crs == tokyo_points.crs
+    assert not out.geometry.geom_equals(tokyo_points.geometry).any()  # never a true location
+    assert before.geometry.geom_equals(tokyo_points.geometry).all()  # input not modified
+    rec = out.attrs["geopriv"]
+    assert rec["mechanism"] == "eikonal" and rec["mechanism_id"] == tokyo_mech.mechanism_id
+    assert rec["verified_max_ratio"] <= 1 and rec["seeded"] is True
+    again = tokyo_points.priv.perturb(mechanism=tokyo_mech, rng=4)
+    assert out.geometry.geom_equals(again.geometry).all()
+    with pytest.raises(ValueError, match="carries its own"):
+        tokyo_points.priv.perturb(mechanism=tokyo_mech, epsilon=0.01)
+
+
+def test_points_in_another_crs_are_reprojected(tokyo_mech, tokyo_points):
+    ll = tokyo_points.to_crs(4326)
+    out = ll.priv.perturb(mechanism=tokyo_mech, rng=4)
+    assert out.crs.to_epsg() == 4326
+    d = geopriv.displacement(ll, out)
+    assert d.median() < 50_000  # moved by the local noise, not teleported
+
+
+def test_points_outside_the_raster_name_their_rows(tokyo_mech, tokyo_points):
+    pts = tokyo_points.copy()
+    pts.loc["r5", "geometry"] = gpd.points_from_xy([0.0], [0.0])[0]
+    with pytest.raises(GeometryError, match=r"'r5'") as exc:
+        pts.priv.perturb(mechanism=tokyo_mech, rng=1)
+    assert "0.0" not in str(exc.value)  # rows are named, coordinates never
+    # Beijing points (CRS mismatch with the map): all outside, a clear error
+    beijing = gpd.GeoDataFrame(geometry=gpd.points_from_xy([448_000, 449_000], [4_416_000, 4_417_000]), crs=32650)
+    with pytest.raises(GeometryError, match="outside the mechanism's extent"):
+        beijing.priv.perturb(mechanism=tokyo_mech, rng=1)
+    # documented fallback: clamp to the raster
+    out = pts.priv.perturb(mechanism=tokyo_mech.with_outside("clamp"), rng=1)
+    assert out.attrs["geopriv"]["outside"] == "clamp"
+    no_crs = gpd.GeoDataFrame(geometry=gpd.points_from_xy([1.0], [2.0]))
+    with pytest.raises(MissingCRSError):
+        no_crs.priv.perturb(mechanism=tokyo_mech, rng=1)
+
+
+# ============================================================================ evaluation and plots
+def test_expected_mse_units_and_priors(tokyo_mech, const_mech):
+    pm = tokyo_mech.privacy_map
+    pop = tokyo_mech.expected_mse()
+    assert pop == pytest.approx(tokyo_mech.expected_mse("population"))
+    assert tokyo_mech.expected_mse("uniform") > pop  # sparse areas get more noise
+    assert tokyo_mech.expected_mse(jitter=False) < pop
+    with pytest.raises(ValueError, match="shape"):
+        tokyo_mech.expected_mse(np.ones((3, 3)))
+    with pytest.raises(ValueError, match="population"):
+        const_mech.expected_mse("population")
+    assert pm.prior().sum() == pytest.approx(1.0)
+
+
+def test_plots_write_pngs(tmp_path, tokyo_mech):
+    pytest.importorskip("matplotlib")
+    from geopriv.plot import plot_mechanism, plot_privacy_map
+
+    pm = tokyo_mech.privacy_map
+    pts = [(pm.node_x[25], pm.node_y[20]), (pm.node_x[10], pm.node_y[10])]
+    fig = plot_privacy_map(pm, points=pts, path=tmp_path / "map.png")
+    assert (tmp_path / "map.png").stat().st_size > 10_000
+    fig2 = plot_mechanism(tokyo_mech, pts, path=tmp_path / "mech.png")
+    assert (tmp_path / "mech.png").stat().st_size > 10_000
+    assert len(fig2.axes) >= 3
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    plt.close(fig2)
+
+
+def test_exported_at_top_level():
+    assert geopriv.EikonalMechanism is EikonalMechanism

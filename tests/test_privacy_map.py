@@ -1,0 +1,233 @@
+"""PrivacyMap: population and epsilon rasters in, epsilon per ground metre out."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import rasterio
+
+import geopriv
+from geopriv import PrivacyMap
+from geopriv.exceptions import CRSError, MissingCRSError, RasterError
+from geopriv.privacy_map import affine6, edge_weights, lipschitz_envelope
+
+from .conftest import shared
+
+TOKYO = "tokyo_density_200.tif"
+
+
+def from_origin(west, north, xsize, ysize):
+    """North-up transform (rasterio.transform.from_origin multiplies Affines, broken with affine 3.0.1)."""
+    return rasterio.Affine(xsize, 0.0, west, 0.0, -ysize, north)
+
+
+def _write(path, values, *, crs="EPSG:30166", transform=None, nodata=None, dtype="float32"):
+    values = np.asarray(values)
+    transform = transform or from_origin(300_000.0, 0.0, 500.0, 400.0)
+    profile = dict(driver="GTiff", height=values.shape[0], width=values.shape[1], count=1, dtype=dtype, transform=transform)
+    if crs is not None:
+        profile["crs"] = crs
+    if nodata is not None:
+        profile["nodata"] = nodata
+    with rasterio.open(path, "w", **profile) as ds:
+        ds.write(values.astype(dtype), 1)
+    return path
+
+
+@pytest.fixture(scope="module")
+def tokyo_map():
+    return PrivacyMap.from_population(shared(TOKYO), slope=1e-5, floor=2e-4)
+
+
+def test_shipped_raster_reads_with_units_and_nodata(tokyo_map):
+    pm = tokyo_map
+    with rasterio.open(shared(TOKYO)) as ds:
+        raw = ds.read(1)
+    valid = raw != -1
+    assert pm.shape == (200, 200)
+    assert pm.crs.to_epsg() == 30166
+    assert int(pm.nodata_mask.sum()) == int((~valid).sum()) > 0  # Tokyo Bay and outside the area
+    # no-data cells: zero population, the floor epsilon (strongest protection)
+    assert np.all(pm.epsilon[pm.nodata_mask] == pytest.approx(2e-4))
+    np.testing.assert_allclose(pm.epsilon[valid], 2e-4 + 1e-5 * raw[valid].astype(float), rtol=1e-12)
+    assert pm.population[pm.nodata_mask].max() == 0
+    # EPSG:30166 is metres, but Transverse Mercator stretches far from its meridian: per CRS unit
+    # epsilon is divided by the measured scale (never weakened)
+    smax, smin = pm.ground_scale
+    assert 1.0 < smax.min() and smax.max() < 1.003
+    assert np.all(pm.epsilon_crs <= pm.epsilon)
+    assert "epsilon" in repr(pm) and "200 x 200" in repr(pm)
+
+
+def test_shipped_copy_in_the_package_is_the_same_raster():
+    import geopriv as gp
+    from pathlib import Path
+
+    packaged = Path(gp.__file__).parent / "data" / TOKYO
+    a = PrivacyMap.from_population(packaged, epsilon_range=(1e-4, 1e-3))
+    b = PrivacyMap.from_population(shared(TOKYO), epsilon_range=(1e-4, 1e-3))
+    np.testing.assert_array_equal(a.epsilon, b.epsilon)
+
+
+def test_epsilon_range_is_the_papers_linear_map():
+    dens = np.array([[0.0, 10.0], [20.0, 40.0]])
+    pm = PrivacyMap.from_population(dens, epsilon_range=(0.4e-3, 2.0e-3), transform=from_origin(0, 0, 100, 100), crs=32654)
+    np.testing.assert_allclose(pm.epsilon, 0.4e-3 + 1.6e-3 * dens / 40.0)
+    assert pm.epsilon_min == pytest.approx(0.4e-3) and pm.epsilon_max == pytest.approx(2.0e-3)
+
+
+def test_counts_per_cell_become_density_per_km2():
+    t = from_origin(500_000, 4_000_000, 200, 200)  # UTM: 200 m cells = 0.04 km2 (scale ~0.9996)
+    counts = np.full((3, 3), 8.0)
+    a = PrivacyMap.from_population(counts, slope=1e-6, floor=1e-4, units="per_cell", transform=t, crs=32654)
+    area = 0.04 / (a.ground_scale[0] * a.ground_scale[1])
+    np.testing.assert_allclose(a.population, 8.0 / area, rtol=1e-9)
+    b = PrivacyMap.from_population(8.0 / area, slope=1e-6, floor=1e-4, transform=t, crs=32654)
+    np.testing.assert_allclose(a.epsilon, b.epsilon, rtol=1e-12)
+
+
+def test_geotiff_round_trip_through_rasterio(tmp_path, tokyo_map):
+    out = tmp_path / "eps.tif"
+    tokyo_map.to_geotiff(out)
+    with rasterio.open(out) as ds:
+        assert ds.crs.to_epsg() == 30166
+        assert ds.tags()["units"] == "epsilon per ground metre"
+    back = PrivacyMap.from_epsilon(out)
+    np.testing.assert_array_equal(back.epsilon, tokyo_map.epsilon)
+    assert affine6(back.transform) == affine6(tokyo_map.transform)
+    assert back.info["written_from"]["source"] == "population"
+    # an open rasterio dataset works too
+    with rasterio.open(out) as ds:
+        np.testing.assert_array_equal(PrivacyMap.from_epsilon(ds).epsilon, tokyo_map.epsilon)
+
+
+def test_epsilon_raster_nodata_gets_the_strongest_level(tmp_path):
+    vals = np.array([[1e-3, 2e-3, -9], [3e-3, 4e-3, 5e-3]])
+    pm = PrivacyMap.from_epsilon(_write(tmp_path / "e.tif", vals, nodata=-9))
+    assert pm.epsilon[0, 2] == pytest.approx(1e-3)
+    assert pm.nodata_mask.sum() == 1
+    pm2 = PrivacyMap.from_epsilon(_write(tmp_path / "e2.tif", vals, nodata=-9), nodata_epsilon=5e-4)
+    assert pm2.epsilon[0, 2] == pytest.approx(5e-4)
+
+
+def test_south_up_rasters_are_flipped_north_up():
+    vals = np.array([[1.0, 2.0], [3.0, 4.0]])
+    south_up = rasterio.Affine(100, 0, 0, 0, 100, 0)  # row 0 is the southern row
+    pm = PrivacyMap.from_population(vals, slope=1e-5, floor=1e-4, transform=south_up, crs=32654)
+    assert pm.transform.e < 0
+    np.testing.assert_allclose(pm.population, vals[::-1])
+
+
+# ------------------------------------------------------------------ units of other CRSs
+def test_feet_raster_epsilon_per_unit_is_per_foot():
+    t = from_origin(980_000, 200_000, 500, 500)  # NY state plane, US survey feet
+    pm = PrivacyMap.from_epsilon(np.full((3, 3), 1e-3), transform=t, crs=2263)
+    # 1 ground metre is ~3.28 feet: epsilon per foot is ~1e-3 / 3.28
+    assert pm.epsilon_crs.max() == pytest.approx(1e-3 / 3.2808, rel=2e-3)
+
+
+def test_web_mercator_raster_accounts_for_the_stretch():
+    from pyproj import Transformer
+
+    x, y = Transformer.from_crs(4326, 3857, always_xy=True).transform(139.7, 35.7)
+    pm = PrivacyMap.from_epsilon(np.full((4, 4), 1e-3), transform=from_origin(x, y, 1000, 1000), crs=3857)
+    stretch = 1 / math.cos(math.radians(35.7))
+    assert pm.epsilon_crs.max() == pytest.approx(1e-3 / stretch, rel=0.01)
+
+
+# ------------------------------------------------------------------ bad rasters
+def test_no_crs_is_a_clear_error(tmp_path):
+    path = _write(tmp_path / "nocrs.tif", np.ones((3, 3)), crs=None)
+    with pytest.raises(MissingCRSError, match="crs="):
+        PrivacyMap.from_population(path, slope=1e-5, floor=1e-4)
+
+
+def test_geographic_raster_is_refused_with_the_fix(tmp_path):
+    path = _write(tmp_path / "geo.tif", np.ones((3, 3)), crs="EPSG:4326", transform=from_origin(139, 36, 0.01, 0.01))
+    with pytest.raises(CRSError, match="gdalwarp"):
+        PrivacyMap.from_population(path, slope=1e-5, floor=1e-4)
+
+
+def test_all_nodata_is_refused(tmp_path):
+    path = _write(tmp_path / "empty.tif", np.full((3, 3), -1.0), nodata=-1)
+    with pytest.raises(RasterError, match="no valid cell"):
+        PrivacyMap.from_population(path, slope=1e-5, floor=1e-4)
+
+
+def test_negative_population_is_refused_and_located(tmp_path):
+    vals = np.ones((4, 4))
+    vals[2, 3] = -5
+    path = _write(tmp_path / "neg.tif", vals)
+    with pytest.raises(RasterError, match=r"negative population \(first at raster row 2, column 3\)"):
+        PrivacyMap.from_population(path, slope=1e-5, floor=1e-4)
+
+
+def test_array_needs_georeferencing():
+    with pytest.raises(RasterError, match="transform="):
+        PrivacyMap.from_population(np.ones((3, 3)), slope=1e-5, floor=1e-4, crs=32654)
+
+
+def test_parameters_are_checked():
+    t = from_origin(0, 0, 10, 10)
+    with pytest.raises(ValueError, match="not both"):
+        PrivacyMap.from_population(np.ones((3, 3)), slope=1e-5, floor=1e-4, epsilon_range=(1e-4, 1e-3), transform=t, crs=32654)
+    with pytest.raises(ValueError, match="slope= and floor="):
+        PrivacyMap.from_population(np.ones((3, 3)), transform=t, crs=32654)
+    with pytest.raises(ValueError, match="floor"):
+        PrivacyMap.from_population(np.ones((3, 3)), slope=1e-5, floor=0, transform=t, crs=32654)
+    with pytest.raises(RasterError, match="epsilon <= 0"):
+        PrivacyMap.from_epsilon(np.array([[1e-3, 0.0], [1e-3, 1e-3]]), transform=t, crs=32654)
+    with pytest.raises(ValueError, match="units"):
+        PrivacyMap.from_population(np.ones((3, 3)), slope=1e-5, floor=1e-4, units="per_m2", transform=t, crs=32654)
+
+
+def test_maps_are_immutable(tokyo_map):
+    with pytest.raises(ValueError):
+        tokyo_map.epsilon[0, 0] = 1.0
+    with pytest.raises(AttributeError):
+        tokyo_map.crs = None
+
+
+# ------------------------------------------------------------------ regularisation
+def test_regularised_only_lowers_and_bounds_the_noise_scale_slope(tokyo_map):
+    k = 0.5
+    reg = tokyo_map.regularised(k)
+    assert np.all(reg.epsilon <= tokyo_map.epsilon)
+    assert reg.info["regularised"]["cells_lowered"] > 0
+    # 1/epsilon is k-Lipschitz on every 8-neighbour edge (ground lengths, conservative)
+    ell = 1.0 / reg.epsilon
+    hx, hy = reg.cell_size
+    s = 1.0 / reg.ground_scale[0]
+    assert np.all(np.abs(np.diff(ell, axis=1)) <= k * hx * np.maximum(s[:, 1:], s[:, :-1]) * (1 + 1e-9))
+    assert np.all(np.abs(np.diff(ell, axis=0)) <= k * hy * np.maximum(s[1:], s[:-1]) * (1 + 1e-9))
+    # where the map is already smooth nothing changes
+    flat = PrivacyMap.from_epsilon(np.full((5, 5), 1e-3), transform=from_origin(0, 0, 100, 100), crs=32654)
+    np.testing.assert_array_equal(flat.regularised(0.1).epsilon, flat.epsilon)
+    # and it is idempotent
+    np.testing.assert_allclose(reg.regularised(k).epsilon, reg.epsilon, rtol=1e-12)
+
+
+def test_lipschitz_envelope_is_the_exact_shortest_path_envelope():
+    rng = np.random.default_rng(3)
+    f = rng.random((9, 13)) * 10
+    f[rng.random(f.shape) < 0.3] = np.inf
+    w = edge_weights(rng.random((9, 13)) + 0.2, 0.9, 1.1)
+    g, _ = lipschitz_envelope(f, w)
+    # brute force Bellman-Ford on the 8-neighbour graph
+    b = f.copy()
+    for _ in range(1000):
+        old = b.copy()
+        for (sa, sb), wt in zip([((slice(None), slice(0, -1)), (slice(None), slice(1, None))),
+                                 ((slice(0, -1), slice(None)), (slice(1, None), slice(None))),
+                                 ((slice(0, -1), slice(0, -1)), (slice(1, None), slice(1, None))),
+                                 ((slice(0, -1), slice(1, None)), (slice(1, None), slice(0, -1)))], w):
+            b[sa] = np.minimum(b[sa], b[sb] + wt)
+            b[sb] = np.minimum(b[sb], b[sa] + wt)
+        if np.array_equal(old, b):
+            break
+    np.testing.assert_allclose(g, b, rtol=0, atol=1e-12)
+
+
+def test_exported_at_top_level():
+    assert geopriv.PrivacyMap is PrivacyMap
