@@ -66,7 +66,7 @@ import numpy as np
 
 from ..accounting import BudgetAccountant
 from ..exceptions import GeoprivError
-from .planar_laplace import check_epsilon, radius_quantile
+from .planar_laplace import check_epsilon, polar_noise, radius_quantile
 
 __all__ = [
     "noise_constant",
@@ -705,14 +705,7 @@ def _generator(rng) -> np.random.Generator:
 
 def _unit_noise(n, rng):
     """Planar Laplace noise for eps = 1 (Gamma(2) radius, uniform angle): divide by eps_N."""
-    r = rng.standard_gamma(2.0, n)
-    theta = rng.random(n)
-    theta *= 2.0 * math.pi
-    out = np.empty((n, 2))
-    np.cos(theta, out=out[:, 0])
-    np.sin(theta, out=out[:, 1])
-    out *= r[:, None]
-    return out
+    return polar_noise(n, 1.0, rng)
 
 
 # ---------------------------------------------------------------------------- mechanisms
