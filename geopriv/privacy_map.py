@@ -314,6 +314,7 @@ class PrivacyMap:
         transform=None,
         crs=None,
         nodata=None,
+        nodata_epsilon=None,
     ) -> "PrivacyMap":
         """Privacy map ``epsilon = floor + slope * density`` from a population raster.
 
@@ -336,6 +337,15 @@ class PrivacyMap:
             Band to read (1-based).
         transform, crs, nodata : optional
             Override or supply the georeferencing and the no-data value.
+        nodata_epsilon : None, "nearest" or float
+            Epsilon of no-data cells.  None (default): they count as nobody living there, so
+            they get ``floor``, the strongest protection; a dense district next to them must
+            then blend down to it, which costs accuracy on that edge.  ``"nearest"``: the
+            epsilon of the nearest cell with data, for no-data that means "nobody can be
+            here" (sea, lakes): it no longer pulls the coast's epsilon down, and the
+            guarantee between two points joined across it follows the coast's level.  Do not
+            use it where no data means "unknown population".  A number: that epsilon per
+            metre.  No-data cells always have zero population in the prior.
 
         Examples
         --------
@@ -385,8 +395,9 @@ class PrivacyMap:
             slope = float(slope)
             if not math.isfinite(slope) or slope < 0:
                 raise ValueError("slope must be finite and >= 0: denser areas get at least the floor epsilon.")
-        eps = floor + slope * density
+        eps = _fill_nodata(floor + slope * density, valid, floor if nodata_epsilon is None else nodata_epsilon)
         info = {
+            "nodata_epsilon": "floor" if nodata_epsilon is None else nodata_epsilon,
             "source": "population",
             "units": units,
             "floor_per_m": floor,
@@ -414,8 +425,8 @@ class PrivacyMap:
                 f"{int(bad.sum())} cell(s) have epsilon <= 0 ({_first_cell(bad)}); epsilon must be > 0 everywhere "
                 "(use a small value for strong protection, or mark them as no data)."
             )
-        fill = float(values[valid].min()) if nodata_epsilon is None else _positive(nodata_epsilon, "nodata_epsilon")
-        eps = np.where(valid, values, fill)
+        fill = float(values[valid].min()) if nodata_epsilon is None else nodata_epsilon
+        eps = _fill_nodata(np.where(valid, values, 1.0), valid, fill)
         info = {"source": "epsilon", "nodata_cells": int((~valid).sum()), "nodata_epsilon_per_m": fill}
         tags = {}
         if isinstance(raster, (str, os.PathLike)):
@@ -572,6 +583,20 @@ class PrivacyMap:
             f"epsilon {self.epsilon_min:.4g} .. {self.epsilon_max:.4g} per metre, "
             f"{int(self.nodata_mask.sum())} no-data cells)"
         )
+
+
+def _fill_nodata(eps: np.ndarray, valid: np.ndarray, how) -> np.ndarray:
+    """Epsilon with no-data cells set to ``how``: a number, or "nearest" (nearest valid cell)."""
+    if valid.all():
+        return eps
+    if isinstance(how, str):
+        if how != "nearest":
+            raise ValueError('nodata_epsilon must be None, "nearest" or a number (epsilon per metre).')
+        from scipy.ndimage import distance_transform_edt
+
+        idx = distance_transform_edt(~valid, return_distances=False, return_indices=True)
+        return eps[idx[0], idx[1]]
+    return np.where(valid, eps, _positive(how, "nodata_epsilon"))
 
 
 def _positive(value, name) -> float:

@@ -441,3 +441,88 @@ def test_plots_write_pngs(tmp_path, tokyo_mech):
 
 def test_exported_at_top_level():
     assert geopriv.EikonalMechanism is EikonalMechanism
+
+
+# ============================================================================ posterior-mean remap
+def test_remap_lowers_expected_error_and_keeps_the_guarantee(tmp_path, tokyo_mech):
+    rem = tokyo_mech.with_remap("population")
+    # same distribution over outputs: the privacy arrays are untouched, only release positions differ
+    for name in ("weights", "kernel", "indices", "normaliser"):
+        assert getattr(rem, name) is getattr(tokyo_mech, name)
+    assert rem.verify().max_ratio == pytest.approx(tokyo_mech.report.max_ratio)
+    assert rem.remap_xy.shape == (len(tokyo_mech.weights), 2)
+    # the posterior mean is the Bayes estimator under the prior: it cannot do worse there
+    before, after = tokyo_mech.expected_mse(jitter=False), rem.expected_mse(jitter=False)
+    assert after < 0.97 * before
+    # negative control: a remap to the posterior mean of ANOTHER prior is not optimal for this one
+    other = tokyo_mech.with_remap("uniform")
+    assert other.expected_mse(jitter=False) > after
+    # releases come from the remapped table; positions outside the raster's hull are pulled in
+    pm = tokyo_mech.privacy_map
+    xmin, ymin, xmax, ymax = pm.bounds
+    out = rem.sample(np.column_stack([pm.node_x[5:25], pm.node_y[5:25]]), np.random.default_rng(1), jitter=False)
+    assert np.isin(out[:, 0], rem.remap_xy[:, 0]).all()
+    gx, gy = rem.remap_xy[:, 0], rem.remap_xy[:, 1]
+    assert (gx >= xmin).all() and (gx <= xmax).all() and (gy >= ymin).all() and (gy <= ymax).all()
+    # provenance says so, and save/load keeps it (different mechanism id: a different release rule)
+    path = tmp_path / "remap.npz"
+    rem.save(path)
+    back = EikonalMechanism.load(path)
+    np.testing.assert_array_equal(back.remap_xy, rem.remap_xy)
+    assert back.remap_prior == "population" and back.mechanism_id != tokyo_mech.mechanism_id
+    gdf = gpd.GeoDataFrame(geometry=gpd.points_from_xy(pm.node_x[5:9], pm.node_y[5:9]), crs=pm.crs)
+    res = gdf.priv.perturb(mechanism=back, rng=2)
+    assert "posterior mean" in res.attrs["geopriv"]["remap"]
+
+
+def test_remap_on_a_constant_map_is_symmetric_and_pulls_inwards(const_mech):
+    # uniform prior on a square raster: the centre output is its own posterior mean, and every
+    # output is pulled towards the raster (never pushed away from it)
+    rem = const_mech.with_remap("uniform")
+    pm = const_mech.privacy_map
+    c = np.array([pm.node_x[20], pm.node_y[20]])
+    k = int(np.flatnonzero((const_mech.output_ij == [20, 20]).all(axis=1))[0])
+    assert np.abs(rem.remap_xy[k] - c).max() < 1e-6 * 50
+    before = np.hypot(*(const_mech.output_xy - c).T)
+    after = np.hypot(*(rem.remap_xy - c).T)
+    assert (after <= before + 1e-3).all()
+    assert (np.abs(rem.remap_xy - c).max(axis=1) <= 20 * 50 + 1e-6).all()  # inside the nodes' hull
+
+
+# ============================================================================ per-cell margin, weight solve
+def test_per_cell_margin_is_accepted_and_verified(tiny_mech):
+    pm = tiny_mech.privacy_map
+    m = np.full(pm.shape, 0.1)
+    m[:, :6] = 0.15
+    mech = EikonalMechanism.build(pm, margin=m, max_step=1)
+    assert mech.report.ok
+    assert mech.params["margin"] == {"min": 0.1, "max": 0.15}
+    # the kernels use (1 - margin) * epsilon where the map was not lowered
+    k = mech.kernel_epsilon / pm.epsilon_crs
+    assert k[:, :6].max() <= 0.85 + 1e-12 and k[:, 6:].max() <= 0.9 + 1e-12
+    with pytest.raises(ValueError, match="shape"):
+        EikonalMechanism.build(pm, margin=np.full((3, 3), 0.1))
+    with pytest.raises(ValueError, match=r"\(0, 1\)"):
+        EikonalMechanism.build(pm, margin=np.where(m > 0.12, 1.0, 0.1))
+
+
+def test_truncated_weight_solve_matches_the_full_one(tokyo_pm):
+    full = EikonalMechanism.build(tokyo_pm, **BUILD, solve_cap=None)
+    fast = EikonalMechanism.build(tokyo_pm, **BUILD)
+    assert full.report.ok and fast.report.ok
+    # the normaliser is exact either way; only how well it is flattened may differ
+    assert fast.params["normaliser_budget_used"] < 1.0
+    assert fast.expected_mse() == pytest.approx(full.expected_mse(), rel=0.02)
+
+
+def test_suggested_margin_rebuild_verifies_and_uses_less_margin(tiny_mech):
+    pm = tiny_mech.privacy_map
+    share = tiny_mech.normaliser_share()
+    assert share.shape == pm.shape and share.max() < 0.1  # the build's margin
+    assert share.max() == pytest.approx(tiny_mech.params["normaliser_share"])
+    m = tiny_mech.suggest_margin(floor=0.03)
+    assert m.shape == pm.shape and m.min() >= 0.03 and m.max() <= 0.3
+    again = EikonalMechanism.build(pm, margin=m, max_step=1)
+    assert again.report.ok
+    with pytest.raises(ValueError, match="factor"):
+        tiny_mech.suggest_margin(factor=0.9)

@@ -111,6 +111,25 @@ def test_epsilon_raster_nodata_gets_the_strongest_level(tmp_path):
     assert pm2.epsilon[0, 2] == pytest.approx(5e-4)
 
 
+def test_nodata_epsilon_options(tokyo_map):
+    near = PrivacyMap.from_population(shared(TOKYO), slope=1e-5, floor=2e-4, nodata_epsilon="nearest")
+    nd = near.nodata_mask
+    # data cells unchanged; each no-data cell takes the epsilon of its nearest data cell
+    np.testing.assert_array_equal(near.epsilon[~nd], tokyo_map.epsilon[~nd])
+    from scipy.ndimage import distance_transform_edt
+
+    idx = distance_transform_edt(nd, return_distances=False, return_indices=True)
+    np.testing.assert_array_equal(near.epsilon, tokyo_map.epsilon[idx[0], idx[1]])
+    assert near.epsilon[nd].max() > 2e-4  # the bay next to dense wards is no longer at the floor
+    assert near.population[nd].max() == 0 and near.info["nodata_epsilon"] == "nearest"
+    fixed = PrivacyMap.from_population(shared(TOKYO), slope=1e-5, floor=2e-4, nodata_epsilon=1e-4)
+    assert np.all(fixed.epsilon[nd] == 1e-4)
+    with pytest.raises(ValueError, match="nearest"):
+        PrivacyMap.from_population(shared(TOKYO), slope=1e-5, floor=2e-4, nodata_epsilon="mean")
+    with pytest.raises(ValueError, match="nodata_epsilon"):
+        PrivacyMap.from_population(shared(TOKYO), slope=1e-5, floor=2e-4, nodata_epsilon=-1.0)
+
+
 def test_south_up_rasters_are_flipped_north_up():
     vals = np.array([[1.0, 2.0], [3.0, 4.0]])
     south_up = rasterio.Affine(100, 0, 0, 0, 100, 0)  # row 0 is the southern row

@@ -29,8 +29,10 @@ from population density (Koufogiannis and Pappas, <i>Location-dependent privacy<
 small perturbation already hides a person, so epsilon can be larger (less noise) there. Epsilon grows linearly
 with density: either from <b>epsilon where nobody lives</b> to <b>epsilon at the highest density</b> of the raster
 (the default, ln 4 within 2,000 m to ln 4 within 400 m), or, when both are set, as <b>floor</b> + <b>slope</b>
-&times; density. Cells without data (e.g. the sea) count as empty: they get the lowest epsilon, the strongest
-protection. The raster must be in a projected CRS; its values are people per km&sup2; of ground (or counts per
+&times; density. Cells without data count as empty by default: they get the lowest epsilon, the strongest
+protection. If no data means a place where nobody can be (sea, lakes), choose <b>the level of the nearest cell
+with data</b> for them: then a dense coast is not forced to blend down to the sea's level (less noise there), and
+the guarantee between points across the water follows the coast's level. The raster must be in a projected CRS; its values are people per km&sup2; of ground (or counts per
 cell, with the units option).</p>
 <p><b>Regularise</b> (optional) lowers epsilon (never raises it: a lower epsilon is a stronger guarantee) only
 where the noise scale would change faster than the given metres per metre, next to sharp jumps from sparse to
@@ -48,6 +50,8 @@ class PrivacyMapParameters:
     FLOOR = "FLOOR"
     SLOPE = "SLOPE"
     REGULARISE = "REGULARISE"
+    NODATA = "NODATA"
+    NODATA_RULES = [None, "nearest"]
 
     def add_map_parameters(self, optional=False):
         self.addParameter(QgsProcessingParameterRasterLayer(
@@ -63,6 +67,10 @@ class PrivacyMapParameters:
         self.addParameter(QgsProcessingParameterNumber(
             self.EPSILON_HIGH, "Epsilon at the raster's highest density (per metre; default ln 4 within 400 m)",
             QgsProcessingParameterNumber.Double, defaultValue=LN4 / 400, minValue=0.0))
+        self.addParameter(QgsProcessingParameterEnum(
+            self.NODATA, "No-data cells are",
+            ["Unknown or empty: strongest protection (epsilon where nobody lives)",
+             "Places nobody can be (sea, lakes): the level of the nearest cell with data"], defaultValue=0))
         advanced = [
             QgsProcessingParameterNumber(
                 self.FLOOR, "Floor: epsilon per metre at zero density (with slope, replaces the range)",
@@ -96,7 +104,8 @@ class PrivacyMapParameters:
         privacy_map = geopriv.PrivacyMap.from_population(
             path, crs=pyproj_crs(crs),  # the layer's CRS as QGIS shows it (None: the file's, if any)
             band=self.parameterAsInt(parameters, self.BAND, context) or 1,
-            units=UNITS[self.parameterAsEnum(parameters, self.UNITS, context)], **rule)
+            units=UNITS[self.parameterAsEnum(parameters, self.UNITS, context)],
+            nodata_epsilon=self.NODATA_RULES[self.parameterAsEnum(parameters, self.NODATA, context)], **rule)
         regularise = self.optional_number(parameters, self.REGULARISE, context)
         if regularise is not None:
             privacy_map = privacy_map.regularised(regularise)

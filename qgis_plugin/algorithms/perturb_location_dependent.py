@@ -9,6 +9,7 @@ from qgis.core import (
     QgsProcessingException,
     QgsProcessingOutputNumber,
     QgsProcessingOutputString,
+    QgsProcessingParameterBoolean,
     QgsProcessingParameterDefinition,
     QgsProcessingParameterEnum,
     QgsProcessingParameterFeatureSink,
@@ -38,6 +39,10 @@ minutes for 200 &times; 200: resample a large raster first, or build once and <b
 they are released in the map's CRS and written back in theirs. Points outside the raster stop the algorithm
 (their feature ids are named), unless <b>outside the raster</b> is set to release them as if at the nearest point
 of the raster.</p>
+<p><b>Release the most likely true position</b>: each output is replaced by its posterior mean under the
+population (where a person who produced it most likely is). This is post-processing with public data, so the
+guarantee is unchanged, and the expected error is lower (about 10 % on the Tokyo raster); released points are
+pulled towards populated places (off the sea, out of empty land).</p>
 <p>Options (advanced): <b>margin</b> is the share of the privacy loss kept for exact normalisation (larger: easier
 to build, more noise); <b>smooth</b> builds the kernels from a regularised map; <b>output spacing</b>,
 <b>largest output step</b>, <b>padding</b> and <b>cap</b> trade building time for smoothness. If no valid
@@ -48,6 +53,7 @@ mechanism exists for the options, the message says which option to change.</p>
     MECHANISM_FILE = "MECHANISM_FILE"
     SAVE_MECHANISM = "SAVE_MECHANISM"
     OUTSIDE = "OUTSIDE"
+    REMAP = "REMAP"
     MARGIN = "MARGIN"
     SMOOTH = "SMOOTH"
     OUTPUT_SPACING = "OUTPUT_SPACING"
@@ -69,6 +75,9 @@ mechanism exists for the options, the message says which option to change.</p>
             self.OUTSIDE, "Points outside the raster",
             ["Stop with an error naming them", "Release them as if at the nearest point of the raster"],
             defaultValue=0))
+        self.addParameter(QgsProcessingParameterBoolean(
+            self.REMAP, "Release the most likely true position (posterior mean under the population; lower error)",
+            defaultValue=False))
         advanced = [
             QgsProcessingParameterNumber(self.MARGIN, "Margin: share of the privacy loss kept for normalisation (0-1)",
                                          QgsProcessingParameterNumber.Double, defaultValue=0.05, minValue=0.0,
@@ -120,7 +129,16 @@ mechanism exists for the options, the message says which option to change.</p>
         if mechanism.report is not None:
             feedback.pushInfo(f"Verified: {mechanism.report}")
         outside = self.OUTSIDE_RULES[self.parameterAsEnum(parameters, self.OUTSIDE, context)]
-        return mechanism.with_outside(outside) if outside != mechanism.outside else mechanism
+        if outside != mechanism.outside:
+            mechanism = mechanism.with_outside(outside)
+        if self.parameterAsBool(parameters, self.REMAP, context) and mechanism.remap_xy is None:
+            if mechanism.privacy_map.population is None:
+                raise QgsProcessingException(
+                    "The posterior-mean release needs the population behind the privacy map; this mechanism was built "
+                    "from an epsilon raster. Untick it, or build the mechanism from the population raster.")
+            feedback.pushInfo("Releasing posterior means under the population (post-processing; same guarantee)")
+            mechanism = mechanism.with_remap("population")
+        return mechanism
 
     def compute(self, parameters, context, feedback):
         import geopriv

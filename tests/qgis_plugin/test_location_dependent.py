@@ -182,3 +182,28 @@ def test_cancellation_during_the_build(run, centroids, small_raster, tmp_path):
             feedback=feedback)
     assert max(feedback.seen) < 70.0
     assert not target.exists()
+
+
+def test_nodata_nearest_rule(run, small_raster):
+    strict = run("buildprivacymap", {"POPULATION": small_raster, "OUTPUT": "TEMPORARY_OUTPUT"})
+    near = run("buildprivacymap", {"POPULATION": small_raster, "NODATA": 1, "OUTPUT": "TEMPORARY_OUTPUT"})
+    a, _ = read_raster(strict["OUTPUT"])
+    b, _ = read_raster(near["OUTPUT"])
+    density, _ = read_raster(small_raster)
+    sea = density < 0
+    assert sea.any()
+    np.testing.assert_allclose(b[~sea], a[~sea])
+    assert np.allclose(a[sea], LOW) and b[sea].max() > LOW  # the sea takes the coast's level
+
+
+def test_posterior_mean_release(run, built, centroids):
+    result, saved = built
+    plain = run("perturblocationdependent", {"INPUT": centroids, "MECHANISM_FILE": saved, "SEED": 5,
+                                             "OUTPUT": "TEMPORARY_OUTPUT"})
+    remapped = run("perturblocationdependent", {"INPUT": centroids, "MECHANISM_FILE": saved, "SEED": 5, "REMAP": True,
+                                                "OUTPUT": "TEMPORARY_OUTPUT"})
+    record = json.loads(remapped["PROVENANCE"])
+    assert "posterior mean" in record["remap"] and json.loads(plain["PROVENANCE"])["remap"] is None
+    assert remapped["VERIFIED_MAX_RATIO"] == plain["VERIFIED_MAX_RATIO"]  # same mechanism, post-processed
+    assert not np.array_equal(points_xy(remapped["OUTPUT"]), points_xy(plain["OUTPUT"]))
+    assert attributes(remapped["OUTPUT"]) == attributes(centroids)
