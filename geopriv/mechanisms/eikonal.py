@@ -1175,30 +1175,48 @@ class EikonalMechanism:
         jitter : bool
             Include the variance of the release jitter (as :meth:`sample` does by default).
         """
+        p = self.privacy_map.prior(prior)
+        mask = p > 0
+        return float((p[mask] * self.node_mse(jitter=jitter, where=mask)[mask]).sum())
+
+    def node_mse(self, *, jitter: bool = True, where=None) -> np.ndarray:
+        """Expected squared error E|Q(a) - a|^2 of every input node a, square ground metres (ny, nx).
+
+        ``where`` (boolean (ny, nx)) limits the work to those nodes (others are NaN).
+        Releases are the mechanism's (remapped ones after :meth:`with_remap`).
+        """
         pm = self.privacy_map
-        p = pm.prior(prior).ravel()
         ny, nx = pm.shape
+        n = ny * nx
         hx, hy = pm.cell_size
+        sel = np.ones(n, bool) if where is None else np.asarray(where, bool).ravel()
         ux = np.tile(pm.node_x, ny)
         uy = np.repeat(pm.node_y, nx)
         ox, oy = self.release_xy[:, 0], self.release_xy[:, 1]
-        cT = math.exp(-self.cap)
-        rows = np.repeat(np.arange(ny * nx), np.diff(self.indptr))
-        keep = p[rows] > 0
-        r, c, v = rows[keep], self.indices[keep], self.kernel[keep]
-        d2 = (ux[r] - ox[c]) ** 2 + (uy[r] - oy[c]) ** 2
-        per = np.bincount(r, self.weights[c] * v * d2, minlength=ny * nx)
         w = self.weights
-        W, mx, my, q = w.sum(), (w * ox).sum(), (w * oy).sum(), (w * (ox**2 + oy**2)).sum()
+        cT = math.exp(-self.cap)
+        jit = (self.output_step.astype(float) ** 2) * (hx * hx + hy * hy) / 12.0 if jitter else np.zeros(len(w))
+        per = np.full(n, np.nan)
+        ip = self.indptr
+        step = max(1, n // 16)
+        for r0 in range(0, n, step):  # blocks of rows: bounded memory
+            r1 = min(n, r0 + step)
+            rows_b = np.flatnonzero(sel[r0:r1]) + r0
+            if len(rows_b) == 0:
+                continue
+            lo, hi = ip[r0], ip[r1]
+            rows = np.repeat(np.arange(r0, r1), np.diff(ip[r0:r1 + 1]))
+            keep = sel[rows]
+            r, c = rows[keep], self.indices[lo:hi][keep]
+            v = self.kernel[lo:hi][keep].astype(np.float64)
+            d2 = (ux[r] - ox[c]) ** 2 + (uy[r] - oy[c]) ** 2 + jit[c]
+            per[rows_b] = np.bincount(r - r0, w[c] * v * d2, minlength=r1 - r0)[rows_b - r0]
+        W, mx, my = w.sum(), (w * ox).sum(), (w * oy).sum()
+        q = (w * (ox**2 + oy**2 + jit)).sum()
         per += cT * (W * (ux**2 + uy**2) - 2 * (ux * mx + uy * my) + q)
         per /= self.normaliser
-        mse = float((p * per).sum())
-        if jitter:
-            jit = (self.output_step.astype(float) ** 2) * (hx * hx + hy * hy) / 12.0
-            per_j = np.bincount(r, self.weights[c] * v * jit[c], minlength=ny * nx) + cT * (w * jit).sum()
-            mse += float((p * per_j / self.normaliser).sum())
         scale = float(np.mean(pm.ground_scale[0] + pm.ground_scale[1]) / 2)
-        return mse / scale**2
+        return (per / scale**2).reshape(ny, nx)
 
     def laplace_mse(self) -> float:
         """Expected squared error of planar Laplace at the map's smallest epsilon: 6 / eps_min^2 (m^2)."""
