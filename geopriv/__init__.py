@@ -20,6 +20,7 @@ from .exceptions import (
 )
 from .mechanisms.planar_laplace import PlanarLaplace
 from .mechanisms.eikonal import EikonalMechanism
+from .mechanisms.optimal import OptimalMechanism, optimal_mechanism
 from .privacy_map import PrivacyMap
 from .metrics import displacement, utility_report, wasserstein
 from .perturb import perturb, resolve_epsilon
@@ -35,6 +36,8 @@ __all__ = [
     "PlanarLaplace",
     "PrivacyMap",
     "EikonalMechanism",
+    "OptimalMechanism",
+    "optimal_mechanism",
     "displacement",
     "utility_report",
     "wasserstein",

@@ -92,6 +92,18 @@ def _map_extent(pm, pad_cells: int = 0):
     return (xmin - pad_cells * hx, xmax + pad_cells * hx, ymin - pad_cells * hy, ymax + pad_cells * hy)
 
 
+def _axis_labels(crs) -> tuple[str, str]:
+    """'x (m, EPSG:32654)'-style labels from a pyproj CRS (unit first: what readers need)."""
+    try:
+        unit = crs.axis_info[0].unit_name
+    except (AttributeError, IndexError):
+        unit = "CRS units"
+    unit = {"metre": "m", "US survey foot": "US ft", "foot": "ft"}.get(unit, unit)
+    name = crs.to_string() if crs.to_epsg() is not None else None
+    suffix = f", {name}" if name else ""
+    return f"x ({unit}{suffix})", f"y ({unit})"
+
+
 def plot_privacy_map(privacy_map, *, ax=None, points=None, path=None, title=None, per: str = "km"):
     """Image of a :class:`geopriv.PrivacyMap`: epsilon (per km by default), no-data cells hatched.
 
@@ -124,15 +136,16 @@ def plot_privacy_map(privacy_map, *, ax=None, points=None, path=None, title=None
     if pm.nodata_mask.any():
         nd = np.ma.masked_where(~pm.nodata_mask, np.ones(pm.shape))
         ax.imshow(nd, extent=_map_extent(pm), origin="upper", cmap="Greys", vmin=0, vmax=3, alpha=0.35, interpolation="nearest")
-    fig.colorbar(im, ax=ax, shrink=0.85, label=f"epsilon per {per} (no data: shaded, floor epsilon)")
+    fig.colorbar(im, ax=ax, shrink=0.85, label=f"epsilon per {per} (no data: shaded)")
     if points is not None:
         pts = np.atleast_2d(np.asarray(points, float))
         ax.scatter(pts[:, 0], pts[:, 1], s=60, facecolors="none", edgecolors="white", linewidths=2)
         for k, (x, y) in enumerate(pts):
             ax.annotate(str(k + 1), (x, y), xytext=(5, 5), textcoords="offset points", color="white", fontsize=10, weight="bold")
     ax.set_title(title or "privacy level map")
-    ax.set_xlabel(f"x ({pm.crs.name})")
-    ax.set_ylabel("y")
+    xl, yl = _axis_labels(pm.crs)
+    ax.set_xlabel(xl)
+    ax.set_ylabel(yl)
     ax.set_aspect("equal")
     if path is not None:
         fig.savefig(path, dpi=120, bbox_inches="tight")
@@ -203,7 +216,9 @@ def plot_mechanism(mechanism, points, *, path=None, log: bool = True, title=None
         shown = np.ma.masked_where(img <= 0, np.maximum(img, top * floor))
         if log:
             shown = np.ma.log10(shown)
-        im = ax.imshow(shown, extent=extent, origin="upper", cmap="magma", interpolation="nearest")
+        cmap = plt.get_cmap("magma").copy()
+        cmap.set_bad("black")  # outputs with weight 0: probability exactly 0
+        im = ax.imshow(shown, extent=extent, origin="upper", cmap=cmap, interpolation="nearest")
         fig.colorbar(im, ax=ax, shrink=0.85, label=("log10 " if log else "") + "P(Q(u) = y) per square unit")
         ax.plot([xmin, xmax, xmax, xmin, xmin], [ymin, ymin, ymax, ymax, ymin], color="0.6", lw=0.8)
         ax.scatter([x], [y], s=60, facecolors="none", edgecolors="cyan", linewidths=2)
