@@ -418,6 +418,11 @@ def _progress(progress, total, desc, unit: str = "output"):
 # ============================================================================================
 # helpers on the node grid
 # ============================================================================================
+def _mean_ground_scale(pm: PrivacyMap) -> float:
+    """CRS units per ground metre, averaged over the map (1 for metric CRSs away from distortion)."""
+    return float(np.mean(pm.ground_scale[0] + pm.ground_scale[1]) / 2)
+
+
 def _edge_slices():
     """(slice_a, slice_b) for the 4 edge families, matching :func:`edge_weights`."""
     s, e0, e1 = slice(None), slice(0, -1), slice(1, None)
@@ -1215,8 +1220,7 @@ class EikonalMechanism:
         q = (w * (ox**2 + oy**2 + jit)).sum()
         per += cT * (W * (ux**2 + uy**2) - 2 * (ux * mx + uy * my) + q)
         per /= self.normaliser
-        scale = float(np.mean(pm.ground_scale[0] + pm.ground_scale[1]) / 2)
-        return (per / scale**2).reshape(ny, nx)
+        return (per / _mean_ground_scale(pm) ** 2).reshape(ny, nx)
 
     def laplace_mse(self) -> float:
         """Expected squared error of planar Laplace at the map's smallest epsilon: 6 / eps_min^2 (m^2)."""

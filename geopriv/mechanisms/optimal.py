@@ -61,7 +61,7 @@ import numpy as np
 
 from ..exceptions import InfeasibleMechanismError, RasterError
 from ..privacy_map import PrivacyMap
-from .eikonal import _allowed, _edge_slices
+from .eikonal import _allowed, _edge_slices, _mean_ground_scale
 
 __all__ = ["OptimalMechanism", "optimal_mechanism", "coarsen", "lp_size"]
 
@@ -194,11 +194,6 @@ def _build_lp(pm: PrivacyMap, prior: np.ndarray, out_ij: np.ndarray, allowed):
     return c / cscale, cscale, A_ub, b_ub, A_eq, b_eq
 
 
-def _ground_scale(pm: PrivacyMap) -> float:
-    """CRS units per ground metre used for squared errors (as EikonalMechanism.node_mse)."""
-    return float(np.mean(pm.ground_scale[0] + pm.ground_scale[1]) / 2)
-
-
 # ============================================================================================
 # repair and verification
 # ============================================================================================
@@ -312,7 +307,7 @@ class OptimalMechanism:
         uy = np.repeat(pm.node_y, pm.shape[1])
         d2 = (ux[:, None] - self.output_xy[None, :, 0]) ** 2 + (uy[:, None] - self.output_xy[None, :, 1]) ** 2
         per = (self.probs * d2).sum(axis=1)
-        return (per / _ground_scale(pm) ** 2).reshape(pm.shape)
+        return (per / _mean_ground_scale(pm) ** 2).reshape(pm.shape)
 
     def expected_mse(self, prior=None) -> float:
         """Expected squared error E|Q(u) - u|^2 in square ground metres, u ~ ``prior`` over nodes.
@@ -469,6 +464,6 @@ def optimal_mechanism(
         params["repair_added_mass"] = float(s.max() - 1.0)
         params["repair_sweeps"] = sweeps
         P = R / s
-    objective = float(res.fun) * cscale / _ground_scale(pm) ** 2
+    objective = float(res.fun) * cscale / _mean_ground_scale(pm) ** 2
     params["build_seconds"] = time.perf_counter() - t_start
     return OptimalMechanism(pm, P, output_xy, int(res.status), str(res.message), seconds, objective, params)
