@@ -5,7 +5,7 @@
 """
 from ._version import __version__
 from . import accessor as _accessor  # noqa: F401  (registers gdf.priv)
-from .crs import MetricFrame, metric_frame
+from .frame import PublicFrame, public_frame
 from .exceptions import (
     BudgetExceededError,
     CRSError,
@@ -48,8 +48,8 @@ __all__ = [
     "BudgetAccountant",
     "FixedRate",
     "FixedUtility",
-    "metric_frame",
-    "MetricFrame",
+    "public_frame",
+    "PublicFrame",
     "GeoprivError",
     "MissingCRSError",
     "CRSError",

@@ -75,7 +75,10 @@ def _cmd_perturb(args) -> int:
     region = None
     if args.region:
         region = _read(args.region, None)
-    kwargs = dict(rng=args.seed, grid=args.grid, region=region, progress=True if args.progress else None)
+    kwargs = dict(
+        rng=args.seed, grid="auto" if args.grid is None else args.grid, continuous=args.continuous,
+        bounds=args.bounds, region=region, keep=args.keep or (), progress=True if args.progress else None,
+    )
     if args.epsilon is not None:
         out = geopriv.perturb(gdf, args.epsilon, **kwargs)
     else:
@@ -84,7 +87,8 @@ def _cmd_perturb(args) -> int:
     rec = out.attrs["geopriv"]
     print(
         f"released {rec['n']} points to {args.output}: epsilon {rec['epsilon_per_m']:.6g} per metre "
-        f"(effective {rec['effective_epsilon_per_m']:.6g}), CRS {rec['input_crs']}"
+        + (f"(effective {rec['effective_epsilon_per_m']:.6g}), " if rec.get("effective_epsilon_per_m") else "(continuous: no finite-precision bound), ")
+        + f"CRS {rec['input_crs']}"
         + (" [seeded: reproducible, not for real releases]" if rec["seeded"] else ""),
         file=sys.stderr,
     )
@@ -126,7 +130,7 @@ def _cmd_demo(args) -> int:
 
     c = deaths.geometry.union_all().centroid
     smax, _ = ground_scale(deaths.crs, c.x, c.y)
-    frame = "the input CRS" if rec["working_crs"] == "input" else "a local equidistant frame (returned in EPSG:3857)"
+    frame = "the input CRS" if rec["frame"] == "planar" else "the ellipsoid's sphere, per point (returned in EPSG:3857)"
     print(
         f"Privacy: ln 4 within {args.radius:g} m = {rec['epsilon_per_m']:.5f} per ground metre; EPSG:3857 has "
         f"{float(smax[0]):.3f} units per ground metre here, so noise was drawn in {frame}"
@@ -152,8 +156,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--radius", type=float, help="radius in metres for --level")
     p.add_argument("--layer", help="input layer (multi-layer formats)")
     p.add_argument("--out-layer", help="output layer name")
-    p.add_argument("--grid", type=float, help="release to a grid of this step (metres)")
+    p.add_argument("--grid", type=float, help="step in metres of the public lattice outputs are snapped to (default: 1 m, finer for large epsilon)")
+    p.add_argument("--continuous", action="store_true", help="release unrounded coordinates (no finite-precision bound; not recommended)")
+    p.add_argument("--bounds", type=float, nargs=4, metavar=("XMIN", "YMIN", "XMAX", "YMAX"),
+                   help="public study area in the input's CRS (default: the CRS's area of use)")
     p.add_argument("--region", help="vector file of the polygon outputs are kept in")
+    p.add_argument("--keep", action="append", metavar="COLUMN",
+                   help="keep a location-like attribute column deliberately (repeatable); such columns are refused otherwise")
     p.add_argument("--seed", type=int, help="seed for reproducible demos/tests only (default: OS entropy)")
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")

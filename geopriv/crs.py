@@ -41,13 +41,14 @@ from pyproj import CRS, Transformer
 
 from .exceptions import CRSError, MissingCRSError
 
-__all__ = ["MetricFrame", "metric_frame", "local_aeqd", "ground_scale"]
+__all__ = ["MetricFrame", "metric_frame", "local_aeqd", "ground_scale", "as_crs"]
 
 DEFAULT_MAX_DISTORTION = 1e-3
 _SAMPLES = 9  # scale is sampled on a _SAMPLES x _SAMPLES grid over the extent
 
 
-def _as_crs(crs) -> CRS:
+def as_crs(crs) -> CRS:
+    """A pyproj CRS from anything pyproj reads; MissingCRSError for None, CRSError with a fix otherwise."""
     if crs is None:
         raise MissingCRSError()
     try:
@@ -72,7 +73,7 @@ def ground_scale(crs, x, y):
     over all directions at each point (Tissot's semi-axes, including the unit conversion),
     measured with 1 m geodesic offsets on the CRS's ellipsoid.
     """
-    crs = _as_crs(crs)
+    crs = as_crs(crs)
     geodetic = crs.geodetic_crs
     if geodetic is None:
         raise CRSError(
@@ -181,7 +182,7 @@ def metric_frame(crs, bounds, *, max_distortion: float = DEFAULT_MAX_DISTORTION)
 
     from .exceptions import DistortionWarning
 
-    crs = _as_crs(crs)
+    crs = as_crs(crs)
     xmin, ymin, xmax, ymax = (float(b) for b in bounds)
     if not np.all(np.isfinite([xmin, ymin, xmax, ymax])):
         raise CRSError("The data's bounds are not finite; check the geometries for NaN or infinite coordinates.")

@@ -17,6 +17,7 @@ __all__ = [
     "RasterError",
     "InfeasibleMechanismError",
     "MechanismFileError",
+    "LocationAttributeError",
     "GeoprivWarning",
     "DistortionWarning",
     "format_labels",
@@ -79,6 +80,18 @@ class InfeasibleMechanismError(GeoprivError):
 
 class MechanismFileError(GeoprivError):
     """A saved mechanism file is corrupt, truncated, from another format version, or not the one expected."""
+
+
+class LocationAttributeError(GeoprivError):
+    """Attribute columns or the index hold the true locations and would be released verbatim.
+
+    ``reasons`` maps each offending column label (``"<index>"`` for the index) to why it was
+    flagged; neither the reasons nor the message contain coordinate values.
+    """
+
+    def __init__(self, message: str, reasons: dict | None = None):
+        self.reasons = dict(reasons or {})
+        super().__init__(message)
 
 
 class GeoprivWarning(UserWarning):

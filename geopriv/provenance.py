@@ -1,21 +1,115 @@
-"""Provenance records attached to every release as ``result.attrs["geopriv"]``."""
+"""Provenance records attached to every release as ``result.attrs["geopriv"]``.
+
+The record is published with the release (GeoPackage metadata, sidecar files, QGIS outputs
+and logs), so it may hold **public information only**: the mechanism's public parameters,
+the public frame and lattice, the finite-precision bound, whether a seed was used, the
+number of rows (the output shows it anyway), the library version and a time stamp.  It is
+built from an allowlist: a field that is not listed here is refused with a TypeError, so a
+new mechanism cannot leak a data-dependent number into provenance by accident.  Values must
+be None, bool, int, float, str, or lists of those.
+
+Two datasets released with the same public parameters give identical records apart from
+``created_utc`` and ``n`` (tested).
+"""
 from __future__ import annotations
 
 import datetime as _dt
+import math
 
 from ._version import __version__
 
-__all__ = ["make_record", "attach"]
+__all__ = ["make_record", "attach", "ALLOWED_FIELDS"]
+
+#: field -> what it says (all public: functions of the public parameters and the released values)
+ALLOWED_FIELDS = {
+    # what and how much privacy
+    "mechanism": "mechanism name",
+    "definition": "the privacy definition the mechanism satisfies",
+    "epsilon_per_m": "privacy loss per ground metre (user's parameter)",
+    "level": "privacy level within radius_m (user's parameter)",
+    "radius_m": "radius in metres for level (user's parameter)",
+    "epsilon_per_work_unit": "epsilon converted with the public frame's scale",
+    "effective_epsilon_per_m": "epsilon per ground metre including the finite-precision bound",
+    "finite_precision": "how floating-point output is bounded",
+    # public frame and lattice
+    "input_crs": "the data's CRS",
+    "frame": "planar or spherical",
+    "frame_area": "where the frame's scale is bounded: bounds, region, area_of_use, none",
+    "working_crs": "CRS noise was drawn in, when not the input CRS (centred on declared bounds only)",
+    "distortion": "public bound on extra noise from CRS scale variation",
+    "sphere_radius_m": "radius of the sphere noise was drawn on",
+    "grid_m": "lattice step in ground metres",
+    "lattice": "lattice anchor",
+    "declared_bounds": "the user's declared public area",
+    "region": "whether outputs were truncated to a user-given region",
+    "kept_columns": "attribute columns the user deliberately kept",
+    "outside": "how inputs outside the mechanism's domain are handled",
+    # location-dependent mechanism
+    "epsilon_min_per_m": "privacy map minimum",
+    "epsilon_max_per_m": "privacy map maximum",
+    "verified_max_ratio": "realised local Lipschitz ratio of the mechanism (a function of the map)",
+    "mechanism_id": "SHA-256 of the saved mechanism",
+    "map_crs": "the privacy map's CRS",
+    "between_nodes": "how inputs between grid nodes are handled",
+    "remap": "post-processing with a public prior",
+    # traces
+    "method": "predictive or independent",
+    "budget": "budget manager",
+    "budget_config": "budget manager parameters",
+    "rate": "fraction of the budget per query",
+    "accuracy_m": "accuracy aimed at",
+    "predictor": "prediction function",
+    "skip_speed_mps": "time skip rule speed",
+    "stale_after_s": "staleness rule",
+    "on_exhausted": "what exhausted rows get",
+    "traces": "number of traces (shown by the output's trace ids)",
+    "traj_id": "name of the trace id column",
+    "time": "name of the time stamp column",
+    "ledger": "per-trace budget ledger (a function of the released epsilon_spent column and trace ids)",
+    # bookkeeping
+    "n": "number of rows released (shown by the output)",
+    "seeded": "whether the noise is reproducible (the seed is never stored)",
+    "geopriv_version": "library version",
+    "created_utc": "time stamp",
+    "previous": "records of earlier releases this data went through",
+}
+
+_SCALARS = (type(None), bool, int, float, str)
 
 
-def make_record(mechanism: str, *, seeded: bool, **fields) -> dict:
-    """A provenance record: what was released, with which guarantee, by which version.
+def _check_value(key, value):
+    if isinstance(value, _SCALARS):
+        if isinstance(value, float) and not math.isfinite(value):
+            return
+        return
+    if isinstance(value, (list, tuple)) and all(isinstance(v, _SCALARS) for v in value):
+        return
+    if isinstance(value, dict) and all(
+        isinstance(k, str) and (isinstance(v, _SCALARS) or (isinstance(v, list) and all(isinstance(x, _SCALARS) for x in v)))
+        for k, v in value.items()
+    ):
+        return
+    raise TypeError(f"provenance field {key!r} must be a plain scalar or a list of scalars, got {type(value).__name__}")
 
-    ``seeded`` says whether the noise is reproducible; the seed itself is never stored, because
-    anyone holding it could regenerate the noise and recover the true locations.
+
+def make_record(fields: dict, *, seeded: bool, n: int) -> dict:
+    """A provenance record from public ``fields`` (allowlisted; see :data:`ALLOWED_FIELDS`).
+
+    ``seeded`` says whether the noise is reproducible; the seed itself is never stored,
+    because anyone holding it could regenerate the noise and recover the true locations.
     """
-    record = {"mechanism": mechanism}
-    record.update(fields)
+    record = {}
+    for key, value in fields.items():
+        if key not in ALLOWED_FIELDS:
+            raise TypeError(
+                f"provenance field {key!r} is not in geopriv.provenance.ALLOWED_FIELDS; only public fields may be "
+                "published with a release"
+            )
+        if hasattr(value, "item") and not isinstance(value, (list, tuple, dict)):
+            value = value.item()  # numpy scalars
+        _check_value(key, value)
+        record[key] = value
+    record["n"] = int(n)
     record["seeded"] = bool(seeded)
     record["geopriv_version"] = __version__
     record["created_utc"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
@@ -23,11 +117,14 @@ def make_record(mechanism: str, *, seeded: bool, **fields) -> dict:
 
 
 def attach(result, source, record: dict):
-    """Set ``result.attrs["geopriv"]`` to ``record``, keeping earlier releases of ``source`` in ``previous``."""
+    """Set ``result.attrs["geopriv"]`` to ``record``, keeping earlier releases of ``source`` in ``previous``.
+
+    Only allowlisted fields of earlier records are carried over.
+    """
     prior = getattr(source, "attrs", {}).get("geopriv")
     if prior:
         previous = list(prior.get("previous", []))
-        previous.append({k: v for k, v in prior.items() if k != "previous"})
+        previous.append({k: v for k, v in prior.items() if k != "previous" and k in ALLOWED_FIELDS})
         record = dict(record, previous=previous)
     result.attrs = {k: v for k, v in getattr(source, "attrs", {}).items() if k != "geopriv"}
     result.attrs["geopriv"] = record

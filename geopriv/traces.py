@@ -18,9 +18,9 @@ import pandas as pd
 import shapely
 from pyproj import CRS, Transformer
 
-from ._points import as_geoseries, check_no_other_geometries, point_xy
+from ._points import as_geoseries, point_xy
 from .accounting import BudgetAccountant
-from .crs import DEFAULT_MAX_DISTORTION, metric_frame
+from .frame import DEFAULT_MAX_DISTORTION, check_grid, public_frame, public_lattice
 from .exceptions import GeoprivError, format_labels
 from .mechanisms.predictive import (
     EXHAUSTED,
@@ -34,7 +34,9 @@ from .mechanisms.predictive import (
     Traces,
 )
 from .perturb import resolve_epsilon
+from .mechanisms.planar_laplace import discretisation_epsilon, ANGLE_RESOLUTION
 from .provenance import attach, make_record
+from .release import check_release_input
 from .rng import make_rng
 
 __all__ = ["sanitize_traces", "sample_queries", "trace_ledger", "OUTPUT_COLUMNS"]
@@ -93,6 +95,25 @@ def _layout(data, geoms, traj_id, time):
         ids = _column(data, traj_id, "trace id (traj_id)",
                       "Name the column that says which trace (user, trajectory) each row belongs to, "
                       "or pass traj_id=None if all rows are one trace.")
+        if traj_id == data.geometry.name or isinstance(ids.dtype, gpd.array.GeometryDtype):
+            raise GeoprivError(
+                f"traj_id={traj_id!r} names a geometry column: every location would become its own trace id, "
+                "published in the ledger. Name the column that identifies the user or trajectory."
+            )
+        from .attributes import find_location_columns
+
+        if find_location_columns(data[[traj_id, data.geometry.name]].set_geometry(data.geometry.name)):
+            raise GeoprivError(
+                f"The trace id column {traj_id!r} looks like locations (coordinates, WKT, ...); trace ids are "
+                "published with the release and in its ledger. Use an opaque id (e.g. pd.factorize(...)[0])."
+            )
+        if ids.dtype == object:
+            kinds = {type(v).__name__ for v in ids.dropna().to_numpy()}
+            if len(kinds) > 1:
+                raise GeoprivError(
+                    f"The trace id column {traj_id!r} mixes types {sorted(kinds)}: ids such as '1' and 1 would get "
+                    f"two budgets for what may be one user. Convert it to one type, e.g. gdf[{traj_id!r}].astype(str)."
+                )
         missing = ids.isna().to_numpy()
         if missing.any():
             raise GeoprivError(
@@ -176,6 +197,10 @@ def sanitize_traces(
     delta: float = 0.9,
     prediction_rate: float = 0.5,
     rng=None,
+    bounds=None,
+    grid="auto",
+    continuous: bool = False,
+    keep=(),
     max_distortion: float = DEFAULT_MAX_DISTORTION,
 ):
     """Release location traces within a privacy budget per trace (predictive or independent noise).
@@ -233,9 +258,19 @@ def sanitize_traces(
         (0.9), prior prediction rate for fixed_rate.  Ignored when ``budget`` is a manager.
     rng : None, int, SeedSequence or Generator
         ``None`` (default, and the only choice for real releases) uses OS entropy.
+    bounds : (xmin, ymin, xmax, ymax), optional
+        Public study area in the data's CRS (choose it without looking at individual points).
+        Needed for longitude/latitude data (noise is drawn in an equidistant frame centred on
+        it); otherwise a projected CRS's area of use is used.  Inputs must lie inside.
+    grid : "auto" or float
+        Released points are snapped to a public lattice of this step in ground metres
+        (default 1 m); see :func:`geopriv.perturb`.
+    continuous : bool
+        ``True``: unrounded float64 output, no finite-precision bound (recorded).
+    keep : sequence of column labels
+        Location-like attribute columns kept deliberately (see :func:`geopriv.perturb`).
     max_distortion : float
-        As in :func:`geopriv.perturb`: CRS scale variation accepted before working in a
-        local equidistant frame.
+        As in :func:`geopriv.perturb`: CRS scale variation over the public area accepted.
 
     Returns
     -------
@@ -266,8 +301,7 @@ def sanitize_traces(
     ...                                rate=0.033)                                  # doctest: +SKIP
     >>> geopriv.trace_ledger(out)                                                   # doctest: +SKIP
     """
-    geoms = as_geoseries(data)
-    check_no_other_geometries(data)
+    geoms = check_release_input(data, keep)
     _check_output_columns(data)
     if method not in ("predictive", "independent"):
         raise ValueError(f"method must be 'predictive' or 'independent', got {method!r}.")
@@ -294,10 +328,14 @@ def sanitize_traces(
     codes, uniques, secs, order = _layout(data, geoms, traj_id, time)
     source = make_rng(rng)
 
-    frame = metric_frame(geoms.crs, (xy[:, 0].min(), xy[:, 1].min(), xy[:, 0].max(), xy[:, 1].max()),
-                         max_distortion=max_distortion)
+    frame = public_frame(geoms.crs, bounds=bounds, max_distortion=max_distortion, planar_only=True)
+    frame.check_inside(xy, geoms.index)
+    lattice = None
+    if not continuous:
+        # the lattice step follows the smallest per-draw epsilon a manager may use; 1 m by default
+        lattice = public_lattice(frame, check_grid(grid, eps) if grid != "auto" else 1.0)
     # "conservative metres": working units / scale_max, so a distance here is <= the ground distance
-    # (see geopriv.crs), and epsilon per metre here is perturb's epsilon per working unit.
+    # (see geopriv.frame), and epsilon per metre here is perturb's epsilon per working unit.
     unit = frame.scale_max
     work = frame.to_work(xy[order]) / unit
     lengths = np.bincount(codes, minlength=len(uniques)).astype(np.int64)
@@ -313,6 +351,8 @@ def sanitize_traces(
     ok = np.isfinite(released_sorted[:, 0])
     out_xy = np.full_like(released_sorted, np.nan)
     out_xy[ok] = frame.from_work(released_sorted[ok] * unit)
+    if lattice is not None:
+        out_xy[ok] = lattice.snap(out_xy[ok])
     inv = np.empty_like(order)
     inv[order] = np.arange(len(order))
     out_xy = out_xy[inv]
@@ -334,33 +374,41 @@ def sanitize_traces(
 
     ledger = _ledger_dict(run, uniques, traj_id)
     rel = status != EXHAUSTED
-    record = make_record(
-        f"{method}_trace",
-        seeded=source.seeded,
+    if lattice is not None:
+        # Thm 4.1 of Andres et al. per noisy draw: its overhead barely depends on the draw's epsilon
+        r_max = frame.r_max_metres()
+        per_draw = discretisation_epsilon(1e-9, lattice.min_cell_m, r_max, ANGLE_RESOLUTION) - 1e-9
+        fp_text = (f"snapped to a public {lattice.grid_m:g} m lattice; each noisy draw's epsilon grows by at most "
+                   f"{per_draw:.3g} per metre (Andres et al. 2013 Thm 4.1, r_max {r_max:.4g} m)")
+    else:
+        fp_text = "none: continuous float64 output (explicitly requested), no finite-precision bound"
+    fields = dict(
+        mechanism=f"{method}_trace",
+        definition="epsilon * d_inf per trace (Chatzikokolakis et al. 2014, Thm 3.1); epsilon is each trace's total",
         epsilon_per_m=eps,
         level=None if level is None else float(level),
         radius_m=None if radius is None else float(radius),
-        guarantee="epsilon * d_inf per trace (Chatzikokolakis et al. 2014, Thm 3.1); epsilon is each trace's total",
         method=method,
         budget="fixed_rate" if isinstance(manager, FixedRate) else "fixed_utility",
-        budget_manager=repr(manager),
+        budget_config={"eta": float(manager.eta), "gamma": float(manager.gamma), "delta": float(manager.delta)},
         rate=float(manager.rate) if isinstance(manager, FixedRate) else None,
         accuracy_m=float(manager.accuracy) if isinstance(manager, FixedUtility) else None,
-        eta=manager.eta,
-        gamma=manager.gamma,
-        delta=manager.delta,
-        skip_speed_m_s=None if skip_speed is None else float(skip_speed),
+        skip_speed_mps=None if skip_speed is None else float(skip_speed),
         stale_after_s=None if stale_after is None else float(stale_after),
         predictor=None if method == "independent" else mech.predictor.name,
         on_exhausted=on_exhausted,
-        n=len(out),
-        n_traces=len(uniques),
-        n_released=int(rel.sum()),
+        traces=len(uniques),
         traj_id=traj_id,
         time=time,
         ledger=ledger,
+        finite_precision=fp_text,
+        declared_bounds=None if bounds is None else [float(v) for v in frame.area],
+        kept_columns=sorted(str(k) for k in (keep or ())),
         **frame.describe(),
     )
+    if lattice is not None:
+        fields.update(lattice.describe())
+    record = make_record(fields, seeded=source.seeded, n=len(out))
     return attach(out, data, record)
 
 

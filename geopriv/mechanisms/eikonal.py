@@ -82,6 +82,7 @@ does not change the guarantee), so releases do not sit on a visible lattice.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import math
 import os
@@ -104,6 +105,10 @@ __all__ = ["EikonalMechanism", "VerifyReport"]
 FORMAT = "geopriv.eikonal"
 FORMAT_VERSION = 1
 TOLERANCE = 1e-9
+# largest relative difference allowed between the stored normaliser and the one recomputed from
+# the weights and kernels (the build stores exactly that recomputation; float64 sums of positive
+# terms in another order differ by far less)
+NORMALISER_RTOL = 1e-10
 FMM_SLACK = 0.98
 # window half-sizes tried for each output (cells): about 6 % apart, so windows are rarely much
 # larger than the kernel's support
@@ -133,6 +138,11 @@ class VerifyReport:
         Largest ratio over the edges at each node (for maps).
     n_nodes, n_outputs, n_edges : int
     seconds : float
+    normaliser_mismatch : float
+        Largest relative difference between the stored normaliser and the one recomputed
+        from the weights and kernels (what sampling really divides by).  The ratios above are
+        computed with the recomputed one; a mismatch above ``NORMALISER_RTOL`` (1e-10) means
+        the arrays were edited after the build, and the report is not ``ok``.
     """
 
     max_ratio: float
@@ -144,11 +154,13 @@ class VerifyReport:
     n_edges: int = 0
     seconds: float = 0.0
     tolerance: float = TOLERANCE
+    normaliser_mismatch: float = 0.0
 
     @property
     def ok(self) -> bool:
-        """True when the realised constant is within the target (up to ``tolerance``)."""
-        return bool(self.max_ratio <= 1.0 + self.tolerance)
+        """True when the realised constant is within the target (up to ``tolerance``) and the
+        stored normaliser is the one the weights and kernels give."""
+        return bool(self.max_ratio <= 1.0 + self.tolerance and self.normaliser_mismatch <= NORMALISER_RTOL)
 
     def to_dict(self) -> dict:
         return {
@@ -160,6 +172,7 @@ class VerifyReport:
             "n_edges": self.n_edges,
             "seconds": self.seconds,
             "tolerance": self.tolerance,
+            "normaliser_mismatch": self.normaliser_mismatch,
             "ok": self.ok,
         }
 
@@ -170,6 +183,11 @@ class VerifyReport:
             f"({'OK' if self.ok else 'VIOLATED'}; normaliser share {self.normaliser_ratio:.4f}) over "
             f"{self.n_edges} neighbouring node pairs x {self.n_outputs} outputs; worst between raster nodes "
             f"{w.get('node_a')} and {w.get('node_b')}, output {w.get('output')}"
+            + (
+                f"; the stored normaliser differs from the weights' row sums by up to {self.normaliser_mismatch:.3g} "
+                "(relative): the arrays were edited after the build"
+                if self.normaliser_mismatch > NORMALISER_RTOL else ""
+            )
         )
 
 
@@ -895,17 +913,31 @@ class EikonalMechanism:
     def verify(self) -> VerifyReport:
         """Realised local Lipschitz constant of ln P(Q(u)=y) over all neighbouring node pairs and outputs.
 
-        Recomputed from the stored arrays (what sampling uses), in float64.  See the module
-        notes for the exact statement.
+        Recomputed from the arrays sampling uses (weights, kernel, indptr, indices, cap), in
+        float64.  The normaliser is not trusted: it is recomputed from the weights and kernels
+        (sampling draws from w_y (kernel + exp(-cap)) relative to the row's total, i.e. divides
+        by that row sum whatever is stored), the ratios are computed with the recomputed one,
+        and a stored normaliser that differs from it by more than ``NORMALISER_RTOL`` makes the
+        report not ``ok`` (``normaliser_mismatch``).  See the module notes for the exact
+        statement.
+
+        Raises
+        ------
+        MechanismFileError
+            Arrays that cannot describe a distribution (non-finite or negative weights or
+            kernel values, indices out of range, indptr not monotone, ...): rebuild.
         """
         t0 = time.perf_counter()
+        self._check_arrays()
         pm = self.privacy_map
         ny, nx = pm.shape
         allowed = _allowed(pm)
         inv = [1.0 / a for a in allowed]
         slices = _edge_slices()
         cT = math.exp(-self.cap)
-        lns = np.log(self.normaliser).reshape(ny, nx)
+        s = self._exact_normaliser()
+        mismatch = _normaliser_mismatch(self.normaliser, s)
+        lns = np.log(s).reshape(ny, nx)
         node = np.zeros((ny, nx))
         best = (-1.0, None)
 
@@ -961,8 +993,95 @@ class EikonalMechanism:
         return VerifyReport(
             max_ratio=val, normaliser_ratio=norm_share, worst=worst, node_ratio=node,
             n_nodes=ny * nx, n_outputs=len(self.weights), n_edges=n_edges,
-            seconds=time.perf_counter() - t0,
+            seconds=time.perf_counter() - t0, normaliser_mismatch=mismatch,
         )
+
+    def _exact_normaliser(self) -> np.ndarray:
+        """s(u) = sum_y w_y (kernel + exp(-cap)) recomputed from the weights and kernels (float64),
+        exactly as :meth:`build` computes the stored one."""
+        w = np.asarray(self.weights, np.float64)
+        return _row_sums(self.indptr, self.indices, self.kernel, w) + math.exp(-self.cap) * float(w.sum())
+
+    def _check_arrays(self, chunk: int = 10_000_000) -> None:
+        """Raise :class:`MechanismFileError` unless every array sampling uses is well formed.
+
+        Checks (O(nnz), in blocks of rows): shapes and dtypes; ``cap`` finite > 0; weights
+        finite, >= 0, not all zero; kernel values finite and >= 0; indptr starting at 0,
+        monotone and ending at len(indices); indices in range and strictly increasing within
+        each row (no duplicates: verification and sampling must see the same entries);
+        output_ij within the padded grid; output_step >= 1; remap_xy finite.
+        """
+        fix = "Rebuild the mechanism (EikonalMechanism.build(privacy_map).save(path)); do not release with it."
+
+        def bad(what):
+            raise MechanismFileError(f"The mechanism's arrays are invalid: {what}. {fix}")
+
+        ny, nx = self.privacy_map.shape
+        n = ny * nx
+        w, ker, ip, idx, s = self.weights, self.kernel, self.indptr, self.indices, self.normaliser
+        arrays = {"weights": w, "kernel": ker, "indptr": ip, "indices": idx, "normaliser": s,
+                  "output_ij": self.output_ij, "output_step": self.output_step}
+        for name, a in arrays.items():
+            if not isinstance(a, np.ndarray):
+                bad(f"{name} is not an array")
+        for name in ("weights", "kernel", "normaliser"):
+            if arrays[name].dtype.kind != "f":
+                bad(f"{name} has dtype {arrays[name].dtype} (floating point expected)")
+        for name in ("indptr", "indices", "output_ij", "output_step"):
+            if arrays[name].dtype.kind not in "iu":
+                bad(f"{name} has dtype {arrays[name].dtype} (integers expected)")
+        M = len(w) if w.ndim == 1 else -1
+        if M < 1:
+            bad(f"weights must be a non-empty 1-D array (shape {w.shape})")
+        if self.output_ij.shape != (M, 2) or self.output_step.shape != (M,):
+            bad(f"output_ij {self.output_ij.shape} / output_step {self.output_step.shape} do not match {M} weights")
+        if ip.shape != (n + 1,) or s.shape != (n,) or idx.ndim != 1 or ker.shape != idx.shape:
+            bad(f"inconsistent sizes (indptr {ip.shape}, normaliser {s.shape}, indices {idx.shape}, kernel {ker.shape} "
+                f"for {n} nodes)")
+        if not (isinstance(self.cap, (int, float)) and math.isfinite(self.cap) and self.cap > 0):
+            bad(f"cap {self.cap!r} is not a finite number > 0")
+        if not np.all(np.isfinite(w)):
+            bad(f"{int((~np.isfinite(w)).sum())} weight(s) are not finite (NaN or infinite)")
+        if np.any(w < 0):
+            bad(f"{int((w < 0).sum())} weight(s) are negative")
+        total = float(w.sum())
+        if not (math.isfinite(total) and total > 0):
+            bad("the weights sum to zero or overflow")
+        if not (np.all(np.isfinite(s)) and np.all(s > 0)):
+            bad("the stored normaliser has values that are not finite and > 0")
+        if ip[0] != 0 or ip[-1] != len(idx) or np.any(ip[1:] < ip[:-1]):
+            bad("indptr does not start at 0, end at the number of kernel entries and increase monotonically")
+        r0 = 0
+        while r0 < n:  # blocks of rows: bounded memory on 10^8 entries
+            lo = int(ip[r0])
+            r1 = min(max(int(np.searchsorted(ip, lo + chunk, side="right")) - 1, r0 + 1), n)
+            hi = int(ip[r1])
+            kb, ib = ker[lo:hi], idx[lo:hi]
+            if not np.all(np.isfinite(kb)):
+                bad("kernel values are not finite (NaN or infinite)")
+            if np.any(kb < 0):
+                bad("kernel values are negative")
+            if hi > lo and (int(ib.min()) < 0 or int(ib.max()) >= M):
+                bad(f"indices outside 0 .. {M - 1} (the outputs)")
+            inc = np.diff(ib.astype(np.int64)) > 0
+            starts = ip[r0 + 1:r1] - lo  # positions where a new row begins
+            starts = starts[(starts > 0) & (starts < hi - lo)]
+            inc[starts - 1] = True
+            if not inc.all():
+                bad("indices are not strictly increasing within a row (duplicate or unsorted kernel entries)")
+            r0 = r1
+        P = self.params.get("pad_cells") if isinstance(self.params, dict) else None
+        if not isinstance(P, int) or P < 0:
+            bad("params['pad_cells'] (the output padding) is missing or invalid")
+        oi, oj = self.output_ij[:, 0], self.output_ij[:, 1]
+        if np.any(oi < -P) or np.any(oi >= ny + P) or np.any(oj < -P) or np.any(oj >= nx + P):
+            bad(f"output_ij outside the padded grid ({P} cells beyond the {ny} x {nx} raster)")
+        if np.any(self.output_step < 1):
+            bad("output_step has values < 1")
+        if self.remap_xy is not None:
+            r = np.asarray(self.remap_xy)
+            if r.shape != (M, 2) or r.dtype.kind != "f" or not np.all(np.isfinite(r)):
+                bad("remap_xy is not a finite (outputs x 2) array")
 
     # ------------------------------------------------------------------ distributions
     def row(self, node: int):
@@ -1125,48 +1244,55 @@ class EikonalMechanism:
             new.__dict__["_tables"] = self.__dict__["_tables"]
         return new
 
-    def perturb_points(self, geoms, xy, generator, progress=None):
-        """Hook for :func:`geopriv.perturb` (``gdf.priv.perturb(mechanism=mech)``).
+    # ------------------------------------------------------------------ release contract
+    #: the release path (:mod:`geopriv.release`) works in the mechanism's own public CRS
+    frame_policy = "own"
 
-        Reprojects the points to the map's CRS when needed, samples, and returns
-        (released xy in the points' CRS, provenance fields).
-        """
+    def public_bounds(self, crs):
+        """The map's extent (public) as (xmin, ymin, xmax, ymax) in ``crs``: the release's public area."""
         from pyproj import CRS, Transformer
 
-        src = CRS.from_user_input(geoms.crs)
-        same = src.equals(self.crs)
-        work = xy
-        if not same:
-            if src.geodetic_crs is None:
-                raise CRSError(f"The points' CRS {src.name!r} has no datum; it cannot be related to the map's CRS.")
-            x, y = Transformer.from_crs(src, self.crs, always_xy=True).transform(xy[:, 0], xy[:, 1])
-            work = np.column_stack([x, y])
-            if not np.all(np.isfinite(work)):
-                bad = ~np.isfinite(work).all(axis=1)
-                raise GeometryError(
-                    "cannot be transformed to the mechanism's CRS", geoms.index[bad],
-                    f"Check the points' CRS ({src.name}); they must lie in the area of {self.crs.name}.",
-                )
-        bar, callback = _progress(progress, len(work), "perturb", unit="pt")
-        released = self.sample(work, generator, outside=self.outside, labels=geoms.index, progress=callback)
-        if bar is not None:
-            bar.close()
-        if not same:
-            x, y = Transformer.from_crs(self.crs, src, always_xy=True).transform(released[:, 0], released[:, 1])
-            released = np.column_stack([x, y])
-        fields = {
+        pm = self.privacy_map
+        ny, nx = pm.shape
+        t = pm.transform
+        xs = [t.c, t.c + t.a * nx]
+        ys = [t.f, t.f + t.e * ny]
+        b = (min(xs), min(ys), max(xs), max(ys))
+        crs = CRS.from_user_input(crs)
+        if crs.equals(self.crs):
+            return b
+        if crs.geodetic_crs is None:
+            raise CRSError(f"The points' CRS {crs.name!r} has no datum; it cannot be related to the map's CRS.")
+        return tuple(Transformer.from_crs(self.crs, crs, always_xy=True).transform_bounds(*b, densify_pts=21))
+
+    def grid_epsilon_per_m(self) -> float:
+        """The map's largest epsilon: fixes the default lattice step (public)."""
+        return float(self.privacy_map.epsilon_max)
+
+    def release(self, xy, frame, rng: np.random.Generator, labels=None) -> np.ndarray:
+        """Release (n, 2) locations given in the map's CRS (the release path transforms them)."""
+        return self.sample(xy, rng, outside=self.outside, labels=labels)
+
+    def finite_precision(self, frame, lattice):
+        return None, (
+            f"discrete outputs with verified probability tables; within-cell jitter snapped to a public "
+            f"{lattice.grid_m:g} m lattice (post-processing)"
+        )
+
+    def describe(self, frame) -> dict:
+        """Public parameters for the provenance record (functions of the privacy map only)."""
+        return {
             "mechanism": "eikonal",
             "definition": "local Lipschitz privacy (Koufogiannis & Pappas 2016), verified on the raster grid",
-            "epsilon_min_per_m": self.privacy_map.epsilon_min,
-            "epsilon_max_per_m": self.privacy_map.epsilon_max,
-            "verified_max_ratio": None if self.report is None else self.report.max_ratio,
+            "epsilon_min_per_m": float(self.privacy_map.epsilon_min),
+            "epsilon_max_per_m": float(self.privacy_map.epsilon_max),
+            "verified_max_ratio": None if self.report is None else float(self.report.max_ratio),
             "mechanism_id": self.mechanism_id,
             "map_crs": self.crs.to_string(),
             "between_nodes": "bilinear randomised rounding",
             "remap": None if self.remap_xy is None else f"posterior mean under the {self.remap_prior} prior",
             "outside": self.outside,
         }
-        return released, fields
 
     # ------------------------------------------------------------------ utility
     def expected_mse(self, prior=None, *, jitter: bool = True) -> float:
@@ -1272,15 +1398,27 @@ class EikonalMechanism:
             meta["report"] = self.report.to_dict()
         return meta
 
-    def save(self, path) -> str:
+    def save(self, path, *, key: bytes | str | None = None) -> str:
         """Write the mechanism to ``path`` (a .npz file; built once, perturb many times).
+
+        Parameters
+        ----------
+        key : bytes or str, optional
+            A secret signing key.  The file then also stores an HMAC-SHA256 under ``key`` of
+            the same content as the checksum (arrays and metadata, not the stored report), and
+            ``load(path, key=key)`` refuses the file if anything was changed.  Without a key,
+            the file carries only the unkeyed SHA-256, which detects accidental corruption but
+            not tampering (anyone can recompute it).  The signature protects only while the
+            key is secret: keep it out of the file's directory, the repository and the logs.
 
         Returns the SHA-256 digest stored in the file (also :attr:`mechanism_id`).
         """
         arrays = self._arrays()
         meta = self._meta()
-        digest = _digest(arrays, self._meta(include_report=False))
+        digest, mac = _digests(arrays, self._meta(include_report=False), None if key is None else _hmac_key(key))
         meta["sha256"] = digest
+        if mac is not None:
+            meta["hmac_sha256"] = mac
         path = os.fspath(path)
         tmp = path + ".tmp"
         with open(tmp, "wb") as fh:
@@ -1289,22 +1427,40 @@ class EikonalMechanism:
         return digest
 
     @classmethod
-    def load(cls, path, *, privacy_map: PrivacyMap | None = None, verify: bool = False) -> "EikonalMechanism":
+    def load(
+        cls, path, *, privacy_map: PrivacyMap | None = None, verify: bool = True, key: bytes | str | None = None
+    ) -> "EikonalMechanism":
         """Read a mechanism written by :meth:`save`.
+
+        Whatever the options, the file's SHA-256 checksum is checked (accidental corruption),
+        every array sampling uses is checked for validity (finite, non-negative weights and
+        kernel values, indices in range, ...), and the normaliser is recomputed from the
+        weights and kernels and must match the stored one (to 1e-10, relative).
 
         Parameters
         ----------
         privacy_map : PrivacyMap, optional
             If given, the file must have been built for this exact map (same epsilon grid,
-            transform and CRS), else :class:`MechanismFileError`.
+            transform and CRS), else :class:`MechanismFileError`.  Without it, the guarantee is
+            verified against the map stored in the file: pass the map you mean to honour.
         verify : bool
-            Re-run :meth:`verify` on the loaded arrays (the stored report is used otherwise).
+            True (default): re-run :meth:`verify` on the loaded arrays, the full check of the
+            realised ratio against the map (about as long as it took in ``build``, e.g. 12 s at
+            200 x 200).  False: skip it and trust the stored report; the checks above still
+            run, but a file whose weights and normaliser were both edited consistently is then
+            caught only by a key (below) or by ``verify=True``.
+        key : bytes or str, optional
+            The key the file was signed with (``save(path, key=...)``): the file must carry a
+            valid HMAC-SHA256 under it, else :class:`MechanismFileError` (unsigned, changed
+            after signing, or another key).  Without a key a signed file loads with the checks
+            above.
 
         Raises
         ------
         MechanismFileError
-            Missing, truncated or corrupt file (checksum), another format or version, or a
-            mismatch with ``privacy_map``.
+            Missing, truncated or corrupt file (checksum), another format or version, a
+            mismatch with ``privacy_map``, invalid arrays, a normaliser that does not match the
+            weights, a failed verification, or (with ``key``) a missing or invalid signature.
         """
         from affine import Affine
 
@@ -1337,13 +1493,28 @@ class EikonalMechanism:
         if missing:
             raise MechanismFileError(f"{path!r} lacks {missing}; the file is truncated or corrupt. Rebuild it.")
         stored = meta.get("sha256")
+        signature = meta.get("hmac_sha256")
         check = dict(meta)
         check.pop("sha256", None)
+        check.pop("hmac_sha256", None)
         check.pop("report", None)
-        if stored != _digest(data, check):
+        if key is not None:
+            key = _hmac_key(key)
+            if not isinstance(signature, str):
+                raise MechanismFileError(
+                    f"{path!r} is not signed, but a key was given: it cannot be authenticated. Load a file saved with "
+                    "save(path, key=...), or rebuild and save it with your key."
+                )
+        digest, mac = _digests(data, check, key)
+        if stored != digest:
             raise MechanismFileError(
                 f"{path!r} fails its checksum: the arrays were changed or corrupted after saving. Rebuild it; do not "
                 "release with it."
+            )
+        if key is not None and not hmac.compare_digest(signature, mac):
+            raise MechanismFileError(
+                f"{path!r} fails its signature: it was changed after it was signed, or signed with another key. "
+                "Do not release with it; rebuild it and save(path, key=...) with your key."
             )
         try:
             crs = meta["crs_wkt"]
@@ -1356,6 +1527,9 @@ class EikonalMechanism:
         n = pm.shape[0] * pm.shape[1]
         if len(data["indptr"]) != n + 1 or len(data["normaliser"]) != n or len(data["indices"]) != len(data["kernel"]):
             raise MechanismFileError(f"{path!r} has inconsistent array sizes; it is corrupt. Rebuild it.")
+        remap = data.get("remap_xy")
+        if remap is not None and np.shape(remap) != (len(data["weights"]), 2):
+            raise MechanismFileError(f"{path!r} has a remap_xy of the wrong shape; it is corrupt. Rebuild it.")
         if privacy_map is not None:
             same = (
                 privacy_map.shape == pm.shape
@@ -1375,6 +1549,7 @@ class EikonalMechanism:
                 max_ratio=rep["max_ratio"], normaliser_ratio=rep["normaliser_ratio"], worst=rep["worst"],
                 node_ratio=np.zeros(pm.shape), n_nodes=rep["n_nodes"], n_outputs=rep["n_outputs"],
                 n_edges=rep["n_edges"], seconds=rep["seconds"], tolerance=rep.get("tolerance", TOLERANCE),
+                normaliser_mismatch=rep.get("normaliser_mismatch", 0.0),
             )
         mech = cls(
             privacy_map=pm,
@@ -1392,11 +1567,28 @@ class EikonalMechanism:
             remap_xy=data.get("remap_xy"),
             remap_prior=meta.get("remap_prior"),
         )
-        if verify or report is None:
-            report = mech.verify()
-            if not report.ok:
-                raise MechanismFileError(f"{path!r} does not meet its privacy map on verification: {report}. Do not release with it.")
-            object.__setattr__(mech, "report", report)
+        try:
+            if verify or report is None:
+                fresh = mech.verify()  # checks the arrays, recomputes the normaliser and the ratios
+                mismatch = fresh.normaliser_mismatch
+            else:
+                fresh = None
+                mech._check_arrays()
+                mismatch = _normaliser_mismatch(mech.normaliser, mech._exact_normaliser())
+        except MechanismFileError as exc:
+            raise MechanismFileError(f"{path!r}: {exc}") from None
+        if not mismatch <= NORMALISER_RTOL:
+            raise MechanismFileError(
+                f"{path!r} stores a normaliser that is not the row sums of its weights and kernels (relative difference "
+                f"up to {mismatch:.3g}): the arrays were edited after the build, and what sampling draws from is not what "
+                "was verified. Do not release with it; rebuild it (EikonalMechanism.build(privacy_map).save(path))."
+            )
+        if fresh is not None:
+            if not fresh.ok:
+                raise MechanismFileError(
+                    f"{path!r} does not meet its privacy map on verification: {fresh}. Do not release with it; rebuild it."
+                )
+            object.__setattr__(mech, "report", fresh)
         return mech
 
     def __repr__(self) -> str:
@@ -1416,6 +1608,15 @@ def _normaliser_share(s: np.ndarray, pm: PrivacyMap) -> float:
     ny, nx = pm.shape
     ls = np.log(np.maximum(s, 1e-300)).reshape(ny, nx)
     return max(float((np.abs(ls[a] - ls[b]) / al).max()) for (a, b), al in zip(_edge_slices(), _allowed(pm)))
+
+
+def _normaliser_mismatch(stored: np.ndarray, exact: np.ndarray) -> float:
+    """Largest relative difference |stored - exact| / exact (inf when shapes differ, NaN propagates as inf)."""
+    if np.shape(stored) != np.shape(exact):
+        return math.inf
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d = float(np.max(np.abs(np.asarray(stored, np.float64) - exact) / exact))
+    return d if math.isfinite(d) else math.inf
 
 
 def _relative_share(s: np.ndarray, pm: PrivacyMap, budget) -> float:
@@ -1610,12 +1811,37 @@ def _json_default(o):
 
 
 def _digest(arrays: dict, meta: dict) -> str:
-    h = hashlib.sha256()
-    h.update(json.dumps(meta, sort_keys=True, default=_json_default).encode())
+    """Unkeyed SHA-256 of the metadata and arrays: detects accidental corruption only (anyone can recompute it)."""
+    return _digests(arrays, meta)[0]
+
+
+def _digests(arrays: dict, meta: dict, key: bytes | None = None) -> tuple[str, str | None]:
+    """(SHA-256, HMAC-SHA256 under ``key`` or None) of the same content, in one pass over the arrays."""
+    hs = [hashlib.sha256()]
+    if key is not None:
+        hs.append(hmac.new(key, digestmod=hashlib.sha256))
+
+    def update(b):
+        for h in hs:
+            h.update(b)
+
+    update(json.dumps(meta, sort_keys=True, default=_json_default).encode())
     for k in sorted(arrays):
         a = np.ascontiguousarray(arrays[k])
-        h.update(k.encode())
-        h.update(str(a.dtype).encode())
-        h.update(str(a.shape).encode())
-        h.update(a.tobytes())
-    return h.hexdigest()
+        update(k.encode())
+        update(str(a.dtype).encode())
+        update(str(a.shape).encode())
+        update(memoryview(a.reshape(-1)).cast("B") if a.size else b"")  # the bytes of a.tobytes(), without a copy
+    return hs[0].hexdigest(), (hs[1].hexdigest() if key is not None else None)
+
+
+def _hmac_key(key) -> bytes:
+    """A signing key as bytes (str is UTF-8 encoded)."""
+    if isinstance(key, str):
+        key = key.encode("utf-8")
+    if not isinstance(key, (bytes, bytearray, memoryview)):
+        raise TypeError("key must be bytes or str (a secret kept apart from the mechanism files).")
+    key = bytes(key)
+    if not key:
+        raise ValueError("key must not be empty.")
+    return key

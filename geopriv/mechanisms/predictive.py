@@ -110,8 +110,8 @@ def noise_constant(delta: float = 0.9) -> float:
 
 def theta_constant(delta: float = 0.9) -> float:
     """c_theta(delta) = -ln(2 (1 - delta)): P(Lap(1) <= c_theta) = delta (one-sided), delta >= 0.5."""
-    if not 0.5 <= delta < 1:
-        raise ValueError("delta must be in [0.5, 1) (the paper uses 0.9).")
+    if isinstance(delta, bool) or not 0.5 < delta < 1:
+        raise ValueError("delta must be in (0.5, 1) (the paper uses 0.9): at 0.5 or below the test threshold vanishes.")
     return -math.log(2.0 * (1.0 - delta))
 
 
@@ -215,8 +215,10 @@ class _Manager:
     def __post_init__(self):
         object.__setattr__(self, "eta", _check_unit(self.eta, "eta"))
         object.__setattr__(self, "gamma", _check_unit(self.gamma, "gamma"))
-        if not 0.5 <= float(self.delta) < 1:
-            raise ValueError("delta must be in [0.5, 1) (the paper uses 0.9).")
+        if isinstance(self.delta, bool) or not 0.5 < float(self.delta) < 1:
+            raise ValueError(
+                "delta must be in (0.5, 1) (the paper uses 0.9): at 0.5 or below the private test's threshold vanishes."
+            )
         object.__setattr__(self, "delta", float(self.delta))
         # derived constants, computed once (the managers are immutable)
         object.__setattr__(self, "_c_noise", noise_constant(self.delta))

@@ -1,0 +1,459 @@
+"""The public metric frame and the public output lattice of a release.
+
+A release may depend on the data only through the noise.  So the frame the noise is drawn
+in, the scale that converts epsilon per ground metre into CRS units, the lattice outputs are
+snapped to and the radius ``r_max`` of the finite-precision bound are computed here from
+*public* information only: the CRS (its ellipsoid, its area of use), the user's declared
+``bounds=`` or ``region=``, epsilon and the grid.  Nothing here ever sees a point.
+
+Frames
+------
+``planar``
+    A projected CRS is used as is when its local linear scale (CRS units per ground metre,
+    every direction, measured with 1 m geodesic offsets on its ellipsoid) varies by at most
+    ``max_distortion`` over its public area: the declared bounds / region, or else the CRS's
+    area of use (``pyproj.CRS.area_of_use``, transformed to CRS coordinates).  epsilon is
+    converted with the *largest* scale over that area (plus a 1e-6 safety margin for the
+    sampling of the scale), so for two inputs in the area, CRS distance <= scale_max * ground
+    distance and the planar guarantee per CRS unit implies the stated one per ground metre.
+    With declared bounds and a geographic CRS, :func:`public_frame` can also return a local
+    azimuthal equidistant (AEQD) frame centred on the *declared* area (used by trace
+    releases, whose prediction needs a plane).
+
+``spherical``
+    Otherwise (longitude/latitude, Web Mercator, a projected CRS without an area of use or
+    distorting too much over it) noise is drawn per point on a sphere of radius
+    ``R = b^2 / a`` (the ellipsoid's smallest radius of curvature, the meridional radius at
+    the equator), identified with the ellipsoid by geodetic longitude and latitude.  The
+    map ellipsoid -> sphere scales north distances by R / M(lat) <= 1 and east distances by
+    R / N(lat) <= 1, so it is 1-Lipschitz: sphere distance <= ellipsoid geodesic distance,
+    and an epsilon-per-sphere-metre mechanism is epsilon-per-ground-metre private.  It adds
+    at most (1 - e^2)^(-3/2) - 1 (1.01 % on WGS 84) more noise than needed; that constant,
+    not the data, is what ``distortion`` reports.
+
+The sampler on the sphere is exact (see :func:`geopriv.mechanisms.planar_laplace.spherical_noise`).
+
+Lattice
+-------
+Every default release is snapped to a lattice fixed by public parameters only
+(:class:`Lattice`): in a planar CRS the nodes are integer multiples of a step in CRS units
+from the CRS's own origin; in longitude/latitude the rows are multiples of a latitude step
+and each row's longitude step is a public function of its latitude.  The step is converted
+from ground metres with the public scale, never with anything measured at the data.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import pyproj
+from pyproj import CRS, Transformer
+
+from .crs import as_crs, ground_scale, local_aeqd
+from .exceptions import CRSError, DistortionWarning, GeometryError, GeoprivError
+from .mechanisms.planar_laplace import ANGLE_RESOLUTION, check_epsilon, discretisation_epsilon
+
+__all__ = [
+    "PublicFrame",
+    "public_frame",
+    "Lattice",
+    "public_lattice",
+    "DEFAULT_MAX_DISTORTION",
+    "DEFAULT_GRID_M",
+    "default_grid",
+    "finite_precision_epsilon",
+    "declared_bounds",
+    "area_of_use_bounds",
+    "sphere_radius",
+    "check_grid",
+]
+
+#: A projected CRS whose scale varies by at most this much over its public area is used as is.
+#: Variation costs utility only (noise is scaled for the largest scale), never privacy.
+DEFAULT_MAX_DISTORTION = 0.01
+#: Default lattice step in ground metres (smaller when epsilon asks for it, see default_grid).
+DEFAULT_GRID_M = 1.0
+_SAMPLES = 33
+_SCALE_MARGIN = 1e-6
+#: the smallest lattice step, in units of the coordinates' float spacing (ulp) over the public area
+_MIN_STEP_ULPS = 2.0**12
+
+
+def _geodetic(crs: CRS) -> CRS:
+    geodetic = crs.geodetic_crs
+    if geodetic is None:
+        raise CRSError(
+            f"The CRS {crs.name!r} has no geodetic datum, so its units cannot be related to ground metres. "
+            "Reproject the data to a CRS with a datum (e.g. its UTM zone) before releasing it."
+        )
+    return geodetic
+
+
+def sphere_radius(crs: CRS) -> float:
+    """R = b^2 / a of the CRS's ellipsoid: a sphere onto which the ellipsoid maps 1-Lipschitz."""
+    e = _geodetic(crs).ellipsoid
+    a, b = e.semi_major_metre, e.semi_minor_metre
+    return float(b * b / a)
+
+
+def declared_bounds(crs, bounds=None, region=None):
+    """The user's public area as (xmin, ymin, xmax, ymax) in ``crs``, or None.
+
+    ``bounds`` wins over ``region``; a region given as a GeoSeries/GeoDataFrame in another CRS
+    is transformed (its bounding box, densified).
+    """
+    import geopandas as gpd
+    import shapely
+
+    if bounds is not None:
+        if isinstance(bounds, (bool, np.bool_)) or len(bounds) != 4:
+            raise ValueError("bounds must be (xmin, ymin, xmax, ymax) in the data's CRS.")
+        b = tuple(float(v) for v in bounds)
+        if not all(math.isfinite(v) for v in b) or b[0] >= b[2] or b[1] >= b[3]:
+            raise ValueError("bounds must be finite with xmin < xmax and ymin < ymax, in the data's CRS.")
+        return b
+    if region is None:
+        return None
+    if isinstance(region, shapely.Geometry):
+        b = region.bounds
+    elif isinstance(region, (gpd.GeoSeries, gpd.GeoDataFrame)):
+        if region.crs is None:
+            from .exceptions import MissingCRSError
+
+            raise MissingCRSError("The region")
+        tb = region.total_bounds
+        if not as_crs(region.crs).equals(crs):
+            tb = Transformer.from_crs(region.crs, crs, always_xy=True).transform_bounds(*tb, densify_pts=21)
+        b = tuple(float(v) for v in tb)
+    else:
+        raise TypeError("region must be a shapely (Multi)Polygon in the data's CRS, or a GeoSeries/GeoDataFrame with a CRS.")
+    if not all(math.isfinite(v) for v in b) or b[0] >= b[2] or b[1] >= b[3]:
+        raise ValueError("region must be a polygon with positive area (it is the public area of the release).")
+    return tuple(float(v) for v in b)
+
+
+def area_of_use_bounds(crs: CRS):
+    aou = crs.area_of_use
+    if aou is None:
+        return None
+    w, s, e, n = aou.bounds
+    if e < w:  # crosses the antimeridian
+        return None
+    try:
+        t = Transformer.from_crs(CRS.from_epsg(4326), crs, always_xy=True)
+        b = t.transform_bounds(w, s, e, n, densify_pts=51)
+    except pyproj.exceptions.ProjError:
+        return None
+    if not all(math.isfinite(v) for v in b) or b[0] >= b[2] or b[1] >= b[3]:
+        return None
+    return tuple(float(v) for v in b)
+
+
+def _grid(b, n=_SAMPLES):
+    # a hair inside the edges: 1 m geodesic offsets at an edge on the antimeridian would wrap around
+    dx, dy = 1e-6 * (b[2] - b[0]), 1e-6 * (b[3] - b[1])
+    gx, gy = np.meshgrid(np.linspace(b[0] + dx, b[2] - dx, n), np.linspace(b[1] + dy, b[3] - dy, n))
+    return gx.ravel(), gy.ravel()
+
+
+def _scale_over(crs: CRS, b):
+    try:
+        smax, smin = ground_scale(crs, *_grid(b))
+    except CRSError:
+        return None
+    return float(smax.max()) * (1 + _SCALE_MARGIN), float(smin.min())
+
+
+@dataclass(frozen=True)
+class PublicFrame:
+    """Where noise is drawn, from public information only.
+
+    Attributes
+    ----------
+    input_crs : pyproj.CRS
+    kind : {"planar", "spherical"}
+    work_crs : pyproj.CRS
+        planar: the CRS noise is drawn in (the input CRS, or an AEQD centred on the declared
+        area); spherical: the input's geodetic CRS (longitude/latitude in degrees).
+    scale_max, scale_min : float
+        planar: work units per ground metre over the public area (extremes, all directions);
+        spherical: sphere metres per ground metre (<= 1).
+    area : tuple or None
+        The public area (xmin, ymin, xmax, ymax) in input-CRS coordinates inputs must lie in;
+        None: the whole CRS (spherical frame without declared bounds).
+    area_source : str
+        "bounds", "region", "area_of_use" or "none".
+    sphere_radius : float or None
+        spherical: R in metres.
+    """
+
+    input_crs: CRS
+    kind: str
+    work_crs: CRS
+    scale_max: float
+    scale_min: float
+    area: tuple | None
+    area_source: str
+    sphere_radius: float | None = None
+
+    @property
+    def same(self) -> bool:
+        return self.kind == "planar" and self.work_crs.equals(self.input_crs)
+
+    @property
+    def distortion(self) -> float:
+        return float(self.scale_max / self.scale_min - 1.0)
+
+    def epsilon_to_work(self, epsilon_per_metre: float) -> float:
+        """epsilon per work unit (or sphere metre) that guarantees ``epsilon_per_metre`` per ground metre."""
+        return float(epsilon_per_metre) / self.scale_max
+
+    def to_work(self, xy: np.ndarray) -> np.ndarray:
+        if self.same:
+            return xy
+        t = Transformer.from_crs(self.input_crs, self.work_crs, always_xy=True)
+        x, y = t.transform(xy[:, 0], xy[:, 1])
+        return np.column_stack([x, y])
+
+    def from_work(self, xy: np.ndarray) -> np.ndarray:
+        if self.same:
+            return xy
+        t = Transformer.from_crs(self.work_crs, self.input_crs, always_xy=True)
+        x, y = t.transform(xy[:, 0], xy[:, 1])
+        return np.column_stack([x, y])
+
+    def check_inside(self, xy: np.ndarray, labels) -> None:
+        """Refuse inputs outside the public area (errors name row labels, never coordinates)."""
+        if self.area is None:
+            return
+        xmin, ymin, xmax, ymax = self.area
+        out = (xy[:, 0] < xmin) | (xy[:, 0] > xmax) | (xy[:, 1] < ymin) | (xy[:, 1] > ymax)
+        if out.any():
+            where = {
+                "bounds": "the declared bounds=",
+                "region": "the bounding box of region=",
+                "area_of_use": f"the area of use of {self.input_crs.name}",
+            }.get(self.area_source, "the public area")
+            raise GeometryError(
+                f"lie outside {where}, where the release's scale and lattice are fixed", labels[out],
+                "Declare bounds=(xmin, ymin, xmax, ymax) covering your study area (it is public: choose it without "
+                "looking at individual points), reproject to a CRS whose area of use holds the data, or drop those rows.",
+            )
+
+    def r_max_metres(self) -> float:
+        """A public bound on the ground distance between an input and any output (for Thm 4.1)."""
+        if self.kind == "spherical" and self.area is None:
+            return math.pi * float(self.sphere_radius)
+        if self.kind == "spherical":
+            return math.pi * float(self.sphere_radius)
+        xmin, ymin, xmax, ymax = self.area
+        return math.hypot(xmax - xmin, ymax - ymin) / self.scale_min
+
+    def describe(self) -> dict:
+        """Public fields for the provenance record."""
+        d = {
+            "input_crs": self.input_crs.to_string(),
+            "frame": self.kind,
+            "frame_area": self.area_source,
+            "distortion": round(self.distortion, 6),
+        }
+        if self.kind == "planar" and not self.same:
+            d["working_crs"] = self.work_crs.to_proj4() if False else self.work_crs.to_string()
+        if self.kind == "spherical":
+            d["sphere_radius_m"] = self.sphere_radius
+        return d
+
+
+@functools.lru_cache(maxsize=64)
+def _public_frame_cached(wkt: str, area, area_source: str, max_distortion: float, planar_only: bool) -> PublicFrame:
+    crs = CRS.from_wkt(wkt)
+    geodetic = _geodetic(crs)
+    if crs.is_projected:
+        b = area if area is not None else area_of_use_bounds(crs)
+        src = area_source if area is not None else "area_of_use"
+        if b is not None:
+            s = _scale_over(crs, b)
+            if s is not None and s[0] / s[1] - 1 <= max_distortion:
+                return PublicFrame(crs, "planar", crs, s[0], s[1], b, src)
+            if planar_only and area is None and s is not None:
+                raise CRSError(
+                    f"{crs.name} distorts ground distances by {100 * (s[0] / s[1] - 1):.1f} % over its area of use. "
+                    "Declare your study area with bounds=(xmin, ymin, xmax, ymax) (public: chosen without looking at "
+                    "individual points) so that noise can be drawn in a frame fixed by it, or reproject the data to a "
+                    "local projected CRS (UTM, a national grid)."
+                )
+    if planar_only:
+        if area is None:
+            raise CRSError(
+                f"Traces in {crs.name} need a planar frame fixed by public information: declare your study area with "
+                "bounds=(xmin, ymin, xmax, ymax) in the data's CRS (public: chosen without looking at individual "
+                "points), or reproject the data to a projected CRS such as its UTM zone."
+            )
+        lon, lat = Transformer.from_crs(crs, geodetic, always_xy=True).transform(*_grid(area, 9))
+        lon, lat = np.asarray(lon), np.asarray(lat)
+        if not (np.isfinite(lon).all() and np.isfinite(lat).all()) or np.ptp(lon) > 180:
+            raise CRSError("The declared area is not a valid area of the CRS (or crosses the antimeridian). Declare a smaller one.")
+        lon0 = float((np.min(lon) + np.max(lon)) / 2)
+        lat0 = float((np.min(lat) + np.max(lat)) / 2)
+        work = local_aeqd(lon0, lat0, geodetic)
+        wb = Transformer.from_crs(crs, work, always_xy=True).transform_bounds(*area, densify_pts=21)
+        s = _scale_over(work, wb)
+        frame = PublicFrame(crs, "planar", work, s[0], s[1], area, area_source)
+        if frame.distortion > max_distortion:
+            warnings.warn(
+                f"The declared area is so large that even a local equidistant projection distorts distances by "
+                f"{100 * frame.distortion:.2f} %. The guarantee holds (noise is scaled for the largest distortion), but "
+                "some points get that much more noise than needed. Declare smaller areas and release them separately.",
+                DistortionWarning,
+                stacklevel=4,
+            )
+        return frame
+    e = geodetic.ellipsoid
+    e2 = 1.0 - (e.semi_minor_metre / e.semi_major_metre) ** 2
+    R = sphere_radius(crs)
+    # sphere metres per ground metre: R/M(lat) north, R/N(lat) east; max 1 (north at the equator),
+    # min R / M(pole) = (1 - e^2)^(3/2)
+    return PublicFrame(crs, "spherical", geodetic, 1.0, (1.0 - e2) ** 1.5, area, area_source if area else "none", R)
+
+
+def public_frame(crs, *, bounds=None, region=None, max_distortion: float = DEFAULT_MAX_DISTORTION, planar_only: bool = False) -> PublicFrame:
+    """The frame a release draws noise in, from public information only (see the module docstring).
+
+    Parameters
+    ----------
+    crs : anything pyproj reads
+        The data's CRS.
+    bounds : (xmin, ymin, xmax, ymax), optional
+        The declared public study area in ``crs``.
+    region : polygon or GeoSeries/GeoDataFrame, optional
+        The public region outputs are kept in; its bounding box is the declared area when
+        ``bounds`` is not given.
+    max_distortion : float
+        Largest scale variation over the public area for which a projected CRS is used as is.
+    planar_only : bool
+        Refuse the spherical frame (mechanisms that need a plane, e.g. trace prediction).
+    """
+    crs = as_crs(crs)
+    max_distortion = float(max_distortion)
+    if not (max_distortion >= 0 and math.isfinite(max_distortion)):
+        raise ValueError("max_distortion must be a finite number >= 0.")
+    area = declared_bounds(crs, bounds, region)
+    source = "bounds" if bounds is not None else ("region" if region is not None else "none")
+    return _public_frame_cached(crs.to_wkt(), area, source, max_distortion, bool(planar_only))
+
+
+# ---------------------------------------------------------------------------- lattice
+def default_grid(epsilon_per_m: float) -> float:
+    """The default lattice step in ground metres: 1 m, or 1/(20 epsilon) when the noise is finer.
+
+    A public function of epsilon: about 40 times below the mean noise radius 2/epsilon.
+    """
+    return min(DEFAULT_GRID_M, 1.0 / (20.0 * float(epsilon_per_m)))
+
+
+@dataclass(frozen=True)
+class Lattice:
+    """A public lattice in the output (input-CRS) coordinates.
+
+    ``kind="planar"``: nodes (i * step, j * step) from the CRS origin.  ``kind="geographic"``:
+    rows at latitudes k * step_y (degrees); in row k the longitude step is
+    ``grid_m / (N(lat_k) cos lat_k)`` in degrees (a public function of k), so cells are
+    about ``grid_m`` ground metres wide everywhere.
+    """
+
+    kind: str
+    grid_m: float
+    step: float  # planar: CRS units; geographic: latitude step in degrees
+    min_cell_m: float  # smallest ground side of a cell over the public area (for the bound)
+    semi_major: float = 0.0
+    e2: float = 0.0
+
+    def snap(self, xy: np.ndarray) -> np.ndarray:
+        if self.kind == "planar":
+            return np.round(xy / self.step) * self.step
+        lat = np.clip(np.round(xy[:, 1] / self.step) * self.step, -90.0, 90.0)
+        phi = np.radians(lat)
+        n_rad = self.semi_major / np.sqrt(1.0 - self.e2 * np.sin(phi) ** 2)
+        width = n_rad * np.cos(phi)  # metres per radian of longitude on this row
+        with np.errstate(divide="ignore"):
+            lon_step = np.degrees(self.grid_m / np.maximum(width, 1e-9))
+        lon_step = np.minimum(lon_step, 360.0)
+        lon = np.round(xy[:, 0] / lon_step) * lon_step
+        lon = np.where(lon > 180.0, lon - 360.0, np.where(lon < -180.0, lon + 360.0, lon))
+        return np.column_stack([lon, lat])
+
+    def describe(self) -> dict:
+        return {"grid_m": self.grid_m, "lattice": "CRS origin" if self.kind == "planar" else "latitude rows from the equator"}
+
+
+def public_lattice(frame: PublicFrame, grid_m: float) -> Lattice:
+    """The lattice of step ``grid_m`` ground metres in the frame's input CRS, from public scale only."""
+    crs = frame.input_crs
+    grid_m = float(grid_m)
+    if crs.is_geographic:
+        unit = (crs.axis_info[0].unit_name or "").lower() if crs.axis_info else ""
+        if "degree" not in unit:
+            raise CRSError(f"{crs.name} measures angles in {unit!r}; geopriv handles degrees. Reproject to EPSG:4326.")
+        e = _geodetic(crs).ellipsoid
+        a = e.semi_major_metre
+        e2 = 1.0 - (e.semi_minor_metre / a) ** 2
+        m_pole = a / math.sqrt(1.0 - e2)  # the largest meridional radius of curvature
+        step = math.degrees(grid_m / m_pole)
+        step_min = _MIN_STEP_ULPS * np.spacing(180.0)
+        if step < step_min:
+            raise GeoprivError(
+                f"The grid of {grid_m:g} m is finer than the precision of coordinates in degrees allows. "
+                "Use a coarser grid (>= 0.01 m) or a smaller epsilon."
+            )
+        # rows are at most grid_m tall; widths are grid_m except near the poles (capped at 360 degrees)
+        return Lattice("geographic", grid_m, step, grid_m * (1.0 - e2) ** 1.5 / 2.0, a, e2)
+    if frame.kind == "planar" and frame.same:
+        smin, smax = frame.scale_min, frame.scale_max
+        area = frame.area
+    else:
+        # projected CRS used through the sphere (e.g. Web Mercator): scale over its public area
+        area = frame.area if frame.area is not None else area_of_use_bounds(crs)
+        s = _scale_over(crs, area) if area is not None else None
+        if s is None:
+            raise CRSError(
+                f"{crs.name} has no area of use over which its scale can be bounded, so no public lattice can be fixed. "
+                "Declare bounds=(xmin, ymin, xmax, ymax), or reproject the data to EPSG:4326 or a UTM zone."
+            )
+        smax, smin = s
+    step = grid_m * smin
+    mag = max(abs(v) for v in area) if area is not None else 1e7
+    if step < _MIN_STEP_ULPS * np.spacing(max(mag, 1.0)):
+        raise GeoprivError(
+            f"The grid of {grid_m:g} m is finer than the precision of coordinates in {crs.name} allows. "
+            "Use a coarser grid or a smaller epsilon."
+        )
+    return Lattice("planar", grid_m, step, step / smax)
+
+
+def finite_precision_epsilon(epsilon_per_m: float, frame: PublicFrame, lattice: Lattice) -> float:
+    """Effective epsilon per ground metre of the snapped release (Andres et al. 2013, Thm 4.1).
+
+    Uses the smallest ground side of a lattice cell and the public ``r_max`` of the frame;
+    raises ValueError (with a fix) when the bound does not exist.
+    """
+    return discretisation_epsilon(float(epsilon_per_m), lattice.min_cell_m, frame.r_max_metres(), ANGLE_RESOLUTION)
+
+
+def check_grid(grid, epsilon_per_m: float):
+    """Validate a grid argument: "auto" -> default_grid(epsilon); a positive number of metres."""
+    if isinstance(grid, str):
+        if grid != "auto":
+            raise ValueError(f"grid must be a number of metres or 'auto', got {grid!r}.")
+        return default_grid(epsilon_per_m)
+    if isinstance(grid, (bool, np.bool_)):
+        raise TypeError("grid must be a number of metres (or 'auto'), not a bool.")
+    grid = check_epsilon(grid, "grid (metres)")
+    if 2.0 / epsilon_per_m < grid:
+        raise ValueError(
+            f"The grid of {grid:g} m is coarser than the noise (mean radius {2.0 / epsilon_per_m:.3g} m): most releases "
+            "would snap back to the true point's own cell. Use a grid well below 2/epsilon, or a smaller epsilon."
+        )
+    return grid

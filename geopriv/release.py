@@ -1,0 +1,341 @@
+"""The one release path every point mechanism goes through.
+
+``release_points(data, mechanism, ...)`` does, once and in this order:
+
+1. validation of the input (points, CRS, no extra geometry columns, no location-bearing
+   attributes unless kept deliberately: :mod:`geopriv.attributes`);
+2. the public metric frame (:func:`geopriv.frame.public_frame`) and the check that every input
+   lies in its public area;
+3. the public lattice and the finite-precision bound (refused before any noise is drawn when it
+   does not exist);
+4. the mechanism's sampling, chunk by chunk with progress (noise for the next chunk is drawn
+   in a worker thread while the current chunk's geometries are built);
+5. truncation to the public area / region and snapping to the lattice (post-processing);
+6. the provenance record, built from an allowlist of public fields (:mod:`geopriv.provenance`).
+
+The mechanism contract
+----------------------
+A mechanism passed here is a small immutable object with
+
+``frame_policy``
+    ``"metric"``: noise is drawn in the public frame chosen here (planar or spherical);
+    ``"own"``: the mechanism lives in its own public CRS (``mechanism.crs``), e.g. the
+    location-dependent mechanism on its privacy map's grid.
+``release(xy, frame, rng, labels=None)``
+    Released coordinates for the (n, 2) array ``xy`` in ``frame.work_crs`` (degrees for a
+    spherical frame).  Pure: no frames chosen, nothing written, no budget charged.
+``describe(frame)``
+    Its public parameters (a dict of allowlisted provenance fields).
+``finite_precision(frame, lattice)``
+    ``(effective_epsilon_per_m or None, text)``: the bound of the snapped release.
+``default_grid_m()``
+    The default lattice step in ground metres, a function of its public parameters.
+"""
+from __future__ import annotations
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+
+import geopandas as gpd
+import numpy as np
+import pandas as pd
+import shapely
+from geopandas.array import GeometryArray
+from pyproj import Transformer
+
+from ._points import as_geoseries, check_no_other_geometries, point_xy
+from .crs import as_crs
+from .exceptions import CRSError, GeometryError, GeoprivError, MissingCRSError
+from .frame import (
+    DEFAULT_MAX_DISTORTION,
+    PublicFrame,
+    area_of_use_bounds,
+    check_grid,
+    declared_bounds,
+    public_frame,
+    public_lattice,
+)
+from .provenance import attach, make_record
+from .rng import make_rng
+
+__all__ = ["release_points", "assemble", "CHUNK", "check_release_input"]
+
+CHUNK = 1_000_000
+_COPY_ON_WRITE = int(pd.__version__.split(".")[0]) >= 3
+
+
+def check_release_input(data, keep=()):
+    """Validate what a release returns beside the geometry; returns the GeoSeries of points."""
+    from .attributes import check_location_attributes
+
+    geoms = as_geoseries(data)
+    check_no_other_geometries(data)
+    check_location_attributes(data, keep=tuple(keep or ()))
+    return geoms
+
+
+def progress_callback(progress, total, desc="perturb"):
+    """(callback(done, total) or None, tqdm bar or None) from a ``progress=`` argument."""
+    if progress is None or progress is False:
+        return None, None
+    if callable(progress):
+        return progress, None
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=total, unit="pt", unit_scale=True, desc=desc, disable=None)
+
+    def update(done, total_):
+        bar.n = done
+        bar.refresh()
+
+    return update, bar
+
+
+def _region_geometry(region, crs):
+    if region is None:
+        return None
+    if isinstance(region, shapely.Geometry):
+        geom = region
+    else:
+        if region.crs is None:
+            raise MissingCRSError("The region")
+        geom = region.to_crs(crs).union_all()
+    if geom.is_empty or geom.area <= 0:
+        raise ValueError("region must be a polygon with positive area (it is the area outputs are kept in).")
+    shapely.prepare(geom)
+    return geom
+
+
+def _truncate(xy, region, lattice):
+    """Remap outputs outside the region to the nearest lattice node inside it (post-processing)."""
+    inside = shapely.contains_xy(region, xy[:, 0], xy[:, 1])
+    if inside.all():
+        return xy
+    out = xy.copy()
+    idx = np.flatnonzero(~inside)
+    pts = shapely.points(xy[idx])
+    nearest = shapely.get_coordinates(shapely.shortest_line(pts, region))[1::2]
+    if lattice is None:
+        out[idx] = nearest
+        return out
+    if lattice.kind != "planar":
+        out[idx] = lattice.snap(nearest)
+        return out
+    step = lattice.step
+    offs = np.array([(i, j) for i in range(-3, 4) for j in range(-3, 4)], dtype=float) * step
+    base = lattice.snap(nearest)
+    cand = base[:, None, :] + offs[None, :, :]
+    ok = shapely.contains_xy(region, cand[..., 0], cand[..., 1])
+    d = np.hypot(cand[..., 0] - xy[idx, None, 0], cand[..., 1] - xy[idx, None, 1])
+    d[~ok] = np.inf
+    best = d.argmin(axis=1)
+    if not np.isfinite(d[np.arange(len(idx)), best]).all():
+        raise ValueError("The region is too thin for the grid: no grid node inside it near its boundary. Use a finer grid.")
+    out[idx] = cand[np.arange(len(idx)), best]
+    return out
+
+
+def _clamp_rect(xy, rect, lattice):
+    """Clamp outputs into the public rectangle, onto lattice nodes inside it (post-processing)."""
+    xmin, ymin, xmax, ymax = rect
+    if lattice is not None and lattice.kind == "planar":
+        s = lattice.step
+        lo = (math.ceil(xmin / s) * s, math.ceil(ymin / s) * s)
+        hi = (math.floor(xmax / s) * s, math.floor(ymax / s) * s)
+        np.clip(xy[:, 0], lo[0], hi[0], out=xy[:, 0])
+        np.clip(xy[:, 1], lo[1], hi[1], out=xy[:, 1])
+    else:
+        np.clip(xy[:, 0], xmin, xmax, out=xy[:, 0])
+        np.clip(xy[:, 1], ymin, ymax, out=xy[:, 1])
+    return xy
+
+
+def _check_noise_above_precision(epsilon_per_m, frame):
+    """Refuse an epsilon whose noise is below the float precision of coordinates in the public area."""
+    if frame.area is not None:
+        mag = max(abs(v) for v in frame.area)
+        per_unit = frame.scale_max
+    else:
+        mag, per_unit = 180.0, 1.0 / 110_000.0  # degrees
+    if frame.kind == "spherical" and not frame.input_crs.is_geographic:
+        per_unit = 1.0
+    ulp_m = float(np.spacing(max(mag, 1.0))) / per_unit
+    if 2.0 / float(epsilon_per_m) < 2.0**12 * ulp_m:
+        raise ValueError(
+            f"epsilon {epsilon_per_m:g} per metre asks for noise ({2.0 / epsilon_per_m:.3g} m) below the precision of "
+            "coordinates in this CRS: the release would be the true location up to rounding. Use a smaller epsilon."
+        )
+
+
+def _own_frame(mechanism, crs) -> PublicFrame:
+    return PublicFrame(crs, "planar", mechanism.crs, 1.0, 1.0, None, "mechanism")
+
+
+def release_points(
+    data,
+    mechanism,
+    *,
+    rng=None,
+    grid="auto",
+    continuous: bool = False,
+    bounds=None,
+    region=None,
+    keep=(),
+    max_distortion: float = DEFAULT_MAX_DISTORTION,
+    progress=None,
+    extra_record: dict | None = None,
+):
+    """Release the points of ``data`` with ``mechanism`` through the one public release path.
+
+    See the module docstring for the steps and :func:`geopriv.perturb` for the parameters.
+    Returns a new object like ``data`` whose geometry is the release and whose
+    ``attrs["geopriv"]`` is the provenance record (public fields only).
+    """
+    geoms = check_release_input(data, keep)
+    source = make_rng(rng)
+    crs = geoms.crs
+    xy = point_xy(geoms)
+    labels = geoms.index
+    if isinstance(continuous, (bool, np.bool_)) is False:
+        raise TypeError("continuous must be True or False.")
+    if continuous and not (isinstance(grid, str) and grid == "auto"):
+        raise ValueError("continuous=True releases unrounded coordinates; do not also pass grid=.")
+
+    # 1. the public frame
+    if mechanism.frame_policy == "own":
+        frame = _own_frame(mechanism, as_crs(crs))
+        lattice_frame = public_frame(crs, bounds=bounds if bounds is not None else mechanism.public_bounds(crs), region=region,
+                                     max_distortion=max_distortion)
+        lattice_frame.check_inside(xy, labels)
+    else:
+        frame = public_frame(crs, bounds=bounds, region=region, max_distortion=max_distortion,
+                             planar_only=mechanism.frame_policy == "planar")
+        frame.check_inside(xy, labels)
+        lattice_frame = frame
+    region_geom = _region_geometry(region, crs)
+
+    # 2. the public lattice and the finite-precision bound, before any noise is drawn
+    lattice = None
+    if not continuous:
+        grid_m = check_grid(grid, mechanism.grid_epsilon_per_m())
+        area = declared_bounds(crs, bounds, region)
+        if area is not None:
+            side = min(area[2] - area[0], area[3] - area[1]) / lattice_frame.scale_max if lattice_frame.kind == "planar" else None
+            if side is not None and grid_m > side:
+                raise ValueError(
+                    f"The grid of {grid_m:g} m is coarser than the declared area (its shorter side is about {side:.3g} m): "
+                    "every release would be the same few nodes. Use a finer grid or a larger area."
+                )
+        lattice = public_lattice(lattice_frame, grid_m)
+        effective, fp_text = mechanism.finite_precision(lattice_frame, lattice)
+    if continuous:
+        effective, fp_text = None, "none: continuous float64 output (explicitly requested), no finite-precision bound"
+    else:
+        _check_noise_above_precision(mechanism.grid_epsilon_per_m(), lattice_frame)
+
+    # 3. sample, 4. truncate and snap, chunk by chunk
+    rect = lattice_frame.area
+    if rect is None and frame.kind == "spherical" and crs.is_projected:
+        rect = area_of_use_bounds(crs)  # e.g. Web Mercator: keep outputs where the CRS is defined
+    to_work = None if frame.same else Transformer.from_crs(crs, frame.work_crs, always_xy=True)
+    from_work = None if frame.same else Transformer.from_crs(frame.work_crs, crs, always_xy=True)
+    gen = source.generator
+
+    def draw(a, b):
+        chunk = xy[a:b]
+        if to_work is not None:
+            x, y = to_work.transform(chunk[:, 0], chunk[:, 1])
+            chunk = np.column_stack([x, y])
+            bad = ~np.isfinite(chunk).all(axis=1)
+            if bad.any():
+                raise GeometryError(
+                    f"cannot be expressed in the working frame ({frame.work_crs.name})", labels[a:b][bad],
+                    f"Check that the coordinates are really in {crs.name}: they must lie within its valid range.",
+                )
+        return mechanism.release(chunk, frame, gen, labels=labels[a:b])
+
+    def finish(out, geoms_out):
+        if from_work is not None:
+            x, y = from_work.transform(out[:, 0], out[:, 1])
+            out = np.column_stack([x, y])
+        if region_geom is not None:
+            out = _truncate(out, region_geom, lattice)
+        elif rect is not None and lattice is not None and lattice.kind == "geographic":
+            out = _clamp_rect(out, rect, None)
+        if lattice is not None:
+            out = lattice.snap(out)
+            if rect is not None and region_geom is None and lattice.kind == "planar":
+                out = _clamp_rect(out, rect, lattice)
+        elif rect is not None and region_geom is None:
+            out = _clamp_rect(out, rect, None)
+        if not np.isfinite(out).all():  # pragma: no cover - defensive: never release a non-finite point
+            raise CRSError(f"Some releases cannot be expressed in {crs.name}; reproject the data to EPSG:4326 or a UTM zone.")
+        shapely.points(out, out=geoms_out)
+
+    geometries = _pipelined(len(xy), draw, finish, progress)
+
+    # 5. provenance: public fields only
+    fields = dict(mechanism.describe(frame))
+    fields.update(frame.describe() if mechanism.frame_policy != "own" else {"input_crs": crs.to_string()})
+    if lattice is not None:
+        fields.update(lattice.describe())
+    fields["effective_epsilon_per_m"] = effective
+    fields["finite_precision"] = fp_text
+    fields["declared_bounds"] = None if bounds is None else [float(v) for v in declared_bounds(crs, bounds, None)]
+    fields["region"] = region is not None
+    fields["kept_columns"] = sorted(str(k) for k in (keep or ()))
+    if extra_record:
+        fields.update(extra_record)
+    record = make_record(fields, seeded=source.seeded, n=len(xy))
+    return assemble(data, geoms, geometries, record)
+
+
+def _pipelined(n, draw, finish, progress):
+    """Release rows chunk by chunk, sampling the next chunk in a worker thread.
+
+    numpy's generators and ufuncs release the GIL, so sampling overlaps with building the point
+    geometries.  Chunks are sampled in order from the one generator, so seeded output does not
+    depend on thread timing.
+    """
+    bounds = [(a, min(n, a + CHUNK)) for a in range(0, n, CHUNK)]
+    callback, bar = progress_callback(progress, n)
+    geometries = np.empty(n, dtype=object)
+    try:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pending = pool.submit(draw, *bounds[0])
+            for i, (a, b) in enumerate(bounds):
+                out = pending.result()
+                if i + 1 < len(bounds):
+                    pending = pool.submit(draw, *bounds[i + 1])
+                try:
+                    finish(out, geometries[a:b])
+                    if callback is not None:
+                        callback(b, n)
+                except BaseException:
+                    pending.cancel()
+                    raise
+    finally:
+        if bar is not None:
+            bar.close()
+    return geometries
+
+
+def assemble(data, geoms, released, record):
+    """New object like ``data`` with geometry replaced by ``released`` and provenance attached.
+
+    ``released`` is an (n, 2) array of coordinates or an array of shapely points (or None).
+    """
+    if isinstance(released, np.ndarray) and released.dtype != object:
+        released = shapely.points(released)
+    new_geoms = gpd.GeoSeries(GeometryArray(released, crs=geoms.crs), index=geoms.index, name=geoms.name, copy=False)
+    if isinstance(data, gpd.GeoSeries):
+        return attach(new_geoms, data, record)
+    name = geoms.name
+    if _COPY_ON_WRITE:
+        out = data.copy(deep=False)
+        out[name] = new_geoms
+    else:
+        rest = data.drop(columns=[name]).copy()
+        rest.insert(data.columns.get_loc(name), name, new_geoms)
+        out = gpd.GeoDataFrame(rest, geometry=name, crs=geoms.crs)
+    return attach(out, data, record)
