@@ -88,6 +88,7 @@ _SPARSE = 20  # fewer sampled non-null values than this: re-sample among the non
 _PLURAL = {"metre": "metres", "meter": "metres", "foot": "feet", "US survey foot": "US survey feet"}
 _WGS84 = CRS.from_epsg(4326)
 _WEB_MERCATOR = CRS.from_epsg(3857)
+_MERCATOR_RADIUS = 6_378_137.0
 
 _WKT = re.compile(
     r"(?:SRID\s*=\s*\d+\s*;\s*)?"
@@ -327,20 +328,22 @@ def _frames(geom_array, positions, crs) -> list:
     else:
         unit = crs.axis_info[0].unit_name if crs.axis_info else "CRS units"
         frames.append(_Frame(_crs_label(crs), ("x", "y"), x, y, METRE_TOLERANCE, unit or "CRS units", True))
-    for target, names, tolerance, unit, same in (
-        (_WGS84, ("longitude", "latitude"), DEGREE_TOLERANCE, "degree", is_wgs84),
-        (_WEB_MERCATOR, ("x", "y"), METRE_TOLERANCE, "metre", is_mercator),
-    ):
-        if same:
-            continue
-        transformer = _transformer(crs, target)
+    if is_wgs84:
+        lon, lat = x, y
+    else:
+        transformer = _transformer(crs, _WGS84)
         if transformer is None:
-            continue
-        tx, ty = transformer.transform(x, y)
-        tx, ty = np.asarray(tx, dtype=float), np.asarray(ty, dtype=float)
-        # the affine test in lon/lat catches a lon/lat-like column in a geographic data CRS too
-        affine = target is _WGS84 and not crs.is_geographic
-        frames.append(_Frame(_crs_label(target), names, tx, ty, tolerance, unit, affine))
+            return frames
+        lon, lat = (np.asarray(a, dtype=float) for a in transformer.transform(x, y))
+        # the affine test in lon/lat also catches lon/lat-like columns of projected data far apart
+        frames.append(_Frame("EPSG:4326", ("longitude", "latitude"), lon, lat, DEGREE_TOLERANCE, "degree",
+                             not crs.is_geographic))
+    if not is_mercator:
+        # EPSG:3857 is the spherical Mercator formula on WGS 84 longitude/latitude
+        with np.errstate(all="ignore"):
+            mx = _MERCATOR_RADIUS * np.radians(lon)
+            my = _MERCATOR_RADIUS * np.log(np.tan(np.pi / 4 + np.radians(lat) / 2))
+        frames.append(_Frame("EPSG:3857", ("x", "y"), mx, my, METRE_TOLERANCE, "metre", False))
     return frames
 
 
@@ -485,39 +488,48 @@ def _numeric_reason(values: np.ndarray, frames, positions, *, what: str = "value
 
 
 def _affine_correlation(values, frame, positions):
+    """Multiple correlation of ``values`` with (x, y) of ``frame``, if above the threshold.
+
+    Plain sums rather than BLAS (``@``, ``lstsq``): on 20,000 rows a threaded BLAS call can
+    cost milliseconds of thread start-up on a busy machine, the sums cost microseconds.
+    """
     ok = np.isfinite(values) & np.isfinite(frame.x) & np.isfinite(frame.y)
     if int(ok.sum()) < AFFINE_MIN_ROWS:
         return None
-    v = values[ok]
+    v, x, y = values[ok], frame.x[ok], frame.y[ok]
     v = v - v.mean()
-    ss = float(v @ v)
-    if not ss > 0:
+    x = x - x.mean()
+    y = y - y.mean()
+    svv = float((v * v).sum())
+    sxx, syy, sxy = float((x * x).sum()), float((y * y).sum()), float((x * y).sum())
+    if not (svv > 0 and (sxx > 0 or syy > 0)):
         return None
-    design = np.column_stack([frame.x[ok] - frame.x[ok].mean(), frame.y[ok] - frame.y[ok].mean()])
-    scale = np.abs(design).max(axis=0)
-    scale[scale == 0] = 1.0
-    coef, *_ = np.linalg.lstsq(design / scale, v, rcond=None)
-    residual = v - (design / scale) @ coef
-    r2 = 1.0 - float(residual @ residual) / ss
-    if r2 <= AFFINE_CORRELATION**2:
+    sxv, syv = float((x * v).sum()), float((y * v).sum())
+    det = sxx * syy - sxy * sxy
+    if sxx > 0 and syy > 0 and det > 1e-9 * sxx * syy:
+        r2 = (syy * sxv * sxv - 2.0 * sxy * sxv * syv + sxx * syv * syv) / (det * svv)
+    else:  # one coordinate constant or the points on a line: the better single regressor
+        r2 = max(sxv * sxv / (sxx * svv) if sxx > 0 else 0.0, syv * syv / (syy * svv) if syy > 0 else 0.0)
+    if not r2 > AFFINE_CORRELATION**2:
         return None
     if len(np.unique(values[ok])) < AFFINE_MIN_DISTINCT:
         return None
     if _is_row_number(values[ok], positions[ok]):
         return None
-    return float(np.sqrt(max(r2, 0.0)))
+    return float(np.sqrt(min(r2, 1.0)))
 
 
 def _is_row_number(values, positions) -> bool:
     """Integer values that are an affine function of the row position (ids 0..n-1 and the like)."""
     if not np.all(values == np.round(values)):
         return False
-    p = positions.astype(float) - positions.mean()
+    p = positions.astype(float)
+    p = p - p.mean()
     v = values - values.mean()
-    pp, vv = float(p @ p), float(v @ v)
+    pp, vv = float((p * p).sum()), float((v * v).sum())
     if pp == 0 or vv == 0:
         return False
-    return abs(float(p @ v)) / np.sqrt(pp * vv) > 1 - 1e-9
+    return abs(float((p * v).sum())) / np.sqrt(pp * vv) > 1 - 1e-9
 
 
 # --------------------------------------------------------------------------------------------

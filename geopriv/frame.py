@@ -328,9 +328,8 @@ def public_frame(crs, *, bounds=None, region=None, max_distortion: float = DEFAU
         The data's CRS.
     bounds : (xmin, ymin, xmax, ymax), optional
         The declared public study area in ``crs``.
-    region : polygon or GeoSeries/GeoDataFrame, optional
-        The public region outputs are kept in; its bounding box is the declared area when
-        ``bounds`` is not given.
+    region : ignored here
+        Kept for signature compatibility: a region constrains outputs, not inputs.
     max_distortion : float
         Largest scale variation over the public area for which a projected CRS is used as is.
     planar_only : bool
@@ -340,8 +339,8 @@ def public_frame(crs, *, bounds=None, region=None, max_distortion: float = DEFAU
     max_distortion = float(max_distortion)
     if not (max_distortion >= 0 and math.isfinite(max_distortion)):
         raise ValueError("max_distortion must be a finite number >= 0.")
-    area = declared_bounds(crs, bounds, region)
-    source = "bounds" if bounds is not None else ("region" if region is not None else "none")
+    area = declared_bounds(crs, bounds, None)
+    source = "bounds" if bounds is not None else "none"
     return _public_frame_cached(crs.to_wkt(), area, source, max_distortion, bool(planar_only))
 
 

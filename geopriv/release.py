@@ -65,13 +65,14 @@ _COPY_ON_WRITE = int(pd.__version__.split(".")[0]) >= 3
 
 
 def check_release_input(data, keep=()):
-    """Validate what a release returns beside the geometry; returns the GeoSeries of points."""
+    """Validate the points and what a release returns beside them; returns (GeoSeries, (n, 2) xy)."""
     from .attributes import check_location_attributes
 
     geoms = as_geoseries(data)
     check_no_other_geometries(data)
+    xy = point_xy(geoms)
     check_location_attributes(data, keep=tuple(keep or ()))
-    return geoms
+    return geoms, xy
 
 
 def progress_callback(progress, total, desc="perturb"):
@@ -191,10 +192,9 @@ def release_points(
     Returns a new object like ``data`` whose geometry is the release and whose
     ``attrs["geopriv"]`` is the provenance record (public fields only).
     """
-    geoms = check_release_input(data, keep)
+    geoms, xy = check_release_input(data, keep)
     source = make_rng(rng)
     crs = geoms.crs
-    xy = point_xy(geoms)
     labels = geoms.index
     if isinstance(continuous, (bool, np.bool_)) is False:
         raise TypeError("continuous must be True or False.")
@@ -204,15 +204,22 @@ def release_points(
     # 1. the public frame
     if mechanism.frame_policy == "own":
         frame = _own_frame(mechanism, as_crs(crs))
-        lattice_frame = public_frame(crs, bounds=bounds if bounds is not None else mechanism.public_bounds(crs), region=region,
+        lattice_frame = public_frame(crs, bounds=bounds if bounds is not None else mechanism.public_bounds(crs),
                                      max_distortion=max_distortion)
         lattice_frame.check_inside(xy, labels)
     else:
-        frame = public_frame(crs, bounds=bounds, region=region, max_distortion=max_distortion,
+        frame = public_frame(crs, bounds=bounds, max_distortion=max_distortion,
                              planar_only=mechanism.frame_policy == "planar")
         frame.check_inside(xy, labels)
         lattice_frame = frame
     region_geom = _region_geometry(region, crs)
+    if region_geom is not None and lattice_frame.area is not None:
+        rb, ab = region_geom.bounds, lattice_frame.area
+        if rb[0] < ab[0] or rb[1] < ab[1] or rb[2] > ab[2] or rb[3] > ab[3]:
+            raise ValueError(
+                "region= extends beyond the public area of the release (declared bounds= or the CRS's area of use); "
+                "clip the region to it or declare bounds= that hold it."
+            )
 
     # 2. the public lattice and the finite-precision bound, before any noise is drawn
     lattice = None
@@ -258,16 +265,14 @@ def release_points(
         if from_work is not None:
             x, y = from_work.transform(out[:, 0], out[:, 1])
             out = np.column_stack([x, y])
-        if region_geom is not None:
-            out = _truncate(out, region_geom, lattice)
-        elif rect is not None and lattice is not None and lattice.kind == "geographic":
+        if rect is not None and region_geom is None and (lattice is None or lattice.kind == "geographic"):
             out = _clamp_rect(out, rect, None)
         if lattice is not None:
             out = lattice.snap(out)
             if rect is not None and region_geom is None and lattice.kind == "planar":
                 out = _clamp_rect(out, rect, lattice)
-        elif rect is not None and region_geom is None:
-            out = _clamp_rect(out, rect, None)
+        if region_geom is not None:  # nearest lattice node inside the region
+            out = _truncate(out, region_geom, lattice)
         if not np.isfinite(out).all():  # pragma: no cover - defensive: never release a non-finite point
             raise CRSError(f"Some releases cannot be expressed in {crs.name}; reproject the data to EPSG:4326 or a UTM zone.")
         shapely.points(out, out=geoms_out)

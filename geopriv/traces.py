@@ -301,7 +301,7 @@ def sanitize_traces(
     ...                                rate=0.033)                                  # doctest: +SKIP
     >>> geopriv.trace_ledger(out)                                                   # doctest: +SKIP
     """
-    geoms = check_release_input(data, keep)
+    geoms, xy = check_release_input(data, keep)
     _check_output_columns(data)
     if method not in ("predictive", "independent"):
         raise ValueError(f"method must be 'predictive' or 'independent', got {method!r}.")
@@ -324,7 +324,6 @@ def sanitize_traces(
             skip=None if skip_speed is None else TimeSkip(skip_speed),
             stale_after=stale_after,
         )
-    xy = point_xy(geoms)
     codes, uniques, secs, order = _layout(data, geoms, traj_id, time)
     source = make_rng(rng)
 

@@ -14,7 +14,8 @@ from pyproj import Transformer
 from scipy import stats
 
 import geopriv
-from geopriv.crs import ground_scale, metric_frame
+from geopriv.crs import ground_scale
+from geopriv.frame import public_frame
 from geopriv.exceptions import CRSError, DistortionWarning, MissingCRSError
 from geopriv.mechanisms.planar_laplace import polar_noise
 
@@ -85,16 +86,28 @@ def test_scale_factors_are_what_geodesy_says():
 
 def test_frame_choice_and_provenance():
     utm = _points(32650, 116.4, 39.9, n=200)
-    out = geopriv.perturb(utm, EPS, rng=1)
-    assert out.attrs["geopriv"]["working_crs"] == "input"
+    rec = geopriv.perturb(utm, EPS, rng=1).attrs["geopriv"]
+    assert rec["frame"] == "planar" and rec["frame_area"] == "area_of_use" and "working_crs" not in rec
     merc = _points(3857, 18.96, 69.65, n=200)
     rec = geopriv.perturb(merc, EPS, rng=1).attrs["geopriv"]
-    assert "aeqd" in rec["working_crs"]
-    assert rec["distortion"] < 1e-4
+    assert rec["frame"] == "spherical" and rec["mechanism"] == "spherical_laplace"
+    # the public distortion bound of the sphere: (1 - e^2)^(-3/2) - 1 on WGS 84
+    assert rec["distortion"] == pytest.approx(0.010126, abs=1e-6)
     feet = _points(2263, -73.98, 40.75, n=200)
     rec = geopriv.perturb(feet, EPS, rng=1).attrs["geopriv"]
-    assert rec["working_crs"] == "input"
+    assert rec["frame"] == "planar"
     assert rec["epsilon_per_work_unit"] == pytest.approx(EPS * 0.3048006, rel=2e-4)
+
+
+def test_frame_does_not_depend_on_the_data():
+    """Two data sets in the same CRS get the same frame object (it never sees the points)."""
+    a = _points(32650, 116.4, 39.9, n=50)
+    b = _points(32650, 117.5, 30.0, n=50)
+    ra = geopriv.perturb(a, EPS, rng=1).attrs["geopriv"]
+    rb = geopriv.perturb(b, EPS, rng=2).attrs["geopriv"]
+    drop = ("created_utc",)
+    assert {k: v for k, v in ra.items() if k not in drop} == {k: v for k, v in rb.items() if k not in drop}
+    assert public_frame(32650) is public_frame(32650)
 
 
 def test_missing_crs_is_an_error_that_says_what_to_do():
@@ -103,24 +116,28 @@ def test_missing_crs_is_an_error_that_says_what_to_do():
         geopriv.perturb(gdf, EPS)
 
 
-def test_continental_extent_warns_but_keeps_guarantee():
+def test_continental_extent_is_covered_by_the_sphere():
     gdf = gpd.GeoDataFrame(geometry=gpd.points_from_xy([100, 120, 110], [20, 50, 35]), crs=4326)
-    with pytest.warns(DistortionWarning, match="guarantee holds"):
-        out = geopriv.perturb(gdf, EPS, rng=1)
-    rec = out.attrs["geopriv"]
-    assert rec["epsilon_per_work_unit"] == pytest.approx(EPS / rec["scale_max_units_per_m"])
-
-
-def test_antimeridian_spanning_data_refused():
-    gdf = gpd.GeoDataFrame(geometry=gpd.points_from_xy([-179, 179], [0, 0]), crs=4326)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        with pytest.raises(CRSError, match="Split the data"):
-            geopriv.perturb(gdf, EPS)
+        warnings.simplefilter("error")
+        out = geopriv.perturb(gdf, EPS, rng=1)
+    assert out.attrs["geopriv"]["frame"] == "spherical"
 
 
-def test_metric_frame_round_trip():
-    frame = metric_frame(4326, (116.3, 39.8, 116.5, 40.0))
+def test_antimeridian_and_poles_are_handled_on_the_sphere():
+    gdf = gpd.GeoDataFrame(geometry=gpd.points_from_xy([-179.9999, 179.9999, 0.0], [0, 0, 89.9999]), crs=4326)
+    out = geopriv.perturb(gdf, EPS, rng=1)
+    xy = np.column_stack([out.geometry.x, out.geometry.y])
+    assert np.all(np.abs(xy[:, 0]) <= 180) and np.all(np.abs(xy[:, 1]) <= 90)
+    d = geopriv.displacement(gdf, out).to_numpy()
+    assert np.all(d < 5_000)  # across the antimeridian, not around the world
+
+
+def test_traces_frame_needs_declared_bounds_for_lonlat():
+    with pytest.raises(CRSError, match="bounds="):
+        public_frame(4326, planar_only=True)
+    frame = public_frame(4326, bounds=(116.3, 39.8, 116.5, 40.0), planar_only=True)
     xy = np.array([[116.4, 39.9], [116.35, 39.85]])
     back = frame.from_work(frame.to_work(xy))
     assert np.allclose(back, xy, atol=1e-10)
+    assert "+lat_0=39.9" in frame.work_crs.to_proj4()  # centred on the declared area, never the data

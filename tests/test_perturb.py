@@ -54,7 +54,8 @@ def test_provenance(utm_points):
     rec = out.attrs["geopriv"]
     assert rec["mechanism"] == "planar_laplace"
     assert rec["epsilon_per_m"] == pytest.approx(EPS)
-    assert rec["effective_epsilon_per_m"] == pytest.approx(EPS)
+    assert EPS < rec["effective_epsilon_per_m"] < EPS * (1 + 1e-3)
+    assert rec["grid_m"] == 1.0 and rec["lattice"] == "CRS origin"
     assert rec["seeded"] is False
     assert rec["geopriv_version"] == geopriv.__version__
     assert rec["n"] == len(utm_points)
@@ -144,10 +145,11 @@ def test_grid_release_snaps_and_reports_effective_epsilon(utm_points):
     region = box(447_000, 4_415_000, 454_000, 4_422_000)
     out = geopriv.perturb(utm_points, EPS, rng=1, grid=10, region=region)
     xy = shapely.get_coordinates(out.geometry.values)
-    assert np.allclose(xy / 10, np.round(xy / 10), atol=1e-6)
+    step = geopriv.public_frame(32650).scale_min * 10  # public: the CRS's smallest scale over its area of use
+    assert np.allclose(xy / step, np.round(xy / step), rtol=0, atol=1e-6)
     assert shapely.contains_xy(region, xy[:, 0], xy[:, 1]).all()
     rec = out.attrs["geopriv"]
-    assert rec["grid_m"] == 10 and rec["region"] and rec["finite_precision_bound"]
+    assert rec["grid_m"] == 10 and rec["region"] and "Thm 4.1" in rec["finite_precision"]
     assert EPS < rec["effective_epsilon_per_m"] < EPS * (1 + 1e-6)
 
 
@@ -156,7 +158,7 @@ def test_truncation_keeps_outputs_in_a_small_region(utm_points):
     region = gpd.GeoSeries([box(449_000, 4_417_000, 451_000, 4_419_000)], crs=32650).to_crs(4326)
     out = geopriv.perturb(utm_points, EPS / 5, rng=2, grid=25, region=region)
     xy = shapely.get_coordinates(out.geometry.values)
-    assert shapely.contains_xy(box(449_000, 4_417_000, 451_000, 4_419_000), xy[:, 0], xy[:, 1]).all()
+    assert shapely.contains_xy(region.to_crs(32650).union_all(), xy[:, 0], xy[:, 1]).all()
 
 
 def test_region_must_have_area(utm_points):

@@ -43,6 +43,11 @@ EPS = math.log(10) / 100  # the paper's ln 10 within 100 m, per trace
 
 
 # ---------------------------------------------------------------------------- helpers
+#: the public study area of the tests' Beijing data (declared, not measured from the points)
+BEIJING = {4326: (115.4, 39.4, 117.6, 41.1)}
+BEIJING[3857] = tuple(__import__("pyproj").Transformer.from_crs(4326, 3857, always_xy=True).transform_bounds(*BEIJING[4326]))
+
+
 def walk_frame(n_traces=4, length=40, crs=32650, step_m=20.0, dt=60.0, seed=0):
     """Random walks in UTM 50N metres (Beijing), one trace per id, 1 query a minute."""
     rng = np.random.default_rng(seed)
@@ -284,7 +289,7 @@ def test_accessor_on_geolife_sample(geolife_sample):
     gdf = geolife_sample
     before = gdf.copy(deep=True)
     out = gdf.priv.sanitize_traces(traj_id="trajectory_id", time="t", level=math.log(10), radius=100,
-                                   rate=0.033, rng=3)
+                                   rate=0.033, rng=3, bounds=BEIJING[4326])
     pd.testing.assert_frame_equal(gdf, before)  # input untouched
     assert out.index.equals(gdf.index) and out.crs == gdf.crs
     assert list(out.columns) == list(gdf.columns) + ["predicted", "status", "epsilon_spent"]
@@ -309,7 +314,8 @@ def test_sample_then_sanitize_geolife_both_methods(geolife_sample):
     for method, kw in (("independent", dict(budget="fixed_utility", accuracy=3000)),
                        ("predictive", dict(budget="fixed_utility", accuracy=3000, skip_speed=4.17)),
                        ("predictive", dict(budget=FixedRate(rate=0.05, eta=0.35, gamma=1.0), predictor="cluster_mean"))):
-        out = geopriv.sanitize_traces(q, traj_id="trajectory_id", time="t", epsilon=EPS, method=method, rng=1, **kw)
+        out = geopriv.sanitize_traces(q, traj_id="trajectory_id", time="t", epsilon=EPS, method=method, rng=1,
+                                      bounds=BEIJING[4326], **kw)
         led = geopriv.trace_ledger(out)
         assert np.all(led["spent"] <= led["budget"])
         ok = out["status"] != "exhausted"
@@ -424,7 +430,7 @@ def test_epsilon_is_per_ground_metre_in_any_crs(crs):
     """
     gdf = walk_frame(n_traces=1500, length=1, step_m=0.0, crs=crs)
     out = gdf.priv.sanitize_traces(traj_id="user", time="t", epsilon=EPS, method="independent",
-                                   budget="fixed_utility", accuracy=300.0, rng=7)
+                                   budget="fixed_utility", accuracy=300.0, rng=7, bounds=BEIJING.get(crs))
     d = gdf.priv.displacement(out).to_numpy()
     eps_n = noise_constant() / 300.0
     se = math.sqrt(2.0) / eps_n / math.sqrt(len(d))  # sd of the Gamma(2, 1/eps) radius is sqrt(2)/eps
