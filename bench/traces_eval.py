@@ -50,6 +50,8 @@ from geopriv.metrics import ground_distance
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "geolife_users_000_009.parquet"
+#: public study area (lon/lat): Beijing municipality's bounding box, declared, not measured from the data
+BOUNDS = (115.4, 39.4, 117.6, 41.1)
 LEVEL, RADIUS = math.log(10), 100.0
 RATE, ACCURACY = 0.033, 3000.0
 PAPER_SKIP, TUNED_SKIP = 0.5 / 3.6, 15 / 3.6  # m/s
@@ -129,12 +131,13 @@ def run(g, ps, reps, seed, configs, log=print):
         t0 = time.perf_counter()
         for rep in range(reps):
             q = geopriv.sample_queries(g, traj_id="trajectory_id", time="t", p=p, rng=seed + 1000 * rep + round(100 * p))
+            q = q.cx[BOUNDS[0]:BOUNDS[2], BOUNDS[1]:BOUNDS[3]]  # the declared study area: Beijing municipality
             for manager, cfgs in configs.items():
                 for name, kw in cfgs.items():
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore", geopriv.DistortionWarning)
                         out = q.priv.sanitize_traces(traj_id="trajectory_id", time="t", level=LEVEL, radius=RADIUS,
-                                                     rng=seed + 7 * rep + 1, **kw)
+                                                     bounds=BOUNDS, rng=seed + 7 * rep + 1, **kw)
                     rows.append(dict(manager=manager, config=name, p=p, rep=rep, queries=len(q),
                                      traces=q["trajectory_id"].nunique(), **measure(q, out)))
         log(f"  p = {p:.1f}: {len(q):,} queries in {q['trajectory_id'].nunique():,} traces  ({time.perf_counter() - t0:.0f} s)")

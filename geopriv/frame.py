@@ -370,9 +370,14 @@ class Lattice:
     semi_major: float = 0.0
     e2: float = 0.0
 
-    def snap(self, xy: np.ndarray) -> np.ndarray:
+    def snap(self, xy: np.ndarray, *, inplace: bool = False) -> np.ndarray:
+        """Nearest lattice node of each row of ``xy`` (a new array unless ``inplace``)."""
         if self.kind == "planar":
-            return np.round(xy / self.step) * self.step
+            out = xy if inplace else np.array(xy, dtype=float)
+            out /= self.step
+            np.round(out, out=out)
+            out *= self.step
+            return out
         lat = np.clip(np.round(xy[:, 1] / self.step) * self.step, -90.0, 90.0)
         phi = np.radians(lat)
         n_rad = self.semi_major / np.sqrt(1.0 - self.e2 * np.sin(phi) ** 2)

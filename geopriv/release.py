@@ -268,7 +268,7 @@ def release_points(
         if rect is not None and region_geom is None and (lattice is None or lattice.kind == "geographic"):
             out = _clamp_rect(out, rect, None)
         if lattice is not None:
-            out = lattice.snap(out)
+            out = lattice.snap(out, inplace=True)  # ``out`` is this chunk's own fresh array
             if rect is not None and region_geom is None and lattice.kind == "planar":
                 out = _clamp_rect(out, rect, lattice)
         if region_geom is not None:  # nearest lattice node inside the region
