@@ -308,10 +308,14 @@ def _frames(geom_array, positions, crs) -> list:
     if geom_array is None:
         return []
     sample = geom_array[positions]
-    x = shapely.get_x(sample)
-    y = shapely.get_y(sample)
-    if not np.isfinite(x).any():
+    points = shapely.get_type_id(sample) == 0
+    points[points] = ~shapely.is_empty(sample[points])
+    if not points.any():
         return []
+    x = np.full(len(sample), np.nan)
+    y = np.full(len(sample), np.nan)
+    x[points] = shapely.get_x(sample[points])
+    y[points] = shapely.get_y(sample[points])
     if crs is None:
         ok = np.isfinite(x) & np.isfinite(y)
         degrees = bool(np.all(np.abs(x[ok]) <= 180) and np.all(np.abs(y[ok]) <= 90))
@@ -334,7 +338,9 @@ def _frames(geom_array, positions, crs) -> list:
         transformer = _transformer(crs, _WGS84)
         if transformer is None:
             return frames
-        lon, lat = (np.asarray(a, dtype=float) for a in transformer.transform(x, y))
+        # one extra point: pyproj < 3.7 takes a one-element array for a scalar (DeprecationWarning)
+        lon, lat = transformer.transform(np.append(x, x[:1]), np.append(y, y[:1]))
+        lon, lat = np.asarray(lon, dtype=float)[:-1], np.asarray(lat, dtype=float)[:-1]
         # the affine test in lon/lat also catches lon/lat-like columns of projected data far apart
         frames.append(_Frame("EPSG:4326", ("longitude", "latitude"), lon, lat, DEGREE_TOLERANCE, "degree",
                              not crs.is_geographic))
@@ -364,9 +370,9 @@ def _column_reason(column: pd.Series, positions, frames, geom_array, crs):
     if reason is not None:
         return reason
     # a (nearly) all-missing sample: look at the column's non-missing rows instead
-    if len(column) > len(positions) and _count_present(kind, sample) < _SPARSE:
+    if len(column) > len(positions) and _count_present(sample) < _SPARSE:
         present = np.flatnonzero(column.notna().to_numpy())
-        if len(present) > _count_present(kind, sample):
+        if len(present) > _count_present(sample):
             positions = present[_positions(len(present), SAMPLE_ROWS)]
             frames = _frames(geom_array, positions, crs)
             return _sample_reason(kind, column.iloc[positions], frames, positions)
@@ -409,7 +415,7 @@ def _kind(dtype):
     return None  # datetimes, timedeltas, periods, intervals, complex, ...
 
 
-def _count_present(kind, sample: pd.Series) -> int:
+def _count_present(sample: pd.Series) -> int:
     return int(sample.notna().sum())
 
 
@@ -603,7 +609,7 @@ def _object_reason(values: np.ndarray, frames, positions):
             total += 1
             if _geojson_dict(value):
                 kinds["GeoJSON geometries"] = kinds.get("GeoJSON geometries", 0) + 1
-        elif isinstance(value, (tuple, list, np.ndarray)):
+        elif isinstance(value, (tuple, list)) or (isinstance(value, np.ndarray) and value.ndim == 1):
             total += 1
             if len(value) in (2, 3) and all(_is_real(v) for v in value):
                 pair_rows.append(row)

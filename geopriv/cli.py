@@ -130,10 +130,10 @@ def _cmd_demo(args) -> int:
 
     c = deaths.geometry.union_all().centroid
     smax, _ = ground_scale(deaths.crs, c.x, c.y)
-    frame = "the input CRS" if rec["frame"] == "planar" else "the ellipsoid's sphere, per point (returned in EPSG:3857)"
+    frame = "in the input CRS" if rec["frame"] == "planar" else "per point on the ellipsoid's sphere (returned in EPSG:3857)"
     print(
         f"Privacy: ln 4 within {args.radius:g} m = {rec['epsilon_per_m']:.5f} per ground metre; EPSG:3857 has "
-        f"{float(smax[0]):.3f} units per ground metre here, so noise was drawn in {frame}"
+        f"{float(smax[0]):.3f} units per ground metre here, so noise was drawn {frame}"
     )
     print(f"Utility: mean {rep['mean_m']:.1f} m, median {rep['median_m']:.1f} m, alpha(0.9) {rep['alpha_0.9_m']:.1f} m")
     print(f"Wrote  : {gpkg}\n         {png}")

@@ -204,9 +204,12 @@ def release_points(
     # 1. the public frame
     if mechanism.frame_policy == "own":
         frame = _own_frame(mechanism, as_crs(crs))
+        # the mechanism checks its own domain (it names rows outside its map, or clamps them);
+        # the map's extent (public) only fixes the lattice's scale, unless bounds= are declared
         lattice_frame = public_frame(crs, bounds=bounds if bounds is not None else mechanism.public_bounds(crs),
                                      max_distortion=max_distortion)
-        lattice_frame.check_inside(xy, labels)
+        if bounds is not None:
+            lattice_frame.check_inside(xy, labels)
     else:
         frame = public_frame(crs, bounds=bounds, max_distortion=max_distortion,
                              planar_only=mechanism.frame_policy == "planar")
@@ -241,7 +244,7 @@ def release_points(
         _check_noise_above_precision(mechanism.grid_epsilon_per_m(), lattice_frame)
 
     # 3. sample, 4. truncate and snap, chunk by chunk
-    rect = lattice_frame.area
+    rect = lattice_frame.area if (mechanism.frame_policy != "own" or bounds is not None) else None
     if rect is None and frame.kind == "spherical" and crs.is_projected:
         rect = area_of_use_bounds(crs)  # e.g. Web Mercator: keep outputs where the CRS is defined
     to_work = None if frame.same else Transformer.from_crs(crs, frame.work_crs, always_xy=True)

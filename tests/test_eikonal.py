@@ -526,3 +526,214 @@ def test_suggested_margin_rebuild_verifies_and_uses_less_margin(tiny_mech):
     assert again.report.ok
     with pytest.raises(ValueError, match="factor"):
         tiny_mech.suggest_margin(factor=0.9)
+
+
+# ============================================================================ tampering: checksum, normaliser, signature
+def _attacker_sha256(arrays, meta):
+    """The file's SHA-256 recomputed from scratch, as anyone can (the digest is unkeyed)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    h.update(json.dumps(meta, sort_keys=True, default=eik._json_default).encode())
+    for k in sorted(arrays):
+        a = np.ascontiguousarray(arrays[k])
+        h.update(k.encode())
+        h.update(str(a.dtype).encode())
+        h.update(str(a.shape).encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def _tamper(src, dst, edit):
+    """Rewrite the mechanism file ``src`` as ``dst`` with ``edit(arrays)`` applied and a valid SHA-256.
+
+    The signature (if any) is kept as it was: an attacker without the key cannot recompute it.
+    """
+    with np.load(src) as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads(str(arrays.pop("meta")))
+    check = {k: v for k, v in meta.items() if k not in ("sha256", "hmac_sha256", "report")}
+    assert _attacker_sha256(arrays, check) == meta["sha256"]  # the recomputation is the real one
+    arrays = {k: v.copy() for k, v in arrays.items()}
+    edit(arrays)
+    meta["sha256"] = _attacker_sha256(arrays, check)
+    np.savez(dst, meta=np.array(json.dumps(meta)), **arrays)
+    return dst
+
+
+def _exact_normaliser(arrays, cap):
+    return eik._row_sums(arrays["indptr"], arrays["indices"], arrays["kernel"], arrays["weights"]) + math.exp(-cap) * arrays["weights"].sum()
+
+
+def _scale_weights(arrays):
+    arrays["weights"][::7] *= 10.0
+
+
+def test_tampered_weights_with_recomputed_checksum_are_refused(tmp_path, tiny_mech):
+    path = tmp_path / "mech.npz"
+    tiny_mech.save(path)
+    bad = _tamper(path, tmp_path / "bad.npz", _scale_weights)
+    # what sampling would really draw from breaks the guarantee: this is not a harmless edit
+    w = tiny_mech.weights.copy()
+    w[::7] *= 10.0
+    real = dataclasses.replace(tiny_mech, weights=w, normaliser=_exact_normaliser({**tiny_mech._arrays(), "weights": w}, tiny_mech.cap))
+    assert real.verify().max_ratio > 1.05
+    # the stored normaliser no longer matches the weights: refused, whether or not the full check runs
+    for verify in (True, False):
+        with pytest.raises(MechanismFileError, match="normaliser that is not the row sums"):
+            EikonalMechanism.load(bad, verify=verify)
+    # verify() of an in-memory mechanism with edited weights reports it
+    rep = dataclasses.replace(tiny_mech, weights=w).verify()
+    assert not rep.ok and rep.normaliser_mismatch > 1e-3 and "edited" in str(rep)
+
+
+def test_consistently_tampered_weights_and_normaliser_are_refused_by_verification(tmp_path, tiny_mech):
+    path = tmp_path / "mech.npz"
+    tiny_mech.save(path)
+
+    def edit(arrays):
+        _scale_weights(arrays)
+        arrays["normaliser"] = _exact_normaliser(arrays, tiny_mech.cap)
+
+    bad = _tamper(path, tmp_path / "bad.npz", edit)
+    with pytest.raises(MechanismFileError, match="does not meet its privacy map"):
+        EikonalMechanism.load(bad)  # verify=True is the default
+    # the same edit on a signed file is refused by the signature even without the full check
+    tiny_mech.save(path, key="secret")
+    signed_bad = _tamper(path, tmp_path / "signed_bad.npz", edit)
+    with pytest.raises(MechanismFileError, match="signature"):
+        EikonalMechanism.load(signed_bad, key="secret", verify=False)
+
+
+def test_tampered_normaliser_is_refused(tmp_path, tiny_mech):
+    path = tmp_path / "mech.npz"
+    tiny_mech.save(path)
+
+    def edit(arrays):
+        arrays["normaliser"][40] *= 1.5
+
+    bad = _tamper(path, tmp_path / "bad.npz", edit)
+    for verify in (True, False):
+        with pytest.raises(MechanismFileError, match="normaliser"):
+            EikonalMechanism.load(bad, verify=verify)
+
+
+def _first_row_with(arrays, k):
+    ip = arrays["indptr"]
+    return int(np.flatnonzero(np.diff(ip) >= k)[0])
+
+
+def _set_weight(value):
+    def edit(arrays):
+        arrays["weights"][5] = value if not callable(value) else value(arrays["weights"][5])
+    return edit
+
+
+def _index_out_of_range(arrays):
+    arrays["indices"][10] = len(arrays["weights"]) + 3
+
+
+def _negative_index(arrays):
+    arrays["indices"][10] = -1
+
+
+def _duplicate_index(arrays):
+    r = _first_row_with(arrays, 2)
+    lo = arrays["indptr"][r]
+    arrays["indices"][lo + 1] = arrays["indices"][lo]
+
+
+def _indptr_not_monotone(arrays):
+    r = _first_row_with(arrays, 1)
+    arrays["indptr"][r + 1] = arrays["indptr"][r] - 1 if arrays["indptr"][r] > 0 else arrays["indptr"][r + 2] + 1
+
+
+def _negative_kernel(arrays):
+    arrays["kernel"][20] = -arrays["kernel"][20]
+
+
+def _nan_kernel(arrays):
+    arrays["kernel"][20] = np.nan
+
+
+def _output_outside(arrays):
+    arrays["output_ij"][0, 0] = 10_000
+
+
+@pytest.mark.parametrize("verify", [True, False])
+@pytest.mark.parametrize("edit, match", [
+    (_set_weight(np.nan), "weight.*not finite"),
+    (_set_weight(np.inf), "weight.*not finite"),
+    (_set_weight(lambda v: -v), "weight.*negative"),
+    (_index_out_of_range, "indices outside"),
+    (_negative_index, "indices outside"),
+    (_duplicate_index, "strictly increasing"),
+    (_indptr_not_monotone, "indptr"),
+    (_negative_kernel, "kernel values are negative"),
+    (_nan_kernel, "kernel values are not finite"),
+    (_output_outside, "output_ij outside the padded grid"),
+], ids=["nan-weight", "inf-weight", "negative-weight", "index-too-large", "negative-index", "duplicate-index",
+        "indptr", "negative-kernel", "nan-kernel", "output-outside"])
+def test_invalid_arrays_are_refused_with_a_rebuild_hint(tmp_path, tiny_mech, edit, match, verify):
+    path = tmp_path / "mech.npz"
+    tiny_mech.save(path)
+    bad = _tamper(path, tmp_path / "bad.npz", edit)
+    with pytest.raises(MechanismFileError, match=match) as exc:
+        EikonalMechanism.load(bad, verify=verify)
+    assert "Rebuild" in str(exc.value) and "bad.npz" in str(exc.value)
+
+
+def test_non_finite_remap_is_refused(tmp_path, tiny_mech):
+    path = tmp_path / "remap.npz"
+    tiny_mech.with_remap("uniform").save(path)
+
+    def edit(arrays):
+        arrays["remap_xy"][3, 0] = np.nan
+
+    with pytest.raises(MechanismFileError, match="remap_xy"):
+        EikonalMechanism.load(_tamper(path, tmp_path / "bad.npz", edit), verify=False)
+
+
+def test_signed_file_round_trip_and_wrong_key(tmp_path, tiny_mech):
+    path = tmp_path / "signed.npz"
+    digest = tiny_mech.save(path, key="correct horse")
+    assert digest == tiny_mech.mechanism_id  # the signature does not change the mechanism's id
+    back = EikonalMechanism.load(path, key="correct horse")
+    assert back.mechanism_id == tiny_mech.mechanism_id and back.report.ok
+    assert EikonalMechanism.load(path, key=b"correct horse", verify=False).mechanism_id == tiny_mech.mechanism_id
+    with pytest.raises(MechanismFileError, match="signature"):
+        EikonalMechanism.load(path, key="wrong key")
+    # without a key a signed file loads with the plain checks
+    assert EikonalMechanism.load(path).mechanism_id == tiny_mech.mechanism_id
+    # a key refuses an unsigned file
+    plain = tmp_path / "plain.npz"
+    tiny_mech.save(plain)
+    with pytest.raises(MechanismFileError, match="not signed"):
+        EikonalMechanism.load(plain, key="correct horse")
+    # stripping the signature from a signed file does not help
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads(str(arrays.pop("meta")))
+    del meta["hmac_sha256"]
+    stripped = tmp_path / "stripped.npz"
+    np.savez(stripped, meta=np.array(json.dumps(meta)), **arrays)
+    with pytest.raises(MechanismFileError, match="not signed"):
+        EikonalMechanism.load(stripped, key="correct horse")
+    with pytest.raises(TypeError, match="key"):
+        tiny_mech.save(tmp_path / "x.npz", key=123)
+    with pytest.raises(ValueError, match="empty"):
+        tiny_mech.save(tmp_path / "x.npz", key="")
+
+
+def test_untouched_file_loads_in_both_modes(tmp_path, tiny_mech):
+    path = tmp_path / "mech.npz"
+    tiny_mech.save(path)
+    # the control for the tamper tests: rewriting with a recomputed checksum but no edit is accepted
+    same = _tamper(path, tmp_path / "same.npz", lambda arrays: None)
+    for p in (path, same):
+        for verify in (True, False):
+            back = EikonalMechanism.load(p, verify=verify, privacy_map=tiny_mech.privacy_map)
+            assert back.mechanism_id == tiny_mech.mechanism_id and back.report.ok
+    fresh = EikonalMechanism.load(path)
+    assert fresh.report.normaliser_mismatch == 0.0
+    assert fresh.report.max_ratio == pytest.approx(tiny_mech.report.max_ratio, rel=1e-12)
