@@ -239,9 +239,8 @@ def release_points(
         lattice = public_lattice(lattice_frame, grid_m)
         effective, fp_text = mechanism.finite_precision(lattice_frame, lattice)
     if continuous:
-        effective, fp_text = None, "none: continuous float64 output (explicitly requested), no finite-precision bound"
-    else:
         _check_noise_above_precision(mechanism.grid_epsilon_per_m(), lattice_frame)
+        effective, fp_text = None, "none: continuous float64 output (explicitly requested), no finite-precision bound"
 
     # 3. sample, 4. truncate and snap, chunk by chunk
     rect = lattice_frame.area if (mechanism.frame_policy != "own" or bounds is not None) else None
