@@ -301,16 +301,7 @@ def _public_frame_cached(wkt: str, area, area_source: str, max_distortion: float
         work = local_aeqd(lon0, lat0, geodetic)
         wb = Transformer.from_crs(crs, work, always_xy=True).transform_bounds(*area, densify_pts=21)
         s = _scale_over(work, wb)
-        frame = PublicFrame(crs, "planar", work, s[0], s[1], area, area_source)
-        if frame.distortion > max_distortion:
-            warnings.warn(
-                f"The declared area is so large that even a local equidistant projection distorts distances by "
-                f"{100 * frame.distortion:.2f} %. The guarantee holds (noise is scaled for the largest distortion), but "
-                "some points get that much more noise than needed. Declare smaller areas and release them separately.",
-                DistortionWarning,
-                stacklevel=4,
-            )
-        return frame
+        return PublicFrame(crs, "planar", work, s[0], s[1], area, area_source)
     e = geodetic.ellipsoid
     e2 = 1.0 - (e.semi_minor_metre / e.semi_major_metre) ** 2
     R = sphere_radius(crs)
@@ -341,7 +332,16 @@ def public_frame(crs, *, bounds=None, region=None, max_distortion: float = DEFAU
         raise ValueError("max_distortion must be a finite number >= 0.")
     area = declared_bounds(crs, bounds, None)
     source = "bounds" if bounds is not None else "none"
-    return _public_frame_cached(crs.to_wkt(), area, source, max_distortion, bool(planar_only))
+    frame = _public_frame_cached(crs.to_wkt(), area, source, max_distortion, bool(planar_only))
+    if frame.kind == "planar" and not frame.same and frame.distortion > max_distortion:
+        warnings.warn(
+            f"The declared area is so large that even a local equidistant projection distorts distances by "
+            f"{100 * frame.distortion:.2f} %. The guarantee holds (noise is scaled for the largest distortion), but "
+            "some points get that much more noise than needed. Declare smaller areas and release them separately.",
+            DistortionWarning,
+            stacklevel=3,
+        )
+    return frame
 
 
 # ---------------------------------------------------------------------------- lattice

@@ -1,11 +1,13 @@
 """Is a compatible geopriv importable in the Python that runs QGIS?  If not, say what to install.
 
-"Compatible" means: geopriv imports, its version is at least :data:`MIN_GEOPRIV_VERSION`, and
-it provides every public function or class the plugin's algorithms call (each algorithm lists
-them in its ``GEOPRIV_API``).
+"Compatible" means: geopriv imports, its version is at least :data:`MIN_GEOPRIV_VERSION`, it
+provides every public function or class the plugin's algorithms call (each algorithm lists
+them in its ``GEOPRIV_API``), and those functions take the keyword arguments the algorithms
+pass (``GEOPRIV_KEYWORDS``: e.g. ``bounds``, ``grid``, ``continuous``, ``keep`` of a release).
 """
 from __future__ import annotations
 
+import inspect
 import re
 import sys
 
@@ -46,4 +48,18 @@ def check_geopriv():
     if missing:
         raise ImportError(f"The geopriv {version} that QGIS imports ({geopriv.__file__}) lacks {', '.join(missing)}, "
                           "which this plugin calls: it is older than the plugin. " + install_hint())
+    lacking = sorted({f"{function}({keyword}=)" for alg in ALGORITHMS
+                      for function, keywords in getattr(alg, "GEOPRIV_KEYWORDS", {}).items()
+                      for keyword in keywords if not _takes(getattr(geopriv, function), keyword)})
+    if lacking:
+        raise ImportError(f"The geopriv {version} that QGIS imports ({geopriv.__file__}) lacks {', '.join(lacking)}, "
+                          "which this plugin passes: it is older than the plugin. " + install_hint())
     return geopriv
+
+
+def _takes(function, keyword: str) -> bool:
+    try:
+        params = inspect.signature(function).parameters
+    except (TypeError, ValueError):  # no signature to read: assume it does
+        return True
+    return keyword in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())

@@ -5,10 +5,17 @@ helpers here for the common ones) and implements ``compute(parameters, context, 
 read the inputs with :meth:`read_layer` / :meth:`raster_path`, make *one* geopriv call,
 write the outputs with :meth:`write_points` / :meth:`write_table`.  The base turns geopriv's
 errors into :class:`QgsProcessingException` with the library's message, its warnings into
-feedback warnings, drives the progress bar and honours cancellation (see :meth:`in_chunks`).
+feedback warnings, drives the progress bar and honours cancellation (see :meth:`release`).
+
+A release is exactly one geopriv call on the whole layer (:meth:`release`): the library owns
+the metric frame, the budget accounting and the provenance record, which the algorithm reports
+and outputs unmodified.  Nothing random is kept between runs: :meth:`random_source` is called
+inside every run, so each run of a batch draws fresh entropy from the operating system unless
+the user gives a seed.
 """
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import os
@@ -22,7 +29,10 @@ from qgis.core import (
     QgsProcessingAlgorithm,
     QgsProcessingException,
     QgsProcessingOutputString,
+    QgsProcessingParameterBoolean,
     QgsProcessingParameterDefinition,
+    QgsProcessingParameterExtent,
+    QgsProcessingParameterField,
     QgsProcessingParameterNumber,
     QgsWkbTypes,
 )
@@ -31,11 +41,6 @@ from qgis.PyQt.QtGui import QIcon
 from .layers import Cancelled, PointData, feature_for, fields_for, read_features, to_qgis
 
 ICON = os.path.join(os.path.dirname(os.path.dirname(__file__)), "icon.svg")
-
-# Points per geopriv call when an algorithm works in chunks: at least this many, and at most
-# MAX_CHUNKS calls per run, so progress moves and cancellation is checked between calls.
-MIN_CHUNK = 1_000
-MAX_CHUNKS = 50
 
 LN4 = math.log(4.0)
 
@@ -47,7 +52,61 @@ QGIS_HINTS = {
     "GeometryError": "In QGIS, the labels are feature ids; 'Multipart to singleparts' splits MultiPoints, "
                      "'Centroids' or 'Point on surface' turn lines and polygons into points, and 'Remove null "
                      "geometries' drops features without geometry.",
+    "LocationAttributeError": "In QGIS, the 'Drop field(s)' algorithm removes fields.",
 }
+# GeometryErrors about where points lie (outside the public study area, the CRS, the map) rather than what they are
+OUTSIDE_HINT = "In QGIS, the labels are feature ids."
+
+# The library's keyword arguments of a release and the labels of the parameters that set them (the
+# labels are also how the library's own messages name them for QGIS: "Keep these attribute columns").
+GRID_LABEL = "Grid step of the released points (metres; empty: the library's automatic step)"
+CONTINUOUS_LABEL = "Continuous output (unrounded coordinates; no finite-precision bound)"
+BOUNDS_LABEL = "Public study area"
+KEEP_LABEL = "Keep these attribute columns (location-like columns are refused otherwise)"
+#: what the release parameters pass (the plugin refuses to load with a geopriv whose release lacks one)
+RELEASE_KEYWORDS = ("grid", "continuous", "bounds", "keep")
+KEYWORD_PARAMETERS = {"bounds=": BOUNDS_LABEL, "grid=": "Grid step of the released points",
+                      "continuous=": "Continuous output"}
+
+
+def qgis_hint(exc, message: str):
+    """What to do in QGIS for a geopriv error (None: the library's message says it all)."""
+    hints = []
+    hint = next((QGIS_HINTS[k.__name__] for k in type(exc).__mro__ if k.__name__ in QGIS_HINTS), None)
+    if hint == QGIS_HINTS["GeometryError"] and " outside " in message:
+        hint = OUTSIDE_HINT  # where the points lie, not what they are
+    if hint:
+        hints.append(hint)
+    named = [f"{keyword} is the '{label}' parameter" for keyword, label in KEYWORD_PARAMETERS.items()
+             if keyword in message and label not in message]
+    if named:
+        hints.append(f"In QGIS, {'; '.join(named)}.")
+    return " ".join(hints) or None
+
+
+def library_default(function, parameter):
+    """The default of ``parameter`` in the geopriv function named ``function`` (the library's, not the plugin's)."""
+    import geopriv
+
+    return inspect.signature(getattr(geopriv, function)).parameters[parameter].default
+
+
+def _accepts_progress(function) -> bool:
+    """Whether a geopriv function takes ``progress=`` (every release should; older ones may not)."""
+    try:
+        params = inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return False
+    return "progress" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
+def _json_value(value):
+    """JSON for the values json does not know: numpy scalars and arrays, then text."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return str(value)
 
 
 def _geopriv_errors():
@@ -66,12 +125,18 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
     HELP = ""
     #: geopriv names the algorithm calls: the plugin refuses to load if the library lacks one.
     GEOPRIV_API: tuple = ()
+    #: keyword arguments the algorithm passes to geopriv functions: {function name: (keyword, ...)}.
+    GEOPRIV_KEYWORDS: dict = {}
 
     SEED = "SEED"
     PROVENANCE = "PROVENANCE"
     LEVEL = "LEVEL"
     RADIUS = "RADIUS"
     EPSILON = "EPSILON"
+    GRID = "GRID"
+    CONTINUOUS = "CONTINUOUS"
+    BOUNDS = "BOUNDS"
+    KEEP = "KEEP"
 
     # --- identity -------------------------------------------------------------------------
     def name(self):
@@ -112,7 +177,7 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
                 raise
             except _geopriv_errors() as exc:
                 message = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
-                hint = next((QGIS_HINTS[k.__name__] for k in type(exc).__mro__ if k.__name__ in QGIS_HINTS), None)
+                hint = qgis_hint(exc, message)
                 if hint:
                     message = f"{message} {hint}"
                 raise QgsProcessingException(f"{self.displayName()}: {message}") from exc
@@ -153,67 +218,30 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
         if feedback.isCanceled():
             raise Cancelled()
 
-    def in_chunks(self, gdf, call, feedback, start=10.0, end=90.0):
-        """Run ``call(rows, progress)`` on consecutive row chunks of ``gdf`` and concatenate.
+    def release(self, function, data, feedback, start=10.0, end=90.0, **kwargs):
+        """The run's one geopriv call: ``function(data, progress=..., **kwargs)`` on the whole layer.
 
-        For mechanisms that treat every point independently: the geopriv call is the same on
-        every chunk (pass one random source to all of them), and cancellation is checked
-        between chunks.  Returns (concatenated result, list of each call's provenance record).
+        The library's progress reports move the bar over [start, end] % and raise
+        :class:`Cancelled` when the user has cancelled, which the library propagates: nothing
+        is written.  Cancellation is checked once more after the call, the last chance before
+        writing (a release is written whole).  ``progress=`` is passed only when ``function``
+        accepts it.  Returns (result, the library's provenance record, unmodified).
         """
-        n = len(gdf)
-        size = max(MIN_CHUNK, math.ceil(n / MAX_CHUNKS))
-        parts, records = [], []
-        for begin in range(0, max(n, 1), size):
-            self.check_cancelled(feedback)
-            stop = min(n, begin + size)
-            lo = start + (end - start) * begin / max(n, 1)
-            hi = start + (end - start) * stop / max(n, 1)
-            result = call(gdf.iloc[begin:stop], self.progress_callback(feedback, lo, hi))
-            parts.append(result)
-            records.append(dict(result.attrs.get("geopriv", {})))
-            feedback.setProgress(hi)
-        self.check_cancelled(feedback)  # the last chance: once writing starts, the release is written whole
-        out = parts[0] if len(parts) == 1 else pd.concat(parts)
-        return out, records
-
-    def in_groups(self, gdf, key, call, feedback, start=10.0, end=90.0):
-        """Like :meth:`in_chunks`, but never splits a group of rows sharing ``key`` (e.g. a trace).
-
-        For mechanisms whose unit of privacy is a group with its own budget: whole groups are
-        batched until a batch holds at least ``MIN_CHUNK`` rows (and at most ``MAX_CHUNKS``
-        batches are made), so each group is released by one call exactly as in one big call.
-        ``key`` None: one batch.  Returns (list of results, list of provenance records).
-        """
-        n = len(gdf)
-        if key is None or n == 0:
-            batches = [np.arange(n)]
-        else:
-            codes = pd.factorize(gdf[key], sort=False)[0]  # NULL ids keep code -1: the library names them
-            order = np.argsort(codes, kind="stable")
-            bounds = np.flatnonzero(np.diff(codes[order])) + 1
-            groups = np.split(order, bounds)
-            size = max(MIN_CHUNK, math.ceil(n / MAX_CHUNKS))
-            batches, current, count = [], [], 0
-            for group in groups:
-                current.append(group)
-                count += len(group)
-                if count >= size:
-                    batches.append(np.sort(np.concatenate(current)))
-                    current, count = [], 0
-            if current:
-                batches.append(np.sort(np.concatenate(current)))
-        results, records, done = [], [], 0
-        for rows in batches:
-            self.check_cancelled(feedback)
-            lo = start + (end - start) * done / max(n, 1)
-            done += len(rows)
-            hi = start + (end - start) * done / max(n, 1)
-            result = call(gdf.iloc[rows], self.progress_callback(feedback, lo, hi))
-            results.append(result)
-            records.append(dict(result.attrs.get("geopriv", {})))
-            feedback.setProgress(hi)
         self.check_cancelled(feedback)
-        return results, records
+        if _accepts_progress(function):
+            kwargs["progress"] = self.progress_callback(feedback, start, end)
+        result = function(data, **kwargs)
+        feedback.setProgress(end)
+        self.check_cancelled(feedback)
+        return result, self.provenance(result)
+
+    def provenance(self, result) -> dict:
+        """The library's provenance record of a release (``result.attrs["geopriv"]``), as it is."""
+        record = getattr(result, "attrs", {}).get("geopriv")
+        if not isinstance(record, dict):  # a release is never written without its provenance
+            raise QgsProcessingException(f"{self.displayName()}: geopriv returned no provenance record; "
+                                         "nothing was written. Install a matching geopriv version.")
+        return record
 
     # --- parameters --------------------------------------------------------------------------
     def add_seed_parameter(self):
@@ -254,6 +282,105 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
         return {"level": self.parameterAsDouble(parameters, self.LEVEL, context),
                 "radius": self.parameterAsDouble(parameters, self.RADIUS, context)}
 
+    def add_release_parameters(self, input_name: str, function: str, grid_help: str, bounds_help: str):
+        """GRID, CONTINUOUS, BOUNDS and KEEP: the public lattice, the public study area and the kept columns.
+
+        They set the keyword arguments ``grid``, ``continuous``, ``bounds`` and ``keep`` of the geopriv
+        function named ``function``; an empty parameter is the library's default (read from its
+        signature, so the plugin never has defaults of its own).
+        """
+        grid = QgsProcessingParameterNumber(self.GRID, GRID_LABEL, QgsProcessingParameterNumber.Double,
+                                            defaultValue=None, optional=True, minValue=0.0)
+        grid.setHelp(grid_help)
+        continuous = QgsProcessingParameterBoolean(self.CONTINUOUS, CONTINUOUS_LABEL,
+                                                   defaultValue=bool(library_default(function, "continuous")))
+        continuous.setHelp(
+            "Releases unrounded floating-point coordinates instead of snapping them to the public lattice: there is "
+            "then no finite-precision bound (the provenance says so and the effective epsilon is empty). Floating-point "
+            "noise can leak more than its epsilon (Mironov 2012), so leave it unticked for a real release. It cannot "
+            "be combined with a grid step.")
+        bounds = QgsProcessingParameterExtent(self.BOUNDS, BOUNDS_LABEL, defaultValue=None, optional=True)
+        bounds.setHelp(
+            "The area your data is about, in any CRS (it is converted to the layer's CRS; without a CRS the numbers "
+            "are in the layer's CRS). It is public: choose it without looking at individual points (a city or "
+            "study-region boundary, round numbers); it fixes the release's scale and lattice and is written in the "
+            "provenance. Every input point must lie inside it: features outside are refused, named by feature id. "
+            "Never use 'Calculate from layer' on the input layer itself: its extent is the bounding box of the true "
+            "points (the plugin refuses it). " + bounds_help)
+        keep = QgsProcessingParameterField(self.KEEP, KEEP_LABEL, parentLayerParameterName=input_name,
+                                           allowMultiple=True, optional=True)
+        keep.setHelp(
+            "The output keeps every attribute of the input. A column that holds the true locations (coordinates in the "
+            "layer's CRS, longitude/latitude or Web Mercator, WKT, GeoJSON or WKB, 'lat, lon' text, ...) would be "
+            "released unchanged next to the perturbed point, so such columns stop the algorithm, which names them. "
+            "Drop them (e.g. with 'Drop field(s)'), or list here the ones that are not really locations: they are "
+            "written unchanged and named in the provenance (kept_columns).")
+        for param in (grid, continuous, bounds, keep):
+            param.setFlags(param.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
+            self.addParameter(param)
+
+    def release_options(self, parameters, context, feedback, data: PointData, function) -> dict:
+        """``grid``, ``continuous``, ``bounds`` and ``keep`` for ``function`` from the release parameters.
+
+        Only what the user set is passed (an empty parameter is the library's default), and only
+        keywords ``function`` takes; a set parameter the function does not take is an error, never
+        silently dropped.
+        """
+        options = {}
+        grid = self.optional_number(parameters, self.GRID, context)
+        if grid is not None:
+            options["grid"] = grid
+        if self.parameterAsBool(parameters, self.CONTINUOUS, context):
+            options["continuous"] = True
+            feedback.pushWarning("Continuous output: the released coordinates are not rounded to a lattice, so the "
+                                 "release has no finite-precision bound (recorded in the provenance).")
+        bounds = self.public_study_area(parameters, context, data)
+        if bounds is not None:
+            options["bounds"] = bounds
+        keep = self.field_names(parameters, self.KEEP, context)
+        if keep:
+            options["keep"] = keep
+        try:
+            accepted = inspect.signature(function).parameters
+        except (TypeError, ValueError):
+            return options
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values()):
+            unknown = [k for k in options if k not in accepted]
+            if unknown:
+                raise QgsProcessingException(
+                    f"{self.displayName()}: the installed geopriv's {getattr(function, '__name__', 'release')} does not "
+                    f"take {', '.join(unknown)}; install a matching geopriv version or leave those parameters empty.")
+        return options
+
+    def public_study_area(self, parameters, context, data: PointData):
+        """BOUNDS as (xmin, ymin, xmax, ymax) in the layer's CRS, or None when it is empty.
+
+        Refuses the input layer's own extent (the bounding box of the true points, which the
+        release would publish): a public area is chosen without looking at the points.
+        """
+        if not self.is_set(parameters, self.BOUNDS):
+            return None
+        refusal = (f"{self.displayName()}: the '{BOUNDS_LABEL}' is the extent of the input layer, i.e. the bounding "
+                   "box of the true points, which the release would publish. Choose the area without looking at "
+                   "individual points: a public boundary (city, district, study region) or an extent in round numbers "
+                   "that holds the data.")
+        value, source = parameters.get(self.BOUNDS), parameters.get(getattr(self, "INPUT", None))
+        if value is not None and (value is source or (isinstance(value, str) and value == source)):
+            raise QgsProcessingException(refusal)
+        rect = self.parameterAsExtent(parameters, self.BOUNDS, context, data.crs)
+        if rect is None or rect.isNull():
+            return None
+        bounds = (rect.xMinimum(), rect.yMinimum(), rect.xMaximum(), rect.yMaximum())
+        geoms = data.gdf.geometry.values
+        present = ~(geoms.isna() | geoms.is_empty) if len(geoms) else np.zeros(0, dtype=bool)
+        if present.any():
+            extent = geoms[present].total_bounds
+            # the layer's own extent, also as a provider reports it (GeoPackage: rounded outwards to float32)
+            scale = max(extent[2] - extent[0], extent[3] - extent[1], float(np.abs(extent).max()), 1e-9)
+            if np.all(np.abs(np.asarray(bounds) - extent) <= 1e-6 * scale):
+                raise QgsProcessingException(refusal)
+        return bounds
+
     def add_provenance_output(self):
         self.addOutput(QgsProcessingOutputString(self.PROVENANCE, "Provenance of the release (JSON)"))
 
@@ -268,7 +395,11 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
         return self.parameterAsDouble(parameters, name, context)
 
     def random_source(self, parameters, context, feedback):
-        """geopriv's random source: OS entropy, or the seed (with a warning) when one is given."""
+        """geopriv's random source for this run: OS entropy, or the seed (with a warning) when one is given.
+
+        Call it inside ``compute`` on every run and never keep what it returns (on the algorithm,
+        the provider or a module): each run of a batch must draw its own entropy.
+        """
         import geopriv
 
         seed = None
@@ -285,12 +416,23 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
         return [f for f in self.parameterAsFields(parameters, name, context) if f]
 
     # --- inputs ------------------------------------------------------------------------------
-    def read_layer(self, parameters, name, context, feedback, columns=(), progress=(0.0, 10.0)) -> PointData:
+    def read_layer(self, parameters, name, context, feedback, columns=(), progress=(0.0, 10.0),
+                   all_fields=False) -> PointData:
+        """The layer parameter ``name`` as a :class:`PointData`; ``columns`` become GeoDataFrame columns.
+
+        ``all_fields=True`` puts every field in the GeoDataFrame: a release needs them, because
+        the output keeps every attribute and geopriv refuses attribute columns that hold the true
+        locations (unless kept deliberately with KEEP).
+        """
         source = self.parameterAsSource(parameters, name, context)
         if source is None:
             raise QgsProcessingException(self.invalidSourceError(parameters, name))
         label = self.parameterDefinition(name).description()
-        return read_features(source, list(columns), name=f"layer '{label}'", feedback=feedback, progress=progress)
+        columns = list(columns)
+        if all_fields:
+            fields = source.fields()
+            columns = list(dict.fromkeys(columns + [fields.at(i).name() for i in range(fields.count())]))
+        return read_features(source, columns, name=f"layer '{label}'", feedback=feedback, progress=progress)
 
     def raster_path(self, parameters, name, context):
         """(file path, QgsCoordinateReferenceSystem) of a GDAL raster layer parameter."""
@@ -352,12 +494,13 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
 
     @staticmethod
     def provenance_json(record: dict) -> str:
-        return json.dumps(record, default=str, sort_keys=True)
+        """The library's provenance record as JSON, field for field (numpy values as Python values)."""
+        return json.dumps(record, default=_json_value, sort_keys=True)
 
     @staticmethod
     def report(feedback, record: dict, keys):
-        """Log the main provenance fields of a release."""
-        shown = ", ".join(f"{k} = {record[k]}" for k in keys if record.get(k) is not None)
+        """Log some fields of the library's provenance record, as they are (absent and empty fields are skipped)."""
+        shown = ", ".join(f"{k} = {record.get(k)}" for k in keys if record.get(k) not in (None, [], ""))
         if shown:
             feedback.pushInfo(shown)
 

@@ -26,7 +26,7 @@ from qgis.core import (
     QgsProcessingException,
     QgsWkbTypes,
 )
-from qgis.PyQt.QtCore import QDate, QDateTime, Qt, QTime, QVariant
+from qgis.PyQt.QtCore import QByteArray, QDate, QDateTime, Qt, QTime, QVariant
 
 __all__ = [
     "PointData",
@@ -36,6 +36,7 @@ __all__ = [
     "to_python",
     "to_qgis",
     "fields_for",
+    "check_new_fields",
     "feature_for",
 ]
 
@@ -70,6 +71,8 @@ def to_python(value):
         return value.toPyDate() if value.isValid() else None
     if isinstance(value, QTime):
         return value.toPyTime() if value.isValid() else None
+    if isinstance(value, QByteArray):  # binary fields (e.g. WKB): bytes, as geopriv's attribute checks expect
+        return bytes(value)
     return value
 
 
@@ -123,19 +126,24 @@ def _field_type(series: pd.Series):
     return QVariant.String, "string"
 
 
-def fields_for(df: pd.DataFrame, columns, base: QgsFields | None = None) -> QgsFields:
-    """``base`` (the input's fields, kept as they are) followed by one new field per column."""
-    fields = QgsFields(base) if base is not None else QgsFields()
-    taken = {fields.at(i).name().lower() for i in range(fields.count())}
+def check_new_fields(base: QgsFields, columns) -> None:
+    """Refuse new field names that an input field already has (QGIS field names ignore case)."""
+    taken = {base.at(i).name().lower() for i in range(base.count())}
     for name in columns:
         if str(name).lower() in taken:
             raise QgsProcessingException(
                 f"geopriv adds a field {name!r} but the input layer already has a field with that name. "
                 "Rename that field (e.g. with 'Refactor fields') and run again."
             )
+
+
+def fields_for(df: pd.DataFrame, columns, base: QgsFields | None = None) -> QgsFields:
+    """``base`` (the input's fields, kept as they are) followed by one new field per column."""
+    fields = QgsFields(base) if base is not None else QgsFields()
+    for name in columns:
+        check_new_fields(fields, [name])  # against the input's fields and the new ones before it
         qtype, type_name = _field_type(df[name])
         fields.append(QgsField(str(name), qtype, type_name))
-        taken.add(str(name).lower())
     return fields
 
 
@@ -216,5 +224,9 @@ def read_features(source, columns=(), *, name="input layer", feedback=None, prog
     frame = pd.DataFrame({c: pd.Series(values[c], dtype=object).infer_objects() for c in columns},
                          index=pd.RangeIndex(len(ids)))
     frame.index = pd.Index(ids, dtype="int64", name="feature_id")
-    gdf = gpd.GeoDataFrame(frame, geometry=gpd.GeoSeries(geoms, index=frame.index), crs=pyproj_crs(crs))
+    geometry_name = "geometry"
+    while geometry_name in frame.columns:  # a field called "geometry" stays an attribute column
+        geometry_name = "_" + geometry_name
+    frame[geometry_name] = gpd.GeoSeries(geoms, index=frame.index)
+    gdf = gpd.GeoDataFrame(frame, geometry=geometry_name, crs=pyproj_crs(crs))
     return PointData(gdf=gdf, attributes=attributes, fields=fields, crs=crs, name=name)

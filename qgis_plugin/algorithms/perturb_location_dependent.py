@@ -19,7 +19,7 @@ from qgis.core import (
     QgsProcessingParameterNumber,
 )
 
-from .base import TYPE_POINTS, GeoprivAlgorithm
+from .base import RELEASE_KEYWORDS, TYPE_POINTS, GeoprivAlgorithm
 from .build_privacy_map import MAP_HELP, PrivacyMapParameters
 
 
@@ -29,6 +29,7 @@ class PerturbLocationDependent(PrivacyMapParameters, GeoprivAlgorithm):
     GROUP = "Location-dependent privacy"
     GROUP_ID = "locationdependent"
     GEOPRIV_API = ("PrivacyMap", "EikonalMechanism", "perturb", "make_rng")
+    GEOPRIV_KEYWORDS = {"perturb": RELEASE_KEYWORDS}
     HELP = """<p>Releases every point with <b>location-dependent privacy</b> (the eikonal mechanism of Koufogiannis and
 Pappas): each location is protected at the privacy level of the <b>privacy map</b> where it lies, so points in
 dense areas get less noise than points in sparse ones, with a guarantee checked on the raster grid when the
@@ -38,7 +39,13 @@ minutes for 200 &times; 200: resample a large raster first, or build once and <b
 <b>loaded from a file</b> saved earlier (then the raster and the options are not used). Points may be in any CRS:
 they are released in the map's CRS and written back in theirs. Points outside the raster stop the algorithm
 (their feature ids are named), unless <b>outside the raster</b> is set to release them as if at the nearest point
-of the raster.</p>
+of the raster. A <b>public study area</b> (advanced, optional, any CRS; public: choose it without looking at
+individual points) replaces the privacy map's extent as the area that fixes the release's lattice: every point must
+then lie inside it.</p>
+<p>Released points are snapped to a <b>public lattice</b> (advanced: <b>grid step</b> in ground metres; empty: the
+library's automatic step, from the map's largest epsilon); <b>continuous output</b> releases unrounded coordinates,
+with no finite-precision bound. The output keeps every attribute: columns that hold the true locations stop the
+algorithm, which names them, unless listed in <b>keep these attribute columns</b>.</p>
 <p><b>Release the most likely true position</b>: each output is replaced by its posterior mean under the
 population (where a person who produced it most likely is). This is post-processing with public data, so the
 guarantee is unchanged, and the expected error is lower (about 10 % on the Tokyo raster); released points are
@@ -66,6 +73,8 @@ mechanism exists for the options, the message says which option to change.</p>
     STEPS = [1, 2, 4]
 
     def initAlgorithm(self, config=None):  # noqa: N802
+        from geopriv.frame import DEFAULT_GRID_M
+
         self.addParameter(QgsProcessingParameterFeatureSource(self.INPUT, "Point layer", [TYPE_POINTS]))
         self.add_map_parameters(optional=True)
         self.addParameter(QgsProcessingParameterFile(
@@ -96,6 +105,15 @@ mechanism exists for the options, the message says which option to change.</p>
         for param in advanced:
             param.setFlags(param.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
             self.addParameter(param)
+        self.add_release_parameters(
+            self.INPUT, "perturb",
+            grid_help="Released points are snapped to a public lattice of this step in ground metres, anchored at the "
+                      "CRS's origin (in longitude/latitude, at the equator); the mechanism's outputs are discrete, the "
+                      "lattice only rounds their within-cell jitter (post-processing). Empty: the library's automatic "
+                      f"step (grid=\"auto\"): {DEFAULT_GRID_M:g} m, or 1/(20 epsilon) metres for the map's largest "
+                      "epsilon when its noise is finer.",
+            bounds_help="Empty: the privacy map's extent fixes the lattice, and the mechanism itself handles points "
+                        "outside the raster ('Points outside the raster').")
         self.add_seed_parameter()
         self.addParameter(QgsProcessingParameterFileDestination(
             self.SAVE_MECHANISM, "Save the built mechanism to (.npz; to perturb more points later)",
@@ -113,7 +131,7 @@ mechanism exists for the options, the message says which option to change.</p>
         path = self.parameterAsFile(parameters, self.MECHANISM_FILE, context)
         if path:
             feedback.pushInfo(f"Loading the mechanism from {path}")
-            mechanism = geopriv.EikonalMechanism.load(path)
+            mechanism = geopriv.EikonalMechanism.load(path)  # with the library's default verification
         else:
             if not self.is_set(parameters, self.POPULATION):
                 raise QgsProcessingException(
@@ -143,7 +161,8 @@ mechanism exists for the options, the message says which option to change.</p>
     def compute(self, parameters, context, feedback):
         import geopriv
 
-        data = self.read_layer(parameters, self.INPUT, context, feedback)
+        data = self.read_layer(parameters, self.INPUT, context, feedback, all_fields=True)
+        options = self.release_options(parameters, context, feedback, data, geopriv.perturb)
         mechanism = self.mechanism(parameters, context, feedback)
         saved = self.parameterAsFileOutput(parameters, self.SAVE_MECHANISM, context)
         if saved:
@@ -151,13 +170,13 @@ mechanism exists for the options, the message says which option to change.</p>
             feedback.pushInfo(f"Saved the mechanism to {saved} (SHA-256 {digest})")
         rng = self.random_source(parameters, context, feedback)
 
-        released, records = self.in_chunks(
-            data.gdf, lambda rows, progress: geopriv.perturb(rows, mechanism=mechanism, rng=rng, progress=progress),
-            feedback, start=70.0, end=90.0)
+        released, record = self.release(geopriv.perturb, data.gdf, feedback, start=70.0, end=90.0,
+                                        mechanism=mechanism, rng=rng, **options)
 
         dest = self.write_points(parameters, self.OUTPUT, context, data, released, feedback=feedback)
-        record = dict(records[0], n=len(released), chunks=len(records))
-        self.report(feedback, record, ("mechanism", "epsilon_min_per_m", "epsilon_max_per_m", "verified_max_ratio", "n"))
+        self.report(feedback, record, ("mechanism", "epsilon_min_per_m", "epsilon_max_per_m", "verified_max_ratio",
+                                       "grid_m", "declared_bounds", "kept_columns", "n"))
+        self.report(feedback, record, ("finite_precision",))
         results = {self.OUTPUT: dest, "VERIFIED_MAX_RATIO": record.get("verified_max_ratio"),
                    "MECHANISM_ID": record.get("mechanism_id"), self.PROVENANCE: self.provenance_json(record)}
         if saved:

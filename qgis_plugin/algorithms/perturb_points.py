@@ -6,10 +6,9 @@ from qgis.core import (
     QgsProcessingParameterDefinition,
     QgsProcessingParameterFeatureSink,
     QgsProcessingParameterFeatureSource,
-    QgsProcessingParameterNumber,
 )
 
-from .base import LN4, TYPE_POINTS, TYPE_POLYGONS, GeoprivAlgorithm
+from .base import LN4, RELEASE_KEYWORDS, TYPE_POINTS, TYPE_POLYGONS, GeoprivAlgorithm
 
 
 class PerturbPoints(GeoprivAlgorithm):
@@ -18,6 +17,7 @@ class PerturbPoints(GeoprivAlgorithm):
     GROUP = "Release points"
     GROUP_ID = "points"
     GEOPRIV_API = ("perturb", "make_rng")
+    GEOPRIV_KEYWORDS = {"perturb": RELEASE_KEYWORDS}
     HELP = """<p>Releases every point of the layer with <b>geo-indistinguishability</b> (planar Laplace noise,
 Andr&eacute;s et al., CCS 2013): two true locations <i>d</i> metres apart are at most
 exp(&epsilon; &middot; <i>d</i>) times more or less likely to produce any released point.</p>
@@ -29,25 +29,39 @@ metres.</p>
 <p>Works in any CRS with a datum (projected, Web Mercator or longitude/latitude): distances are ground
 metres, and the output keeps the input's CRS and attributes; only the geometry changes. MultiPoints with
 one part are treated as points; Z values are dropped.</p>
-<p><b>Grid (metres)</b> and <b>region</b> (optional) snap outputs to a grid and keep them inside the region's
-polygons, with the finite-precision guarantee of section 4 of the paper (reported as the effective epsilon).</p>
+<p>Released points are snapped to a <b>public lattice</b> (advanced: <b>grid step</b>, in ground metres; empty:
+the library's automatic step, 1 m, or 1/(20 &epsilon;) when the noise is finer), anchored at the CRS's origin (in
+longitude/latitude, at the equator), with the finite-precision guarantee of section 4 of the paper (reported as the
+effective epsilon). <b>Continuous output</b> releases unrounded coordinates instead: no finite-precision bound.</p>
+<p>The <b>public study area</b> (advanced, optional, any CRS) is the area your data is about: every input must lie
+inside it (features outside are refused, named by feature id), and it fixes the release's scale and lattice. It is
+public: choose it without looking at individual points, never from the input layer's extent. Empty: the CRS's area
+of use (longitude/latitude and Web Mercator: the whole globe). A <b>region</b> (polygons, optional) keeps the
+released points inside it (outputs outside go to the nearest lattice node inside).</p>
+<p>The output keeps every attribute. Columns that hold the true locations (coordinates, longitude/latitude, WKT,
+...) would be released next to the perturbed points, so they stop the algorithm, which names them; drop them, or
+list those that are not really locations in <b>keep these attribute columns</b>.</p>
 <p>Leave the <b>random seed</b> empty for a real release.</p>"""
 
     INPUT = "INPUT"
-    GRID = "GRID"
     REGION = "REGION"
     OUTPUT = "OUTPUT"
     EPSILON_OUT = "EPSILON_PER_M"
     EFFECTIVE_OUT = "EFFECTIVE_EPSILON_PER_M"
 
     def initAlgorithm(self, config=None):  # noqa: N802
+        from geopriv.frame import DEFAULT_GRID_M
+
         self.addParameter(QgsProcessingParameterFeatureSource(self.INPUT, "Point layer", [TYPE_POINTS]))
         self.add_privacy_parameters(level=LN4, radius=200.0)
-        grid = QgsProcessingParameterNumber(
-            self.GRID, "Grid step of the released points (metres; empty: no grid)",
-            QgsProcessingParameterNumber.Double, defaultValue=None, optional=True, minValue=0.0)
-        grid.setFlags(grid.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
-        self.addParameter(grid)
+        self.add_release_parameters(
+            self.INPUT, "perturb",
+            grid_help=f"Released points are snapped to a public lattice of this step in ground metres, anchored at the "
+                      "CRS's origin (in longitude/latitude, at the equator), with the finite-precision effective epsilon "
+                      "reported (Andr\u00e9s et al. 2013, Thm 4.1). Empty: the library's automatic step "
+                      f"(grid=\"auto\"): {DEFAULT_GRID_M:g} m, or 1/(20 epsilon) metres when the noise is finer. A step "
+                      "coarser than the noise (2/epsilon) is refused.",
+            bounds_help="Empty: the CRS's area of use (longitude/latitude and Web Mercator: the whole globe).")
         region = QgsProcessingParameterFeatureSource(
             self.REGION, "Region the released points must stay in (polygons; empty: anywhere)", [TYPE_POLYGONS],
             optional=True)
@@ -62,20 +76,18 @@ polygons, with the finite-precision guarantee of section 4 of the paper (reporte
     def compute(self, parameters, context, feedback):
         import geopriv
 
-        data = self.read_layer(parameters, self.INPUT, context, feedback)
+        data = self.read_layer(parameters, self.INPUT, context, feedback, all_fields=True)
         options = self.privacy(parameters, context, feedback)
-        options["grid"] = self.optional_number(parameters, self.GRID, context)
+        options.update(self.release_options(parameters, context, feedback, data, geopriv.perturb))
         if self.is_set(parameters, self.REGION):
             options["region"] = self.read_layer(parameters, self.REGION, context, feedback, progress=(10, 10)).gdf
         rng = self.random_source(parameters, context, feedback)
 
-        released, records = self.in_chunks(
-            data.gdf, lambda rows, progress: geopriv.perturb(rows, rng=rng, progress=progress, **options), feedback)
+        released, record = self.release(geopriv.perturb, data.gdf, feedback, rng=rng, **options)
 
         dest = self.write_points(parameters, self.OUTPUT, context, data, released, feedback=feedback)
-        record = dict(records[0], n=len(released), chunks=len(records))
-        effective = max(r.get("effective_epsilon_per_m") or 0.0 for r in records) or None
-        record["effective_epsilon_per_m"] = effective
-        self.report(feedback, record, ("mechanism", "epsilon_per_m", "effective_epsilon_per_m", "working_crs", "n"))
+        self.report(feedback, record, ("mechanism", "epsilon_per_m", "effective_epsilon_per_m", "frame", "frame_area",
+                                       "working_crs", "grid_m", "declared_bounds", "kept_columns", "n"))
+        self.report(feedback, record, ("finite_precision",))
         return {self.OUTPUT: dest, self.EPSILON_OUT: record.get("epsilon_per_m"),
-                self.EFFECTIVE_OUT: effective, self.PROVENANCE: self.provenance_json(record)}
+                self.EFFECTIVE_OUT: record.get("effective_epsilon_per_m"), self.PROVENANCE: self.provenance_json(record)}

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import math
 
-import pandas as pd
 from qgis.core import (
     QgsProcessingException,
     QgsProcessingOutputNumber,
@@ -15,7 +14,8 @@ from qgis.core import (
     QgsProcessingParameterNumber,
 )
 
-from .base import TYPE_POINTS, GeoprivAlgorithm
+from .base import RELEASE_KEYWORDS, TYPE_POINTS, GeoprivAlgorithm
+from .layers import check_new_fields
 
 LN10 = math.log(10.0)
 
@@ -26,6 +26,7 @@ class SanitizeTraces(GeoprivAlgorithm):
     GROUP = "Traces"
     GROUP_ID = "traces"
     GEOPRIV_API = ("sanitize_traces", "trace_ledger", "make_rng")
+    GEOPRIV_KEYWORDS = {"sanitize_traces": RELEASE_KEYWORDS}
     HELP = """<p>Releases location <b>traces</b> (the points one user queries a service from, over time) within a
 <b>privacy budget per trace</b>, with the <b>predictive mechanism</b> of Chatzikokolakis, Palamidessi and Stronati
 (PETS 2014) or with independent planar Laplace noise. Each trace (rows sharing the <b>trace id field</b>,
@@ -42,6 +43,14 @@ point, or the algorithm fails and writes nothing.</p>
 per point: <b>predicted</b> (the released point is the prediction), <b>status</b> (noise, predicted, skipped or
 exhausted) and <b>epsilon_spent</b> (budget per metre spent at that point). The <b>ledger</b> table has one row
 per trace: queries, released, noise, predicted, skipped, exhausted, tests, budget, spent, remaining, ...</p>
+<p>Noise is drawn in a plane fixed by public information: a projected layer's CRS over its area of use, or, for a
+<b>longitude/latitude</b> layer, an equidistant projection centred on the <b>public study area</b> (advanced; any
+CRS), which such layers need. Choose it without looking at individual points (a city or region boundary, round
+numbers; never the input layer's extent): every point must lie inside it (features outside are refused, named by
+feature id). Released points are snapped to a <b>public lattice</b> (advanced: <b>grid step</b> in ground metres;
+empty: 1 m); <b>continuous output</b> releases unrounded coordinates, with no finite-precision bound. The output keeps
+every attribute: columns that hold the true locations stop the algorithm, which names them, unless listed in
+<b>keep these attribute columns</b>.</p>
 <p>Time stamps may be date-time fields, ISO 8601 text or numbers of seconds; they are public (they order the
 trace and drive the optional time skip rule). Leave the <b>random seed</b> empty for a real release.</p>"""
 
@@ -70,6 +79,8 @@ trace and drive the optional time skip rule). Leave the <b>random seed</b> empty
     NEW_COLUMNS = ("predicted", "status", "epsilon_spent")
 
     def initAlgorithm(self, config=None):  # noqa: N802
+        from geopriv.frame import DEFAULT_GRID_M
+
         self.addParameter(QgsProcessingParameterFeatureSource(self.INPUT, "Points of the traces", [TYPE_POINTS]))
         self.addParameter(QgsProcessingParameterField(
             self.TRAJ_ID, "Trace id field (one budget per trace; empty: all points are one trace)",
@@ -122,6 +133,13 @@ trace and drive the optional time skip rule). Leave the <b>random seed</b> empty
         for param in advanced:
             param.setFlags(param.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
             self.addParameter(param)
+        self.add_release_parameters(
+            self.INPUT, "sanitize_traces",
+            grid_help="Released points are snapped to a public lattice of this step in ground metres, anchored at the "
+                      "CRS's origin (in longitude/latitude, at the equator); the provenance bounds what rounding adds to "
+                      f"each noisy draw's epsilon. Empty: the library's automatic step (grid=\"auto\"): {DEFAULT_GRID_M:g} m.",
+            bounds_help="Needed for longitude/latitude layers: noise is drawn in an equidistant projection centred on "
+                        "it. Empty: a projected layer's CRS over its area of use.")
         self.add_seed_parameter()
         self.addParameter(QgsProcessingParameterFeatureSink(self.OUTPUT, "Sanitized traces", TYPE_POINTS))
         self.addParameter(QgsProcessingParameterFeatureSink(self.LEDGER, "Budget ledger (one row per trace)"))
@@ -157,20 +175,18 @@ trace and drive the optional time skip rule). Leave the <b>random seed</b> empty
         traj_id = (self.field_names(parameters, self.TRAJ_ID, context) or [None])[0]
         time = (self.field_names(parameters, self.TIME, context) or [None])[0]
         columns = [c for c in dict.fromkeys((traj_id, time)) if c is not None]
-        data = self.read_layer(parameters, self.INPUT, context, feedback, columns=columns)
+        data = self.read_layer(parameters, self.INPUT, context, feedback, columns=columns, all_fields=True)
+        check_new_fields(data.fields, self.NEW_COLUMNS)  # before the release: a clash would waste it
         options = self.options(parameters, context, feedback)
+        options.update(self.release_options(parameters, context, feedback, data, geopriv.sanitize_traces))
         on_exhausted = self.EXHAUSTED[self.parameterAsEnum(parameters, self.ON_EXHAUSTED, context)]
         options["on_exhausted"] = "empty" if on_exhausted == "fail" else on_exhausted
         rng = self.random_source(parameters, context, feedback)
 
-        # Each trace has its own budget: whole traces are released per call, cancellation is checked between calls.
-        parts, records = self.in_groups(
-            data.gdf, traj_id,
-            lambda rows, progress: geopriv.sanitize_traces(rows, traj_id=traj_id, time=time, rng=rng, **options),
-            feedback)
-
-        released = pd.concat(parts) if len(parts) > 1 else parts[0]
-        ledger = pd.concat([geopriv.trace_ledger(part) for part in parts])
+        # One call for the whole layer: the library gives every trace its budget and keeps the ledger.
+        released, record = self.release(geopriv.sanitize_traces, data.gdf, feedback, traj_id=traj_id, time=time,
+                                        rng=rng, **options)
+        ledger = geopriv.trace_ledger(released)
         exhausted = ledger[ledger["exhausted"] > 0]
         if len(exhausted):
             shown = ", ".join(str(t) for t in exhausted.index[:10]) + (" ..." if len(exhausted) > 10 else "")
@@ -185,9 +201,10 @@ trace and drive the optional time skip rule). Leave the <b>random seed</b> empty
         dest = self.write_points(parameters, self.OUTPUT, context, data, released, self.NEW_COLUMNS, feedback)
         ledger_dest = self.write_table(parameters, self.LEDGER, context,
                                        ledger.reset_index(names=traj_id or "trace"))
-        record = dict(records[0], n=len(released), calls=len(records), ledger="see the ledger table")
-        for key in ("n_traces", "n_released"):
-            record[key] = sum(r.get(key, 0) for r in records)
-        self.report(feedback, record, ("mechanism", "epsilon_per_m", "budget", "n_traces", "n", "n_released"))
-        return {self.OUTPUT: dest, self.LEDGER: ledger_dest, "N_RELEASED": record["n_released"],
+        self.report(feedback, record, ("mechanism", "epsilon_per_m", "budget", "traces", "frame", "working_crs", "grid_m",
+                                       "declared_bounds", "kept_columns", "n"))
+        self.report(feedback, record, ("finite_precision",))
+        n_released = record.get("n_released")
+        return {self.OUTPUT: dest, self.LEDGER: ledger_dest,
+                "N_RELEASED": int(ledger["released"].sum()) if n_released is None else n_released,
                 "N_EXHAUSTED": int(ledger["exhausted"].sum()), self.PROVENANCE: self.provenance_json(record)}

@@ -12,6 +12,7 @@ from qgis_helpers import CancelAt, attributes, data_path, memory_layer, points_x
 pytestmark = pytest.mark.qgis
 
 SOHO = ("soho_cholera.gpkg", "deaths")
+BEIJING = "115.4,117.6,39.4,41.1 [EPSG:4326]"  # public study area of the GeoLife sample (xmin,xmax,ymin,ymax)
 
 
 def released_stats(original, released):
@@ -42,7 +43,10 @@ def test_soho_web_mercator_keeps_attributes_and_crs(run):
     assert result["EPSILON_PER_M"] == pytest.approx(eps)
     stats = released_stats(source, out)
     assert stats["mean_m"] == pytest.approx(2 / eps, rel=0.15)
-    assert '"mechanism": "planar_laplace"' in result["PROVENANCE"] and '"seeded": true' in result["PROVENANCE"]
+    record = json.loads(result["PROVENANCE"])
+    # Web Mercator is not used as a plane: noise is drawn on the ellipsoid's sphere
+    assert record["mechanism"] == "spherical_laplace" and record["frame"] == "spherical"
+    assert record["seeded"] is True and record["declared_bounds"] is None and record["kept_columns"] == []
 
 
 def test_geolife_geographic_crs_to_geopackage(run, tmp_path):
@@ -55,7 +59,9 @@ def test_geolife_geographic_crs_to_geopackage(run, tmp_path):
     assert out.crs().authid() == "EPSG:4326"
     assert attributes(out) == attributes(source)  # fid, ids and the time text kept exactly
     assert result["EPSILON_PER_M"] == 0.01
-    assert '"seeded": false' in result["PROVENANCE"]
+    record = json.loads(result["PROVENANCE"])
+    assert record["seeded"] is False and record["mechanism"] == "spherical_laplace"
+    assert record["grid_m"] == 1.0 and record["lattice"] == "latitude rows from the equator"
     stats = released_stats(source, target)
     assert stats["n"] == 5908
     assert stats["mean_m"] == pytest.approx(200.0, rel=0.05)  # 2 / epsilon
@@ -74,6 +80,8 @@ def test_seed_reproduces_and_empty_seed_does_not(run):
 
 
 def test_grid_and_region(run):
+    import geopriv
+
     xs = [448_500 + 10 * i for i in range(50)]
     layer = memory_layer([f"POINT({x} 4416500)" for x in xs])
     region = memory_layer(["POLYGON((448000 4416000, 449500 4416000, 449500 4417000, 448000 4417000, 448000 4416000))"],
@@ -82,8 +90,9 @@ def test_grid_and_region(run):
                                    "OUTPUT": "TEMPORARY_OUTPUT"})
     xy = points_xy(result["OUTPUT"])
     record = json.loads(result["PROVENANCE"])
-    step = 10.0 * (record["scale_max_units_per_m"] + record["scale_min_units_per_m"]) / 2  # 10 m in UTM units
-    assert np.allclose(xy / step, np.round(xy / step), atol=1e-6)  # on the 10 m grid
+    assert record["grid_m"] == 10.0 and record["region"] is True and record["frame"] == "planar"
+    step = 10.0 * geopriv.public_frame("EPSG:32650").scale_min  # 10 ground metres in UTM units, from the CRS only
+    assert np.allclose(xy / step, np.round(xy / step), rtol=0, atol=1e-6)  # on the public 10 m lattice
     assert (xy[:, 0] >= 448_000).all() and (xy[:, 0] <= 449_500).all()
     assert (xy[:, 1] >= 4_416_000).all() and (xy[:, 1] <= 4_417_000).all()
     assert result["EFFECTIVE_EPSILON_PER_M"] > result["EPSILON_PER_M"]
@@ -127,15 +136,15 @@ def test_polygon_layer_is_refused(run):
         run("perturbpoints", {"INPUT": polygons, "OUTPUT": "TEMPORARY_OUTPUT"})
 
 
-def test_cancellation_stops_between_chunks(run, tmp_path):
-    """Cancelled during the first of six chunks: the later chunks never run and nothing is written."""
+def test_cancellation_during_the_release_writes_nothing(run, tmp_path):
+    """Cancelled once the release has begun (reading is 0-10 %, the one geopriv call 10-90 %): nothing is written."""
     from qgis.core import QgsProcessingException
 
-    feedback = CancelAt(12.0)  # reading is 0-10 %, then six chunks of ~1,000 points share 10-90 %
+    feedback = CancelAt(10.0)
     target = tmp_path / "never.gpkg"
     with pytest.raises(QgsProcessingException, match="cancelled"):
         run("perturbpoints", {"INPUT": data_path("geolife_sample.gpkg"), "OUTPUT": str(target)}, feedback=feedback)
-    assert max(feedback.seen) < 30.0
+    assert max(feedback.seen) <= 90.0  # writing (90-100 %) never started
     assert not target.exists()
 
 
@@ -155,21 +164,37 @@ def test_progress_is_reported(run):
     seen = []
     feedback.progressChanged.connect(seen.append)
     run("perturbpoints", {"INPUT": data_path("geolife_sample.gpkg"), "OUTPUT": "TEMPORARY_OUTPUT"}, feedback=feedback)
-    assert len(seen) >= 6 and seen == sorted(seen) and seen[-1] == 100
+    # reading 0-10 %, the one geopriv call 10-90 % (it reports per chunk of its own), writing 90-100 %
+    assert seen == sorted(seen) and 90.0 in seen and seen[-1] == 100
 
 
-def test_library_warnings_reach_the_log(run):
-    """geopriv's DistortionWarning (data spanning thousands of km) is a Processing warning, not an error."""
+def test_other_warnings_go_to_the_debug_log(run, monkeypatch):
+    """A warning from outside geopriv raised during the release reaches the log as debug information."""
+    import warnings
+
+    import geopriv
     from qgis.core import QgsProcessingFeedback
 
     class Log(QgsProcessingFeedback):
-        warnings = []
+        def __init__(self):
+            super().__init__()
+            self.warnings, self.debug = [], []
 
         def pushWarning(self, text):  # noqa: N802
             self.warnings.append(text)
 
-    layer = memory_layer(["POINT(0 0)", "POINT(40 60)"], crs="EPSG:4326")
+        def pushDebugInfo(self, text):  # noqa: N802
+            self.debug.append(text)
+
+    original = geopriv.perturb
+
+    def perturb(data, *args, **kwargs):
+        warnings.warn("a dependency's deprecation", DeprecationWarning)
+        return original(data, *args, **kwargs)
+
+    perturb.__signature__ = __import__("inspect").signature(original)
+    monkeypatch.setattr(geopriv, "perturb", perturb)
     feedback = Log()
-    out = run("perturbpoints", {"INPUT": layer, "OUTPUT": "TEMPORARY_OUTPUT"}, feedback=feedback)["OUTPUT"]
-    assert out.featureCount() == 2
-    assert any(w.startswith("DistortionWarning") for w in feedback.warnings)
+    run("perturbpoints", {"INPUT": data_path(*SOHO), "OUTPUT": "TEMPORARY_OUTPUT"}, feedback=feedback)
+    assert any(d.startswith("DeprecationWarning: a dependency's deprecation") for d in feedback.debug)
+    assert not any("DeprecationWarning" in w for w in feedback.warnings)

@@ -13,6 +13,7 @@ pytestmark = pytest.mark.qgis
 
 GEOLIFE_FIELDS = ["fid", "id", "sequence", "trajectory_id", "tracker", "t"]
 NEW_FIELDS = ["predicted", "status", "epsilon_spent"]
+BEIJING = "115.4,117.6,39.4,41.1 [EPSG:4326]"  # public study area of the GeoLife sample (xmin,xmax,ymin,ymax)
 
 
 def rows(layer):
@@ -26,7 +27,7 @@ def geolife_release(provider):
 
     return processing.run("geopriv:sanitizetraces", {
         "INPUT": data_path("geolife_sample.gpkg"), "TRAJ_ID_FIELD": "trajectory_id", "TIME_FIELD": "t",
-        "LEVEL": math.log(10), "RADIUS": 100.0, "RATE": 0.033, "SEED": 4,
+        "LEVEL": math.log(10), "RADIUS": 100.0, "RATE": 0.033, "SEED": 4, "BOUNDS": BEIJING,
         "OUTPUT": "TEMPORARY_OUTPUT", "LEDGER": "TEMPORARY_OUTPUT"})
 
 
@@ -65,13 +66,18 @@ def test_ledger_accounts_for_every_point(geolife_release):
     assert geolife_release["N_RELEASED"] == sum(r["released"] for r in ledger)
     assert geolife_release["N_EXHAUSTED"] == sum(r["exhausted"] for r in ledger)
     record = json.loads(geolife_release["PROVENANCE"])
-    assert record["mechanism"] == "predictive_trace" and record["n_traces"] == 5 and record["seeded"] is True
+    assert record["mechanism"] == "predictive_trace" and record["seeded"] is True
+    assert record["traces"] == 5 and "n_traces" not in record
+    # longitude/latitude: a plane centred on the declared public area, recorded as declared
+    assert record["frame"] == "planar" and record["frame_area"] == "bounds"
+    assert record["declared_bounds"] == [115.4, 39.4, 117.6, 41.1]
+    assert record["grid_m"] == 1.0 and record["kept_columns"] == []
 
 
 def test_fixed_utility_independent_and_last_point(run):
     result = run("sanitizetraces", {
         "INPUT": data_path("geolife_sample.gpkg"), "TRAJ_ID_FIELD": "trajectory_id", "TIME_FIELD": "t",
-        "METHOD": 1, "BUDGET": 1, "ACCURACY": 2000.0, "EPSILON": 0.05, "ON_EXHAUSTED": 1, "SEED": 2,
+        "METHOD": 1, "BUDGET": 1, "ACCURACY": 2000.0, "EPSILON": 0.05, "ON_EXHAUSTED": 1, "SEED": 2, "BOUNDS": BEIJING,
         "OUTPUT": "TEMPORARY_OUTPUT", "LEDGER": "TEMPORARY_OUTPUT"})
     points = rows(result["OUTPUT"])
     assert {r["status"] for r in points} <= {"noise", "exhausted"}  # independent: no predictions
@@ -97,7 +103,7 @@ def test_budget_exhausted_can_fail(run):
 
     with pytest.raises(QgsProcessingException, match=r"ran out .* Nothing was written"):
         run("sanitizetraces", {"INPUT": data_path("geolife_sample.gpkg"), "TRAJ_ID_FIELD": "trajectory_id",
-                               "TIME_FIELD": "t", "ON_EXHAUSTED": 2, "OUTPUT": "TEMPORARY_OUTPUT",
+                               "TIME_FIELD": "t", "ON_EXHAUSTED": 2, "BOUNDS": BEIJING, "OUTPUT": "TEMPORARY_OUTPUT",
                                "LEDGER": "TEMPORARY_OUTPUT"})
 
 
@@ -126,14 +132,38 @@ def test_field_name_clash_is_explained(run):
         run("sanitizetraces", {"INPUT": layer, "OUTPUT": "TEMPORARY_OUTPUT", "LEDGER": "TEMPORARY_OUTPUT"})
 
 
-def test_cancellation_stops_between_traces(run, tmp_path):
+def test_cancellation_during_the_release_writes_nothing(run, tmp_path):
+    """Cancelled during the one sanitize_traces call (10-90 %): neither the points nor the ledger are written."""
     from qgis.core import QgsProcessingException
 
-    feedback = CancelAt(11.0)
+    feedback = CancelAt(10.0)
     target = tmp_path / "never.gpkg"
+    ledger = tmp_path / "never_ledger.gpkg"
     with pytest.raises(QgsProcessingException, match="cancelled"):
         run("sanitizetraces", {"INPUT": data_path("geolife_sample.gpkg"), "TRAJ_ID_FIELD": "trajectory_id",
-                               "TIME_FIELD": "t", "OUTPUT": str(target), "LEDGER": "TEMPORARY_OUTPUT"},
+                               "TIME_FIELD": "t", "BOUNDS": BEIJING, "OUTPUT": str(target), "LEDGER": str(ledger)},
             feedback=feedback)
-    assert max(feedback.seen) < 50.0  # stopped after the first batch of traces
-    assert not target.exists()
+    assert max(feedback.seen) <= 90.0  # writing (90-100 %) never started
+    assert not target.exists() and not ledger.exists()
+
+
+def test_library_warnings_reach_the_log(run):
+    """A geopriv warning is a Processing warning, not an error: here the DistortionWarning of a trace release over a
+    public study area so large that even a local equidistant projection distorts distances (Siberia to the tropics)."""
+    from qgis.core import QgsProcessingFeedback
+
+    class Log(QgsProcessingFeedback):
+        def __init__(self):
+            super().__init__()
+            self.warnings = []
+
+        def pushWarning(self, text):  # noqa: N802
+            self.warnings.append(text)
+
+    layer = memory_layer([f"POINT({100 + i * 0.001} {40 + i * 0.001})" for i in range(10)], crs="EPSG:4326")
+    feedback = Log()
+    # bounds used by no other test: the library computes a frame once per CRS and area
+    result = run("sanitizetraces", {"INPUT": layer, "BOUNDS": "61.25,138.75,1.25,78.75 [EPSG:4326]", "SEED": 1,
+                                    "OUTPUT": "TEMPORARY_OUTPUT", "LEDGER": "TEMPORARY_OUTPUT"}, feedback=feedback)
+    assert result["OUTPUT"].featureCount() == 10
+    assert any(w.startswith("DistortionWarning: The declared area is so large") for w in feedback.warnings)
