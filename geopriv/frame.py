@@ -69,6 +69,8 @@ __all__ = [
     "area_of_use_bounds",
     "sphere_radius",
     "check_grid",
+    "check_noise_above_precision",
+    "area_side_metres",
 ]
 
 #: A projected CRS whose scale varies by at most this much over its public area is used as is.
@@ -245,9 +247,7 @@ class PublicFrame:
 
     def r_max_metres(self) -> float:
         """A public bound on the ground distance between an input and any output (for Thm 4.1)."""
-        if self.kind == "spherical" and self.area is None:
-            return math.pi * float(self.sphere_radius)
-        if self.kind == "spherical":
+        if self.kind == "spherical":  # no two points of the sphere are farther apart
             return math.pi * float(self.sphere_radius)
         xmin, ymin, xmax, ymax = self.area
         return math.hypot(xmax - xmin, ymax - ymin) / self.scale_min
@@ -261,7 +261,7 @@ class PublicFrame:
             "distortion": round(self.distortion, 6),
         }
         if self.kind == "planar" and not self.same:
-            d["working_crs"] = self.work_crs.to_proj4() if False else self.work_crs.to_string()
+            d["working_crs"] = self.work_crs.to_string()  # centred on the declared bounds: public
         if self.kind == "spherical":
             d["sphere_radius_m"] = self.sphere_radius
         return d
@@ -461,3 +461,52 @@ def check_grid(grid, epsilon_per_m: float):
             "would snap back to the true point's own cell. Use a grid well below 2/epsilon, or a smaller epsilon."
         )
     return grid
+
+
+def area_side_metres(crs, area) -> float:
+    """The shorter side of a rectangle (xmin, ymin, xmax, ymax) in ``crs``, in ground metres.
+
+    Measured geodesically along the rectangle's two mid-lines (public: the rectangle is).
+    """
+    crs = as_crs(crs)
+    geodetic = _geodetic(crs)
+    xmin, ymin, xmax, ymax = area
+    xm, ym = (xmin + xmax) / 2, (ymin + ymax) / 2
+    t = Transformer.from_crs(crs, geodetic, always_xy=True)
+    lon, lat = t.transform(np.array([xmin, xmax, xm, xm]), np.array([ym, ym, ymin, ymax]))
+    _, _, d = geodetic.get_geod().inv(lon[[0, 2]], lat[[0, 2]], lon[[1, 3]], lat[[1, 3]])
+    d = np.asarray(d, dtype=float)
+    if not np.all(np.isfinite(d)):
+        raise CRSError(f"The declared area is not valid in {crs.name}; check that bounds= are in the data's CRS.")
+    return float(d.min())
+
+
+def precision_metres(frame: PublicFrame) -> float:
+    """Ground size of one float64 ulp of coordinates in the frame's input CRS over its public area."""
+    crs = frame.input_crs
+    if crs.is_geographic:
+        e = _geodetic(crs).ellipsoid
+        a = e.semi_major_metre
+        e2 = 1.0 - (e.semi_minor_metre / a) ** 2
+        mag = 180.0 if frame.area is None else max(abs(v) for v in frame.area)
+        return float(np.spacing(max(mag, 1.0))) * math.radians(1.0) * a / math.sqrt(1.0 - e2)
+    if frame.kind == "planar" and frame.same:
+        area, smin = frame.area, frame.scale_min
+    else:
+        area = frame.area if frame.area is not None else area_of_use_bounds(crs)
+        s = _scale_over(crs, area) if area is not None else None
+        smin = s[1] if s is not None else 1.0
+        area = area if area is not None else (-1e7, -1e7, 1e7, 1e7)
+    mag = max(abs(v) for v in area)
+    return float(np.spacing(max(mag, 1.0))) / smin
+
+
+def check_noise_above_precision(epsilon_per_m: float, frame: PublicFrame) -> None:
+    """Refuse an epsilon whose noise (mean radius 2/epsilon) is below 2^12 ulps of the coordinates."""
+    ulp_m = precision_metres(frame)
+    if 2.0 / float(epsilon_per_m) < _MIN_STEP_ULPS * ulp_m:
+        raise ValueError(
+            f"epsilon {epsilon_per_m:g} per metre asks for noise ({2.0 / epsilon_per_m:.3g} m) below the precision of "
+            f"coordinates in {frame.input_crs.name}: the release would be the true location up to rounding. "
+            "Use a smaller epsilon."
+        )

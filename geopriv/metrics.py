@@ -89,7 +89,8 @@ def utility_report(true, released, delta: float = 0.9) -> pd.Series:
 def wasserstein(a, b, *, max_points: int = 20_000) -> float:
     """Wasserstein-1 distance in metres between two point sets (uniform weights, any sizes).
 
-    Both sets are put in one local equidistant frame (see :mod:`geopriv.crs`), and the exact
+    Both sets are put in one local azimuthal equidistant frame centred on them (an evaluation by
+    the analyst, who holds the true points: nothing here is released), and the exact
     optimal transport problem is solved by POT's network simplex (``ot.emd2``).  The cost
     matrix is len(a) x len(b), so sets are limited to ``max_points`` each.
     """
@@ -97,7 +98,9 @@ def wasserstein(a, b, *, max_points: int = 20_000) -> float:
         import ot
     except ImportError:  # pragma: no cover - exercised only without the extra
         raise ImportError("wasserstein() needs the POT library: pip install 'geopriv[metrics]' (or pip install pot).") from None
-    from .crs import metric_frame
+    from pyproj import Transformer
+
+    from .crs import as_crs, local_aeqd
 
     ga = as_geoseries(a, "first point set")
     gb = as_geoseries(b, "second point set")
@@ -109,9 +112,13 @@ def wasserstein(a, b, *, max_points: int = 20_000) -> float:
     gb = gb.to_crs(ga.crs) if not CRS.from_user_input(ga.crs).equals(CRS.from_user_input(gb.crs)) else gb
     xa = point_xy(ga, "first point set")
     xb = point_xy(gb, "second point set")
-    both = np.vstack([xa, xb])
-    frame = metric_frame(ga.crs, (both[:, 0].min(), both[:, 1].min(), both[:, 0].max(), both[:, 1].max()))
-    wa = frame.to_work(xa) / frame.metres_to_work(1.0)
-    wb = frame.to_work(xb) / frame.metres_to_work(1.0)
+    crs = as_crs(ga.crs)
+    to_geo = Transformer.from_crs(crs, crs.geodetic_crs, always_xy=True)
+    lon, lat = to_geo.transform(*np.vstack([xa, xb]).T)
+    lon0 = float(np.degrees(np.arctan2(np.sin(np.radians(lon)).mean(), np.cos(np.radians(lon)).mean())))
+    work = local_aeqd(lon0, float((np.min(lat) + np.max(lat)) / 2), crs.geodetic_crs)
+    wx, wy = Transformer.from_crs(crs.geodetic_crs, work, always_xy=True).transform(lon, lat)
+    w = np.column_stack([wx, wy])
+    wa, wb = w[: len(xa)], w[len(xa):]
     cost = ot.dist(wa, wb, metric="euclidean")
     return float(ot.emd2(np.full(len(wa), 1.0 / len(wa)), np.full(len(wb), 1.0 / len(wb)), cost, numItermax=10_000_000))

@@ -63,6 +63,7 @@ ALLOWED_FIELDS = {
     "stale_after_s": "staleness rule",
     "on_exhausted": "what exhausted rows get",
     "traces": "number of traces (shown by the output's trace ids)",
+    "n_released": "rows released (shown by the output's status column)",
     "traj_id": "name of the trace id column",
     "time": "name of the time stamp column",
     "ledger": "per-trace budget ledger (a function of the released epsilon_spent column and trace ids)",

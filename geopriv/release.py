@@ -20,7 +20,8 @@ A mechanism passed here is a small immutable object with
 ``frame_policy``
     ``"metric"``: noise is drawn in the public frame chosen here (planar or spherical);
     ``"own"``: the mechanism lives in its own public CRS (``mechanism.crs``), e.g. the
-    location-dependent mechanism on its privacy map's grid.
+    location-dependent mechanism on its privacy map's grid; it then also provides
+    ``public_bounds(crs)`` (its public extent in ``crs``) and checks its own domain.
 ``release(xy, frame, rng, labels=None)``
     Released coordinates for the (n, 2) array ``xy`` in ``frame.work_crs`` (degrees for a
     spherical frame).  Pure: no frames chosen, nothing written, no budget charged.
@@ -28,8 +29,9 @@ A mechanism passed here is a small immutable object with
     Its public parameters (a dict of allowlisted provenance fields).
 ``finite_precision(frame, lattice)``
     ``(effective_epsilon_per_m or None, text)``: the bound of the snapped release.
-``default_grid_m()``
-    The default lattice step in ground metres, a function of its public parameters.
+``grid_epsilon_per_m()``
+    The largest epsilon per metre it uses: fixes the default lattice step and the checks
+    that the noise is above the lattice and the coordinates' float precision.
 """
 from __future__ import annotations
 
@@ -45,12 +47,14 @@ from pyproj import Transformer
 
 from ._points import as_geoseries, check_no_other_geometries, point_xy
 from .crs import as_crs
-from .exceptions import CRSError, GeometryError, GeoprivError, MissingCRSError
+from .exceptions import CRSError, GeometryError, MissingCRSError
 from .frame import (
     DEFAULT_MAX_DISTORTION,
     PublicFrame,
     area_of_use_bounds,
+    area_side_metres,
     check_grid,
+    check_noise_above_precision,
     declared_bounds,
     public_frame,
     public_lattice,
@@ -151,23 +155,6 @@ def _clamp_rect(xy, rect, lattice):
     return xy
 
 
-def _check_noise_above_precision(epsilon_per_m, frame):
-    """Refuse an epsilon whose noise is below the float precision of coordinates in the public area."""
-    if frame.area is not None:
-        mag = max(abs(v) for v in frame.area)
-        per_unit = frame.scale_max
-    else:
-        mag, per_unit = 180.0, 1.0 / 110_000.0  # degrees
-    if frame.kind == "spherical" and not frame.input_crs.is_geographic:
-        per_unit = 1.0
-    ulp_m = float(np.spacing(max(mag, 1.0))) / per_unit
-    if 2.0 / float(epsilon_per_m) < 2.0**12 * ulp_m:
-        raise ValueError(
-            f"epsilon {epsilon_per_m:g} per metre asks for noise ({2.0 / epsilon_per_m:.3g} m) below the precision of "
-            "coordinates in this CRS: the release would be the true location up to rounding. Use a smaller epsilon."
-        )
-
-
 def _own_frame(mechanism, crs) -> PublicFrame:
     return PublicFrame(crs, "planar", mechanism.crs, 1.0, 1.0, None, "mechanism")
 
@@ -230,8 +217,8 @@ def release_points(
         grid_m = check_grid(grid, mechanism.grid_epsilon_per_m())
         area = declared_bounds(crs, bounds, region)
         if area is not None:
-            side = min(area[2] - area[0], area[3] - area[1]) / lattice_frame.scale_max if lattice_frame.kind == "planar" else None
-            if side is not None and grid_m > side:
+            side = area_side_metres(crs, area)
+            if grid_m > side:
                 raise ValueError(
                     f"The grid of {grid_m:g} m is coarser than the declared area (its shorter side is about {side:.3g} m): "
                     "every release would be the same few nodes. Use a finer grid or a larger area."
@@ -239,7 +226,7 @@ def release_points(
         lattice = public_lattice(lattice_frame, grid_m)
         effective, fp_text = mechanism.finite_precision(lattice_frame, lattice)
     if continuous:
-        _check_noise_above_precision(mechanism.grid_epsilon_per_m(), lattice_frame)
+        check_noise_above_precision(mechanism.grid_epsilon_per_m(), lattice_frame)
         effective, fp_text = None, "none: continuous float64 output (explicitly requested), no finite-precision bound"
 
     # 3. sample, 4. truncate and snap, chunk by chunk

@@ -20,7 +20,7 @@ from pyproj import CRS, Transformer
 
 from ._points import as_geoseries, point_xy
 from .accounting import BudgetAccountant
-from .frame import DEFAULT_MAX_DISTORTION, check_grid, public_frame, public_lattice
+from .frame import DEFAULT_MAX_DISTORTION, check_grid, check_noise_above_precision, public_frame, public_lattice
 from .exceptions import GeoprivError, format_labels
 from .mechanisms.predictive import (
     EXHAUSTED,
@@ -68,10 +68,13 @@ def _seconds(col: pd.Series, what: str = "time") -> np.ndarray:
         if not (pd.api.types.is_datetime64_any_dtype(s) or isinstance(s.dtype, pd.DatetimeTZDtype)):
             try:
                 s = pd.to_datetime(s, utc=True, format="mixed")
-            except (ValueError, TypeError) as exc:
+            except (ValueError, TypeError, OverflowError):
+                # never echo the parser's message: it quotes the offending cell, which may be a location
+                parsed = pd.to_datetime(s, utc=True, format="mixed", errors="coerce")
+                bad_rows = (parsed.isna() & s.notna()).to_numpy()
                 raise GeoprivError(
-                    f"The {what} column {col.name!r} cannot be read as time stamps ({exc}). Give datetimes, "
-                    "ISO 8601 text, or numbers of seconds."
+                    f"{int(bad_rows.sum())} row(s) of the {what} column {col.name!r} cannot be read as time stamps: "
+                    f"labels {format_labels(col.index[bad_rows])}. Give datetimes, ISO 8601 text, or numbers of seconds."
                 ) from None
         secs = ((s - s.min()) / pd.Timedelta(seconds=1)).to_numpy(dtype=float, na_value=np.nan)
     bad = ~np.isfinite(secs)
@@ -330,9 +333,10 @@ def sanitize_traces(
     frame = public_frame(geoms.crs, bounds=bounds, max_distortion=max_distortion, planar_only=True)
     frame.check_inside(xy, geoms.index)
     lattice = None
-    if not continuous:
-        # the lattice step follows the smallest per-draw epsilon a manager may use; 1 m by default
-        lattice = public_lattice(frame, check_grid(grid, eps) if grid != "auto" else 1.0)
+    if continuous:
+        check_noise_above_precision(eps, frame)  # no draw spends more than the trace's total
+    else:
+        lattice = public_lattice(frame, check_grid(grid, eps))
     # "conservative metres": working units / scale_max, so a distance here is <= the ground distance
     # (see geopriv.frame), and epsilon per metre here is perturb's epsilon per working unit.
     unit = frame.scale_max
@@ -374,9 +378,10 @@ def sanitize_traces(
     ledger = _ledger_dict(run, uniques, traj_id)
     rel = status != EXHAUSTED
     if lattice is not None:
-        # Thm 4.1 of Andres et al. per noisy draw: its overhead barely depends on the draw's epsilon
+        # Thm 4.1 of Andres et al. per noisy draw
         r_max = frame.r_max_metres()
-        per_draw = discretisation_epsilon(1e-9, lattice.min_cell_m, r_max, ANGLE_RESOLUTION) - 1e-9
+        # the overhead grows with the draw's epsilon: the trace's total bounds every draw's
+        per_draw = discretisation_epsilon(eps, lattice.min_cell_m, r_max, ANGLE_RESOLUTION) - eps
         fp_text = (f"snapped to a public {lattice.grid_m:g} m lattice; each noisy draw's epsilon grows by at most "
                    f"{per_draw:.3g} per metre (Andres et al. 2013 Thm 4.1, r_max {r_max:.4g} m)")
     else:
@@ -397,6 +402,7 @@ def sanitize_traces(
         predictor=None if method == "independent" else mech.predictor.name,
         on_exhausted=on_exhausted,
         traces=len(uniques),
+        n_released=int(rel.sum()),
         traj_id=traj_id,
         time=time,
         ledger=ledger,
