@@ -13,7 +13,7 @@ Frames
     every direction, measured with 1 m geodesic offsets on its ellipsoid) varies by at most
     ``max_distortion`` over its public area: the declared bounds / region, or else the CRS's
     area of use (``pyproj.CRS.area_of_use``, transformed to CRS coordinates).  epsilon is
-    converted with the *largest* scale over that area (plus a 1e-6 safety margin for the
+    converted with the *largest* scale over that area (plus a 1e-5 safety margin for the
     sampling of the scale), so for two inputs in the area, CRS distance <= scale_max * ground
     distance and the planar guarantee per CRS unit implies the stated one per ground metre.
     With declared bounds and a geographic CRS, :func:`public_frame` can also return a local
@@ -71,6 +71,7 @@ __all__ = [
     "check_grid",
     "check_noise_above_precision",
     "area_side_metres",
+    "clamp_to_area",
 ]
 
 #: A projected CRS whose scale varies by at most this much over its public area is used as is.
@@ -79,7 +80,7 @@ DEFAULT_MAX_DISTORTION = 0.01
 #: Default lattice step in ground metres (smaller when epsilon asks for it, see default_grid).
 DEFAULT_GRID_M = 1.0
 _SAMPLES = 33
-_SCALE_MARGIN = 1e-6
+_SCALE_MARGIN = 1e-5
 #: the smallest lattice step, in units of the coordinates' float spacing (ulp) over the public area
 _MIN_STEP_ULPS = 2.0**12
 
@@ -510,3 +511,18 @@ def check_noise_above_precision(epsilon_per_m: float, frame: PublicFrame) -> Non
             f"coordinates in {frame.input_crs.name}: the release would be the true location up to rounding. "
             "Use a smaller epsilon."
         )
+
+
+def clamp_to_area(xy: np.ndarray, rect, lattice: Lattice | None = None) -> np.ndarray:
+    """Clamp outputs (in place) into the public rectangle, onto lattice nodes inside it.
+
+    The truncation of Andres et al.'s Theorem 4.1: post-processing with public parameters.
+    """
+    xmin, ymin, xmax, ymax = rect
+    if lattice is not None and lattice.kind == "planar":
+        s = lattice.step
+        xmin, ymin = math.ceil(xmin / s) * s, math.ceil(ymin / s) * s
+        xmax, ymax = math.floor(xmax / s) * s, math.floor(ymax / s) * s
+    np.clip(xy[:, 0], xmin, xmax, out=xy[:, 0])
+    np.clip(xy[:, 1], ymin, ymax, out=xy[:, 1])
+    return xy

@@ -55,6 +55,7 @@ from .frame import (
     area_side_metres,
     check_grid,
     check_noise_above_precision,
+    clamp_to_area,
     declared_bounds,
     public_frame,
     public_lattice,
@@ -138,21 +139,6 @@ def _truncate(xy, region, lattice):
         raise ValueError("The region is too thin for the grid: no grid node inside it near its boundary. Use a finer grid.")
     out[idx] = cand[np.arange(len(idx)), best]
     return out
-
-
-def _clamp_rect(xy, rect, lattice):
-    """Clamp outputs into the public rectangle, onto lattice nodes inside it (post-processing)."""
-    xmin, ymin, xmax, ymax = rect
-    if lattice is not None and lattice.kind == "planar":
-        s = lattice.step
-        lo = (math.ceil(xmin / s) * s, math.ceil(ymin / s) * s)
-        hi = (math.floor(xmax / s) * s, math.floor(ymax / s) * s)
-        np.clip(xy[:, 0], lo[0], hi[0], out=xy[:, 0])
-        np.clip(xy[:, 1], lo[1], hi[1], out=xy[:, 1])
-    else:
-        np.clip(xy[:, 0], xmin, xmax, out=xy[:, 0])
-        np.clip(xy[:, 1], ymin, ymax, out=xy[:, 1])
-    return xy
 
 
 def _own_frame(mechanism, crs) -> PublicFrame:
@@ -255,11 +241,11 @@ def release_points(
             x, y = from_work.transform(out[:, 0], out[:, 1])
             out = np.column_stack([x, y])
         if rect is not None and region_geom is None and (lattice is None or lattice.kind == "geographic"):
-            out = _clamp_rect(out, rect, None)
+            out = clamp_to_area(out, rect, None)
         if lattice is not None:
             out = lattice.snap(out, inplace=True)  # ``out`` is this chunk's own fresh array
             if rect is not None and region_geom is None and lattice.kind == "planar":
-                out = _clamp_rect(out, rect, lattice)
+                out = clamp_to_area(out, rect, lattice)
         if region_geom is not None:  # nearest lattice node inside the region
             out = _truncate(out, region_geom, lattice)
         if not np.isfinite(out).all():  # pragma: no cover - defensive: never release a non-finite point

@@ -20,7 +20,14 @@ from pyproj import CRS, Transformer
 
 from ._points import as_geoseries, point_xy
 from .accounting import BudgetAccountant
-from .frame import DEFAULT_MAX_DISTORTION, check_grid, check_noise_above_precision, public_frame, public_lattice
+from .frame import (
+    DEFAULT_MAX_DISTORTION,
+    check_grid,
+    check_noise_above_precision,
+    clamp_to_area,
+    public_frame,
+    public_lattice,
+)
 from .exceptions import GeoprivError, format_labels
 from .mechanisms.predictive import (
     EXHAUSTED,
@@ -354,7 +361,14 @@ def sanitize_traces(
     ok = np.isfinite(released_sorted[:, 0])
     out_xy = np.full_like(released_sorted, np.nan)
     out_xy[ok] = frame.from_work(released_sorted[ok] * unit)
-    if lattice is not None:
+    if frame.area is not None:  # the truncation of Andres et al.'s Thm 4.1 (post-processing)
+        if lattice is not None and lattice.kind == "geographic":
+            out_xy[ok] = clamp_to_area(out_xy[ok], frame.area)
+        if lattice is not None:
+            out_xy[ok] = clamp_to_area(lattice.snap(out_xy[ok]), frame.area, lattice)
+        else:
+            out_xy[ok] = clamp_to_area(out_xy[ok], frame.area)
+    elif lattice is not None:
         out_xy[ok] = lattice.snap(out_xy[ok])
     inv = np.empty_like(order)
     inv[order] = np.arange(len(order))
