@@ -2,7 +2,9 @@
 
 Chatzikokolakis, Palamidessi, Stronati, "A Predictive Differentially-Private Mechanism for
 Mobility Traces" (PETS 2014).  Data: ../shared/data/geolife_users_000_009.parquet (1.85 M fixes,
-1,385 trajectories of GeoLife users 000-009; needs pyarrow to read GeoParquet).
+1,385 trajectories of GeoLife users 000-009; needs pyarrow to read GeoParquet), too large to ship in
+the repository: it is read from the folder named by the environment variable ``GEOPRIV_DATA``
+(default ``../shared/data`` beside the checkout), or from ``--data PATH``.
 
 Protocol (the paper's): each trajectory is a trace; queries are sampled with
 :func:`geopriv.sample_queries` (only while slower than 15 km/h; next query after 1 min, or after
@@ -27,7 +29,7 @@ of per-query error), budget rate (mean over traces of spent / budget per release
 queries covered (1 / budget rate: how many queries the budget pays for at that rate),
 prediction rate (released queries that were predictions), test share (budget spent on tests).
 
-    python bench/traces_eval.py [--reps 3] [--max-trajectories N] [--out docs/img/traces_eval.png]
+    GEOPRIV_DATA=/path/to/data python bench/traces_eval.py [--reps 3] [--max-trajectories N] [--out docs/img/traces_eval.png]
 
 Runs in about 4-6 minutes on 2 cores with all 1,385 trajectories and 3 samplings per p.
 """
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import time
 import warnings
@@ -49,7 +52,10 @@ from geopriv.mechanisms.predictive import FixedRate, FixedUtility
 from geopriv.metrics import ground_distance
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "geolife_users_000_009.parquet"
+PARQUET = "geolife_users_000_009.parquet"
+#: folder of the large benchmark data: $GEOPRIV_DATA, default ../shared/data beside the checkout
+DATA_DIR = Path(os.environ.get("GEOPRIV_DATA") or ROOT.parent / "shared" / "data")
+DATA = DATA_DIR / PARQUET
 #: public study area (lon/lat): Beijing municipality's bounding box, declared, not measured from the data
 BOUNDS = (115.4, 39.4, 117.6, 41.1)
 LEVEL, RADIUS = math.log(10), 100.0
@@ -86,6 +92,16 @@ ABLATION_P = (0.0, 0.3, 1.0)
 
 
 def load(path: Path, max_trajectories: int | None, seed: int) -> gpd.GeoDataFrame:
+    if not path.is_file():
+        if path != DATA:
+            how = "given with --data"
+        elif os.environ.get("GEOPRIV_DATA"):
+            how = f"from GEOPRIV_DATA={os.environ['GEOPRIV_DATA']!r}"
+        else:
+            how = "GEOPRIV_DATA is not set, so ../shared/data beside the checkout was tried"
+        sys.exit(f"The GeoLife benchmark data {path} does not exist ({how}). Put {PARQUET} (Microsoft Research "
+                 "GeoLife 1.3, users 000-009, as GeoParquet) in a folder and run with GEOPRIV_DATA=/that/folder, "
+                 f"or pass --data /path/to/{PARQUET}.")
     try:
         g = gpd.read_parquet(path)
     except ImportError:

@@ -1,12 +1,16 @@
 """The ``priv`` accessor: ``gdf.priv.<method>(...)`` is ``geopriv.<method>(gdf, ...)``.
 
-Thin and stateless: every method is a docstring and one call of a public function.
+Thin and stateless: every method is a docstring and one call of a public function, with that
+function's signature (names, defaults and kinds; tests/test_accessor.py checks they never drift):
+``epsilon`` is the one argument that may be given by position, everything else by keyword.
 """
 from __future__ import annotations
 
 import pandas as pd
+from pandas.api.extensions import no_default
 
 from . import metrics as _metrics
+from .frame import DEFAULT_MAX_DISTORTION
 from .perturb import perturb as _perturb
 from . import traces as _traces
 
@@ -17,37 +21,188 @@ class _Base:
     def __init__(self, obj):
         self._obj = obj
 
-    def perturb(self, epsilon=None, **kwargs):
-        """Release the points with geo-indistinguishability: same as :func:`geopriv.perturb`.
+    def perturb(
+        self,
+        epsilon=None,
+        *,
+        level=None,
+        radius=None,
+        mechanism=None,
+        rng=None,
+        grid="auto",
+        continuous: bool = False,
+        bounds=None,
+        region=None,
+        keep=(),
+        max_distortion: float = DEFAULT_MAX_DISTORTION,
+        progress=None,
+    ):
+        """Release the points with geo-indistinguishability: ``geopriv.perturb(obj, ...)``.
 
-        ``epsilon`` per ground metre, or ``level=`` and ``radius=`` (metres); ``rng=None`` uses
-        OS entropy; ``grid=``/``region=`` discretise and truncate; ``mechanism=`` uses a
-        prebuilt mechanism.  Returns a new object; this one is not modified.
+        Parameters
+        ----------
+        epsilon : float, optional
+            Privacy loss per ground metre; or ``level`` within ``radius`` metres.
+        level, radius : float, optional
+            ``level=math.log(4), radius=200``: "ln 4 within 200 m".
+        mechanism : object, optional
+            A prebuilt mechanism, e.g. :class:`~geopriv.EikonalMechanism` (location-dependent).
+        rng : None, int or Generator
+            ``None`` (default): OS entropy.  A seed is for tests and demos only.
+        grid, continuous, bounds, region, keep, max_distortion, progress
+            The public lattice, the public study area, deliberately kept columns, CRS
+            handling and a progress callback: see :func:`geopriv.perturb`.
+
+        Returns
+        -------
+        GeoDataFrame or GeoSeries
+            A new object like this one (same index, columns, CRS); only the geometry is new.
+            ``result.attrs["geopriv"]`` is the provenance.
+
+        See Also
+        --------
+        geopriv.perturb : The function this calls, with every parameter described.
+        geopriv.EikonalMechanism.build : A location-dependent mechanism for ``mechanism=``.
+        PrivAccessor.utility_report : How far the released points moved.
         """
-        return _perturb(self._obj, epsilon, **kwargs)
+        return _perturb(
+            self._obj, epsilon, level=level, radius=radius, mechanism=mechanism, rng=rng, grid=grid,
+            continuous=continuous, bounds=bounds, region=region, keep=keep, max_distortion=max_distortion,
+            progress=progress,
+        )
 
-    def sanitize_traces(self, **kwargs):
-        """Release location traces within a budget per trace: same as :func:`geopriv.sanitize_traces`.
+    def sanitize_traces(
+        self,
+        epsilon=None,
+        *,
+        traj_id=no_default,
+        time=no_default,
+        level=None,
+        radius=None,
+        method: str = "predictive",
+        budget: str = "fixed_rate",
+        rate=None,
+        accuracy=None,
+        skip_speed=None,
+        stale_after=None,
+        predictor="parrot",
+        on_exhausted: str = "empty",
+        eta: float = 0.5,
+        gamma: float = 0.8,
+        delta: float = 0.9,
+        prediction_rate: float = 0.5,
+        rng=None,
+        bounds=None,
+        grid="auto",
+        continuous: bool = False,
+        keep=(),
+        max_distortion: float = DEFAULT_MAX_DISTORTION,
+        progress=None,
+    ):
+        """Release location traces within a budget per trace: ``geopriv.sanitize_traces(obj, ...)``.
 
-        ``traj_id=`` and ``time=`` name the trace id and time stamp columns; ``epsilon`` (total per
-        trace, per ground metre) or ``level=``/``radius=``; ``method="predictive"`` (default) or
-        ``"independent"``; ``budget="fixed_rate"`` with ``rate=`` or ``"fixed_utility"`` with
-        ``accuracy=`` (metres).  Returns a new GeoDataFrame with ``predicted``, ``status`` and
-        ``epsilon_spent`` columns; the per-trace ledger is ``result.priv.ledger()``.
+        Parameters
+        ----------
+        epsilon : float, optional
+            Total budget of each trace per ground metre; or ``level`` within ``radius`` metres.
+        traj_id, time : str or None
+            The trace id and time stamp columns (required for a GeoDataFrame; ``None``: one
+            trace, in row order).
+        level, radius : float, optional
+            ``level=math.log(10), radius=100``: "ln 10 within 100 m" for each whole trace.
+        method, budget, rate, accuracy : optional
+            ``"predictive"`` (default) or ``"independent"``; ``"fixed_rate"`` with ``rate``
+            (fraction per query) or ``"fixed_utility"`` with ``accuracy`` (metres).
+        skip_speed, stale_after, predictor, on_exhausted, eta, gamma, delta, prediction_rate
+            Skip rules, the prediction, what exhausted rows get, the budget managers'
+            configuration: see :func:`geopriv.sanitize_traces`.
+        rng, bounds, grid, continuous, keep, max_distortion, progress
+            As in :meth:`perturb`.
+
+        Returns
+        -------
+        GeoDataFrame
+            This frame with the released geometry and ``predicted``, ``status``,
+            ``epsilon_spent`` columns; the per-trace ledger is ``result.priv.ledger()``.
+
+        See Also
+        --------
+        geopriv.sanitize_traces : The function this calls, with every parameter described
+            (it also takes a movingpandas.TrajectoryCollection).
+        geopriv.sample_queries : Query traces from raw GPS fixes, as in the paper.
+        PrivAccessor.ledger : The per-trace budget ledger of the result.
         """
-        return _traces.sanitize_traces(self._obj, **kwargs)
+        return _traces.sanitize_traces(
+            self._obj, epsilon, traj_id=traj_id, time=time, level=level, radius=radius, method=method,
+            budget=budget, rate=rate, accuracy=accuracy, skip_speed=skip_speed, stale_after=stale_after,
+            predictor=predictor, on_exhausted=on_exhausted, eta=eta, gamma=gamma, delta=delta,
+            prediction_rate=prediction_rate, rng=rng, bounds=bounds, grid=grid, continuous=continuous, keep=keep,
+            max_distortion=max_distortion, progress=progress,
+        )
 
     def ledger(self):
-        """The per-trace budget ledger of a :func:`geopriv.sanitize_traces` result: :func:`geopriv.trace_ledger`."""
+        """The per-trace budget ledger of a :func:`geopriv.sanitize_traces` result: ``geopriv.trace_ledger(obj)``.
+
+        Returns
+        -------
+        DataFrame
+            One row per trace: queries, released, noise, predicted, skipped, exhausted, tests,
+            budget, spent (never more than budget), remaining, ...
+
+        See Also
+        --------
+        geopriv.trace_ledger : The function this calls, with every column described.
+        PrivAccessor.sanitize_traces : The release that writes the ledger.
+        """
         return _traces.trace_ledger(self._obj)
 
     def displacement(self, released):
-        """Ground distance in metres from each point to its released version: :func:`geopriv.metrics.displacement`."""
+        """Ground distance in metres from each point to its released version: :func:`geopriv.displacement`.
+
+        Parameters
+        ----------
+        released : GeoDataFrame or GeoSeries of points
+            The release of these points, rows matched by index label; any CRS with a datum.
+
+        Returns
+        -------
+        Series
+            ``displacement_m``: geodesic metres on this object's ellipsoid, indexed like it.
+
+        See Also
+        --------
+        geopriv.displacement : the function this calls.
+        utility_report : statistics of these distances.
+        """
         return _metrics.displacement(self._obj, released)
 
-    def utility_report(self, released, delta: float = 0.9):
-        """Displacement statistics against ``released``: :func:`geopriv.metrics.utility_report`."""
-        return _metrics.utility_report(self._obj, released, delta=delta)
+    def utility_report(self, released, quantile: float = _metrics.DEFAULT_QUANTILE, *, delta=None):
+        """Displacement statistics against ``released``: :func:`geopriv.utility_report`.
+
+        Parameters
+        ----------
+        released : GeoDataFrame or GeoSeries of points
+            The release of these points, rows matched by index label; any CRS with a datum.
+        quantile : float in (0, 1)
+            alpha is the radius containing this share of the displacements (default 0.9:
+            ``alpha_0.9_m``, the radius 90 % of the points moved less than).  A share of
+            points, unrelated to the delta of (epsilon, delta)-differential privacy.
+        delta : float, deprecated
+            Old name of ``quantile`` (FutureWarning; removed in the next release).
+
+        Returns
+        -------
+        Series
+            ``n``, ``mean_m``, ``median_m``, ``alpha_<quantile>_m``, ``max_m``, ``mse_m2``, ``rmse_m``.
+
+        See Also
+        --------
+        geopriv.utility_report : the function this calls.
+        displacement : the per-row distances.
+        geopriv.wasserstein : a distance between point sets, without matching rows.
+        """
+        quantile = _metrics._renamed_delta(quantile, delta, stacklevel=3)
+        return _metrics.utility_report(self._obj, released, quantile)
 
 
 @pd.api.extensions.register_dataframe_accessor("priv")

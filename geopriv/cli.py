@@ -1,124 +1,468 @@
-"""Command line: ``geopriv perturb IN OUT --level ln4 --radius 200`` and friends.
+"""Command line: one subcommand per capability of the library.
 
-Any OGR vector format in and out (read and written with pyogrio).  Bad input gives a one-line
-error on stderr and a non-zero exit code; nothing is written.
+::
+
+    geopriv perturb homes.gpkg homes_private.gpkg --level ln4 --radius 200
+    geopriv privacy-map density.tif privacy_map.tif --epsilon-range ln4/3000 ln4/600
+    geopriv build-mechanism density.tif tokyo.npz --epsilon-range ln4/3000 ln4/600
+    geopriv perturb homes.gpkg homes_private.gpkg --mechanism tokyo.npz
+    geopriv sanitize-traces queries.gpkg released.gpkg --traj-id user --time t --level ln10 --radius 100 \\
+        --rate 0.033 --ledger ledger.csv
+    geopriv sample-queries fixes.gpkg queries.gpkg --traj-id trajectory_id --time t -p 0.3
+    geopriv report homes.gpkg homes_private.gpkg
+    geopriv demo
+
+Options carry the library's names (``--max-distortion`` is ``max_distortion=``; ``--seed`` is
+``rng=``) and, when not given, are not passed at all, so the library's own defaults apply; the
+defaults shown by ``--help`` are read from the library's signatures.
+
+Every command checks its arguments, its input files and its outputs (format from the
+extension, existing files, outputs that are inputs: :mod:`geopriv.io`) before it reads any data
+or draws any noise, and writes its outputs atomically: a failed run leaves every file as it
+was.  Bad input gives one line ``geopriv: error: ...`` on stderr and exit code 2, never a
+traceback.  Errors from geopriv name rows, never coordinates; errors from other libraries
+(pandas, pyproj, GDAL), whose text may quote values from the data, are reported by type with a
+hint.  ``GEOPRIV_TRACEBACK=1`` shows the full error instead (it may show data values).
 """
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import math
+import os
+import re
 import sys
+import textwrap
+import traceback
+import warnings
 from pathlib import Path
 
-__all__ = ["main"]
+__all__ = ["main", "build_parser"]
 
 EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
+_PACKAGE_DIR = Path(__file__).resolve().parent
 
 
 class CLIError(Exception):
     """A user-facing error: printed as one line."""
 
 
-def _level(text: str) -> float:
-    """Accept numbers and the common 'ln4' / 'ln(4)' / 'log(4)' spellings."""
-    t = text.strip().lower().replace(" ", "")
-    for prefix in ("ln(", "log("):
-        if t.startswith(prefix) and t.endswith(")"):
-            return math.log(float(t[len(prefix):-1]))
-    if t.startswith("ln"):
-        return math.log(float(t[2:]))
-    return float(t)
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (``geopriv: error: ...``, exit 2) and examples kept as written."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        if kwargs.get("description"):  # wrapped here: the raw formatter keeps the examples' layout
+            kwargs["description"] = textwrap.fill(kwargs["description"], 88)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message):  # noqa: D102 - argparse API
+        self.exit(EXIT_BAD_INPUT, f"geopriv: error: {message} (see: {self.prog} --help)\n")
 
 
-def _read(path: str, layer: str | None):
-    import geopandas as gpd
+# ---------------------------------------------------------------------------- argument types
+_LOG = re.compile(r"^(?:ln|log)\(?([^()/]+)\)?$")
 
-    p = Path(path)
-    if not p.exists():
-        raise CLIError(f"input file {path} does not exist")
+
+def _number(text: str) -> float:
+    """A number, also written ``ln4``, ``ln(4)``, ``log(4)`` and divided: ``ln4/200``."""
+    t = str(text).strip().lower().replace(" ", "")
+    num, _, den = t.partition("/")
     try:
-        return gpd.read_file(p, layer=layer, engine="pyogrio")
-    except Exception as exc:  # pyogrio raises several types; one line is what the user needs
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise CLIError(f"cannot read {path}{' layer ' + layer if layer else ''}: {msg}") from None
+        m = _LOG.match(num)
+        value = math.log(float(m.group(1))) if m else float(num)
+        if den:
+            value /= float(den)
+    except (ValueError, ZeroDivisionError):
+        raise argparse.ArgumentTypeError(f"not a number: {text!r} (give e.g. 0.0069, ln4 or ln4/200)") from None
+    return value
 
 
-def _check_output(path: str, overwrite: bool, source: str | None = None) -> Path:
-    out = Path(path)
-    if source is not None and out.exists() and out.resolve() == Path(source).resolve():
-        raise CLIError("the output path is the input file; choose another OUT so the input is kept")
-    if out.exists() and not overwrite:
-        raise CLIError(f"{path} exists; pass --overwrite to replace it")
+def _grid(text: str):
+    return "auto" if str(text).strip().lower() == "auto" else _number(text)
+
+
+class _NoneGiven:
+    """``none`` given on the command line: pass None to the library (not the same as not given)."""
+
+    def __repr__(self):
+        return "none"
+
+
+NONE = _NoneGiven()
+
+
+def _optional_number(text: str):
+    return NONE if str(text).strip().lower() == "none" else _number(text)
+
+
+def _nodata_epsilon(text: str):
+    return "nearest" if str(text).strip().lower() == "nearest" else _number(text)
+
+
+def _column(text: str):
+    """A column name; the empty string means None (no column)."""
+    return None if text == "" else text
+
+
+_UNSET = object()
+
+
+def _default(func, name):
+    """The library's default of ``name`` in ``func``'s signature (never a second copy here)."""
+    param = inspect.signature(func).parameters[name]
+    return _UNSET if param.default is inspect.Parameter.empty else param.default
+
+
+def _show(value) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    if value is None or (isinstance(value, (tuple, list)) and not value):
+        return "none"
+    return str(value)
+
+
+def _lib(group, func, name, *flags, help, show_default=True, **kwargs):
+    """An option for ``func``'s parameter ``name``: not passed unless given; help shows the library default."""
+    default = _default(func, name)
+    if show_default and default not in (_UNSET, None) and kwargs.get("action") not in ("store_true",):
+        help = f"{help} (default: {_show(default)})"
+    flags = flags or ("--" + name.replace("_", "-"),)
+    kwargs.setdefault("default", None)
+    group.add_argument(*flags, dest=name, help=help, **kwargs)
+
+
+def _given(args, names) -> dict:
+    """The options among ``names`` the user gave (None/False: not given, so the library default applies)."""
+    out = {}
+    for name in names:
+        value = getattr(args, name, None)
+        if value is None or value is False:
+            continue
+        out[name] = None if value is NONE else tuple(value) if isinstance(value, list) else value
     return out
 
 
-def _write(gdf, path: str, layer: str | None, overwrite: bool, source: str | None = None):
-    out = _check_output(path, overwrite, source)
-    if out.exists():
-        out.unlink()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    record = gdf.attrs.get("geopriv")
-    kwargs = {}
-    if out.suffix.lower() == ".gpkg" and record is not None:
-        kwargs["layer_metadata"] = {"geopriv": json.dumps(record, default=str)}
-    gdf.to_file(out, layer=layer, engine="pyogrio", **kwargs)
-    if record is not None and "layer_metadata" not in kwargs:
-        out.with_name(out.name + ".geopriv.json").write_text(json.dumps(record, indent=2, default=str))
+# ---------------------------------------------------------------------------- shared checks
+def _check_privacy(args) -> None:
+    """--epsilon or --level with --radius: refused before any work when contradictory or incomplete."""
+    if args.epsilon is not None and (args.level is not None or args.radius is not None):
+        raise CLIError("give either --epsilon, or --level with --radius, not both")
+    if args.epsilon is None:
+        if args.level is not None and args.radius is None:
+            raise CLIError("--level needs --radius (metres): e.g. --level ln4 --radius 200")
+        if args.radius is not None and args.level is None:
+            raise CLIError("--radius needs --level: e.g. --level ln4 --radius 200")
+        if args.level is None:
+            raise CLIError("say how much privacy: --epsilon E (per metre), or --level L with --radius R "
+                           "(e.g. --level ln4 --radius 200)")
 
 
+def _privacy_kwargs(args) -> dict:
+    if args.epsilon is not None:
+        return {"epsilon": args.epsilon}
+    return {"level": args.level, "radius": args.radius}
+
+
+def _check_crs(value):
+    if value is None:
+        return None
+    from pyproj import CRS
+    from pyproj.exceptions import CRSError
+
+    try:
+        return CRS.from_user_input(value)
+    except CRSError:
+        raise CLIError(f"the CRS {value!r} is not one pyproj knows (give e.g. EPSG:4326, 32631 or a WKT file's text)") from None
+
+
+def _check_raster(path: str, what: str) -> None:
+    """The raster exists and GDAL can open it (before any work)."""
+    from .io import check_input
+
+    check_input(path, what)
+    import rasterio
+
+    try:
+        with rasterio.open(path):
+            pass
+    except rasterio.errors.RasterioIOError:
+        raise CLIError(f"cannot read the {what} {path}: not a raster GDAL can open (give a GeoTIFF)") from None
+
+
+def _read(path, layer=None, crs=None, what="input", flag="--crs"):
+    """geopriv.io.read_vector, with the command line's hint for files without a CRS."""
+    from .io import read_vector
+
+    gdf = read_vector(path, layer, crs=crs, what=what)
+    if gdf.crs is None:
+        fix = (f"give the CRS its coordinates are in with {flag}, e.g. {flag} EPSG:4326 for longitude/latitude"
+               if flag else "give a file that has one (GeoPackage, GeoJSON, Shapefile with .prj, ...)")
+        raise CLIError(f"the {what} file {path} has no CRS (CSV files never have one): {fix}")
+    return gdf
+
+
+def _rng_note(record) -> str:
+    return " [seeded: reproducible, not for real releases]" if record.get("seeded") else ""
+
+
+# ---------------------------------------------------------------------------- perturb
 def _cmd_perturb(args) -> int:
     import geopriv
+    from . import io
 
-    _check_output(args.output, args.overwrite, args.input)
-    gdf = _read(args.input, args.layer)
-    region = None
-    if args.region:
-        region = _read(args.region, None)
-    kwargs = dict(
-        rng=args.seed, grid="auto" if args.grid is None else args.grid, continuous=args.continuous,
-        bounds=args.bounds, region=region, keep=args.keep or (), progress=True if args.progress else None,
-    )
-    if args.epsilon is not None:
-        out = geopriv.perturb(gdf, args.epsilon, **kwargs)
+    if args.mechanism is not None:
+        given = [f for f, v in (("--epsilon", args.epsilon), ("--level", args.level), ("--radius", args.radius)) if v is not None]
+        if given:
+            raise CLIError(f"--mechanism carries its own privacy map: do not also give {'/'.join(given)}")
+        if args.region is not None:
+            raise CLIError("--region applies to planar Laplace only; a --mechanism defines its own outputs")
     else:
-        out = geopriv.perturb(gdf, level=args.level, radius=args.radius, **kwargs)
-    _write(out, args.output, args.out_layer, args.overwrite, args.input)
+        _check_privacy(args)
+        for flag, value in (("--outside", args.outside), ("--remap", args.remap)):
+            if value:
+                raise CLIError(f"{flag} applies to a location-dependent --mechanism only")
+    crs = _check_crs(args.crs)
+    inputs = [args.input, args.region, args.mechanism]
+    io.check_input(args.input)
+    for path, what in ((args.region, "region"), (args.mechanism, "mechanism")):
+        if path is not None:
+            io.check_input(path, what)
+    io.check_output(args.output, args.out_layer, args.overwrite, protect=inputs)
+
+    gdf = _read(args.input, args.layer, crs)
+    kwargs = _given(args, ("rng", "grid", "continuous", "bounds", "keep", "max_distortion"))
+    if args.region is not None:
+        kwargs["region"] = _read(args.region, what="region", flag=None)
+    if args.mechanism is not None:
+        mech = geopriv.EikonalMechanism.load(args.mechanism)
+        if args.outside is not None and args.outside != mech.outside:
+            mech = mech.with_outside(args.outside)
+        if args.remap and mech.remap_xy is None:
+            mech = mech.with_remap("population")
+        kwargs["mechanism"] = mech
+    else:
+        kwargs.update(_privacy_kwargs(args))
+    out = geopriv.perturb(gdf, progress=True if args.progress else None, **kwargs)
+    io.write_vector(out, args.output, layer=args.out_layer, overwrite=args.overwrite, protect=inputs)
+    rec = out.attrs["geopriv"]
+    if "epsilon_per_m" in rec:
+        eff = rec.get("effective_epsilon_per_m")
+        how = (f"epsilon {rec['epsilon_per_m']:.6g} per metre "
+               + (f"(effective {eff:.6g})" if eff else "(continuous: no finite-precision bound)"))
+    else:
+        how = f"location-dependent epsilon {rec['epsilon_min_per_m']:.4g} .. {rec['epsilon_max_per_m']:.4g} per metre"
+    print(f"released {rec['n']} points to {args.output}: {how}, CRS {rec['input_crs']}{_rng_note(rec)}", file=sys.stderr)
+    return 0
+
+
+# ---------------------------------------------------------------------------- privacy maps
+def _map_options(parser, with_from_epsilon: bool) -> None:
+    from .privacy_map import PrivacyMap
+
+    f = PrivacyMap.from_population
+    g = parser.add_argument_group("how population density becomes epsilon per metre (PrivacyMap.from_population)")
+    g.add_argument("--epsilon-range", nargs=2, type=_number, metavar=("LOW", "HIGH"), default=None,
+                   help="epsilon per metre where nobody lives and at the raster's highest density, e.g. ln4/3000 ln4/600")
+    _lib(g, f, "slope", type=_number, help="with --floor: extra epsilon per metre for each person per km2")
+    _lib(g, f, "floor", type=_number, help="with --slope: epsilon per metre where nobody lives")
+    _lib(g, f, "units", choices=("per_km2", "per_cell"), help="what a cell value is: people per km2 of ground, or per cell")
+    _lib(g, f, "nodata_epsilon", type=_nodata_epsilon, metavar="nearest|EPSILON",
+         help="epsilon of no-data cells: 'nearest' (the nearest cell with data: for sea and lakes) or a number; "
+              "none: the floor, the strongest protection")
+    _lib(g, f, "band", type=int, help="raster band to read (1-based)")
+    _lib(g, f, "nodata", type=float, help="cell value meaning no data (overrides the file's)")
+    _lib(g, f, "crs", help="CRS of the raster when the file has none or a wrong one")
+    g.add_argument("--regularise", type=_number, metavar="MAX_SLOPE", default=None,
+                   help="PrivacyMap.regularised: lower epsilon where the noise scale changes faster than this many "
+                        "metres per metre (default: not regularised)")
+    if with_from_epsilon:
+        g.add_argument("--from-epsilon", action="store_true",
+                       help="RASTER already holds epsilon per metre (a map written by 'geopriv privacy-map'): "
+                            "PrivacyMap.from_epsilon; no population options")
+
+
+def _check_map_args(args) -> None:
+    population = [f for f, v in (("--epsilon-range", args.epsilon_range), ("--slope", args.slope),
+                                 ("--floor", args.floor), ("--units", args.units)) if v is not None]
+    if getattr(args, "from_epsilon", False):
+        if population:
+            raise CLIError(f"--from-epsilon reads epsilon per metre from the raster: do not also give {'/'.join(population)}")
+        return
+    if args.epsilon_range is not None and (args.slope is not None or args.floor is not None):
+        raise CLIError("give either --epsilon-range LOW HIGH, or --slope with --floor, not both")
+    if args.epsilon_range is None and (args.slope is None or args.floor is None):
+        raise CLIError(
+            "say how density becomes epsilon: --epsilon-range LOW HIGH (e.g. ln4/3000 ln4/600), or --slope S with --floor F"
+            + ("; or --from-epsilon if the raster holds epsilon per metre" if hasattr(args, "from_epsilon") else "")
+        )
+
+
+def _privacy_map(args):
+    """The PrivacyMap the options describe (one library call, plus regularisation)."""
+    from .privacy_map import PrivacyMap
+
+    common = _given(args, ("band", "nodata", "nodata_epsilon"))
+    if args.crs is not None:
+        common["crs"] = _check_crs(args.crs)
+    if getattr(args, "from_epsilon", False):
+        pm = PrivacyMap.from_epsilon(args.raster, **common)
+    else:
+        rule = _given(args, ("epsilon_range", "slope", "floor", "units"))
+        pm = PrivacyMap.from_population(args.raster, **rule, **common)
+    if args.regularise is not None:
+        pm = pm.regularised(args.regularise)
+    return pm
+
+
+def _cmd_privacy_map(args) -> int:
+    from . import io
+
+    _check_map_args(args)
+    _check_crs(args.crs)
+    _check_raster(args.raster, "population raster")
+    dest = io.check_file_output(args.output, suffixes=(".tif", ".tiff"), what="GeoTIFF",
+                                overwrite=args.overwrite, protect=[args.raster])
+    pm = _privacy_map(args)
+    with io.Staging() as stage:
+        stage.file(dest, pm.to_geotiff)
+        stage.commit()
+    print(f"wrote {args.output}: {pm!r}", file=sys.stderr)
+    return 0
+
+
+def _cmd_build_mechanism(args) -> int:
+    from . import io
+    from .mechanisms.eikonal import EikonalMechanism
+
+    _check_map_args(args)
+    if args.no_smooth and args.smooth is not None:
+        raise CLIError("give either --smooth or --no-smooth, not both")
+    _check_crs(args.crs)
+    _check_raster(args.raster, "raster")
+    dest = io.check_file_output(args.output, suffixes=(".npz",), what="mechanism",
+                                overwrite=args.overwrite, protect=[args.raster])
+    pm = _privacy_map(args)
+    print(f"privacy map: {pm!r}", file=sys.stderr)
+    options = _given(args, ("margin", "smooth", "output_spacing", "max_step", "pad", "cap", "n_jobs"))
+    if args.no_smooth:
+        options["smooth"] = None
+    mech = EikonalMechanism.build(pm, progress=True if args.progress else None, **options)
+    digests = []
+    with io.Staging() as stage:
+        stage.file(dest, lambda tmp: digests.append(mech.save(tmp)))
+        stage.commit()
+    print(f"wrote {args.output}: verified {mech.report}; SHA-256 {digests[0]}", file=sys.stderr)
+    return 0
+
+
+# ---------------------------------------------------------------------------- traces
+_TRACE_OPTIONS = ("method", "budget", "rate", "accuracy", "skip_speed", "stale_after", "predictor", "on_exhausted",
+                  "eta", "gamma", "delta", "prediction_rate")
+
+
+def _cmd_sanitize_traces(args) -> int:
+    import geopriv
+    from . import io
+
+    _check_privacy(args)
+    if args.rate is not None and args.accuracy is not None:
+        raise CLIError("give either --rate (budget fixed_rate) or --accuracy (budget fixed_utility), not both")
+    crs = _check_crs(args.crs)
+    inputs = [args.input]
+    io.check_input(args.input)
+    target = io.check_output(args.output, args.out_layer, args.overwrite, protect=inputs)
+    ledger_dest = None
+    if args.ledger is not None:
+        ledger_dest = io.check_file_output(args.ledger, suffixes=(".csv",), what="ledger",
+                                           overwrite=args.overwrite, protect=inputs + [args.output])
+        if ledger_dest == target.path:
+            raise CLIError("--ledger must be another file than OUT")
+
+    gdf = _read(args.input, args.layer, crs)
+    kwargs = _given(args, _TRACE_OPTIONS + ("rng", "grid", "continuous", "bounds", "keep", "max_distortion"))
+    out = geopriv.sanitize_traces(gdf, traj_id=args.traj_id, time=args.time, **_privacy_kwargs(args), **kwargs)
+    ledger = geopriv.trace_ledger(out)
+    with io.Staging() as stage:  # both outputs, or neither
+        stage.vector(out, io.check_output(args.output, args.out_layer, args.overwrite, protect=inputs))
+        if ledger_dest is not None:
+            stage.file(ledger_dest, lambda tmp: ledger.to_csv(tmp))
+        stage.commit()
     rec = out.attrs["geopriv"]
     print(
-        f"released {rec['n']} points to {args.output}: epsilon {rec['epsilon_per_m']:.6g} per metre "
-        + (f"(effective {rec['effective_epsilon_per_m']:.6g}), " if rec.get("effective_epsilon_per_m") else "(continuous: no finite-precision bound), ")
-        + f"CRS {rec['input_crs']}"
-        + (" [seeded: reproducible, not for real releases]" if rec["seeded"] else ""),
+        f"released {rec['n_released']} of {rec['n']} queries in {rec['traces']} trace(s) to {args.output}"
+        + (f" (ledger: {args.ledger})" if args.ledger else "")
+        + f": {rec['method']}, {rec['budget']}, epsilon {rec['epsilon_per_m']:.6g} per metre per trace{_rng_note(rec)}",
         file=sys.stderr,
     )
     return 0
 
 
+def _cmd_sample_queries(args) -> int:
+    import geopriv
+    from . import io
+
+    crs = _check_crs(args.crs)
+    inputs = [args.input]
+    io.check_input(args.input)
+    io.check_output(args.output, args.out_layer, args.overwrite, protect=inputs)
+    gdf = _read(args.input, args.layer, crs)
+    kwargs = _given(args, ("p", "short", "jump", "jitter", "max_speed", "speed_window", "max_gap", "rng"))
+    out = geopriv.sample_queries(gdf, traj_id=args.traj_id, time=args.time, **kwargs)
+    io.write_vector(out, args.output, layer=args.out_layer, overwrite=args.overwrite, protect=inputs)
+    print(f"sampled {len(out)} queries from {len(gdf)} fixes to {args.output}", file=sys.stderr)
+    return 0
+
+
+# ---------------------------------------------------------------------------- report, demo
 def _cmd_report(args) -> int:
     import geopriv
+    from . import io
 
-    true = _read(args.true, args.layer)
-    released = _read(args.released, None)
-    report = geopriv.utility_report(true, released, delta=args.delta)
-    print(report.to_string())
+    if args.delta is not None:
+        if args.quantile is not None:
+            raise CLIError("give --quantile only (--delta is its deprecated name)")
+        print("geopriv: warning: --delta is deprecated and will be removed in the next release; use --quantile",
+              file=sys.stderr)
+        args.quantile = args.delta
+    crs = _check_crs(args.crs)
+    released_crs = _check_crs(args.released_crs)
+    io.check_input(args.true, "true")
+    io.check_input(args.released, "released")
+    true = _read(args.true, args.layer, crs, what="true")
+    released = _read(args.released, args.released_layer, released_crs, what="released", flag="--released-crs")
+    if args.id is not None:
+        for what, gdf in (("true", true), ("released", released)):
+            if args.id not in gdf.columns:
+                raise CLIError(f"the {what} file has no column {args.id!r} (--id)")
+        true, released = true.set_index(args.id), released.set_index(args.id)
+    report = geopriv.utility_report(true, released, **_given(args, ("quantile",)))
+    values = {k: (int(v) if k == "n" else float(v)) for k, v in report.items()}
+    if args.json:
+        print(json.dumps(values))
+    else:
+        q = next(k for k in values if k.startswith("alpha_"))
+        share = float(q[len("alpha_"):-len("_m")])
+        for k, v in values.items():
+            note = f"   radius containing {100 * share:g} % of the displacements" if k == q else ""
+            print(f"{k:<12} {v:.6g}{note}")
     return 0
 
 
 def _cmd_demo(args) -> int:
-    import geopandas as gpd
-
     import geopriv
-    from geopriv.plot import plot_release
+    from . import io
+    from .plot import plot_release
 
-    data = Path(geopriv.__file__).parent / "data" / "soho_cholera.gpkg"
-    deaths = gpd.read_file(data, layer="deaths", engine="pyogrio")
+    data = _PACKAGE_DIR / "data" / "soho_cholera.gpkg"
+    deaths = io.read_vector(data, "deaths")
     out = geopriv.perturb(deaths, level=math.log(4), radius=args.radius, rng=args.seed)
     outdir = Path(args.out)
-    outdir.mkdir(parents=True, exist_ok=True)
     gpkg = outdir / "soho_perturbed.gpkg"
     png = outdir / "soho_map.png"
-    _write(out, str(gpkg), "deaths_perturbed", overwrite=True)
+    io.write_vector(out, gpkg, layer="deaths_perturbed", overwrite=True)
     plot_release(
         deaths, out, path=png,
         title=f"Soho cholera deaths (1854), EPSG:3857: ln 4 within {args.radius:g} m",
@@ -126,7 +470,7 @@ def _cmd_demo(args) -> int:
     rep = geopriv.utility_report(deaths, out)
     rec = out.attrs["geopriv"]
     print(f"Input : {data.name} layer 'deaths', {len(deaths)} points, {deaths.crs}")
-    from geopriv.crs import ground_scale
+    from .crs import ground_scale
 
     c = deaths.geometry.union_all().centroid
     smax, _ = ground_scale(deaths.crs, c.x, c.y)
@@ -135,67 +479,337 @@ def _cmd_demo(args) -> int:
         f"Privacy: ln 4 within {args.radius:g} m = {rec['epsilon_per_m']:.5f} per ground metre; EPSG:3857 has "
         f"{float(smax[0]):.3f} units per ground metre here, so noise was drawn {frame}"
     )
-    print(f"Utility: mean {rep['mean_m']:.1f} m, median {rep['median_m']:.1f} m, alpha(0.9) {rep['alpha_0.9_m']:.1f} m")
+    print(f"Utility: mean {rep['mean_m']:.1f} m, median {rep['median_m']:.1f} m; 90 % of the points moved less than "
+          f"{rep['alpha_0.9_m']:.1f} m (alpha_0.9_m)")
     print(f"Wrote  : {gpkg}\n         {png}")
     return 0
 
 
+# ---------------------------------------------------------------------------- the parser
+def _input_options(p, out_layer: bool = True) -> None:
+    g = p.add_argument_group("files")
+    g.add_argument("--layer", help="input layer (files with several layers need it)")
+    g.add_argument("--crs", help="CRS the input's coordinates are in, for files without one (CSV) or with a wrong one")
+    if out_layer:
+        g.add_argument("--out-layer", help="GeoPackage output layer (default: the file name); the file's other layers are kept")
+    g.add_argument("--overwrite", action="store_true",
+                   help="replace existing outputs (GeoPackage: only the layer written); a new layer may be added to "
+                        "an existing GeoPackage without it")
+
+
+def _privacy_options(p, func, title) -> None:
+    g = p.add_argument_group(title)
+    g.add_argument("--epsilon", type=_number, help="privacy loss per ground metre, e.g. 0.0069 or ln4/200")
+    g.add_argument("--level", type=_number, help="privacy level within --radius, e.g. ln4 or 1.386")
+    g.add_argument("--radius", type=_number, help="radius in metres for --level")
+
+
+def _release_options(p, func) -> None:
+    g = p.add_argument_group("public frame and output lattice")
+    _lib(g, func, "grid", type=_grid, metavar="METRES|auto",
+         help="step in ground metres of the public lattice outputs are snapped to ('auto': 1 m, finer for large epsilon)")
+    _lib(g, func, "continuous", action="store_true",
+         help="release unrounded coordinates (no finite-precision bound; not recommended)")
+    _lib(g, func, "bounds", type=float, nargs=4, metavar=("XMIN", "YMIN", "XMAX", "YMAX"),
+         help="public study area in the input's CRS, chosen without looking at the points (default: the CRS's area of use)")
+    _lib(g, func, "keep", action="append", metavar="COLUMN",
+         help="keep a location-like attribute column deliberately (repeatable); such columns are refused otherwise")
+    _lib(g, func, "max_distortion", type=float,
+         help="largest scale variation of a projected CRS over the public area for which it is used as is")
+    _lib(g, func, "rng", "--seed", type=int, metavar="SEED", show_default=False,
+         help="seed (rng=) for reproducible tests and demos only; recorded as seeded (default: OS entropy)")
+
+
+EPILOG_PERTURB = """examples:
+  # ln 4 within 200 m: two places 200 m apart are at most 4 times more or less likely to give any output
+  geopriv perturb homes.gpkg homes_private.gpkg --level ln4 --radius 200
+
+  # epsilon per metre, a 25 m public lattice, outputs kept inside a study area
+  geopriv perturb homes.shp out.geojson --epsilon ln4/200 --grid 25 --region area.gpkg
+
+  # add a layer to an existing GeoPackage (its other layers are kept; --overwrite replaces only this one)
+  geopriv perturb homes.gpkg project.gpkg --level ln4 --radius 200 --out-layer homes_private
+
+  # location-dependent privacy with a mechanism saved by 'geopriv build-mechanism'
+  geopriv perturb homes.gpkg homes_private.gpkg --mechanism tokyo.npz --outside clamp
+"""
+
+EPILOG_PRIVACY_MAP = """examples:
+  # empty areas: ln 4 within 3 km; the densest cell: ln 4 within 600 m
+  geopriv privacy-map tokyo_density_200.tif tokyo_map.tif --epsilon-range ln4/3000 ln4/600
+
+  # epsilon = floor + slope * density, no-data cells (the sea) at the level of the nearest coast
+  geopriv privacy-map density.tif map.tif --floor 2e-4 --slope 1e-5 --nodata-epsilon nearest
+"""
+
+EPILOG_BUILD = """examples:
+  # build once (seconds to minutes), then perturb any number of point sets with it
+  geopriv build-mechanism tokyo_density_200.tif tokyo.npz --epsilon-range ln4/3000 ln4/600 --n-jobs 4
+  geopriv perturb homes.gpkg homes_private.gpkg --mechanism tokyo.npz
+
+  # from a privacy map written by 'geopriv privacy-map'
+  geopriv build-mechanism tokyo_map.tif tokyo.npz --from-epsilon --margin 0.2
+"""
+
+EPILOG_TRACES = """examples:
+  # ln 10 within 100 m for each whole trace, about 3.3 % of it per query (~30 queries)
+  geopriv sanitize-traces queries.gpkg released.gpkg --traj-id user --time t \\
+      --level ln10 --radius 100 --rate 0.033 --ledger ledger.csv
+
+  # longitude/latitude data need a public study area; fixed accuracy of 3 km per noisy release
+  geopriv sanitize-traces queries.csv released.gpkg --crs EPSG:4326 --traj-id user --time t \\
+      --bounds 115.4 39.4 117.6 41.1 --level ln10 --radius 100 --budget fixed_utility --accuracy 3000
+"""
+
+EPILOG_SAMPLE = """examples:
+  # the evaluation protocol of Chatzikokolakis et al. 2014 on raw GPS fixes: jumps of 60 min with p = 0.3
+  geopriv sample-queries fixes.gpkg queries.gpkg --traj-id trajectory_id --time t -p 0.3 --seed 1
+  geopriv sanitize-traces queries.gpkg released.gpkg --traj-id trajectory_id --time t --level ln10 --radius 100 --rate 0.033
+"""
+
+EPILOG_REPORT = """examples:
+  geopriv report homes.gpkg homes_private.gpkg
+  # rows matched by an id column; alpha_0.5_m is then the median displacement
+  geopriv report homes.gpkg homes_private.geojson --id home_id --quantile 0.5 --json
+"""
+
+EPILOG_DEMO = """examples:
+  geopriv demo --out out --seed 1     # writes out/soho_perturbed.gpkg and out/soho_map.png
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
     import geopriv
+    from .mechanisms.eikonal import EikonalMechanism
 
-    parser = argparse.ArgumentParser(prog="geopriv", description="Location privacy with formal guarantees.")
+    parser = _Parser(
+        prog="geopriv", description="Location privacy with formal guarantees (geopriv's library, on files).",
+        epilog="examples:\n  geopriv perturb homes.gpkg homes_private.gpkg --level ln4 --radius 200\n"
+               "  geopriv demo --out out\n\nEach command's --help has worked examples.",
+    )
     parser.add_argument("--version", action="version", version=f"geopriv {geopriv.__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("perturb", help="release points with geo-indistinguishability (planar Laplace)")
-    p.add_argument("input", help="input vector file (any OGR format: .gpkg, .shp, .geojson, .fgb, ...)")
-    p.add_argument("output", help="output vector file; format from the extension")
-    g = p.add_argument_group("privacy (give --epsilon, or --level and --radius)")
-    g.add_argument("--epsilon", type=float, help="privacy loss per ground metre")
-    g.add_argument("--level", type=_level, help="privacy level within --radius, e.g. ln4 or 1.386")
-    g.add_argument("--radius", type=float, help="radius in metres for --level")
-    p.add_argument("--layer", help="input layer (multi-layer formats)")
-    p.add_argument("--out-layer", help="output layer name")
-    p.add_argument("--grid", type=float, help="step in metres of the public lattice outputs are snapped to (default: 1 m, finer for large epsilon)")
-    p.add_argument("--continuous", action="store_true", help="release unrounded coordinates (no finite-precision bound; not recommended)")
-    p.add_argument("--bounds", type=float, nargs=4, metavar=("XMIN", "YMIN", "XMAX", "YMAX"),
-                   help="public study area in the input's CRS (default: the CRS's area of use)")
-    p.add_argument("--region", help="vector file of the polygon outputs are kept in")
-    p.add_argument("--keep", action="append", metavar="COLUMN",
-                   help="keep a location-like attribute column deliberately (repeatable); such columns are refused otherwise")
-    p.add_argument("--seed", type=int, help="seed for reproducible demos/tests only (default: OS entropy)")
-    p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
+    # perturb
+    p = sub.add_parser("perturb", help="release points with geo-indistinguishability, or a location-dependent mechanism",
+                       description="Release point locations: geopriv.perturb (planar Laplace noise per ground metre, "
+                                   "or a saved location-dependent mechanism).", epilog=EPILOG_PERTURB)
+    p.add_argument("input", help="input points (any OGR format: .gpkg, .shp, .geojson, .fgb, .csv with WKT, .parquet)")
+    p.add_argument("output", help="output file; format from the extension: .gpkg .geojson .json .fgb .shp .csv .parquet")
+    _privacy_options(p, geopriv.perturb, "privacy (give --epsilon, or --level and --radius, or --mechanism)")
+    g = p.add_argument_group("location-dependent privacy")
+    g.add_argument("--mechanism", metavar="FILE.npz", help="a mechanism saved by 'geopriv build-mechanism' (verified on load)")
+    g.add_argument("--outside", choices=("error", "clamp"),
+                   help="points outside the mechanism's raster: stop naming them (error), or release them as if at "
+                        "the nearest point of the raster (clamp) (default: the mechanism's, error)")
+    g.add_argument("--remap", action="store_true",
+                   help="release each output's posterior mean under the population (same guarantee, lower error)")
+    _release_options(p, geopriv.perturb)
+    p.add_argument("--region", help="vector file of the public polygon outputs are kept in")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    _input_options(p)
     p.set_defaults(func=_cmd_perturb)
 
-    r = sub.add_parser("report", help="displacement statistics (metres) between a true and a released file")
-    r.add_argument("true")
-    r.add_argument("released")
+    # privacy-map
+    m = sub.add_parser("privacy-map", help="population raster -> privacy map GeoTIFF (epsilon per metre)",
+                       description="Build a privacy map from a population raster: geopriv.PrivacyMap.from_population, "
+                                   "written with to_geotiff.", epilog=EPILOG_PRIVACY_MAP)
+    m.add_argument("raster", help="population density raster (GeoTIFF, projected CRS)")
+    m.add_argument("output", help="privacy map GeoTIFF (.tif)")
+    _map_options(m, with_from_epsilon=False)
+    m.add_argument("--overwrite", action="store_true", help="replace OUTPUT if it exists")
+    m.set_defaults(func=_cmd_privacy_map)
+
+    # build-mechanism
+    b = sub.add_parser("build-mechanism", help="population or privacy-map raster -> saved location-dependent mechanism",
+                       description="Build and verify a location-dependent mechanism: geopriv.EikonalMechanism.build, "
+                                   "saved with save() for 'geopriv perturb --mechanism'.", epilog=EPILOG_BUILD)
+    b.add_argument("raster", help="population raster (with --epsilon-range or --slope/--floor) or a privacy map (--from-epsilon)")
+    b.add_argument("output", help="mechanism file (.npz)")
+    _map_options(b, with_from_epsilon=True)
+    build = EikonalMechanism.build
+    g = b.add_argument_group("mechanism (EikonalMechanism.build)")
+    _lib(g, build, "margin", type=float, help="share of the privacy loss kept for normalisation, in (0, 1)")
+    _lib(g, build, "smooth", type=_optional_number, metavar="METRES_PER_METRE|none",
+         help="build the kernels from a map regularised to this slope")
+    g.add_argument("--no-smooth", action="store_true", help="same as --smooth none")
+    _lib(g, build, "output_spacing", type=float, help="largest output spacing times epsilon")
+    _lib(g, build, "max_step", type=int, choices=(1, 2, 4), help="largest output step in cells")
+    _lib(g, build, "pad", type=float, help="outputs extend beyond the raster by this many noise lengths")
+    _lib(g, build, "cap", type=float, help="kernel cap in travel-time units")
+    _lib(g, build, "n_jobs", type=int, help="worker processes for the kernels")
+    b.add_argument("--overwrite", action="store_true", help="replace OUTPUT if it exists")
+    b.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
+    b.set_defaults(func=_cmd_build_mechanism)
+
+    # sanitize-traces
+    st = geopriv.sanitize_traces
+    t = sub.add_parser("sanitize-traces", help="release location traces within a budget per trace (predictive mechanism)",
+                       description="Release location traces: geopriv.sanitize_traces (one budget per trace, spent by "
+                                   "the predictive mechanism or independent noise).", epilog=EPILOG_TRACES)
+    t.add_argument("input", help="points of the traces (any OGR format, .parquet)")
+    t.add_argument("output", help="output file; format from the extension")
+    t.add_argument("--traj-id", required=True, type=_column, metavar="COLUMN",
+                   help="trace id column: one budget per trace ('' : all rows are one trace)")
+    t.add_argument("--time", required=True, type=_column, metavar="COLUMN",
+                   help="time stamp column (datetimes, ISO text or seconds; '' : rows are in query order)")
+    _privacy_options(t, st, "budget of each whole trace (give --epsilon, or --level and --radius)")
+    g = t.add_argument_group("mechanism and budget manager")
+    _lib(g, st, "method", choices=("predictive", "independent"), help="predictive mechanism or independent noise")
+    _lib(g, st, "budget", choices=("fixed_rate", "fixed_utility"), help="budget manager")
+    _lib(g, st, "rate", type=float, help="fixed_rate: fraction of the trace's budget per query on average, e.g. 0.033")
+    _lib(g, st, "accuracy", type=float, help="fixed_utility: metres within which a noisy release falls with probability delta")
+    _lib(g, st, "skip_speed", type=float, help="time skip rule: assumed top speed in metres per second (e.g. 0.139)")
+    _lib(g, st, "stale_after", type=float, help="seconds after which a prediction is not tested (fresh noise)")
+    _lib(g, st, "predictor", choices=("parrot", "cluster_mean"), help="prediction of the predictive mechanism")
+    _lib(g, st, "on_exhausted", choices=("empty", "last"),
+         help="rows a trace's budget cannot pay for: no geometry, or the trace's last released point")
+    _lib(g, st, "eta", type=float, help="budget manager: utility slack (0.5 .. 1)")
+    _lib(g, st, "gamma", type=float, help="budget manager: test-noise to threshold ratio")
+    _lib(g, st, "delta", type=float, help="budget manager: accuracy level of alpha(delta), in (0.5, 1)")
+    _lib(g, st, "prediction_rate", type=float, help="fixed_rate: prior prediction rate")
+    _release_options(t, st)
+    t.add_argument("--ledger", metavar="LEDGER.csv", help="also write the per-trace budget ledger (geopriv.trace_ledger) as CSV")
+    _input_options(t)
+    t.set_defaults(func=_cmd_sanitize_traces)
+
+    # sample-queries
+    sq = geopriv.sample_queries
+    s = sub.add_parser("sample-queries", help="raw GPS trajectories -> query traces (the paper's sampling protocol)",
+                       description="Turn GPS fixes into query traces: geopriv.sample_queries (Chatzikokolakis et al. "
+                                   "2014, sec. 5). Not a release: the output holds true locations.", epilog=EPILOG_SAMPLE)
+    s.add_argument("input", help="GPS fixes (any OGR format, .parquet)")
+    s.add_argument("output", help="query points; format from the extension")
+    s.add_argument("--traj-id", required=True, metavar="COLUMN", help="trajectory id column")
+    s.add_argument("--time", required=True, metavar="COLUMN", help="time stamp column")
+    g = s.add_argument_group("sampling")
+    _lib(g, sq, "p", "-p", type=float, help="probability of a jump between queries, 0 .. 1")
+    _lib(g, sq, "short", type=float, help="seconds between frequent queries")
+    _lib(g, sq, "jump", type=float, help="seconds of a jump")
+    _lib(g, sq, "jitter", type=float, help="relative standard deviation of the intervals")
+    _lib(g, sq, "max_speed", type=float, help="queries only while slower than this (metres per second)")
+    _lib(g, sq, "speed_window", type=float, help="seconds over which speed is measured")
+    _lib(g, sq, "max_gap", type=float, help="largest age in seconds of the fix a query uses")
+    _lib(g, sq, "rng", "--seed", type=int, metavar="SEED", show_default=False,
+         help="seed of the sampling, which is not a privacy mechanism (default: OS entropy)")
+    _input_options(s)
+    s.set_defaults(func=_cmd_sample_queries)
+
+    # report
+    r = sub.add_parser("report", help="displacement statistics (ground metres) between a true and a released file",
+                       description="Displacement statistics: geopriv.utility_report (n, mean, median, alpha, max, "
+                                   "MSE, RMSE in ground metres).", epilog=EPILOG_REPORT)
+    r.add_argument("true", help="the original points")
+    r.add_argument("released", help="their release (rows matched by --id, or by order)")
     r.add_argument("--layer", help="layer of the true file")
-    r.add_argument("--delta", type=float, default=0.9, help="quantile for alpha(delta), default 0.9")
+    r.add_argument("--released-layer", help="layer of the released file")
+    r.add_argument("--crs", help="CRS of the true file's coordinates, when it has none (CSV) or a wrong one")
+    r.add_argument("--released-crs", help="CRS of the released file's coordinates, when it has none (CSV) or a wrong one")
+    r.add_argument("--id", metavar="COLUMN", help="column matching rows of the two files (default: row order)")
+    _lib(r, geopriv.utility_report, "quantile", type=float,
+         help="alpha is the radius containing this share of the displacements (not a privacy parameter)")
+    r.add_argument("--delta", type=float, default=None, help=argparse.SUPPRESS)  # deprecated name of --quantile
+    r.add_argument("--json", action="store_true", help="print the statistics as one JSON object")
     r.set_defaults(func=_cmd_report)
 
-    d = sub.add_parser("demo", help="perturb the shipped Soho cholera points; write a GeoPackage and a PNG map")
-    d.add_argument("--out", default="out", help="output folder (default: out)")
+    # demo
+    d = sub.add_parser("demo", help="perturb the shipped Soho cholera points; write a GeoPackage and a PNG map",
+                       description="The Quickstart demo on shipped data (John Snow's Soho cholera deaths, EPSG:3857).",
+                       epilog=EPILOG_DEMO)
+    d.add_argument("--out", default="out", help="output folder (default: out); its files are replaced")
     d.add_argument("--radius", type=float, default=50.0, help="metres within which the level is ln 4 (default 50)")
     d.add_argument("--seed", type=int, default=None, help="seed for a reproducible picture (default: OS entropy)")
     d.set_defaults(func=_cmd_demo)
     return parser
 
 
+# ---------------------------------------------------------------------------- errors and warnings
+def _from_geopriv(exc: BaseException) -> bool:
+    """Raised by an explicit ``raise`` statement in geopriv's own code (its text is geopriv's)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return False
+    last = frames[-1]
+    try:
+        inside = Path(last.filename).resolve().is_relative_to(_PACKAGE_DIR)
+    except (OSError, ValueError):  # pragma: no cover
+        return False
+    return inside and (last.line or "").lstrip().startswith("raise")
+
+
+def _hint(exc: BaseException) -> str:
+    module = type(exc).__module__.split(".")[0]
+    if module == "pyproj":
+        return "the coordinate reference system could not be used: check the file's CRS (or give --crs)"
+    if module in ("pyogrio", "fiona", "osgeo"):
+        return "GDAL could not read or write a file: check its format, layer and columns"
+    if module == "rasterio":
+        return "GDAL could not read or write a raster: check that it is a GeoTIFF with a CRS"
+    if module in ("pandas", "numpy"):
+        return "a column could not be processed: check the input's attribute columns and time stamps"
+    if isinstance(exc, MemoryError):
+        return "not enough memory: process the data in parts"
+    return "unexpected error"
+
+
+def _message(exc: BaseException) -> str:
+    from .exceptions import GeoprivError
+
+    if isinstance(exc, (CLIError, GeoprivError)) or (isinstance(exc, (ValueError, TypeError)) and _from_geopriv(exc)):
+        text = " ".join(line.strip() for line in str(exc).strip().splitlines() if line.strip())
+        return text or type(exc).__name__
+    if isinstance(exc, OSError) and exc.strerror and exc.filename:
+        return f"{exc.strerror}: {exc.filename}"
+    name = f"{type(exc).__module__}.{type(exc).__qualname__}".replace("builtins.", "")
+    return (f"{name}: {_hint(exc)}. Details are withheld because they may quote values from your data; "
+            "set GEOPRIV_TRACEBACK=1 to see them")
+
+
+_SHOWN: set = set()
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    """One line per warning on stderr: geopriv's text; for other libraries' warnings, their type and origin once."""
+    from .exceptions import GeoprivWarning
+
+    try:
+        ours = issubclass(category, GeoprivWarning) or Path(filename).resolve().is_relative_to(_PACKAGE_DIR)
+    except (OSError, ValueError):  # pragma: no cover
+        ours = False
+    if ours:
+        text = " ".join(str(message).split())
+    else:
+        parts = Path(filename).parts
+        origin = parts[parts.index("site-packages") + 1] if "site-packages" in parts[:-1] else Path(filename).stem
+        text = f"{category.__name__} from {origin} (details withheld: they may quote data values; GEOPRIV_TRACEBACK=1 shows them)"
+    if text in _SHOWN:
+        return
+    _SHOWN.add(text)
+    print(f"geopriv: warning: {text}", file=sys.stderr)
+
+
 def main(argv=None) -> int:
+    """Run the command line; returns the exit code (0, or 2 for bad input)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command == "perturb" and args.epsilon is None and (args.level is None or args.radius is None):
-        parser.exit(EXIT_BAD_INPUT, "geopriv: error: give --epsilon, or both --level and --radius\n")
+    debug = os.environ.get("GEOPRIV_TRACEBACK", "") not in ("", "0")
+    _SHOWN.clear()
     try:
-        return args.func(args)
-    except CLIError as exc:
-        print(f"geopriv: error: {exc}", file=sys.stderr)
-    except (ValueError, TypeError, OSError, ImportError) as exc:  # GeoprivError is a ValueError
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print(f"geopriv: error: {first}", file=sys.stderr)
-    return EXIT_BAD_INPUT
+        with warnings.catch_warnings():
+            from .exceptions import GeoprivWarning
+
+            warnings.simplefilter("default", GeoprivWarning)  # shown once, as one line, never raised
+            if not debug:
+                warnings.showwarning = _show_warning
+            return args.func(args)
+    except KeyboardInterrupt:
+        print("geopriv: interrupted; no output was written or replaced", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # one line, never a traceback: see _message for what is shown
+        if debug:
+            raise
+        print(f"geopriv: error: {_message(exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -43,6 +43,7 @@ from ground metres with the public scale, never with anything measured at the da
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import warnings
@@ -72,6 +73,7 @@ __all__ = [
     "check_noise_above_precision",
     "area_side_metres",
     "clamp_to_area",
+    "proj_errors",
 ]
 
 #: A projected CRS whose scale varies by at most this much over its public area is used as is.
@@ -83,6 +85,37 @@ _SAMPLES = 33
 _SCALE_MARGIN = 1e-5
 #: the smallest lattice step, in units of the coordinates' float spacing (ulp) over the public area
 _MIN_STEP_ULPS = 2.0**12
+
+
+def _crs_name(crs) -> str:
+    name = getattr(crs, "name", None)
+    if not name or name == "unknown":
+        try:
+            name = crs.to_string()
+        except Exception:  # pragma: no cover - any CRS pyproj made has a string form
+            name = str(crs)
+    return name
+
+
+@contextlib.contextmanager
+def proj_errors(crs, doing: str, *, detail: bool = False, fix: str | None = None):
+    """Turn PROJ's errors (pyproj ``ProjError`` / ``CRSError``) raised inside into a geopriv :class:`CRSError`.
+
+    The message names the CRS and what was being done, and says how to fix it.  PROJ's own text
+    is added only with ``detail=True``, for operations on CRS definitions (creating a
+    transformation), never for transformations of coordinates: an error message must not
+    carry a location.
+    """
+    try:
+        yield
+    except (pyproj.exceptions.ProjError, pyproj.exceptions.CRSError) as exc:
+        why = f" PROJ says: {exc}" if detail else ""
+        fix = fix or (
+            "Check that the data's CRS is the one the coordinates are really in (gdf.set_crs(..., allow_override=True) "
+            "if not), or reproject the data to EPSG:4326 or a projected CRS in metres, e.g. "
+            "gdf.to_crs(gdf.estimate_utm_crs())."
+        )
+        raise CRSError(f"PROJ cannot {doing} for {_crs_name(crs)!r} ({type(exc).__name__}).{why} {fix}") from None
 
 
 def _geodetic(crs: CRS) -> CRS:
@@ -129,7 +162,11 @@ def declared_bounds(crs, bounds=None, region=None):
             raise MissingCRSError("The region")
         tb = region.total_bounds
         if not as_crs(region.crs).equals(crs):
-            tb = Transformer.from_crs(region.crs, crs, always_xy=True).transform_bounds(*tb, densify_pts=21)
+            with proj_errors(crs, f"relate the region's CRS {_crs_name(as_crs(region.crs))!r} to the data's CRS", detail=True,
+                             fix="Reproject the region to the data's CRS first: region.to_crs(gdf.crs)."):
+                t = Transformer.from_crs(region.crs, crs, always_xy=True)
+            with proj_errors(crs, "transform the region's bounding box into the data's CRS"):
+                tb = t.transform_bounds(*tb, densify_pts=21)
         b = tuple(float(v) for v in tb)
     else:
         raise TypeError("region must be a shapely (Multi)Polygon in the data's CRS, or a GeoSeries/GeoDataFrame with a CRS.")
@@ -162,9 +199,26 @@ def _grid(b, n=_SAMPLES):
     return gx.ravel(), gy.ravel()
 
 
+def _chord_ratio(crs: CRS, b, n: int = 13) -> float:
+    """Largest CRS distance / geodesic distance over pairs of points of the area (public).
+
+    Local scales bound short distances; over a continent-sized area geodesics bow outside the
+    area, so long chords can exceed the largest local scale slightly (UTM: +3e-4 at 9,000 km).
+    """
+    x, y = _grid(b, n)
+    lon, lat = Transformer.from_crs(crs, _geodetic(crs), always_xy=True).transform(x, y)
+    i, j = np.triu_indices(len(x), 1)
+    _, _, d = _geodetic(crs).get_geod().inv(np.asarray(lon)[i], np.asarray(lat)[i], np.asarray(lon)[j], np.asarray(lat)[j])
+    d = np.asarray(d)
+    ok = d > 0
+    ratio = np.hypot(x[i] - x[j], y[i] - y[j])[ok] / d[ok]
+    return float(ratio.max()) if ratio.size and np.all(np.isfinite(ratio)) else 0.0
+
+
 def _scale_over(crs: CRS, b):
     try:
-        smax, smin = ground_scale(crs, *_grid(b))
+        with proj_errors(crs, "measure its scale in ground metres over the public area"):
+            smax, smin = ground_scale(crs, *_grid(b))
     except CRSError:
         return None
     return float(smax.max()) * (1 + _SCALE_MARGIN), float(smin.min())
@@ -214,25 +268,55 @@ class PublicFrame:
         """epsilon per work unit (or sphere metre) that guarantees ``epsilon_per_metre`` per ground metre."""
         return float(epsilon_per_metre) / self.scale_max
 
-    def to_work(self, xy: np.ndarray) -> np.ndarray:
+    def _transform(self, xy, src, dst, labels, what):
+        with proj_errors(self.input_crs, f"relate {_crs_name(src)!r} to {_crs_name(dst)!r}", detail=True):
+            t = Transformer.from_crs(src, dst, always_xy=True)
+        with proj_errors(self.input_crs, f"transform {what}"):
+            x, y = t.transform(xy[:, 0], xy[:, 1])
+        out = np.column_stack([x, y])
+        bad = ~np.isfinite(out).all(axis=1)
+        if bad.any():
+            if labels is not None:
+                raise GeometryError(
+                    f"cannot be expressed in {_crs_name(dst)!r} (PROJ returned infinity)", np.asarray(labels)[bad],
+                    f"Check that the coordinates are really in {_crs_name(self.input_crs)!r} and lie where it is defined "
+                    "(set the right CRS with gdf.set_crs(..., allow_override=True) if not), or drop those rows.",
+                )
+            raise CRSError(
+                f"{int(bad.sum())} {what} cannot be expressed in {_crs_name(dst)!r} (PROJ returned infinity): they lie "
+                f"where {_crs_name(src)!r} is not defined. Check that the data's CRS is right and that the points lie in "
+                "the declared bounds=, or reproject the data to EPSG:4326 or a projected CRS in metres."
+            )
+        return out
+
+    def to_work(self, xy: np.ndarray, labels=None) -> np.ndarray:
+        """Input-CRS coordinates in the working frame; errors (naming ``labels`` when given) where PROJ fails."""
         if self.same:
             return xy
-        t = Transformer.from_crs(self.input_crs, self.work_crs, always_xy=True)
-        x, y = t.transform(xy[:, 0], xy[:, 1])
-        return np.column_stack([x, y])
+        return self._transform(xy, self.input_crs, self.work_crs, labels, "point(s) into the working frame")
 
     def from_work(self, xy: np.ndarray) -> np.ndarray:
+        """Working-frame coordinates (released values) back in the input CRS."""
         if self.same:
             return xy
-        t = Transformer.from_crs(self.work_crs, self.input_crs, always_xy=True)
-        x, y = t.transform(xy[:, 0], xy[:, 1])
-        return np.column_stack([x, y])
+        return self._transform(xy, self.work_crs, self.input_crs, None, "released point(s) back into the data's CRS")
 
     def check_inside(self, xy: np.ndarray, labels) -> None:
         """Refuse inputs outside the public area (errors name row labels, never coordinates)."""
         if self.area is None:
             return
         xmin, ymin, xmax, ymax = self.area
+        if self.area_source == "bounds" and len(xy):
+            # bounds= taken from the data (gdf.total_bounds) would publish its extreme coordinates
+            tx, ty = 1e-9 * max(xmax - xmin, 1.0), 1e-9 * max(ymax - ymin, 1.0)
+            touched = sum(bool(np.any(np.abs(v - e) <= t)) for v, e, t in (
+                (xy[:, 0], xmin, tx), (xy[:, 0], xmax, tx), (xy[:, 1], ymin, ty), (xy[:, 1], ymax, ty)))
+            if touched >= 2:
+                raise GeoprivError(
+                    f"bounds= look computed from the data: points lie exactly on {touched} of its edges, and bounds= are "
+                    "published with the release. Declare a study area chosen without looking at the points (a "
+                    "municipality's or a map sheet's extent, or round numbers well outside the data)."
+                )
         out = (xy[:, 0] < xmin) | (xy[:, 0] > xmax) | (xy[:, 1] < ymin) | (xy[:, 1] > ymax)
         if out.any():
             where = {
@@ -243,7 +327,10 @@ class PublicFrame:
             raise GeometryError(
                 f"lie outside {where}, where the release's scale and lattice are fixed", labels[out],
                 "Declare bounds=(xmin, ymin, xmax, ymax) covering your study area (it is public: choose it without "
-                "looking at individual points), reproject to a CRS whose area of use holds the data, or drop those rows.",
+                "looking at individual points), reproject to a CRS whose area of use holds the data, or drop those rows."
+                + (f" If the coordinates are not really in {self.input_crs.name}, the CRS label is wrong: set the one "
+                   "they are in with gdf.set_crs(..., allow_override=True) (not to_crs)."
+                   if self.area_source == "area_of_use" else ""),
             )
 
     def r_max_metres(self) -> float:
@@ -251,6 +338,9 @@ class PublicFrame:
         if self.kind == "spherical":  # no two points of the sphere are farther apart
             return math.pi * float(self.sphere_radius)
         xmin, ymin, xmax, ymax = self.area
+        if not self.same:  # e.g. an equidistant frame for traces: measure in its plane (metres)
+            xmin, ymin, xmax, ymax = Transformer.from_crs(self.input_crs, self.work_crs, always_xy=True).transform_bounds(
+                xmin, ymin, xmax, ymax, densify_pts=21)
         return math.hypot(xmax - xmin, ymax - ymin) / self.scale_min
 
     def describe(self) -> dict:
@@ -278,7 +368,8 @@ def _public_frame_cached(wkt: str, area, area_source: str, max_distortion: float
         if b is not None:
             s = _scale_over(crs, b)
             if s is not None and s[0] / s[1] - 1 <= max_distortion:
-                return PublicFrame(crs, "planar", crs, s[0], s[1], b, src)
+                smax = max(s[0], _chord_ratio(crs, b) * (1 + _SCALE_MARGIN))
+                return PublicFrame(crs, "planar", crs, smax, s[1], b, src)
             if planar_only and area is None and s is not None:
                 raise CRSError(
                     f"{crs.name} distorts ground distances by {100 * (s[0] / s[1] - 1):.1f} % over its area of use. "
@@ -302,7 +393,8 @@ def _public_frame_cached(wkt: str, area, area_source: str, max_distortion: float
         work = local_aeqd(lon0, lat0, geodetic)
         wb = Transformer.from_crs(crs, work, always_xy=True).transform_bounds(*area, densify_pts=21)
         s = _scale_over(work, wb)
-        return PublicFrame(crs, "planar", work, s[0], s[1], area, area_source)
+        smax = max(s[0], _chord_ratio(work, wb) * (1 + _SCALE_MARGIN))
+        return PublicFrame(crs, "planar", work, smax, s[1], area, area_source)
     e = geodetic.ellipsoid
     e2 = 1.0 - (e.semi_minor_metre / e.semi_major_metre) ** 2
     R = sphere_radius(crs)
@@ -333,7 +425,8 @@ def public_frame(crs, *, bounds=None, region=None, max_distortion: float = DEFAU
         raise ValueError("max_distortion must be a finite number >= 0.")
     area = declared_bounds(crs, bounds, None)
     source = "bounds" if bounds is not None else "none"
-    frame = _public_frame_cached(crs.to_wkt(), area, source, max_distortion, bool(planar_only))
+    with proj_errors(crs, "fix the public frame of the release (its scale over the public area)"):
+        frame = _public_frame_cached(crs.to_wkt(), area, source, max_distortion, bool(planar_only))
     if frame.kind == "planar" and not frame.same and frame.distortion > max_distortion:
         warnings.warn(
             f"The declared area is so large that even a local equidistant projection distorts distances by "
@@ -382,12 +475,14 @@ class Lattice:
         lat = np.clip(np.round(xy[:, 1] / self.step) * self.step, -90.0, 90.0)
         phi = np.radians(lat)
         n_rad = self.semi_major / np.sqrt(1.0 - self.e2 * np.sin(phi) ** 2)
-        width = n_rad * np.cos(phi)  # metres per radian of longitude on this row
-        with np.errstate(divide="ignore"):
-            lon_step = np.degrees(self.grid_m / np.maximum(width, 1e-9))
-        lon_step = np.minimum(lon_step, 360.0)
-        lon = np.round(xy[:, 0] / lon_step) * lon_step
-        lon = np.where(lon > 180.0, lon - 360.0, np.where(lon < -180.0, lon + 360.0, lon))
+        circumference = 2.0 * math.pi * n_rad * np.cos(phi)  # ground length of this row, metres
+        # a whole number of cells per row, so cells tile it exactly (no sliver at the antimeridian);
+        # rows within about grid_m / (2 pi) of a pole are one cell (a polar cap)
+        cells = np.maximum(np.ceil(circumference / self.grid_m), 1.0)
+        lon_step = 360.0 / cells
+        k = np.round((xy[:, 0] + 180.0) / lon_step)
+        k = np.where(k >= cells, 0.0, k)  # -180 and +180 are one node
+        lon = k * lon_step - 180.0
         return np.column_stack([lon, lat])
 
     def describe(self) -> dict:
@@ -473,8 +568,9 @@ def area_side_metres(crs, area) -> float:
     geodetic = _geodetic(crs)
     xmin, ymin, xmax, ymax = area
     xm, ym = (xmin + xmax) / 2, (ymin + ymax) / 2
-    t = Transformer.from_crs(crs, geodetic, always_xy=True)
-    lon, lat = t.transform(np.array([xmin, xmax, xm, xm]), np.array([ym, ym, ymin, ymax]))
+    with proj_errors(crs, "measure the declared area in ground metres"):
+        t = Transformer.from_crs(crs, geodetic, always_xy=True)
+        lon, lat = t.transform(np.array([xmin, xmax, xm, xm]), np.array([ym, ym, ymin, ymax]))
     _, _, d = geodetic.get_geod().inv(lon[[0, 2]], lat[[0, 2]], lon[[1, 3]], lat[[1, 3]])
     d = np.asarray(d, dtype=float)
     if not np.all(np.isfinite(d)):

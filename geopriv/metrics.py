@@ -2,9 +2,11 @@
 
 * :func:`displacement`: per-row geodesic distance (metres, on the CRS's ellipsoid) between a
   true point and its released version, matched by index label.
-* :func:`utility_report`: mean, median, alpha(delta) (the delta-quantile of displacement, the
-  accuracy measure of Andrés et al. and Chatzikokolakis et al.; default delta = 0.9), mean
-  squared error (m^2) and RMSE.
+* :func:`utility_report`: mean, median, alpha (the radius containing a share ``quantile`` of the
+  displacements, default 90 %: the accuracy measure of Andrés et al. and Chatzikokolakis et
+  al., who write it alpha(delta)), mean squared error (m^2) and RMSE.  ``quantile`` is a share
+  of the points, not a privacy parameter: it has nothing to do with the delta of
+  (epsilon, delta)-differential privacy (the old keyword ``delta=`` is deprecated).
 * :func:`wasserstein`: Wasserstein-1 (earth mover's) distance in metres between two point
   sets, solved exactly by the POT optimal-transport library (``pip install geopriv[metrics]``).
 """
@@ -59,17 +61,89 @@ def _aligned(true, released):
 
 
 def displacement(true, released) -> pd.Series:
-    """Ground distance (metres) from each true point to its released version, by index label."""
+    """Ground distance in metres from each true point to its released version, matched by index label.
+
+    Parameters
+    ----------
+    true, released : GeoDataFrame or GeoSeries of points
+        The data and its release, in any CRSs with a datum (``released`` is reprojected to
+        ``true``'s CRS).  Every label of ``true`` must be in ``released``.
+
+    Returns
+    -------
+    Series
+        ``displacement_m``: geodesic distance on ``true``'s ellipsoid, indexed like ``true``.
+    """
     a, b = _aligned(true, released)
     xy_a = point_xy(a, "true data")
     xy_b = point_xy(b, "released data")
     return pd.Series(ground_distance(a, xy_a, xy_b), index=a.index, name="displacement_m")
 
 
-def utility_report(true, released, delta: float = 0.9) -> pd.Series:
-    """Displacement statistics in metres: n, mean, median, alpha(delta), max, MSE (m^2), RMSE."""
-    if not 0 < delta < 1:
-        raise ValueError("delta must be strictly between 0 and 1 (e.g. 0.9 for alpha(0.9)).")
+DEFAULT_QUANTILE = 0.9
+
+
+def _check_quantile(quantile) -> float:
+    if isinstance(quantile, bool) or not isinstance(quantile, (int, float, np.integer, np.floating)):
+        raise TypeError(f"quantile must be a number strictly between 0 and 1, got {type(quantile).__name__}.")
+    quantile = float(quantile)
+    if not 0 < quantile < 1:
+        raise ValueError("quantile must be strictly between 0 and 1 (e.g. 0.9: alpha is the radius containing "
+                         "90 % of the displacements).")
+    return quantile
+
+
+def _renamed_delta(quantile, delta, stacklevel: int):
+    """``quantile``, or the deprecated ``delta=`` (its old name) with a FutureWarning."""
+    if delta is None:
+        return quantile
+    import warnings
+
+    warnings.warn(
+        "utility_report(delta=...) is deprecated and will be removed in the next release: use quantile=... "
+        "(the share of displacements alpha contains, e.g. 0.9; not the delta of (epsilon, delta)-privacy).",
+        FutureWarning,
+        stacklevel=stacklevel,
+    )
+    if quantile != DEFAULT_QUANTILE:
+        raise TypeError("Give quantile= only (delta= is its deprecated name), not both.")
+    return delta
+
+
+def utility_report(true, released, quantile: float = DEFAULT_QUANTILE, *, delta: float | None = None) -> pd.Series:
+    """Displacement statistics in ground metres: n, mean, median, alpha, max, MSE (m^2), RMSE.
+
+    Parameters
+    ----------
+    true, released : GeoDataFrame or GeoSeries of points
+        The data and its release, rows matched by index label (as :func:`displacement`).
+    quantile : float in (0, 1)
+        alpha is the radius containing this share of the displacements: with 0.9 (default),
+        90 % of the points moved less than ``alpha_0.9_m`` metres.  The accuracy measure
+        "alpha(delta)" of the geo-indistinguishability papers; a share of points, unrelated
+        to the delta of (epsilon, delta)-differential privacy.
+    delta : float, deprecated
+        The old name of ``quantile``: still accepted for one release, with a FutureWarning.
+
+    Returns
+    -------
+    Series
+        ``n``, ``mean_m``, ``median_m``, ``alpha_<quantile>_m`` (e.g. ``alpha_0.9_m``: the radius
+        containing 90 % of the displacements), ``max_m``, ``mse_m2`` (mean squared
+        displacement, square metres) and ``rmse_m``.
+
+    See Also
+    --------
+    displacement : the per-row distances behind the statistics.
+    wasserstein : a distance between point sets, without matching rows.
+
+    Examples
+    --------
+    >>> geopriv.utility_report(homes, released)                 # doctest: +SKIP
+    >>> geopriv.utility_report(homes, released, quantile=0.5)   # alpha_0.5_m is the median  # doctest: +SKIP
+    """
+    quantile = _renamed_delta(quantile, delta, stacklevel=3)
+    quantile = _check_quantile(quantile)
     d = displacement(true, released).to_numpy()
     mse = float(np.mean(d**2))
     return pd.Series(
@@ -77,7 +151,7 @@ def utility_report(true, released, delta: float = 0.9) -> pd.Series:
             "n": int(d.size),
             "mean_m": float(d.mean()),
             "median_m": float(np.median(d)),
-            f"alpha_{delta:g}_m": float(np.quantile(d, delta)),
+            f"alpha_{quantile:g}_m": float(np.quantile(d, quantile)),
             "max_m": float(d.max()),
             "mse_m2": mse,
             "rmse_m": float(np.sqrt(mse)),

@@ -25,7 +25,9 @@ No data
 -------
 Cells without data (the raster's nodata value, NaN, masked cells; e.g. the sea) are part of
 the map but count as *zero population*: they get the floor epsilon, the strongest
-protection.  ``nodata_mask`` says which they were.  A raster with no valid cell is an error.
+protection.  ``nodata_mask`` says which they were.  A raster with no valid cell is an error,
+and so is an infinite cell (it is not taken as no data: the error names the cell and says how
+to declare it as no data if that is what it means).
 
 Regularisation
 --------------
@@ -46,9 +48,14 @@ import numpy as np
 from pyproj import CRS
 
 from .crs import ground_scale
-from .exceptions import CRSError, GeoprivError, MissingCRSError, RasterError
+from .exceptions import CRSError, GeoprivError, GeoprivWarning, MissingCRSError, RasterError
 
-__all__ = ["PrivacyMap", "lipschitz_envelope", "edge_weights", "affine6"]
+__all__ = ["PrivacyMap", "lipschitz_envelope", "edge_weights", "affine6", "OUTLIER_QUANTILE", "OUTLIER_MIN_CELLS"]
+
+#: ``epsilon_range``: densities above ``outlier_factor`` times this quantile of the populated cells are outliers
+OUTLIER_QUANTILE = 0.99
+#: ... detected only on rasters with at least this many populated cells (a quantile of fewer means little)
+OUTLIER_MIN_CELLS = 100
 
 
 class _RasterMissingCRS(MissingCRSError):
@@ -121,6 +128,14 @@ def _read(raster, band, transform, crs, nodata):
         raise RasterError("The raster is rotated or sheared (transform b/d != 0); warp it to a north-up grid first.")
     if transform.a <= 0 or transform.e == 0:
         raise RasterError(f"The raster transform {affine6(transform)} has no positive cell width/height.")
+    infinite = np.isinf(values)  # no-data cells are NaN by now: these are cells with data
+    if infinite.any():
+        raise RasterError(
+            f"{int(infinite.sum())} cell(s) of the raster are infinite ({_first_cell(infinite)}, counted from the "
+            "raster's first row and column). A population or epsilon must be a finite number. If they mean 'no data', "
+            "declare it: pass nodata=<that value> (np.inf works), set it in the file (gdal_edit.py -a_nodata), or fill "
+            "the cells with NaN; otherwise fix them, e.g. with a raster calculator."
+        )
     if transform.e > 0:  # south-up: flip to north-up
         values = values[::-1].copy()
         transform = Affine(transform.a, 0.0, transform.c, 0.0, -transform.e, transform.f + transform.e * values.shape[0])
@@ -315,6 +330,7 @@ class PrivacyMap:
         crs=None,
         nodata=None,
         nodata_epsilon=None,
+        outlier_factor: float | None = 10.0,
     ) -> "PrivacyMap":
         """Privacy map ``epsilon = floor + slope * density`` from a population raster.
 
@@ -330,7 +346,8 @@ class PrivacyMap:
             to no-data cells.
         epsilon_range : (low, high), optional
             Instead of ``slope``/``floor``: a linear map with epsilon = ``low`` at zero density
-            and ``high`` at the raster's largest density (the paper's "epsilon in [0.4, 2.0]").
+            and ``high`` at the raster's largest density (the paper's "epsilon in [0.4, 2.0]"),
+            robust to outliers (see ``outlier_factor``).
         units : {"per_km2", "per_cell"}
             What a cell value is: density per km2 of ground, or a count per cell.
         band : int
@@ -346,6 +363,22 @@ class PrivacyMap:
             guarantee between two points joined across it follows the coast's level.  Do not
             use it where no data means "unknown population".  A number: that epsilon per
             metre.  No-data cells always have zero population in the prior.
+        outlier_factor : float or None
+            With ``epsilon_range`` only.  A cell denser than ``outlier_factor`` (default 10)
+            times the 99th percentile of the populated cells' densities (:data:`OUTLIER_QUANTILE`,
+            the nearest actual cell value below it) is an *outlier*: one such cell (a
+            mis-coded value, an undeclared no-data value such as 3.4e38, a single tower
+            block) would otherwise set the top of the linear scale and flatten the whole map
+            to about ``low``.  Outliers get ``high``, the range is scaled to the largest
+            density among the other cells, and a :class:`~geopriv.GeoprivWarning` says how
+            many there were and where the first is (``info["outlier_cells"]``,
+            ``info["density_reference"]``).  Detected on rasters with at least
+            :data:`OUTLIER_MIN_CELLS` (100) populated cells; real density rasters stay well
+            inside the fence (the shipped Tokyo raster's maximum is 1.3 times its 99th
+            percentile), so they keep the paper's linear map exactly.  None: the plain
+            linear map to the largest density, outliers included.  Lower epsilon is always
+            the stronger guarantee, so either choice is private; this one keeps the map
+            informative.
 
         Examples
         --------
@@ -383,8 +416,10 @@ class PrivacyMap:
             dmax = float(density.max())
             if dmax <= 0:
                 raise RasterError("The raster's population is zero everywhere, so epsilon_range cannot be scaled to it.")
+            outliers = _density_outliers(density, valid, outlier_factor)
+            dref = float(density[~outliers].max()) if outliers.any() else dmax
             floor = low
-            slope = (high - low) / dmax
+            slope = (high - low) / dref
         else:
             if slope is None or floor is None:
                 raise ValueError(
@@ -395,7 +430,10 @@ class PrivacyMap:
             slope = float(slope)
             if not math.isfinite(slope) or slope < 0:
                 raise ValueError("slope must be finite and >= 0: denser areas get at least the floor epsilon.")
-        eps = _fill_nodata(floor + slope * density, valid, floor if nodata_epsilon is None else nodata_epsilon)
+        eps = floor + slope * density
+        if epsilon_range is not None:
+            eps = np.minimum(eps, high)  # outliers (above the reference density) get high
+        eps = _fill_nodata(eps, valid, floor if nodata_epsilon is None else nodata_epsilon)
         info = {
             "nodata_epsilon": "floor" if nodata_epsilon is None else nodata_epsilon,
             "source": "population",
@@ -405,6 +443,9 @@ class PrivacyMap:
             "density_max": float(density.max()),
             "nodata_cells": int((~valid).sum()),
         }
+        if epsilon_range is not None:
+            info.update(epsilon_range_per_m=[low, high], density_reference=dref, outlier_cells=int(outliers.sum()),
+                        outlier_factor=None if outlier_factor is None else float(outlier_factor))
         return cls(eps, transform, crs, ~valid, density, info)
 
     @classmethod
@@ -583,6 +624,38 @@ class PrivacyMap:
             f"epsilon {self.epsilon_min:.4g} .. {self.epsilon_max:.4g} per metre, "
             f"{int(self.nodata_mask.sum())} no-data cells)"
         )
+
+
+def _density_outliers(density: np.ndarray, valid: np.ndarray, factor) -> np.ndarray:
+    """Cells denser than ``factor`` x the 99th percentile of the populated cells (see ``from_population``).
+
+    Warns (GeoprivWarning) when there are any; all False when ``factor`` is None or there are
+    fewer than OUTLIER_MIN_CELLS populated cells.
+    """
+    import warnings
+
+    none = np.zeros(density.shape, bool)
+    if factor is None:
+        return none
+    factor = _positive(factor, "outlier_factor")
+    if factor < 1:
+        raise ValueError("outlier_factor must be >= 1 (a multiple of the 99th percentile of the densities), or None.")
+    populated = density[valid & (density > 0)]
+    if populated.size < OUTLIER_MIN_CELLS:
+        return none
+    reference = float(np.quantile(populated, OUTLIER_QUANTILE, method="lower"))
+    outliers = valid & (density > factor * reference)
+    if outliers.any():
+        warnings.warn(
+            f"{int(outliers.sum())} cell(s) of the population raster are more than {factor:g} times denser than its "
+            f"99th percentile ({_first_cell(outliers)}); scaled to them, epsilon_range would flatten the whole map to "
+            "about its low end. They are treated as outliers: they get the high epsilon and the range is scaled to the "
+            "densest other cell. If they are an undeclared no-data value, pass nodata=<that value>; if they are real, "
+            "pass outlier_factor=None (plain linear map) or give slope= and floor= instead.",
+            GeoprivWarning,
+            stacklevel=3,
+        )
+    return outliers
 
 
 def _fill_nodata(eps: np.ndarray, valid: np.ndarray, how) -> np.ndarray:

@@ -45,7 +45,7 @@ import shapely
 from geopandas.array import GeometryArray
 from pyproj import Transformer
 
-from ._points import as_geoseries, check_no_other_geometries, point_xy
+from ._points import as_geoseries, check_coordinates, check_no_other_geometries, point_xy
 from .crs import as_crs
 from .exceptions import CRSError, GeometryError, MissingCRSError
 from .frame import (
@@ -58,6 +58,7 @@ from .frame import (
     clamp_to_area,
     declared_bounds,
     public_frame,
+    proj_errors,
     public_lattice,
 )
 from .provenance import attach, make_record
@@ -69,13 +70,26 @@ CHUNK = 1_000_000
 _COPY_ON_WRITE = int(pd.__version__.split(".")[0]) >= 3
 
 
-def check_release_input(data, keep=()):
-    """Validate the points and what a release returns beside them; returns (GeoSeries, (n, 2) xy)."""
+def check_release_input(data, keep=(), bounds=None, region=None):
+    """Validate the points and what a release returns beside them; returns (GeoSeries, (n, 2) xy).
+
+    Before anything is projected: a geographic or projected CRS, finite points within its valid
+    range (longitude/latitude in range; no longitude/latitude degrees labelled as a projected CRS
+    whose area of use is far from its origin, nor such ``bounds=``), see
+    :func:`geopriv._points.check_coordinates`; a ``region=`` in another CRS must be
+    transformable into the data's (PROJ errors become :class:`~geopriv.exceptions.CRSError`).
+    """
     from .attributes import check_location_attributes
 
     geoms = as_geoseries(data)
     check_no_other_geometries(data)
     xy = point_xy(geoms)
+    check_coordinates(xy, geoms.crs, geoms.index, bounds=bounds)
+    if isinstance(region, (gpd.GeoSeries, gpd.GeoDataFrame)) and region.crs is not None:
+        if not as_crs(region.crs).equals(geoms.crs):
+            with proj_errors(geoms.crs, f"relate the region's CRS {as_crs(region.crs).name!r} to the data's CRS",
+                             detail=True, fix="Give the region in the data's CRS (region.to_crs(gdf.crs)), or check both CRSs."):
+                Transformer.from_crs(region.crs, geoms.crs, always_xy=True)
     check_location_attributes(data, keep=tuple(keep or ()))
     return geoms, xy
 
@@ -141,6 +155,23 @@ def _truncate(xy, region, lattice):
     return out
 
 
+def _check_region_holds_lattice(region, lattice):
+    """Public check, before any noise: every boundary point has a lattice node inside within 3 steps.
+
+    Otherwise truncation could fail after noise was drawn (and a rerun would spend epsilon again).
+    """
+    if lattice.kind != "planar":
+        return
+    boundary = region.boundary
+    n = int(min(max(boundary.length / lattice.step, 8), 20_000))
+    pts = shapely.get_coordinates(shapely.line_interpolate_point(boundary, np.linspace(0, 1, n), normalized=True))
+    offs = np.array([(i, j) for i in range(-3, 4) for j in range(-3, 4)], dtype=float) * lattice.step
+    cand = lattice.snap(pts)[:, None, :] + offs[None, :, :]
+    ok = shapely.contains_xy(region, cand[..., 0], cand[..., 1]).any(axis=1)
+    if not ok.all():
+        raise ValueError("The region is too thin for the grid: parts of it hold no lattice node. Use a finer grid or a wider region.")
+
+
 def _own_frame(mechanism, crs) -> PublicFrame:
     return PublicFrame(crs, "planar", mechanism.crs, 1.0, 1.0, None, "mechanism")
 
@@ -165,7 +196,7 @@ def release_points(
     Returns a new object like ``data`` whose geometry is the release and whose
     ``attrs["geopriv"]`` is the provenance record (public fields only).
     """
-    geoms, xy = check_release_input(data, keep)
+    geoms, xy = check_release_input(data, keep, bounds, region)
     source = make_rng(rng)
     crs = geoms.crs
     labels = geoms.index
@@ -214,6 +245,11 @@ def release_points(
     if continuous:
         check_noise_above_precision(mechanism.grid_epsilon_per_m(), lattice_frame)
         effective, fp_text = None, "none: continuous float64 output (explicitly requested), no finite-precision bound"
+
+    if hasattr(mechanism, "check_frame"):
+        mechanism.check_frame(frame)
+    if region_geom is not None and lattice is not None:
+        _check_region_holds_lattice(region_geom, lattice)
 
     # 3. sample, 4. truncate and snap, chunk by chunk
     rect = lattice_frame.area if (mechanism.frame_policy != "own" or bounds is not None) else None

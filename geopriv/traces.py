@@ -11,11 +11,13 @@ with the paper's sampling protocol (sec. 5), so its evaluation can be reproduced
 from __future__ import annotations
 
 import math
+import sys
 
 import geopandas as gpd
 import numpy as np
 import pandas as pd
 import shapely
+from pandas.api.extensions import no_default
 from pyproj import CRS, Transformer
 
 from ._points import as_geoseries, point_xy
@@ -28,7 +30,7 @@ from .frame import (
     public_frame,
     public_lattice,
 )
-from .exceptions import GeoprivError, format_labels
+from .exceptions import GeoprivError, LocationAttributeError, format_labels
 from .mechanisms.predictive import (
     EXHAUSTED,
     NOISE,
@@ -185,13 +187,144 @@ def _check_output_columns(data):
             )
 
 
+# ---------------------------------------------------------------------------- MovingPandas
+#: What MovingPandas derives from the true positions (its default column names; a trajectory's
+#: ``<kind>_col_name`` overrides them): released next to noisy points they would undo the noise.
+_DERIVED_COLUMNS = ("speed", "direction", "distance", "acceleration", "angular_difference")
+
+
+def _movingpandas(data):
+    """The movingpandas module when ``data`` is one of its objects, else None (never imports it)."""
+    mpd = sys.modules.get("movingpandas")
+    if mpd is not None and isinstance(data, (mpd.TrajectoryCollection, mpd.Trajectory)):
+        return mpd
+    return None
+
+
+class _Collection:
+    """Where the rows of a TrajectoryCollection went in :func:`_collection_frame` (public layout only)."""
+
+    def __init__(self, module, trajectories, spans, time_col):
+        self.module = module
+        self.trajectories = trajectories
+        self.spans = spans
+        self.time_col = time_col
+
+
+def _collection_frame(mpd, collection, traj_id, time, keep):
+    """A TrajectoryCollection as one GeoDataFrame of points (RangeIndex, trajectories one after another).
+
+    Returns (frame, traj_id, time, layout): ``traj_id`` is the trajectory id column unless the
+    caller named another column (or None), ``time`` the column holding each trajectory's
+    DatetimeIndex.
+    """
+    if isinstance(collection, mpd.Trajectory):
+        raise GeoprivError(
+            "sanitize_traces takes a movingpandas.TrajectoryCollection (or a GeoDataFrame), not a single Trajectory: "
+            "pass movingpandas.TrajectoryCollection([trajectory])."
+        )
+    if time is not no_default:
+        raise ValueError(
+            "A TrajectoryCollection's time stamps are its trajectories' DatetimeIndex: do not pass time= "
+            "(it names a column of a GeoDataFrame)."
+        )
+    trajectories = list(collection.trajectories)
+    if not trajectories:
+        raise GeoprivError("The TrajectoryCollection has no trajectories: there is nothing to release.")
+    first = trajectories[0]
+    id_col = first.get_traj_id_col()
+    time_col = first.df.index.name or "t"
+    crs = first.df.crs
+    parts, spans, start = [], [], 0
+    derived = set(_DERIVED_COLUMNS)
+    for tr in trajectories:
+        df = tr.df
+        if df.crs != crs:
+            raise GeoprivError(
+                f"The trajectories are in different CRSs ({first.id!r}: {crs}, {tr.id!r}: {df.crs}): one release has "
+                "one public frame. Reproject them to one CRS first (tc.to_crs(...))."
+            )
+        if time_col in df.columns:
+            raise GeoprivError(
+                f"Trajectory {tr.id!r} has a column {time_col!r} beside its time index of that name: rename it first."
+            )
+        part = df.reset_index(names=time_col)
+        part[id_col] = tr.id  # the trajectory's id, whatever its own id column holds
+        parts.append(part)
+        spans.append((start, start + len(part)))
+        start += len(part)
+        derived.update(getattr(tr, f"{kind}_col_name", kind) for kind in _DERIVED_COLUMNS)
+    frame = gpd.GeoDataFrame(pd.concat(parts, ignore_index=True), geometry=first.df.geometry.name, crs=crs)
+    prior = getattr(collection, "attrs", None)  # a collection released before: its record becomes "previous"
+    frame.attrs = dict(prior) if isinstance(prior, dict) else {}
+
+    kept = [keep] if isinstance(keep, str) else list(keep or ())
+    found = [c for c in frame.columns if c in derived and c not in kept]
+    if found:
+        raise LocationAttributeError(
+            f"Column(s) {found} hold what MovingPandas derives from the true positions (speed, direction, distance, "
+            "...): released unchanged next to the noisy points, they would let anyone retrace the true trajectories. "
+            f"Drop them before releasing (e.g. traj.df.drop(columns={found!r}) for each trajectory), or keep them "
+            f"deliberately with keep={found!r} if they do not come from the positions.",
+            {c: "derived by MovingPandas from the true positions" for c in found},
+        )
+    if traj_id is no_default:
+        objects = {}
+        for tr in trajectories:
+            if getattr(tr, "obj_id", None) is not None:
+                objects.setdefault(tr.obj_id, []).append(tr.id)
+        shared = {o: ids for o, ids in objects.items() if len(ids) > 1}
+        if shared:
+            o, ids = next(iter(shared.items()))
+            raise GeoprivError(
+                f"{sum(len(v) for v in shared.values())} trajectories belong to {len(shared)} moving object(s) that "
+                f"have several (e.g. object {o!r}: trajectories {ids[:5]}): with one budget per trajectory, each "
+                "object would get one budget per trajectory. Pass traj_id='<column of object ids>' for one budget "
+                f"per object (recommended), or traj_id={id_col!r} to give each trajectory its own budget deliberately."
+            )
+        traj_id = id_col
+    return frame, traj_id, time_col, _Collection(mpd, trajectories, spans, time_col)
+
+
+def _released_collection(out, layout: _Collection, codes):
+    """The release as a TrajectoryCollection: each trajectory's released rows, provenance in its ``df.attrs``.
+
+    Rows without a location (exhausted, ``on_exhausted="empty"``) are left out, and so is a
+    trajectory left with fewer than two rows (a movingpandas Trajectory needs two); the ledger
+    still counts them.  Each trajectory's ``df.attrs["geopriv"]`` is the release's record with
+    the ledger of its own trace(s); the collection's ``attrs["geopriv"]`` has the whole ledger.
+    """
+    mpd = layout.module
+    record = out.attrs["geopriv"]
+    ledger = record["ledger"]
+    geoms = out.geometry.values
+    located = ~(geoms.isna() | geoms.is_empty)
+    trajectories = []
+    for tr, (a, b) in zip(layout.trajectories, layout.spans):
+        rows = np.flatnonzero(located[a:b]) + a
+        if len(rows) < 2:
+            continue
+        part = out.iloc[rows].set_index(layout.time_col)
+        part.index.name = tr.df.index.name
+        new = mpd.Trajectory(part, tr.id, traj_id_col=tr.get_traj_id_col(), obj_id=getattr(tr, "obj_id", None))
+        own = np.unique(codes[a:b])
+        sub = {k: ([v[i] for i in own] if isinstance(v, list) else v) for k, v in ledger.items()}
+        attrs = {k: v for k, v in tr.df.attrs.items() if k != "geopriv"}
+        attrs["geopriv"] = dict(record, ledger=sub)
+        new.df.attrs = attrs
+        trajectories.append(new)
+    result = mpd.TrajectoryCollection(trajectories)
+    result.attrs = dict(out.attrs)  # pandas' convention, so geopriv.trace_ledger(result) reads it
+    return result
+
+
 # ---------------------------------------------------------------------------- sanitize_traces
 def sanitize_traces(
     data,
-    *,
-    traj_id,
-    time,
     epsilon=None,
+    *,
+    traj_id=no_default,
+    time=no_default,
     level=None,
     radius=None,
     method: str = "predictive",
@@ -212,6 +345,7 @@ def sanitize_traces(
     continuous: bool = False,
     keep=(),
     max_distortion: float = DEFAULT_MAX_DISTORTION,
+    progress=None,
 ):
     """Release location traces within a privacy budget per trace (predictive or independent noise).
 
@@ -226,18 +360,26 @@ def sanitize_traces(
 
     Parameters
     ----------
-    data : GeoDataFrame of points
+    data : GeoDataFrame of points, GeoSeries, or movingpandas.TrajectoryCollection
         One row per query; any CRS with a datum.  Never modified.  A GeoSeries is one trace in
-        row order (``traj_id=None, time=None``) and gives a GeoDataFrame.
+        row order (``traj_id=None, time=None``) and gives a GeoDataFrame.  A
+        ``TrajectoryCollection`` (``pip install 'geopriv[mobility]'``) gives one: see Returns.
+    epsilon : float, optional
+        Total budget of each trace per ground metre.  Or give ``level`` and ``radius``:
+        ``level=math.log(10), radius=100`` is the paper's "ln 10 within 100 m".  The only
+        argument after ``data`` that may be given by position, as in :func:`geopriv.perturb`.
     traj_id : str or None
         Column of trace ids (one budget per trace).  ``None``: all rows are one trace.
+        Required for a GeoDataFrame.  For a TrajectoryCollection the default is each
+        trajectory's id (one budget per trajectory); name a column of the trajectories'
+        frames (e.g. the moving object's id) to give all trajectories of one person one
+        budget, as you should when a person's movement was split into several trajectories.
+        Trajectories sharing an ``obj_id`` are refused without it.
     time : str or None
         Column of time stamps (datetimes, ISO text, or seconds).  Public: they order each
         trace and drive ``skip_speed``.  ``None``: rows are in query order already.
-        Rows with equal time stamps keep their input order.
-    epsilon : float, optional
-        Total budget of each trace per ground metre.  Or give ``level`` and ``radius``:
-        ``level=math.log(10), radius=100`` is the paper's "ln 10 within 100 m".
+        Rows with equal time stamps keep their input order.  Required for a GeoDataFrame;
+        not given for a TrajectoryCollection (its trajectories' DatetimeIndex).
     method : {"predictive", "independent"}
     budget : {"fixed_rate", "fixed_utility"} or a budget manager
         ``fixed_rate`` with ``rate`` (fraction of the budget per query on average: 0.033 is
@@ -281,10 +423,14 @@ def sanitize_traces(
         Location-like attribute columns kept deliberately (see :func:`geopriv.perturb`).
     max_distortion : float
         As in :func:`geopriv.perturb`: CRS scale variation over the public area accepted.
+    progress : None, True or callable(done, total)
+        As in :func:`geopriv.perturb`: ``True`` shows a tqdm bar; a callable receives the
+        number of rows decided (about 100 times, from inside the run) and may raise to cancel
+        (nothing is returned).
 
     Returns
     -------
-    GeoDataFrame
+    GeoDataFrame or movingpandas.TrajectoryCollection
         Same index, columns and CRS as ``data`` (rows in the input order), geometry = the
         released point, and three new columns:
 
@@ -295,6 +441,15 @@ def sanitize_traces(
 
         ``result.attrs["geopriv"]`` holds the provenance and the per-trace ledger; read the
         ledger as a DataFrame with :func:`geopriv.trace_ledger` (``result.priv.ledger()``).
+
+        For a TrajectoryCollection: a new TrajectoryCollection of the released points, each
+        trajectory with its id, ``obj_id``, time stamps and columns, and the three columns
+        above.  Rows without a location (budget exhausted, ``on_exhausted="empty"``) are
+        left out (with ``"last"`` they stay, at the last released point), and so is a
+        trajectory left with fewer than two points; the ledger counts them all.  The
+        collection's ``attrs["geopriv"]`` holds the provenance and the whole ledger
+        (``geopriv.trace_ledger(result)``; ``TrajectoryCollection.copy()`` does not keep it),
+        each trajectory's ``df.attrs["geopriv"]`` the same record with its own trace's ledger.
 
     Raises
     ------
@@ -311,6 +466,24 @@ def sanitize_traces(
     ...                                rate=0.033)                                  # doctest: +SKIP
     >>> geopriv.trace_ledger(out)                                                   # doctest: +SKIP
     """
+    layout = None
+    mpd = _movingpandas(data)
+    if mpd is not None:
+        data, traj_id, time, layout = _collection_frame(mpd, data, traj_id, time, keep)
+    elif isinstance(data, gpd.GeoDataFrame):
+        if traj_id is no_default:
+            raise TypeError(
+                "sanitize_traces needs traj_id=: the column that says which trace (user, trajectory) each row "
+                "belongs to (one budget per trace), or traj_id=None if all rows are one trace."
+            )
+        if time is no_default:
+            raise TypeError(
+                "sanitize_traces needs time=: the column of time stamps that orders each trace, or time=None if the "
+                "rows are already in query order."
+            )
+    else:  # a GeoSeries (one trace in row order) or something check_release_input refuses
+        traj_id = None if traj_id is no_default else traj_id
+        time = None if time is no_default else time
     geoms, xy = check_release_input(data, keep)
     _check_output_columns(data)
     if method not in ("predictive", "independent"):
@@ -351,7 +524,24 @@ def sanitize_traces(
     lengths = np.bincount(codes, minlength=len(uniques)).astype(np.int64)
     traces = Traces.from_lengths(work, secs[order], lengths)
     accountant = BudgetAccountant(np.full(len(uniques), eps), labels=list(uniques))
-    run = mech.run(traces, eps, source.generator, accountant)
+    def to_release(work_m):
+        """Work metres -> the released coordinates in the input CRS: truncated and snapped (public)."""
+        out = frame.from_work(work_m * unit)
+        if frame.area is not None:  # the truncation of Andres et al.'s Thm 4.1 (post-processing)
+            if lattice is None or lattice.kind == "geographic":
+                out = clamp_to_area(out, frame.area)
+            if lattice is not None:
+                out = clamp_to_area(lattice.snap(out), frame.area, lattice)
+        elif lattice is not None:
+            out = lattice.snap(out)
+        return out
+
+    def released_in_work(noisy):
+        # what the predictor and the tests may see: the released value, not its unrounded bits
+        return frame.to_work(to_release(noisy)) / unit
+
+    run = mech.run(traces, eps, source.generator, accountant, progress=progress,
+                   **({"postprocess": released_in_work} if method == "predictive" and lattice is not None else {}))
 
     # back to the input order and CRS
     released_sorted = run.reported
@@ -360,16 +550,7 @@ def sanitize_traces(
         released_sorted = _fill_last(released_sorted, status_sorted, lengths)
     ok = np.isfinite(released_sorted[:, 0])
     out_xy = np.full_like(released_sorted, np.nan)
-    out_xy[ok] = frame.from_work(released_sorted[ok] * unit)
-    if frame.area is not None:  # the truncation of Andres et al.'s Thm 4.1 (post-processing)
-        if lattice is not None and lattice.kind == "geographic":
-            out_xy[ok] = clamp_to_area(out_xy[ok], frame.area)
-        if lattice is not None:
-            out_xy[ok] = clamp_to_area(lattice.snap(out_xy[ok]), frame.area, lattice)
-        else:
-            out_xy[ok] = clamp_to_area(out_xy[ok], frame.area)
-    elif lattice is not None:
-        out_xy[ok] = lattice.snap(out_xy[ok])
+    out_xy[ok] = to_release(released_sorted[ok])
     inv = np.empty_like(order)
     inv[order] = np.arange(len(order))
     out_xy = out_xy[inv]
@@ -428,7 +609,10 @@ def sanitize_traces(
     if lattice is not None:
         fields.update(lattice.describe())
     record = make_record(fields, seeded=source.seeded, n=len(out))
-    return attach(out, data, record)
+    out = attach(out, data, record)
+    if layout is not None:
+        return _released_collection(out, layout, codes)
+    return out
 
 
 def _fill_last(reported, status, lengths):
@@ -503,6 +687,59 @@ def _geodetic_xy(geoms, xy):
     return np.asarray(lon), np.asarray(lat), geodetic.get_geod()
 
 
+#: sample_queries refuses to draw more candidate query times than this (about 1.2 GB of working memory)
+_MAX_CANDIDATES = 50_000_000
+#: seconds per unit of a numeric time column (``sample_queries(time_unit=...)``)
+TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9, "min": 60.0, "h": 3600.0, "D": 86400.0}
+
+
+def _is_numeric_time(col: pd.Series) -> bool:
+    return bool(pd.api.types.is_numeric_dtype(col) and not pd.api.types.is_bool_dtype(col))
+
+
+def _time_unit_seconds(time_unit, numeric: bool, name) -> float:
+    """Seconds per unit of a numeric time column (1 when ``time_unit`` is None)."""
+    if time_unit is None:
+        return 1.0
+    if not isinstance(time_unit, str) or time_unit not in TIME_UNITS:
+        raise ValueError(f"time_unit must be None or one of {sorted(TIME_UNITS)}, got {time_unit!r}.")
+    if not numeric:
+        raise ValueError(
+            f"time_unit applies to numeric time columns only; {name!r} holds datetimes or text, which carry their own "
+            "unit. Leave time_unit=None."
+        )
+    return TIME_UNITS[time_unit]
+
+
+def _check_seconds_plausible(t: np.ndarray, codes: np.ndarray, name) -> None:
+    """Refuse numeric times that cannot be seconds of GPS fixes (``t`` sorted within each trace).
+
+    Never quotes a value: the message gives the likely unit and the fix.
+    """
+    top = float(np.max(np.abs(t))) if len(t) else 0.0
+    if top > 1e11:
+        unit = "ns" if top > 1e17 else ("us" if top > 1e14 else "ms")
+        raise GeoprivError(
+            f"The time column {name!r} holds numbers that, read as seconds, lie after the year 5000: they look like "
+            f"epoch {dict(ms='milliseconds', us='microseconds', ns='nanoseconds')[unit]}, and sampled as seconds the "
+            f"protocol's intervals would be {dict(ms='1,000', us='a million', ns='a billion')[unit]} times too short "
+            "(thousands of queries too many). Pass "
+            f"time_unit={unit!r}, or convert the column to datetimes first: "
+            f"gdf[{name!r}] = pd.to_datetime(gdf[{name!r}], unit={unit!r}, utc=True)."
+        )
+    same = codes[1:] == codes[:-1]
+    steps = np.diff(t)[same]
+    steps = steps[steps > 0]
+    if steps.size and float(np.median(steps)) < 1e-3:
+        raise GeoprivError(
+            f"Consecutive fixes are a median of less than a millisecond apart when the time column {name!r} is read as "
+            "seconds: the numbers look like days or hours (e.g. GeoLife's or Excel's fractional days since 1899-12-30), "
+            "and sampling them as seconds would draw almost no queries. Pass time_unit='D' (or 'h'), or convert the "
+            f"column to datetimes first: gdf[{name!r}] = pd.to_datetime(gdf[{name!r}], unit='D', origin='1899-12-30', "
+            "utc=True)."
+        )
+
+
 def sample_queries(
     data,
     *,
@@ -516,6 +753,7 @@ def sample_queries(
     speed_window: float = 60.0,
     max_gap: float = 600.0,
     rng=None,
+    time_unit: str | None = None,
 ) -> gpd.GeoDataFrame:
     """Turn raw GPS trajectories into query traces (Chatzikokolakis et al. 2014, sec. 5).
 
@@ -532,17 +770,27 @@ def sample_queries(
     data : GeoDataFrame of points
         GPS fixes, any CRS with a datum.  Never modified.
     traj_id, time : str
-        Trajectory id column and time stamp column (datetimes, ISO text, or seconds).
+        Trajectory id column and time stamp column (datetimes, ISO text, or numbers: seconds
+        unless ``time_unit`` says otherwise).
     p : float
         Probability of a jump, 0 (frequent user) .. 1 (occasional user).
     rng : None, int, SeedSequence or Generator
         Randomness of the sampling (not a privacy mechanism: a seed is fine here).
+    time_unit : None or {"s", "ms", "us", "ns", "min", "h", "D"}
+        Unit of a *numeric* time column.  None (default): seconds, checked for plausibility:
+        numbers above 1e11 (epoch milliseconds or finer read as seconds would be after the year
+        5000) or consecutive fixes a median of less than 1 ms apart (days or hours read as
+        seconds) are refused, since the protocol's 1 min / 60 min intervals would then sample
+        thousands of queries too many or too few.  A unit given here is trusted: the numbers
+        are converted to seconds for sampling, and the output's time column is in the same
+        unit as the input's.  Datetime and text columns carry their own unit (leave None).
 
     Returns
     -------
     GeoDataFrame
         One row per query, a new RangeIndex: the fix's columns, its time column replaced by the
-        query time, and ``source_row`` (the fix's index label in ``data``).
+        query time (same type and unit as the input's), and ``source_row`` (the fix's index
+        label in ``data``).
     """
     if not 0 <= float(p) <= 1:
         raise ValueError("p (probability of a jump) must be in [0, 1].")
@@ -559,7 +807,14 @@ def sample_queries(
     codes, uniques, secs, order = _layout(data, geoms, traj_id, time)
     gen = make_rng(rng).generator
     c = codes[order]
-    t = secs[order]
+    numeric = time is not None and _is_numeric_time(data[time])
+    to_seconds = _time_unit_seconds(time_unit, numeric, time)
+    t = secs[order] * to_seconds
+    if numeric and time_unit is None:
+        _check_seconds_plausible(t, c, time)
+    # relative to the earliest fix: the search keys below stay exact for epoch times
+    t_base = float(t.min())
+    t = t - t_base
     lon, lat, geod = _geodetic_xy(geoms, xy[order])
     n = len(t)
     n_tr = len(uniques)
@@ -587,6 +842,12 @@ def sample_queries(
     dur = t[ends - 1] - t0
     # jittered intervals are clipped to at least half their nominal length, so this many cover dur
     per = np.ceil(dur / (0.5 * short)).astype(np.int64) + 1
+    if per.sum() > _MAX_CANDIDATES:
+        raise GeoprivError(
+            f"The trajectories last so long in seconds that sampling would draw more than {_MAX_CANDIDATES:,} query "
+            f"times (a query every {short:g} s). Check the unit of the time column {time!r}: numbers are read as "
+            "seconds unless time_unit= says otherwise (e.g. time_unit='ms'); or split the trajectories."
+        )
     gaps = np.where(gen.random(per.sum()) < p, jump, short)
     if jitter > 0:
         gaps = gaps * np.maximum(1.0 + jitter * gen.standard_normal(len(gaps)), 0.5)
@@ -607,9 +868,11 @@ def sample_queries(
     out.index = pd.RangeIndex(len(out))
     out["source_row"] = data.index[src]
     tcol = data[time]
-    if pd.api.types.is_numeric_dtype(tcol) and not pd.api.types.is_bool_dtype(tcol):
-        out[time] = qt
-    else:
+    if numeric:
+        out[time] = (qt + t_base) / to_seconds  # in the input's unit
+    elif pd.api.types.is_timedelta64_dtype(tcol):
+        out[time] = pd.to_timedelta(np.round((qt + t_base) * 1e6).astype(np.int64), unit="us")
+    else:  # _seconds made datetimes relative to the earliest: t_base is 0 here
         parsed = tcol if pd.api.types.is_datetime64_any_dtype(tcol) else pd.to_datetime(tcol, utc=True, format="mixed")
         out[time] = parsed.min() + pd.to_timedelta(np.round(qt * 1e6).astype(np.int64), unit="us")
     return out

@@ -1,4 +1,9 @@
-"""Shared fixtures: the real data in ../shared/data and small synthetic layers."""
+"""Shared fixtures: the real data shipped in the repository and small synthetic layers.
+
+Test data live in ``tests/data/`` (see its README for sources and licences) or, for the data the
+package itself ships, in ``geopriv/data/``.  Nothing outside the checkout is read, so the suite
+runs from a fresh clone.
+"""
 from __future__ import annotations
 
 import os
@@ -11,15 +16,25 @@ import pytest
 import geopriv  # noqa: F401  (registers the accessor)
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "data"
+#: where test data are looked up, in order
+DATA_DIRS = (ROOT / "tests" / "data", ROOT / "geopriv" / "data")
 
 
-def shared(name: str) -> Path:
-    """Path of a file in ../shared/data; a missing file fails the test (it is not optional)."""
-    path = SHARED / name
-    if not path.exists():
-        pytest.fail(f"test data {path} is missing: the repository expects ../shared/data beside the checkout")
-    return path
+def data_path(name: str) -> Path:
+    """Path of a data file shipped in the repository (tests/data, then geopriv/data).
+
+    A missing file fails the test: the data are part of the repository, not optional.
+    """
+    for folder in DATA_DIRS:
+        path = folder / name
+        if path.exists():
+            return path
+    tried = ", ".join(str(folder / name) for folder in DATA_DIRS)
+    pytest.fail(f"test data {name!r} is missing (tried {tried}); it is part of the repository: check out tests/data")
+
+
+#: Former name of :func:`data_path` (it used to read the folder beside the checkout); same lookup now.
+shared = data_path
 
 
 def pytest_collection_modifyitems(config, items):
@@ -34,12 +49,12 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def soho():
     """324 Soho cholera deaths, EPSG:3857 (Web Mercator at 51.5 N: 1.61 CRS units per metre)."""
-    return gpd.read_file(shared("soho_cholera.gpkg"), layer="deaths")
+    return gpd.read_file(data_path("soho_cholera.gpkg"), layer="deaths")
 
 
 @pytest.fixture(scope="session")
 def geolife_sample():
-    return gpd.read_file(shared("geolife_sample.gpkg"))
+    return gpd.read_file(data_path("geolife_sample.gpkg"))
 
 
 @pytest.fixture

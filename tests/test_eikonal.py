@@ -22,7 +22,7 @@ from geopriv.exceptions import GeometryError, InfeasibleMechanismError, Mechanis
 from geopriv.mechanisms import eikonal as eik
 from geopriv.mechanisms.planar_laplace import radius_quantile
 
-from .conftest import shared
+from .conftest import data_path
 
 pytestmark = pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")
 
@@ -36,7 +36,7 @@ BUILD = dict(margin=0.1, smooth=0.5, jump=0.2, max_step=2)
 
 def _coarse_tokyo(factor: int = 4):
     """The shipped raster averaged over factor x factor blocks (no data where a block has none)."""
-    with rasterio.open(shared("tokyo_density_200.tif")) as ds:
+    with rasterio.open(data_path("tokyo_density_200.tif")) as ds:
         raw = ds.read(1).astype(float)
         t = ds.transform
         crs = ds.crs
@@ -737,3 +737,80 @@ def test_untouched_file_loads_in_both_modes(tmp_path, tiny_mech):
     fresh = EikonalMechanism.load(path)
     assert fresh.report.normaliser_mismatch == 0.0
     assert fresh.report.max_ratio == pytest.approx(tiny_mech.report.max_ratio, rel=1e-12)
+
+
+# ============================================================================ outputs without kernel entries
+README_RANGE = (math.log(4) / 2000, math.log(4) / 400)  # the README's and QGIS's default epsilon range
+
+
+def _tokyo_crop(r0: int, c0: int, size: int):
+    """A size x size window of the shipped raster (no data kept as NaN), with its transform and CRS."""
+    with rasterio.open(data_path("tokyo_density_200.tif")) as ds:
+        raw = ds.read(1).astype(float)
+        t = ds.transform
+        crs = ds.crs
+    raw[raw < 0] = np.nan
+    window = raw[r0:r0 + size, c0:c0 + size]
+    return window, rasterio.Affine(t.a, 0, t.c + c0 * t.a, 0, t.e, t.f + r0 * t.e), crs
+
+
+def _tokyo_average(n: int):
+    """The shipped raster average-resampled by GDAL to n x n cells (as gdal.Translate -r average does)."""
+    from rasterio.enums import Resampling
+
+    with rasterio.open(data_path("tokyo_density_200.tif")) as ds:
+        values = ds.read(1, out_shape=(n, n), resampling=Resampling.average, masked=True)
+        transform = ds.transform * ds.transform.scale(ds.width / n, ds.height / n)
+        crs = ds.crs
+    return values, transform, crs
+
+
+def _empty_output_columns(mech) -> np.ndarray:
+    """Outputs whose kernel has no entry on the raster (only the uniform exp(-cap) floor)."""
+    return np.setdiff1d(np.arange(len(mech.weights)), mech.indices)
+
+
+@pytest.mark.parametrize("raster", ["crop 16 x 16 at rows/cols 20:36", "average-resampled 12 x 12"])
+def test_build_handles_outputs_without_kernel_entries(raster, tmp_path):
+    """Regression: np.add.reduceat raised IndexError when the last output columns were empty.
+
+    Both rasters are real (the shipped Tokyo raster, with no-data cells) and give outputs at
+    the end of the padded output lattice whose kernels never reach the raster above the solve
+    cap: the case the column counting of the truncated weight solve did not handle.
+    """
+    if raster.startswith("crop"):
+        values, transform, crs = _tokyo_crop(20, 20, 16)
+        assert np.isnan(values).any()  # no-data cells (Tokyo Bay / outside the area)
+    else:
+        values, transform, crs = _tokyo_average(12)
+        assert np.ma.getmaskarray(values).any()
+    pm = PrivacyMap.from_population(values, transform=transform, crs=crs, epsilon_range=README_RANGE)
+    mech = EikonalMechanism.build(pm)
+    empty = _empty_output_columns(mech)
+    assert len(mech.weights) - 1 in empty  # the trailing columns that made reduceat fail
+    assert mech.report.ok and mech.report.max_ratio <= 1.0
+    cT = math.exp(-mech.cap)
+    for node in (0, pm.shape[0] * pm.shape[1] - 1):
+        cols, p, floor = mech.row(node)
+        assert p.sum() + floor == pytest.approx(1.0, abs=1e-12)
+    # it releases points and survives a save / load (which re-verifies it)
+    xy = np.column_stack([mech.privacy_map.node_x[[3, 7, 10]], mech.privacy_map.node_y[[2, 5, 9]]])
+    out = mech.sample(xy, np.random.default_rng(0))
+    assert out.shape == (3, 2) and np.isfinite(out).all()
+    mech.save(tmp_path / "m.npz")
+    back = EikonalMechanism.load(tmp_path / "m.npz")
+    np.testing.assert_array_equal(back.weights, mech.weights)
+    assert cT * mech.weights.sum() / mech.normaliser.min() < 0.05
+
+
+def test_kept_column_pointers_handle_empty_columns_anywhere():
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(3)
+    dense = rng.random((30, 12)) * (rng.random((30, 12)) < 0.4)
+    dense[:, [0, 5, 6, 10, 11]] = 0.0  # empty columns first, in the middle and last
+    S = sp.csc_matrix(dense)
+    keep = S.data >= 0.5
+    T = sp.csc_matrix((S.data[keep], S.indices[keep], eik._kept_indptr(S.indptr, keep)), shape=S.shape)
+    np.testing.assert_array_equal(T.toarray(), np.where(dense >= 0.5, dense, 0.0))
+    assert eik._kept_indptr(np.zeros(4, np.int64), np.zeros(0, bool)).tolist() == [0, 0, 0, 0]

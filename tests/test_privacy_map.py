@@ -12,7 +12,7 @@ from geopriv import PrivacyMap
 from geopriv.exceptions import CRSError, MissingCRSError, RasterError
 from geopriv.privacy_map import affine6, edge_weights, lipschitz_envelope
 
-from .conftest import shared
+from .conftest import data_path
 
 TOKYO = "tokyo_density_200.tif"
 
@@ -37,12 +37,12 @@ def _write(path, values, *, crs="EPSG:30166", transform=None, nodata=None, dtype
 
 @pytest.fixture(scope="module")
 def tokyo_map():
-    return PrivacyMap.from_population(shared(TOKYO), slope=1e-5, floor=2e-4)
+    return PrivacyMap.from_population(data_path(TOKYO), slope=1e-5, floor=2e-4)
 
 
 def test_shipped_raster_reads_with_units_and_nodata(tokyo_map):
     pm = tokyo_map
-    with rasterio.open(shared(TOKYO)) as ds:
+    with rasterio.open(data_path(TOKYO)) as ds:
         raw = ds.read(1)
     valid = raw != -1
     assert pm.shape == (200, 200)
@@ -60,14 +60,14 @@ def test_shipped_raster_reads_with_units_and_nodata(tokyo_map):
     assert "epsilon" in repr(pm) and "200 x 200" in repr(pm)
 
 
-def test_shipped_copy_in_the_package_is_the_same_raster():
+def test_the_tests_read_the_raster_the_package_ships():
     import geopriv as gp
     from pathlib import Path
 
     packaged = Path(gp.__file__).parent / "data" / TOKYO
+    assert data_path(TOKYO).read_bytes() == packaged.read_bytes()  # no second copy in tests/data
     a = PrivacyMap.from_population(packaged, epsilon_range=(1e-4, 1e-3))
-    b = PrivacyMap.from_population(shared(TOKYO), epsilon_range=(1e-4, 1e-3))
-    np.testing.assert_array_equal(a.epsilon, b.epsilon)
+    assert a.shape == (200, 200) and a.epsilon_max == pytest.approx(1e-3)
 
 
 def test_epsilon_range_is_the_papers_linear_map():
@@ -112,7 +112,7 @@ def test_epsilon_raster_nodata_gets_the_strongest_level(tmp_path):
 
 
 def test_nodata_epsilon_options(tokyo_map):
-    near = PrivacyMap.from_population(shared(TOKYO), slope=1e-5, floor=2e-4, nodata_epsilon="nearest")
+    near = PrivacyMap.from_population(data_path(TOKYO), slope=1e-5, floor=2e-4, nodata_epsilon="nearest")
     nd = near.nodata_mask
     # data cells unchanged; each no-data cell takes the epsilon of its nearest data cell
     np.testing.assert_array_equal(near.epsilon[~nd], tokyo_map.epsilon[~nd])
@@ -122,12 +122,12 @@ def test_nodata_epsilon_options(tokyo_map):
     np.testing.assert_array_equal(near.epsilon, tokyo_map.epsilon[idx[0], idx[1]])
     assert near.epsilon[nd].max() > 2e-4  # the bay next to dense wards is no longer at the floor
     assert near.population[nd].max() == 0 and near.info["nodata_epsilon"] == "nearest"
-    fixed = PrivacyMap.from_population(shared(TOKYO), slope=1e-5, floor=2e-4, nodata_epsilon=1e-4)
+    fixed = PrivacyMap.from_population(data_path(TOKYO), slope=1e-5, floor=2e-4, nodata_epsilon=1e-4)
     assert np.all(fixed.epsilon[nd] == 1e-4)
     with pytest.raises(ValueError, match="nearest"):
-        PrivacyMap.from_population(shared(TOKYO), slope=1e-5, floor=2e-4, nodata_epsilon="mean")
+        PrivacyMap.from_population(data_path(TOKYO), slope=1e-5, floor=2e-4, nodata_epsilon="mean")
     with pytest.raises(ValueError, match="nodata_epsilon"):
-        PrivacyMap.from_population(shared(TOKYO), slope=1e-5, floor=2e-4, nodata_epsilon=-1.0)
+        PrivacyMap.from_population(data_path(TOKYO), slope=1e-5, floor=2e-4, nodata_epsilon=-1.0)
 
 
 def test_south_up_rasters_are_flipped_north_up():
@@ -250,3 +250,93 @@ def test_lipschitz_envelope_is_the_exact_shortest_path_envelope():
 
 def test_exported_at_top_level():
     assert geopriv.PrivacyMap is PrivacyMap
+
+
+# ------------------------------------------------------------------ infinite cells and outliers
+README_RANGE = (math.log(4) / 2000, math.log(4) / 400)  # the README's and QGIS's default epsilon range
+
+
+def _tokyo_copy(tmp_path, name, edit=None, **profile_changes):
+    """A copy of the shipped Tokyo raster (float32, nodata -1), with ``edit(values)`` applied."""
+    with rasterio.open(data_path(TOKYO)) as ds:
+        values = ds.read(1)
+        profile = ds.profile
+    if edit is not None:
+        edit(values)
+    profile.update(profile_changes)
+    path = tmp_path / name
+    with rasterio.open(path, "w", **profile) as out:
+        out.write(values, 1)
+    return path
+
+
+def test_an_infinite_cell_is_refused_and_located_not_taken_as_no_data(tmp_path):
+    def plus_inf(v):
+        v[120, 45] = np.inf
+
+    path = _tokyo_copy(tmp_path, "inf.tif", plus_inf)
+    for build in (lambda: PrivacyMap.from_population(path, epsilon_range=README_RANGE),
+                  lambda: PrivacyMap.from_population(path, slope=1e-5, floor=2e-4),
+                  lambda: PrivacyMap.from_epsilon(path)):
+        with pytest.raises(RasterError, match=r"1 cell\(s\) of the raster are infinite \(first at raster row 120, "
+                                              r"column 45") as info:
+            build()
+        assert "nodata=" in str(info.value)  # how to fix it: declare it as no data, or fix the cell
+    # -inf too, and in an array
+    with rasterio.open(path) as ds:
+        arr, t, crs = ds.read(1).astype(float), ds.transform, ds.crs
+    arr[arr == -1] = np.nan
+    arr[7, 3] = -np.inf
+    with pytest.raises(RasterError, match=r"2 cell\(s\).*row 7, column 3"):
+        PrivacyMap.from_population(arr, transform=t, crs=crs, slope=1e-5, floor=2e-4)
+    # declared as no data, the same cells are no data (the documented fix)
+    pm = PrivacyMap.from_population(np.abs(arr), transform=t, crs=crs, nodata=np.inf, slope=1e-5, floor=2e-4)
+    assert pm.nodata_mask[120, 45] and pm.nodata_mask[7, 3]
+    expected = PrivacyMap.from_population(data_path(TOKYO), slope=1e-5, floor=2e-4).nodata_mask.copy()
+    expected[120, 45] = expected[7, 3] = True
+    np.testing.assert_array_equal(pm.nodata_mask, expected)
+
+
+def test_epsilon_range_is_robust_to_one_huge_cell(tmp_path, recwarn):
+    clean = PrivacyMap.from_population(data_path(TOKYO), epsilon_range=README_RANGE)
+    assert clean.info["outlier_cells"] == 0 and not [w for w in recwarn if issubclass(w.category, geopriv.GeoprivWarning)]
+    assert clean.epsilon_max == pytest.approx(README_RANGE[1])  # the real raster keeps the paper's linear map
+
+    def one_huge_cell(v):
+        v[100, 60] = 1e6  # a mis-coded cell, 30,000 times the densest ward
+
+    path = _tokyo_copy(tmp_path, "huge.tif", one_huge_cell)
+    with pytest.warns(geopriv.GeoprivWarning, match=r"1 cell\(s\).*row 100, column 60.*outlier_factor=None"):
+        robust = PrivacyMap.from_population(path, epsilon_range=README_RANGE)
+    others = np.ones(clean.shape, bool)
+    others[100, 60] = False
+    np.testing.assert_allclose(robust.epsilon[others], clean.epsilon[others], rtol=1e-12)  # the map is unchanged
+    assert robust.epsilon[100, 60] == pytest.approx(README_RANGE[1])  # the outlier gets the high end
+    assert robust.info["outlier_cells"] == 1 and robust.info["density_reference"] == pytest.approx(clean.info["density_max"])
+    # negative control: the plain linear map is flattened by that one cell
+    flat = PrivacyMap.from_population(path, epsilon_range=README_RANGE, outlier_factor=None)
+    low = README_RANGE[0]
+    data = ~flat.nodata_mask & others
+    assert np.mean(flat.epsilon[data] < 1.01 * low) > 0.999
+    assert np.mean(robust.epsilon[data] < 1.01 * low) < 0.05
+
+
+def test_a_single_fill_value_cell_is_an_outlier_and_declaring_it_is_the_fix(tmp_path):
+    big = float(np.finfo(np.float32).max)  # a typical undeclared no-data value, here in one cell
+
+    def fill(v):
+        v[10, 190] = big
+
+    path = _tokyo_copy(tmp_path, "fill.tif", fill)
+    with pytest.warns(geopriv.GeoprivWarning, match="pass nodata=<that value>"):
+        pm = PrivacyMap.from_population(path, epsilon_range=README_RANGE)
+    clean = PrivacyMap.from_population(data_path(TOKYO), epsilon_range=README_RANGE)
+    others = np.ones(clean.shape, bool)
+    others[10, 190] = False
+    np.testing.assert_allclose(pm.epsilon[others], clean.epsilon[others], rtol=1e-12)
+    assert np.isfinite(pm.epsilon).all() and pm.epsilon_max == pytest.approx(README_RANGE[1])
+    # declaring it is the fix: then it is no data (floor epsilon), without a warning
+    pm2 = PrivacyMap.from_population(path, epsilon_range=README_RANGE, nodata=big)
+    assert pm2.nodata_mask[10, 190] and pm2.info["outlier_cells"] == 0
+    with pytest.raises(ValueError, match="outlier_factor"):
+        PrivacyMap.from_population(path, epsilon_range=README_RANGE, nodata=big, outlier_factor=0.5)

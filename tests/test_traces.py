@@ -473,6 +473,54 @@ def test_cluster_mean_pools_hard_reports_of_one_place():
         ClusterMean(merge=0.0)
 
 
+@pytest.mark.parametrize("method", ["predictive", "independent"])
+def test_progress_is_reported_from_inside_the_run(method):
+    gdf = walk_frame(n_traces=6, length=300)
+    n = len(gdf)
+    seen = []
+    geopriv.sanitize_traces(gdf, EPS, traj_id="user", time="t", method=method, rate=0.005, rng=1,
+                            progress=lambda done, total: seen.append((done, total)))
+    done = [d for d, _ in seen]
+    assert seen[-1] == (n, n) and all(t == n for _, t in seen) and done == sorted(set(done))
+    if method == "predictive":  # step by step: about 100 reports while the traces are released
+        assert 50 <= len(seen) <= 101
+    else:  # one vectorised step
+        assert seen == [(n, n)]
+
+
+def test_a_cancelled_run_stops_at_a_report_with_its_ledger_settled():
+    """The progress callable may raise to cancel: nothing is returned, and an accountant passed in holds exactly
+    what the steps run before the cancel spent (nothing left reserved, never over budget)."""
+    from geopriv.accounting import BudgetAccountant
+
+    rng = np.random.default_rng(3)
+    lengths = [400, 300, 200]
+    xy = np.cumsum(rng.normal(0, 20, (sum(lengths), 2)), axis=0)
+    traces = Traces.from_lengths(xy, np.arange(sum(lengths)) * 60.0, lengths)
+
+    class Stop(Exception):
+        pass
+
+    calls = []
+
+    def cancel(done, total):
+        calls.append(done)
+        if done >= total // 2:
+            raise Stop
+
+    acc = BudgetAccountant(np.full(3, EPS))
+    with pytest.raises(Stop):
+        PredictiveMechanism(FixedRate(rate=0.004)).run(traces, rng=np.random.default_rng(1), accountant=acc,
+                                                         progress=cancel)
+    assert calls[-1] < sum(lengths)  # stopped mid-run
+    assert np.all(acc.reserved == 0) and np.all(acc.spent > 0) and np.all(acc.spent <= EPS)
+    full = BudgetAccountant(np.full(3, EPS))
+    PredictiveMechanism(FixedRate(rate=0.004)).run(traces, rng=np.random.default_rng(1), accountant=full)
+    assert np.all(acc.spent <= full.spent) and np.any(acc.spent < full.spent)  # the same draws, fewer of them
+    with pytest.raises(Stop):  # sanitize_traces propagates it: no result
+        geopriv.sanitize_traces(walk_frame(), EPS, traj_id="user", time="t", rate=0.05, progress=cancel)
+
+
 def test_ledger_survives_copies_and_concat():
     gdf = walk_frame(n_traces=2, length=5)
     out = gdf.priv.sanitize_traces(traj_id="user", time="t", epsilon=EPS, rate=0.2, rng=0)
@@ -515,3 +563,34 @@ def test_sample_queries_on_geolife_sample(geolife_sample):
         assert q.crs == geolife_sample.crs
         src = geolife_sample.loc[q["source_row"]]
         assert shapely.equals(src.geometry.values, q.geometry.values).all()
+
+
+def test_predictors_see_released_values_only_never_unrounded_noise():
+    """The predictor's state is built from the released (snapped) reports, not the float noise.
+
+    A custom predictor records every past report it is shown; mapped back to the input CRS, each
+    must be a node of the public lattice (to 1e-6 of a step).  Negative control: with
+    continuous=True the same reports are off the lattice (the check would catch a regression).
+    """
+    from geopriv.frame import public_frame, public_lattice
+
+    gdf = walk_frame(n_traces=3, length=20)
+    frame = public_frame(32650)
+    lattice = public_lattice(frame, 1.0)
+
+    def shown(continuous):
+        seen = []
+
+        def pred(run):
+            seen.append(np.asarray(run.reported, dtype=float).reshape(-1, 2))
+            return run.last_reported
+
+        geopriv.sanitize_traces(gdf, traj_id="user", time="t", epsilon=EPS, rate=0.1, predictor=pred, rng=4,
+                                continuous=continuous)
+        pts = np.vstack(seen)
+        pts = pts[np.isfinite(pts).all(axis=1)] * frame.scale_max  # work metres -> CRS units (used as is)
+        r = pts / lattice.step
+        return np.abs(r - np.round(r)).max()
+
+    assert shown(False) < 1e-6
+    assert shown(True) > 1e-3

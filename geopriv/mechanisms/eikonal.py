@@ -1689,6 +1689,20 @@ class _BlockProducts:
             self.pool.shutdown()
 
 
+def _kept_indptr(indptr: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """Column pointers of a compressed sparse matrix after dropping the entries where ``keep`` is False.
+
+    Counts the kept entries of each column from a cumulative sum, so columns without entries
+    (outputs whose kernel never reaches the raster above the solve cap, common at the ends of
+    the padded output lattice) are handled wherever they are.  ``np.add.reduceat`` on the
+    column starts cannot do this: it reads one entry past the end when the last columns are
+    empty, and returns an entry instead of 0 for an empty column.
+    """
+    kept = np.zeros(len(keep) + 1, np.int64)
+    np.cumsum(keep, out=kept[1:])
+    return kept[np.asarray(indptr, dtype=np.int64)]
+
+
 def _solve_weights(S, cT, ostep, colmass, pm: PrivacyMap, budget, max_iter: int, threads: int = 1, solve_cap: float | None = 8.0):
     """Nonnegative weights making ln s flat (s = K w, K = S + exp(-T)).
 
@@ -1713,9 +1727,7 @@ def _solve_weights(S, cT, ostep, colmass, pm: PrivacyMap, budget, max_iter: int,
     if solve_cap is not None and solve_cap < -math.log(cT):
         thr = np.float32(math.exp(-solve_cap) - cT)
         keep = S.data >= thr
-        counts = np.add.reduceat(keep, S.indptr[:-1]) if S.nnz else np.zeros(S.shape[1], np.int64)
-        counts[np.diff(S.indptr) == 0] = 0
-        St = sp.csc_matrix((S.data[keep], S.indices[keep], np.concatenate([[0], np.cumsum(counts)])), shape=S.shape)
+        St = sp.csc_matrix((S.data[keep], S.indices[keep], _kept_indptr(S.indptr, keep)), shape=S.shape)
         del keep
         v, it, hist = _bb(St, cT, w0, pm, budget, goal, max_iter, threads, v=None)
         del St

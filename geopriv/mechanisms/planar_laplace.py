@@ -126,15 +126,21 @@ def spherical_noise(lon, lat, epsilon: float, radius: float, rng: np.random.Gene
     n = len(lon)
     delta = spherical_radius(n, epsilon, radius, rng) / radius
     theta = rng.random(n) * (2.0 * math.pi)
-    phi1 = np.radians(lat)
-    sp1, cp1 = np.sin(phi1), np.cos(phi1)
+    # destination by unit vectors (n-vector form): well conditioned everywhere, poles included
+    # (the arcsin form loses millimetres to centimetres within a metre of a pole)
+    phi1, lam1 = np.radians(lat), np.radians(lon)
+    sp1, cp1, sl1, cl1 = np.sin(phi1), np.cos(phi1), np.sin(lam1), np.cos(lam1)
     sd, cd = np.sin(delta), np.cos(delta)
-    sin_phi2 = np.clip(sp1 * cd + cp1 * sd * np.cos(theta), -1.0, 1.0)
-    phi2 = np.arcsin(sin_phi2)
-    dlam = np.arctan2(np.sin(theta) * sd * cp1, cd - sp1 * sin_phi2)
-    lon2 = np.degrees(np.radians(lon) + dlam)
-    lon2 = (lon2 + 180.0) % 360.0 - 180.0
-    return lon2, np.degrees(phi2)
+    ct, st = np.cos(theta), np.sin(theta)
+    # p1 = (cp1 cl1, cp1 sl1, sp1); north = (-sp1 cl1, -sp1 sl1, cp1); east = (-sl1, cl1, 0)
+    a = sd * ct  # along north
+    b = sd * st  # along east
+    x = cd * cp1 * cl1 - a * sp1 * cl1 - b * sl1
+    y = cd * cp1 * sl1 - a * sp1 * sl1 + b * cl1
+    z = cd * sp1 + a * cp1
+    lon2 = np.degrees(np.arctan2(y, x))
+    lat2 = np.degrees(np.arctan2(z, np.hypot(x, y)))
+    return lon2, lat2
 
 
 def radius_cdf(r, epsilon: float):
@@ -229,6 +235,14 @@ class GeoIndistinguishability:
 
     def grid_epsilon_per_m(self) -> float:
         return self.epsilon_per_m
+
+    def check_frame(self, frame) -> None:
+        """Refuse parameters this frame cannot honour (called before any noise is drawn)."""
+        if frame.kind == "spherical" and self.epsilon_per_m * math.pi * frame.sphere_radius < 8.0:
+            raise ValueError(
+                f"epsilon {self.epsilon_per_m:g} per metre asks for noise spread over the whole globe (mean radius "
+                f"{2 / self.epsilon_per_m / 1000:.3g} km): no location information would be left. Use a larger epsilon."
+            )
 
     def release(self, xy, frame, rng: np.random.Generator, labels=None) -> np.ndarray:
         eps_work = frame.epsilon_to_work(self.epsilon_per_m)

@@ -705,6 +705,36 @@ def _generator(rng) -> np.random.Generator:
     return make_rng(rng).generator
 
 
+class _RunProgress:
+    """``progress(done, total)`` from a run's loop: rows whose step is decided, about 100 reports and a last one.
+
+    ``progress`` is None, True (a tqdm bar) or a callable, as :func:`geopriv.release.progress_callback`
+    takes it; a callable may raise to cancel the run (it is called between steps, when the
+    accountant's ledger is settled, so a cancelled run has spent exactly what it drew).
+    """
+
+    def __init__(self, progress, total, desc="sanitize_traces"):
+        from ..release import progress_callback
+
+        self.callback, self.bar = progress_callback(progress, total, desc=desc)
+        self.total = int(total)
+        self.every = max(self.total // 100, 1)
+        self.last = 0
+
+    def __call__(self, done):
+        if self.callback is not None and done - self.last >= self.every and done < self.total:
+            self.last = int(done)
+            self.callback(int(done), self.total)
+
+    def finish(self):
+        if self.callback is not None:
+            self.callback(self.total, self.total)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
 def _unit_noise(n, rng):
     """Planar Laplace noise for eps = 1 (Gamma(2) radius, uniform angle): divide by eps_N."""
     return polar_noise(n, 1.0, rng)
@@ -748,7 +778,8 @@ class PredictiveMechanism:
 
     name = "predictive"
 
-    def run(self, traces: Traces, total=None, rng=None, accountant: BudgetAccountant | None = None) -> TraceRun:
+    def run(self, traces: Traces, total=None, rng=None, accountant: BudgetAccountant | None = None,
+            progress=None, postprocess=None) -> TraceRun:
         """Sanitise every trace within its budget.
 
         Parameters
@@ -763,11 +794,29 @@ class PredictiveMechanism:
             One label per trace, possibly already partly spent; created from ``total`` if not
             given.  A step it refuses raises :class:`~geopriv.exceptions.BudgetExceededError`
             before anything of that step is drawn.
+        progress : None, True or callable(done, total)
+            ``True`` shows a tqdm bar; a callable receives the number of rows whose step is
+            decided, about 100 times per run and once at the end, between steps (the
+            accountant settled), and may raise to cancel the run (nothing is returned; an
+            ``accountant`` passed in keeps what the steps run so far spent).
+        postprocess : callable((m, 2) array) -> (m, 2) array, optional
+            Applied to every fresh noisy report before it is recorded, so that the predictor
+            and the tests see exactly the released values (e.g. snapping to the public lattice:
+            then no unrounded float bits reach a prediction).
         """
         n_tr = traces.n_traces
         n = len(traces.xy)
         totals, acc = _budgets(total, accountant, n_tr)
         rng = _generator(rng)
+        report = _RunProgress(progress, n)
+        try:
+            return self._run(traces, totals, acc, rng, report, postprocess)
+        finally:
+            report.close()
+
+    def _run(self, traces, totals, acc, rng, report, postprocess=None) -> TraceRun:
+        n_tr = traces.n_traces
+        n = len(traces.xy)
         mgr = self.manager
         pred = self.predictor
         custom = isinstance(pred, _CustomPredictor)
@@ -892,6 +941,8 @@ class PredictiveMechanism:
                 noise = _unit_noise(len(hr), rng)
                 noise /= eps_n[hr, None]
                 noise += x[hr]
+                if postprocess is not None:
+                    noise = np.asarray(postprocess(noise), dtype=float)
                 z[hr] = noise
             # 6. settle the Lemma 1 cost: the test where it ran, the noise on hard steps
             spent_n = np.where(hard, eps_n, 0.0)
@@ -931,6 +982,8 @@ class PredictiveMechanism:
                 for key in stats:
                     stats[key] = stats[key][keep]
                 contiguous = False
+            report(offsets[step + 1])  # rows of steps 0..step: decided (stopped traces' rows stay EXHAUSTED)
+        report.finish()
         # back to the rows' order
         return TraceRun(rep_sm[slot], status_sm[slot], tested_sm[slot], eps_t_sm[slot], eps_n_sm[slot], totals,
                         acc.spent.copy(), traces.lengths.copy(), {"mechanism": "predictive", "predictor": pred.name})
@@ -959,12 +1012,25 @@ class IndependentMechanism:
             return self.manager.rate * totals
         return np.full(len(totals), self.manager.c_noise / self.manager.accuracy)
 
-    def run(self, traces: Traces, total=None, rng=None, accountant: BudgetAccountant | None = None) -> TraceRun:
-        """Release every trace; same arguments as :meth:`PredictiveMechanism.run`."""
+    def run(self, traces: Traces, total=None, rng=None, accountant: BudgetAccountant | None = None,
+            progress=None) -> TraceRun:
+        """Release every trace; same arguments as :meth:`PredictiveMechanism.run`.
+
+        One vectorised step: ``progress`` is called once, when every row is decided.
+        """
         n_tr = traces.n_traces
         n = len(traces.xy)
         totals, acc = _budgets(total, accountant, n_tr)
         rng = _generator(rng)
+        report = _RunProgress(progress, n)
+        try:
+            run = self._run(traces, totals, acc, rng, n_tr, n)
+            report.finish()
+        finally:
+            report.close()
+        return run
+
+    def _run(self, traces, totals, acc, rng, n_tr, n) -> TraceRun:
         eps = self.per_query_epsilon(totals)
         avail = acc.headroom()
         # queries each trace can pay for; a relative 1e-9 slack so that rate = 1/30 pays for 30

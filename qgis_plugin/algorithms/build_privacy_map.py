@@ -5,6 +5,7 @@ perturbation (:mod:`.perturb_location_dependent`), which builds the same map.
 """
 from __future__ import annotations
 
+import inspect
 import math
 
 from qgis.core import (
@@ -23,6 +24,16 @@ from .layers import pyproj_crs
 
 UNITS = ["per_km2", "per_cell"]
 LN4 = math.log(4.0)
+# The epsilon range has no default in the library (PrivacyMap.from_population requires a rule); the plugin's is
+# the paper-style example of its docstring: ln 4 within 2,000 m where nobody lives, within 400 m at the densest.
+EPSILON_RANGE = (LN4 / 2000, LN4 / 400)
+
+
+def map_default(parameter):
+    """The default of ``parameter`` in ``geopriv.PrivacyMap.from_population``: the plugin has none of its own."""
+    import geopriv
+
+    return inspect.signature(geopriv.PrivacyMap.from_population).parameters[parameter].default
 
 MAP_HELP = """<p>The <b>privacy map</b> gives every location its own privacy level epsilon (per ground metre),
 from population density (Koufogiannis and Pappas, <i>Location-dependent privacy</i>): where many people live, a
@@ -57,20 +68,24 @@ class PrivacyMapParameters:
         self.addParameter(QgsProcessingParameterRasterLayer(
             self.POPULATION, "Population raster (people per km\u00b2, projected CRS)", optional=optional))
         # optional: QGIS 3.22 refuses a missing value of a required band parameter even with a default
+        band = map_default("band")
         self.addParameter(QgsProcessingParameterBand(
-            self.BAND, "Band (empty: band 1)", defaultValue=1, parentLayerParameterName=self.POPULATION, optional=True))
+            self.BAND, f"Band (empty: band {band})", defaultValue=band, parentLayerParameterName=self.POPULATION,
+            optional=True))
         self.addParameter(QgsProcessingParameterEnum(
-            self.UNITS, "Raster values are", ["People per km\u00b2 of ground", "People per cell"], defaultValue=0))
+            self.UNITS, "Raster values are", ["People per km\u00b2 of ground", "People per cell"],
+            defaultValue=UNITS.index(map_default("units"))))
         self.addParameter(QgsProcessingParameterNumber(
             self.EPSILON_LOW, "Epsilon where nobody lives (per metre; default ln 4 within 2,000 m)",
-            QgsProcessingParameterNumber.Double, defaultValue=LN4 / 2000, minValue=0.0))
+            QgsProcessingParameterNumber.Double, defaultValue=EPSILON_RANGE[0], minValue=0.0))
         self.addParameter(QgsProcessingParameterNumber(
             self.EPSILON_HIGH, "Epsilon at the raster's highest density (per metre; default ln 4 within 400 m)",
-            QgsProcessingParameterNumber.Double, defaultValue=LN4 / 400, minValue=0.0))
+            QgsProcessingParameterNumber.Double, defaultValue=EPSILON_RANGE[1], minValue=0.0))
         self.addParameter(QgsProcessingParameterEnum(
             self.NODATA, "No-data cells are",
             ["Unknown or empty: strongest protection (epsilon where nobody lives)",
-             "Places nobody can be (sea, lakes): the level of the nearest cell with data"], defaultValue=0))
+             "Places nobody can be (sea, lakes): the level of the nearest cell with data"],
+            defaultValue=self.NODATA_RULES.index(map_default("nodata_epsilon"))))
         advanced = [
             QgsProcessingParameterNumber(
                 self.FLOOR, "Floor: epsilon per metre at zero density (with slope, replaces the range)",
@@ -103,7 +118,7 @@ class PrivacyMapParameters:
                                       self.parameterAsDouble(parameters, self.EPSILON_HIGH, context))}
         privacy_map = geopriv.PrivacyMap.from_population(
             path, crs=pyproj_crs(crs),  # the layer's CRS as QGIS shows it (None: the file's, if any)
-            band=self.parameterAsInt(parameters, self.BAND, context) or 1,
+            band=self.parameterAsInt(parameters, self.BAND, context) or map_default("band"),
             units=UNITS[self.parameterAsEnum(parameters, self.UNITS, context)],
             nodata_epsilon=self.NODATA_RULES[self.parameterAsEnum(parameters, self.NODATA, context)], **rule)
         regularise = self.optional_number(parameters, self.REGULARISE, context)

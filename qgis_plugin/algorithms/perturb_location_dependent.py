@@ -5,6 +5,9 @@ The mechanism is either built from a population raster (the privacy map paramete
 """
 from __future__ import annotations
 
+import dataclasses
+import inspect
+
 from qgis.core import (
     QgsProcessingException,
     QgsProcessingOutputNumber,
@@ -21,6 +24,20 @@ from qgis.core import (
 
 from .base import RELEASE_KEYWORDS, TYPE_POINTS, GeoprivAlgorithm
 from .build_privacy_map import MAP_HELP, PrivacyMapParameters
+
+
+def build_default(parameter):
+    """The default of ``parameter`` in ``geopriv.EikonalMechanism.build``: the plugin has none of its own."""
+    import geopriv
+
+    return inspect.signature(geopriv.EikonalMechanism.build).parameters[parameter].default
+
+
+def mechanism_default(field):
+    """The default of a field of ``geopriv.EikonalMechanism`` (e.g. ``outside``)."""
+    import geopriv
+
+    return {f.name: f.default for f in dataclasses.fields(geopriv.EikonalMechanism)}[field]
 
 
 class PerturbLocationDependent(PrivacyMapParameters, GeoprivAlgorithm):
@@ -50,8 +67,9 @@ algorithm, which names them, unless listed in <b>keep these attribute columns</b
 population (where a person who produced it most likely is). This is post-processing with public data, so the
 guarantee is unchanged, and the expected error is lower (about 10 % on the Tokyo raster); released points are
 pulled towards populated places (off the sea, out of empty land).</p>
-<p>Options (advanced): <b>margin</b> is the share of the privacy loss kept for exact normalisation (larger: easier
-to build, more noise); <b>smooth</b> builds the kernels from a regularised map; <b>output spacing</b>,
+<p>Options (advanced; their defaults are the library's, those of <code>EikonalMechanism.build</code>):
+<b>margin</b> is the share of the privacy loss kept for exact normalisation (larger: easier to build, more noise);
+<b>smooth</b> builds the kernels from a regularised map (empty: no smoothing); <b>output spacing</b>,
 <b>largest output step</b>, <b>padding</b> and <b>cap</b> trade building time for smoothness. If no valid
 mechanism exists for the options, the message says which option to change.</p>
 <p>Leave the <b>random seed</b> empty for a real release.</p>"""
@@ -83,24 +101,29 @@ mechanism exists for the options, the message says which option to change.</p>
         self.addParameter(QgsProcessingParameterEnum(
             self.OUTSIDE, "Points outside the raster",
             ["Stop with an error naming them", "Release them as if at the nearest point of the raster"],
-            defaultValue=0))
+            defaultValue=self.OUTSIDE_RULES.index(mechanism_default("outside"))))
         self.addParameter(QgsProcessingParameterBoolean(
             self.REMAP, "Release the most likely true position (posterior mean under the population; lower error)",
             defaultValue=False))
+        # every default is EikonalMechanism.build's own, read from its signature
         advanced = [
             QgsProcessingParameterNumber(self.MARGIN, "Margin: share of the privacy loss kept for normalisation (0-1)",
-                                         QgsProcessingParameterNumber.Double, defaultValue=0.05, minValue=0.0,
-                                         maxValue=1.0),
-            QgsProcessingParameterNumber(self.SMOOTH, "Smooth the kernels' map (metres per metre; empty: no)",
-                                         QgsProcessingParameterNumber.Double, defaultValue=None, optional=True,
-                                         minValue=0.0),
+                                         QgsProcessingParameterNumber.Double, defaultValue=build_default("margin"),
+                                         minValue=0.0, maxValue=1.0),
+            QgsProcessingParameterNumber(self.SMOOTH, "Smooth the kernels' map (metres per metre; empty: no smoothing)",
+                                         QgsProcessingParameterNumber.Double, defaultValue=build_default("smooth"),
+                                         optional=True, minValue=0.0),
             QgsProcessingParameterNumber(self.OUTPUT_SPACING, "Output spacing (largest spacing x epsilon)",
-                                         QgsProcessingParameterNumber.Double, defaultValue=0.8, minValue=0.0),
-            QgsProcessingParameterEnum(self.MAX_STEP, "Largest output step (cells)", ["1", "2", "4"], defaultValue=2),
+                                         QgsProcessingParameterNumber.Double,
+                                         defaultValue=build_default("output_spacing"), minValue=0.0),
+            QgsProcessingParameterEnum(self.MAX_STEP, "Largest output step (cells)", [str(s) for s in self.STEPS],
+                                       defaultValue=self.STEPS.index(build_default("max_step"))),
             QgsProcessingParameterNumber(self.PAD, "Padding beyond the raster (noise lengths)",
-                                         QgsProcessingParameterNumber.Double, defaultValue=6.0, minValue=0.0),
+                                         QgsProcessingParameterNumber.Double, defaultValue=build_default("pad"),
+                                         minValue=0.0),
             QgsProcessingParameterNumber(self.CAP, "Kernel cap (travel-time units)",
-                                         QgsProcessingParameterNumber.Double, defaultValue=16.0, minValue=0.0),
+                                         QgsProcessingParameterNumber.Double, defaultValue=build_default("cap"),
+                                         minValue=0.0),
         ]
         for param in advanced:
             param.setFlags(param.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
@@ -139,8 +162,11 @@ mechanism exists for the options, the message says which option to change.</p>
             privacy_map = self.privacy_map(parameters, context, feedback)
             feedback.pushInfo("Building the mechanism (kernels, weights, verification) ...")
             number = lambda name: self.parameterAsDouble(parameters, name, context)  # noqa: E731
+            # SMOOTH: absent (a script leaving it out) is the library's default, set but empty is "no smoothing"
+            smooth = (self.optional_number(parameters, self.SMOOTH, context) if self.SMOOTH in parameters
+                      else build_default("smooth"))
             mechanism = geopriv.EikonalMechanism.build(
-                privacy_map, margin=number(self.MARGIN), smooth=self.optional_number(parameters, self.SMOOTH, context),
+                privacy_map, margin=number(self.MARGIN), smooth=smooth,
                 output_spacing=number(self.OUTPUT_SPACING),
                 max_step=self.STEPS[self.parameterAsEnum(parameters, self.MAX_STEP, context)],
                 pad=number(self.PAD), cap=number(self.CAP), progress=self.progress_callback(feedback, 10, 70))

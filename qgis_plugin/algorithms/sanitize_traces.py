@@ -14,7 +14,7 @@ from qgis.core import (
     QgsProcessingParameterNumber,
 )
 
-from .base import RELEASE_KEYWORDS, TYPE_POINTS, GeoprivAlgorithm
+from .base import RELEASE_KEYWORDS, TYPE_POINTS, GeoprivAlgorithm, library_default
 from .layers import check_new_fields
 
 LN10 = math.log(10.0)
@@ -78,9 +78,15 @@ trace and drive the optional time skip rule). Leave the <b>random seed</b> empty
     EXHAUSTED = ["empty", "last", "fail"]
     NEW_COLUMNS = ("predicted", "status", "epsilon_spent")
 
+    @staticmethod
+    def default(parameter):
+        """The library's default of a sanitize_traces keyword (the plugin has none of its own)."""
+        return library_default("sanitize_traces", parameter)
+
     def initAlgorithm(self, config=None):  # noqa: N802
         from geopriv.frame import DEFAULT_GRID_M
 
+        default = self.default
         self.addParameter(QgsProcessingParameterFeatureSource(self.INPUT, "Points of the traces", [TYPE_POINTS]))
         self.addParameter(QgsProcessingParameterField(
             self.TRAJ_ID, "Trace id field (one budget per trace; empty: all points are one trace)",
@@ -90,14 +96,14 @@ trace and drive the optional time skip rule). Leave the <b>random seed</b> empty
             parentLayerParameterName=self.INPUT, optional=True))
         self.addParameter(QgsProcessingParameterEnum(
             self.METHOD, "Method", ["Predictive (private test against a prediction)", "Independent planar Laplace noise"],
-            defaultValue=0))
+            defaultValue=self.METHODS.index(default("method"))))
         self.add_privacy_parameters(
             level=LN10, radius=100.0,
             level_label="Privacy level of each whole trace within the radius (2.303 = ln 10)",
             epsilon_label="Epsilon per trace (privacy loss per metre; if set, replaces level and radius)")
         self.addParameter(QgsProcessingParameterEnum(
             self.BUDGET, "Budget manager", ["Fixed rate (budget rate per point)", "Fixed utility (accuracy in metres)"],
-            defaultValue=0))
+            defaultValue=self.BUDGETS.index(default("budget"))))
         self.addParameter(QgsProcessingParameterNumber(
             self.RATE, "Budget rate: fraction of the trace's budget per point, on average (fixed rate)",
             QgsProcessingParameterNumber.Double, defaultValue=0.033, minValue=0.0, maxValue=1.0))
@@ -107,7 +113,7 @@ trace and drive the optional time skip rule). Leave the <b>random seed</b> empty
         self.addParameter(QgsProcessingParameterEnum(
             self.ON_EXHAUSTED, "When a trace's budget runs out",
             ["Write its remaining points without geometry", "Write the trace's last released point",
-             "Fail and write nothing"], defaultValue=0))
+             "Fail and write nothing"], defaultValue=self.EXHAUSTED.index(default("on_exhausted"))))
         advanced = [
             QgsProcessingParameterNumber(
                 self.SKIP_SPEED, "Time skip rule: assumed top speed (metres per second; empty: no skipping)",
@@ -118,17 +124,18 @@ trace and drive the optional time skip rule). Leave the <b>random seed</b> empty
             QgsProcessingParameterEnum(
                 self.PREDICTOR, "Prediction (predictive method)",
                 ["Parrot: the last released point", "Cluster mean: mean of the noisy points at the current place"],
-                defaultValue=0),
+                defaultValue=self.PREDICTORS.index(default("predictor"))),
             QgsProcessingParameterNumber(self.ETA, "Utility slack eta (0.5-1)", QgsProcessingParameterNumber.Double,
-                                         defaultValue=0.5, minValue=0.0),
+                                         defaultValue=default("eta"), minValue=0.0),
             QgsProcessingParameterNumber(self.GAMMA, "Threshold to test-noise ratio gamma",
-                                         QgsProcessingParameterNumber.Double, defaultValue=0.8, minValue=0.0),
+                                         QgsProcessingParameterNumber.Double, defaultValue=default("gamma"),
+                                         minValue=0.0),
             QgsProcessingParameterNumber(self.DELTA, "Accuracy level delta of alpha(delta) (0-1)",
-                                         QgsProcessingParameterNumber.Double, defaultValue=0.9, minValue=0.0,
-                                         maxValue=1.0),
+                                         QgsProcessingParameterNumber.Double, defaultValue=default("delta"),
+                                         minValue=0.0, maxValue=1.0),
             QgsProcessingParameterNumber(self.PREDICTION_RATE, "Prior prediction rate (fixed rate, 0-1)",
-                                         QgsProcessingParameterNumber.Double, defaultValue=0.5, minValue=0.0,
-                                         maxValue=1.0),
+                                         QgsProcessingParameterNumber.Double, defaultValue=default("prediction_rate"),
+                                         minValue=0.0, maxValue=1.0),
         ]
         for param in advanced:
             param.setFlags(param.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
@@ -184,6 +191,8 @@ trace and drive the optional time skip rule). Leave the <b>random seed</b> empty
         rng = self.random_source(parameters, context, feedback)
 
         # One call for the whole layer: the library gives every trace its budget and keeps the ledger.
+        # release() passes progress= (sanitize_traces takes it): the library reports from inside its run, so the
+        # bar moves over 10-90 % while traces are released and a cancel stops the run at its next report.
         released, record = self.release(geopriv.sanitize_traces, data.gdf, feedback, traj_id=traj_id, time=time,
                                         rng=rng, **options)
         ledger = geopriv.trace_ledger(released)

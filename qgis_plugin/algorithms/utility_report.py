@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 from qgis.core import (
+    QgsProcessingException,
     QgsProcessingOutputNumber,
     QgsProcessingParameterFeatureSink,
     QgsProcessingParameterFeatureSource,
@@ -21,10 +22,11 @@ class UtilityReport(GeoprivAlgorithm):
     GEOPRIV_API = ("utility_report",)
     HELP = """<p>How far did the released points move? Compares each original point with its released version
 and writes one row of statistics of the ground distance (geodesic metres on the CRS's ellipsoid, whatever
-the layers' CRS): <b>n</b>, <b>mean_m</b>, <b>median_m</b>, <b>alpha_&lt;delta&gt;_m</b> (the delta-quantile of
-the displacement: 90 % of the points moved less than alpha(0.9); the accuracy measure of the
-geo-indistinguishability papers), <b>max_m</b>, <b>mse_m2</b> (mean squared error, square metres) and
-<b>rmse_m</b>.</p>
+the layers' CRS): <b>n</b>, <b>mean_m</b>, <b>median_m</b>, <b>alpha_&lt;quantile&gt;_m</b> (the radius
+containing that share of the displacements: with the default <b>quantile</b> 0.9, 90 % of the points moved less
+than alpha_0.9_m; the accuracy measure the geo-indistinguishability papers write alpha(delta). The quantile is a
+share of points, not a privacy parameter: it is unrelated to the delta of (epsilon, delta)-differential privacy),
+<b>max_m</b>, <b>mse_m2</b> (mean squared error, square metres) and <b>rmse_m</b>.</p>
 <p>Rows are matched by the <b>matching field</b> (a unique identifier present in both layers) or, when it is
 empty, by feature order (as written by the perturbation algorithms). The layers may be in different CRSs.</p>
 <p>The statistics are also returned as numbers, for use in the graphical modeler.</p>"""
@@ -32,27 +34,47 @@ empty, by feature order (as written by the perturbation algorithms). The layers 
     ORIGINAL = "ORIGINAL"
     RELEASED = "RELEASED"
     ID_FIELD = "ID_FIELD"
-    DELTA = "DELTA"
+    QUANTILE = "QUANTILE"
+    DELTA = "DELTA"  # the former id of QUANTILE: still accepted, with a warning, for one release
     OUTPUT = "OUTPUT"
     NUMBERS = {"n": "N", "mean_m": "MEAN_M", "median_m": "MEDIAN_M", "alpha": "ALPHA_M", "max_m": "MAX_M",
                "mse_m2": "MSE_M2", "rmse_m": "RMSE_M"}
 
     def initAlgorithm(self, config=None):  # noqa: N802
+        import inspect
+
+        import geopriv
+
+        default = inspect.signature(geopriv.utility_report).parameters["quantile"].default
         self.addParameter(QgsProcessingParameterFeatureSource(self.ORIGINAL, "Original points", [TYPE_POINTS]))
         self.addParameter(QgsProcessingParameterFeatureSource(self.RELEASED, "Released points", [TYPE_POINTS]))
         self.addParameter(QgsProcessingParameterField(
             self.ID_FIELD, "Matching field, in both layers (empty: match by feature order)",
             parentLayerParameterName=self.ORIGINAL, optional=True))
         self.addParameter(QgsProcessingParameterNumber(
-            self.DELTA, "Delta of alpha(delta), the displacement quantile (0-1)", QgsProcessingParameterNumber.Double,
-            defaultValue=0.9, minValue=0.0, maxValue=1.0))
+            self.QUANTILE, "Quantile of the displacements reported as alpha (0-1; 0.9: 90 % of the points moved less)",
+            QgsProcessingParameterNumber.Double, defaultValue=default, minValue=0.0, maxValue=1.0))
         self.addParameter(QgsProcessingParameterFeatureSink(self.OUTPUT, "Utility report"))
         labels = {"N": "Number of points", "MEAN_M": "Mean displacement (metres)",
-                  "MEDIAN_M": "Median displacement (metres)", "ALPHA_M": "alpha(delta): displacement quantile (metres)",
+                  "MEDIAN_M": "Median displacement (metres)",
+                  "ALPHA_M": "alpha: radius containing the quantile's share of the displacements (metres)",
                   "MAX_M": "Largest displacement (metres)", "MSE_M2": "Mean squared error (square metres)",
                   "RMSE_M": "Root mean squared error (metres)"}
         for key, label in labels.items():
             self.addOutput(QgsProcessingOutputNumber(key, label))
+
+    def quantile(self, parameters, context, feedback):
+        """QUANTILE, or the value given under its former id DELTA (with a warning)."""
+        if not self.is_set(parameters, self.DELTA):
+            return self.parameterAsDouble(parameters, self.QUANTILE, context)
+        if self.is_set(parameters, self.QUANTILE):
+            raise QgsProcessingException("Give QUANTILE only: DELTA is its former name.")
+        feedback.pushWarning("The DELTA parameter is now called QUANTILE (the share of displacements alpha contains); "
+                             "DELTA will be removed in the next release.")
+        try:
+            return float(parameters[self.DELTA])
+        except (TypeError, ValueError):
+            raise QgsProcessingException("DELTA (now QUANTILE) must be a number between 0 and 1.") from None
 
     def compute(self, parameters, context, feedback):
         import geopriv
@@ -65,10 +87,10 @@ empty, by feature order (as written by the perturbation algorithms). The layers 
             true, out = true.set_index(keys[0]), out.set_index(keys[0])
         else:  # feature order
             true, out = true.reset_index(drop=True), out.reset_index(drop=True)
-        delta = self.parameterAsDouble(parameters, self.DELTA, context)
+        quantile = self.quantile(parameters, context, feedback)
         self.check_cancelled(feedback)
 
-        report = geopriv.utility_report(true, out, delta=delta)
+        report = geopriv.utility_report(true, out, quantile=quantile)
 
         table = pd.DataFrame([report.to_dict()])
         table["n"] = table["n"].astype("int64")

@@ -6,15 +6,20 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED = ROOT.parent / "shared" / "data"
+#: where test data are looked up, in order (the same folders as tests/conftest.py)
+DATA_DIRS = (ROOT / "tests" / "data", ROOT / "geopriv" / "data")
 
 
 # --- helpers for the tests ------------------------------------------------------------------
 def data_path(name: str, layer: str | None = None) -> str:
-    """A shipped data set (../shared/data) as a QGIS source string."""
-    path = SHARED / name
-    if not path.exists():
-        pytest.fail(f"test data {path} is missing: the repository expects ../shared/data beside the checkout")
+    """A data set shipped in the repository (tests/data, then geopriv/data) as a QGIS source string."""
+    for folder in DATA_DIRS:
+        path = folder / name
+        if path.exists():
+            break
+    else:
+        tried = ", ".join(str(folder / name) for folder in DATA_DIRS)
+        pytest.fail(f"test data {name!r} is missing (tried {tried}); it is part of the repository: check out tests/data")
     path = str(path)
     return f"{path}|layername={layer}" if layer else path
 

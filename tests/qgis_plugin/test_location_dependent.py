@@ -207,3 +207,84 @@ def test_posterior_mean_release(run, built, centroids):
     assert remapped["VERIFIED_MAX_RATIO"] == plain["VERIFIED_MAX_RATIO"]  # same mechanism, post-processed
     assert not np.array_equal(points_xy(remapped["OUTPUT"]), points_xy(plain["OUTPUT"]))
     assert attributes(remapped["OUTPUT"]) == attributes(centroids)
+
+
+# --- the plugin's defaults are the library's -------------------------------------------------------------
+def algorithm(alg_id):
+    from qgis.core import QgsApplication
+
+    alg = QgsApplication.processingRegistry().createAlgorithmById(f"geopriv:{alg_id}")
+    assert alg is not None, alg_id
+    return alg
+
+
+#: QGIS parameter -> EikonalMechanism.build keyword (every mechanism option the algorithm offers)
+BUILD_OPTIONS = {"MARGIN": "margin", "SMOOTH": "smooth", "OUTPUT_SPACING": "output_spacing", "PAD": "pad",
+                 "CAP": "cap", "MAX_STEP": "max_step"}
+
+
+def test_mechanism_options_default_to_eikonal_mechanism_build(provider):
+    import dataclasses
+    import inspect
+
+    import geopriv
+
+    alg = algorithm("perturblocationdependent")
+    build = inspect.signature(geopriv.EikonalMechanism.build).parameters
+    for name, keyword in BUILD_OPTIONS.items():
+        default = alg.parameterDefinition(name).defaultValue()
+        if name == "MAX_STEP":  # an enum: its default is an index into the offered steps
+            default = alg.STEPS[default]
+        assert default == build[keyword].default, name
+    outside = {f.name: f.default for f in dataclasses.fields(geopriv.EikonalMechanism)}["outside"]
+    assert alg.OUTSIDE_RULES[alg.parameterDefinition("OUTSIDE").defaultValue()] == outside
+
+
+def test_privacy_map_options_default_to_from_population(provider):
+    import inspect
+
+    import geopriv
+
+    from_population = inspect.signature(geopriv.PrivacyMap.from_population).parameters
+    for alg_id in ("buildprivacymap", "perturblocationdependent"):
+        alg = algorithm(alg_id)
+        assert alg.parameterDefinition("BAND").defaultValue() == from_population["band"].default
+        units = alg.parameterDefinition("UNITS").defaultValue()
+        assert ["per_km2", "per_cell"][units] == from_population["units"].default
+        nodata = alg.parameterDefinition("NODATA").defaultValue()
+        assert alg.NODATA_RULES[nodata] == from_population["nodata_epsilon"].default
+        assert alg.parameterDefinition("EPSILON_LOW").defaultValue() == pytest.approx(LOW)
+        assert alg.parameterDefinition("EPSILON_HIGH").defaultValue() == pytest.approx(HIGH)
+
+
+def test_a_build_without_options_is_the_librarys_default_build(run, monkeypatch, small_raster):
+    """Left out (a script) or left as shown (the dialog): the mechanism is built as geopriv builds it by default;
+    an emptied SMOOTH turns smoothing off."""
+    import functools
+    import inspect
+
+    import geopriv
+
+    original = geopriv.EikonalMechanism.build
+    seen = []
+
+    @functools.wraps(original.__func__)  # the signature stays build's: the algorithm reads its defaults there
+    def build(cls, privacy_map, **kwargs):
+        seen.append(kwargs)
+        return original(privacy_map, **kwargs)
+
+    monkeypatch.setattr(geopriv.EikonalMechanism, "build", classmethod(build))
+    defaults = {k: p.default for k, p in inspect.signature(original).parameters.items()}
+    points = memory_layer(["POINT(-20000 -30000)"], crs="EPSG:30166")
+    run("perturblocationdependent", {"INPUT": points, "POPULATION": small_raster, "OUTSIDE": 1, "SEED": 1,
+                                     "OUTPUT": "TEMPORARY_OUTPUT"})
+    alg = algorithm("perturblocationdependent")
+    shown = {name: alg.parameterDefinition(name).defaultValue() for name in BUILD_OPTIONS}
+    run("perturblocationdependent", {"INPUT": points, "POPULATION": small_raster, "OUTSIDE": 1, "SEED": 1,
+                                     "OUTPUT": "TEMPORARY_OUTPUT", **shown})
+    for kwargs in seen:
+        for keyword in BUILD_OPTIONS.values():
+            assert kwargs[keyword] == defaults[keyword], keyword
+    run("perturblocationdependent", {"INPUT": points, "POPULATION": small_raster, "OUTSIDE": 1, "SEED": 1,
+                                     "SMOOTH": None, "OUTPUT": "TEMPORARY_OUTPUT"})
+    assert len(seen) == 3 and seen[-1]["smooth"] is None

@@ -167,3 +167,56 @@ def test_library_warnings_reach_the_log(run):
                                     "OUTPUT": "TEMPORARY_OUTPUT", "LEDGER": "TEMPORARY_OUTPUT"}, feedback=feedback)
     assert result["OUTPUT"].featureCount() == 10
     assert any(w.startswith("DistortionWarning: The declared area is so large") for w in feedback.warnings)
+
+
+def test_defaults_are_the_librarys(provider):
+    """Every option sanitize_traces has a default for takes that default (the plugin has none of its own)."""
+    import inspect
+
+    import geopriv
+    from qgis.core import QgsApplication
+
+    alg = QgsApplication.processingRegistry().createAlgorithmById("geopriv:sanitizetraces")
+    library = {k: p.default for k, p in inspect.signature(geopriv.sanitize_traces).parameters.items()}
+    for name, keyword in {"ETA": "eta", "GAMMA": "gamma", "DELTA": "delta", "PREDICTION_RATE": "prediction_rate"}.items():
+        assert alg.parameterDefinition(name).defaultValue() == library[keyword], name
+    for name, keyword, choices in (("METHOD", "method", alg.METHODS), ("BUDGET", "budget", alg.BUDGETS),
+                                   ("PREDICTOR", "predictor", alg.PREDICTORS),
+                                   ("ON_EXHAUSTED", "on_exhausted", alg.EXHAUSTED)):
+        assert choices[alg.parameterDefinition(name).defaultValue()] == library[keyword], name
+    assert alg.parameterDefinition("CONTINUOUS").defaultValue() == library["continuous"]
+
+
+def walkers(traces=40, length=250):
+    """Random walks in UTM 50N (Beijing), one point a minute: enough steps for many progress reports."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    xy = np.cumsum(rng.normal(0, 20, (traces, length, 2)), axis=1).reshape(-1, 2) + [448_000.0, 4_416_000.0]
+    ids = np.repeat(np.arange(traces), length)
+    seconds = np.tile(np.arange(length) * 60, traces)
+    return memory_layer([f"POINT({x} {y})" for x, y in xy], fields=(("trace", "integer"), ("t", "integer")),
+                        values=[[int(i), int(t)] for i, t in zip(ids, seconds)])
+
+
+def test_progress_comes_from_inside_the_release_and_cancels_it(run, tmp_path):
+    """The library reports per batch of steps while it releases (10-90 %), and a cancel stops it there."""
+    from qgis.core import QgsProcessingException, QgsProcessingFeedback
+
+    layer = walkers()
+    params = {"INPUT": layer, "TRAJ_ID_FIELD": "trace", "TIME_FIELD": "t", "EPSILON": 1.0, "RATE": 0.004,
+              "SEED": 1, "LEDGER": "TEMPORARY_OUTPUT"}
+    feedback = QgsProcessingFeedback()
+    seen = []
+    feedback.progressChanged.connect(seen.append)
+    result = run("sanitizetraces", dict(params, OUTPUT="TEMPORARY_OUTPUT"), feedback=feedback)
+    assert result["N_RELEASED"] > 0 and seen == sorted(seen)
+    inside = [p for p in seen if 10.0 < p < 90.0]
+    assert len(inside) >= 20  # about 100 reports from the run loop, not one at the end of the call
+
+    cancel = CancelAt(30.0)
+    target = tmp_path / "never.gpkg"
+    with pytest.raises(QgsProcessingException, match="cancelled"):
+        run("sanitizetraces", dict(params, OUTPUT=str(target)), feedback=cancel)
+    assert max(cancel.seen) < 40.0  # stopped at the next report of the run, long before its end (90 %)
+    assert not target.exists()

@@ -2,14 +2,24 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
-from qgis_helpers import data_path, memory_layer, vector
+from qgis_helpers import memory_layer, vector
 
 pytestmark = pytest.mark.qgis
 
 COLUMNS = ["n", "mean_m", "median_m", "alpha_0.9_m", "max_m", "mse_m2", "rmse_m"]
+
+
+SOHO = Path(__file__).resolve().parents[2] / "geopriv" / "data" / "soho_cholera.gpkg"  # shipped with the package
+
+
+def data_path(name: str, layer: str | None = None) -> str:
+    """The shipped Soho layer as a QGIS source string (no data outside the checkout)."""
+    assert name == SOHO.name and SOHO.exists()
+    return f"{SOHO}|layername={layer}" if layer else str(SOHO)
 
 
 def table_row(layer):
@@ -44,7 +54,7 @@ def test_report_table_and_numbers(run, soho_release):
     assert result["ALPHA_M"] == row["alpha_0.9_m"] and result["MEAN_M"] == row["mean_m"]
 
 
-def test_match_by_field_and_other_delta(run, soho_release, provider):
+def test_match_by_field_and_other_quantile(run, soho_release, provider):
     """Match rows by 'fid' with the released rows in reverse order: same statistics as by order."""
     import processing
 
@@ -52,9 +62,9 @@ def test_match_by_field_and_other_delta(run, soho_release, provider):
                                                              "ASCENDING": False, "NULLS_FIRST": False,
                                                              "OUTPUT": "TEMPORARY_OUTPUT"})["OUTPUT"]
     by_order = run("utilityreport", {"ORIGINAL": data_path("soho_cholera.gpkg", "deaths"), "RELEASED": soho_release,
-                                     "DELTA": 0.5, "OUTPUT": "TEMPORARY_OUTPUT"})
+                                     "QUANTILE": 0.5, "OUTPUT": "TEMPORARY_OUTPUT"})
     by_field = run("utilityreport", {"ORIGINAL": data_path("soho_cholera.gpkg", "deaths"), "RELEASED": reordered,
-                                     "ID_FIELD": "fid", "DELTA": 0.5, "OUTPUT": "TEMPORARY_OUTPUT"})
+                                     "ID_FIELD": "fid", "QUANTILE": 0.5, "OUTPUT": "TEMPORARY_OUTPUT"})
     assert by_field["MEAN_M"] == pytest.approx(by_order["MEAN_M"])
     assert by_field["ALPHA_M"] == pytest.approx(by_order["MEDIAN_M"])  # alpha(0.5) is the median
     assert "alpha_0.5_m" in table_row(by_field["OUTPUT"])
@@ -82,5 +92,39 @@ def test_bad_inputs(run, soho_release):
     short = memory_layer(["POINT(-15000 6700000)"] * 3, crs="EPSG:3857")
     with pytest.raises(QgsProcessingException, match="have no released counterpart"):
         run("utilityreport", {"ORIGINAL": original, "RELEASED": short, "OUTPUT": "TEMPORARY_OUTPUT"})
-    with pytest.raises(QgsProcessingException, match="delta must be strictly between 0 and 1"):
-        run("utilityreport", {"ORIGINAL": original, "RELEASED": soho_release, "DELTA": 1.0, "OUTPUT": "TEMPORARY_OUTPUT"})
+    with pytest.raises(QgsProcessingException, match="quantile must be strictly between 0 and 1"):
+        run("utilityreport", {"ORIGINAL": original, "RELEASED": soho_release, "QUANTILE": 1.0, "OUTPUT": "TEMPORARY_OUTPUT"})
+
+
+def test_quantile_parameter_and_its_former_id(run, soho_release, provider):
+    """QUANTILE (not DELTA: no (epsilon, delta) reader should take it for a privacy parameter); DELTA still works."""
+    import inspect
+
+    from qgis.core import QgsProcessingException, QgsProcessingFeedback
+
+    import geopriv
+
+    alg = provider.algorithm("utilityreport")
+    param = alg.parameterDefinition("QUANTILE")
+    assert param is not None and alg.parameterDefinition("DELTA") is None
+    assert param.defaultValue() == inspect.signature(geopriv.utility_report).parameters["quantile"].default
+    assert "delta" not in param.description().lower()
+
+    original = data_path("soho_cholera.gpkg", "deaths")
+
+    class Feedback(QgsProcessingFeedback):
+        warnings = []
+
+        def pushWarning(self, text):  # noqa: N802
+            self.warnings.append(text)
+
+    feedback = Feedback()
+    old = run("utilityreport", {"ORIGINAL": original, "RELEASED": soho_release, "DELTA": 0.5,
+                                "OUTPUT": "TEMPORARY_OUTPUT"}, feedback=feedback)
+    new = run("utilityreport", {"ORIGINAL": original, "RELEASED": soho_release, "QUANTILE": 0.5,
+                                "OUTPUT": "TEMPORARY_OUTPUT"})
+    assert old["ALPHA_M"] == pytest.approx(new["ALPHA_M"]) == pytest.approx(new["MEDIAN_M"])
+    assert any("QUANTILE" in w for w in feedback.warnings)
+    with pytest.raises(QgsProcessingException, match="QUANTILE only"):
+        run("utilityreport", {"ORIGINAL": original, "RELEASED": soho_release, "DELTA": 0.5, "QUANTILE": 0.5,
+                              "OUTPUT": "TEMPORARY_OUTPUT"})

@@ -1,0 +1,501 @@
+"""Reading inputs and writing outputs safely: ``geopriv.io.write_vector`` and friends.
+
+The command line writes every output through this module, and so can you::
+
+    from geopriv.io import write_vector
+    released = geopriv.perturb(homes, level=math.log(4), radius=200)
+    write_vector(released, "homes_private.gpkg", layer="homes_private", protect=["homes.gpkg"])
+
+What it guarantees
+------------------
+* **The format comes from the extension**, checked before any work (:func:`check_output`):
+  ``.gpkg`` (GeoPackage), ``.geojson`` / ``.json`` (GeoJSON), ``.fgb`` (FlatGeobuf, written
+  without a spatial index, which would reorder the rows), ``.shp``
+  (ESRI Shapefile), ``.csv`` (CSV, geometry as a ``WKT`` column; CSV has no CRS: the
+  provenance sidecar names it) and ``.parquet`` (GeoParquet, needs pyarrow).  Anything else
+  is refused with the list above, rather than silently written in some default format.
+* **Inputs are never overwritten**: the output is compared with every path in ``protect=``
+  with :func:`os.path.samefile`, so a hard link or a symbolic link to an input is caught too
+  (for a Shapefile, each of its ``.shp/.shx/.dbf/.prj/.cpg`` files).
+* **Atomic replacement**: the output is written into a temporary directory beside the
+  destination (same file system) and moved into place with :func:`os.replace` only once it is
+  complete.  A run that fails, at any point, leaves every existing file byte-identical and no
+  partial output behind (only a process killed outright can leave a hidden
+  ``.NAME.*.geopriv-tmp`` directory beside the destination, which is safe to delete).
+* **GeoPackages keep their other layers**: writing a layer into an existing GeoPackage copies
+  the file next to it, writes or replaces that one layer in the copy, and moves the copy into
+  place.  Without ``overwrite`` a *new* layer may be added to an existing GeoPackage, but a
+  layer of the same name is refused; with it, only that layer is replaced.  (Layer names are
+  compared case-insensitively, as SQLite does.)  A GeoPackage open in another program (a
+  ``-wal`` journal beside it) is refused rather than copied half-written.
+* **Provenance**: the release record (``gdf.attrs["geopriv"]``) goes into the GeoPackage
+  layer's metadata (``layer_metadata={"geopriv": <json>}``; no sidecar), or for the other
+  formats into a sidecar ``OUT.geopriv.json`` moved into place with the output.  Replacing an
+  output that has no record removes a stale sidecar.
+* **Shapefiles** are several files.  They are written together into the temporary directory and
+  then moved one by one (``.shx``, ``.dbf``, ``.prj``, ``.cpg``, then ``.shp``); stale index files
+  of the old output (``.qix``, ``.sbn``, ``.sbx``) and parts the new output does not have are
+  removed afterwards.  Each move is atomic, the set is not: only a crash *during those few
+  renames* (after all the work succeeded) could leave a mix of old and new parts.  Prefer
+  GeoPackage where that matters.
+
+Errors are :class:`InputError` / :class:`OutputError` (:class:`geopriv.GeoprivError`
+subclasses): they name files, layers and row labels, never coordinates.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .exceptions import GeoprivError
+
+__all__ = [
+    "FORMATS",
+    "InputError",
+    "OutputError",
+    "OutputTarget",
+    "Staging",
+    "check_input",
+    "check_output",
+    "check_file_output",
+    "read_vector",
+    "write_vector",
+    "sidecar_path",
+]
+
+#: extension -> (OGR driver, or "GeoParquet" for geopandas' to_parquet; what it is)
+FORMATS = {
+    ".gpkg": ("GPKG", "GeoPackage"),
+    ".geojson": ("GeoJSON", "GeoJSON"),
+    ".json": ("GeoJSON", "GeoJSON"),
+    ".fgb": ("FlatGeobuf", "FlatGeobuf"),
+    ".shp": ("ESRI Shapefile", "ESRI Shapefile"),
+    ".csv": ("CSV", "CSV with the geometry as a WKT column"),
+    ".parquet": ("GeoParquet", "GeoParquet, needs pyarrow"),
+}
+#: the files of a Shapefile that a write replaces
+SHAPEFILE_PARTS = (".shp", ".shx", ".dbf", ".prj", ".cpg")
+#: index files of a Shapefile that would describe the old data: removed when it is replaced
+SHAPEFILE_STALE = (".qix", ".sbn", ".sbx")
+SIDECAR_SUFFIX = ".geopriv.json"
+
+
+class InputError(GeoprivError):
+    """An input file that cannot be read: missing, unreadable, ambiguous layer, wrong CRS."""
+
+
+class OutputError(GeoprivError):
+    """An output that cannot be written safely: unknown format, exists, or is one of the inputs."""
+
+
+def _formats_text() -> str:
+    return ", ".join(f"{ext} ({desc})" for ext, (_, desc) in FORMATS.items())
+
+
+def sidecar_path(path) -> Path:
+    """The provenance sidecar of an output: ``OUT.geopriv.json`` beside it."""
+    path = Path(path)
+    return path.with_name(path.name + SIDECAR_SUFFIX)
+
+
+def _parts(path: Path) -> list[Path]:
+    """Every file that makes up a vector file at ``path`` (a Shapefile is several)."""
+    if path.suffix.lower() != ".shp":
+        return [path]
+    upper = path.suffix.isupper()
+    return [path.with_suffix(s.upper() if upper else s) for s in SHAPEFILE_PARTS]
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (or cannot be stat'ed): not the same existing file
+        return False
+
+
+def _check_protect(outputs: Iterable[Path], protect, shown) -> None:
+    outputs = [p for p in outputs if p.exists()]
+    for q in protect or ():
+        if q is None:
+            continue
+        q = Path(q)
+        for part in _parts(q) + [q]:
+            for o in outputs:
+                if _same_file(o, part):
+                    raise OutputError(
+                        f"the output {shown} is the input file {q} (the same path, a hard link or a symbolic link "
+                        "to it); choose another output so the input is kept"
+                    )
+
+
+def _destination(path) -> Path:
+    p = Path(path)
+    if p.is_symlink():  # write through the link: the link keeps pointing at the (new) file
+        p = Path(os.path.realpath(p))
+    return p
+
+
+def _check_directory(dest: Path, shown) -> None:
+    if dest.is_dir():
+        raise OutputError(f"the output {shown} is a directory; give a file name such as {Path(shown) / 'out.gpkg'}")
+    parent = dest.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise OutputError(f"cannot create the output {shown}: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputError(f"cannot write the output {shown}: no permission to create files in {parent}")
+
+
+@dataclass(frozen=True)
+class OutputTarget:
+    """A checked vector output (what :func:`check_output` returns).
+
+    ``path`` is the destination (symbolic links resolved), ``driver`` the OGR driver (or
+    ``"GeoParquet"``), ``layer`` the GeoPackage layer written (``None`` for other formats),
+    ``keep_file`` whether an existing GeoPackage is kept and the layer written into a copy of
+    it, ``replaces`` whether existing data (a file, or a GeoPackage layer) is replaced.
+    """
+
+    path: Path
+    driver: str
+    layer: str | None
+    keep_file: bool
+    replaces: bool
+    shown: str
+
+    @property
+    def sidecar(self) -> Path | None:
+        """The provenance sidecar (None for GeoPackage, whose layers carry it as metadata)."""
+        return None if self.driver == "GPKG" else sidecar_path(self.path)
+
+
+def check_output(path, layer: str | None = None, overwrite: bool = False, protect=()) -> OutputTarget:
+    """Check a vector output before any work: format, existing data, inputs; nothing is written.
+
+    Parameters
+    ----------
+    path : str or PathLike
+        The output file; its extension picks the format (see :data:`FORMATS`).
+    layer : str, optional
+        GeoPackage layer to write (default: the file name without extension).  Other formats
+        have no layers.
+    overwrite : bool
+        Allow replacing an existing file (GeoPackage: an existing layer of that name; the
+        other layers are kept).  Adding a new layer to an existing GeoPackage needs no
+        ``overwrite``.
+    protect : iterable of paths
+        Inputs that must not be written to (compared with :func:`os.path.samefile`).
+
+    Raises
+    ------
+    OutputError
+        Unknown extension, a layer name for a format without layers, pyarrow missing for
+        GeoParquet, an existing output without ``overwrite``, an output that is an input, a
+        directory, or a destination that cannot be written.
+    """
+    shown = os.fspath(path)
+    ext = Path(shown).suffix.lower()
+    if ext not in FORMATS:
+        raise OutputError(
+            f"cannot tell the output format of {shown!r} from its extension "
+            f"({ext or 'none'}); use one of: {_formats_text()}"
+        )
+    driver = FORMATS[ext][0]
+    if driver == "GeoParquet":
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise OutputError("writing GeoParquet (.parquet) needs pyarrow: pip install pyarrow") from None
+    if layer is not None and driver != "GPKG":
+        raise OutputError(f"a layer name applies to GeoPackage (.gpkg) outputs only; {shown!r} is {FORMATS[ext][1]}")
+    if layer is not None and not str(layer).strip():
+        raise OutputError("the output layer name is empty")
+    dest = _destination(shown)
+    _check_directory(dest, shown)
+    sidecar = None if driver == "GPKG" else sidecar_path(dest)
+    files = _parts(dest) + ([sidecar] if sidecar is not None else [])
+    _check_protect(files, protect, shown)
+
+    if driver == "GPKG":
+        name = str(layer) if layer is not None else dest.stem
+        if not dest.exists():
+            return OutputTarget(dest, driver, name, keep_file=False, replaces=False, shown=shown)
+        import pyogrio
+
+        try:
+            layers = [str(n) for n in pyogrio.list_layers(dest)[:, 0]]
+        except Exception:  # not a GeoPackage we can open: only --overwrite may replace the whole file
+            if not overwrite:
+                raise OutputError(f"{shown} exists (and is not a readable GeoPackage); pass --overwrite "
+                                  "(overwrite=True) to replace it") from None
+            return OutputTarget(dest, driver, name, keep_file=False, replaces=True, shown=shown)
+        for journal in ("-wal", "-journal"):
+            if Path(str(dest) + journal).exists():
+                raise OutputError(
+                    f"{shown} is open in another program (its {journal[1:]} file exists): close it (QGIS: remove "
+                    "its layers from the project) and run again"
+                )
+        exists = name.lower() in {n.lower() for n in layers}
+        if exists and not overwrite:
+            raise OutputError(
+                f"{shown} already has a layer {name!r}; pass --overwrite (overwrite=True) to replace that layer "
+                "(the file's other layers are kept), or choose another layer name (--out-layer, layer=)"
+            )
+        return OutputTarget(dest, driver, name, keep_file=True, replaces=exists, shown=shown)
+
+    existing = [p for p in files if p.exists()]
+    if existing and not overwrite:
+        raise OutputError(f"{shown} exists; pass --overwrite (overwrite=True) to replace it")
+    return OutputTarget(dest, driver, None, keep_file=False, replaces=bool(existing), shown=shown)
+
+
+def check_file_output(path, *, suffixes: Iterable[str], what: str, overwrite: bool = False, protect=()) -> Path:
+    """Check a single-file output (a GeoTIFF, a mechanism, a CSV table) before any work.
+
+    Returns the destination path (symbolic links resolved).  Raises :class:`OutputError` for a
+    wrong extension, an existing file without ``overwrite``, or an output that is an input.
+    """
+    shown = os.fspath(path)
+    suffixes = tuple(s.lower() for s in suffixes)
+    if Path(shown).suffix.lower() not in suffixes:
+        raise OutputError(f"{what} output {shown!r} must end in {' or '.join(suffixes)}")
+    dest = _destination(shown)
+    _check_directory(dest, shown)
+    _check_protect([dest], protect, shown)
+    if dest.exists() and not overwrite:
+        raise OutputError(f"{shown} exists; pass --overwrite (overwrite=True) to replace it")
+    return dest
+
+
+def check_input(path, what: str = "input") -> Path:
+    """The input path, which must be an existing file (or, for a Shapefile, its .shp)."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{what} file {os.fspath(path)} does not exist")
+    if p.is_dir() and p.suffix.lower() != ".gdb":
+        raise InputError(f"{what} {os.fspath(path)} is a directory; give a file")
+    return p
+
+
+# ---------------------------------------------------------------------------- reading
+def read_vector(path, layer: str | None = None, *, crs=None, what: str = "input"):
+    """Read a vector file (any OGR format, or GeoParquet) as a GeoDataFrame, with checks.
+
+    * a file with several layers needs ``layer`` (no silent choice of the first one);
+    * CSV: the geometry is read from a ``WKT`` column, which is not kept as an attribute (it
+      would hold the true locations), and column types are detected (numbers, date-times);
+    * ``crs``: the CRS the coordinates are really in, for files without one (CSV) or with a
+      wrong one (it replaces the file's; coordinates are not converted).
+
+    Coordinates that cannot be in the CRS (metres labelled EPSG:4326, latitude 95) are refused
+    by the release itself, naming rows.  Errors (:class:`InputError`) name the file and its
+    layers, never data values.
+    """
+    import geopandas as gpd
+    import pyogrio
+
+    p = check_input(path, what)
+    shown = os.fspath(path)
+    where = f"{what} {shown}" + (f" layer {layer!r}" if layer is not None else "")
+    if p.suffix.lower() == ".parquet":
+        if layer is not None:
+            raise InputError(f"GeoParquet has no layers; drop the layer name for {shown}")
+        try:
+            gdf = gpd.read_parquet(p)
+        except ImportError:
+            raise InputError("reading GeoParquet (.parquet) needs pyarrow: pip install pyarrow") from None
+    else:
+        try:
+            if layer is None:
+                layers = pyogrio.list_layers(p)
+                if len(layers) > 1:
+                    names = ", ".join(repr(str(n)) for n in layers[:20, 0])
+                    raise InputError(f"{shown} has {len(layers)} layers ({names}); choose one with --layer (layer=)")
+            csv = p.suffix.lower() == ".csv"  # WKT column as geometry (not kept as text), typed columns
+            options = {"KEEP_GEOM_COLUMNS": "NO", "AUTODETECT_TYPE": "YES"} if csv else {}
+            gdf = pyogrio.read_dataframe(p, layer=layer, **options)
+        except (pyogrio.errors.DataSourceError, pyogrio.errors.DataLayerError) as exc:
+            # opening errors are about the file or the layer (GDAL's text names the path), not its data
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise InputError(f"cannot read {where}: {first}") from None
+    if not isinstance(gdf, gpd.GeoDataFrame):
+        hint = " (CSV files need a column named WKT holding the geometry)" if p.suffix.lower() == ".csv" else ""
+        raise InputError(f"{where} has no geometry{hint}")
+    if crs is not None:
+        from pyproj import CRS
+        from pyproj.exceptions import CRSError as ProjCRSError
+
+        try:
+            crs = CRS.from_user_input(crs)
+        except ProjCRSError:
+            raise InputError(f"the CRS {crs!r} is not one pyproj knows (give e.g. EPSG:4326 or 32631)") from None
+        gdf = gdf.set_crs(crs, allow_override=True)
+    return gdf
+
+
+# ---------------------------------------------------------------------------- writing
+def _record_json(record, indent=None) -> str:
+    return json.dumps(record, indent=indent, default=str)
+
+
+class Staging:
+    """Outputs written beside their destinations, moved into place together by :meth:`commit`.
+
+    Use as a context manager: on leaving it without :meth:`commit` (an error), every temporary
+    file is removed and no destination has been touched::
+
+        with Staging() as stage:
+            stage.vector(released, check_output("out.gpkg", protect=["in.gpkg"]))
+            stage.file(check_file_output("ledger.csv", suffixes=[".csv"], what="ledger"),
+                       lambda tmp: ledger.to_csv(tmp))
+            stage.commit()
+    """
+
+    def __init__(self):
+        self._tmpdirs: list[Path] = []
+        self._moves: list[tuple[Path, Path]] = []
+        self._remove: list[Path] = []
+        self._made: list[Path] = []
+        self._done = False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def _tmpdir(self, dest: Path) -> Path:
+        missing = []
+        parent = dest.parent
+        while not parent.exists():
+            missing.append(parent)
+            parent = parent.parent
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        self._made.extend(missing)  # removed again if nothing is committed
+        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".geopriv-tmp", dir=dest.parent))
+        self._tmpdirs.append(tmp)
+        return tmp
+
+    def file(self, dest, write: Callable[[Path], object]) -> None:
+        """Stage one file: ``write(tmp_path)`` writes it; it replaces ``dest`` at commit."""
+        dest = Path(dest)
+        tmp = self._tmpdir(dest) / dest.name
+        write(tmp)
+        if not tmp.exists():  # pragma: no cover - a writer that wrote elsewhere
+            raise OutputError(f"nothing was written for {dest}")
+        self._moves.append((tmp, dest))
+
+    def vector(self, gdf, target: OutputTarget, record=None) -> None:
+        """Stage a vector output checked by :func:`check_output` (provenance from ``gdf.attrs``)."""
+        import geopandas as gpd
+
+        if isinstance(gdf, gpd.GeoSeries):
+            gdf = gdf.to_frame()
+        if record is None:
+            record = gdf.attrs.get("geopriv")
+        dest = target.path
+        tmpdir = self._tmpdir(dest)
+        tmp = tmpdir / dest.name
+        if target.driver == "GeoParquet":
+            gdf.to_parquet(tmp)
+        else:
+            kwargs = {}
+            if target.driver == "GPKG":
+                kwargs["layer"] = target.layer
+                if record is not None:
+                    kwargs["layer_metadata"] = {"geopriv": _record_json(record)}
+                if target.keep_file:
+                    shutil.copy2(dest, tmp)  # the other layers come along; one layer is written into the copy
+            elif target.driver == "CSV":
+                kwargs["layer_options"] = {"GEOMETRY": "AS_WKT"}
+            elif target.driver == "FlatGeobuf":  # a spatial index would reorder the rows (matched by order)
+                kwargs["layer_options"] = {"SPATIAL_INDEX": "NO"}
+            gdf.to_file(tmp, driver=target.driver, engine="pyogrio", **kwargs)
+        produced = sorted(p for p in tmpdir.iterdir() if p != tmp)
+        moves = [(p, dest.parent / p.name) for p in produced] + [(tmp, dest)]  # the main file last
+        if target.driver == "ESRI Shapefile":
+            new_names = {p.name for p in produced} | {dest.name}
+            self._remove += [p for p in _parts(dest) if p.name not in new_names]
+            upper = dest.suffix.isupper()
+            self._remove += [dest.with_suffix(s.upper() if upper else s) for s in SHAPEFILE_STALE]
+        sidecar = target.sidecar
+        if sidecar is not None:
+            if record is not None:
+                side_tmp = tmpdir / sidecar.name
+                side_tmp.write_text(_record_json(record, indent=2) + "\n")
+                moves.append((side_tmp, sidecar))
+            else:
+                self._remove.append(sidecar)  # a record of some earlier release would now be wrong
+        self._moves += moves
+
+    def commit(self) -> None:
+        """Move every staged file into place (each move atomic), then remove stale files."""
+        for tmp, dest in self._moves:
+            if dest.exists():
+                try:
+                    shutil.copymode(dest, tmp)  # keep the permissions of the file being replaced
+                except OSError:  # pragma: no cover
+                    pass
+            os.replace(tmp, dest)
+        for stale in self._remove:
+            if stale.exists() and not any(stale == d for _, d in self._moves):
+                stale.unlink()
+        self._done = True
+        self.close()
+
+    def close(self) -> None:
+        """Remove the temporary directories (and, without a commit, directories this created)."""
+        for d in self._tmpdirs:
+            shutil.rmtree(d, ignore_errors=True)
+        self._tmpdirs = []
+        if not self._done:
+            for d in self._made:  # innermost first
+                try:
+                    d.rmdir()
+                except OSError:
+                    pass
+        self._made = []
+
+
+def write_vector(gdf, path, *, layer: str | None = None, overwrite: bool = False, protect=(), record=None) -> Path:
+    """Write a GeoDataFrame to a vector file, atomically, never over an input.
+
+    Parameters
+    ----------
+    gdf : GeoDataFrame or GeoSeries
+        What to write; ``gdf.attrs["geopriv"]`` (the release record) is written as provenance
+        unless ``record`` is given.
+    path : str or PathLike
+        The output; its extension picks the format: ``.gpkg .geojson .json .fgb .shp .csv
+        .parquet`` (see :data:`FORMATS`).
+    layer : str, optional
+        GeoPackage layer name (default: the file name without extension).  Only that layer
+        is written or replaced; the file's other layers are kept.
+    overwrite : bool
+        Replace an existing file (GeoPackage: an existing layer of that name).
+    protect : iterable of paths
+        Input files the output must not be (hard links and symbolic links included).
+    record : dict, optional
+        Provenance to write instead of ``gdf.attrs["geopriv"]``.
+
+    Returns
+    -------
+    Path
+        The file written.
+
+    See Also
+    --------
+    check_output : the checks alone, to run before any expensive work.
+    """
+    target = check_output(path, layer, overwrite, protect)
+    with Staging() as stage:
+        stage.vector(gdf, target, record)
+        stage.commit()
+    return target.path

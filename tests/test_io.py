@@ -1,0 +1,289 @@
+"""geopriv.io: format from the extension, atomic replacement, GeoPackage layers kept, inputs protected."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+from pathlib import Path
+
+import geopandas as gpd
+import pandas as pd
+import pyogrio
+import pytest
+from shapely.geometry import LineString, Point, box
+
+import geopriv
+from geopriv.io import (
+    FORMATS,
+    InputError,
+    OutputError,
+    Staging,
+    check_file_output,
+    check_output,
+    read_vector,
+    sidecar_path,
+    write_vector,
+)
+
+SOHO = Path(geopriv.__file__).parent / "data" / "soho_cholera.gpkg"
+
+
+def points(n=3, crs=3857, **columns):
+    gdf = gpd.GeoDataFrame({"a": list(range(n)), **columns},
+                           geometry=[Point(-15_000 + 10 * i, 6_713_000 + 5 * i) for i in range(n)], crs=crs)
+    gdf.attrs["geopriv"] = {"mechanism": "test", "n": n}
+    return gdf
+
+
+def snapshot(folder: Path) -> dict:
+    """Every file below ``folder`` (hidden ones too) with its bytes."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def mixed_geometries():
+    """A genuine write failure: a Shapefile holds one geometry type; GDAL refuses the polygon half-way."""
+    return gpd.GeoDataFrame({"a": [1, 2, 3]}, geometry=[Point(0, 0), box(0, 0, 1, 1), LineString([(0, 0), (1, 1)])],
+                            crs=3857)
+
+
+# ---------------------------------------------------------------------------- formats
+@pytest.mark.parametrize("ext", [e for e in FORMATS if e != ".parquet"])
+def test_every_format_round_trips_with_provenance(tmp_path, ext):
+    out = tmp_path / f"out{ext}"
+    written = write_vector(points(), out)
+    assert written == out and out.exists()
+    back = read_vector(out)
+    assert len(back) == 3 and list(back["a"]) == [0, 1, 2]
+    assert "WKT" not in back.columns  # a CSV's WKT text is the geometry, not an attribute that would leak it
+    if ext == ".csv":
+        assert back.crs is None  # CSV has no CRS: the sidecar names it, read_vector(crs=) sets it
+        assert read_vector(out, crs=3857).crs.to_epsg() == 3857
+    else:
+        assert back.crs.to_epsg() == 3857
+    if ext == ".gpkg":  # layer metadata, no sidecar
+        assert json.loads(pyogrio.read_info(out)["layer_metadata"]["geopriv"])["mechanism"] == "test"
+        assert not sidecar_path(out).exists()
+    else:
+        assert json.loads(sidecar_path(out).read_text())["mechanism"] == "test"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temporary files left
+
+
+def test_geoparquet(tmp_path):
+    out = tmp_path / "out.parquet"
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        with pytest.raises(OutputError, match="needs pyarrow"):
+            check_output(out)
+        return
+    write_vector(points(), out)
+    assert len(read_vector(out)) == 3 and json.loads(sidecar_path(out).read_text())["n"] == 3
+
+
+def test_unknown_extension_is_refused_with_the_list_before_anything_is_written(tmp_path):
+    with pytest.raises(OutputError) as exc:
+        write_vector(points(), tmp_path / "out.xyz")
+    for ext in FORMATS:
+        assert ext in str(exc.value)
+    with pytest.raises(OutputError, match="extension"):
+        check_output(tmp_path / "no_extension")
+    assert list(tmp_path.iterdir()) == []  # in particular no ESRI Shapefile directory
+
+
+def test_layer_names_apply_to_geopackage_only(tmp_path):
+    with pytest.raises(OutputError, match="GeoPackage"):
+        check_output(tmp_path / "out.geojson", layer="homes")
+
+
+def test_output_that_is_a_directory_is_refused(tmp_path):
+    (tmp_path / "dir.gpkg").mkdir()
+    with pytest.raises(OutputError, match="directory"):
+        check_output(tmp_path / "dir.gpkg")
+
+
+# ---------------------------------------------------------------------------- existing outputs
+def test_existing_file_needs_overwrite_and_is_replaced_atomically(tmp_path):
+    out = tmp_path / "out.geojson"
+    write_vector(points(2), out)
+    before = snapshot(tmp_path)
+    with pytest.raises(OutputError, match="overwrite"):
+        write_vector(points(5), out)
+    assert snapshot(tmp_path) == before
+    write_vector(points(5), out, overwrite=True)
+    assert len(read_vector(out)) == 5 and json.loads(sidecar_path(out).read_text())["n"] == 5
+
+
+def test_failed_write_leaves_every_file_byte_identical(tmp_path):
+    for ext in (".shp", ".gpkg"):
+        out = tmp_path / f"old{ext}"
+        write_vector(points(), out, layer="old" if ext == ".gpkg" else None)
+    before = snapshot(tmp_path)
+    with pytest.raises(pyogrio.errors.FeatureError):  # GDAL refuses the second feature, half-way through
+        write_vector(mixed_geometries(), tmp_path / "old.shp", overwrite=True)
+    assert snapshot(tmp_path) == before  # no partial file, no temporary left behind
+
+
+def test_failed_write_into_a_new_folder_leaves_no_folder(tmp_path):
+    with pytest.raises(pyogrio.errors.FeatureError):
+        write_vector(mixed_geometries(), tmp_path / "new" / "deeper" / "out.shp")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_permissions_of_a_replaced_file_are_kept(tmp_path):
+    out = tmp_path / "out.fgb"
+    write_vector(points(), out)
+    os.chmod(out, 0o640)
+    write_vector(points(4), out, overwrite=True)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o640
+
+
+def test_replacing_without_a_record_removes_a_stale_sidecar(tmp_path):
+    out = tmp_path / "out.geojson"
+    write_vector(points(), out)
+    plain = points()
+    plain.attrs.clear()
+    write_vector(plain, out, overwrite=True)
+    assert not sidecar_path(out).exists()
+
+
+# ---------------------------------------------------------------------------- GeoPackage layers
+def test_geopackage_layers_are_added_and_replaced_one_at_a_time(tmp_path):
+    project = tmp_path / "project.gpkg"
+    shutil.copy(SOHO, project)  # two layers: deaths, pumps
+    pumps = pyogrio.read_dataframe(project, layer="pumps")
+    deaths = pyogrio.read_dataframe(project, layer="deaths")
+
+    write_vector(points(), project, layer="homes_private")  # a new layer needs no overwrite
+    assert sorted(pyogrio.list_layers(project)[:, 0]) == ["deaths", "homes_private", "pumps"]
+    before = project.read_bytes()
+    for name in ("homes_private", "HOMES_PRIVATE"):  # SQLite table names are case-insensitive
+        with pytest.raises(OutputError, match="already has a layer"):
+            write_vector(points(7), project, layer=name)
+    assert project.read_bytes() == before
+
+    write_vector(points(7), project, layer="homes_private", overwrite=True)
+    assert len(pyogrio.read_dataframe(project, layer="homes_private")) == 7
+    assert sorted(pyogrio.list_layers(project)[:, 0]) == ["deaths", "homes_private", "pumps"]
+    pd.testing.assert_frame_equal(pyogrio.read_dataframe(project, layer="pumps"), pumps)
+    pd.testing.assert_frame_equal(pyogrio.read_dataframe(project, layer="deaths"), deaths)
+    assert json.loads(pyogrio.read_info(project, layer="homes_private")["layer_metadata"]["geopriv"])["n"] == 7
+    assert not sidecar_path(project).exists()
+
+
+def test_default_layer_is_the_file_name(tmp_path):
+    out = tmp_path / "homes.gpkg"
+    write_vector(points(), out)
+    assert list(pyogrio.list_layers(out)[:, 0]) == ["homes"]
+    with pytest.raises(OutputError, match="layer 'homes'"):
+        write_vector(points(), out)
+
+
+def test_geopackage_open_elsewhere_is_not_copied(tmp_path):
+    out = tmp_path / "busy.gpkg"
+    write_vector(points(), out)
+    Path(str(out) + "-wal").write_bytes(b"")
+    with pytest.raises(OutputError, match="open in another program"):
+        write_vector(points(), out, layer="more")
+
+
+def test_a_file_that_is_not_a_geopackage_needs_overwrite(tmp_path):
+    out = tmp_path / "out.gpkg"
+    out.write_text("not a geopackage")
+    with pytest.raises(OutputError, match="overwrite"):
+        write_vector(points(), out)
+    assert out.read_text() == "not a geopackage"
+    write_vector(points(), out, overwrite=True)
+    assert len(read_vector(out)) == 3
+
+
+# ---------------------------------------------------------------------------- inputs are protected
+def test_hard_link_and_symbolic_link_to_an_input_are_refused(tmp_path):
+    src = tmp_path / "in.gpkg"
+    shutil.copy(SOHO, src)
+    before = src.read_bytes()
+    os.link(src, tmp_path / "hard.gpkg")
+    os.symlink(src, tmp_path / "soft.gpkg")
+    for name in ("in.gpkg", "hard.gpkg", "soft.gpkg"):
+        with pytest.raises(OutputError, match="is the input file"):
+            write_vector(points(), tmp_path / name, layer="new", overwrite=True, protect=[src])
+    assert src.read_bytes() == before
+
+
+def test_shapefile_parts_are_protected_and_replaced_together(tmp_path):
+    src = tmp_path / "in.shp"
+    write_vector(points(), src)
+    (tmp_path / "out").mkdir()
+    os.link(tmp_path / "in.dbf", tmp_path / "out" / "o.dbf")  # one part of the output is the input's
+    with pytest.raises(OutputError, match="is the input file"):
+        write_vector(points(), tmp_path / "out" / "o.shp", overwrite=True, protect=[src])
+
+    out = tmp_path / "new.shp"
+    write_vector(points(2), out)
+    (tmp_path / "new.qix").write_bytes(b"stale spatial index")
+    write_vector(points(6), out, overwrite=True)
+    assert not (tmp_path / "new.qix").exists()  # an index of the old data would be wrong
+    assert len(read_vector(out)) == 6
+    assert {p.suffix for p in tmp_path.glob("new.*")} == {".shp", ".shx", ".dbf", ".prj", ".cpg", ".json"}
+
+
+def test_writing_through_a_symbolic_link_keeps_the_link(tmp_path):
+    target = tmp_path / "real.geojson"
+    write_vector(points(2), target)
+    link = tmp_path / "link.geojson"
+    os.symlink(target, link)
+    write_vector(points(4), link, overwrite=True)
+    assert link.is_symlink() and len(read_vector(target)) == 4
+
+
+# ---------------------------------------------------------------------------- staging and single files
+def test_staging_commits_all_outputs_or_none(tmp_path):
+    a = check_output(tmp_path / "a.gpkg")
+    b = check_file_output(tmp_path / "b.csv", suffixes=[".csv"], what="table")
+    with pytest.raises(RuntimeError, match="boom"):
+        with Staging() as stage:
+            stage.vector(points(), a)
+
+            def fail(tmp):
+                raise RuntimeError("boom")
+
+            stage.file(b, fail)
+            stage.commit()
+    assert list(tmp_path.iterdir()) == []
+    with Staging() as stage:
+        stage.vector(points(), a)
+        stage.file(b, lambda tmp: pd.DataFrame({"x": [1]}).to_csv(tmp))
+        stage.commit()
+    assert (tmp_path / "a.gpkg").exists() and (tmp_path / "b.csv").exists()
+
+
+def test_check_file_output(tmp_path):
+    (tmp_path / "m.tif").write_bytes(b"x")
+    with pytest.raises(OutputError, match=r"\.tif"):
+        check_file_output(tmp_path / "m.png", suffixes=[".tif"], what="GeoTIFF")
+    with pytest.raises(OutputError, match="overwrite"):
+        check_file_output(tmp_path / "m.tif", suffixes=[".tif"], what="GeoTIFF")
+    with pytest.raises(OutputError, match="is the input file"):
+        check_file_output(tmp_path / "m.tif", suffixes=[".tif"], what="GeoTIFF", overwrite=True,
+                          protect=[tmp_path / "m.tif"])
+    assert check_file_output(tmp_path / "m.tif", suffixes=[".tif"], what="GeoTIFF", overwrite=True) == tmp_path / "m.tif"
+
+
+# ---------------------------------------------------------------------------- reading
+def test_read_vector_checks(tmp_path):
+    with pytest.raises(InputError, match="does not exist"):
+        read_vector(tmp_path / "missing.gpkg")
+    with pytest.raises(InputError, match=r"2 layers \('deaths', 'pumps'\)"):
+        read_vector(SOHO)  # no silent choice of the first layer
+    assert len(read_vector(SOHO, "pumps")) == 13
+    with pytest.raises(InputError, match="layer 'nope'"):
+        read_vector(SOHO, "nope")
+    (tmp_path / "bad.gpkg").write_text("not a geopackage")
+    with pytest.raises(InputError, match="cannot read"):
+        read_vector(tmp_path / "bad.gpkg")
+    with pytest.raises(InputError, match="not one pyproj knows"):
+        read_vector(SOHO, "pumps", crs="EPSG:not-a-code")
+    assert read_vector(SOHO, "pumps", crs=4326).crs.to_epsg() == 4326  # replaces the file's (a wrong label)
+    (tmp_path / "plain.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(InputError, match="WKT"):
+        read_vector(tmp_path / "plain.csv")

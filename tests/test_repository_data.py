@@ -1,0 +1,32 @@
+"""The test suite reads only data inside the repository, so it runs from a fresh clone."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from .conftest import DATA_DIRS, ROOT, data_path
+
+TESTS = ROOT / "tests"
+
+
+def test_data_listed_in_the_readme_is_shipped_with_its_licence():
+    readme = (TESTS / "data" / "README.md").read_text()
+    listed = re.findall(r"^\| `([^`]+)` \|", readme, flags=re.M)
+    assert listed, "tests/data/README.md lists no files"
+    for name in listed:
+        assert (TESTS / "data" / name).is_file(), name
+        row = next(line for line in readme.splitlines() if line.startswith(f"| `{name}` |"))
+        assert "BSD" in row or "licen" in row.lower(), f"{name}: no licence in its README row"
+    shipped = {p.name for p in (TESTS / "data").iterdir() if p.name != "README.md"}
+    assert shipped == set(listed), "every file in tests/data needs a README row (source, licence)"
+
+
+def test_no_test_reads_outside_the_repository():
+    pattern = re.compile(r"""(["'/])shared\1|\.\./shared|parent\s*/\s*["']shared["']""")
+    offenders = [str(p.relative_to(ROOT)) for p in TESTS.rglob("*.py")
+                 if p.name != Path(__file__).name and pattern.search(p.read_text())]
+    assert offenders == []
+    for folder in DATA_DIRS:
+        assert ROOT in folder.parents
+    assert data_path("soho_cholera.gpkg").parent == ROOT / "geopriv" / "data"
+    assert data_path("geolife_sample.gpkg").parent == TESTS / "data"
