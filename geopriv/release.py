@@ -70,14 +70,16 @@ CHUNK = 1_000_000
 _COPY_ON_WRITE = int(pd.__version__.split(".")[0]) >= 3
 
 
-def check_release_input(data, keep=(), bounds=None, region=None):
+def check_release_input(data, keep=(), bounds=None, region=None, allow_order=()):
     """Validate the points and what a release returns beside them; returns (GeoSeries, (n, 2) xy).
 
     Before anything is projected: a geographic or projected CRS, finite points within its valid
     range (longitude/latitude in range; no longitude/latitude degrees labelled as a projected CRS
     whose area of use is far from its origin, nor such ``bounds=``), see
     :func:`geopriv._points.check_coordinates`; a ``region=`` in another CRS must be
-    transformable into the data's (PROJ errors become :class:`~geopriv.exceptions.CRSError`).
+    transformable into the data's (PROJ errors become :class:`~geopriv.exceptions.CRSError`);
+    no location-bearing attributes and no row order, index or column that puts the rows in
+    spatial order (:mod:`geopriv.attributes`), except the public ordering columns ``allow_order``.
     """
     from .attributes import check_location_attributes
 
@@ -90,7 +92,7 @@ def check_release_input(data, keep=(), bounds=None, region=None):
             with proj_errors(geoms.crs, f"relate the region's CRS {as_crs(region.crs).name!r} to the data's CRS",
                              detail=True, fix="Give the region in the data's CRS (region.to_crs(gdf.crs)), or check both CRSs."):
                 Transformer.from_crs(region.crs, geoms.crs, always_xy=True)
-    check_location_attributes(data, keep=tuple(keep or ()))
+    check_location_attributes(data, keep=tuple(keep or ()), allow_order=tuple(allow_order))
     return geoms, xy
 
 

@@ -484,7 +484,12 @@ def sanitize_traces(
     else:  # a GeoSeries (one trace in row order) or something check_release_input refuses
         traj_id = None if traj_id is no_default else traj_id
         time = None if time is no_default else time
-    geoms, xy = check_release_input(data, keep)
+    # the trace id and time stamps are public and order the release anyway; rows of one trace
+    # given without them are in query order by definition
+    cols = data.columns if isinstance(data, gpd.GeoDataFrame) else ()
+    order_cols = tuple(c for c in (traj_id, time) if c is not None and c in cols)
+    keep_all = tuple(keep or ()) + (() if order_cols else ("<row order>",))
+    geoms, xy = check_release_input(data, keep_all, bounds, None, allow_order=order_cols)
     _check_output_columns(data)
     if method not in ("predictive", "independent"):
         raise ValueError(f"method must be 'predictive' or 'independent', got {method!r}.")

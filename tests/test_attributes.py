@@ -13,7 +13,13 @@ import pandas as pd
 import pytest
 import shapely
 
-from geopriv.attributes import INDEX, check_location_attributes, find_location_columns
+from geopriv.attributes import (
+    INDEX,
+    ROW_ORDER,
+    check_location_attributes,
+    find_location_columns,
+    order_leaks,
+)
 from geopriv.exceptions import GeoprivError, LocationAttributeError
 
 DATA = Path(__file__).resolve().parents[1] / "geopriv" / "data" / "soho_cholera.gpkg"
@@ -23,6 +29,12 @@ DATA = Path(__file__).resolve().parents[1] / "geopriv" / "data" / "soho_cholera.
 def deaths():
     """The shipped Soho cholera deaths: 324 points in EPSG:3857, columns Id and Count."""
     return gpd.read_file(DATA, layer="deaths", engine="pyogrio")
+
+
+@pytest.fixture(scope="module")
+def shuffled(deaths):
+    """The deaths in a random row order, renumbered: the shipped file is in spatial order."""
+    return deaths.sample(frac=1, random_state=0).reset_index(drop=True)
 
 
 @pytest.fixture(scope="module")
@@ -50,12 +62,22 @@ def wgs84(n=500, seed=3, lon=116.4, lat=39.9, spread=0.05):
 # negative controls: ordinary attributes pass
 
 
-def test_shipped_data_has_no_location_columns(deaths):
+def test_shipped_data_has_no_location_columns(deaths, shuffled):
     assert find_location_columns(deaths) == {}
+    check_location_attributes(shuffled)
+    # the shipped file is stored in random order; in a spatial order (as the original file listed the
+    # deaths, street by street) the row order is refused
     check_location_attributes(deaths)
+    street = deaths.iloc[np.argsort(deaths.hilbert_distance().to_numpy())].reset_index(drop=True)
+    assert set(order_leaks(street)) == {ROW_ORDER}
+    with pytest.raises(LocationAttributeError, match="sample\\(frac=1\\).reset_index\\(drop=True\\)"):
+        check_location_attributes(street)
+    check_location_attributes(street, keep=[ROW_ORDER])
+    check_location_attributes(street, check_order=False)
 
 
-def test_ordinary_attributes_pass(deaths):
+def test_ordinary_attributes_pass(shuffled):
+    deaths = shuffled
     n = len(deaths)
     rng = np.random.default_rng(0)
     gdf = deaths.copy()
@@ -99,7 +121,7 @@ def test_id_in_row_order_passes_when_rows_are_sorted_by_x():
 
 
 def test_column_equal_to_coordinates_for_fewer_than_half_the_rows(lonlat, deaths):
-    lon, lat = lonlat
+    _, lat = lonlat
     rng = np.random.default_rng(2)
     half = np.arange(len(deaths)) < len(deaths) * 0.45
     gdf = deaths.copy()
@@ -328,6 +350,177 @@ def test_pairs_from_unrelated_rows_pass(deaths, lonlat):
     assert found == {}
 
 
+def _dms(value, positive, negative):
+    hemisphere = positive if value >= 0 else negative
+    value = abs(value)
+    degrees, minutes = int(value), int(abs(value) % 1 * 60)
+    seconds = (value - degrees - minutes / 60) * 3600
+    return f"{degrees}°{minutes}'{seconds:.0f}\"{hemisphere}"
+
+
+def _ddm(value, positive, negative, width):
+    hemisphere = positive if value >= 0 else negative
+    value = abs(value)
+    return f"{hemisphere}{int(value):0{width}d}°{value % 1 * 60:06.3f}'"
+
+
+def _geohash(lon, lat, length):
+    """Reference encoder (the decoder under test is geopriv's)."""
+    alphabet = "0123456789bcdefghjkmnpqrstuvwxyz"
+    spans, bits = [[-180.0, 180.0], [-90.0, 90.0]], []
+    while len(bits) < 5 * length:
+        axis = len(bits) % 2
+        value, span = (lon, lat)[axis], spans[axis]
+        mid = (span[0] + span[1]) / 2
+        bits.append(int(value >= mid))
+        span[0 if value >= mid else 1] = mid
+    return "".join(alphabet[int("".join(map(str, bits[i:i + 5])), 2)] for i in range(0, 5 * length, 5))
+
+
+def test_numbers_anywhere_in_text(shuffled):
+    deaths = shuffled
+    pts = deaths.geometry.to_crs(4326)
+    lon, lat = pts.x.to_numpy(), pts.y.to_numpy()
+    gdf = deaths.copy()
+    gdf["url"] = [f"https://maps.google.com/?q={b:.5f},{a:.5f}" for a, b in zip(lon, lat)]
+    gdf["osm"] = [f"https://www.openstreetmap.org/#map=19/{b:.5f}/{a:.5f}" for a, b in zip(lon, lat)]
+    gdf["key_value"] = [f"lat={b:.5f} lon={a:.5f} acc=12m" for a, b in zip(lon, lat)]
+    gdf["lon_lat"] = [f"lon/lat: {a:.5f}/{b:.5f}" for a, b in zip(lon, lat)]
+    gdf["dms"] = [f"{_dms(b, 'N', 'S')} {_dms(a, 'E', 'W')}" for a, b in zip(lon, lat)]
+    gdf["ddm"] = [f"{_ddm(b, 'N', 'S', 2)} {_ddm(a, 'E', 'W', 3)}" for a, b in zip(lon, lat)]
+    gdf["hemisphere"] = [f"{b:.4f}N, {abs(a):.4f}W" for a, b in zip(lon, lat)]
+    gdf["py_geojson"] = [str({"type": "Point", "coordinates": [a, b]}) for a, b in zip(lon, lat)]
+    gdf["py_dict"] = [str({"lat": b, "lng": a}) for a, b in zip(lon, lat)]
+    gdf["dict_obj"] = pd.Series([{"pos": {"lat": b, "lon": a}} for a, b in zip(lon, lat)], dtype=object)
+    gdf["list4"] = pd.Series([[a, b, 20.0, 1854] for a, b in zip(lon, lat)], dtype=object)
+    gdf["lat_only"] = [f"latitude {b:.5f} (GPS)" for b in lat]
+    gdf["mercator_text"] = [f"x: {x:.0f} y: {y:.0f}" for x, y in zip(deaths.geometry.x, deaths.geometry.y)]
+    found = find_location_columns(gdf)
+    assert set(found) == set(gdf.columns) - {"Id", "Count", "geometry"}
+    assert "GeoJSON" in found["py_geojson"]
+    assert "(longitude, latitude) in EPSG:4326" in found["dms"] and "(longitude, latitude)" in found["ddm"]
+    assert "latitude in EPSG:4326" in found["lat_only"]
+    assert "EPSG:3857" in found["mercator_text"]
+
+
+def test_dms_text_in_the_southern_and_western_hemispheres():
+    gdf = wgs84(400, lon=-58.45, lat=-34.62, spread=0.2)  # Buenos Aires
+    lon, lat = gdf.geometry.x.to_numpy(), gdf.geometry.y.to_numpy()
+    gdf["dms"] = [f"{_dms(b, 'N', 'S')}, {_dms(a, 'E', 'W')}" for a, b in zip(lon, lat)]
+    gdf["signed"] = [f"{b:.4f}° {a:.4f}°" for a, b in zip(lon, lat)]
+    gdf["dms_words"] = [f"{_dms(b, 'N', 'S').replace('°', ' deg ')}" for b in lat]
+    assert set(find_location_columns(gdf)) == {"dms", "signed", "dms_words"}
+
+
+def test_geohashes(shuffled):
+    deaths = shuffled
+    pts = deaths.geometry.to_crs(4326)
+    lon, lat = pts.x.to_numpy(), pts.y.to_numpy()
+    gdf = deaths.copy()
+    gdf["gh7"] = [_geohash(a, b, 7) for a, b in zip(lon, lat)]  # 150 m cells
+    gdf["gh9"] = [_geohash(a, b, 9).upper() for a, b in zip(lon, lat)]
+    gdf["gh12"] = [_geohash(a, b, 12) for a, b in zip(lon, lat)]
+    # Soho fits in a few 5-character (5 km) cells: they tell no more than "Soho"
+    gdf["gh5"] = [_geohash(a, b, 5) for a, b in zip(lon, lat)]
+    order = np.random.default_rng(4).permutation(len(gdf))
+    gdf["gh7_other_rows"] = [_geohash(lon[i], lat[i], 7) for i in order]
+    found = find_location_columns(gdf)
+    assert set(found) == {"gh7", "gh9", "gh12"}
+    assert "geohash" in found["gh7"]
+    assert _geohash(-5.603, 42.605, 5) == "ezs42"  # the reference encoder is right
+
+    few = deaths.iloc[:1].copy()  # an exact cell: one row is enough
+    few["gh12"] = [_geohash(lon[0], lat[0], 12)]
+    assert set(find_location_columns(few)) == {"gh12"}
+
+
+def test_geohashes_over_a_large_area():
+    gdf = wgs84(1_000, lon=-0.5, lat=51.3, spread=0.6)  # greater London
+    lon, lat = gdf.geometry.x.to_numpy(), gdf.geometry.y.to_numpy()
+    gdf["gh5"] = [_geohash(a, b, 5) for a, b in zip(lon, lat)]  # 5 km cells over 60 km: row-specific
+    assert set(find_location_columns(gdf)) == {"gh5"}
+
+
+def test_ordinary_text_with_numbers_passes(shuffled):
+    deaths = shuffled
+    n = len(deaths)
+    rng = np.random.default_rng(8)
+    pts = deaths.geometry.to_crs(4326)
+    lon, lat = pts.x.to_numpy(), pts.y.to_numpy()
+    order = rng.permutation(n)
+    gdf = deaths.copy()
+    gdf["address"] = [f"Flat {i % 7 + 1}, {i % 60 + 1} Broad Street, London W1F {i % 9}AB" for i in range(n)]
+    gdf["note"] = [f"died 1854-09-{i % 30 + 1:02d} at 14:{i % 60:02d}, aged {i % 80}, {i % 5} children"
+                   for i in range(n)]
+    gdf["phone"] = [f"+44 20 7{rng.integers(100, 999)} {rng.integers(1000, 9999)}" for _ in range(n)]
+    gdf["words"] = rng.choice(["secret", "bridge", "tests", "mystery", "yes", "cherry", "brewer"], n)
+    gdf["angle"] = [f"{rng.integers(0, 90)}° to the street, {rng.integers(0, 60)}' long" for _ in range(n)]
+    gdf["url_other_rows"] = [f"https://maps.google.com/?q={lat[i]:.5f},{lon[i]:.5f}" for i in order]
+    gdf["json_other_rows"] = [str({"lat": lat[i], "lon": lon[i]}) for i in order]
+    gdf["lat_halfway"] = [f"lat={b:.5f}" if i < 0.45 * n else "n/a" for i, b in enumerate(lat)]
+    assert find_location_columns(gdf) == {}
+
+
+# ---------------------------------------------------------------------------------------------
+# monotone (non-affine) functions of the coordinates and very few rows
+
+
+def uk(n=3_000, seed=0):
+    rng = np.random.default_rng(seed)
+    lon, lat = rng.uniform(-6, 1.7, n), rng.uniform(50.2, 58.5, n)
+    return gpd.GeoDataFrame(geometry=gpd.points_from_xy(lon, lat), crs=4326)
+
+
+def test_british_national_grid_of_uk_wide_lonlat():
+    gdf = uk()
+    bng = gdf.geometry.to_crs(27700)
+    gdf["easting"] = bng.x
+    gdf["easting_m"] = bng.x.round().astype(int)
+    gdf["utm30_easting"] = gdf.geometry.to_crs(32630).x
+    gdf["northing_km"] = (bng.y / 1000).round(1)
+    found = find_location_columns(gdf)
+    assert set(found) == {"easting", "easting_m", "utm30_easting", "northing_km"}
+    assert "monotone function of the points' longitude" in found["easting"]
+    assert "rank correlation" in found["easting"]
+
+
+def test_non_linear_scales_of_a_coordinate():
+    gdf = utm(3_000)
+    x, y = gdf.geometry.x, gdf.geometry.y
+    gdf["exp_x"] = np.exp((x - 448_000) / 1_000)
+    gdf["y_squared"] = ((y - 4_416_000) / 100) ** 2
+    gdf["log_y"] = np.log(y - 4_415_000)
+    assert set(find_location_columns(gdf)) == {"exp_x", "y_squared", "log_y"}
+
+
+def test_monotone_test_negative_controls():
+    gdf = uk()
+    rng = np.random.default_rng(1)
+    bng = gdf.geometry.to_crs(27700)
+    gdf["noisy_easting"] = bng.x + rng.normal(0, 30_000, len(gdf))  # rank correlation about 0.98
+    gdf["easting_10km"] = (bng.x // 10_000).astype(int)  # 70 distinct values: still a location?
+    gdf["region"] = (bng.x // 100_000).astype(int)  # 7 distinct values: too coarse to test
+    gdf["income"] = rng.lognormal(10, 1, len(gdf))
+    found = find_location_columns(gdf)
+    # a 10 km grid index is a monotone function of the easting (and it is a coarse location)
+    assert set(found) == {"easting_10km"}
+    # row numbers of rows sorted by longitude tell no more than the row order
+    ordered = gdf.iloc[np.argsort(gdf.geometry.x.to_numpy())].reset_index(drop=True)
+    ordered["row"] = np.arange(len(ordered))
+    assert "row" not in find_location_columns(ordered)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 10, 19])
+def test_exact_coordinates_in_very_few_rows(n):
+    gdf = uk(n, seed=n)
+    pts = gdf.geometry
+    gdf["lat"] = pts.y
+    gdf["lon_text"] = [f"{v:.6f}" for v in pts.x]
+    gdf["x3857"] = pts.to_crs(3857).x
+    gdf["url"] = [f"https://maps.google.com/?q={b:.5f},{a:.5f}" for a, b in zip(pts.x, pts.y)]
+    assert set(find_location_columns(gdf)) == {"lat", "lon_text", "x3857", "url"}
+
+
 # ---------------------------------------------------------------------------------------------
 # the index
 
@@ -373,8 +566,10 @@ def test_ordinary_indexes_pass(deaths):
 # check_location_attributes
 
 
-def test_error_names_columns_and_fixes_without_coordinates(deaths, lonlat):
-    lon, lat = lonlat
+def test_error_names_columns_and_fixes_without_coordinates(shuffled):
+    deaths = shuffled
+    pts = deaths.geometry.to_crs(4326)
+    lon, lat = pts.x.to_numpy(), pts.y.to_numpy()
     gdf = deaths.copy()
     gdf["lon"], gdf["lat"] = lon, lat
     gdf["wkt"] = deaths.geometry.to_wkt()
@@ -400,9 +595,11 @@ def test_error_names_columns_and_fixes_without_coordinates(deaths, lonlat):
     assert not re.search(r"\d{4,}\.\d", text)
 
 
-def test_keep(deaths, lonlat):
+def test_keep(shuffled):
+    deaths = shuffled
+    pts = deaths.geometry.to_crs(4326)
     gdf = deaths.copy()
-    gdf["lon"], gdf["lat"] = lonlat
+    gdf["lon"], gdf["lat"] = pts.x.to_numpy(), pts.y.to_numpy()
     gdf = gdf.set_index(deaths.geometry.x.rename("x"))
     with pytest.raises(LocationAttributeError) as info:
         check_location_attributes(gdf, keep=["lon"])
@@ -413,15 +610,20 @@ def test_keep(deaths, lonlat):
     check_location_attributes(gdf.reset_index(drop=True).drop(columns=["lat"]), keep="lon")
 
 
-def test_keep_unknown_column(deaths):
+def test_keep_unknown_column(shuffled):
+    deaths = shuffled
     with pytest.raises(ValueError, match=r"keep=\['Lon'\] names no column.*'Id', 'Count', 'geometry'"):
         check_location_attributes(deaths, keep=["Lon"])
     with pytest.raises(ValueError, match="GeoSeries"):
         check_location_attributes(deaths.geometry, keep=["Id"])
     check_location_attributes(deaths.geometry, keep=[INDEX])
+    check_location_attributes(deaths.geometry, keep=[INDEX, ROW_ORDER])
+    with pytest.raises(ValueError, match=r"allow_order=\['time'\] names no column"):
+        check_location_attributes(deaths, allow_order=["time"])
 
 
-def test_clean_data_passes_and_wrong_type(deaths):
+def test_clean_data_passes_and_wrong_type(shuffled):
+    deaths = shuffled
     assert check_location_attributes(deaths) is None
     with pytest.raises(TypeError, match="GeoDataFrame or GeoSeries"):
         check_location_attributes(pd.DataFrame(deaths.drop(columns="geometry")))
