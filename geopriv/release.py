@@ -315,7 +315,9 @@ def _pipelined(n, draw, finish, progress):
     geometries.  Chunks are sampled in order from the one generator, so seeded output does not
     depend on thread timing.
     """
-    bounds = [(a, min(n, a + CHUNK)) for a in range(0, n, CHUNK)]
+    # a small first chunk: nothing overlaps its sampling, so keep the wait for it short
+    first = min(n, CHUNK, max(50_000, n // 32))
+    bounds = [(0, first)] + [(a, min(n, a + CHUNK)) for a in range(first, n, CHUNK)]
     callback, bar = progress_callback(progress, n)
     geometries = np.empty(n, dtype=object)
     try:
