@@ -56,17 +56,30 @@ QGIS_HINTS = {
 }
 # GeometryErrors about where points lie (outside the public study area, the CRS, the map) rather than what they are
 OUTSIDE_HINT = "In QGIS, the labels are feature ids."
-
 # The library's keyword arguments of a release and the labels of the parameters that set them (the
 # labels are also how the library's own messages name them for QGIS: "Keep these attribute columns").
 GRID_LABEL = "Grid step of the released points (metres; empty: the library's automatic step)"
 CONTINUOUS_LABEL = "Continuous output (unrounded coordinates; no finite-precision bound)"
 BOUNDS_LABEL = "Public study area"
 KEEP_LABEL = "Keep these attribute columns (location-like columns are refused otherwise)"
+KEEP_ORDER_LABEL = "The row order is public (keep it)"
+#: the library's label for the order of the rows in ``keep=`` (geopriv.attributes.ROW_ORDER)
+ROW_ORDER = "<row order>"
 #: what the release parameters pass (the plugin refuses to load with a geopriv whose release lacks one)
 RELEASE_KEYWORDS = ("grid", "continuous", "bounds", "keep")
 KEYWORD_PARAMETERS = {"bounds=": BOUNDS_LABEL, "grid=": "Grid step of the released points",
                       "continuous=": "Continuous output"}
+
+# How to shuffle a layer in QGIS (checked on QGIS 3.22: 'Random extract' keeps the layer's order, QGIS expressions
+# have no random(), and a GeoPackage output takes a 'fid' field's values as feature ids, i.e. restores the old order).
+SHUFFLE_ADVICE = ("shuffle the features with the 'Order by expression' algorithm and the expression randf() (a random "
+                  "number per feature; 'Random extract' keeps the layer's order), and drop any id field numbered in "
+                  "the old order with 'Drop field(s)', a GeoPackage's 'fid' field too (a GeoPackage output uses it as "
+                  "the feature id and would list the features in the old order again)")
+# A LocationAttributeError about the row order: the QGIS way to fix it, or to keep the order deliberately.
+ROW_ORDER_HINT = (f"In QGIS: {SHUFFLE_ADVICE}, then release the shuffled layer. If the order is public anyway, tick "
+                  f"the advanced parameter '{KEEP_ORDER_LABEL}' (KEEP_ORDER): the dialog's 'Keep these attribute "
+                  "columns' list offers fields only.")
 
 
 def qgis_hint(exc, message: str):
@@ -75,8 +88,13 @@ def qgis_hint(exc, message: str):
     hint = next((QGIS_HINTS[k.__name__] for k in type(exc).__mro__ if k.__name__ in QGIS_HINTS), None)
     if hint == QGIS_HINTS["GeometryError"] and " outside " in message:
         hint = OUTSIDE_HINT  # where the points lie, not what they are
+    reasons = getattr(exc, "reasons", None) or {}  # a LocationAttributeError: what it found, by column label
+    if hint == QGIS_HINTS["LocationAttributeError"] and reasons and set(reasons) <= {ROW_ORDER}:
+        hint = None  # only the row order: no field to drop
     if hint:
         hints.append(hint)
+    if ROW_ORDER in reasons:
+        hints.append(ROW_ORDER_HINT)
     named = [f"{keyword} is the '{label}' parameter" for keyword, label in KEYWORD_PARAMETERS.items()
              if keyword in message and label not in message]
     if named:
@@ -137,6 +155,7 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
     CONTINUOUS = "CONTINUOUS"
     BOUNDS = "BOUNDS"
     KEEP = "KEEP"
+    KEEP_ORDER = "KEEP_ORDER"
 
     # --- identity -------------------------------------------------------------------------
     def name(self):
@@ -282,12 +301,15 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
         return {"level": self.parameterAsDouble(parameters, self.LEVEL, context),
                 "radius": self.parameterAsDouble(parameters, self.RADIUS, context)}
 
-    def add_release_parameters(self, input_name: str, function: str, grid_help: str, bounds_help: str):
-        """GRID, CONTINUOUS, BOUNDS and KEEP: the public lattice, the public study area and the kept columns.
+    def add_release_parameters(self, input_name: str, function: str, grid_help: str, bounds_help: str,
+                               keep_order_help: str = ""):
+        """GRID, CONTINUOUS, BOUNDS, KEEP and KEEP_ORDER: the public lattice, the public study area, the kept columns
+        and the kept row order.
 
         They set the keyword arguments ``grid``, ``continuous``, ``bounds`` and ``keep`` of the geopriv
-        function named ``function``; an empty parameter is the library's default (read from its
-        signature, so the plugin never has defaults of its own).
+        function named ``function`` (KEEP_ORDER adds the library's ``"<row order>"`` to ``keep``); an
+        empty parameter is the library's default (read from its signature, so the plugin never has
+        defaults of its own).
         """
         grid = QgsProcessingParameterNumber(self.GRID, GRID_LABEL, QgsProcessingParameterNumber.Double,
                                             defaultValue=None, optional=True, minValue=0.0)
@@ -314,13 +336,25 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
             "layer's CRS, longitude/latitude or Web Mercator, WKT, GeoJSON or WKB, 'lat, lon' text, ...) would be "
             "released unchanged next to the perturbed point, so such columns stop the algorithm, which names them. "
             "Drop them (e.g. with 'Drop field(s)'), or list here the ones that are not really locations: they are "
-            "written unchanged and named in the provenance (kept_columns).")
-        for param in (grid, continuous, bounds, keep):
+            "written unchanged and named in the provenance (kept_columns). The order of the features is kept with "
+            f"'{KEEP_ORDER_LABEL}'.")
+        keep_order = QgsProcessingParameterBoolean(self.KEEP_ORDER, KEEP_ORDER_LABEL, defaultValue=False)
+        keep_order.setHelp(
+            "The output lists the features in the input's order. QGIS layers often come in a spatial order (FlatGeobuf "
+            "files are sorted along a Hilbert curve, spatial joins and database exports list neighbours together), and "
+            "a release in that order publishes the order of the true points: averaging each released point with its "
+            "neighbours in that order cancels much of the noise. So a layer whose features are in spatial order stops "
+            "the algorithm (and so does a field that puts them in spatial order when sorted by it). The safe fix: "
+            f"{SHUFFLE_ADVICE}. Tick this only if the order is public anyway: the features are then released in "
+            f"their order, and the provenance names '{ROW_ORDER}' in kept_columns."
+            + (f" {keep_order_help}" if keep_order_help else ""))
+        for param in (grid, continuous, bounds, keep, keep_order):
             param.setFlags(param.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
             self.addParameter(param)
 
     def release_options(self, parameters, context, feedback, data: PointData, function) -> dict:
-        """``grid``, ``continuous``, ``bounds`` and ``keep`` for ``function`` from the release parameters.
+        """``grid``, ``continuous``, ``bounds`` and ``keep`` (with ``"<row order>"`` when KEEP_ORDER is
+        ticked) for ``function`` from the release parameters.
 
         Only what the user set is passed (an empty parameter is the library's default), and only
         keywords ``function`` takes; a set parameter the function does not take is an error, never
@@ -338,6 +372,11 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
         if bounds is not None:
             options["bounds"] = bounds
         keep = self.field_names(parameters, self.KEEP, context)
+        if self.parameterAsBool(parameters, self.KEEP_ORDER, context) and ROW_ORDER not in keep:
+            keep.append(ROW_ORDER)
+        if ROW_ORDER in keep:
+            feedback.pushWarning("The row order is kept: the features are released in the input layer's order, which "
+                                 f"must be public (recorded in the provenance: '{ROW_ORDER}' in kept_columns).")
         if keep:
             options["keep"] = keep
         try:

@@ -62,7 +62,10 @@ then lie inside it.</p>
 <p>Released points are snapped to a <b>public lattice</b> (advanced: <b>grid step</b> in ground metres; empty: the
 library's automatic step, from the map's largest epsilon); <b>continuous output</b> releases unrounded coordinates,
 with no finite-precision bound. The output keeps every attribute: columns that hold the true locations stop the
-algorithm, which names them, unless listed in <b>keep these attribute columns</b>.</p>
+algorithm, which names them, unless listed in <b>keep these attribute columns</b>. The output lists the features in
+the input's order, so a layer in <b>spatial order</b> (FlatGeobuf files, spatial joins, database exports), or a field
+numbered in that order, stops it too: shuffle the features first ('Order by expression' with <code>randf()</code>) and
+drop ids numbered in the old order, or tick <b>the row order is public</b> (advanced) if it is.</p>
 <p><b>Release the most likely true position</b>: each output is replaced by its posterior mean under the
 population (where a person who produced it most likely is). This is post-processing with public data, so the
 guarantee is unchanged, and the expected error is lower (about 10 % on the Tokyo raster); released points are

@@ -41,6 +41,11 @@ released points inside it (outputs outside go to the nearest lattice node inside
 <p>The output keeps every attribute. Columns that hold the true locations (coordinates, longitude/latitude, WKT,
 ...) would be released next to the perturbed points, so they stop the algorithm, which names them; drop them, or
 list those that are not really locations in <b>keep these attribute columns</b>.</p>
+<p>The output lists the features in the input's order. A layer in <b>spatial order</b> (FlatGeobuf files are
+Hilbert-sorted, spatial joins and database exports list neighbours together) would publish the order of the true
+points, so it stops the algorithm, as does a field numbered in that order: shuffle the features first ('Order by
+expression' with the expression <code>randf()</code>) and drop ids numbered in the old order. Tick <b>the row order is
+public</b> (advanced) only if the order is public anyway.</p>
 <p>Leave the <b>random seed</b> empty for a real release.</p>"""
 
     INPUT = "INPUT"

@@ -50,7 +50,11 @@ numbers; never the input layer's extent): every point must lie inside it (featur
 feature id). Released points are snapped to a <b>public lattice</b> (advanced: <b>grid step</b> in ground metres;
 empty: 1 m); <b>continuous output</b> releases unrounded coordinates, with no finite-precision bound. The output keeps
 every attribute: columns that hold the true locations stop the algorithm, which names them, unless listed in
-<b>keep these attribute columns</b>.</p>
+<b>keep these attribute columns</b>. Features in the order of the trace id and time fields are fine (that order is
+public; without either field the feature order is taken as the time order and kept), but any other spatial order
+(a Hilbert-sorted FlatGeobuf file, a spatial join) would be published with the release and stops the algorithm:
+shuffle the features first ('Order by expression' with <code>randf()</code>), or tick <b>the row order is public</b>
+(advanced) if it is.</p>
 <p>Time stamps may be date-time fields, ISO 8601 text or numbers of seconds; they are public (they order the
 trace and drive the optional time skip rule). Leave the <b>random seed</b> empty for a real release.</p>"""
 
@@ -146,7 +150,10 @@ trace and drive the optional time skip rule). Leave the <b>random seed</b> empty
                       "CRS's origin (in longitude/latitude, at the equator); the provenance bounds what rounding adds to "
                       f"each noisy draw's epsilon. Empty: the library's automatic step (grid=\"auto\"): {DEFAULT_GRID_M:g} m.",
             bounds_help="Needed for longitude/latitude layers: noise is drawn in an equidistant projection centred on "
-                        "it. Empty: a projected layer's CRS over its area of use.")
+                        "it. Empty: a projected layer's CRS over its area of use.",
+            keep_order_help="Traces: features in the order of the trace id and time fields are never refused (that "
+                            "order is public); without either field the features' order is taken as the time order and "
+                            "kept without this option. Tick it only for another order that is public.")
         self.add_seed_parameter()
         self.addParameter(QgsProcessingParameterFeatureSink(self.OUTPUT, "Sanitized traces", TYPE_POINTS))
         self.addParameter(QgsProcessingParameterFeatureSink(self.LEDGER, "Budget ledger (one row per trace)"))

@@ -87,3 +87,19 @@ def run(provider):
 
     return _run
 
+
+
+@pytest.fixture(scope="session")
+def geolife_fixes(qgis_app):
+    """The GeoLife sample's 5,908 fixes as points to perturb one by one: shuffled, ids renumbered.
+
+    The file lists each trace's fixes in time order, i.e. in spatial order, which a release of the
+    points would publish (geopriv refuses it): the fixes are shuffled, ``fid`` and ``id`` (numbered in
+    time order) are renumbered in the new order, and the time stamps ``t`` and the per-trace
+    ``sequence``, which put the fixes of a trace back in order, are dropped (releasing traces with
+    their times is what geopriv:sanitizetraces does).
+    """
+    from qgis_helpers import data_path, shuffled
+
+    return shuffled(data_path("geolife_sample.gpkg"), seed=0, renumber=("fid", "id"), drop=("sequence", "t"),
+                    name="geolife fixes")

@@ -67,6 +67,40 @@ def memory_layer(wkt_points, crs="EPSG:32650", geometry="Point", fields=(("name"
     return layer
 
 
+def shuffled(source, seed=0, renumber=(), drop=(), name="shuffled"):
+    """A memory copy of a layer with its features in random order: what a release should be given.
+
+    Layers often list their features in spatial order (fixes in time order, municipalities by code,
+    points sorted along a line), and geopriv refuses to release a spatial order.  The features are
+    copied in a random order (their QGIS feature ids, the release's index, are numbered in that
+    order), the ``renumber`` fields (ids numbered in the old order: a GeoPackage's ``fid``, ...)
+    are renumbered 1, 2, ... in the new order and the ``drop`` fields are left out.
+    """
+    import numpy as np
+    from qgis.core import QgsFeature, QgsFields, QgsMemoryProviderUtils
+
+    layer = vector(source)
+    fields = QgsFields()
+    for field in layer.fields():
+        if field.name() not in drop:
+            fields.append(field)
+    assert all(fields.indexFromName(n) >= 0 for n in renumber), (renumber, fields.names())
+    copy = QgsMemoryProviderUtils.createMemoryLayer(name, fields, layer.wkbType(), layer.crs())
+    features = list(layer.getFeatures())
+    order = np.random.default_rng(seed).permutation(len(features))
+    out = []
+    for number, k in enumerate(order, start=1):
+        feature = features[k]
+        values = {f.name(): feature[f.name()] for f in fields}
+        values.update({n: number for n in renumber})
+        new = QgsFeature(fields)
+        new.setAttributes([values[f.name()] for f in fields])
+        new.setGeometry(feature.geometry())
+        out.append(new)
+    assert copy.dataProvider().addFeatures(out)[0]
+    return copy
+
+
 class CancelAt:
     """A QgsProcessingFeedback that cancels itself once progress passes ``percent``; records progress."""
 

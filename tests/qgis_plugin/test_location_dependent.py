@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from qgis_helpers import CancelAt, attributes, data_path, memory_layer, points_xy
+from qgis_helpers import CancelAt, attributes, data_path, memory_layer, points_xy, shuffled
 
 pytestmark = pytest.mark.qgis
 
@@ -36,15 +36,21 @@ def small_raster(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def centroids(provider):
-    """The 262 Tokyo municipalities as points (EPSG:30166), with their attributes."""
+    """The 262 Tokyo municipalities as points (EPSG:30166), with their attributes, in random order.
+
+    The file lists them by municipality code (GEOCODE: prefecture by prefecture, i.e. in spatial
+    order), which a release would publish: the points are shuffled, ``fid`` is renumbered in the
+    new order, and the code, numbered in the old one, is dropped.
+    """
     import processing
     from qgis.core import QgsFeatureRequest, QgsProcessingContext
 
     context = QgsProcessingContext()
     context.setInvalidGeometryCheck(QgsFeatureRequest.GeometryNoCheck)  # a few polygons self-intersect
-    return processing.run("native:pointonsurface", {"INPUT": data_path("tokyo_municipalities.gpkg"),
-                                                    "ALL_PARTS": False, "OUTPUT": "TEMPORARY_OUTPUT"},
-                          context=context)["OUTPUT"]
+    points = processing.run("native:pointonsurface", {"INPUT": data_path("tokyo_municipalities.gpkg"),
+                                                      "ALL_PARTS": False, "OUTPUT": "TEMPORARY_OUTPUT"},
+                            context=context)["OUTPUT"]
+    return shuffled(points, seed=1, renumber=("fid",), drop=("GEOCODE",), name="tokyo centroids")
 
 
 @pytest.fixture(scope="module")

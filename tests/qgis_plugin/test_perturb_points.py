@@ -49,15 +49,16 @@ def test_soho_web_mercator_keeps_attributes_and_crs(run):
     assert record["seeded"] is True and record["declared_bounds"] is None and record["kept_columns"] == []
 
 
-def test_geolife_geographic_crs_to_geopackage(run, tmp_path):
-    source = data_path("geolife_sample.gpkg")
+def test_geolife_geographic_crs_to_geopackage(run, tmp_path, geolife_fixes):
+    source = geolife_fixes
     target = str(tmp_path / "released.gpkg")
     result = run("perturbpoints", {"INPUT": source, "EPSILON": 0.01, "OUTPUT": target})
     assert result["OUTPUT"] == target
     out = vector(target)
     assert out.featureCount() == 5908
     assert out.crs().authid() == "EPSG:4326"
-    assert attributes(out) == attributes(source)  # fid, ids and the time text kept exactly
+    assert [f.name() for f in out.fields()] == ["fid", "id", "trajectory_id", "tracker"]
+    assert attributes(out) == attributes(source)  # fid and ids kept exactly, in the (shuffled) input's order
     assert result["EPSILON_PER_M"] == 0.01
     record = json.loads(result["PROVENANCE"])
     assert record["seeded"] is False and record["mechanism"] == "spherical_laplace"
@@ -82,7 +83,7 @@ def test_seed_reproduces_and_empty_seed_does_not(run):
 def test_grid_and_region(run):
     import geopriv
 
-    xs = [448_500 + 10 * i for i in range(50)]
+    xs = 448_500 + 10 * np.random.default_rng(0).permutation(50)  # a row of points, in random order
     layer = memory_layer([f"POINT({x} 4416500)" for x in xs])
     region = memory_layer(["POLYGON((448000 4416000, 449500 4416000, 449500 4417000, 448000 4417000, 448000 4416000))"],
                           geometry="Polygon")
@@ -136,14 +137,14 @@ def test_polygon_layer_is_refused(run):
         run("perturbpoints", {"INPUT": polygons, "OUTPUT": "TEMPORARY_OUTPUT"})
 
 
-def test_cancellation_during_the_release_writes_nothing(run, tmp_path):
+def test_cancellation_during_the_release_writes_nothing(run, tmp_path, geolife_fixes):
     """Cancelled once the release has begun (reading is 0-10 %, the one geopriv call 10-90 %): nothing is written."""
     from qgis.core import QgsProcessingException
 
     feedback = CancelAt(10.0)
     target = tmp_path / "never.gpkg"
     with pytest.raises(QgsProcessingException, match="cancelled"):
-        run("perturbpoints", {"INPUT": data_path("geolife_sample.gpkg"), "OUTPUT": str(target)}, feedback=feedback)
+        run("perturbpoints", {"INPUT": geolife_fixes, "OUTPUT": str(target)}, feedback=feedback)
     assert max(feedback.seen) <= 90.0  # writing (90-100 %) never started
     assert not target.exists()
 
@@ -157,13 +158,13 @@ def test_cancellation_before_start(run):
         run("perturbpoints", {"INPUT": data_path(*SOHO), "OUTPUT": "TEMPORARY_OUTPUT"}, feedback=feedback)
 
 
-def test_progress_is_reported(run):
+def test_progress_is_reported(run, geolife_fixes):
     from qgis.core import QgsProcessingFeedback
 
     feedback = QgsProcessingFeedback()
     seen = []
     feedback.progressChanged.connect(seen.append)
-    run("perturbpoints", {"INPUT": data_path("geolife_sample.gpkg"), "OUTPUT": "TEMPORARY_OUTPUT"}, feedback=feedback)
+    run("perturbpoints", {"INPUT": geolife_fixes, "OUTPUT": "TEMPORARY_OUTPUT"}, feedback=feedback)
     # reading 0-10 %, the one geopriv call 10-90 % (it reports per chunk of its own), writing 90-100 %
     assert seen == sorted(seen) and 90.0 in seen and seen[-1] == 100
 

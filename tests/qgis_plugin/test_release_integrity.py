@@ -23,6 +23,7 @@ from qgis_helpers import CancelAt, data_path, points_xy, vector
 pytestmark = pytest.mark.qgis
 
 GEOLIFE = "geolife_sample.gpkg"  # 5,908 points in 5 traces: six calls of ~1,000 points under the old chunking
+# (perturbed as points: the shuffled copy of conftest's geolife_fixes; the file lists the fixes in time order)
 OLD_CHUNK = 1_000
 MERGE_FIELDS = {"chunks", "calls"}  # what the plugin's old merge of several records added
 
@@ -65,9 +66,9 @@ def library_json(record):
 
 
 # --- one library call per release -------------------------------------------------------------------
-def test_perturb_points_is_one_call_with_the_library_record(run, monkeypatch):
+def test_perturb_points_is_one_call_with_the_library_record(run, monkeypatch, geolife_fixes):
     spy = Spy(monkeypatch, "perturb")
-    source = data_path(GEOLIFE)
+    source = geolife_fixes
     count = vector(source).featureCount()
     assert count > OLD_CHUNK
     result = run("perturbpoints", {"INPUT": source, "EPSILON": 0.01, "OUTPUT": "TEMPORARY_OUTPUT"})
@@ -127,7 +128,7 @@ def test_location_dependent_is_one_call_with_the_library_record(run, monkeypatch
     assert result["MECHANISM_ID"] == record["mechanism_id"]
 
 
-def test_log_prints_only_fields_of_the_library_record(run, monkeypatch):
+def test_log_prints_only_fields_of_the_library_record(run, monkeypatch, geolife_fixes):
     from qgis.core import QgsProcessingFeedback
 
     class Log(QgsProcessingFeedback):
@@ -140,7 +141,7 @@ def test_log_prints_only_fields_of_the_library_record(run, monkeypatch):
 
     spy = Spy(monkeypatch, "perturb")
     feedback = Log()
-    run("perturbpoints", {"INPUT": data_path(GEOLIFE), "EPSILON": 0.01, "OUTPUT": "TEMPORARY_OUTPUT"},
+    run("perturbpoints", {"INPUT": geolife_fixes, "EPSILON": 0.01, "OUTPUT": "TEMPORARY_OUTPUT"},
         feedback=feedback)
     record = spy.records[0]
     line = next(t for t in feedback.infos if t.startswith("mechanism = "))
@@ -262,7 +263,7 @@ def test_nothing_random_is_kept_between_runs(provider, tmp_path):
 
 
 # --- cancellation while the library releases ------------------------------------------------------------
-def test_cancel_while_the_library_releases_writes_nothing(run, monkeypatch, tmp_path):
+def test_cancel_while_the_library_releases_writes_nothing(run, monkeypatch, tmp_path, geolife_fixes):
     """The user cancels during the geopriv call: the progress callback raises inside the library, which
     propagates it; the run fails as cancelled and no output file is created."""
     from qgis.core import QgsProcessingException, QgsProcessingFeedback
@@ -273,13 +274,13 @@ def test_cancel_while_the_library_releases_writes_nothing(run, monkeypatch, tmp_
     spy = Spy(monkeypatch, "perturb", before=feedback.cancel)  # Cancel pressed once the release has started
     target = tmp_path / "never.gpkg"
     with pytest.raises(QgsProcessingException, match="cancelled"):
-        run("perturbpoints", {"INPUT": data_path(GEOLIFE), "OUTPUT": str(target)}, feedback=feedback)
+        run("perturbpoints", {"INPUT": geolife_fixes, "OUTPUT": str(target)}, feedback=feedback)
     assert len(spy.calls) == 1
     assert len(spy.raised) == 1 and isinstance(spy.raised[0], Cancelled)  # raised inside the library call
     assert not target.exists()
 
 
-def test_cancel_at_the_library_progress_report_writes_nothing(run, monkeypatch, tmp_path):
+def test_cancel_at_the_library_progress_report_writes_nothing(run, monkeypatch, tmp_path, geolife_fixes):
     """Cancelled as the library reports progress (10-90 %): nothing reaches the writing stage."""
     from qgis.core import QgsProcessingException
 
@@ -287,7 +288,7 @@ def test_cancel_at_the_library_progress_report_writes_nothing(run, monkeypatch, 
     feedback = CancelAt(10.0)
     target = tmp_path / "never.gpkg"
     with pytest.raises(QgsProcessingException, match="cancelled"):
-        run("perturbpoints", {"INPUT": data_path(GEOLIFE), "OUTPUT": str(target)}, feedback=feedback)
+        run("perturbpoints", {"INPUT": geolife_fixes, "OUTPUT": str(target)}, feedback=feedback)
     assert len(spy.calls) == 1
     assert max(feedback.seen) <= 90.0  # writing (90-100 %) never started
     assert not target.exists()

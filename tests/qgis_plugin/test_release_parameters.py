@@ -260,7 +260,7 @@ def test_bounds_excluding_points_location_dependent(run, tokyo_mechanism):
         assert text not in message
 
 
-def test_bounds_in_another_crs_are_converted_to_the_layer_crs(run):
+def test_bounds_in_another_crs_are_converted_to_the_layer_crs(run, geolife_fixes):
     """The GeoLife sample (EPSG:4326) with a study area given in UTM 50N: declared in degrees, inputs inside."""
     from qgis.core import (
         QgsCoordinateReferenceSystem,
@@ -272,7 +272,7 @@ def test_bounds_in_another_crs_are_converted_to_the_layer_crs(run):
     utm = QgsRectangle(420_000, 4_400_000, 480_000, 4_450_000)
     expected = QgsCoordinateTransform(QgsCoordinateReferenceSystem(UTM), QgsCoordinateReferenceSystem("EPSG:4326"),
                                       QgsProject.instance()).transformBoundingBox(utm)
-    result = run("perturbpoints", {"INPUT": data_path("geolife_sample.gpkg"), "EPSILON": 0.01, "SEED": 1,
+    result = run("perturbpoints", {"INPUT": geolife_fixes, "EPSILON": 0.01, "SEED": 1,
                                    "BOUNDS": "420000,480000,4400000,4450000 [EPSG:32650]",
                                    "OUTPUT": "TEMPORARY_OUTPUT"})
     record = json.loads(result["PROVENANCE"])
