@@ -378,7 +378,7 @@ def _cmd_sanitize_traces(args) -> int:
     if args.ledger is not None:
         ledger_dest = io.check_file_output(args.ledger, suffixes=(".csv",), what="ledger",
                                            overwrite=args.overwrite, protect=inputs + [args.output])
-        if ledger_dest == target.path:
+        if os.path.realpath(os.path.abspath(ledger_dest)) == os.path.realpath(os.path.abspath(target.path)):
             raise CLIError("--ledger must be another file than OUT")
 
     gdf = _read(args.input, args.layer, crs)
@@ -409,7 +409,7 @@ def _cmd_sample_queries(args) -> int:
     io.check_input(args.input)
     io.check_output(args.output, args.out_layer, args.overwrite, protect=inputs)
     gdf = _read(args.input, args.layer, crs)
-    kwargs = _given(args, ("p", "short", "jump", "jitter", "max_speed", "speed_window", "max_gap", "rng"))
+    kwargs = _given(args, ("p", "short", "jump", "jitter", "max_speed", "speed_window", "max_gap", "time_unit", "rng"))
     out = geopriv.sample_queries(gdf, traj_id=args.traj_id, time=args.time, **kwargs)
     io.write_vector(out, args.output, layer=args.out_layer, overwrite=args.overwrite, protect=inputs)
     print(f"sampled {len(out)} queries from {len(gdf)} fixes to {args.output}", file=sys.stderr)
@@ -462,11 +462,14 @@ def _cmd_demo(args) -> int:
     outdir = Path(args.out)
     gpkg = outdir / "soho_perturbed.gpkg"
     png = outdir / "soho_map.png"
-    io.write_vector(out, gpkg, layer="deaths_perturbed", overwrite=True)
-    plot_release(
-        deaths, out, path=png,
-        title=f"Soho cholera deaths (1854), EPSG:3857: ln 4 within {args.radius:g} m",
-    )
+    target = io.check_output(gpkg, "deaths_perturbed", True)
+    with io.Staging() as stage:  # both files or neither; a link at png is replaced, not written through
+        stage.vector(out, target)
+        stage.file(png, lambda tmp: plot_release(
+            deaths, out, path=tmp.with_suffix(".png"),
+            title=f"Soho cholera deaths (1854), EPSG:3857: ln 4 within {args.radius:g} m",
+        ))
+        stage.commit()
     rep = geopriv.utility_report(deaths, out)
     rec = out.attrs["geopriv"]
     print(f"Input : {data.name} layer 'deaths', {len(deaths)} points, {deaths.crs}")
@@ -690,6 +693,7 @@ def build_parser() -> argparse.ArgumentParser:
     _lib(g, sq, "max_speed", type=float, help="queries only while slower than this (metres per second)")
     _lib(g, sq, "speed_window", type=float, help="seconds over which speed is measured")
     _lib(g, sq, "max_gap", type=float, help="largest age in seconds of the fix a query uses")
+    _lib(g, sq, "time_unit", type=str, help="unit of numeric time stamps (s, ms, us, ns, min, h, D)")
     _lib(g, sq, "rng", "--seed", type=int, metavar="SEED", show_default=False,
          help="seed of the sampling, which is not a privacy mechanism (default: OS entropy)")
     _input_options(s)
@@ -790,7 +794,11 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
 
 def main(argv=None) -> int:
     """Run the command line; returns the exit code (0, or 2 for bad input)."""
-    parser = build_parser()
+    try:
+        parser = build_parser()  # imports the library: Ctrl-C here is no traceback either
+    except KeyboardInterrupt:
+        print("geopriv: interrupted; no output was written or replaced", file=sys.stderr)
+        return EXIT_INTERRUPTED
     args = parser.parse_args(argv)
     debug = os.environ.get("GEOPRIV_TRACEBACK", "") not in ("", "0")
     _SHOWN.clear()

@@ -104,11 +104,21 @@ def sidecar_path(path) -> Path:
 
 
 def _parts(path: Path) -> list[Path]:
-    """Every file that makes up a vector file at ``path`` (a Shapefile is several)."""
+    """Every file that makes up a vector file at ``path`` (a Shapefile is several).
+
+    A Shapefile's parts are matched in any letter case (``a.SHP`` opens with ``a.dbf``), so an
+    output can never replace a part of an input whose extension is spelled differently.
+    """
     if path.suffix.lower() != ".shp":
         return [path]
     upper = path.suffix.isupper()
-    return [path.with_suffix(s.upper() if upper else s) for s in SHAPEFILE_PARTS]
+    names = [path.with_suffix(s.upper() if upper else s).name for s in SHAPEFILE_PARTS]
+    wanted = {(path.stem + s).casefold() for s in SHAPEFILE_PARTS}
+    try:
+        names += [e for e in os.listdir(path.parent if str(path.parent) else ".") if e.casefold() in wanted]
+    except OSError:
+        pass
+    return [path.parent / n for n in dict.fromkeys(names)]
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -362,7 +372,27 @@ class Staging:
         self._moves: list[tuple[Path, Path]] = []
         self._remove: list[Path] = []
         self._made: list[Path] = []
+        self._locks: dict[str, int] = {}
+        self._unchanged: list[tuple[Path, tuple]] = []
         self._done = False
+
+    def _lock(self, directory: Path) -> None:
+        """Hold an exclusive lock on the destination's directory until close (geopriv writers queue).
+
+        Two geopriv runs writing into one GeoPackage (or one file) then take turns: the second
+        copies the file only after the first has committed, so no layer or file is lost.
+        """
+        key = os.path.realpath(directory)
+        if key in self._locks:
+            return
+        try:
+            import fcntl
+
+            fd = os.open(key, os.O_RDONLY)
+        except (ImportError, OSError):  # pragma: no cover - no flock (Windows): best effort
+            return
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        self._locks[key] = fd
 
     def __enter__(self):
         return self
@@ -379,6 +409,7 @@ class Staging:
             parent = parent.parent
         dest.parent.mkdir(parents=True, exist_ok=True)
         self._made.extend(missing)  # removed again if nothing is committed
+        self._lock(dest.parent)
         tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".geopriv-tmp", dir=dest.parent))
         self._tmpdirs.append(tmp)
         return tmp
@@ -391,6 +422,9 @@ class Staging:
         if not tmp.exists():  # pragma: no cover - a writer that wrote elsewhere
             raise OutputError(f"nothing was written for {dest}")
         self._moves.append((tmp, dest))
+        if dest.suffix.lower() in (".tif", ".tiff"):
+            # GDAL lets a leftover OUT.tif.aux.xml override the new file's georeferencing
+            self._remove.append(dest.with_name(dest.name + ".aux.xml"))
 
     def vector(self, gdf, target: OutputTarget, record=None) -> None:
         """Stage a vector output checked by :func:`check_output` (provenance from ``gdf.attrs``)."""
@@ -401,7 +435,9 @@ class Staging:
         if record is None:
             record = gdf.attrs.get("geopriv")
         dest = target.path
-        tmpdir = self._tmpdir(dest)
+        tmpdir = self._tmpdir(dest)  # takes the directory's lock
+        # checked again under the lock: another run may have written it since check_output
+        check_output(dest, target.layer if target.driver == "GPKG" else None, target.replaces, ())
         tmp = tmpdir / dest.name
         if target.driver == "GeoParquet":
             gdf.to_parquet(tmp)
@@ -412,6 +448,8 @@ class Staging:
                 if record is not None:
                     kwargs["layer_metadata"] = {"geopriv": _record_json(record)}
                 if target.keep_file:
+                    st = os.stat(dest)
+                    self._unchanged.append((dest, (st.st_ino, st.st_size, st.st_mtime_ns)))
                     shutil.copy2(dest, tmp)  # the other layers come along; one layer is written into the copy
             elif target.driver == "CSV":
                 kwargs["layer_options"] = {"GEOMETRY": "AS_WKT"}
@@ -437,6 +475,17 @@ class Staging:
 
     def commit(self) -> None:
         """Move every staged file into place (each move atomic), then remove stale files."""
+        for dest, stamp in self._unchanged:  # edited by another program meanwhile: keep its edits
+            try:
+                st = os.stat(dest)
+                now = (st.st_ino, st.st_size, st.st_mtime_ns)
+            except OSError:
+                now = None
+            if now != stamp:
+                raise OutputError(
+                    f"{dest} changed while geopriv was writing its layer (another program saved to it); nothing was "
+                    "replaced. Run again when the file is not being edited."
+                )
         for tmp, dest in self._moves:
             if dest.exists():
                 try:
@@ -455,6 +504,9 @@ class Staging:
         for d in self._tmpdirs:
             shutil.rmtree(d, ignore_errors=True)
         self._tmpdirs = []
+        for fd in self._locks.values():
+            os.close(fd)  # releases the lock
+        self._locks = {}
         if not self._done:
             for d in self._made:  # innermost first
                 try:

@@ -287,3 +287,111 @@ def test_read_vector_checks(tmp_path):
     (tmp_path / "plain.csv").write_text("a,b\n1,2\n")
     with pytest.raises(InputError, match="WKT"):
         read_vector(tmp_path / "plain.csv")
+
+
+# ------------------------------------------------------------------ findings of the adversarial CLI review
+def _soho():
+    import geopandas as gpd
+
+    from geopriv.io import read_vector
+
+    return read_vector(Path(__file__).resolve().parents[1] / "geopriv" / "data" / "soho_cholera.gpkg", "deaths")
+
+
+def test_shapefile_input_parts_are_protected_in_any_letter_case(tmp_path):
+    from geopriv.io import OutputError, check_output
+
+    _soho().to_file(tmp_path / "a.shp", engine="pyogrio")
+    (tmp_path / "a.shp").rename(tmp_path / "a.SHP")  # the parts stay a.dbf, a.shx, ...: GDAL opens them
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    with pytest.raises(OutputError, match="is the input"):
+        check_output(tmp_path / "a.shp", overwrite=True, protect=[tmp_path / "a.SHP"])
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_concurrent_writers_into_one_geopackage_keep_every_layer(tmp_path):
+    import threading
+
+    import pyogrio
+
+    from geopriv.io import write_vector
+
+    gdf = _soho()
+    path = tmp_path / "project.gpkg"
+    write_vector(gdf.iloc[:5], path, layer="keepme")
+    errors = []
+
+    def write(name):
+        try:
+            write_vector(gdf, path, layer=name)
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(f"L{i}",)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert sorted(pyogrio.list_layers(path)[:, 0]) == ["L0", "L1", "L2", "L3", "keepme"]
+
+
+def test_a_second_writer_without_overwrite_does_not_clobber(tmp_path):
+    from geopriv.io import OutputError, Staging, check_output
+
+    gdf = _soho()
+    out = tmp_path / "same.fgb"
+    target = check_output(out)  # checked while the file does not exist yet ...
+    gdf.iloc[:3].to_file(out, engine="pyogrio")  # ... then another run writes it
+    before = out.read_bytes()
+    with pytest.raises(OutputError, match="exists"):
+        with Staging() as stage:
+            stage.vector(gdf, target)
+            stage.commit()
+    assert out.read_bytes() == before
+
+
+def test_leftover_aux_xml_is_removed_when_a_raster_is_replaced(tmp_path):
+    from geopriv.io import Staging
+
+    dest = tmp_path / "map.tif"
+    dest.write_bytes(b"old")
+    aux = tmp_path / "map.tif.aux.xml"
+    aux.write_text("<PAMDataset><SRS>EPSG:4326</SRS></PAMDataset>")
+    with Staging() as stage:
+        stage.file(dest, lambda tmp: tmp.write_bytes(b"new"))
+        stage.commit()
+    assert dest.read_bytes() == b"new" and not aux.exists()
+
+
+def test_cli_ledger_spelled_differently_from_out_is_refused(tmp_path, capsys):
+    import numpy as np
+    import pandas as pd
+
+    from geopriv.cli import main
+
+    gdf = _soho().to_crs(32630)
+    gdf = gdf.iloc[np.random.default_rng(0).permutation(len(gdf))].reset_index(drop=True)[["geometry"]]
+    gdf["user"] = [f"u{i % 10}" for i in range(len(gdf))]
+    gdf["t"] = pd.Timestamp("1854-09-01", tz="UTC") + pd.to_timedelta(np.arange(len(gdf)) * 60, unit="s")
+    src = tmp_path / "q.gpkg"
+    gdf.to_file(src, engine="pyogrio")
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    rc = main(["sanitize-traces", str(src), str(sub / "out.csv"), "--traj-id", "user", "--time", "t",
+               "--epsilon", "0.01", "--rate", "0.1", "--ledger", str(sub / ".." / "sub" / "out.csv")])
+    assert rc == 2 and not (sub / "out.csv").exists()
+    assert "another file than OUT" in capsys.readouterr().err
+
+
+def test_demo_replaces_a_link_at_its_picture_never_its_target(tmp_path):
+    from geopriv.cli import main
+
+    out = tmp_path / "out"
+    out.mkdir()
+    important = tmp_path / "important.txt"
+    important.write_text("keep me")
+    (out / "soho_map.png").symlink_to(important)
+    assert main(["demo", "--out", str(out), "--seed", "1"]) == 0
+    assert important.read_text() == "keep me"
+    assert not (out / "soho_map.png").is_symlink() and (out / "soho_map.png").read_bytes()[:4] == b"\x89PNG"
