@@ -271,7 +271,7 @@ def _map_options(parser, with_from_epsilon: bool) -> None:
     _lib(g, f, "units", choices=("per_km2", "per_cell"), help="what a cell value is: people per km2 of ground, or per cell")
     _lib(g, f, "nodata_epsilon", type=_nodata_epsilon, metavar="nearest|EPSILON",
          help="epsilon of no-data cells: 'nearest' (the nearest cell with data: for sea and lakes) or a number; "
-              "none: the floor, the strongest protection")
+              "not given: the floor, the strongest protection")
     _lib(g, f, "band", type=int, help="raster band to read (1-based)")
     _lib(g, f, "nodata", type=float, help="cell value meaning no data (overrides the file's)")
     _lib(g, f, "crs", help="CRS of the raster when the file has none or a wrong one")
@@ -383,7 +383,8 @@ def _cmd_sanitize_traces(args) -> int:
 
     gdf = _read(args.input, args.layer, crs)
     kwargs = _given(args, _TRACE_OPTIONS + ("rng", "grid", "continuous", "bounds", "keep", "max_distortion"))
-    out = geopriv.sanitize_traces(gdf, traj_id=args.traj_id, time=args.time, **_privacy_kwargs(args), **kwargs)
+    out = geopriv.sanitize_traces(gdf, traj_id=args.traj_id, time=args.time, progress=True if args.progress else None,
+                                  **_privacy_kwargs(args), **kwargs)
     ledger = geopriv.trace_ledger(out)
     with io.Staging() as stage:  # both outputs, or neither
         stage.vector(out, io.check_output(args.output, args.out_layer, args.overwrite, protect=inputs))
@@ -673,6 +674,7 @@ def build_parser() -> argparse.ArgumentParser:
     _lib(g, st, "prediction_rate", type=float, help="fixed_rate: prior prediction rate")
     _release_options(t, st)
     t.add_argument("--ledger", metavar="LEDGER.csv", help="also write the per-trace budget ledger (geopriv.trace_ledger) as CSV")
+    t.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     _input_options(t)
     t.set_defaults(func=_cmd_sanitize_traces)
 
@@ -792,8 +794,26 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
     print(f"geopriv: warning: {text}", file=sys.stderr)
 
 
+def _sigterm_as_interrupt():
+    """SIGTERM (timeout, systemd, CI) cleans up like Ctrl-C: staged files are removed, nothing replaced."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():  # pragma: no cover - signals need the main thread
+        return
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    try:
+        signal.signal(signal.SIGTERM, handler)
+    except (ValueError, OSError):  # pragma: no cover
+        pass
+
+
 def main(argv=None) -> int:
     """Run the command line; returns the exit code (0, or 2 for bad input)."""
+    _sigterm_as_interrupt()
     try:
         parser = build_parser()  # imports the library: Ctrl-C here is no traceback either
     except KeyboardInterrupt:

@@ -1473,8 +1473,8 @@ class EikonalMechanism:
             raise MechanismFileError(f"No mechanism file at {path!r}. Build one with EikonalMechanism.build(...).save(path).") from None
         except Exception as exc:  # zipfile.BadZipFile, ValueError, OSError, EOFError ...
             raise MechanismFileError(
-                f"{path!r} is not a readable geopriv mechanism file ({type(exc).__name__}: {exc}); it may be truncated "
-                "or corrupt. Rebuild it with EikonalMechanism.build(...).save(path)."
+                f"{path!r} is not a readable geopriv mechanism file ({type(exc).__name__}); it may be truncated, "
+                "corrupt or another kind of file. Rebuild it with EikonalMechanism.build(...).save(path)."
             ) from None
         if "meta" not in data:
             raise MechanismFileError(f"{path!r} is an .npz file but not a geopriv mechanism (no metadata).")
