@@ -622,3 +622,19 @@ def clamp_to_area(xy: np.ndarray, rect, lattice: Lattice | None = None) -> np.nd
     np.clip(xy[:, 0], xmin, xmax, out=xy[:, 0])
     np.clip(xy[:, 1], ymin, ymax, out=xy[:, 1])
     return xy
+
+
+def truncate_and_snap(xy: np.ndarray, rect, lattice: Lattice | None) -> np.ndarray:
+    """The public post-processing of every release: truncate to the public area, snap to the lattice.
+
+    ``xy`` (input-CRS coordinates, a fresh array: changed in place) is clamped into ``rect`` (if
+    any) and snapped; in a planar lattice the clamp is onto the nodes inside ``rect``, so every
+    output is a lattice node in the area (the truncation of Andres et al.'s Theorem 4.1).
+    """
+    if rect is not None and (lattice is None or lattice.kind != "planar"):
+        xy = clamp_to_area(xy, rect)
+    if lattice is not None:
+        xy = lattice.snap(xy, inplace=True)
+        if rect is not None and lattice.kind == "planar":
+            xy = clamp_to_area(xy, rect, lattice)
+    return xy

@@ -55,11 +55,11 @@ from .frame import (
     area_side_metres,
     check_grid,
     check_noise_above_precision,
-    clamp_to_area,
     declared_bounds,
     public_frame,
     proj_errors,
     public_lattice,
+    truncate_and_snap,
 )
 from .provenance import attach, make_record
 from .rng import make_rng
@@ -278,12 +278,8 @@ def release_points(
         if from_work is not None:
             x, y = from_work.transform(out[:, 0], out[:, 1])
             out = np.column_stack([x, y])
-        if rect is not None and region_geom is None and (lattice is None or lattice.kind == "geographic"):
-            out = clamp_to_area(out, rect, None)
-        if lattice is not None:
-            out = lattice.snap(out, inplace=True)  # ``out`` is this chunk's own fresh array
-            if rect is not None and region_geom is None and lattice.kind == "planar":
-                out = clamp_to_area(out, rect, lattice)
+        # ``out`` is this chunk's own fresh array; with a region, truncation goes to the region below
+        out = truncate_and_snap(out, rect if region_geom is None else None, lattice)
         if region_geom is not None:  # nearest lattice node inside the region
             out = _truncate(out, region_geom, lattice)
         if not np.isfinite(out).all():  # pragma: no cover - defensive: never release a non-finite point

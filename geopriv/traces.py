@@ -26,7 +26,7 @@ from .frame import (
     DEFAULT_MAX_DISTORTION,
     check_grid,
     check_noise_above_precision,
-    clamp_to_area,
+    truncate_and_snap,
     public_frame,
     public_lattice,
 )
@@ -531,15 +531,7 @@ def sanitize_traces(
     accountant = BudgetAccountant(np.full(len(uniques), eps), labels=list(uniques))
     def to_release(work_m):
         """Work metres -> the released coordinates in the input CRS: truncated and snapped (public)."""
-        out = frame.from_work(work_m * unit)
-        if frame.area is not None:  # the truncation of Andres et al.'s Thm 4.1 (post-processing)
-            if lattice is None or lattice.kind == "geographic":
-                out = clamp_to_area(out, frame.area)
-            if lattice is not None:
-                out = clamp_to_area(lattice.snap(out), frame.area, lattice)
-        elif lattice is not None:
-            out = lattice.snap(out)
-        return out
+        return truncate_and_snap(frame.from_work(work_m * unit), frame.area, lattice)  # a fresh array
 
     def released_in_work(noisy):
         # what the predictor and the tests may see: the released value, not its unrounded bits

@@ -560,11 +560,14 @@ def test_sigterm_cleans_up_like_ctrl_c(tmp_path):
     out = tmp_path / "out.gpkg"
     proc = subprocess.Popen([sys.executable, "-m", "geopriv.cli", "perturb", str(src), str(out), "--level", "ln4",
                              "--radius", "200", "--no-progress"], stderr=subprocess.PIPE, text=True)
-    time.sleep(4.0)
+    deadline = time.monotonic() + 120
+    while not [p for p in tmp_path.iterdir() if p.name.endswith(".geopriv-tmp")]:  # signal while writing
+        assert proc.poll() is None, "the run ended before it started writing its output"
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
-    if proc.returncode == 0:  # finished before the signal on a fast machine: nothing to check
-        return
+    assert proc.returncode == 130, err
     assert "Traceback" not in err
     assert not out.exists()
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".geopriv-tmp")]
