@@ -29,6 +29,8 @@ from .rng import make_rng
 from .accounting import BudgetAccountant
 from .mechanisms.predictive import FixedRate, FixedUtility
 from .traces import sample_queries, sanitize_traces, trace_ledger
+from .synthesize import synthesize, synthesize_xy
+from .mechanisms.private_measure import PrivateMeasure
 
 __all__ = [
     "__version__",
@@ -44,6 +46,9 @@ __all__ = [
     "wasserstein",
     "make_rng",
     "sanitize_traces",
+    "synthesize",
+    "synthesize_xy",
+    "PrivateMeasure",
     "sample_queries",
     "trace_ledger",
     "BudgetAccountant",

@@ -13,6 +13,7 @@ from . import metrics as _metrics
 from .frame import DEFAULT_MAX_DISTORTION
 from .perturb import perturb as _perturb
 from . import traces as _traces
+from .synthesize import synthesize as _synthesize
 
 __all__ = ["PrivAccessor"]
 
@@ -138,6 +139,52 @@ class _Base:
             predictor=predictor, on_exhausted=on_exhausted, eta=eta, gamma=gamma, delta=delta,
             prediction_rate=prediction_rate, rng=rng, bounds=bounds, grid=grid, continuous=continuous, keep=keep,
             max_distortion=max_distortion, progress=progress,
+        )
+
+    def synthesize(
+        self,
+        epsilon,
+        *,
+        bounds=None,
+        region=None,
+        n=None,
+        method: str = "srw",
+        depth="auto",
+        placement: str = "uniform",
+        grid="auto",
+        rng=None,
+        max_distortion: float = DEFAULT_MAX_DISTORTION,
+        progress=None,
+    ):
+        """A synthetic point set with epsilon-differential privacy: ``geopriv.synthesize(obj, ...)``.
+
+        Parameters
+        ----------
+        epsilon : float
+            Differential privacy loss of the whole release (dimensionless; one person's location
+            replaced anywhere in the public area, the number of people public).
+        bounds : (xmin, ymin, xmax, ymax), optional
+            The public area the Hilbert curve is laid over (choose it without looking at the
+            points).  Default: ``region``'s bounding box, else the CRS's area of use.
+        region, n, method, depth, placement, grid, rng, max_distortion, progress
+            Output polygon, number of synthetic points, ``"srw"`` or ``"pmm"``, tree depth,
+            placement in cells, lattice, randomness: see :func:`geopriv.synthesize`.
+
+        Returns
+        -------
+        GeoDataFrame or GeoSeries
+            Synthetic points in this object's CRS, a new RangeIndex and no attribute columns;
+            ``result.attrs["geopriv"]`` is the provenance.
+
+        See Also
+        --------
+        geopriv.synthesize : The function this calls, with every parameter described.
+        geopriv.synthesize_xy : The same for plain coordinate arrays.
+        geopriv.wasserstein : How close the synthetic set is to the true one.
+        """
+        return _synthesize(
+            self._obj, epsilon, bounds=bounds, region=region, n=n, method=method, depth=depth, placement=placement,
+            grid=grid, rng=rng, max_distortion=max_distortion, progress=progress,
         )
 
     def ledger(self):

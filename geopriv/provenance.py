@@ -67,6 +67,15 @@ ALLOWED_FIELDS = {
     "traj_id": "name of the trace id column",
     "time": "name of the time stamp column",
     "ledger": "per-trace budget ledger (a function of the released epsilon_spent column and trace ids)",
+    # synthetic locations (private measures)
+    "epsilon": "differential privacy loss (dimensionless; one person's location replaced anywhere in the public area)",
+    "effective_epsilon": "epsilon including any finite-precision term",
+    "depth": "levels of the binary partition tree (a public function of n and epsilon)",
+    "curve": "space-filling curve and its order",
+    "level_scales": "noise scale per tree level (a public function of epsilon and depth)",
+    "placement": "where synthetic points are put inside their cells",
+    "n_people": "number of people in the data (public in this privacy model)",
+    "public_area": "the public rectangle the release is defined on (declared bounds, region box or area of use)",
     # bookkeeping
     "n": "number of rows released (shown by the output)",
     "seeded": "whether the noise is reproducible (the seed is never stored)",

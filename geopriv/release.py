@@ -35,6 +35,7 @@ A mechanism passed here is a small immutable object with
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from concurrent.futures import ThreadPoolExecutor
 
@@ -64,13 +65,13 @@ from .frame import (
 from .provenance import attach, make_record
 from .rng import make_rng
 
-__all__ = ["release_points", "assemble", "CHUNK", "check_release_input"]
+__all__ = ["release_points", "release_synthetic", "assemble", "CHUNK", "check_release_input", "public_area"]
 
 CHUNK = 1_000_000
 _COPY_ON_WRITE = int(pd.__version__.split(".")[0]) >= 3
 
 
-def check_release_input(data, keep=(), bounds=None, region=None, allow_order=()):
+def check_release_input(data, keep=(), bounds=None, region=None, allow_order=(), attributes=True):
     """Validate the points and what a release returns beside them; returns (GeoSeries, (n, 2) xy).
 
     Before anything is projected: a geographic or projected CRS, finite points within its valid
@@ -92,7 +93,8 @@ def check_release_input(data, keep=(), bounds=None, region=None, allow_order=())
             with proj_errors(geoms.crs, f"relate the region's CRS {as_crs(region.crs).name!r} to the data's CRS",
                              detail=True, fix="Give the region in the data's CRS (region.to_crs(gdf.crs)), or check both CRSs."):
                 Transformer.from_crs(region.crs, geoms.crs, always_xy=True)
-    check_location_attributes(data, keep=tuple(keep or ()), allow_order=tuple(allow_order))
+    if attributes:
+        check_location_attributes(data, keep=tuple(keep or ()), allow_order=tuple(allow_order))
     return geoms, xy
 
 
@@ -355,3 +357,124 @@ def assemble(data, geoms, released, record):
         rest.insert(data.columns.get_loc(name), name, new_geoms)
         out = gpd.GeoDataFrame(rest, geometry=name, crs=geoms.crs)
     return attach(out, data, record)
+
+
+def public_area(crs, bounds=None, region=None):
+    """(rectangle, source) of a release's public area: declared ``bounds=``, the bounding box of
+    ``region=``, or the CRS's area of use; never the data.  Refused when none exists."""
+    crs = as_crs(crs)
+    rect = declared_bounds(crs, bounds, region)
+    if rect is not None:
+        return rect, "bounds" if bounds is not None else "region"
+    rect = area_of_use_bounds(crs)
+    if rect is None:
+        raise CRSError(
+            f"{crs.name} has no area of use (or it crosses the antimeridian), so the release has no public area. "
+            "Declare bounds=(xmin, ymin, xmax, ymax) in the data's CRS: your study area, chosen without looking at "
+            "individual points."
+        )
+    return rect, "area_of_use"
+
+
+def release_synthetic(
+    data,
+    mechanism,
+    *,
+    rng=None,
+    n=None,
+    bounds=None,
+    region=None,
+    grid="auto",
+    placement: str = "uniform",
+    max_distortion: float = DEFAULT_MAX_DISTORTION,
+    progress=None,
+):
+    """A synthetic point set from ``data`` through the public release path (set-valued mechanisms).
+
+    The same steps as :func:`release_points`, for a mechanism that publishes a measure rather
+    than one output per row (:class:`~geopriv.mechanisms.private_measure.PrivateMeasure`):
+
+    1. validation of the points and the CRS (attributes are not released, so not checked);
+    2. the public area (declared ``bounds=``, the bounding box of ``region=``, or the CRS's area of
+       use: never the data) mapped affinely onto the unit square; inputs outside it are refused,
+       naming their rows;
+    3. the public lattice (before any noise is drawn);
+    4. the mechanism (its output is a discrete measure: integer noise, no floating-point
+       surface), placement in the leaves, truncation to the area / region and snapping;
+    5. the provenance record from the allowlist.
+
+    Returns a new GeoDataFrame (or GeoSeries, like ``data``) of ``n`` synthetic points with a
+    fresh RangeIndex, no attribute columns, in the input CRS.
+    """
+    from .frame import DEFAULT_GRID_M
+
+    geoms, xy = check_release_input(data, (), bounds, region, attributes=False)
+    source = make_rng(rng)
+    crs = as_crs(geoms.crs)
+    n_in = len(xy)
+    if n is None:
+        n_out = n_in
+    else:
+        if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise ValueError(f"n (the number of synthetic points) must be a positive integer, got {n!r}.")
+        n_out = int(n)
+    if placement not in ("uniform", "centre"):
+        raise ValueError(f"placement must be 'uniform' (uniform inside each cell) or 'centre', got {placement!r}.")
+
+    # 1. the public area and the check that every input lies in it
+    rect, area_source = public_area(crs, bounds, region)
+    frame = public_frame(crs, bounds=rect, max_distortion=max_distortion)
+    dataclasses.replace(frame, area_source=area_source).check_inside(xy, geoms.index)
+    region_geom = _region_geometry(region, crs)
+
+    # 2. the public lattice, from public information only
+    depth = mechanism.resolved_depth(n_in)
+    order = (depth + 1) // 2
+    leaf_side_m = area_side_metres(crs, rect) / float(1 << order)
+    if isinstance(grid, str):
+        if grid != "auto":
+            raise ValueError(f"grid must be a number of metres or 'auto', got {grid!r}.")
+        grid_m = min(DEFAULT_GRID_M, leaf_side_m / 20.0)
+    else:
+        if isinstance(grid, (bool, np.bool_)) or not isinstance(grid, (int, float, np.integer, np.floating)) \
+                or not math.isfinite(float(grid)) or grid <= 0:
+            raise ValueError("grid must be a positive number of metres (or 'auto').")
+        grid_m = float(grid)
+    lattice = public_lattice(frame, grid_m)
+    if region_geom is not None:
+        _check_region_holds_lattice(region_geom, lattice)
+
+    # 3. the mechanism, on the unit square
+    callback, bar = progress_callback(progress, max(n_in, 1), desc="synthesize")
+    try:
+        xmin, ymin, xmax, ymax = rect
+        unit = np.column_stack([(xy[:, 0] - xmin) / (xmax - xmin), (xy[:, 1] - ymin) / (ymax - ymin)])
+        unit_out, depth = mechanism.sample_unit(unit, source.generator, n_out=n_out, placement=placement)
+        out = np.column_stack([xmin + unit_out[:, 0] * (xmax - xmin), ymin + unit_out[:, 1] * (ymax - ymin)])
+        # 4. truncation to the public area and snapping (post-processing)
+        out = truncate_and_snap(out, rect if region_geom is None else None, lattice)
+        if region_geom is not None:
+            out = _truncate(out, region_geom, lattice)
+        if callback is not None:
+            callback(max(n_in, 1), max(n_in, 1))
+    finally:
+        if bar is not None:
+            bar.close()
+
+    # 5. provenance: public fields only
+    fields = dict(mechanism.describe(n_in))
+    fields.update({"input_crs": crs.to_string(), "frame_area": area_source, "public_area": [float(v) for v in rect]})
+    fields.update(lattice.describe())
+    fields["effective_epsilon"] = mechanism.epsilon
+    fields["finite_precision"] = ("exact: integer (two-sided geometric) noise on counts; coordinates are placed in "
+                                  "the noisy cells with independent randomness and snapped (post-processing)")
+    fields["declared_bounds"] = None if bounds is None else [float(v) for v in rect]
+    fields["region"] = region is not None
+    fields["placement"] = placement
+    fields["n_people"] = n_in
+    record = make_record(fields, seeded=source.seeded, n=n_out)
+    points = gpd.GeoSeries(shapely.points(out), crs=crs, name="geometry")
+    if isinstance(data, gpd.GeoSeries):
+        return attach(points, data, record)
+    result = gpd.GeoDataFrame(geometry=points, crs=crs)
+    return attach(result, data, record)

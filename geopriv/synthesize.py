@@ -1,0 +1,146 @@
+"""``geopriv.synthesize``: private synthetic locations (a private measure of the whole point set).
+
+Instead of one perturbed point per person, publish a synthetic point set whose distribution
+is close to the people's in the Wasserstein-1 distance (Boedihardjo, Strohmer and Vershynin,
+PTRF 2024; He, Vershynin and Zhu, COLT 2023).  Small W1 means every 1-Lipschitz statistic
+(mean distance to a facility, share within a walking distance, cluster shapes) is preserved
+uniformly.  The mechanism is :class:`~geopriv.mechanisms.private_measure.PrivateMeasure`; this
+module hands it to the one release path (:func:`geopriv.release.release_synthetic`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .exceptions import GeometryError
+from .frame import DEFAULT_MAX_DISTORTION
+from .mechanisms.private_measure import PrivateMeasure
+from .release import release_synthetic
+from .rng import make_rng
+
+__all__ = ["synthesize", "synthesize_xy"]
+
+
+def synthesize(
+    data,
+    epsilon,
+    *,
+    bounds=None,
+    region=None,
+    n=None,
+    method: str = "srw",
+    depth="auto",
+    placement: str = "uniform",
+    grid="auto",
+    rng=None,
+    max_distortion: float = DEFAULT_MAX_DISTORTION,
+    progress=None,
+):
+    """Release a synthetic point set with epsilon-differential privacy.
+
+    The privacy model differs from :func:`geopriv.perturb`'s: the number of people is public,
+    and any one person's location may be replaced by *any* other location in the public area;
+    the release (the whole synthetic set) changes in probability by at most exp(epsilon).
+    Epsilon is dimensionless here (not per metre).
+
+    Parameters
+    ----------
+    data : GeoDataFrame or GeoSeries of points
+        One row per person, any CRS with a datum.  Never modified.  Attribute columns are not
+        carried over (the synthetic points belong to nobody).
+    epsilon : float
+        Differential privacy loss of the whole release, e.g. ``1.0``.
+    bounds : (xmin, ymin, xmax, ymax), optional
+        The public area in the data's CRS: choose it without looking at individual points
+        (a city's or a map sheet's extent).  The space-filling curve is laid over it.
+        Default: the bounding box of ``region``, else the CRS's area of use (coarse for a UTM
+        zone: declare your study area).  Inputs outside it are refused, naming their rows.
+    region : shapely Polygon or GeoSeries/GeoDataFrame, optional
+        A public polygon outputs are kept in (outputs outside it go to the nearest lattice
+        node inside); its bounding box is the public area when ``bounds`` is not given.
+    n : int, optional
+        Number of synthetic points (default: as many as people).  Drawn from the private
+        measure (post-processing: no extra privacy loss).
+    method : {"srw", "pmm"}
+        ``"srw"``: super-regular random walk along a Hilbert curve (Boedihardjo, Strohmer,
+        Vershynin).  ``"pmm"``: private measure mechanism, a noisy partition tree with a
+        per-level budget split (He, Vershynin, Zhu).
+    depth : "auto" or int
+        Levels of the binary partition tree (``2**depth`` cells along the curve).  ``"auto"``
+        chooses it from n and epsilon (public).
+    placement : {"uniform", "centre"}
+        Synthetic points are uniform inside their cell (default) or at its centre.
+    grid : "auto" or float
+        Public lattice step in ground metres the output is snapped to (``"auto"``: 1 m, or
+        finer when cells are smaller than 20 m).
+    rng : None, int, SeedSequence or Generator
+        ``None`` (default): OS entropy.  A seed is for tests and demos (recorded as seeded).
+    max_distortion : float
+        CRS scale variation tolerated when fixing the lattice (see :func:`geopriv.perturb`).
+    progress : None, True or callable(done, total)
+
+    Returns
+    -------
+    GeoDataFrame or GeoSeries
+        ``n`` synthetic points in the input CRS with a new RangeIndex and only a geometry
+        column; ``result.attrs["geopriv"]`` records epsilon, the method, the tree depth and
+        per-level noise scales, the public area and the lattice (public fields only).
+
+    Examples
+    --------
+    >>> synth = deaths.priv.synthesize(1.0, bounds=(-16500, 6710000, -15500, 6711000))  # doctest: +SKIP
+    """
+    mechanism = PrivateMeasure(epsilon, method=method, depth=depth, dim=2)
+    return release_synthetic(
+        data, mechanism, rng=rng, n=n, bounds=bounds, region=region, grid=grid, placement=placement,
+        max_distortion=max_distortion, progress=progress,
+    )
+
+
+def synthesize_xy(xy, epsilon, *, bounds, n=None, method: str = "srw", depth="auto", placement: str = "uniform", rng=None):
+    """Synthetic points for plain coordinates: (n,) values on a line or (n, 2) points in a box.
+
+    Parameters
+    ----------
+    xy : array_like, shape (n,), (n, 1) or (n, 2)
+    epsilon : float
+        Differential privacy loss (one value replaced anywhere in ``bounds``; n public).
+    bounds : (lo, hi) for 1-D or (xmin, ymin, xmax, ymax) for 2-D
+        The public box (required: never taken from the data).
+    n, method, depth, placement, rng
+        As in :func:`synthesize`.
+
+    Returns
+    -------
+    numpy.ndarray
+        Synthetic values, shape (n,) for 1-D input, else (n, 2).  Outputs are placed in the
+        noisy cells with independent randomness (post-processing of a discrete release).
+    """
+    arr = np.asarray(xy, dtype=float)
+    flat = arr.ndim == 1
+    dim = 1 if flat or arr.shape[1] == 1 else 2
+    if arr.ndim > 2 or (arr.ndim == 2 and arr.shape[1] not in (1, 2)):
+        raise ValueError("xy must have shape (n,), (n, 1) or (n, 2).")
+    arr = arr.reshape(-1, dim)
+    if len(arr) == 0:
+        from .exceptions import EmptyInputError
+
+        raise EmptyInputError("xy has no rows: there is nothing to synthesise.")
+    b = np.asarray(bounds, dtype=float).reshape(-1)
+    if b.shape != (2 * dim,) or not np.all(np.isfinite(b)):
+        raise ValueError(f"bounds must be {'(lo, hi)' if dim == 1 else '(xmin, ymin, xmax, ymax)'} for {dim}-D values.")
+    lo, hi = b[:dim], b[dim:]
+    if np.any(lo >= hi):
+        raise ValueError("bounds must have lo < hi on every axis.")
+    bad = ~np.isfinite(arr).all(axis=1) | np.any(arr < lo, axis=1) | np.any(arr > hi, axis=1)
+    if bad.any():
+        raise GeometryError("lie outside bounds= (or are not finite)", np.flatnonzero(bad),
+                            "Declare bounds that hold the whole public domain (chosen without looking at the data), "
+                            "or drop those rows.")
+    mech = PrivateMeasure(epsilon, method=method, depth=depth, dim=dim)
+    if n is not None and (isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 1):
+        raise ValueError(f"n (the number of synthetic points) must be a positive integer, got {n!r}.")
+    if placement not in ("uniform", "centre"):
+        raise ValueError(f"placement must be 'uniform' or 'centre', got {placement!r}.")
+    unit_out, _ = mech.sample_unit((arr - lo) / (hi - lo), make_rng(rng).generator, n_out=n, placement=placement)
+    out = lo + unit_out * (hi - lo)
+    return out[:, 0] if flat else out
