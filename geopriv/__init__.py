@@ -23,7 +23,7 @@ from .mechanisms.planar_laplace import PlanarLaplace
 from .mechanisms.eikonal import EikonalMechanism
 from .mechanisms.optimal import OptimalMechanism, optimal_mechanism
 from .privacy_map import PrivacyMap
-from .metrics import displacement, utility_report, wasserstein
+from .metrics import displacement, utility_report, wasserstein, wasserstein_bound
 from .perturb import perturb, resolve_epsilon
 from .rng import make_rng
 from .accounting import BudgetAccountant
@@ -44,6 +44,7 @@ __all__ = [
     "displacement",
     "utility_report",
     "wasserstein",
+    "wasserstein_bound",
     "make_rng",
     "sanitize_traces",
     "synthesize",
