@@ -133,7 +133,7 @@ def synthesize_xy(xy, epsilon, *, bounds, n=None, method: str = "srw", depth="au
         raise ValueError("bounds must have lo < hi on every axis.")
     bad = ~np.isfinite(arr).all(axis=1) | np.any(arr < lo, axis=1) | np.any(arr > hi, axis=1)
     if bad.any():
-        raise GeometryError("lie outside bounds= (or are not finite)", np.flatnonzero(bad),
+        raise GeometryError("lie outside bounds= (or are not finite)", np.flatnonzero(bad).tolist(),
                             "Declare bounds that hold the whole public domain (chosen without looking at the data), "
                             "or drop those rows.")
     mech = PrivateMeasure(epsilon, method=method, depth=depth, dim=dim)

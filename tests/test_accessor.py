@@ -21,6 +21,7 @@ FUNCTIONS = {
     "ledger": geopriv.trace_ledger,
     "displacement": geopriv.displacement,
     "utility_report": geopriv.utility_report,
+    "synthesize": geopriv.synthesize,
 }
 
 
@@ -52,7 +53,8 @@ def test_accessor_signature_is_the_functions(name):
 
 def test_epsilon_is_the_only_positional_argument_everywhere():
     """One vocabulary: after the data, only ``epsilon`` may be given by position, in every release."""
-    for function in (geopriv.perturb, geopriv.sanitize_traces, PrivAccessor.perturb, PrivAccessor.sanitize_traces):
+    for function in (geopriv.perturb, geopriv.sanitize_traces, geopriv.synthesize, PrivAccessor.perturb,
+                     PrivAccessor.sanitize_traces, PrivAccessor.synthesize):
         params = list(inspect.signature(function).parameters.values())[1:]
         positional = [p.name for p in params if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]
         assert positional == ["epsilon"], function
