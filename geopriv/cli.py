@@ -6,6 +6,7 @@
     geopriv privacy-map density.tif privacy_map.tif --epsilon-range ln4/3000 ln4/600
     geopriv build-mechanism density.tif tokyo.npz --epsilon-range ln4/3000 ln4/600
     geopriv perturb homes.gpkg homes_private.gpkg --mechanism tokyo.npz
+    geopriv synthesize homes.gpkg synthetic.gpkg --epsilon 1 --bounds 440000 4400000 470000 4430000
     geopriv sanitize-traces queries.gpkg released.gpkg --traj-id user --time t --level ln10 --radius 100 \\
         --rate 0.033 --ledger ledger.csv
     geopriv sample-queries fixes.gpkg queries.gpkg --traj-id trajectory_id --time t -p 0.3
@@ -96,6 +97,17 @@ NONE = _NoneGiven()
 
 def _optional_number(text: str):
     return NONE if str(text).strip().lower() == "none" else _number(text)
+
+
+def _depth(text: str):
+    """``auto`` or a whole number of tree levels."""
+    t = str(text).strip().lower()
+    if t == "auto":
+        return "auto"
+    try:
+        return int(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a depth: {text!r} (give 'auto' or a whole number of levels, e.g. 8)") from None
 
 
 def _nodata_epsilon(text: str):
@@ -255,6 +267,41 @@ def _cmd_perturb(args) -> int:
     else:
         how = f"location-dependent epsilon {rec['epsilon_min_per_m']:.4g} .. {rec['epsilon_max_per_m']:.4g} per metre"
     print(f"released {rec['n']} points to {args.output}: {how}, CRS {rec['input_crs']}{_rng_note(rec)}", file=sys.stderr)
+    return 0
+
+
+# ---------------------------------------------------------------------------- synthesize
+_SYNTH_OPTIONS = ("n", "method", "depth", "placement", "grid", "bounds", "max_distortion", "rng")
+
+
+def _cmd_synthesize(args) -> int:
+    import geopriv
+    from . import io
+
+    crs = _check_crs(args.crs)
+    inputs = [args.input, args.region]
+    io.check_input(args.input)
+    if args.region is not None:
+        io.check_input(args.region, "region")
+    io.check_output(args.output, args.out_layer, args.overwrite, protect=inputs)
+
+    gdf = _read(args.input, args.layer, crs)
+    kwargs = _given(args, _SYNTH_OPTIONS)
+    if args.region is not None:
+        kwargs["region"] = _read(args.region, what="region", flag=None)
+    out = geopriv.synthesize(gdf, args.epsilon, progress=True if args.progress else None, **kwargs)
+    io.write_vector(out, args.output, layer=args.out_layer, overwrite=args.overwrite, protect=inputs)
+    rec = out.attrs["geopriv"]
+    area = {"bounds": "--bounds", "region": "the bounding box of --region",
+            "area_of_use": "the CRS's area of use"}.get(rec.get("frame_area"), rec.get("frame_area"))
+    print(f"released {rec['n']} synthetic points (from {rec['n_people']} people; attributes not carried over) to "
+          f"{args.output}: epsilon {rec['epsilon']:.6g} (differential privacy of the whole set, not per metre), "
+          f"method {rec['method']}, depth {rec['depth']}, public area {area}, CRS {rec['input_crs']}{_rng_note(rec)}",
+          file=sys.stderr)
+    if rec.get("frame_area") == "area_of_use":  # after the release: bad input stays one line on stderr
+        print("geopriv: note: no --bounds or --region, so the public area was the CRS's area of use and the cells are "
+              "coarse; declare your study area with --bounds XMIN YMIN XMAX YMAX (chosen without looking at the "
+              "points) for finer cells", file=sys.stderr)
     return 0
 
 
@@ -538,6 +585,18 @@ EPILOG_PERTURB = """examples:
   geopriv perturb homes.gpkg homes_private.gpkg --mechanism tokyo.npz --outside clamp
 """
 
+EPILOG_SYNTHESIZE = """examples:
+  # as many synthetic points as people, epsilon 1 for the whole set (dimensionless: one person's location may
+  # be replaced anywhere in the public area); the study area is public, never computed from the points
+  geopriv synthesize homes.gpkg synthetic.gpkg --epsilon 1 --bounds 440000 4400000 470000 4430000
+
+  # the private measure mechanism, 10,000 points drawn from the private measure (no extra privacy loss)
+  geopriv synthesize homes.gpkg synthetic.gpkg --epsilon ln3 --method pmm -n 10000 --region city.gpkg
+
+  # without --bounds or --region the CRS's area of use is the public area: coarse cells
+  geopriv synthesize homes_utm.gpkg synthetic.geojson --epsilon 1
+"""
+
 EPILOG_PRIVACY_MAP = """examples:
   # empty areas: ln 4 within 3 km; the densest cell: ln 4 within 600 m
   geopriv privacy-map tokyo_density_200.tif tokyo_map.tif --epsilon-range ln4/3000 ln4/600
@@ -613,6 +672,45 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     _input_options(p)
     p.set_defaults(func=_cmd_perturb)
+
+    # synthesize
+    from .mechanisms.private_measure import METHODS
+
+    sy = geopriv.synthesize
+    y = sub.add_parser("synthesize", help="release a synthetic point set with epsilon-differential privacy (private measure)",
+                       description="Release synthetic points: geopriv.synthesize (a private measure of the whole point "
+                                   "set over a public area: super-regular random walk on a Hilbert curve, or the private "
+                                   "measure mechanism). The output is a new layer of synthetic points; attributes are "
+                                   "not carried over.", epilog=EPILOG_SYNTHESIZE)
+    y.add_argument("input", help="input points (any OGR format: .gpkg, .shp, .geojson, .fgb, .csv with WKT, .parquet)")
+    y.add_argument("output", help="output file; format from the extension: .gpkg .geojson .json .fgb .shp .csv .parquet")
+    g = y.add_argument_group("privacy (one person's location replaced anywhere in the public area; the number of "
+                             "people is public)")
+    g.add_argument("--epsilon", type=_number, required=True,
+                   help="differential privacy loss of the whole release, dimensionless (not per metre), e.g. 1 or ln3")
+    g = y.add_argument_group("public area and synthetic points")
+    _lib(g, sy, "bounds", type=float, nargs=4, metavar=("XMIN", "YMIN", "XMAX", "YMAX"),
+         help="public area in the input's CRS, chosen without looking at the points (never derived from the data: "
+              "a city's or map sheet's extent); inputs outside it are refused (default: the bounding box of --region, "
+              "else the CRS's area of use: coarse cells)")
+    g.add_argument("--region", help="vector file of the public polygon outputs are kept in; its bounding box is the "
+                                    "public area when --bounds is not given")
+    _lib(g, sy, "n", "-n", "--n", type=int, metavar="N",
+         help="number of synthetic points, drawn from the private measure (default: as many as input points)")
+    _lib(g, sy, "method", choices=METHODS,
+         help="srw: super-regular random walk on a Hilbert curve; pmm: private measure mechanism")
+    _lib(g, sy, "depth", type=_depth, metavar="LEVELS|auto",
+         help="levels of the binary partition tree (2**depth cells along the curve); 'auto' from n and epsilon")
+    _lib(g, sy, "placement", choices=("uniform", "centre"), help="synthetic points uniform in their cell, or at its centre")
+    _lib(g, sy, "grid", type=_grid, metavar="METRES|auto",
+         help="step in ground metres of the public lattice outputs are snapped to ('auto': 1 m, finer for small cells)")
+    _lib(g, sy, "max_distortion", type=float,
+         help="largest scale variation of a projected CRS over the public area for which it is used as is")
+    _lib(g, sy, "rng", "--seed", type=int, metavar="SEED", show_default=False,
+         help="seed (rng=) for reproducible tests and demos only; recorded as seeded (default: OS entropy)")
+    y.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    _input_options(y)
+    y.set_defaults(func=_cmd_synthesize)
 
     # privacy-map
     m = sub.add_parser("privacy-map", help="population raster -> privacy map GeoTIFF (epsilon per metre)",

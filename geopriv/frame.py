@@ -568,11 +568,13 @@ def area_side_metres(crs, area) -> float:
     geodetic = _geodetic(crs)
     xmin, ymin, xmax, ymax = area
     xm, ym = (xmin + xmax) / 2, (ymin + ymax) / 2
+    t_ = np.linspace(0.0, 1.0, 17)
     with proj_errors(crs, "measure the declared area in ground metres"):
         t = Transformer.from_crs(crs, geodetic, always_xy=True)
-        lon, lat = t.transform(np.array([xmin, xmax, xm, xm]), np.array([ym, ym, ymin, ymax]))
-    _, _, d = geodetic.get_geod().inv(lon[[0, 2]], lat[[0, 2]], lon[[1, 3]], lat[[1, 3]])
-    d = np.asarray(d, dtype=float)
+        hx, hy = t.transform(xmin + t_ * (xmax - xmin), np.full(17, ym))  # the horizontal mid-line, in pieces
+        vx, vy = t.transform(np.full(17, xm), ymin + t_ * (ymax - ymin))  # (one inv across 360 degrees would be 0 m)
+    geod = geodetic.get_geod()
+    d = np.array([geod.line_length(np.asarray(hx), np.asarray(hy)), geod.line_length(np.asarray(vx), np.asarray(vy))])
     if not np.all(np.isfinite(d)):
         raise CRSError(f"The declared area is not valid in {crs.name}; check that bounds= are in the data's CRS.")
     return float(d.min())

@@ -430,8 +430,7 @@ def release_synthetic(
     # 2. the public lattice, from public information only
     depth = mechanism.resolved_depth(n_in)
     order = (depth + 1) // 2
-    side_m = area_side_metres(crs, rect)
-    leaf_side_m = (side_m if side_m > 0 else math.inf) / float(1 << order)  # 0: a span all around the globe
+    leaf_side_m = area_side_metres(crs, rect) / float(1 << order)
     if isinstance(grid, str):
         if grid != "auto":
             raise ValueError(f"grid must be a number of metres or 'auto', got {grid!r}.")

@@ -16,12 +16,14 @@ from .algorithms.build_privacy_map import BuildPrivacyMap
 from .algorithms.perturb_location_dependent import PerturbLocationDependent
 from .algorithms.perturb_points import PerturbPoints
 from .algorithms.sanitize_traces import SanitizeTraces
+from .algorithms.synthesize import Synthesize
 from .algorithms.utility_report import UtilityReport
 
 ALGORITHMS = [
     PerturbPoints,
     BuildPrivacyMap,
     PerturbLocationDependent,
+    Synthesize,
     SanitizeTraces,
     UtilityReport,
 ]

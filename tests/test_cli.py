@@ -32,7 +32,7 @@ from geopriv.io import sidecar_path
 DATA = Path(geopriv.__file__).parent / "data"
 SOHO = DATA / "soho_cholera.gpkg"
 TOKYO = DATA / "tokyo_density_200.tif"
-COMMANDS = ["perturb", "privacy-map", "build-mechanism", "sanitize-traces", "sample-queries", "report", "demo"]
+COMMANDS = ["perturb", "privacy-map", "build-mechanism", "sanitize-traces", "sample-queries", "synthesize", "report", "demo"]
 LN4_200 = ["--level", "ln4", "--radius", "200"]
 
 

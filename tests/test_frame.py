@@ -130,3 +130,12 @@ def test_huge_epsilon_refused_not_released():
 def test_traces_need_a_declared_area_in_lonlat():
     with pytest.raises(CRSError, match="bounds="):
         public_frame(4326, planar_only=True)
+
+
+def test_area_side_of_a_rectangle_around_the_globe_is_not_zero():
+    """One geodesic from -180 to 180 degrees is 0 m; the mid-line in pieces is the equator."""
+    from geopriv.frame import area_side_metres
+
+    assert area_side_metres(4326, (-180, -90, 180, 90)) == pytest.approx(20_003_931, rel=1e-3)  # meridian
+    assert area_side_metres(4326, (-180, -1, 180, 1)) == pytest.approx(221_000, rel=0.01)
+    assert area_side_metres(32630, (400_000, 4_400_000, 410_000, 4_420_000)) == pytest.approx(10_000, rel=1e-3)
