@@ -1,0 +1,762 @@
+"""Graded release of one private value to many recipients: the private Markov jump process.
+
+Koufogiannis and Pappas, "Diffusing private data over networks" (Section III, Algorithm 1,
+Proposition 4, Table I and Appendix A; the Facebook example is Section IV-B).
+
+Recipient ``j`` of a private value ``u`` in R^n gets ``y_j = u + V_{eps_j}``, where
+``{V_eps : eps > 0}`` is ONE sample path of a Markov jump process whose marginal at every level
+is the n-dimensional Laplace law ``p_eps(v) = eps^n exp(-eps |v|) / (S_{n-1} Gamma(n))``
+(``|.|`` the Euclidean norm, ``S_{n-1}`` the area of the unit sphere; n = 2 is the planar
+Laplace of geo-indistinguishability).  Each recipient alone is ``eps_j``-private (for
+``|u - u'|`` in the units of ``u``: ``eps_j`` per unit, i.e. eps_j-geo-indistinguishable when
+``u`` is a location in metres), and any coalition ``A`` of recipients, pooling its answers,
+is only ``max_{j in A} eps_j``-private: it learns no more than its most trusted member.
+
+Derivation note
+---------------
+*Marginal.*  The characteristic function of ``p_eps`` is ``M(s; eps) = (1 + |s|^2/eps^2)^(-(n+1)/2)``
+(Lemma 6 of the paper), its radius ``|V|`` is Gamma(n, scale 1/eps) and
+``E|V|^2 = n(n+1)/eps^2``.  Going DOWN in eps the process accumulates independent jumps: the
+levels at which it jumps form a Poisson process in ``ln eps`` of rate ``n + 1``
+(Proposition 4), and a jump at level ``eps`` is an independent vector ``J_eps`` with
+characteristic function ``1 / (1 + |s|^2/eps^2)`` (the first-order term of eq. (27)).  The
+increment ``Z = V_{eps1} - V_{eps2}`` (eps1 < eps2) is then compound Poisson, independent of
+``V_{eps2}``, with
+
+    ln E exp(i s.Z) = (n+1) * int_{ln eps1}^{ln eps2} (1/(1 + |s|^2 e^{-2t}) - 1) dt
+                    = ((n+1)/2) ln((1 + |s|^2/eps2^2) / (1 + |s|^2/eps1^2)),
+
+(substitute ``w = |s|^2 e^{-2t}``), i.e. ``E exp(i s.Z) = M(s; eps1) / M(s; eps2)``.  So if
+``V_{eps2} ~ p_{eps2}`` then ``V_{eps1} = V_{eps2} + Z ~ p_{eps1}``: every marginal is Laplace,
+exactly, for every pair of levels (this also removes the paper's ``eps2 < sqrt(2) eps1``
+restriction: the increment is a genuine probability law because it is built from one).
+Two levels get the same answer iff no jump falls between them: probability
+``(eps1/eps2)^(n+1)``; the number of jumps in ``[eps1, eps2]`` is Poisson with mean
+``(n+1) ln(eps2/eps1)``.
+
+*Coalitions.*  For levels ``e_1 <= ... <= e_m`` the answers are
+``y_i = (u + V_{e_m}) + (V_{e_i} - V_{e_m})`` and the brackets are sums of jumps that are
+independent of ``V_{e_m}`` and of ``u`` (eq. (26)).  So the whole tuple is a post-processing of
+the single ``e_m``-private release ``u + V_{e_m}``: for every set S of tuples
+``P(y in S | u) <= exp(e_m |u - u'|) P(y in S | u')``.  In particular the best estimator of
+``u`` from the coalition is the answer of its member with the largest epsilon (eq. (8)).
+
+*The jump radius.*  ``J_eps`` is a Gaussian scale mixture:
+``J_eps = sqrt(2 W) / eps * G`` with ``W ~ Exp(1)`` and ``G ~ N(0, I_n)`` independent, because
+``E exp(i s.J) = E exp(-W |s|^2/eps^2) = 1/(1 + |s|^2/eps^2)``.  Integrating out ``W`` with
+``int_0^inf w^(nu-1) exp(-w - b/w) dw = 2 b^(nu/2) K_nu(2 sqrt b)`` gives the density
+``eps^n (2 pi)^(-n/2) (eps r)^(1-n/2) K_{n/2-1}(eps r)`` (eq. (28) divided by its rate n+1),
+and the radius ``R = |J|`` has density (Table I with beta = 1/eps)
+
+    f(r) = 4 / (Gamma(n/2) (2/eps)^(n/2+1)) * r^(n/2) K_{n/2-1}(eps r),    r > 0,
+
+whose normalisation follows from ``int_0^inf x^mu K_nu(x/beta) dx =
+beta^(mu+1) 2^(mu-1) Gamma((1+mu+nu)/2) Gamma((1+mu-nu)/2)`` with ``mu = n/2``,
+``nu = n/2 - 1``: the integral is ``beta^(n/2+1) 2^(n/2-1) Gamma(n/2)``.  (The tests integrate
+``f`` numerically to 1 and compare samples with its numerical CDF.)  We therefore sample the
+radius EXACTLY as ``R = sqrt(2 W X) / eps`` with ``X ~ chi^2_n`` -- two standard draws, no
+table, no rejection, any n, vectorised -- and the jump vector directly as
+``sqrt(2 W)/eps * G`` (whose direction is uniform and independent of its norm).  For odd n the
+law has a closed form: n = 1 gives Exp(eps) (|Laplace|), n = 3 gives Gamma(2, 1/eps), n = 5 a
+mixture of Gamma(3, 1/eps) and Gamma(2, 1/eps).
+
+*Sampling a path (Algorithm 1, vectorised).*  ``V_{eps_max}`` is drawn as a Gamma(n, 1/eps_max)
+radius times a uniform direction (Algorithm 1's "Gamma(T, .)" is Gamma(n, .)).  Instead of
+walking down with Exponential(n+1) gaps in ``ln eps`` we draw the number of jumps
+``K ~ Poisson((n+1) ln(eps_max/eps_min))`` and, given K, the ``ln`` of the jump levels i.i.d.
+uniform on ``[ln eps_min, ln eps_max]``: the same Poisson process in law.  Each jump is
+``J_{level}`` as above and the values below each level are cumulative sums from the top.  A
+path over ``[eps_min, eps_max]`` stores only its ~``(n+1) ln(eps_max/eps_min)`` jump levels and
+values (about 7 pairs for the paper's n = 1, eps in [0.5, 15]); answering any number of
+recipients is a ``searchsorted``.
+
+*Extending down* from ``eps_min`` is exact: going down the process is Markov with independent
+increments and the Poisson clock is memoryless, so we continue from ``V_{eps_min}``.
+
+*Extending up* (levels above ``eps_max``) is also exact, by time reversal.  Given
+``V_{eps_max}``, the process read upwards is Markov with jump rate (per unit of ``ln eps``)
+
+    (n+1) (p_eps * J_eps)(v) / p_eps(v) = 1 + eps |v|,
+
+because ``p_eps * J_eps`` has characteristic function ``(1 + |s|^2/eps^2)^(-(n+3)/2)``, whose
+density is ``p_eps(v) (1 + eps|v|) / (n+1)`` (a Matern-3/2 profile).  So the next upward jump
+is the first of two independent clocks: an Exponential(1) gap in ``ln eps`` and an
+Exponential(|v|) gap in ``eps`` (the probability of no jump from ``e0`` to ``e1`` is
+``(e0/e1) exp(-(e1 - e0)|v|)``, which matches ``P(V_{e0} = V_{e1} = v)`` computed from the
+joint law).  The value after the jump has density ``∝ J_eps(v - x) p_eps(x)``, sampled exactly
+with the scale mixtures ``p_eps = law of sqrt(2 S)/eps G1`` (``S ~ Gamma((n+1)/2)``) and
+``J_eps = law of sqrt(2 W)/eps G2``: with ``T = S + W`` and ``B = S/T``,
+``B ~ Beta((n+1)/2, 1)`` independent of ``(T, v)``, ``T | v`` is generalised inverse Gaussian
+with density ``∝ t^(1/2) exp(-t - eps^2 |v|^2 / (4 t))`` and
+``x | v, T, B ~ N(B v, 2 B (1 - B) T / eps^2 I)``.  The tests check the extended path against
+a path built over the larger range from the start.  (The paper does not give this step; it
+is derived here.)
+
+Security
+--------
+A :class:`DiffusionPath` is a SECRET: anyone holding it subtracts the noise from any answer and
+recovers ``u`` exactly (the paper's Figure 6 caption).  Keep it with the data owner; its
+``repr`` and :meth:`DiffusionPath.describe` show only public parameters; the saved file says it
+is secret and is created with owner-only permissions.  Reusing one path for the same value is
+what makes coalitions harmless: a FRESH path for the same value is a new release whose
+epsilon adds to the old one.  Privacy accounting (recording the largest epsilon released per
+path) is done by the caller, not here.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import tempfile
+
+import numpy as np
+from scipy import special, stats
+
+from ..exceptions import GeoprivError, MechanismFileError
+from ..rng import make_rng
+
+__all__ = [
+    "PAPER",
+    "DiffusionPath",
+    "diffuse",
+    "expected_jumps",
+    "jump_radius_pdf",
+    "project_discrete",
+    "sample_jump_radius",
+    "sample_jumps",
+    "sample_laplace",
+    "sample_noise_batch",
+]
+
+PAPER = "Koufogiannis and Pappas, 'Diffusing private data over networks' (Algorithm 1)"
+
+FORMAT = "geopriv.diffusion_path"
+FORMAT_VERSION = 1
+SECRET_NOTICE = (
+    "SECRET: this file is the noise path of a geopriv diffusion release. Anyone who holds it can "
+    "subtract the noise from every answer released with it and recover the private value exactly. "
+    "Keep it with the data owner only; never publish, share or commit it."
+)
+
+
+# --------------------------------------------------------------------------------------------
+# validation helpers
+# --------------------------------------------------------------------------------------------
+
+def _check_dim(dim) -> int:
+    if isinstance(dim, (bool, np.bool_)) or not isinstance(dim, (int, np.integer)):
+        raise TypeError(f"dim must be a positive int (the dimension of the private value), got {type(dim).__name__}.")
+    if dim < 1:
+        raise GeoprivError(f"dim must be >= 1 (the dimension of the private value), got {dim}.")
+    return int(dim)
+
+
+def _check_level(eps, name: str) -> float:
+    if isinstance(eps, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a positive number, not a bool.")
+    try:
+        value = float(eps)
+    except (TypeError, ValueError):
+        raise GeoprivError(f"{name} must be a positive number, got {type(eps).__name__}.") from None
+    if not math.isfinite(value) or value <= 0:
+        raise GeoprivError(
+            f"{name} must be finite and > 0 (got {value!r}): epsilon 0 would mean infinite noise and "
+            "infinite or negative values are not privacy levels. Give every recipient a finite positive epsilon."
+        )
+    return value
+
+
+def _check_levels(epsilons, name: str = "epsilons") -> np.ndarray:
+    """1-D float array of finite, positive privacy levels (else GeoprivError saying how to fix)."""
+    arr = np.asarray(epsilons)
+    if arr.dtype == bool or arr.dtype == object or not np.issubdtype(arr.dtype, np.number):
+        raise GeoprivError(f"{name} must be numbers (privacy levels), got an array of {arr.dtype}.")
+    arr = np.atleast_1d(arr.astype(float, copy=False))
+    if arr.ndim != 1:
+        raise GeoprivError(f"{name} must be one privacy level per recipient (1-D), got shape {arr.shape}.")
+    if arr.size == 0:
+        raise GeoprivError(f"{name} is empty: give at least one recipient's privacy level.")
+    bad = ~np.isfinite(arr) | (arr <= 0)
+    if bad.any():
+        where = np.flatnonzero(bad)
+        shown = ", ".join(str(int(i)) for i in where[:10]) + (f", ... ({where.size - 10} more)" if where.size > 10 else "")
+        raise GeoprivError(
+            f"{where.size} of {arr.size} {name} are not finite and > 0 (positions {shown}). Every recipient needs a "
+            "finite positive epsilon: drop recipients that should get nothing (e.g. unreachable ones, whose "
+            "distance is inf) instead of giving them epsilon 0, inf or NaN."
+        )
+    return arr
+
+
+def _gen(rng) -> np.random.Generator:
+    return make_rng(rng).generator
+
+
+# --------------------------------------------------------------------------------------------
+# elementary distributions
+# --------------------------------------------------------------------------------------------
+
+def _unit_vectors(gen: np.random.Generator, size: int, dim: int) -> np.ndarray:
+    """``size`` directions uniform on the unit sphere of R^dim (normalised Gaussians)."""
+    if dim == 1:
+        return np.where(gen.random((size, 1)) < 0.5, -1.0, 1.0)
+    g = gen.standard_normal((size, dim))
+    norm = np.linalg.norm(g, axis=1)
+    while True:  # a zero Gaussian vector has probability ~0; redraw it rather than divide by 0
+        zero = norm == 0
+        if not zero.any():
+            break
+        g[zero] = gen.standard_normal((int(zero.sum()), dim))
+        norm[zero] = np.linalg.norm(g[zero], axis=1)
+    return g / norm[:, None]
+
+
+def sample_laplace(dim: int, eps, size: int | None = None, rng=None) -> np.ndarray:
+    """Draw n-dimensional Laplace noise, density proportional to ``exp(-eps |v|_2)``.
+
+    Radius Gamma(dim, scale 1/eps), direction uniform; ``dim=2`` is planar Laplace.  Used for
+    the top of a path and as the independent-noise baseline.
+
+    Parameters
+    ----------
+    dim : int
+    eps : float or array_like
+        Privacy level(s), broadcast against ``size``.
+    size : int, optional
+        Number of draws (default: ``len(eps)`` if ``eps`` is an array, else 1).
+    rng : None, int, SeedSequence or Generator
+
+    Returns
+    -------
+    numpy.ndarray of shape (size, dim)
+    """
+    dim = _check_dim(dim)
+    eps = _check_levels(eps, "eps")
+    if size is None:
+        size = eps.size
+    gen = _gen(rng)
+    radius = gen.gamma(dim, 1.0, size) / np.broadcast_to(eps, (size,))
+    return radius[:, None] * _unit_vectors(gen, size, dim)
+
+
+def sample_jump_radius(dim: int, eps, size: int | None = None, rng=None) -> np.ndarray:
+    """Draw the radius of a jump at level ``eps`` (the paper's "Bessel" law, Table I).
+
+    Density ``4 / (Gamma(dim/2) (2/eps)^(dim/2+1)) r^(dim/2) K_{dim/2-1}(eps r)``, sampled
+    exactly as ``sqrt(2 W X) / eps`` with ``W ~ Exp(1)`` and ``X ~ chi^2_dim`` (see the module
+    note).  ``E R^2 = 2 dim / eps^2``.
+
+    Returns
+    -------
+    numpy.ndarray of shape (size,)
+    """
+    dim = _check_dim(dim)
+    eps = _check_levels(eps, "eps")
+    if size is None:
+        size = eps.size
+    gen = _gen(rng)
+    return np.sqrt(2.0 * gen.standard_exponential(size) * gen.chisquare(dim, size)) / np.broadcast_to(eps, (size,))
+
+
+def sample_jumps(dim: int, levels, rng=None) -> np.ndarray:
+    """Draw one jump vector per level: ``sqrt(2 W)/level * G`` (uniform direction, Bessel radius).
+
+    Returns
+    -------
+    numpy.ndarray of shape (len(levels), dim)
+    """
+    dim = _check_dim(dim)
+    levels = np.asarray(levels, dtype=float).reshape(-1)
+    gen = _gen(rng)
+    if levels.size == 0:
+        return np.zeros((0, dim))
+    scale = np.sqrt(2.0 * gen.standard_exponential(levels.size)) / levels
+    return scale[:, None] * gen.standard_normal((levels.size, dim))
+
+
+def jump_radius_pdf(r, dim: int, eps: float) -> np.ndarray:
+    """Density of the jump radius at level ``eps`` (Table I of the paper, beta = 1/eps).
+
+    ``f(r) = 4 / (Gamma(n/2) (2/eps)^(n/2+1)) r^(n/2) K_{n/2-1}(eps r)``, evaluated in logs with
+    the exponentially scaled Bessel function (no overflow or underflow in the tail); the limit
+    at ``r = 0`` is ``eps`` for n = 1 and 0 for n >= 2.
+    """
+    dim = _check_dim(dim)
+    eps = _check_level(eps, "eps")
+    r = np.asarray(r, dtype=float)
+    nu = dim / 2.0 - 1.0
+    out = np.zeros(r.shape)
+    pos = r > 0
+    rp = r[pos]
+    log_c = math.log(4.0) - special.gammaln(dim / 2.0) - (dim / 2.0 + 1.0) * math.log(2.0 / eps)
+    with np.errstate(divide="ignore"):
+        out[pos] = np.exp(log_c + (dim / 2.0) * np.log(rp) + np.log(special.kve(nu, eps * rp)) - eps * rp)
+    if dim == 1:
+        out[r == 0] = eps
+    return out
+
+
+def expected_jumps(dim: int, eps_low: float, eps_high: float) -> float:
+    """Mean number of jumps of the process in ``[eps_low, eps_high]``: ``(dim+1) ln(eps_high/eps_low)``."""
+    dim = _check_dim(dim)
+    lo, hi = _check_level(eps_low, "eps_low"), _check_level(eps_high, "eps_high")
+    return (dim + 1) * math.log(max(hi, lo) / min(hi, lo))
+
+
+def _reverse_jump(v: np.ndarray, eps: float, gen: np.random.Generator) -> np.ndarray:
+    """Value just above an upward jump at level ``eps`` from value ``v`` (density ∝ J_eps(v-x) p_eps(x))."""
+    dim = v.size
+    r = float(np.linalg.norm(v))
+    b = eps * r  # GIG(p = 3/2) with density ∝ t^(1/2) exp(-t - b^2/(4t)) = scipy geninvgauss(1.5, b, scale=b/2)
+    if b < 1e-12:
+        # b -> 0: the law tends to Gamma(3/2); exact rejection from it (accept w.p. exp(-b^2/(4t)) ~ 1)
+        while True:
+            t = gen.gamma(1.5)
+            if gen.random() < math.exp(-b * b / (4.0 * t)):
+                break
+    else:
+        t = float(stats.geninvgauss.rvs(1.5, b, scale=b / 2.0, random_state=gen))
+    beta = gen.beta((dim + 1) / 2.0, 1.0)
+    return beta * v + math.sqrt(2.0 * beta * (1.0 - beta) * t) / eps * gen.standard_normal(dim)
+
+
+# --------------------------------------------------------------------------------------------
+# the path
+# --------------------------------------------------------------------------------------------
+
+class DiffusionPath:
+    """One sample path of the private jump process over ``[eps_min, eps_max]``.  SECRET.
+
+    Anyone holding the path (or its file) can subtract the noise from every answer released
+    with it and recover the private value exactly; keep it with the data owner.  The object is
+    immutable: :meth:`extend_down` and :meth:`extend_up` return new paths that agree with this
+    one wherever both are defined, so earlier answers stay valid.
+
+    Build with :meth:`sample`; answer with :meth:`noise` (or :func:`diffuse`).  Stored as the
+    sorted jump levels inside the range and the value on each piece: O(number of jumps), never
+    O(recipients).
+
+    Levels above ``eps_max`` are refused by :meth:`noise`: call :meth:`extend_up` (the exact
+    conditional law given the path, see the module note) or build the path with a larger
+    ``eps_max``.  Levels below ``eps_min`` likewise need :meth:`extend_down`.
+    """
+
+    __slots__ = ("_dim", "_eps_max", "_eps_min", "_levels", "_values")
+
+    def __init__(self, dim: int, eps_min: float, eps_max: float, levels, values):
+        dim = _check_dim(dim)
+        eps_min = _check_level(eps_min, "eps_min")
+        eps_max = _check_level(eps_max, "eps_max")
+        if eps_min > eps_max:
+            raise GeoprivError(f"eps_min ({eps_min}) must be <= eps_max ({eps_max}).")
+        levels = np.array(levels, dtype=float).reshape(-1)
+        values = np.array(values, dtype=float)
+        if values.ndim != 2 or values.shape != (levels.size + 1, dim):
+            raise GeoprivError(
+                f"a path with {levels.size} jump(s) in dimension {dim} needs values of shape "
+                f"({levels.size + 1}, {dim}), got {values.shape}."
+            )
+        if not (np.all(np.isfinite(levels)) and np.all(np.isfinite(values))):
+            raise GeoprivError("a path's jump levels and values must be finite.")
+        if levels.size and (np.any(np.diff(levels) <= 0) or levels[0] <= eps_min or levels[-1] > eps_max):
+            raise GeoprivError("a path's jump levels must be strictly increasing inside (eps_min, eps_max].")
+        levels.setflags(write=False)
+        values.setflags(write=False)
+        object.__setattr__(self, "_dim", dim)
+        object.__setattr__(self, "_eps_min", eps_min)
+        object.__setattr__(self, "_eps_max", eps_max)
+        object.__setattr__(self, "_levels", levels)
+        object.__setattr__(self, "_values", values)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("DiffusionPath is immutable; extend_down/extend_up return a new path.")
+
+    def __reduce__(self):  # pickling (e.g. to a worker process) rebuilds through __init__'s checks
+        return (DiffusionPath, (self._dim, self._eps_min, self._eps_max, self._levels, self._values))
+
+    # ---- construction ----------------------------------------------------------------------
+    @classmethod
+    def sample(cls, dim: int, eps_max: float, eps_min: float | None = None, rng=None) -> DiffusionPath:
+        """Sample a path over ``[eps_min, eps_max]`` (Algorithm 1, exact, vectorised).
+
+        Parameters
+        ----------
+        dim : int
+            Dimension n of the private value (1 for a number or a bit, 2 for a location).
+        eps_max : float
+            Largest privacy level that will be asked for (the most trusted recipient).
+        eps_min : float, optional
+            Smallest level (default ``eps_max``: a single level).
+        rng : None, int, SeedSequence or Generator
+            ``None`` (real releases) draws from OS entropy.
+        """
+        dim = _check_dim(dim)
+        eps_max = _check_level(eps_max, "eps_max")
+        eps_min = eps_max if eps_min is None else _check_level(eps_min, "eps_min")
+        if eps_min > eps_max:
+            raise GeoprivError(
+                f"eps_min ({eps_min}) is larger than eps_max ({eps_max}); pass the largest level as eps_max "
+                "and the smallest as eps_min."
+            )
+        gen = _gen(rng)
+        top = sample_laplace(dim, eps_max, 1, gen)
+        levels, values = _walk_down(dim, top[0], eps_min, eps_max, gen)
+        return cls(dim, eps_min, eps_max, levels, values)
+
+    def extend_down(self, eps_new_min: float, rng=None) -> DiffusionPath:
+        """A new path that agrees with this one and also covers ``[eps_new_min, eps_min]``.
+
+        Exact: below ``eps_min`` the process depends on the past only through
+        ``V_{eps_min}`` and the Poisson clock is memoryless.  ``eps_new_min >= eps_min``
+        returns ``self``.
+        """
+        eps_new_min = _check_level(eps_new_min, "eps_new_min")
+        if eps_new_min >= self._eps_min:
+            return self
+        gen = _gen(rng)
+        levels, values = _walk_down(self._dim, self._values[0], eps_new_min, self._eps_min, gen)
+        return DiffusionPath(
+            self._dim, eps_new_min, self._eps_max,
+            np.concatenate([levels, self._levels]), np.concatenate([values[:-1], self._values]),
+        )
+
+    def extend_up(self, eps_new_max: float, rng=None) -> DiffusionPath:
+        """A new path that agrees with this one and also covers ``[eps_max, eps_new_max]``.
+
+        Samples the exact conditional law of the process above ``eps_max`` given the path
+        (time reversal; derivation in the module note): the result has the same law as a path
+        built over the larger range from the start.  ``eps_new_max <= eps_max`` returns ``self``.
+        """
+        eps_new_max = _check_level(eps_new_max, "eps_new_max")
+        if eps_new_max <= self._eps_max:
+            return self
+        gen = _gen(rng)
+        v = np.array(self._values[-1], dtype=float)
+        level = self._eps_max
+        new_levels, new_values = [], []
+        while True:
+            r = float(np.linalg.norm(v))
+            nxt = level * math.exp(gen.standard_exponential())          # rate-1 clock in ln(eps)
+            if r > 0:
+                nxt = min(nxt, level + gen.standard_exponential() / r)  # rate-|v| clock in eps
+            if nxt > eps_new_max:
+                break
+            v = _reverse_jump(v, nxt, gen)
+            level = nxt
+            new_levels.append(level)
+            new_values.append(v)
+        levels = np.concatenate([self._levels, np.asarray(new_levels, dtype=float)])
+        values = np.concatenate([self._values, np.asarray(new_values, dtype=float).reshape(-1, self._dim)])
+        return DiffusionPath(self._dim, self._eps_min, eps_new_max, levels, values)
+
+    # ---- answers -----------------------------------------------------------------------------
+    def noise(self, epsilons) -> np.ndarray:
+        """``V_eps`` for each requested level: array of shape (len(epsilons), dim).
+
+        The same level always gets the same answer.  Levels must lie in
+        ``[eps_min, eps_max]``; see :meth:`extend_down` and :meth:`extend_up` otherwise.
+        """
+        eps = _check_levels(epsilons)
+        low = eps < self._eps_min
+        high = eps > self._eps_max
+        if high.any():
+            raise GeoprivError(
+                f"{int(high.sum())} level(s) are above this path's eps_max={self._eps_max:g} (largest asked "
+                f"{eps.max():g}). Extend the path exactly with path = path.extend_up({eps.max():g}, rng) and keep the "
+                "returned path, or build it with DiffusionPath.sample(dim, eps_max=<largest level ever needed>, ...)."
+            )
+        if low.any():
+            raise GeoprivError(
+                f"{int(low.sum())} level(s) are below this path's eps_min={self._eps_min:g} (smallest asked "
+                f"{eps.min():g}). Extend the path with path = path.extend_down({eps.min():g}, rng) and keep the "
+                "returned path."
+            )
+        idx = np.searchsorted(self._levels, eps, side="right")
+        return self._values[idx].copy()
+
+    # ---- public facts ------------------------------------------------------------------------
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    @property
+    def eps_min(self) -> float:
+        return self._eps_min
+
+    @property
+    def eps_max(self) -> float:
+        return self._eps_max
+
+    def describe(self) -> dict:
+        """Public facts about the path: mechanism, dimension, epsilon range.  No jump levels, no values."""
+        return {
+            "mechanism": "diffusion",
+            "reference": PAPER,
+            "dimension": self._dim,
+            "eps_min": self._eps_min,
+            "eps_max": self._eps_max,
+        }
+
+    def __repr__(self) -> str:
+        return (f"DiffusionPath(dim={self._dim}, eps_min={self._eps_min:g}, eps_max={self._eps_max:g}, "
+                "<secret noise path: values not shown>)")
+
+    def secret_arrays(self) -> dict:
+        """SECRET: copies of the jump levels (ascending) and the value on each piece.
+
+        ``values[i]`` is the noise for levels in ``[levels[i-1], levels[i])`` (with
+        ``levels[-1] = eps_min`` and the last piece closed at ``eps_max``).  For tests,
+        diagnostics and figures only; with these anyone recovers the private value.
+        """
+        return {"levels": self._levels.copy(), "values": self._values.copy()}
+
+    # ---- files -------------------------------------------------------------------------------
+    def save(self, path, *, overwrite: bool = False) -> str:
+        """Write the path to ``path`` (.npz).  THE FILE IS SECRET: with it anyone removes the noise.
+
+        The file is written to a temporary file in the same directory (created owner-only,
+        mode 0600) and moved into place atomically, so a crash never leaves a half-written
+        path.  An existing file is never replaced unless ``overwrite=True``.  The file carries
+        a notice saying it is secret and a SHA-256 checksum of its content.
+
+        Returns the path written.
+        """
+        path = os.fspath(path)
+        if os.path.isdir(path):
+            raise GeoprivError(f"{path!r} is a directory; give a file name such as {os.path.join(path, 'path.npz')!r}.")
+        if os.path.exists(path) and not overwrite:
+            raise FileExistsError(f"{path!r} exists; pass overwrite=True to replace it (the old path is lost).")
+        arrays = {"levels": np.asarray(self._levels), "values": np.asarray(self._values)}
+        meta = {
+            "format": FORMAT, "format_version": FORMAT_VERSION, "secret": SECRET_NOTICE,
+            "dim": self._dim, "eps_min": self._eps_min, "eps_max": self._eps_max,
+        }
+        meta["sha256"] = _digest(meta, arrays)
+        folder = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(prefix=".geopriv-diffusion-", suffix=".npz.tmp", dir=folder)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                np.savez(fh, meta=np.array(json.dumps(meta)), SECRET=np.array(SECRET_NOTICE), **arrays)
+                fh.flush()
+                os.fsync(fh.fileno())
+            if overwrite:
+                os.replace(tmp, path)
+            else:
+                try:
+                    os.link(tmp, path)  # atomic "create, never clobber"
+                except FileExistsError:
+                    raise FileExistsError(f"{path!r} exists; pass overwrite=True to replace it.") from None
+                except OSError:  # file system without hard links: check, then replace
+                    if os.path.exists(path):
+                        raise FileExistsError(f"{path!r} exists; pass overwrite=True to replace it.") from None
+                    os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return path
+
+    @classmethod
+    def load(cls, path) -> DiffusionPath:
+        """Read a path written by :meth:`save` (checksum and structure are verified).
+
+        Raises
+        ------
+        MechanismFileError
+            Missing, truncated, corrupt or foreign file, or another format version.
+        """
+        path = os.fspath(path)
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                data = {k: z[k] for k in z.files}
+        except FileNotFoundError:
+            raise MechanismFileError(f"No diffusion path file at {path!r}.") from None
+        except Exception as exc:  # BadZipFile, ValueError, OSError, EOFError ...
+            raise MechanismFileError(
+                f"{path!r} is not a readable diffusion path file ({type(exc).__name__}); it may be truncated or corrupt."
+            ) from None
+        try:
+            meta = json.loads(str(data["meta"]))
+        except (KeyError, ValueError):
+            raise MechanismFileError(f"{path!r} is an .npz file but not a geopriv diffusion path (no metadata).") from None
+        if meta.get("format") != FORMAT:
+            raise MechanismFileError(f"{path!r} is not a diffusion path file (format {meta.get('format')!r}).")
+        if meta.get("format_version") != FORMAT_VERSION:
+            raise MechanismFileError(
+                f"{path!r} has format version {meta.get('format_version')}; this geopriv reads version {FORMAT_VERSION}."
+            )
+        if "levels" not in data or "values" not in data:
+            raise MechanismFileError(f"{path!r} lacks its arrays; the file is truncated or corrupt.")
+        arrays = {"levels": data["levels"], "values": data["values"]}
+        stored = meta.pop("sha256", None)
+        if stored != _digest(meta, arrays):
+            raise MechanismFileError(f"{path!r} fails its checksum; the file was changed or is corrupt.")
+        try:
+            return cls(int(meta["dim"]), float(meta["eps_min"]), float(meta["eps_max"]), arrays["levels"], arrays["values"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MechanismFileError(f"{path!r} holds an invalid path ({type(exc).__name__}).") from None
+
+
+def _digest(meta: dict, arrays: dict) -> str:
+    h = hashlib.sha256()
+    h.update(json.dumps({k: v for k, v in meta.items() if k != "sha256"}, sort_keys=True).encode())
+    for name in sorted(arrays):
+        a = np.ascontiguousarray(arrays[name], dtype="<f8")
+        h.update(name.encode() + str(a.shape).encode() + a.tobytes())
+    return h.hexdigest()
+
+
+def _walk_down(dim: int, top: np.ndarray, eps_low: float, eps_high: float, gen: np.random.Generator):
+    """Jump levels in (eps_low, eps_high) and the values below them, starting from ``top`` at eps_high.
+
+    Returns ``levels`` (ascending, k) and ``values`` (k + 1, dim) with ``values[-1] = top``.
+    """
+    span = math.log(eps_high / eps_low)
+    k = int(gen.poisson((dim + 1) * span)) if span > 0 else 0
+    levels = np.sort(np.exp(gen.uniform(math.log(eps_low), math.log(eps_high), k)))
+    levels = levels[(levels > eps_low) & (levels <= eps_high)]  # rounding at the ends (probability ~0)
+    jumps = sample_jumps(dim, levels, gen)
+    # value below level i = top + sum of the jumps at levels >= i
+    below = top[None, :] + np.cumsum(jumps[::-1], axis=0)[::-1]
+    return levels, np.concatenate([below, np.asarray(top, dtype=float).reshape(1, dim)])
+
+
+# --------------------------------------------------------------------------------------------
+# release
+# --------------------------------------------------------------------------------------------
+
+def diffuse(value, epsilons, rng=None, *, path: DiffusionPath | None = None):
+    """Answers for one private value to recipients at privacy levels ``epsilons``, from one path.
+
+    Recipient i gets ``value + V_{epsilons[i]}``: alone it is ``epsilons[i]``-private; any
+    group of recipients together is ``max(epsilons of the group)``-private (module note).
+
+    Parameters
+    ----------
+    value : float or 1-D array_like
+        The private value (a number, a bit as 0/1, a location in metres...).  Never printed.
+    epsilons : array_like
+        One finite positive privacy level per recipient.
+    rng : None, int, SeedSequence or Generator
+        Randomness for a new path or for extending ``path`` (``None``: OS entropy).
+    path : DiffusionPath, optional
+        The secret path already used for THIS value.  Pass it to answer further recipients
+        consistently (and within the same guarantee); it is extended exactly (down or up)
+        if the new levels lie outside its range.  Using a path with another value, or a fresh
+        path with a value already released, is a new release whose epsilon adds up.
+
+    Returns
+    -------
+    responses : numpy.ndarray
+        Shape ``(len(epsilons),)`` for a scalar value, ``(len(epsilons), dim)`` for a vector.
+    path : DiffusionPath
+        The (possibly extended) SECRET path; keep it to answer later recipients.
+    """
+    scalar = np.ndim(value) == 0
+    try:
+        u = np.atleast_1d(np.asarray(value, dtype=float))
+    except (TypeError, ValueError):
+        raise GeoprivError("value must be a number or a 1-D vector of numbers.") from None
+    if u.ndim != 1 or u.size == 0:
+        raise GeoprivError(f"value must be a number or a non-empty 1-D vector (one private value), got shape {u.shape}.")
+    if not np.all(np.isfinite(u)):
+        raise GeoprivError("value is not finite (NaN or inf); nothing can be released for it. Fix the private value.")
+    eps = _check_levels(epsilons)
+    dim = u.size
+    if path is None:
+        path = DiffusionPath.sample(dim, float(eps.max()), float(eps.min()), rng)
+    else:
+        if not isinstance(path, DiffusionPath):
+            raise TypeError(f"path must be a DiffusionPath, got {type(path).__name__}.")
+        if path.dim != dim:
+            raise GeoprivError(
+                f"the path is {path.dim}-dimensional but the value has {dim} component(s); a path answers only the "
+                "value it was made for."
+            )
+        gen = None
+        if eps.min() < path.eps_min or eps.max() > path.eps_max:
+            gen = _gen(rng)
+        if eps.min() < path.eps_min:
+            path = path.extend_down(float(eps.min()), gen)
+        if eps.max() > path.eps_max:
+            path = path.extend_up(float(eps.max()), gen)
+    responses = u[None, :] + path.noise(eps)
+    return (responses[:, 0] if scalar else responses), path
+
+
+def project_discrete(responses, support) -> np.ndarray:
+    """Post-process answers to the nearest element of a finite ``support`` (e.g. ``[0, 1]`` for a bit).
+
+    Post-processing keeps every guarantee.  Ties go to the element listed first.
+
+    Parameters
+    ----------
+    responses : array_like
+        Shape (m,) for scalar answers or (m, dim).
+    support : array_like
+        Shape (k,) for scalar answers or (k, dim).
+
+    Returns
+    -------
+    numpy.ndarray, same shape as ``responses``, each row an element of ``support``.
+    """
+    y = np.asarray(responses, dtype=float)
+    s = np.asarray(support, dtype=float)
+    scalar = y.ndim == 1
+    if scalar:
+        if s.ndim != 1:
+            raise GeoprivError(f"scalar responses need a 1-D support (e.g. [0, 1]), got shape {s.shape}.")
+        y2, s2 = y[:, None], s[:, None]
+    else:
+        if y.ndim != 2 or s.ndim != 2 or s.shape[1] != y.shape[1]:
+            raise GeoprivError(
+                f"responses of shape {y.shape} need a support of shape (k, {y.shape[-1] if y.ndim else '?'})."
+            )
+        y2, s2 = y, s
+    if s2.shape[0] == 0:
+        raise GeoprivError("support is empty: give at least one value to project onto.")
+    if not (np.all(np.isfinite(y2)) and np.all(np.isfinite(s2))):
+        raise GeoprivError("responses and support must be finite.")
+    d2 = ((y2[:, None, :] - s2[None, :, :]) ** 2).sum(axis=2)
+    nearest = s2[np.argmin(d2, axis=1)]
+    return nearest[:, 0] if scalar else nearest
+
+
+def sample_noise_batch(dim: int, epsilons, size: int, rng=None) -> np.ndarray:
+    """Noise of ``size`` INDEPENDENT paths at the same levels, for simulations (not for releases).
+
+    Same law as ``[DiffusionPath.sample(dim, max, min).noise(epsilons) for _ in range(size)]``
+    but vectorised: between consecutive requested levels the number of jumps is Poisson, and
+    the sum of the jumps ``sqrt(2 W_k)/l_k G_k`` is ``sqrt(sum_k 2 W_k / l_k^2) G`` (Gaussian
+    given the W_k and levels l_k).  Two requested levels with no jump between them get the
+    same value exactly, as on a path.
+
+    Returns
+    -------
+    numpy.ndarray of shape (size, len(epsilons), dim)
+    """
+    dim = _check_dim(dim)
+    eps = _check_levels(epsilons)
+    size = int(size)
+    gen = _gen(rng)
+    order = np.argsort(eps)[::-1]          # descending: walk down from the largest level
+    levels = eps[order]
+    out = np.empty((size, levels.size, dim))
+    current = sample_laplace(dim, levels[0], size, gen)
+    out[:, 0] = current
+    for i in range(1, levels.size):
+        hi, lo = levels[i - 1], levels[i]
+        if lo < hi:
+            k = gen.poisson((dim + 1) * math.log(hi / lo), size)
+            total = int(k.sum())
+            if total:
+                where = np.repeat(np.arange(size), k)
+                jl = np.exp(gen.uniform(math.log(lo), math.log(hi), total))
+                var = np.bincount(where, weights=2.0 * gen.standard_exponential(total) / jl**2, minlength=size)
+                moved = k > 0
+                current = current.copy()
+                current[moved] += np.sqrt(var[moved])[:, None] * gen.standard_normal((int(moved.sum()), dim))
+        out[:, i] = current
+    result = np.empty_like(out)
+    result[:, order] = out
+    return result

@@ -1,0 +1,736 @@
+"""Network distances for graded release: hops and effective resistance from one source.
+
+The diffusion mechanism (:mod:`geopriv.mechanisms.diffusion`; Koufogiannis and Pappas,
+"Diffusing private data over networks") gives recipient ``j`` a privacy level
+``eps(d_j)`` that decreases with its network distance ``d_j`` from the owner of the data.
+This module turns a graph into those distances and the distances into privacy levels.
+
+Graphs
+------
+Every function accepts any of these (normalised by :func:`as_network` to a symmetric CSR
+adjacency matrix plus an index of node labels):
+
+=====================================  ===========================================================
+input                                  nodes, weights
+=====================================  ===========================================================
+a networkx ``Graph``/``MultiGraph``     its nodes in ``G.nodes`` order; ``weight=`` names an edge
+                                       attribute (default: every edge 1; parallel edges add up).
+                                       networkx is imported only when such a graph is passed.
+a square scipy.sparse matrix           rows 0..N-1 (or ``nodes=`` labels); non-zero entries are
+                                       edges, their values the weights; must be symmetric.
+an edge list: (m, 2) array, pairs,    ``nodes=`` labels (include isolated nodes there), else the
+or a DataFrame (first two columns)     sorted distinct endpoints; ``weight=`` an (m,) array
+                                       (or a column name; default 1).  Each edge once: ``(a, b)`` and
+                                       ``(b, a)`` are two parallel edges (weights add; unweighted
+                                       duplicates are merged).
+a GeoDataFrame of LineStrings          with ``points=`` a GeoDataFrame of Points: the nodes are
+                                       the point rows (labels = ``points.index``); each line joins
+                                       the points at its first and last vertex, matched exactly
+                                       (``tolerance=0``) or within ``tolerance`` CRS units.  An
+                                       end within tolerance of no point or of two points is an
+                                       error naming the line's label.  ``weight=`` a column.
+=====================================  ===========================================================
+
+Weights are conductances (1 / resistance) for :func:`resistance_distance`; hop distances
+ignore them.  Self-loops, negative, zero, NaN or infinite weights, directed graphs and
+asymmetric matrices are refused with a message saying how to fix the input.
+
+Distances
+---------
+* :func:`hop_distance`: number of edges on a shortest path (BFS; scipy's csgraph).
+* :func:`resistance_distance`: effective resistance with unit (or ``weight``) conductances,
+  the paper's eq. (10) ``d_sj = Gamma_ss + Gamma_jj - 2 Gamma_sj`` with ``Gamma = L^+``.
+  Equivalently, grounding the source (deleting its row and column from the Laplacian of its
+  connected component gives the SPD matrix ``L_s``), ``d_sj = (L_s^{-1})_jj``: we need the
+  whole DIAGONAL of an inverse, which we get without forming the inverse by *selected
+  inversion* (Takahashi's recurrences, Erisman and Tinney 1975): a sparse LDL^T factorisation
+  of ``L_s`` (SuperLU with a minimum-degree ordering and diagonal pivots; for an SPD matrix
+  this is the Cholesky factorisation) and, going from the last column to the first,
+  ``Z[S, j] = -Z[S, S] l_j`` and ``Z_jj = 1/D_j - l_j . Z[S, j]`` where ``S`` is the pattern
+  of column j of the factor.  Only entries of ``Z = L_s^{-1}`` on the factor's pattern are
+  computed and stored.  Cost: ``O(sum_j c_j^2)`` flops and ``O(nnz(factor))`` memory, ``c_j``
+  the column counts; on SNAP's ego-Facebook (4,039 nodes, 88,234 edges) the factor has about
+  264,000 entries and one source takes about 1 s (target 5 s), with a largest relative
+  difference of 1.9e-12 (median 8e-13) from a dense ``numpy.linalg.pinv`` of the Laplacian
+  (which itself takes about 50 s; docs/diffusion.md has the measurement).
+  ``method="dense"`` computes the paper's formula with a dense pseudo-inverse: O(N^3) time,
+  O(N^2) memory, for checking small graphs.
+
+Unreachable recipients
+----------------------
+Nodes not connected to the source have distance ``inf``.  They get NO answer:
+:func:`diffuse_over_network` leaves them out, lists them in ``unreachable`` and warns (or
+raises, or stays quiet, with ``on_unreachable=``).  Epsilon schedules refuse infinite
+distances rather than invent a level for them.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+from scipy.sparse import csgraph
+
+from .exceptions import CRSError, EmptyInputError, GeometryError, GeoprivError, GeoprivWarning, format_labels
+from .mechanisms.diffusion import DiffusionPath, diffuse
+
+__all__ = [
+    "EpsilonSchedule",
+    "Network",
+    "NetworkDiffusion",
+    "UnreachableRecipientsWarning",
+    "as_network",
+    "diffuse_over_network",
+    "epsilon_of_distance",
+    "hop_distance",
+    "resistance_distance",
+]
+
+
+class UnreachableRecipientsWarning(GeoprivWarning):
+    """Some nodes are not connected to the source: they get no answer."""
+
+
+@dataclass(frozen=True)
+class Network:
+    """A normalised undirected graph: symmetric CSR ``adjacency`` (edge weights) and node ``labels``."""
+
+    adjacency: sp.csr_matrix
+    labels: pd.Index
+
+    @property
+    def n_nodes(self) -> int:
+        return self.adjacency.shape[0]
+
+    @property
+    def n_edges(self) -> int:
+        return int(sp.triu(self.adjacency, k=1).nnz)
+
+    def index_of(self, label) -> int:
+        """Position of node ``label`` (GeoprivError naming the label if it is not a node)."""
+        try:
+            pos = self.labels.get_loc(label)
+        except (KeyError, TypeError):
+            pos = None
+        if not isinstance(pos, (int, np.integer)):
+            raise GeoprivError(
+                f"source {label!r} is not a node of the graph ({self.n_nodes} nodes, e.g. "
+                f"{format_labels(self.labels[:5])}). Pass the label of the node that owns the data."
+            )
+        return int(pos)
+
+
+# --------------------------------------------------------------------------------------------
+# normalisation
+# --------------------------------------------------------------------------------------------
+
+def _is_networkx(obj) -> bool:
+    return type(obj).__module__.split(".")[0] == "networkx" and hasattr(obj, "nodes") and hasattr(obj, "edges")
+
+
+def _is_geodataframe(obj) -> bool:
+    return type(obj).__name__ == "GeoDataFrame" and hasattr(obj, "geometry")
+
+
+def _unique_labels(labels, what: str) -> pd.Index:
+    index = pd.Index(labels)
+    if index.has_duplicates:
+        dup = index[index.duplicated()].unique()
+        raise GeoprivError(f"{what} has duplicate node labels {format_labels(dup)}; every node needs its own label.")
+    return index
+
+
+def _finish(adj: sp.spmatrix, labels: pd.Index, zero_is_edge: bool = True) -> Network:
+    """Checks shared by all inputs; returns the Network.
+
+    ``zero_is_edge``: the input lists edges explicitly (networkx, edge list, lines), so a stored
+    zero is an edge with weight 0 and is refused; in a sparse matrix a stored zero is no edge.
+    """
+    adj = sp.csr_matrix(adj, dtype=float)
+    adj.sum_duplicates()
+    if zero_is_edge and np.any(adj.data == 0):
+        raise GeoprivError(
+            "some edges have weight 0; weights are conductances and must be > 0. Drop those edges instead."
+        )
+    adj.eliminate_zeros()
+    n = adj.shape[0]
+    if n == 0:
+        raise EmptyInputError("the graph has no nodes; give a graph with at least the source node.")
+    if len(labels) != n:
+        raise GeoprivError(f"{len(labels)} node labels for a graph of {n} nodes; give one label per node.")
+    data = adj.data
+    if not np.all(np.isfinite(data)) or np.any(data < 0):
+        raise GeoprivError(
+            "the graph has negative, NaN or infinite edge weights; weights are conductances and must be finite "
+            "and > 0 (drop an edge instead of giving it weight 0)."
+        )
+    diag = adj.diagonal()
+    if np.any(diag != 0):
+        loops = labels[np.flatnonzero(diag)]
+        raise GeoprivError(
+            f"the graph has self-loops at nodes {format_labels(loops)}; they have no meaning for distances. Remove "
+            "them (networkx: G.remove_edges_from(nx.selfloop_edges(G)); sparse: A.setdiag(0); A.eliminate_zeros())."
+        )
+    asym = abs(adj - adj.T)
+    if asym.nnz and asym.max() > 1e-12 * max(1.0, float(np.abs(data).max(initial=0.0))):
+        raise GeoprivError(
+            "the adjacency matrix is not symmetric; distances here are for undirected graphs. Symmetrise it, e.g. "
+            "A = A.maximum(A.T) (an edge either way) or A = A + A.T."
+        )
+    adj.sort_indices()
+    return Network(adj, labels)
+
+
+def _check_weights(w: np.ndarray) -> np.ndarray:
+    if not (np.all(np.isfinite(w)) and np.all(w > 0)):
+        raise GeoprivError(
+            "edge weights must be finite and > 0 (they are conductances); drop an edge instead of giving it weight 0."
+        )
+    return w
+
+
+def as_network(graph, *, nodes=None, points=None, tolerance: float = 0.0, weight=None) -> Network:
+    """Normalise a graph given in any supported form (see the module docstring) to a :class:`Network`.
+
+    Parameters
+    ----------
+    graph : networkx graph, scipy.sparse matrix, edge list, GeoDataFrame of lines, or Network
+    nodes : sequence, optional
+        Node labels: for a sparse matrix, one per row; for an edge list, all nodes (including
+        isolated ones) that the edges refer to.
+    points : GeoDataFrame, optional
+        The nodes of a GeoDataFrame of lines (one Point per row).
+    tolerance : float
+        Largest distance (CRS units) between a line end and its point; 0 means exact equality.
+    weight : str or array_like, optional
+        Edge weights (conductances): an edge attribute (networkx), a column (lines), or one
+        number per edge (edge list).  Default: every edge 1.
+    """
+    if isinstance(graph, Network):
+        return graph
+    if _is_networkx(graph):
+        return _from_networkx(graph, weight)
+    if sp.issparse(graph):
+        if graph.ndim != 2 or graph.shape[0] != graph.shape[1]:
+            raise GeoprivError(f"an adjacency matrix must be square, got shape {graph.shape}.")
+        labels = pd.RangeIndex(graph.shape[0]) if nodes is None else _unique_labels(nodes, "nodes")
+        return _finish(graph, labels)
+    if _is_geodataframe(graph):
+        return _from_lines(graph, points, tolerance, weight)
+    if isinstance(graph, pd.DataFrame):  # an edge table: its first two columns are the endpoints
+        if graph.shape[1] < 2:
+            raise GeoprivError("an edge table needs two columns (the two ends of each edge).")
+        if isinstance(weight, str):
+            weight = graph[weight].to_numpy()
+        return _from_edges(graph.iloc[:, :2].to_numpy(), nodes, weight)
+    if isinstance(graph, (np.ndarray, list, tuple)):
+        return _from_edges(graph, nodes, weight)
+    raise TypeError(
+        "graph must be a networkx graph, a square scipy.sparse adjacency matrix, an (m, 2) edge list, or a "
+        f"GeoDataFrame of LineStrings with points=; got {type(graph).__name__}."
+    )
+
+
+def _from_networkx(G, weight) -> Network:
+    import networkx as nx  # only when the caller already uses networkx
+
+    if G.is_directed():
+        raise GeoprivError(
+            "the networkx graph is directed; distances here are for undirected graphs. Pass G.to_undirected()."
+        )
+    labels = _unique_labels(list(G.nodes), "the graph")
+    if len(labels) == 0:
+        raise EmptyInputError("the graph has no nodes; give a graph with at least the source node.")
+    if weight is not None:
+        missing = [e for e in G.edges(data=True) if weight not in e[2]]
+        if missing:
+            raise GeoprivError(
+                f"{len(missing)} edge(s) have no {weight!r} attribute (e.g. between {missing[0][0]!r} and "
+                f"{missing[0][1]!r}); give every edge a weight or pass weight=None for unit weights."
+            )
+    adj = nx.to_scipy_sparse_array(G, nodelist=list(G.nodes), weight=weight, format="csr", dtype=float)
+    return _finish(sp.csr_matrix(adj), labels, zero_is_edge=weight is not None)
+
+
+def _from_edges(edges, nodes, weight) -> Network:
+    try:
+        arr = np.asarray(edges, dtype=object) if not isinstance(edges, np.ndarray) else edges
+    except ValueError:
+        raise GeoprivError("the edge list must be pairs (a, b); some entries are not pairs.") from None
+    if arr.size == 0:
+        arr = np.zeros((0, 2), dtype=object)
+    if arr.ndim != 2 or arr.shape[1] != 2:
+        raise GeoprivError(f"an edge list must have shape (m, 2) (one pair per edge), got shape {arr.shape}.")
+    flat = arr.reshape(-1)
+    if nodes is None:
+        ends = pd.unique(pd.Series(flat, dtype=object if arr.dtype == object else arr.dtype))
+        try:
+            ends = np.sort(ends)
+        except TypeError:  # labels of mixed types: keep first-appearance order
+            pass
+        labels = pd.Index(list(ends))  # infer the labels' dtype (int64 for integer ids)
+    else:
+        labels = _unique_labels(nodes, "nodes")
+    if len(labels) == 0:
+        raise EmptyInputError("the edge list is empty and no nodes= were given; give at least the source node.")
+    pos = labels.get_indexer(pd.Index(flat))
+    if np.any(pos < 0):
+        unknown = pd.unique(pd.Series(flat[pos < 0], dtype=object))
+        raise GeoprivError(
+            f"the edge list refers to {len(unknown)} node(s) not in nodes=: {format_labels(unknown)}. Add them to "
+            "nodes= or fix the edges."
+        )
+    m = arr.shape[0]
+    if weight is None:
+        w = np.ones(m)
+    else:
+        w = np.asarray(weight, dtype=float).reshape(-1)
+        if w.size != m:
+            raise GeoprivError(f"weight= has {w.size} values for {m} edges; give one weight per edge.")
+        _check_weights(w)
+    i, j = pos[0::2], pos[1::2]
+    n = len(labels)
+    loops = i == j
+    if loops.any():
+        raise GeoprivError(
+            f"the edge list has {int(loops.sum())} self-loop(s) (at nodes {format_labels(labels[i[loops]])}); "
+            "remove them."
+        )
+    adj = sp.coo_matrix((np.concatenate([w, w]), (np.concatenate([i, j]), np.concatenate([j, i]))), shape=(n, n)).tocsr()
+    adj.sum_duplicates()
+    if weight is None:
+        adj.data[:] = 1.0  # duplicate unweighted edges are the same edge
+    return _finish(adj, labels)
+
+
+def _from_lines(lines, points, tolerance, weight) -> Network:
+    import shapely
+    from scipy.spatial import cKDTree
+
+    if points is None or not _is_geodataframe(points):
+        raise GeoprivError(
+            "a GeoDataFrame of lines needs points=, a GeoDataFrame of Points whose rows are the nodes the lines join."
+        )
+    if lines.crs != points.crs:
+        raise CRSError(
+            f"the lines (CRS {lines.crs}) and the points (CRS {points.crs}) are not in the same CRS; reproject one, "
+            "e.g. lines = lines.to_crs(points.crs)."
+        )
+    tol = float(tolerance)
+    if not math.isfinite(tol) or tol < 0:
+        raise GeoprivError(f"tolerance must be finite and >= 0 (CRS units), got {tolerance!r}.")
+    labels = _unique_labels(points.index, "points")
+    if len(labels) == 0:
+        raise EmptyInputError("points= has no rows; the graph needs at least the source node.")
+    pg = points.geometry.values
+    bad = np.asarray(pg.isna() | pg.is_empty | (shapely.get_type_id(pg) != 0), dtype=bool)
+    if bad.any():
+        raise GeometryError("of points= are not single non-empty Points", points.index[bad],
+                            "Every node must be one Point; drop or fix these rows.")
+    xy = shapely.get_coordinates(pg)
+    if not np.all(np.isfinite(xy)):
+        raise GeometryError("of points= have non-finite coordinates", points.index[~np.isfinite(xy).all(1)],
+                            "Fix or drop them.")
+    lg = lines.geometry.values
+    badl = np.asarray(lg.isna() | lg.is_empty | (shapely.get_type_id(lg) != 1), dtype=bool)
+    if badl.any():
+        raise GeometryError("of the lines are not single non-empty LineStrings", lines.index[badl],
+                            "Explode MultiLineStrings (lines.explode()) and drop empty or missing geometries.")
+    starts = shapely.get_coordinates(shapely.get_point(lg, 0))
+    ends = shapely.get_coordinates(shapely.get_point(lg, -1))
+    tree = cKDTree(xy)
+    k = 2 if len(xy) > 1 else 1
+    idx = []
+    for ends_xy in (starts, ends):
+        dist, nearest = tree.query(ends_xy, k=k)
+        dist = np.asarray(dist, dtype=float).reshape(len(ends_xy), k)
+        nearest = np.asarray(nearest).reshape(len(ends_xy), k)
+        unmatched = dist[:, 0] > tol
+        if unmatched.any():
+            raise GeoprivError(
+                f"{int(unmatched.sum())} line(s) have an end that is not at any point "
+                f"{'exactly' if tol == 0 else f'within tolerance={tol:g}'}: labels {format_labels(lines.index[unmatched])}. "
+                "Snap the lines to the points or pass a larger tolerance= (CRS units)."
+            )
+        if k == 2:
+            ambiguous = dist[:, 1] <= tol
+            if ambiguous.any():
+                raise GeoprivError(
+                    f"{int(ambiguous.sum())} line end(s) are within tolerance={tol:g} of two or more points: lines "
+                    f"{format_labels(lines.index[ambiguous])}. Lower tolerance= or merge the duplicate points."
+                )
+        idx.append(nearest[:, 0])
+    i, j = idx
+    loops = i == j
+    if loops.any():
+        raise GeoprivError(
+            f"{int(loops.sum())} line(s) start and end at the same point (self-loops): labels "
+            f"{format_labels(lines.index[loops])}. Drop them."
+        )
+    n = len(labels)
+    w = np.ones(len(i)) if weight is None else _check_weights(np.asarray(lines[weight], dtype=float))
+    adj = sp.coo_matrix((np.concatenate([w, w]), (np.concatenate([i, j]), np.concatenate([j, i]))), shape=(n, n)).tocsr()
+    adj.sum_duplicates()
+    if weight is None:
+        adj.data[:] = 1.0
+    return _finish(adj, labels)
+
+
+# --------------------------------------------------------------------------------------------
+# distances
+# --------------------------------------------------------------------------------------------
+
+def hop_distance(graph, source, **graph_options) -> pd.Series:
+    """Number of edges on a shortest path from ``source`` to every node (``inf`` if unreachable).
+
+    Parameters
+    ----------
+    graph : any form accepted by :func:`as_network`
+    source : hashable
+        The label of the node that owns the data.
+    **graph_options
+        ``nodes=``, ``points=``, ``tolerance=``, ``weight=`` for :func:`as_network` (weights are
+        ignored: every edge is one hop).
+
+    Returns
+    -------
+    pandas.Series of float indexed by node label, named ``"hops"``.
+    """
+    net = as_network(graph, **graph_options)
+    s = net.index_of(source)
+    d = csgraph.shortest_path(net.adjacency, method="D", unweighted=True, directed=False, indices=s)
+    return pd.Series(np.asarray(d, dtype=float), index=net.labels, name="hops")
+
+
+def resistance_distance(graph, source, *, method: str = "sparse", **graph_options) -> pd.Series:
+    """Effective resistance between ``source`` and every node (``inf`` if unreachable).
+
+    Edges are unit resistors (or conductances ``weight``).  ``method="sparse"`` (default):
+    selected inversion of the grounded Laplacian's sparse Cholesky factor (module docstring);
+    ``method="dense"``: the paper's ``Gamma_ss + Gamma_jj - 2 Gamma_sj`` with a dense
+    pseudo-inverse of the component's Laplacian (O(N^3); a reference for small graphs).
+
+    Returns
+    -------
+    pandas.Series of float indexed by node label, named ``"resistance"``.
+    """
+    if method not in ("sparse", "dense"):
+        raise GeoprivError(f"method must be 'sparse' or 'dense', got {method!r}.")
+    net = as_network(graph, **graph_options)
+    s = net.index_of(source)
+    n = net.n_nodes
+    _, comp = csgraph.connected_components(net.adjacency, directed=False)
+    members = np.flatnonzero(comp == comp[s])
+    out = np.full(n, np.inf)
+    out[s] = 0.0
+    if members.size > 1:
+        sub = net.adjacency[members][:, members]
+        lap = csgraph.laplacian(sub).tocsc()
+        local_s = int(np.searchsorted(members, s))
+        if method == "dense":
+            gamma = np.linalg.pinv(lap.toarray(), hermitian=True)
+            g = np.diag(gamma)
+            out[members] = g[local_s] + g - 2.0 * gamma[local_s]
+            out[s] = 0.0
+        else:
+            keep = np.ones(members.size, dtype=bool)
+            keep[local_s] = False
+            grounded = lap[keep][:, keep].tocsc()
+            out[members[keep]] = _inverse_diagonal_spd(grounded)
+    return pd.Series(out, index=net.labels, name="resistance")
+
+
+def _inverse_diagonal_spd(a: sp.csc_matrix) -> np.ndarray:
+    """Diagonal of the inverse of a sparse SPD matrix by selected inversion (Takahashi).
+
+    ``P a P^T = L D L^T`` (SuperLU with a symmetric minimum-degree ordering and diagonal
+    pivots), then for j = n-1 .. 0 with ``S`` the sub-diagonal pattern of column j of L:
+    ``Z[S, j] = -Z[S, S] L[S, j]``, ``Z[j, j] = 1/D_j - L[S, j] . Z[S, j]``; ``Z = (P a P^T)^{-1}``
+    is needed only on the pattern of L, which is closed under this recurrence once completed to
+    the symbolic Cholesky pattern (for ``a, b`` in ``S_j``, ``a > b``: ``a`` is in ``S_b``).
+    """
+    from scipy.sparse.linalg import splu
+
+    n = a.shape[0]
+    if n == 1:
+        return np.array([1.0 / a[0, 0]])
+    lu = splu(a, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0, options={"SymmetricMode": True})
+    perm = lu.perm_c
+    if not np.array_equal(lu.perm_r, perm):
+        # SuperLU pivoted off the diagonal (not expected for an SPD matrix): factor the
+        # symmetrically permuted matrix in natural order instead.
+        inv = np.empty(n, dtype=np.int64)
+        inv[perm] = np.arange(n)
+        permuted = a[inv][:, inv].tocsc()
+        lu = splu(permuted, permc_spec="NATURAL", diag_pivot_thresh=0.0, options={"SymmetricMode": True})
+        if not np.array_equal(lu.perm_r, np.arange(n)):
+            raise GeoprivError("the grounded Laplacian could not be factorised stably; use method='dense'.")
+    d = lu.U.diagonal()
+    if not (np.all(np.isfinite(d)) and np.all(d > 0)):
+        raise GeoprivError("the grounded Laplacian is not positive definite (numerically); use method='dense'.")
+    low = sp.tril(lu.L.tocsc(), k=-1).tocsc()
+    low.sort_indices()
+    # pattern of the permuted matrix (the factor's pattern must contain it) and symbolic closure
+    coo = a.tocoo()
+    pa = sp.csc_matrix((np.ones(coo.nnz), (perm[coo.row], perm[coo.col])), shape=(n, n))
+    pa = sp.tril(pa, k=-1).tocsc()
+    pa.sort_indices()
+    struct = []
+    for j in range(n):
+        rows = np.union1d(low.indices[low.indptr[j]:low.indptr[j + 1]], pa.indices[pa.indptr[j]:pa.indptr[j + 1]])
+        struct.append(rows)
+    for j in range(n):  # forward pass: S_j minus its first entry p must lie in S_p
+        rows = struct[j]
+        if rows.size > 1:
+            p = rows[0]
+            extra = rows[1:]
+            if not np.isin(extra, struct[p], assume_unique=True).all():
+                struct[p] = np.union1d(struct[p], extra)
+    counts = np.fromiter((r.size for r in struct), dtype=np.int64, count=n)
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    ptr[1:] = np.cumsum(counts + 1)
+    rows = np.empty(ptr[-1], dtype=np.int64)
+    for j in range(n):
+        rows[ptr[j]] = j
+        rows[ptr[j] + 1:ptr[j + 1]] = struct[j]
+    keys = np.repeat(np.arange(n, dtype=np.int64), counts + 1) * n + rows
+    lval = np.zeros(ptr[-1])
+    lc = low.tocoo()
+    lval[np.searchsorted(keys, lc.col.astype(np.int64) * n + lc.row)] = lc.data
+    z = np.zeros(ptr[-1])
+    tri: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for j in range(n - 1, -1, -1):
+        a0, a1 = ptr[j], ptr[j + 1]
+        m = a1 - a0 - 1
+        if m == 0:
+            z[a0] = 1.0 / d[j]
+            continue
+        s = rows[a0 + 1:a1]
+        lj = lval[a0 + 1:a1]
+        t = tri.get(m)
+        if t is None:
+            t = tri[m] = np.tril_indices(m)
+        ia, ib = t
+        want = s[ib] * n + s[ia]
+        pos = np.minimum(np.searchsorted(keys, want), keys.size - 1)
+        if not np.array_equal(keys[pos], want):  # the pattern is closed by construction; never silently misread
+            raise GeoprivError("internal error in selected inversion (pattern not closed); use method='dense'.")
+        vals = z[pos]
+        block = np.empty((m, m))
+        block[ia, ib] = vals
+        block[ib, ia] = vals
+        zj = -(block @ lj)
+        z[a0 + 1:a1] = zj
+        z[a0] = 1.0 / d[j] - lj @ zj
+    diag_permuted = z[ptr[:-1]]
+    return diag_permuted[perm]
+
+
+# --------------------------------------------------------------------------------------------
+# epsilon of distance
+# --------------------------------------------------------------------------------------------
+
+class EpsilonSchedule:
+    """A privacy level per distance: positive, and never larger for a farther recipient.
+
+    Build with :func:`epsilon_of_distance`; call with an array of finite distances.
+    """
+
+    def __init__(self, function: Callable | None = None, table: tuple[np.ndarray, np.ndarray] | None = None,
+                 kind: str = "linear"):
+        self._function = function
+        self._table = table
+        self._kind = kind
+
+    def __repr__(self) -> str:
+        if self._table is not None:
+            return f"EpsilonSchedule(table of {self._table[0].size} points, kind={self._kind!r})"
+        return f"EpsilonSchedule({getattr(self._function, '__name__', 'function')})"
+
+    def __call__(self, distances) -> np.ndarray:
+        d = np.asarray(distances, dtype=float)
+        scalar = d.ndim == 0
+        d = np.atleast_1d(d)
+        if np.any(np.isnan(d)) or np.any(d < 0):
+            raise GeoprivError("distances must be >= 0 (and not NaN).")
+        if np.any(np.isinf(d)):
+            raise GeoprivError(
+                f"{int(np.isinf(d).sum())} distance(s) are inf: those recipients are not connected to the source and "
+                "get no answer. Drop them before asking for their epsilon (diffuse_over_network does this)."
+            )
+        if self._table is not None:
+            xs, ys = self._table
+            if self._kind == "linear":
+                eps = np.interp(d, xs, ys)
+            else:  # step: eps_i on [d_i, d_{i+1}), eps_0 below d_0, eps_last beyond
+                eps = ys[np.clip(np.searchsorted(xs, d, side="right") - 1, 0, xs.size - 1)]
+        else:
+            eps = self._evaluate(d)
+        if not np.all(np.isfinite(eps)) or np.any(eps <= 0):
+            bad = ~np.isfinite(eps) | (eps <= 0)
+            raise GeoprivError(
+                f"the epsilon function gives {int(bad.sum())} value(s) that are not finite and > 0 (e.g. at distance "
+                f"{d[bad][0]:g}); every reachable recipient needs a positive finite epsilon. Fix the function, e.g. "
+                "add a floor: lambda d: np.maximum(f(d), 1e-3)."
+            )
+        order = np.argsort(d, kind="stable")
+        ds, es = d[order], eps[order]
+        rise = np.flatnonzero(es[1:] > es[:-1] * (1 + 1e-12))
+        if rise.size:
+            k = rise[0]
+            raise GeoprivError(
+                f"the epsilon function increases with distance (eps({ds[k + 1]:g}) = {es[k + 1]:g} > eps({ds[k]:g}) = "
+                f"{es[k]:g}): a farther recipient would get a more accurate answer than a closer one. Use a "
+                "non-increasing function of distance, e.g. lambda d: np.exp(-3.3 * d + 4)."
+            )
+        return eps[0] if scalar else eps
+
+    def _evaluate(self, d: np.ndarray) -> np.ndarray:
+        try:
+            eps = np.asarray(self._function(d), dtype=float)
+        except Exception:
+            eps = None
+        if eps is None or eps.shape != d.shape:
+            eps = np.array([float(self._function(float(x))) for x in d])
+        return eps
+
+
+def epsilon_of_distance(spec, *, kind: str = "linear") -> EpsilonSchedule:
+    """Turn a privacy policy into an :class:`EpsilonSchedule` (distance -> epsilon).
+
+    Parameters
+    ----------
+    spec : callable, (distances, epsilons) pair, mapping {distance: epsilon}, or EpsilonSchedule
+        A callable is applied to arrays of distances (element by element if it does not
+        vectorise), e.g. the paper's Facebook example ``lambda d: np.exp(-3.3 * d + 4)``.  A
+        table gives epsilon at increasing distances.
+    kind : {"linear", "step"}
+        For tables: linear interpolation between the points, or piecewise constant
+        (``eps_i`` on ``[d_i, d_{i+1})``).  Either way the first epsilon applies below the
+        first distance and the last beyond the last distance.
+
+    Every evaluation checks that epsilon is finite, > 0 and non-increasing in distance over
+    the distances asked (a farther recipient must not get a more accurate answer); a table is
+    checked when it is built.
+
+    Raises
+    ------
+    GeoprivError
+        An increasing or non-positive epsilon, a malformed table, an infinite distance.
+    """
+    if isinstance(spec, EpsilonSchedule):
+        return spec
+    if kind not in ("linear", "step"):
+        raise GeoprivError(f"kind must be 'linear' or 'step', got {kind!r}.")
+    if callable(spec):
+        return EpsilonSchedule(function=spec)
+    if isinstance(spec, Mapping):
+        items = sorted(spec.items())
+        spec = ([k for k, _ in items], [v for _, v in items])
+    try:
+        xs, ys = spec
+        xs = np.asarray(xs, dtype=float).reshape(-1)
+        ys = np.asarray(ys, dtype=float).reshape(-1)
+    except (TypeError, ValueError):
+        raise GeoprivError(
+            "spec must be a function of distance, a (distances, epsilons) pair or a {distance: epsilon} mapping."
+        ) from None
+    if xs.size == 0 or xs.size != ys.size:
+        raise GeoprivError(f"the table needs as many epsilons as distances (got {xs.size} and {ys.size}), at least one.")
+    if not (np.all(np.isfinite(xs)) and np.all(xs >= 0) and np.all(np.diff(xs) > 0)):
+        raise GeoprivError("the table's distances must be finite, >= 0 and strictly increasing.")
+    if not (np.all(np.isfinite(ys)) and np.all(ys > 0)):
+        raise GeoprivError("the table's epsilons must be finite and > 0.")
+    if np.any(np.diff(ys) > 0):
+        k = int(np.flatnonzero(np.diff(ys) > 0)[0])
+        raise GeoprivError(
+            f"the table's epsilon increases with distance ({ys[k]:g} at {xs[k]:g}, then {ys[k + 1]:g} at {xs[k + 1]:g}): "
+            "a farther recipient would get a more accurate answer. Give non-increasing epsilons."
+        )
+    return EpsilonSchedule(table=(xs, ys), kind=kind)
+
+
+# --------------------------------------------------------------------------------------------
+# one source to the whole network
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, repr=False)
+class NetworkDiffusion:
+    """Answers of one diffusion release over a network.
+
+    ``responses[i]`` goes to ``recipients[i]`` (at ``distances[i]``, privacy level
+    ``epsilons[i]``).  ``unreachable`` lists the nodes that got nothing (no path to the
+    source).  ``path`` is SECRET (see :class:`~geopriv.mechanisms.diffusion.DiffusionPath`).
+    """
+
+    recipients: pd.Index
+    responses: np.ndarray
+    distances: np.ndarray
+    epsilons: np.ndarray
+    unreachable: pd.Index
+    source: object
+    distance: str
+    path: DiffusionPath
+
+    def __repr__(self) -> str:
+        return (f"NetworkDiffusion({len(self.recipients)} recipients, {len(self.unreachable)} unreachable, "
+                f"distance={self.distance!r}, eps in [{self.epsilons.min():g}, {self.epsilons.max():g}], "
+                "responses and path not shown)")
+
+
+def diffuse_over_network(graph, source, value, epsilon, *, distance: str = "hops", rng=None,
+                         path: DiffusionPath | None = None, on_unreachable: str = "warn",
+                         **graph_options) -> NetworkDiffusion:
+    """Answer every node reachable from ``source`` with ``value + V_{eps(d_j)}`` from one path.
+
+    Parameters
+    ----------
+    graph : any form accepted by :func:`as_network`
+    source : hashable
+        The node that owns ``value``; it gets no answer itself.
+    value : float or 1-D array_like
+        The private value.
+    epsilon : callable, table or EpsilonSchedule
+        Passed to :func:`epsilon_of_distance`.
+    distance : {"hops", "resistance"}
+    rng : None, int, SeedSequence or Generator
+    path : DiffusionPath, optional
+        The secret path already used for this value (extended exactly if needed).
+    on_unreachable : {"warn", "raise", "ignore"}
+        What to do when some nodes have no path to the source.  They never get an answer.
+    **graph_options
+        ``nodes=``, ``points=``, ``tolerance=``, ``weight=`` for :func:`as_network`.
+
+    Each recipient alone is ``eps(d_j)``-private; any coalition is ``max eps``-private.
+    """
+    if on_unreachable not in ("warn", "raise", "ignore"):
+        raise GeoprivError(f"on_unreachable must be 'warn', 'raise' or 'ignore', got {on_unreachable!r}.")
+    schedule = epsilon_of_distance(epsilon)
+    net = as_network(graph, **graph_options)
+    if distance == "hops":
+        d = hop_distance(net, source)
+    elif distance == "resistance":
+        d = resistance_distance(net, source)
+    else:
+        raise GeoprivError(f"distance must be 'hops' or 'resistance', got {distance!r}.")
+    s = net.index_of(source)
+    reach = np.isfinite(d.to_numpy())
+    reach[s] = False
+    unreachable = net.labels[~np.isfinite(d.to_numpy())]
+    if len(unreachable):
+        msg = (f"{len(unreachable)} node(s) are not connected to source {source!r} and get no answer: "
+               f"{format_labels(unreachable)}.")
+        if on_unreachable == "raise":
+            raise GeoprivError(msg + " Connect them or pass on_unreachable='warn' or 'ignore'.")
+        if on_unreachable == "warn":
+            warnings.warn(msg + " They are listed in result.unreachable.", UnreachableRecipientsWarning, stacklevel=2)
+    if not reach.any():
+        raise EmptyInputError(f"no node other than the source {source!r} is connected to it; there is nobody to answer.")
+    dist = d.to_numpy()[reach]
+    eps = schedule(dist)
+    responses, path = diffuse(value, eps, rng, path=path)
+    return NetworkDiffusion(net.labels[reach], responses, dist, eps, unreachable, source, distance, path)
