@@ -31,6 +31,10 @@ from .mechanisms.predictive import FixedRate, FixedUtility
 from .traces import sample_queries, sanitize_traces, trace_ledger
 from .synthesize import synthesize, synthesize_xy
 from .mechanisms.private_measure import PrivateMeasure
+from .mechanisms.diffusion import DiffusionPath, diffuse, project_discrete
+from .network import epsilon_of_distance, hop_distance, resistance_distance, diffuse_over_network
+from .diffuse import diffuse_locations, network_distances
+from .accounting import DiffusionLedger
 
 __all__ = [
     "__version__",
@@ -50,6 +54,16 @@ __all__ = [
     "synthesize",
     "synthesize_xy",
     "PrivateMeasure",
+    "diffuse",
+    "diffuse_locations",
+    "diffuse_over_network",
+    "network_distances",
+    "DiffusionPath",
+    "DiffusionLedger",
+    "project_discrete",
+    "epsilon_of_distance",
+    "hop_distance",
+    "resistance_distance",
     "sample_queries",
     "trace_ledger",
     "BudgetAccountant",

@@ -14,6 +14,7 @@ from .frame import DEFAULT_MAX_DISTORTION
 from .perturb import perturb as _perturb
 from . import traces as _traces
 from .synthesize import synthesize as _synthesize
+from .diffuse import diffuse_locations as _diffuse_locations
 
 __all__ = ["PrivAccessor"]
 
@@ -185,6 +186,58 @@ class _Base:
         return _synthesize(
             self._obj, epsilon, bounds=bounds, region=region, n=n, method=method, depth=depth, placement=placement,
             grid=grid, rng=rng, max_distortion=max_distortion, progress=progress,
+        )
+
+    def diffuse(
+        self,
+        epsilon,
+        *,
+        source,
+        graph,
+        distance: str = "hops",
+        value=None,
+        support=None,
+        path=None,
+        rng=None,
+        bounds=None,
+        grid="auto",
+        max_distortion: float = DEFAULT_MAX_DISTORTION,
+        ledger=None,
+        on_unreachable: str = "warn",
+        tolerance: float = 0.0,
+        weight=None,
+    ):
+        """Release one row's location to the rest of its network, graded by distance: ``geopriv.diffuse_locations(obj, ...)``.
+
+        Parameters
+        ----------
+        epsilon : callable or (distances, epsilons) table
+            Epsilon per ground metre as a non-increasing function of network distance.
+        source : hashable
+            Index label of the row whose location is released.
+        graph : networkx graph, edge list, sparse matrix or GeoDataFrame of lines
+            The network between the rows (nodes named by index labels).
+        distance, value, support, path, rng, bounds, grid, max_distortion, ledger, on_unreachable, tolerance, weight
+            Hops or resistance; a column value instead of the location (and its projection);
+            the secret path of an earlier release; randomness, public area and lattice; the
+            budget ledger; unconnected rows; graph matching: see :func:`geopriv.diffuse_locations`.
+
+        Returns
+        -------
+        (GeoDataFrame, DiffusionPath)
+            One row per recipient (``network_distance``, ``epsilon_per_m``, the released point), and
+            the SECRET path (keep it only to answer later recipients of this same source).
+
+        See Also
+        --------
+        geopriv.diffuse_locations : The function this calls, with every parameter described.
+        geopriv.diffuse : The same for a plain value and a list of epsilons.
+        geopriv.DiffusionLedger : A budget that charges each path its largest epsilon.
+        """
+        return _diffuse_locations(
+            self._obj, epsilon, source=source, graph=graph, distance=distance, value=value, support=support,
+            path=path, rng=rng, bounds=bounds, grid=grid, max_distortion=max_distortion, ledger=ledger,
+            on_unreachable=on_unreachable, tolerance=tolerance, weight=weight,
         )
 
     def ledger(self):

@@ -29,7 +29,7 @@ import pandas as pd
 
 from .exceptions import BudgetExceededError, GeoprivError, format_labels
 
-__all__ = ["BudgetAccountant"]
+__all__ = ["BudgetAccountant", "DiffusionLedger"]
 
 
 def _positive_totals(total, n):
@@ -221,3 +221,96 @@ class BudgetAccountant:
             {"total": self._total, "spent": self._spent, "reserved": self._reserved, "remaining": self.remaining},
             index=pd.Index(self._labels, name="label"),
         )
+
+
+class DiffusionLedger:
+    """What graded releases over a network cost: per source, the largest epsilon of each path.
+
+    One path (:class:`~geopriv.mechanisms.diffusion.DiffusionPath`) answers any number of
+    recipients, and any coalition of them learns no more than its closest member
+    (Koufogiannis and Pappas): a path costs its **largest** epsilon, not the sum.  Answering more
+    recipients from the same path (or extending it) charges only the increase of that largest
+    epsilon; a **fresh** path for the same source is a new, independent release and is charged
+    in full (the epsilons of independent paths add up).
+
+    Parameters
+    ----------
+    total : float, optional
+        Budget per source (epsilon per ground metre for locations, per unit for values).
+        ``None``: record only, never refuse.
+
+    The ledger recognises a path by a SHA-256 fingerprint of its secret values; it keeps no
+    path and :meth:`to_frame` shows no fingerprint.
+    """
+
+    def __init__(self, total: float | None = None):
+        if total is not None:
+            total = float(_positive_totals(total, 1)[0])
+        self._total = total
+        self._entries: dict = {}  # source -> list of [fingerprint, largest epsilon]
+
+    @staticmethod
+    def _fingerprint(path) -> str:
+        import hashlib
+
+        h = hashlib.sha256()
+        for key, arr in sorted(path.secret_arrays().items()):
+            h.update(key.encode())
+            h.update(np.ascontiguousarray(arr).tobytes())
+        return h.hexdigest()
+
+    def _entry(self, source, path):
+        if path is None:
+            return None
+        fp = self._fingerprint(path)
+        for entry in self._entries.get(source, []):
+            if entry[0] == fp:
+                return entry
+        return None
+
+    def spent(self, source) -> float:
+        """Total charged to ``source``: the sum over its paths of each path's largest epsilon."""
+        return float(sum(e[1] for e in self._entries.get(source, [])))
+
+    def cost(self, source, epsilon_max: float, path=None) -> float:
+        """What answering up to ``epsilon_max`` costs: the whole of it for a new path, the increase for ``path``.
+
+        A path this ledger has not seen is treated as new (charged in full).
+        """
+        entry = self._entry(source, path)
+        return float(epsilon_max) if entry is None else max(0.0, float(epsilon_max) - entry[1])
+
+    def check(self, source, epsilon_max: float, path=None) -> float:
+        """Refuse (BudgetExceededError) before any noise is drawn if the release would overspend."""
+        cost = self.cost(source, epsilon_max, path)
+        if self._total is not None and self.spent(source) + cost > self._total * (1 + 1e-12):
+            raise BudgetExceededError(
+                f"source {source!r} has spent {self.spent(source):.6g} of its {self._total:.6g}; this release would "
+                f"cost {cost:.6g} more. Answer recipients from the path already used for this source (path=...), "
+                "whose largest epsilon is already paid, or lower the epsilon function."
+            )
+        return cost
+
+    def record(self, source, epsilon_max: float, old_path, new_path) -> float:
+        """Charge the release that answered up to ``epsilon_max`` from ``new_path`` (an extension of ``old_path``, or new)."""
+        cost = self.check(source, epsilon_max, old_path)
+        entry = self._entry(source, old_path)
+        if entry is None:
+            self._entries.setdefault(source, []).append([self._fingerprint(new_path), float(epsilon_max)])
+        else:
+            entry[0] = self._fingerprint(new_path)
+            entry[1] = max(entry[1], float(epsilon_max))
+        return cost
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per source: paths, spent (sum of each path's largest epsilon), total, remaining."""
+        rows = []
+        for source, entries in self._entries.items():
+            spent = float(sum(e[1] for e in entries))
+            rows.append({"source": source, "paths": len(entries), "largest_epsilon": max(e[1] for e in entries),
+                         "spent": spent, "total": self._total,
+                         "remaining": None if self._total is None else max(self._total - spent, 0.0)})
+        return pd.DataFrame(rows, columns=["source", "paths", "largest_epsilon", "spent", "total", "remaining"])
+
+    def __repr__(self) -> str:
+        return f"DiffusionLedger({len(self._entries)} source(s), total={self._total})"

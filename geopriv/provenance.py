@@ -76,6 +76,14 @@ ALLOWED_FIELDS = {
     "placement": "where synthetic points are put inside their cells",
     "n_people": "number of people in the data (public in this privacy model)",
     "public_area": "the public rectangle the release is defined on (declared bounds, region box or area of use)",
+    # graded release over a network
+    "coalition_epsilon_per_m": "what any coalition of recipients can learn: the largest epsilon released",
+    "distance": "network distance used: hops or resistance",
+    "epsilon_min": "smallest epsilon released (per unit of a released value)",
+    "epsilon_max": "largest epsilon released (per unit of a released value)",
+    "coalition_epsilon": "what any coalition of recipients can learn about a released value: the largest epsilon",
+    "recipients": "number of recipients answered (shown by the output)",
+    "unreachable": "number of nodes not connected to the source (they get no answer)",
     # bookkeeping
     "n": "number of rows released (shown by the output)",
     "seeded": "whether the noise is reproducible (the seed is never stored)",

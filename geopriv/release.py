@@ -48,7 +48,7 @@ from pyproj import Transformer
 
 from ._points import as_geoseries, check_coordinates, check_no_other_geometries, point_xy
 from .crs import as_crs
-from .exceptions import CRSError, GeometryError, MissingCRSError
+from .exceptions import CRSError, GeometryError, GeoprivError, MissingCRSError
 from .frame import (
     DEFAULT_MAX_DISTORTION,
     PublicFrame,
@@ -65,7 +65,7 @@ from .frame import (
 from .provenance import attach, make_record
 from .rng import make_rng
 
-__all__ = ["release_points", "release_synthetic", "assemble", "CHUNK", "check_release_input", "public_area"]
+__all__ = ["release_points", "release_synthetic", "release_diffusion", "assemble", "CHUNK", "check_release_input", "public_area"]
 
 CHUNK = 1_000_000
 _COPY_ON_WRITE = int(pd.__version__.split(".")[0]) >= 3
@@ -478,3 +478,76 @@ def release_synthetic(
         return attach(points, data, record)
     result = gpd.GeoDataFrame(geometry=points, crs=crs)
     return attach(result, data, record)
+
+
+def release_diffusion(
+    data,
+    source,
+    epsilons,
+    recipients,
+    *,
+    path=None,
+    rng=None,
+    bounds=None,
+    grid="auto",
+    max_distortion: float = DEFAULT_MAX_DISTORTION,
+    before_noise=None,
+):
+    """Release the location of row ``source`` to ``recipients`` at ``epsilons`` (per ground metre) from one path.
+
+    The graded release of :mod:`geopriv.mechanisms.diffusion` through the public release path:
+
+    1. validation of the points and the CRS (no attribute is released);
+    2. the public planar frame (a path's noise vectors are shared by recipients, so it needs a
+       plane: the CRS itself when its scale is bounded over its area of use or ``bounds=``,
+       else an equidistant frame centred on the declared ``bounds=``); the source must lie in
+       its public area;
+    3. the public lattice, fixed by the largest epsilon (the most accurate answer), and each
+       recipient's finite-precision bound, before any noise is drawn; then ``before_noise()``
+       (the caller's budget check);
+    4. one path over the recipients' levels in the frame's units, truncation and snapping;
+    5. the provenance record from the allowlist (the path is never in it).
+
+    Returns (responses (m, 2) in the input CRS, effective epsilons per metre, path, record fields).
+    """
+    from .frame import finite_precision_epsilon
+    from .mechanisms.diffusion import DiffusionPath, diffuse
+
+    geoms, xy = check_release_input(data, (), bounds, None, attributes=False)
+    crs = as_crs(geoms.crs)
+    labels = geoms.index
+    if not labels.is_unique:
+        raise GeoprivError("The index has duplicate labels; the source and the recipients are named by index label. "
+                           "Make it unique first (gdf.reset_index(drop=True)).")
+    pos = labels.get_loc(source)
+    eps = np.asarray(epsilons, dtype=float)
+    frame = public_frame(crs, bounds=bounds, max_distortion=max_distortion, planar_only=True)
+    frame.check_inside(xy[[pos]], labels[[pos]])
+    grid_m = check_grid(grid, float(eps.max()))
+    lattice = public_lattice(frame, grid_m)
+    unique = np.unique(eps)
+    eff_unique = np.array([finite_precision_epsilon(e, frame, lattice) for e in unique])
+    effective = eff_unique[np.searchsorted(unique, eps)]
+    if path is not None and not isinstance(path, DiffusionPath):
+        raise TypeError(f"path must be a DiffusionPath (the secret path of an earlier release), got {type(path).__name__}.")
+    if before_noise is not None:
+        before_noise()
+    source_rng = make_rng(rng)
+    u = frame.to_work(xy[[pos]], labels[[pos]])[0]
+    responses, new_path = diffuse(u, eps / frame.scale_max, source_rng.generator, path=path)
+    out = frame.from_work(np.asarray(responses, dtype=float).reshape(-1, 2))
+    out = truncate_and_snap(np.array(out, dtype=float), frame.area, lattice)
+    fields = {
+        "mechanism": "private Markov jump process (graded release over a network)",
+        "definition": "each recipient epsilon(d)-geo-indistinguishable per ground metre; any coalition of recipients "
+                      "learns no more than its closest member (the largest epsilon among them)",
+        "epsilon_min_per_m": float(eps.min()),
+        "epsilon_max_per_m": float(eps.max()),
+        "coalition_epsilon_per_m": float(eps.max()),
+        "effective_epsilon_per_m": float(effective.max()),
+        "finite_precision": "Andres et al. 2013 Thm 4.1 per recipient (column effective_epsilon_per_m)",
+    }
+    fields.update(frame.describe())
+    fields.update(lattice.describe())
+    fields["declared_bounds"] = None if bounds is None else [float(v) for v in declared_bounds(crs, bounds, None)]
+    return out, effective, new_path, fields, source_rng.seeded

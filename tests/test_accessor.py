@@ -22,6 +22,7 @@ FUNCTIONS = {
     "displacement": geopriv.displacement,
     "utility_report": geopriv.utility_report,
     "synthesize": geopriv.synthesize,
+    "diffuse": geopriv.diffuse_locations,
 }
 
 
