@@ -40,6 +40,15 @@ def _network(graph, data, tolerance, weight):
     if isinstance(graph, gpd.GeoDataFrame):
         return as_network(graph, points=data, tolerance=tolerance, weight=weight)
     if isinstance(graph, (np.ndarray, list, tuple, pd.DataFrame)):
+        ends = graph.iloc[:, :2].to_numpy() if isinstance(graph, pd.DataFrame) else np.asarray(graph, dtype=object)
+        if ends.ndim != 2 or ends.shape[1] != 2:
+            raise GeoprivError("an edge list must have two entries per edge (the row labels of its two ends).")
+        extra = pd.Index(pd.unique(ends.ravel())).difference(data.index)
+        if len(extra):
+            raise GeoprivError(
+                f"{len(extra)} node(s) of the edge list are not rows of the layer: {format_labels(extra)}. Name the "
+                "edges' ends by the layer's index labels (gdf.index), or drop those edges."
+            )
         return as_network(graph, nodes=data.index, weight=weight)
     return as_network(graph, weight=weight)
 
