@@ -65,7 +65,7 @@ from .frame import (
 from .provenance import attach, make_record
 from .rng import make_rng
 
-__all__ = ["release_points", "release_synthetic", "release_diffusion", "assemble", "CHUNK", "check_release_input", "public_area"]
+__all__ = ["release_points", "plan_release", "ReleasePlan", "release_synthetic", "release_diffusion", "assemble", "CHUNK", "check_release_input", "public_area"]
 
 CHUNK = 1_000_000
 _COPY_ON_WRITE = int(pd.__version__.split(".")[0]) >= 3
@@ -180,30 +180,95 @@ def _own_frame(mechanism, crs) -> PublicFrame:
     return PublicFrame(crs, "planar", mechanism.crs, 1.0, 1.0, None, "mechanism")
 
 
-def release_points(
-    data,
+@dataclasses.dataclass(frozen=True)
+class ReleasePlan:
+    """Everything public about a per-row release, fixed before any point is looked at.
+
+    Built by :func:`plan_release` from the CRS, the mechanism and the public parameters only;
+    :meth:`draw` and :meth:`finish` are the per-chunk steps (sampling in the frame, then
+    truncation and snapping in the input CRS) and :meth:`fields` the provenance fields.  The
+    in-memory path (:func:`release_points`) and the distributed one (:mod:`geopriv.distributed`)
+    run the same plan.
+    """
+
+    mechanism: object
+    crs: object
+    frame: PublicFrame
+    lattice_frame: PublicFrame
+    lattice: object
+    region_geom: object
+    rect: object
+    effective: object
+    fp_text: str
+    bounds: object
+    region_given: bool
+    keep: tuple
+    to_work: object
+    from_work: object
+
+    def check_inside(self, xy, labels) -> None:
+        """Refuse rows outside the public area (names rows); the mechanism checks its own domain."""
+        if self.mechanism.frame_policy != "own":
+            self.frame.check_inside(xy, labels)
+        elif self.bounds is not None:
+            self.lattice_frame.check_inside(xy, labels)
+
+    def draw(self, xy, labels, gen):
+        """The mechanism's output for rows ``xy`` (input CRS) in the frame's coordinates."""
+        chunk = xy
+        if self.to_work is not None:
+            x, y = self.to_work.transform(chunk[:, 0], chunk[:, 1])
+            chunk = np.column_stack([x, y])
+            bad = ~np.isfinite(chunk).all(axis=1)
+            if bad.any():
+                raise GeometryError(
+                    f"cannot be expressed in the working frame ({self.frame.work_crs.name})", labels[bad],
+                    f"Check that the coordinates are really in {self.crs.name}: they must lie within its valid range.",
+                )
+        return self.mechanism.release(chunk, self.frame, gen, labels=labels)
+
+    def finish(self, out):
+        """Back in the input CRS, truncated to the public area / region and snapped (a fresh array)."""
+        if self.from_work is not None:
+            x, y = self.from_work.transform(out[:, 0], out[:, 1])
+            out = np.column_stack([x, y])
+        out = truncate_and_snap(out, self.rect if self.region_geom is None else None, self.lattice)
+        if self.region_geom is not None:  # nearest lattice node inside the region
+            out = _truncate(out, self.region_geom, self.lattice)
+        if not np.isfinite(out).all():  # pragma: no cover - defensive: never release a non-finite point
+            raise CRSError(f"Some releases cannot be expressed in {self.crs.name}; reproject the data to EPSG:4326 or a UTM zone.")
+        return out
+
+    def fields(self, extra_record: dict | None = None) -> dict:
+        """The provenance fields (public only; the record adds n, seeded, version, time)."""
+        crs = self.crs
+        fields = dict(self.mechanism.describe(self.frame))
+        fields.update(self.frame.describe() if self.mechanism.frame_policy != "own" else {"input_crs": crs.to_string()})
+        if self.lattice is not None:
+            fields.update(self.lattice.describe())
+        fields["effective_epsilon_per_m"] = self.effective
+        fields["finite_precision"] = self.fp_text
+        fields["declared_bounds"] = None if self.bounds is None else [float(v) for v in declared_bounds(crs, self.bounds, None)]
+        fields["region"] = self.region_given
+        fields["kept_columns"] = sorted(str(k) for k in self.keep)
+        if extra_record:
+            fields.update(extra_record)
+        return fields
+
+
+def plan_release(
+    crs,
     mechanism,
     *,
-    rng=None,
     grid="auto",
     continuous: bool = False,
     bounds=None,
     region=None,
     keep=(),
     max_distortion: float = DEFAULT_MAX_DISTORTION,
-    progress=None,
-    extra_record: dict | None = None,
-):
-    """Release the points of ``data`` with ``mechanism`` through the one public release path.
-
-    See the module docstring for the steps and :func:`geopriv.perturb` for the parameters.
-    Returns a new object like ``data`` whose geometry is the release and whose
-    ``attrs["geopriv"]`` is the provenance record (public fields only).
-    """
-    geoms, xy = check_release_input(data, keep, bounds, region)
-    source = make_rng(rng)
-    crs = geoms.crs
-    labels = geoms.index
+) -> ReleasePlan:
+    """The public frame, lattice, finite-precision bound and transforms of a release (no data involved)."""
+    crs = as_crs(crs)
     if isinstance(continuous, (bool, np.bool_)) is False:
         raise TypeError("continuous must be True or False.")
     if continuous and not (isinstance(grid, str) and grid == "auto"):
@@ -211,17 +276,14 @@ def release_points(
 
     # 1. the public frame
     if mechanism.frame_policy == "own":
-        frame = _own_frame(mechanism, as_crs(crs))
+        frame = _own_frame(mechanism, crs)
         # the mechanism checks its own domain (it names rows outside its map, or clamps them);
         # the map's extent (public) only fixes the lattice's scale, unless bounds= are declared
         lattice_frame = public_frame(crs, bounds=bounds if bounds is not None else mechanism.public_bounds(crs),
                                      max_distortion=max_distortion)
-        if bounds is not None:
-            lattice_frame.check_inside(xy, labels)
     else:
         frame = public_frame(crs, bounds=bounds, max_distortion=max_distortion,
                              planar_only=mechanism.frame_policy == "planar")
-        frame.check_inside(xy, labels)
         lattice_frame = frame
     region_geom = _region_geometry(region, crs)
     if region_geom is not None and lattice_frame.area is not None:
@@ -255,54 +317,51 @@ def release_points(
     if region_geom is not None and lattice is not None:
         _check_region_holds_lattice(region_geom, lattice)
 
-    # 3. sample, 4. truncate and snap, chunk by chunk
     rect = lattice_frame.area if (mechanism.frame_policy != "own" or bounds is not None) else None
     if rect is None and frame.kind == "spherical" and crs.is_projected:
         rect = area_of_use_bounds(crs)  # e.g. Web Mercator: keep outputs where the CRS is defined
     to_work = None if frame.same else Transformer.from_crs(crs, frame.work_crs, always_xy=True)
     from_work = None if frame.same else Transformer.from_crs(frame.work_crs, crs, always_xy=True)
+    return ReleasePlan(mechanism, crs, frame, lattice_frame, lattice, region_geom, rect, effective, fp_text, bounds,
+                       region is not None, tuple(keep or ()), to_work, from_work)
+
+
+def release_points(
+    data,
+    mechanism,
+    *,
+    rng=None,
+    grid="auto",
+    continuous: bool = False,
+    bounds=None,
+    region=None,
+    keep=(),
+    max_distortion: float = DEFAULT_MAX_DISTORTION,
+    progress=None,
+    extra_record: dict | None = None,
+):
+    """Release the points of ``data`` with ``mechanism`` through the one public release path.
+
+    See the module docstring for the steps and :func:`geopriv.perturb` for the parameters.
+    Returns a new object like ``data`` whose geometry is the release and whose
+    ``attrs["geopriv"]`` is the provenance record (public fields only).
+    """
+    geoms, xy = check_release_input(data, keep, bounds, region)
+    source = make_rng(rng)
+    labels = geoms.index
+    plan = plan_release(geoms.crs, mechanism, grid=grid, continuous=continuous, bounds=bounds, region=region,
+                        keep=keep, max_distortion=max_distortion)
+    plan.check_inside(xy, labels)
     gen = source.generator
 
     def draw(a, b):
-        chunk = xy[a:b]
-        if to_work is not None:
-            x, y = to_work.transform(chunk[:, 0], chunk[:, 1])
-            chunk = np.column_stack([x, y])
-            bad = ~np.isfinite(chunk).all(axis=1)
-            if bad.any():
-                raise GeometryError(
-                    f"cannot be expressed in the working frame ({frame.work_crs.name})", labels[a:b][bad],
-                    f"Check that the coordinates are really in {crs.name}: they must lie within its valid range.",
-                )
-        return mechanism.release(chunk, frame, gen, labels=labels[a:b])
+        return plan.draw(xy[a:b], labels[a:b], gen)
 
     def finish(out, geoms_out):
-        if from_work is not None:
-            x, y = from_work.transform(out[:, 0], out[:, 1])
-            out = np.column_stack([x, y])
-        # ``out`` is this chunk's own fresh array; with a region, truncation goes to the region below
-        out = truncate_and_snap(out, rect if region_geom is None else None, lattice)
-        if region_geom is not None:  # nearest lattice node inside the region
-            out = _truncate(out, region_geom, lattice)
-        if not np.isfinite(out).all():  # pragma: no cover - defensive: never release a non-finite point
-            raise CRSError(f"Some releases cannot be expressed in {crs.name}; reproject the data to EPSG:4326 or a UTM zone.")
-        shapely.points(out, out=geoms_out)
+        shapely.points(plan.finish(out), out=geoms_out)
 
     geometries = _pipelined(len(xy), draw, finish, progress)
-
-    # 5. provenance: public fields only
-    fields = dict(mechanism.describe(frame))
-    fields.update(frame.describe() if mechanism.frame_policy != "own" else {"input_crs": crs.to_string()})
-    if lattice is not None:
-        fields.update(lattice.describe())
-    fields["effective_epsilon_per_m"] = effective
-    fields["finite_precision"] = fp_text
-    fields["declared_bounds"] = None if bounds is None else [float(v) for v in declared_bounds(crs, bounds, None)]
-    fields["region"] = region is not None
-    fields["kept_columns"] = sorted(str(k) for k in (keep or ()))
-    if extra_record:
-        fields.update(extra_record)
-    record = make_record(fields, seeded=source.seeded, n=len(xy))
+    record = make_record(plan.fields(extra_record), seeded=source.seeded, n=len(xy))
     return assemble(data, geoms, geometries, record)
 
 
