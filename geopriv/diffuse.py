@@ -164,13 +164,14 @@ def diffuse_locations(
     reach = np.isfinite(d.to_numpy())
     reach[data.index.get_loc(source)] = False
     unreachable = d.index[~np.isfinite(d.to_numpy())]
+    pending_warning = None
     if len(unreachable):
         msg = (f"{len(unreachable)} row(s) are not connected to the source in the graph and get no answer: "
                f"labels {format_labels(unreachable)}.")
         if on_unreachable == "raise":
             raise GeoprivError(msg + " Connect them, or pass on_unreachable='warn' or 'ignore'.")
-        if on_unreachable == "warn":
-            warnings.warn(msg, UnreachableRecipientsWarning, stacklevel=2)
+        if on_unreachable == "warn":  # after the release: a call that fails says one thing only
+            pending_warning = msg
     if not reach.any():
         raise EmptyInputError(f"no row other than the source {source!r} is connected to it: there is nobody to answer.")
     recipients = d.index[reach]
@@ -195,8 +196,12 @@ def diffuse_locations(
             geometry=gpd.points_from_xy(out[:, 0], out[:, 1]), crs=data.crs, index=recipients,
         )
         fields.update(extra)
-        return attach(result, data, make_record(fields, seeded=seeded, n=len(recipients))), new_path
-    return _diffuse_value(data, source, value, support, eps, dist, recipients, path, rng, ledger, charge_check, extra)
+        out = (attach(result, data, make_record(fields, seeded=seeded, n=len(recipients))), new_path)
+    else:
+        out = _diffuse_value(data, source, value, support, eps, dist, recipients, path, rng, ledger, charge_check, extra)
+    if pending_warning is not None:
+        warnings.warn(pending_warning, UnreachableRecipientsWarning, stacklevel=2)
+    return out
 
 
 def _diffuse_value(data, source, column, support, eps, dist, recipients, path, rng, ledger, charge_check, extra):

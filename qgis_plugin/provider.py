@@ -13,6 +13,7 @@ from qgis.core import QgsProcessingProvider
 from qgis.PyQt.QtGui import QIcon
 
 from .algorithms.build_privacy_map import BuildPrivacyMap
+from .algorithms.diffuse import Diffuse
 from .algorithms.perturb_location_dependent import PerturbLocationDependent
 from .algorithms.perturb_points import PerturbPoints
 from .algorithms.sanitize_traces import SanitizeTraces
@@ -24,6 +25,7 @@ ALGORITHMS = [
     BuildPrivacyMap,
     PerturbLocationDependent,
     Synthesize,
+    Diffuse,
     SanitizeTraces,
     UtilityReport,
 ]

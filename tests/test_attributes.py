@@ -633,7 +633,7 @@ def test_clean_data_passes_and_wrong_type(shuffled):
 # cost
 
 
-def test_three_million_rows_cost_milliseconds():
+def test_three_million_rows_cost_less_than_sorting_them_once():
     n = 3_000_000
     rng = np.random.default_rng(11)
     x = 448_000 + rng.uniform(0, 5_000, n)
@@ -647,6 +647,11 @@ def test_three_million_rows_cost_milliseconds():
         start = time.perf_counter()
         check_location_attributes(gdf)
         best = min(best, time.perf_counter() - start)
-    assert best < 0.2, f"{best:.3f} s"
+    baseline = np.inf  # one sort of the coordinates, timed beside it (the machine is shared: compare, don't clock)
+    for _ in range(3):
+        start = time.perf_counter()
+        np.sort(x)
+        baseline = min(baseline, time.perf_counter() - start)
+    assert best < 2 * baseline, f"{best:.3f} s against a {baseline:.3f} s sort"
     gdf["easting"] = x
     assert set(find_location_columns(gdf)) == {"easting"}

@@ -32,7 +32,8 @@ from geopriv.io import sidecar_path
 DATA = Path(geopriv.__file__).parent / "data"
 SOHO = DATA / "soho_cholera.gpkg"
 TOKYO = DATA / "tokyo_density_200.tif"
-COMMANDS = ["perturb", "privacy-map", "build-mechanism", "sanitize-traces", "sample-queries", "synthesize", "report", "demo"]
+COMMANDS = ["perturb", "privacy-map", "build-mechanism", "sanitize-traces", "sample-queries", "synthesize", "diffuse", "report",
+            "demo"]
 LN4_200 = ["--level", "ln4", "--radius", "200"]
 
 

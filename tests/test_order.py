@@ -346,7 +346,17 @@ def test_allow_order_exempts_monotone_time_from_the_rank_test():
 # cost
 
 
-def test_three_million_rows_cost_milliseconds():
+def _baseline_sort_seconds(values) -> float:
+    """One sort of the coordinates, timed beside the check (the machine is shared: compare, don't clock)."""
+    best = np.inf
+    for _ in range(3):
+        start = time.perf_counter()
+        np.sort(values)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def test_three_million_rows_cost_less_than_sorting_them_once():
     n = 3_000_000
     rng = np.random.default_rng(11)
     x = 448_000 + rng.uniform(0, 5_000, n)
@@ -364,7 +374,8 @@ def test_three_million_rows_cost_milliseconds():
         found = order_leaks(gdf)
         best = min(best, time.perf_counter() - start)
     assert found == {}
-    assert best < 0.1, f"{best:.3f} s"
+    baseline = _baseline_sort_seconds(y)
+    assert best < baseline, f"{best:.3f} s against a {baseline:.3f} s sort"
     ordered = gdf.iloc[np.argsort(y)].reset_index(drop=True)  # sorted by northing
     best = np.inf
     for _ in range(3):
@@ -372,4 +383,5 @@ def test_three_million_rows_cost_milliseconds():
         found = order_leaks(ordered)
         best = min(best, time.perf_counter() - start)
     assert set(found) == {ROW_ORDER}
-    assert best < 0.1, f"{best:.3f} s"
+    baseline = _baseline_sort_seconds(y)
+    assert best < baseline, f"{best:.3f} s against a {baseline:.3f} s sort"

@@ -10,7 +10,7 @@ from qgis_helpers import ROOT, data_path
 pytestmark = pytest.mark.qgis
 
 EXPECTED = {"geopriv:perturbpoints", "geopriv:buildprivacymap", "geopriv:perturblocationdependent",
-            "geopriv:synthesize", "geopriv:sanitizetraces", "geopriv:utilityreport"}
+            "geopriv:synthesize", "geopriv:diffuse", "geopriv:sanitizetraces", "geopriv:utilityreport"}
 
 
 def test_provider_registers_every_algorithm(provider):

@@ -1,0 +1,409 @@
+"""Diffuse a location over a network: ``geopriv.diffuse_locations`` from one person to everyone connected to her."""
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pandas as pd
+from qgis.core import (
+    QgsFeatureSink,
+    QgsProcessing,
+    QgsProcessingException,
+    QgsProcessingOutputNumber,
+    QgsProcessingParameterDefinition,
+    QgsProcessingParameterEnum,
+    QgsProcessingParameterExtent,
+    QgsProcessingParameterFeatureSink,
+    QgsProcessingParameterFeatureSource,
+    QgsProcessingParameterField,
+    QgsProcessingParameterNumber,
+    QgsProcessingParameterString,
+    QgsWkbTypes,
+)
+
+from .base import BOUNDS_LABEL, GRID_LABEL, TYPE_POINTS, GeoprivAlgorithm, library_default
+from .layers import feature_for, fields_for, to_qgis
+
+TYPE_LINES = QgsProcessing.TypeVectorLine
+TYPE_TABLES = QgsProcessing.TypeVector  # any vector layer, with or without geometry (a CSV table)
+
+_LOG = re.compile(r"^(?:ln|log)\(?([^()/]+)\)?$")
+
+
+def parse_number(text: str) -> float:
+    """A number, also written ``ln4``, ``ln(4)`` and divided: ``ln4/200`` (as on the command line)."""
+    t = str(text).strip().lower().replace(" ", "")
+    num, _, den = t.partition("/")
+    try:
+        m = _LOG.match(num)
+        value = math.log(float(m.group(1))) if m else float(num)
+        if den:
+            value /= float(den)
+    except (ValueError, ZeroDivisionError):
+        raise ValueError(f"not a number: {text!r} (give e.g. 0.0069, ln4 or ln4/200)") from None
+    return value
+
+
+def parse_epsilon_table(text: str):
+    """``"1:ln4/50 4:ln4/2000"`` (pairs separated by spaces, commas or semicolons) -> (distances, epsilons), sorted."""
+    pairs = []
+    for item in [t for t in re.split(r"[\s,;]+", str(text).strip()) if t]:
+        d, sep, e = item.partition(":")
+        if not sep:
+            raise ValueError(f"{item!r} is not a distance:epsilon pair (give e.g. 1:ln4/50 4:ln4/2000)")
+        pairs.append((parse_number(d), parse_number(e)))
+    if not pairs:
+        raise ValueError("the epsilon table is empty (give e.g. 1:ln4/50 4:ln4/2000)")
+    pairs.sort()
+    return [d for d, _ in pairs], [e for _, e in pairs]
+
+
+class ExpEpsilon:
+    """epsilon(d) = exp(B - A d): Koufogiannis and Pappas' form (their Facebook example: A = 3.3, B = 4)."""
+
+    def __init__(self, a: float, b: float):
+        self.a, self.b = float(a), float(b)
+        self.__name__ = f"exp({self.b:g} - {self.a:g} d)"
+
+    def __call__(self, d):
+        return np.exp(self.b - self.a * np.asarray(d, dtype=float))
+
+
+def as_ids(values, labels: pd.Index):
+    """Values (text or numbers) as ids of the people's kind: whole numbers (feature ids, integer fields) or text.
+
+    Returns (ids, positions of the values that are not whole numbers or are empty).
+    """
+    text = pd.Series(["" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v).strip() for v in values],
+                     dtype=object)
+    if pd.api.types.is_integer_dtype(labels.dtype):
+        num = pd.to_numeric(text, errors="coerce")
+        bad = (num.isna() | (num % 1 != 0)).to_numpy()
+        return num.fillna(-1).astype("int64").to_numpy(), np.flatnonzero(bad)
+    return text.to_numpy(dtype=object), np.flatnonzero((text == "").to_numpy())
+
+
+class Diffuse(GeoprivAlgorithm):
+    NAME = "diffuse"
+    DISPLAY_NAME = "Diffuse a location over a network (graded release)"
+    GROUP = "Release points"
+    GROUP_ID = "points"
+    GEOPRIV_API = ("diffuse_locations", "epsilon_of_distance", "make_rng")
+    GEOPRIV_KEYWORDS = {"diffuse_locations": ("source", "graph", "distance", "tolerance", "bounds", "grid", "rng"),
+                        "epsilon_of_distance": ("kind",)}
+    HELP = """<p>Tells <b>one person's location</b> (the <b>source</b>) to <b>everyone connected to her</b> in a
+public network, the more accurately the closer they are (Koufogiannis and Pappas, "Diffusing private data over
+networks": the private Markov jump process). Recipient <i>j</i>, at network distance <i>d</i> from the source, gets
+her location with planar Laplace noise at &epsilon;(<i>d</i>) per ground metre: alone, <i>j</i> has
+&epsilon;(<i>d</i>)-geo-indistinguishability. All answers come from <b>one secret noise path</b>, so <b>any group of
+recipients</b> pooling their answers (friends comparing notes, fake accounts) <b>learns no more than its closest
+member</b>: the release costs the largest epsilon, not the sum (the <i>coalition epsilon</i>). Neighbours at similar
+distances often get identical answers; that is part of the design.</p>
+<p><b>People</b>: a point layer, one point per person, named by <b>feature id</b> or by the values of the <b>id
+field</b> (unique). <b>Source</b>: the id of the person whose location is released. Only her location is released;
+no attribute of anyone is.</p>
+<p><b>Network</b> (public), either a <b>line layer</b> whose lines join two people's points (line ends matched to
+points within the <b>tolerance</b>, in the people layer's CRS units; lines in another CRS are reprojected), or a
+<b>table of id pairs</b> (any layer, e.g. a CSV without geometry) with its two <b>id fields</b>: one edge per row.
+<b>Network distance</b>: <i>hops</i> (edges on a shortest path) or <i>resistance</i> (effective resistance, which
+counts every path). People <b>not connected</b> to the source get <b>no answer</b>: the log names them (by id) and
+<b>UNREACHABLE</b> counts them.</p>
+<p><b>Epsilon by distance</b>, never larger for a farther person (an increasing policy is refused): either an
+<b>epsilon table</b> of <code>distance:epsilon</code> pairs, epsilon per metre, e.g. <code>1:ln4/50 4:ln4/2000</code>
+(ln 4 within 50 m for friends, ln 4 within 2 km at 4 hops and beyond; <code>ln</code> and <code>/</code> are
+understood), interpolated linearly (advanced: or as steps), constant before the first and after the last distance;
+or <b>A</b> and <b>B</b> for &epsilon;(<i>d</i>) = exp(B &minus; A <i>d</i>) per metre, the paper's form (B is the
+natural log of epsilon at distance 0: B = ln 0.03 = &minus;3.51 gives 0.03 per metre).</p>
+<p>The noise is drawn in a plane fixed by public information: a projected layer's CRS over its area of use, or
+the <b>public study area</b> (any CRS), which longitude/latitude and Web Mercator layers need. Choose it without
+looking at individual points (a city or study-region boundary, round numbers); never the people layer's extent
+(refused). Answers are snapped to a <b>public lattice</b> (advanced: <b>grid step</b> in ground metres; empty: 1 m,
+finer for a large epsilon) and the finite-precision bound is reported per recipient.</p>
+<p><b>Output</b>: one point per recipient, in the people layer's CRS, with <b>recipient</b> (its id),
+<b>network_distance</b>, <b>epsilon_per_m</b> and <b>effective_epsilon_per_m</b>; no other attribute. The
+provenance (log and <b>PROVENANCE</b>) records the epsilon range, the coalition epsilon, the distance, the number of
+recipients and of unreachable people, the frame and the lattice.</p>
+<p><b>The noise path is not saved</b>: with it anyone would remove the noise from every answer. So every run is a
+<b>fresh release</b> that spends its epsilon again, and a group holding answers from two runs may average them. To
+answer people who join later from the same path (consistently, without spending again below the largest epsilon)
+use the library (<code>geopriv.diffuse_locations(..., path=...)</code>) or the command line
+(<code>geopriv diffuse --save-path</code> / <code>--path</code>), which keep the secret path in a private file. They
+can also release an attribute's value (e.g. an infection bit) instead of the location. Leave the <b>random seed</b>
+empty for a real release.</p>"""
+
+    INPUT = "INPUT"
+    ID_FIELD = "ID_FIELD"
+    SOURCE = "SOURCE"
+    NETWORK = "NETWORK"
+    TOLERANCE = "TOLERANCE"
+    EDGES = "EDGES"
+    EDGE_FROM = "EDGE_FROM"
+    EDGE_TO = "EDGE_TO"
+    DISTANCE = "DISTANCE"
+    EPSILON_TABLE = "EPSILON_TABLE"
+    EPSILON_KIND = "EPSILON_KIND"
+    EXP_A = "EXP_A"
+    EXP_B = "EXP_B"
+    OUTPUT = "OUTPUT"
+    RECIPIENTS_OUT = "RECIPIENTS"
+    UNREACHABLE_OUT = "UNREACHABLE"
+    COALITION_OUT = "COALITION_EPSILON_PER_M"
+
+    DISTANCES = ["hops", "resistance"]
+    KINDS = ["linear", "step"]
+
+    def initAlgorithm(self, config=None):  # noqa: N802
+        import inspect
+
+        import geopriv
+
+        self.addParameter(QgsProcessingParameterFeatureSource(self.INPUT, "People (one point per person)",
+                                                              [TYPE_POINTS]))
+        id_field = QgsProcessingParameterField(
+            self.ID_FIELD, "Id field of the people (unique; empty: the feature id)", parentLayerParameterName=self.INPUT,
+            optional=True)
+        id_field.setHelp("Names the people in the source parameter, in the network table and in the output's "
+                         "'recipient' field. Empty: QGIS feature ids.")
+        self.addParameter(id_field)
+        source = QgsProcessingParameterString(
+            self.SOURCE, "Source: id of the person whose location is released (feature id, or the id field's value)")
+        source.setHelp("Only this person's location is released, to every other person connected to her.")
+        self.addParameter(source)
+        network = QgsProcessingParameterFeatureSource(
+            self.NETWORK, "Network as lines between the people's points (or give a table below)", [TYPE_LINES],
+            optional=True)
+        network.setHelp("Each line joins the two people whose points are at its ends (its first and last vertex). "
+                        "Lines in another CRS are reprojected to the people layer's.")
+        self.addParameter(network)
+        tolerance = QgsProcessingParameterNumber(
+            self.TOLERANCE, "Tolerance for line ends (people layer's CRS units)", QgsProcessingParameterNumber.Double,
+            defaultValue=library_default("diffuse_locations", "tolerance"), minValue=0.0)
+        tolerance.setHelp("Largest distance between a line end and its person's point; 0: exactly at the point. An "
+                          "end within the tolerance of no point, or of two, stops the algorithm naming the line.")
+        self.addParameter(tolerance)
+        edges = QgsProcessingParameterFeatureSource(
+            self.EDGES, "Network as a table of id pairs (any layer, e.g. a CSV; or give lines above)", [TYPE_TABLES],
+            optional=True)
+        edges.setHelp("One edge per row: the ids (feature ids, or the id field's values) of two people.")
+        self.addParameter(edges)
+        for name, label in ((self.EDGE_FROM, "Table: field with the id of one end"),
+                            (self.EDGE_TO, "Table: field with the id of the other end")):
+            self.addParameter(QgsProcessingParameterField(name, label, parentLayerParameterName=self.EDGES,
+                                                          optional=True))
+        self.addParameter(QgsProcessingParameterEnum(
+            self.DISTANCE, "Network distance",
+            ["hops: edges on a shortest path", "resistance: effective resistance (counts every path)"],
+            defaultValue=self.DISTANCES.index(library_default("diffuse_locations", "distance"))))
+        table = QgsProcessingParameterString(
+            self.EPSILON_TABLE, "Epsilon per metre by network distance: distance:epsilon pairs, e.g. 1:ln4/50 "
+                                "4:ln4/2000 (or give A and B)", defaultValue=None, optional=True)
+        table.setHelp("Epsilon must not increase with distance. Between the distances: linear interpolation (advanced: "
+                      "steps); the first epsilon below the first distance, the last beyond the last. 'ln' and '/' are "
+                      "understood: ln4/50 is ln(4)/50.")
+        self.addParameter(table)
+        for name, label in ((self.EXP_A, "A in epsilon(d) = exp(B - A d) per metre (>= 0: decrease per unit of distance)"),
+                            (self.EXP_B, "B in epsilon(d) = exp(B - A d) per metre (ln of epsilon at distance 0)")):
+            self.addParameter(QgsProcessingParameterNumber(name, label, QgsProcessingParameterNumber.Double,
+                                                           defaultValue=None, optional=True))
+        bounds = QgsProcessingParameterExtent(self.BOUNDS, BOUNDS_LABEL, defaultValue=None, optional=True)
+        bounds.setHelp(
+            "The area your data is about, in any CRS (it is converted to the people layer's CRS). It is public: choose "
+            "it without looking at individual points (a city or study-region boundary, round numbers); it fixes the "
+            "plane the noise is drawn in and is written in the provenance. The source must lie inside it. Never use "
+            "'Calculate from layer' on the people layer itself (refused). Empty: the CRS's area of use, which "
+            "longitude/latitude and Web Mercator layers cannot use.")
+        self.addParameter(bounds)
+        kind = QgsProcessingParameterEnum(
+            self.EPSILON_KIND, "Epsilon table between its distances", ["Linear interpolation", "Steps"],
+            defaultValue=self.KINDS.index(inspect.signature(geopriv.epsilon_of_distance).parameters["kind"].default))
+        grid = QgsProcessingParameterNumber(self.GRID, GRID_LABEL, QgsProcessingParameterNumber.Double,
+                                            defaultValue=None, optional=True, minValue=0.0)
+        grid.setHelp("Answers are snapped to a public lattice of this step in ground metres, fixed by the largest "
+                     "epsilon, with the finite-precision effective epsilon reported per recipient. Empty: the "
+                     "library's automatic step (grid=\"auto\").")
+        for param in (kind, grid):
+            param.setFlags(param.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
+            self.addParameter(param)
+        self.add_seed_parameter()
+        self.addParameter(QgsProcessingParameterFeatureSink(self.OUTPUT, "Answers (one point per recipient)",
+                                                            TYPE_POINTS))
+        self.addOutput(QgsProcessingOutputNumber(self.RECIPIENTS_OUT, "Number of recipients"))
+        self.addOutput(QgsProcessingOutputNumber(self.UNREACHABLE_OUT, "People not connected to the source (no answer)"))
+        self.addOutput(QgsProcessingOutputNumber(self.COALITION_OUT,
+                                                 "Coalition epsilon per metre (the largest released)"))
+        self.add_provenance_output()
+
+    # --- parameters -> geopriv arguments ------------------------------------------------------
+    def fail(self, message):
+        return QgsProcessingException(f"{self.displayName()}: {message}")
+
+    def epsilon_policy(self, parameters, context):
+        """The epsilon-of-distance schedule: the table, or exp(B - A d); exactly one of them."""
+        import geopriv
+
+        table = self.parameterAsString(parameters, self.EPSILON_TABLE, context) if self.is_set(
+            parameters, self.EPSILON_TABLE) else ""
+        a = self.optional_number(parameters, self.EXP_A, context)
+        b = self.optional_number(parameters, self.EXP_B, context)
+        if table.strip():
+            if a is not None or b is not None:
+                raise self.fail("give either an epsilon table or A and B (epsilon = exp(B - A d)), not both.")
+            try:
+                distances, epsilons = parse_epsilon_table(table)
+            except ValueError as exc:
+                raise self.fail(f"epsilon table: {exc}.") from None
+            kind = self.KINDS[self.parameterAsEnum(parameters, self.EPSILON_KIND, context)]
+            return geopriv.epsilon_of_distance((distances, epsilons), kind=kind)
+        if a is None or b is None:
+            raise self.fail("say how epsilon falls with network distance d: an epsilon table (e.g. 1:ln4/50 "
+                            "4:ln4/2000), or both A and B for epsilon(d) = exp(B - A d) per metre.")
+        if a < 0:
+            raise self.fail(f"A = {a:g} < 0 makes epsilon increase with distance: a farther person would get a more "
+                            "accurate answer than a closer one. Give A >= 0.")
+        return geopriv.epsilon_of_distance(ExpEpsilon(a, b))
+
+    def people(self, parameters, context, feedback):
+        """The people layer indexed by id (feature id, or the id field's values), and how the ids are described."""
+        field = self.parameterAsString(parameters, self.ID_FIELD, context) if self.is_set(parameters, self.ID_FIELD) \
+            else ""
+        data = self.read_layer(parameters, self.INPUT, context, feedback, columns=[field] if field else [],
+                               progress=(0.0, 10.0))
+        gdf = data.gdf
+        if not field:
+            return data, gdf, "feature ids"
+        ids = gdf[field]
+        if ids.isna().any():
+            raise self.fail(f"the id field '{field}' is empty at {int(ids.isna().sum())} feature(s) (feature ids "
+                            f"{', '.join(str(i) for i in gdf.index[ids.isna()][:5])}); every person needs an id.")
+        if pd.api.types.is_float_dtype(ids.dtype) and bool((ids % 1 == 0).all()):
+            ids = ids.astype("int64")
+        elif not pd.api.types.is_integer_dtype(ids.dtype):
+            ids = ids.map(lambda v: str(v).strip())
+        if ids.duplicated().any():
+            raise self.fail(f"the id field '{field}' has {int(ids.duplicated().sum())} duplicate value(s); every "
+                            "person needs their own id.")
+        gdf = gdf.drop(columns=[field])
+        gdf.index = pd.Index(ids.to_numpy(), name=field)
+        return data, gdf, f"values of the id field '{field}'"
+
+    def source(self, parameters, context, labels, described):
+        text = self.parameterAsString(parameters, self.SOURCE, context).strip()
+        ids, bad = as_ids([text], labels)
+        if len(bad) or ids[0] not in labels:
+            raise self.fail(f"source '{text}' is not a person of the people layer (the ids are {described}).")
+        return ids[0]
+
+    def lines(self, parameters, context, feedback, people):
+        """The line layer as a GeoDataFrame in the people's CRS (single-part MultiLineStrings as lines)."""
+        import shapely
+
+        gdf = self.read_layer(parameters, self.NETWORK, context, feedback, progress=(10.0, 20.0)).gdf
+        if gdf.crs is None:
+            feedback.pushWarning("The network's line layer has no CRS: it is taken to be the people layer's.")
+            gdf = gdf.set_crs(people.crs, allow_override=True)
+        elif people.crs is not None and gdf.crs != people.crs:
+            gdf = gdf.to_crs(people.crs)
+        g = gdf.geometry.values
+        single = (shapely.get_type_id(g) == 5) & (shapely.get_num_geometries(g) == 1)
+        if single.any():
+            gdf = gdf.copy()
+            gdf.loc[single, gdf.geometry.name] = shapely.get_geometry(g[single], 0)
+        return gdf
+
+    def edges(self, parameters, context, feedback, labels, described):
+        """The table's two id fields as a DataFrame of people ids (one edge per row)."""
+        names = [self.parameterAsString(parameters, p, context) if self.is_set(parameters, p) else ""
+                 for p in (self.EDGE_FROM, self.EDGE_TO)]
+        if not all(names):
+            raise self.fail("choose the two id fields of the network table (one edge per row: the ids of its two "
+                            "ends).")
+        if names[0] == names[1]:
+            raise self.fail("the network table's two id fields must be different fields.")
+        table = self.read_layer(parameters, self.EDGES, context, feedback, columns=names, progress=(10.0, 20.0)).gdf
+        out = {}
+        for key, name in zip(("from", "to"), names):
+            ids, bad = as_ids(table[name].tolist(), labels)
+            if len(bad):
+                raise self.fail(f"the network table's field '{name}' is empty or not a whole number at "
+                                f"{len(bad)} feature(s) (feature ids {', '.join(str(i) for i in table.index[bad][:5])})"
+                                f"; it must hold people ids ({described}).")
+            out[key] = ids
+        edges = pd.DataFrame(out)
+        unknown = pd.Index(pd.unique(edges.to_numpy().ravel())).difference(labels)
+        if len(unknown):
+            shown = ", ".join(str(u) for u in unknown[:5]) + (", ..." if len(unknown) > 5 else "")
+            raise self.fail(f"the network table refers to {len(unknown)} id(s) that are not people of the people layer "
+                            f"({shown}); the ids are {described}.")
+        return edges
+
+    # --- the run ------------------------------------------------------------------------------
+    def compute(self, parameters, context, feedback):
+        import geopriv
+
+        lines_given, table_given = self.is_set(parameters, self.NETWORK), self.is_set(parameters, self.EDGES)
+        if lines_given == table_given:
+            raise self.fail("give the network either as lines between the people's points or as a table of id pairs "
+                            "(one of them).")
+        epsilon = self.epsilon_policy(parameters, context)
+        data, people, described = self.people(parameters, context, feedback)
+        source = self.source(parameters, context, people.index, described)
+        options = {"distance": self.DISTANCES[self.parameterAsEnum(parameters, self.DISTANCE, context)]}
+        if lines_given:
+            graph = self.lines(parameters, context, feedback, people)
+            options["tolerance"] = self.parameterAsDouble(parameters, self.TOLERANCE, context)
+        else:
+            graph = self.edges(parameters, context, feedback, people.index, described)
+        bounds = self.public_study_area(parameters, context, data)  # in the people's CRS; never their extent
+        if bounds is not None:
+            options["bounds"] = bounds
+        grid = self.optional_number(parameters, self.GRID, context)
+        if grid is not None:
+            options["grid"] = grid
+        rng = self.random_source(parameters, context, feedback)
+
+        self.check_cancelled(feedback)
+        feedback.setProgress(20)
+        answers, _secret = geopriv.diffuse_locations(people, epsilon, source=source, graph=graph, rng=rng, **options)
+        del _secret  # the noise path is SECRET and is never kept or written: a later run is a fresh release
+        feedback.setProgress(90)
+        self.check_cancelled(feedback)
+        record = self.provenance(answers)
+
+        dest = self.write_answers(parameters, context, data, answers, feedback)
+        self.report(feedback, record, ("mechanism", "distance", "recipients", "unreachable", "epsilon_min_per_m",
+                                       "epsilon_max_per_m", "coalition_epsilon_per_m", "effective_epsilon_per_m",
+                                       "frame", "frame_area", "grid_m", "declared_bounds"))
+        self.report(feedback, record, ("definition",))
+        self.report(feedback, record, ("finite_precision",))
+        feedback.pushInfo("The noise path was not kept (it is secret: with it anyone removes the noise). Running "
+                          "again is a fresh release that spends its epsilon again.")
+        return {self.OUTPUT: dest, self.RECIPIENTS_OUT: record.get("recipients"),
+                self.UNREACHABLE_OUT: record.get("unreachable"),
+                self.COALITION_OUT: record.get("coalition_epsilon_per_m"),
+                self.PROVENANCE: self.provenance_json(record)}
+
+    def write_answers(self, parameters, context, data, answers, feedback, progress=(90.0, 100.0)):
+        """One point per recipient in the people's CRS: recipient, network_distance, epsilon_per_m,
+        effective_epsilon_per_m (no attribute of the people layer)."""
+        columns = ["recipient", "network_distance", "epsilon_per_m", "effective_epsilon_per_m"]
+        table = pd.DataFrame({"recipient": answers.index.to_numpy(),
+                              **{c: answers[c].to_numpy() for c in columns[1:]}})
+        fields = fields_for(table, columns)
+        sink, dest_id = self.parameterAsSink(parameters, self.OUTPUT, context, fields, QgsWkbTypes.Point, data.crs)
+        if sink is None:
+            raise QgsProcessingException(self.invalidSinkError(parameters, self.OUTPUT))
+        from qgis.core import QgsGeometry, QgsPointXY
+
+        geoms = answers.geometry.values
+        xs, ys = (np.asarray(geoms.x), np.asarray(geoms.y)) if len(geoms) else (np.empty(0), np.empty(0))
+        values = [table[c].to_numpy(dtype=object) for c in columns]
+        total = max(len(table), 1)
+        for i in range(len(table)):
+            if i % 10_000 == 0:  # no cancelling here: a release is written whole
+                feedback.setProgress(progress[0] + (progress[1] - progress[0]) * i / total)
+            geometry = QgsGeometry.fromPointXY(QgsPointXY(float(xs[i]), float(ys[i])))
+            if not sink.addFeature(feature_for(fields, [to_qgis(v[i]) for v in values], geometry),
+                                   QgsFeatureSink.FastInsert):
+                raise QgsProcessingException(self.writeFeatureError(sink, parameters, self.OUTPUT))
+        return dest_id
