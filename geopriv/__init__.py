@@ -4,6 +4,7 @@
 ``geopriv.perturb(gdf, ...)``.
 """
 from ._version import __version__
+from . import daskhook  # noqa: F401  (ddf.priv on dask-geopandas frames, without importing dask here)
 from . import accessor as _accessor  # noqa: F401  (registers gdf.priv)
 from .frame import PublicFrame, public_frame
 from .exceptions import (

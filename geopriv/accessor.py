@@ -19,7 +19,7 @@ from .diffuse import diffuse_locations as _diffuse_locations
 __all__ = ["PrivAccessor"]
 
 
-class _Base:
+class PrivBase:
     def __init__(self, obj):
         self._obj = obj
 
@@ -306,7 +306,7 @@ class _Base:
 
 
 @pd.api.extensions.register_dataframe_accessor("priv")
-class PrivAccessor(_Base):
+class PrivAccessor(PrivBase):
     """geopriv on a GeoDataFrame: ``gdf.priv.perturb(...)``, ``gdf.priv.utility_report(...)``."""
 
     def __init__(self, obj):
@@ -320,7 +320,7 @@ class PrivAccessor(_Base):
 
 
 @pd.api.extensions.register_series_accessor("priv")
-class PrivSeriesAccessor(_Base):
+class PrivSeriesAccessor(PrivBase):
     """geopriv on a GeoSeries of points: ``s.priv.perturb(...)``."""
 
     def __init__(self, obj):

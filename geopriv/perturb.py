@@ -6,11 +6,27 @@ the public frame and lattice, draws the noise, snaps it and writes the provenanc
 """
 from __future__ import annotations
 
+from .daskhook import is_dask
 from .frame import DEFAULT_MAX_DISTORTION
 from .mechanisms.planar_laplace import GeoIndistinguishability, check_epsilon
 from .release import release_points
 
-__all__ = ["perturb", "resolve_epsilon"]
+__all__ = ["perturb", "resolve_epsilon", "mechanism_for"]
+
+
+def mechanism_for(epsilon=None, level=None, radius=None, mechanism=None, region=None):
+    """The mechanism a :func:`perturb` call releases with: ``mechanism``, or planar Laplace at the resolved epsilon."""
+    if mechanism is not None:
+        if epsilon is not None or level is not None or radius is not None:
+            raise ValueError("A prebuilt mechanism carries its own privacy level: do not also pass epsilon/level/radius.")
+        if region is not None:
+            raise ValueError("region= applies to planar Laplace only; the mechanism defines its own outputs.")
+        return mechanism
+    return GeoIndistinguishability(
+        resolve_epsilon(epsilon, level, radius),
+        level=None if level is None else float(level),
+        radius_m=None if radius is None else float(radius),
+    )
 
 
 def resolve_epsilon(epsilon=None, level=None, radius=None) -> float:
@@ -108,18 +124,15 @@ def perturb(
     >>> out = geopriv.perturb(gdf, level=math.log(4), radius=200)   # doctest: +SKIP
     >>> out = gdf.priv.perturb(level=math.log(4), radius=200)       # the same  # doctest: +SKIP
     """
-    if mechanism is not None:
-        if epsilon is not None or level is not None or radius is not None:
-            raise ValueError("A prebuilt mechanism carries its own privacy level: do not also pass epsilon/level/radius.")
-        if region is not None:
-            raise ValueError("region= applies to planar Laplace only; the mechanism defines its own outputs.")
-        mech = mechanism
-    else:
-        mech = GeoIndistinguishability(
-            resolve_epsilon(epsilon, level, radius),
-            level=None if level is None else float(level),
-            radius_m=None if radius is None else float(radius),
+    if is_dask(data):
+        from .distributed.perturb import perturb_dask
+
+        return perturb_dask(
+            data, epsilon, level=level, radius=radius, mechanism=mechanism, rng=rng, grid=grid,
+            continuous=continuous, bounds=bounds, region=region, keep=keep, max_distortion=max_distortion,
+            progress=progress,
         )
+    mech = mechanism_for(epsilon, level, radius, mechanism, region)
     return release_points(
         data, mech, rng=rng, grid=grid, continuous=continuous, bounds=bounds, region=region, keep=keep,
         max_distortion=max_distortion, progress=progress,

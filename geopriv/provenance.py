@@ -110,7 +110,7 @@ def _check_value(key, value):
     raise TypeError(f"provenance field {key!r} must be a plain scalar or a list of scalars, got {type(value).__name__}")
 
 
-def make_record(fields: dict, *, seeded: bool, n: int) -> dict:
+def make_record(fields: dict, *, seeded: bool, n: int | None) -> dict:
     """A provenance record from public ``fields`` (allowlisted; see :data:`ALLOWED_FIELDS`).
 
     ``seeded`` says whether the noise is reproducible; the seed itself is never stored,
@@ -127,7 +127,7 @@ def make_record(fields: dict, *, seeded: bool, n: int) -> dict:
             value = value.item()  # numpy scalars
         _check_value(key, value)
         record[key] = value
-    record["n"] = int(n)
+    record["n"] = None if n is None else int(n)  # None: a lazy (dask) release, whose length the output shows
     record["seeded"] = bool(seeded)
     record["geopriv_version"] = __version__
     record["created_utc"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")

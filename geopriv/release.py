@@ -65,7 +65,7 @@ from .frame import (
 from .provenance import attach, make_record
 from .rng import make_rng
 
-__all__ = ["release_points", "plan_release", "ReleasePlan", "release_synthetic", "release_diffusion", "assemble", "CHUNK", "check_release_input", "public_area"]
+__all__ = ["release_points", "plan_release", "ReleasePlan", "plan_synthetic", "SyntheticPlan", "synthetic_frame", "release_synthetic", "release_diffusion", "assemble", "CHUNK", "check_release_input", "public_area"]
 
 CHUNK = 1_000_000
 _COPY_ON_WRITE = int(pd.__version__.split(".")[0]) >= 3
@@ -435,6 +435,96 @@ def public_area(crs, bounds=None, region=None):
     return rect, "area_of_use"
 
 
+@dataclasses.dataclass(frozen=True)
+class SyntheticPlan:
+    """Everything public about a synthetic release: area, curve depth, lattice, output size.
+
+    Built by :func:`plan_synthetic` from the CRS, the mechanism, the public parameters and the
+    number of people (public in this privacy model); :meth:`unit` maps input points to the unit
+    square (refusing rows outside the area), :meth:`points` turns the mechanism's noisy leaf
+    counts into output coordinates (placement, truncation, snapping: post-processing), and
+    :meth:`fields` is the provenance.  Used in memory and by :mod:`geopriv.distributed`.
+    """
+
+    mechanism: object
+    crs: object
+    rect: tuple
+    area_source: str
+    frame: PublicFrame
+    region_geom: object
+    lattice: object
+    depth: int
+    n_people: int
+    n_out: int
+    placement: str
+    bounds: object
+    region_given: bool
+
+    def unit(self, xy, labels):
+        dataclasses.replace(self.frame, area_source=self.area_source).check_inside(xy, labels)
+        xmin, ymin, xmax, ymax = self.rect
+        return np.column_stack([(xy[:, 0] - xmin) / (xmax - xmin), (xy[:, 1] - ymin) / (ymax - ymin)])
+
+    def points(self, nodes, counts, gen):
+        unit_out = self.mechanism.place(nodes, counts, self.depth, gen, n_out=self.n_out, placement=self.placement)
+        xmin, ymin, xmax, ymax = self.rect
+        out = np.column_stack([xmin + unit_out[:, 0] * (xmax - xmin), ymin + unit_out[:, 1] * (ymax - ymin)])
+        out = truncate_and_snap(out, self.rect if self.region_geom is None else None, self.lattice)
+        if self.region_geom is not None:
+            out = _truncate(out, self.region_geom, self.lattice)
+        return out
+
+    def fields(self) -> dict:
+        fields = dict(self.mechanism.describe(self.n_people))
+        fields.update({"input_crs": self.crs.to_string(), "frame_area": self.area_source,
+                       "public_area": [float(v) for v in self.rect]})
+        fields.update(self.lattice.describe())
+        fields["effective_epsilon"] = self.mechanism.epsilon
+        fields["finite_precision"] = ("exact: integer (two-sided geometric) noise on counts; coordinates are placed in "
+                                      "the noisy cells with independent randomness and snapped (post-processing)")
+        fields["declared_bounds"] = None if self.bounds is None else [float(v) for v in self.rect]
+        fields["region"] = self.region_given
+        fields["placement"] = self.placement
+        fields["n_people"] = self.n_people
+        return fields
+
+
+def plan_synthetic(crs, mechanism, n_people: int, *, n=None, bounds=None, region=None, grid="auto",
+                   placement: str = "uniform", max_distortion: float = DEFAULT_MAX_DISTORTION) -> SyntheticPlan:
+    """The public part of a synthetic release (no data involved; ``n_people`` is public here)."""
+    from .frame import DEFAULT_GRID_M
+
+    crs = as_crs(crs)
+    if n is None:
+        n_out = int(n_people)
+    else:
+        if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise ValueError(f"n (the number of synthetic points) must be a positive integer, got {n!r}.")
+        n_out = int(n)
+    if placement not in ("uniform", "centre"):
+        raise ValueError(f"placement must be 'uniform' (uniform inside each cell) or 'centre', got {placement!r}.")
+    rect, area_source = public_area(crs, bounds, region)
+    frame = public_frame(crs, bounds=rect, max_distortion=max_distortion)
+    region_geom = _region_geometry(region, crs)
+    depth = mechanism.resolved_depth(int(n_people))
+    order = (depth + 1) // 2
+    leaf_side_m = area_side_metres(crs, rect) / float(1 << order)
+    if isinstance(grid, str):
+        if grid != "auto":
+            raise ValueError(f"grid must be a number of metres or 'auto', got {grid!r}.")
+        grid_m = min(DEFAULT_GRID_M, leaf_side_m / 20.0)
+    else:
+        if isinstance(grid, (bool, np.bool_)) or not isinstance(grid, (int, float, np.integer, np.floating)) \
+                or not math.isfinite(float(grid)) or grid <= 0:
+            raise ValueError("grid must be a positive number of metres (or 'auto').")
+        grid_m = float(grid)
+    lattice = public_lattice(frame, grid_m)
+    if region_geom is not None:
+        _check_region_holds_lattice(region_geom, lattice)
+    return SyntheticPlan(mechanism, crs, rect, area_source, frame, region_geom, lattice, depth, int(n_people), n_out,
+                         placement, bounds, region is not None)
+
+
 def release_synthetic(
     data,
     mechanism,
@@ -457,7 +547,7 @@ def release_synthetic(
     2. the public area (declared ``bounds=``, the bounding box of ``region=``, or the CRS's area of
        use: never the data) mapped affinely onto the unit square; inputs outside it are refused,
        naming their rows;
-    3. the public lattice (before any noise is drawn);
+    3. the public lattice (before any noise is drawn): :func:`plan_synthetic`;
     4. the mechanism (its output is a discrete measure: integer noise, no floating-point
        surface), placement in the leaves, truncation to the area / region and snapping;
     5. the provenance record from the allowlist.
@@ -465,73 +555,28 @@ def release_synthetic(
     Returns a new GeoDataFrame (or GeoSeries, like ``data``) of ``n`` synthetic points with a
     fresh RangeIndex, no attribute columns, in the input CRS.
     """
-    from .frame import DEFAULT_GRID_M
+    from .mechanisms.private_measure import leaf_keys
 
     geoms, xy = check_release_input(data, (), bounds, region, attributes=False)
     source = make_rng(rng)
-    crs = as_crs(geoms.crs)
-    n_in = len(xy)
-    if n is None:
-        n_out = n_in
-    else:
-        if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 1:
-            raise ValueError(f"n (the number of synthetic points) must be a positive integer, got {n!r}.")
-        n_out = int(n)
-    if placement not in ("uniform", "centre"):
-        raise ValueError(f"placement must be 'uniform' (uniform inside each cell) or 'centre', got {placement!r}.")
-
-    # 1. the public area and the check that every input lies in it
-    rect, area_source = public_area(crs, bounds, region)
-    frame = public_frame(crs, bounds=rect, max_distortion=max_distortion)
-    dataclasses.replace(frame, area_source=area_source).check_inside(xy, geoms.index)
-    region_geom = _region_geometry(region, crs)
-
-    # 2. the public lattice, from public information only
-    depth = mechanism.resolved_depth(n_in)
-    order = (depth + 1) // 2
-    leaf_side_m = area_side_metres(crs, rect) / float(1 << order)
-    if isinstance(grid, str):
-        if grid != "auto":
-            raise ValueError(f"grid must be a number of metres or 'auto', got {grid!r}.")
-        grid_m = min(DEFAULT_GRID_M, leaf_side_m / 20.0)
-    else:
-        if isinstance(grid, (bool, np.bool_)) or not isinstance(grid, (int, float, np.integer, np.floating)) \
-                or not math.isfinite(float(grid)) or grid <= 0:
-            raise ValueError("grid must be a positive number of metres (or 'auto').")
-        grid_m = float(grid)
-    lattice = public_lattice(frame, grid_m)
-    if region_geom is not None:
-        _check_region_holds_lattice(region_geom, lattice)
-
-    # 3. the mechanism, on the unit square
-    callback, bar = progress_callback(progress, max(n_in, 1), desc="synthesize")
+    plan = plan_synthetic(geoms.crs, mechanism, len(xy), n=n, bounds=bounds, region=region, grid=grid,
+                          placement=placement, max_distortion=max_distortion)
+    unit = plan.unit(xy, geoms.index)
+    callback, bar = progress_callback(progress, len(xy), desc="synthesize")
     try:
-        xmin, ymin, xmax, ymax = rect
-        unit = np.column_stack([(xy[:, 0] - xmin) / (xmax - xmin), (xy[:, 1] - ymin) / (ymax - ymin)])
-        unit_out, depth = mechanism.sample_unit(unit, source.generator, n_out=n_out, placement=placement)
-        out = np.column_stack([xmin + unit_out[:, 0] * (xmax - xmin), ymin + unit_out[:, 1] * (ymax - ymin)])
-        # 4. truncation to the public area and snapping (post-processing)
-        out = truncate_and_snap(out, rect if region_geom is None else None, lattice)
-        if region_geom is not None:
-            out = _truncate(out, region_geom, lattice)
+        nodes, counts = mechanism.leaf_counts(leaf_keys(unit, plan.depth), source.generator, plan.depth)
+        out = plan.points(nodes, counts, source.generator)
         if callback is not None:
-            callback(max(n_in, 1), max(n_in, 1))
+            callback(len(xy), len(xy))
     finally:
         if bar is not None:
             bar.close()
+    record = make_record(plan.fields(), seeded=source.seeded, n=plan.n_out)
+    return synthetic_frame(data, out, plan.crs, record)
 
-    # 5. provenance: public fields only
-    fields = dict(mechanism.describe(n_in))
-    fields.update({"input_crs": crs.to_string(), "frame_area": area_source, "public_area": [float(v) for v in rect]})
-    fields.update(lattice.describe())
-    fields["effective_epsilon"] = mechanism.epsilon
-    fields["finite_precision"] = ("exact: integer (two-sided geometric) noise on counts; coordinates are placed in "
-                                  "the noisy cells with independent randomness and snapped (post-processing)")
-    fields["declared_bounds"] = None if bounds is None else [float(v) for v in rect]
-    fields["region"] = region is not None
-    fields["placement"] = placement
-    fields["n_people"] = n_in
-    record = make_record(fields, seeded=source.seeded, n=n_out)
+
+def synthetic_frame(data, out, crs, record):
+    """The synthetic points as a new GeoDataFrame (a GeoSeries for a GeoSeries input) with ``record``."""
     points = gpd.GeoSeries(shapely.points(out), crs=crs, name="geometry")
     if isinstance(data, gpd.GeoSeries):
         return attach(points, data, record)

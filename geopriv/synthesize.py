@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .daskhook import is_dask
 from .exceptions import GeometryError
 from .frame import DEFAULT_MAX_DISTORTION
 from .mechanisms.private_measure import PrivateMeasure
@@ -89,6 +90,13 @@ def synthesize(
     --------
     >>> synth = deaths.priv.synthesize(1.0, bounds=(-16500, 6710000, -15500, 6711000))  # doctest: +SKIP
     """
+    if is_dask(data):
+        from .distributed.synthesize import synthesize_dask
+
+        return synthesize_dask(
+            data, epsilon, bounds=bounds, region=region, n=n, method=method, depth=depth, placement=placement,
+            grid=grid, rng=rng, max_distortion=max_distortion, progress=progress,
+        )
     mechanism = PrivateMeasure(epsilon, method=method, depth=depth, dim=2)
     return release_synthetic(
         data, mechanism, rng=rng, n=n, bounds=bounds, region=region, grid=grid, placement=placement,

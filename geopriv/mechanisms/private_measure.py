@@ -310,26 +310,45 @@ class PrivateMeasure:
         """Worst-case loss of the whole tree: sum over levels of (max l1 change 2) / scale."""
         return float((2.0 / self.scales(n)).sum())
 
-    def leaf_counts(self, keys, rng: np.random.Generator, depth: int | None = None):
+    def leaf_counts(self, keys, rng: np.random.Generator, depth: int | None = None, counts=None):
         """(leaf ids, counts): the noisy, consistent, nonnegative integer measure of the leaf ``keys``.
 
-        ``keys`` are leaf indexes at ``depth`` (see :func:`leaf_keys`); the counts sum to ``len(keys)``.
+        ``keys`` are leaf indexes at ``depth`` (see :func:`leaf_keys`), one per person, or, with
+        ``counts``, distinct leaves and how many people each holds (a histogram aggregated
+        elsewhere, e.g. across dask partitions: the same release).  The result sums to the
+        number of people.
         """
-        keys = np.sort(np.asarray(keys, dtype=np.uint64))
-        n = len(keys)
+        keys = np.asarray(keys, dtype=np.uint64)
+        if counts is None:
+            keys = np.sort(keys)
+            cum = None
+            n = len(keys)
+        else:
+            order = np.argsort(keys, kind="stable")
+            keys = keys[order]
+            weights = np.asarray(counts, dtype=np.int64)[order]
+            if np.any(weights < 0) or np.any(keys[1:] == keys[:-1]):
+                raise ValueError("counts must be >= 0, one per distinct leaf key.")
+            cum = np.concatenate([[0], np.cumsum(weights)])
+            n = int(cum[-1])
         L = self.resolved_depth(n) if depth is None else int(depth)
         scales = level_scales(self.method, L, self.epsilon, self.dim)
         nodes = np.zeros(1 if n else 0, dtype=np.uint64)
         counts = np.full(1 if n else 0, n, dtype=np.int64)
         one = np.uint64(1)
+
+        def count_below(bound):  # people with key < bound
+            pos = np.searchsorted(keys, bound)
+            return pos if cum is None else cum[pos]
+
         for j in range(L):
             if len(nodes) == 0:
                 break
             sh = np.uint64(L - j - 1)
             left = nodes << one
-            lo = np.searchsorted(keys, left << sh)
-            mid = np.searchsorted(keys, (left | one) << sh)
-            hi = np.searchsorted(keys, (left + np.uint64(2)) << sh)
+            lo = count_below(left << sh)
+            mid = count_below((left | one) << sh)
+            hi = count_below((left + np.uint64(2)) << sh)
             tl, tr = (mid - lo).astype(np.int64), (hi - mid).astype(np.int64)
             if self.method == "srw":
                 d = tl - tr + discrete_laplace(scales[j], len(nodes), rng)
@@ -359,9 +378,19 @@ class PrivateMeasure:
         Returns (points (n_out, dim), depth).
         """
         unit = np.asarray(unit, dtype=float).reshape(-1, self.dim)
-        n = len(unit)
-        depth = self.resolved_depth(n)
+        depth = self.resolved_depth(len(unit))
         nodes, counts = self.leaf_counts(leaf_keys(unit, depth), rng, depth)
+        return self.place(nodes, counts, depth, rng, n_out=n_out, placement=placement), depth
+
+    def place(self, nodes, counts, depth: int, rng: np.random.Generator, *, n_out: int | None = None,
+              placement: str = "uniform") -> np.ndarray:
+        """Unit-box points for a noisy measure (leaf ids, counts): post-processing only.
+
+        ``n_out`` (default: the total count) points; a different size is drawn by proportional
+        allocation with randomised rounding.
+        """
+        counts = np.asarray(counts, dtype=np.int64)
+        n = int(counts.sum())
         n_out = n if n_out is None else int(n_out)
         if n_out != n and n > 0:
             target = counts * (n_out / n)
@@ -372,8 +401,8 @@ class PrivateMeasure:
                 extra = rng.choice(len(frac), size=rest, replace=False, p=frac / frac.sum())
                 base[extra] += 1
             counts = base
-        leaves = np.repeat(nodes, counts)
-        return leaf_boxes(leaves, depth, self.dim, rng, placement), depth
+        leaves = np.repeat(np.asarray(nodes, dtype=np.uint64), counts)
+        return leaf_boxes(leaves, depth, self.dim, rng, placement)
 
     def describe(self, n: int) -> dict:
         depth = self.resolved_depth(n)

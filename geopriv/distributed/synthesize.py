@@ -1,0 +1,92 @@
+"""``synthesize`` on dask-geopandas: counts aggregated across partitions, noise drawn once, centrally.
+
+Each partition only validates its rows and counts them per leaf of the public tree (a
+histogram: no noise, nothing released); the histograms are summed and the mechanism runs once
+on the total, exactly as in memory (:meth:`PrivateMeasure.leaf_counts` with ``counts=``).  So
+the privacy analysis does not depend on the number of partitions.  The tree depth depends on
+the number of people (public here), which the graph counts first.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..frame import DEFAULT_MAX_DISTORTION
+from ..provenance import make_record
+from . import root_entropy
+
+__all__ = ["synthesize_dask", "partition_histogram", "central_release"]
+
+_HIST_META = pd.DataFrame({"key": pd.Series([], dtype=np.uint64), "count": pd.Series([], dtype=np.int64)})
+
+
+def partition_histogram(part, plan):
+    """Leaf counts of one partition's rows (validated, inside the public area); nothing is drawn."""
+    from ..mechanisms.private_measure import leaf_keys
+    from ..release import check_release_input
+
+    if len(part) == 0:
+        return _HIST_META.copy()
+    geoms, xy = check_release_input(part, (), plan.bounds, None, attributes=False)
+    keys = leaf_keys(plan.unit(xy, geoms.index), plan.depth)
+    uniq, counts = np.unique(keys, return_counts=True)
+    return pd.DataFrame({"key": uniq.astype(np.uint64), "count": counts.astype(np.int64)})
+
+
+def central_release(plan, histograms, root: int, seeded: bool, like):
+    """Sum the histograms, draw the noise once, place the points: the one release."""
+    from ..release import synthetic_frame
+
+    hist = pd.concat(histograms, ignore_index=True) if histograms else _HIST_META.copy()
+    keys = hist["key"].to_numpy(dtype=np.uint64)
+    uniq, inverse = np.unique(keys, return_inverse=True)
+    totals = np.bincount(inverse, weights=hist["count"].to_numpy(), minlength=len(uniq)).astype(np.int64)
+    if int(totals.sum()) != plan.n_people:  # pragma: no cover - defensive: the count and the histograms disagree
+        raise RuntimeError("the partitions changed between counting and histogramming; recompute from stable data.")
+    gen = np.random.Generator(np.random.PCG64DXSM(np.random.SeedSequence(root)))
+    nodes, counts = plan.mechanism.leaf_counts(uniq, gen, plan.depth, counts=totals)
+    out = plan.points(nodes, counts, gen)
+    return synthetic_frame(like, out, plan.crs, make_record(plan.fields(), seeded=seeded, n=plan.n_out))
+
+
+def _plan(crs, mechanism, n_people, kwargs):
+    from ..release import plan_synthetic
+
+    return plan_synthetic(crs, mechanism, int(n_people), **kwargs)
+
+
+def synthesize_dask(data, epsilon, *, bounds=None, region=None, n=None, method="srw", depth="auto",
+                    placement="uniform", grid="auto", rng=None, max_distortion: float = DEFAULT_MAX_DISTORTION,
+                    progress=None):
+    """Lazy :func:`geopriv.synthesize` of a dask-geopandas GeoDataFrame (same parameters).
+
+    Parameters are checked now (a plan for one person is built to surface errors before anything
+    is computed), and the root entropy is drawn now: computing the result twice gives the same
+    synthetic set.  The result is a one-partition dask GeoDataFrame.
+    """
+    import dask
+    import dask_geopandas
+
+    from ..exceptions import MissingCRSError
+    from ..mechanisms.private_measure import PrivateMeasure
+
+    mechanism = PrivateMeasure(epsilon, method=method, depth=depth, dim=2)
+    meta = data._meta
+    crs = getattr(meta, "crs", None)
+    if crs is None:
+        raise MissingCRSError("The dask GeoDataFrame")
+    kwargs = dict(n=n, bounds=bounds, region=region, grid=grid, placement=placement, max_distortion=max_distortion)
+    _plan(crs, mechanism, 1, kwargs)  # public checks now, not at compute time
+    root, seeded = root_entropy(rng)
+    n_people = data.map_partitions(len, meta=(None, "int64")).sum().to_delayed()
+    plan = dask.delayed(_plan, pure=True)(crs, mechanism, n_people, kwargs)
+    hists = data.map_partitions(partition_histogram, plan, meta=_HIST_META).to_delayed()
+    like = meta.iloc[:0]
+    result = dask.delayed(central_release, pure=True)(plan, hists, root, seeded, like)
+    import geopandas as gpd
+
+    out_meta = gpd.GeoSeries([], crs=crs, name="geometry") if isinstance(meta, gpd.GeoSeries) \
+        else gpd.GeoDataFrame(geometry=gpd.GeoSeries([], crs=crs), crs=crs)
+    import dask.dataframe as dd
+
+    return dd.from_delayed([result], meta=out_meta, verify_meta=False)
