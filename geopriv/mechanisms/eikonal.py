@@ -1174,11 +1174,15 @@ class EikonalMechanism:
         nodes = np.asarray(nodes, np.int64)
         n = len(nodes)
         u = rng.random(n) * (sparse_mass[nodes] + floor_mass[nodes])
+        # the floor's uniform is drawn for every row, used or not: the number of draws depends on n
+        # only, so a row's output never depends on which other rows are sampled with it (the keyed
+        # streams of geopriv.distributed rely on this)
+        v = rng.random(n)
         out = np.empty(n, np.int64)
         in_floor = u >= sparse_mass[nodes]
         k = np.flatnonzero(in_floor)
         if len(k):
-            out[k] = np.minimum(np.searchsorted(cumw, rng.random(len(k)), side="right"), len(cumw) - 1)
+            out[k] = np.minimum(np.searchsorted(cumw, v[k], side="right"), len(cumw) - 1)
         k = np.flatnonzero(~in_floor)
         if len(k):
             r = nodes[k]

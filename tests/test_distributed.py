@@ -1,0 +1,188 @@
+"""geopriv on dask-geopandas: a lazy release is one release, whatever the partitioning or scheduler."""
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import geopandas as gpd
+import numpy as np
+import pandas as pd
+import pytest
+
+import geopriv
+from geopriv.exceptions import GeometryError, GeoprivError
+from geopriv.mechanisms.planar_laplace import GeoIndistinguishability
+from tests.conftest import data_path
+
+dask_geopandas = pytest.importorskip("dask_geopandas")  # part of the test environment: geopriv[all]
+import dask  # noqa: E402
+
+SOHO = (-15800, 6711900, -14600, 6713300)
+EPS = dict(level=math.log(4), radius=200)
+
+
+@pytest.fixture(scope="module")
+def points():
+    """20,000 points in UTM 50N with an integer index (not in spatial order)."""
+    rng = np.random.default_rng(3)
+    n = 20_000
+    gdf = gpd.GeoDataFrame({"value": rng.integers(0, 5, n)},
+                           geometry=gpd.points_from_xy(448_000 + rng.uniform(0, 8_000, n),
+                                                       4_416_000 + rng.uniform(0, 8_000, n)), crs=32650)
+    return gdf
+
+
+@pytest.fixture(scope="module")
+def deaths():
+    return gpd.read_file(data_path("soho_cholera.gpkg"), layer="deaths")
+
+
+def lazy(gdf, k):
+    return dask_geopandas.from_geopandas(gdf, npartitions=k)
+
+
+def test_import_geopriv_does_not_import_dask_and_the_accessor_appears_with_dask():
+    code = ("import sys, geopriv; assert 'dask' not in sys.modules; import dask_geopandas, geopandas as gpd; "
+            "d = dask_geopandas.from_geopandas(gpd.GeoDataFrame(geometry=gpd.points_from_xy([0], [0]), crs=3857), 1); "
+            "print(type(d.priv).__name__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "DaskPrivAccessor"
+
+
+def test_a_lazy_release_is_one_release_however_often_it_is_computed(points):
+    released = lazy(points, 4).priv.perturb(**EPS)  # OS entropy, drawn once at build
+    a, b = released.compute(), released.compute()
+    assert a.geometry.equals(b.geometry)
+    assert not a.geometry.equals(lazy(points, 4).priv.perturb(**EPS).compute().geometry)  # a new build: new noise
+    assert a.attrs["geopriv"]["seeded"] is False and a.attrs["geopriv"]["n"] is None
+
+
+@pytest.mark.parametrize("k", [1, 3, 8])
+def test_seeded_release_does_not_depend_on_partitions_or_scheduler(points, k):
+    ref = lazy(points, 1).priv.perturb(**EPS, rng=11).compute(scheduler="synchronous")
+    out = lazy(points, k).priv.perturb(**EPS, rng=11).compute(scheduler="threads")
+    assert out.geometry.equals(ref.geometry)
+    # the same rows in another order, or split unevenly: each row keeps its noise
+    shuffled = points.sample(frac=1, random_state=2)
+    out2 = lazy(shuffled, k).priv.perturb(**EPS, rng=11).compute().loc[points.index]
+    assert out2.geometry.equals(ref.geometry)
+
+
+def test_spherical_frame_and_a_region_are_partition_independent(deaths):
+    ll = deaths.to_crs(4326)
+    a = lazy(ll, 1).priv.perturb(**EPS, rng=5).compute()
+    b = lazy(ll, 5).priv.perturb(**EPS, rng=5).compute()
+    assert a.geometry.equals(b.geometry) and a.attrs["geopriv"]["frame"] == "spherical"
+    import shapely
+
+    region = shapely.box(*SOHO)
+    c = lazy(deaths, 1).priv.perturb(**EPS, region=region, rng=6).compute()
+    d = lazy(deaths, 4).priv.perturb(**EPS, region=region, rng=6).compute()
+    assert c.geometry.equals(d.geometry)
+
+
+def test_no_two_rows_share_a_stream(points):
+    """Every row at the same place: all released points differ (distinct keys, distinct variates)."""
+    same = points.copy()
+    same["geometry"] = gpd.points_from_xy(np.full(len(same), 450_000.0), np.full(len(same), 4_420_000.0))
+    out = lazy(same, 6).priv.perturb(epsilon=0.01, grid=0.01, rng=1).compute()
+    xy = np.column_stack([out.geometry.x, out.geometry.y])
+    assert len(np.unique(xy, axis=0)) == len(xy)
+    noise = xy - [450_000.0, 4_420_000.0]
+    assert abs(np.corrcoef(noise[:-1, 0], noise[1:, 0])[0, 1]) < 0.05  # neighbours' noise is not correlated
+
+
+def test_duplicate_row_labels_are_refused(points):
+    dup = points.iloc[:100].copy()
+    dup.index = [0] * 50 + list(range(1, 51))
+    with pytest.raises(GeoprivError, match="duplicate labels"):
+        lazy(dup, 2).priv.perturb(**EPS).compute()
+
+
+def test_string_labels_get_their_own_streams(deaths):
+    named = deaths.copy()
+    named.index = [f"person-{i}" for i in range(len(named))]
+    a = lazy(named, 1).priv.perturb(**EPS, rng=3).compute().loc[named.index]
+    b = lazy(named.iloc[::-1], 7).priv.perturb(**EPS, rng=3).compute().loc[named.index]
+    assert a.geometry.equals(b.geometry)
+
+
+CALLS = []
+
+
+class Counting(GeoIndistinguishability):
+    """Planar Laplace that records its calls (module level: dask may pickle it by reference)."""
+
+    def release(self, xy, frame, rng, labels=None):
+        CALLS.append(len(xy))
+        return super().release(xy, frame, rng, labels=labels)
+
+
+def test_meta_is_given_and_nothing_is_drawn_at_build(points):
+    calls = CALLS
+    calls.clear()
+    mech = Counting(math.log(4) / 200)
+    released = lazy(points, 4).priv.perturb(mechanism=mech, rng=1)
+    assert calls == []  # no fake partition, no noise before compute
+    assert list(released._meta.columns) == list(points.columns)
+    out = released.compute(scheduler="synchronous")
+    assert calls and list(out.columns) == list(points.columns) and out.crs == points.crs
+
+
+def test_errors_in_parameters_come_at_build_and_errors_in_rows_name_them(points):
+    with pytest.raises(ValueError):
+        lazy(points, 2).priv.perturb(epsilon=-1)  # before anything is computed
+    with pytest.raises(ValueError, match="coarser than the noise"):
+        lazy(points, 2).priv.perturb(**EPS, grid=5000)
+    released = lazy(points, 2).priv.perturb(**EPS, bounds=(448_000, 4_416_000, 452_000, 4_424_100))
+    with pytest.raises(GeometryError, match="labels"):
+        released.compute()
+
+
+def test_same_provenance_as_in_memory(points):
+    mem = points.priv.perturb(**EPS, rng=1).attrs["geopriv"]
+    dist = lazy(points, 3).priv.perturb(**EPS, rng=1).compute().attrs["geopriv"]
+    for key in set(mem) - {"n", "created_utc"}:
+        assert dist[key] == mem[key], key
+
+
+def test_on_a_local_cluster_of_processes(points):
+    """Worker processes: the plan and the mechanism are pickled and shipped; still the same release."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        out = lazy(points, 6).priv.perturb(**EPS, rng=9).compute()
+        syn = lazy(points, 6).priv.synthesize(1.0, bounds=(447_000, 4_415_000, 457_000, 4_425_000), rng=9).compute()
+    ref = points.priv.perturb(**EPS, rng=9)
+    assert len(out) == len(ref)
+    assert out.geometry.equals(lazy(points, 1).priv.perturb(**EPS, rng=9).compute(scheduler="synchronous").geometry)
+    assert syn.geometry.equals(
+        lazy(points, 1).priv.synthesize(1.0, bounds=(447_000, 4_415_000, 457_000, 4_425_000), rng=9).compute().geometry)
+    del client
+
+
+# ------------------------------------------------------------------ synthesize
+@pytest.mark.parametrize("method", ["srw", "pmm"])
+def test_synthesize_sums_counts_and_draws_noise_once(deaths, method):
+    ref = lazy(deaths, 1).priv.synthesize(2.0, bounds=SOHO, method=method, rng=4)
+    one = ref.compute()
+    assert one.geometry.equals(ref.compute().geometry)  # recomputed: the same release
+    for k in (3, 8):
+        out = lazy(deaths, k).priv.synthesize(2.0, bounds=SOHO, method=method, rng=4).compute(scheduler="threads")
+        assert out.geometry.equals(one.geometry)
+    rec = one.attrs["geopriv"]
+    assert rec["n_people"] == len(deaths) and rec["n"] == len(deaths) and rec["method"] == method
+    # the histogram path is the in-memory mechanism: same depth, same noise scales
+    mem = deaths.priv.synthesize(2.0, bounds=SOHO, method=method, rng=4).attrs["geopriv"]
+    assert rec["depth"] == mem["depth"] and rec["level_scales"] == mem["level_scales"]
+
+
+def test_synthesize_parameters_checked_at_build(deaths):
+    with pytest.raises(ValueError, match="method"):
+        lazy(deaths, 2).priv.synthesize(1.0, bounds=SOHO, method="nope")
+    with pytest.raises(ValueError, match="epsilon"):
+        lazy(deaths, 2).priv.synthesize(0.0, bounds=SOHO)
+    bad = lazy(deaths, 2).priv.synthesize(1.0, bounds=(-15800, 6711900, -15000, 6713300))
+    with pytest.raises(GeometryError, match="outside"):
+        bad.compute()
