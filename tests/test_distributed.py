@@ -186,3 +186,21 @@ def test_synthesize_parameters_checked_at_build(deaths):
     bad = lazy(deaths, 2).priv.synthesize(1.0, bounds=(-15800, 6711900, -15000, 6713300))
     with pytest.raises(GeometryError, match="outside"):
         bad.compute()
+
+
+def test_location_dependent_mechanism_is_partition_independent():
+    """The eikonal mechanism (its draws depend on the number of rows only) through the keyed streams."""
+    from rasterio.transform import from_origin
+
+    x = np.linspace(0, 1, 12)
+    eps = 1e-3 * (1 + 1.5 * np.exp(-((x[None, :] - 0.5) ** 2 + (x[:, None] - 0.5) ** 2) / 0.05))
+    pm = geopriv.PrivacyMap.from_epsilon(eps, transform=from_origin(500_000, 4_000_000, 400, 300), crs=32654)
+    mech = geopriv.EikonalMechanism.build(pm, margin=0.1, max_step=1)
+    rng = np.random.default_rng(8)
+    xmin, ymin, xmax, ymax = pm.bounds
+    pts = gpd.GeoDataFrame(geometry=gpd.points_from_xy(rng.uniform(xmin + 100, xmax - 100, 3000),
+                                                       rng.uniform(ymin + 100, ymax - 100, 3000)), crs=32654)
+    a = lazy(pts, 1).priv.perturb(mechanism=mech, rng=2).compute()
+    b = lazy(pts, 7).priv.perturb(mechanism=mech, rng=2).compute(scheduler="threads")
+    assert a.geometry.equals(b.geometry)
+    assert a.attrs["geopriv"]["between_nodes"] == "bilinear randomised rounding"
