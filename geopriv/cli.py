@@ -40,6 +40,8 @@ import traceback
 import warnings
 from pathlib import Path
 
+from .parsing import parse_epsilon_pair, parse_number
+
 __all__ = ["main", "build_parser"]
 
 EXIT_BAD_INPUT = 2
@@ -65,21 +67,12 @@ class _Parser(argparse.ArgumentParser):
 
 
 # ---------------------------------------------------------------------------- argument types
-_LOG = re.compile(r"^(?:ln|log)\(?([^()/]+)\)?$")
-
-
 def _number(text: str) -> float:
-    """A number, also written ``ln4``, ``ln(4)``, ``log(4)`` and divided: ``ln4/200``."""
-    t = str(text).strip().lower().replace(" ", "")
-    num, _, den = t.partition("/")
+    """A number, also written ``ln4``, ``ln(4)``, ``log(4)`` and divided: ``ln4/200`` (geopriv.parsing)."""
     try:
-        m = _LOG.match(num)
-        value = math.log(float(m.group(1))) if m else float(num)
-        if den:
-            value /= float(den)
-    except (ValueError, ZeroDivisionError):
-        raise argparse.ArgumentTypeError(f"not a number: {text!r} (give e.g. 0.0069, ln4 or ln4/200)") from None
-    return value
+        return parse_number(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _grid(text: str):
@@ -313,29 +306,17 @@ _LOCATION_ONLY = (("--grid", "grid"), ("--bounds", "bounds"), ("--max-distortion
 
 
 def _epsilon_pair(text: str):
-    """``D:EPSILON``, a network distance and the epsilon there, e.g. ``2:ln4/200``."""
-    d, sep, e = str(text).partition(":")
-    if not sep:
-        raise argparse.ArgumentTypeError(f"not a DISTANCE:EPSILON pair: {text!r} (give e.g. 1:ln4/50 or 0.5:0.02)")
-    return _number(d), _number(e)
-
-
-class _ExpEpsilon:
-    """epsilon(d) = exp(B - A d): Koufogiannis and Pappas' form (their Facebook example: A = 3.3, B = 4)."""
-
-    def __init__(self, a: float, b: float):
-        self.a, self.b = float(a), float(b)
-        self.__name__ = f"exp({self.b:g} - {self.a:g} d)"
-
-    def __call__(self, d):
-        import numpy as np
-
-        return np.exp(self.b - self.a * np.asarray(d, dtype=float))
+    """``D:EPSILON``, a network distance and the epsilon there, e.g. ``2:ln4/200`` (geopriv.parsing)."""
+    try:
+        return parse_epsilon_pair(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _epsilon_policy(args):
     """The epsilon-of-distance schedule the options describe (checked before any data is read)."""
-    from .network import epsilon_of_distance
+    from .exceptions import GeoprivError
+    from .network import ExponentialEpsilon, epsilon_of_distance
 
     if (args.epsilon_table is None) == (args.epsilon_exp is None):
         raise CLIError("say how epsilon falls with network distance d: --epsilon-table D:EPSILON ... (e.g. "
@@ -344,12 +325,10 @@ def _epsilon_policy(args):
         if args.kind is not None:
             raise CLIError("--epsilon-kind applies to --epsilon-table only")
         a, b = args.epsilon_exp
-        if not (math.isfinite(a) and math.isfinite(b)):
-            raise CLIError("--epsilon-exp A B: A and B must be finite numbers")
-        if a < 0:
-            raise CLIError(f"--epsilon-exp A B: A = {a:g} < 0 makes epsilon increase with distance, so a farther "
-                           "recipient would get a more accurate answer than a closer one; give A >= 0")
-        return epsilon_of_distance(_ExpEpsilon(a, b))
+        try:
+            return epsilon_of_distance(ExponentialEpsilon(a, b))
+        except GeoprivError as exc:
+            raise CLIError(f"--epsilon-exp A B: {exc}") from None
     pairs = sorted(args.epsilon_table)
     return epsilon_of_distance(([d for d, _ in pairs], [e for _, e in pairs]), **_given(args, ("kind",)))
 

@@ -80,6 +80,7 @@ from .mechanisms.diffusion import DiffusionPath, diffuse
 
 __all__ = [
     "EpsilonSchedule",
+    "ExponentialEpsilon",
     "Network",
     "NetworkDiffusion",
     "UnreachableRecipientsWarning",
@@ -597,6 +598,25 @@ class EpsilonSchedule:
         if eps is None or eps.shape != d.shape:
             eps = np.array([float(self._function(float(x))) for x in d])
         return eps
+
+
+class ExponentialEpsilon:
+    """epsilon(d) = exp(b - a d): Koufogiannis and Pappas' form (their Facebook example: a = 3.3, b = 4)."""
+
+    def __init__(self, a: float, b: float):
+        a, b = float(a), float(b)
+        if not (math.isfinite(a) and math.isfinite(b)):
+            raise GeoprivError("epsilon(d) = exp(b - a d): a and b must be finite numbers.")
+        if a < 0:
+            raise GeoprivError(
+                f"epsilon(d) = exp(b - a d) with a = {a:g} < 0 increases with distance: a farther recipient would get "
+                "a more accurate answer than a closer one. Give a >= 0."
+            )
+        self.a, self.b = a, b
+        self.__name__ = f"exp({b:g} - {a:g} d)"
+
+    def __call__(self, d):
+        return np.exp(self.b - self.a * np.asarray(d, dtype=float))
 
 
 def epsilon_of_distance(spec, *, kind: str = "linear") -> EpsilonSchedule:

@@ -281,7 +281,7 @@ def test_source_not_in_the_layer_is_one_line(capsys, tmp_path, net, source, id_f
 
 @pytest.mark.parametrize("policy, needles", [
     (["--epsilon-table", "1:ln4/2000", "4:ln4/50"], ["increases with distance", "farther recipient"]),
-    (["--epsilon-exp", "-0.5", "ln0.03"], ["A = -0.5 < 0", "farther recipient"]),
+    (["--epsilon-exp", "-0.5", "ln0.03"], ["a = -0.5 < 0", "farther recipient"]),
 ])
 def test_increasing_epsilon_is_refused(capsys, tmp_path, net, policy, needles):
     code, _, err = run(capsys, *diffuse(net, tmp_path / "a.gpkg", *policy))

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 import pandas as pd
@@ -22,53 +21,14 @@ from qgis.core import (
     QgsWkbTypes,
 )
 
+from geopriv.network import ExponentialEpsilon
+from geopriv.parsing import parse_epsilon_table
+
 from .base import BOUNDS_LABEL, GRID_LABEL, TYPE_POINTS, GeoprivAlgorithm, library_default
 from .layers import feature_for, fields_for, to_qgis
 
 TYPE_LINES = QgsProcessing.TypeVectorLine
 TYPE_TABLES = QgsProcessing.TypeVector  # any vector layer, with or without geometry (a CSV table)
-
-_LOG = re.compile(r"^(?:ln|log)\(?([^()/]+)\)?$")
-
-
-def parse_number(text: str) -> float:
-    """A number, also written ``ln4``, ``ln(4)`` and divided: ``ln4/200`` (as on the command line)."""
-    t = str(text).strip().lower().replace(" ", "")
-    num, _, den = t.partition("/")
-    try:
-        m = _LOG.match(num)
-        value = math.log(float(m.group(1))) if m else float(num)
-        if den:
-            value /= float(den)
-    except (ValueError, ZeroDivisionError):
-        raise ValueError(f"not a number: {text!r} (give e.g. 0.0069, ln4 or ln4/200)") from None
-    return value
-
-
-def parse_epsilon_table(text: str):
-    """``"1:ln4/50 4:ln4/2000"`` (pairs separated by spaces, commas or semicolons) -> (distances, epsilons), sorted."""
-    pairs = []
-    for item in [t for t in re.split(r"[\s,;]+", str(text).strip()) if t]:
-        d, sep, e = item.partition(":")
-        if not sep:
-            raise ValueError(f"{item!r} is not a distance:epsilon pair (give e.g. 1:ln4/50 4:ln4/2000)")
-        pairs.append((parse_number(d), parse_number(e)))
-    if not pairs:
-        raise ValueError("the epsilon table is empty (give e.g. 1:ln4/50 4:ln4/2000)")
-    pairs.sort()
-    return [d for d, _ in pairs], [e for _, e in pairs]
-
-
-class ExpEpsilon:
-    """epsilon(d) = exp(B - A d): Koufogiannis and Pappas' form (their Facebook example: A = 3.3, B = 4)."""
-
-    def __init__(self, a: float, b: float):
-        self.a, self.b = float(a), float(b)
-        self.__name__ = f"exp({self.b:g} - {self.a:g} d)"
-
-    def __call__(self, d):
-        return np.exp(self.b - self.a * np.asarray(d, dtype=float))
-
 
 def as_ids(values, labels: pd.Index):
     """Values (text or numbers) as ids of the people's kind: whole numbers (feature ids, integer fields) or text.
@@ -258,10 +218,7 @@ empty for a real release.</p>"""
         if a is None or b is None:
             raise self.fail("say how epsilon falls with network distance d: an epsilon table (e.g. 1:ln4/50 "
                             "4:ln4/2000), or both A and B for epsilon(d) = exp(B - A d) per metre.")
-        if a < 0:
-            raise self.fail(f"A = {a:g} < 0 makes epsilon increase with distance: a farther person would get a more "
-                            "accurate answer than a closer one. Give A >= 0.")
-        return geopriv.epsilon_of_distance(ExpEpsilon(a, b))
+        return geopriv.epsilon_of_distance(ExponentialEpsilon(a, b))
 
     def people(self, parameters, context, feedback):
         """The people layer indexed by id (feature id, or the id field's values), and how the ids are described."""

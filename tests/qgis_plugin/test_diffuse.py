@@ -220,10 +220,10 @@ def test_source_not_found(run, soho, tmp_path, params):
 
 @pytest.mark.parametrize("params, needle", [
     ({"EPSILON_TABLE": "1:ln4/2000 4:ln4/50"}, "increases with distance"),
-    ({"EPSILON_TABLE": None, "EXP_A": -0.5, "EXP_B": -3.5}, "A = -0.5 < 0"),
+    ({"EPSILON_TABLE": None, "EXP_A": -0.5, "EXP_B": -3.5}, "a = -0.5 < 0"),
     ({"EPSILON_TABLE": None}, "say how epsilon falls"),
     ({"EXP_A": 0.5, "EXP_B": -3.5}, "not both"),
-    ({"EPSILON_TABLE": "1-0.01"}, "not a distance:epsilon pair"),
+    ({"EPSILON_TABLE": "1-0.01"}, "not a DISTANCE:EPSILON pair"),
     ({"EDGES": "TABLE", "EDGE_FROM": "a", "EDGE_TO": "b"}, "one of them"),
     ({"NETWORK": None}, "one of them"),
     ({"NETWORK": None, "EDGES": "TABLE"}, "choose the two id fields"),
