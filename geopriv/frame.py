@@ -47,7 +47,7 @@ import contextlib
 import functools
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyproj
@@ -110,6 +110,7 @@ def proj_errors(crs, doing: str, *, detail: bool = False, fix: str | None = None
         yield
     except (pyproj.exceptions.ProjError, pyproj.exceptions.CRSError) as exc:
         why = f" PROJ says: {exc}" if detail else ""
+        doing = doing() if callable(doing) else doing  # messages can be costly to build: only on the error path
         fix = fix or (
             "Check that the data's CRS is the one the coordinates are really in (gdf.set_crs(..., allow_override=True) "
             "if not), or reproject the data to EPSG:4326 or a projected CRS in metres, e.g. "
@@ -255,6 +256,7 @@ class PublicFrame:
     area: tuple | None
     area_source: str
     sphere_radius: float | None = None
+    _transformers: dict = field(default_factory=dict, init=False, compare=False, repr=False)  # (src, dst) -> Transformer
 
     @property
     def same(self) -> bool:
@@ -269,8 +271,12 @@ class PublicFrame:
         return float(epsilon_per_metre) / self.scale_max
 
     def _transform(self, xy, src, dst, labels, what):
-        with proj_errors(self.input_crs, f"relate {_crs_name(src)!r} to {_crs_name(dst)!r}", detail=True):
-            t = Transformer.from_crs(src, dst, always_xy=True)
+        key = (id(src), id(dst))  # src and dst are this frame's own CRS objects
+        t = self._transformers.get(key)
+        if t is None:
+            with proj_errors(self.input_crs, lambda: f"relate {_crs_name(src)!r} to {_crs_name(dst)!r}", detail=True):
+                t = Transformer.from_crs(src, dst, always_xy=True)
+            self._transformers[key] = t
         with proj_errors(self.input_crs, f"transform {what}"):
             x, y = t.transform(xy[:, 0], xy[:, 1])
         out = np.column_stack([x, y])

@@ -22,6 +22,7 @@ from pyproj import CRS, Transformer
 
 from ._points import as_geoseries, point_xy
 from .accounting import BudgetAccountant
+from .daskhook import is_dask
 from .frame import (
     DEFAULT_MAX_DISTORTION,
     check_grid,
@@ -466,6 +467,16 @@ def sanitize_traces(
     ...                                rate=0.033)                                  # doctest: +SKIP
     >>> geopriv.trace_ledger(out)                                                   # doctest: +SKIP
     """
+    if is_dask(data):  # lazy, one release whatever the partitioning: geopriv.distributed.traces
+        from .distributed.traces import sanitize_traces_dask
+
+        return sanitize_traces_dask(
+            data, epsilon, traj_id=traj_id, time=time, level=level, radius=radius, method=method, budget=budget,
+            rate=rate, accuracy=accuracy, skip_speed=skip_speed, stale_after=stale_after, predictor=predictor,
+            on_exhausted=on_exhausted, eta=eta, gamma=gamma, delta=delta, prediction_rate=prediction_rate, rng=rng,
+            bounds=bounds, grid=grid, continuous=continuous, keep=keep, max_distortion=max_distortion,
+            progress=progress,
+        )
     layout = None
     mpd = _movingpandas(data)
     if mpd is not None:
@@ -659,9 +670,23 @@ def trace_ledger(result) -> pd.DataFrame:
     sum of test and noise budgets; never more than ``budget``), ``remaining``,
     ``spent_test``, ``spent_noise``, ``prediction_rate`` (released rows that were
     predictions), ``budget_rate`` (spent / budget per released query).
+
+    On dask (:mod:`geopriv.distributed.traces`): a lazy release gives a lazy ledger, a computed
+    one a DataFrame, both built from the release's columns (``tests``, ``spent_test`` and
+    ``spent_noise`` are missing for the predictive mechanism there: see
+    :func:`geopriv.distributed.traces.ledger_from_columns`).
     """
+    if is_dask(result):  # a lazy release: a lazy ledger (geopriv.distributed.traces.trace_ledger_dask)
+        from .distributed.traces import trace_ledger_dask
+
+        return trace_ledger_dask(result)
     rec = getattr(result, "attrs", {}).get("geopriv") or {}
     led = rec.get("ledger")
+    if led is None and "ledger" in rec and str(rec.get("mechanism", "")).endswith("_trace"):
+        # a computed dask release: its record carries no per-bucket ledgers; the columns give the ledger
+        from .distributed.traces import ledger_from_columns
+
+        return ledger_from_columns(result)
     if led is None:
         raise GeoprivError(
             "This object carries no trace ledger: it is not (or no longer) a result of sanitize_traces. "

@@ -114,6 +114,9 @@ def perturb_dask(
 
         if not isinstance(exc, EmptyInputError):
             raise
+    from .._points import check_coordinates
+
+    check_coordinates(np.empty((0, 2)), crs, pd.Index([]), bounds=bounds)  # CRS kind, bounds in its units
     plan = plan_release(crs, mech, grid=grid, continuous=continuous, bounds=bounds, region=region, keep=keep,
                         max_distortion=max_distortion)
     root, seeded = root_entropy(rng)

@@ -1,0 +1,515 @@
+"""``sanitize_traces`` on dask-geopandas: whole traces in public buckets, one keyed stream per bucket.
+
+The predictive mechanism releases a trace step by step, each step depending on what the trace
+released before, so a trace cannot be split across partitions.  The lazy release here:
+
+1. **Buckets.**  Every trace goes to one of :data:`BUCKETS` public buckets: the stable 64-bit
+   hash of its id (``pandas.util.hash_pandas_object(ids, index=False)``) modulo ``BUCKETS``.
+   The bucket depends on the trace id only, never on the partitioning.
+2. **Shuffle.**  The frame is shuffled on the bucket (``ddf.shuffle(on=...)``): every row of a
+   bucket, hence every row of a trace, ends up in one partition.  A shuffle is a full data
+   exchange (every row may move; on a cluster it goes over the network).  Unless dask's
+   ``dataframe.shuffle.method`` is configured, or a distributed client is active (dask then
+   picks its ``p2p`` shuffle, which keeps its shards on the workers' local disks), the in-memory
+   ``"tasks"`` shuffle is used: dask's local default, ``"disk"``, would write the true locations
+   to temporary files.
+3. **One stream per bucket.**  Inside a partition, each bucket's rows are sorted canonically (by
+   trace-id hash, trace id, time stamp, then index label: an order that does not depend on the
+   partitioning) and released by the in-memory :func:`geopriv.sanitize_traces` with the random
+   stream ``SeedSequence(root, spawn_key=(bucket,))``, where ``root`` is the 128-bit entropy
+   drawn once when the lazy release is built (:func:`geopriv.distributed.root_entropy`).  So a
+   trace's noise depends only on the root, its bucket and the bucket's content: a seeded release
+   is identical for any number of partitions and any scheduler, and computing the lazy result
+   again gives the identical release.  Buckets never share a stream.
+
+Budgets are per trace, reserved and spent by the mechanism inside the one call that holds the
+trace (its bucket's): each trace is charged once per computation of its bucket, never per
+partition.  Because the root is fixed when the graph is built, a recomputation (a second
+``.compute()``, a lost worker, a ledger computed separately) replays the identical release:
+the same points from the same noise, so no new privacy loss; a *new* release is a new call.
+
+Output: the input's columns plus ``predicted``, ``status`` and ``epsilon_spent`` (``meta=`` is
+always passed), rows grouped by bucket in the canonical order above (not the input order;
+unknown divisions), the same index labels.  Every partition carries the same provenance record,
+built when the release is built from public parameters only (``n``, ``traces``, ``n_released``
+and ``ledger`` are None: the output shows them), so pandas keeps it when the partitions are
+concatenated.  The per-trace ledger of the whole release is :func:`trace_ledger_dask`
+(``geopriv.trace_ledger(result)`` dispatches to it), computed from the output's columns.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from pandas.api.extensions import no_default
+
+from ..frame import DEFAULT_MAX_DISTORTION
+
+__all__ = ["sanitize_traces_dask", "trace_ledger_dask", "ledger_from_columns", "release_buckets", "BUCKETS"]
+
+#: Number of public buckets traces are grouped in (trace-id hash modulo BUCKETS).  A public
+#: constant: changing it changes which traces share a random stream, so seeded releases differ.
+BUCKETS = 1024
+
+#: the temporary column that carries each row's bucket through the shuffle
+_BUCKET = "__geopriv_bucket__"
+
+# ---------------------------------------------------------------------------- helpers
+def bucket_generator(root: int, bucket: int) -> np.random.Generator:
+    """The random stream of one bucket: ``SeedSequence(root, spawn_key=(bucket,))``."""
+    return np.random.Generator(np.random.PCG64DXSM(np.random.SeedSequence(root, spawn_key=(int(bucket),))))
+
+
+def trace_hashes(ids: pd.Series) -> np.ndarray:
+    """Stable 64-bit hash of each trace id (``pandas.util.hash_pandas_object``, no index)."""
+    return pd.util.hash_pandas_object(ids, index=False).to_numpy(dtype=np.uint64)
+
+
+def _with_bucket(part, traj_id, buckets):
+    """The partition with its rows' bucket (trace-id hash modulo ``buckets``) as a new column."""
+    out = part.copy()
+    b = trace_hashes(part[traj_id]) % np.uint64(buckets) if len(part) else np.zeros(0, dtype=np.uint64)
+    out[_BUCKET] = b.astype(np.int64)
+    return out
+
+
+def _shuffle_method():
+    """The shuffle to use: dask's configured one, its choice on a distributed client, else in-memory tasks."""
+    import dask
+
+    configured = dask.config.get("dataframe.shuffle.method", None)
+    if configured:
+        return configured
+    try:
+        from distributed import default_client
+
+        default_client()
+        return None  # a cluster: dask picks (p2p)
+    except (ImportError, ValueError):
+        return "tasks"  # never the local default "disk": it writes the true locations to temporary files
+
+
+def _canonical_order(gpart, traj_id, time, buckets_col) -> np.ndarray:
+    """Row positions sorted by (bucket, trace-id hash, trace id, time stamp, index label): partition-independent."""
+    from ..traces import _seconds
+    from . import row_keys
+
+    n = len(gpart)
+    if traj_id is None:
+        hashes = np.zeros(n, dtype=np.uint64)
+        codes = np.zeros(n, dtype=np.int64)
+    else:
+        ids = gpart[traj_id]
+        hashes = trace_hashes(ids)
+        try:
+            codes, _ = pd.factorize(ids, sort=True)
+        except TypeError:  # unorderable mixed ids (refused per bucket by sanitize_traces): hash order only
+            codes = np.zeros(n, dtype=np.int64)
+    secs = np.zeros(n) if time is None else _seconds(gpart[time])
+    index_keys, _ = row_keys(gpart.index)
+    return np.lexsort((index_keys, secs, codes, hashes, buckets_col))
+
+
+def _as_geo(part, geom_name, crs, series):
+    """A partition as a GeoDataFrame / GeoSeries with the release's CRS (a shuffle may hand a plain DataFrame)."""
+    import geopandas as gpd
+
+    if series:
+        return part if isinstance(part, gpd.GeoSeries) else gpd.GeoSeries(part, crs=crs)
+    if isinstance(part, gpd.GeoDataFrame) and part.geometry.name == geom_name and part.crs is not None:
+        return part
+    return gpd.GeoDataFrame(part, geometry=geom_name, crs=crs)
+
+
+def release_buckets(part, *, root, attrs, out_meta, geom_name, crs, series, ordered, params):
+    """One partition's release: canonical order, then the in-memory sanitize_traces per bucket, keyed stream each.
+
+    ``params`` are the keyword arguments of :func:`geopriv.sanitize_traces` (``rng`` and
+    ``progress`` excepted).  ``ordered``: one trace in row order (``traj_id`` and ``time``
+    None): no sort, bucket 0.
+    """
+    from ..traces import sanitize_traces
+
+    if len(part) == 0:
+        out = out_meta.copy()
+        out.attrs = dict(attrs)
+        return out
+    traj_id, time = params["traj_id"], params["time"]
+    buckets = part[_BUCKET].to_numpy(dtype=np.int64) if (not series and _BUCKET in part.columns) \
+        else np.zeros(len(part), dtype=np.int64)
+    if not series and _BUCKET in part.columns:
+        part = part.drop(columns=[_BUCKET])
+    gpart = _as_geo(part, geom_name, crs, series)
+    if not ordered:
+        order = _canonical_order(gpart, traj_id, time, buckets)
+        gpart = gpart.iloc[order]
+        buckets = buckets[order]
+    # the rows' checks (coordinates, location-like attributes, ids, time stamps) run in sanitize_traces, on each
+    # bucket: a bucket's content does not depend on the partitioning, so neither does whether they pass
+    starts = np.flatnonzero(np.r_[True, buckets[1:] != buckets[:-1]])
+    ends = np.r_[starts[1:], len(buckets)]
+    outs = []
+    for a, b in zip(starts, ends):
+        rows = gpart.iloc[a:b]
+        outs.append(sanitize_traces(rows, rng=bucket_generator(root, int(buckets[a])), progress=None, **params))
+    out = outs[0] if len(outs) == 1 else pd.concat(outs)
+    out.attrs = dict(attrs)
+    return out
+
+
+# ---------------------------------------------------------------------------- the lazy release
+def _empty_output(meta, series, geom_name, crs):
+    """The output schema: the input's columns plus predicted (bool), status (str), epsilon_spent (float)."""
+    import geopandas as gpd
+
+    from ..traces import _PANDAS3
+
+    if series:
+        out = gpd.GeoDataFrame(geometry=gpd.GeoSeries(meta.iloc[:0].values, index=meta.index[:0], crs=crs,
+                                                      name=geom_name), crs=crs)
+    else:
+        out = meta.iloc[:0].copy()
+    out["predicted"] = pd.Series([], dtype=bool, index=out.index)
+    out["status"] = pd.Series([], dtype="str" if _PANDAS3 else object, index=out.index)
+    out["epsilon_spent"] = pd.Series([], dtype=float, index=out.index)
+    return out
+
+
+def _public_record(*, method, eps, level, radius, manager, mech, skip_speed, stale_after, on_exhausted, traj_id, time,
+                   frame, lattice, bounds, keep, seeded):
+    """The provenance record of the release, from public parameters only (as sanitize_traces builds it)."""
+    from ..mechanisms.planar_laplace import ANGLE_RESOLUTION, discretisation_epsilon
+    from ..mechanisms.predictive import FixedRate, FixedUtility
+    from ..provenance import make_record
+
+    if lattice is not None:
+        r_max = frame.r_max_metres()
+        per_draw = discretisation_epsilon(eps, lattice.min_cell_m, r_max, ANGLE_RESOLUTION) - eps
+        fp_text = (f"snapped to a public {lattice.grid_m:g} m lattice; each noisy draw's epsilon grows by at most "
+                   f"{per_draw:.3g} per metre (Andres et al. 2013 Thm 4.1, r_max {r_max:.4g} m)")
+    else:
+        fp_text = "none: continuous float64 output (explicitly requested), no finite-precision bound"
+    fields = dict(
+        mechanism=f"{method}_trace",
+        definition="epsilon * d_inf per trace (Chatzikokolakis et al. 2014, Thm 3.1); epsilon is each trace's total",
+        epsilon_per_m=eps,
+        level=None if level is None else float(level),
+        radius_m=None if radius is None else float(radius),
+        method=method,
+        budget="fixed_rate" if isinstance(manager, FixedRate) else "fixed_utility",
+        budget_config={"eta": float(manager.eta), "gamma": float(manager.gamma), "delta": float(manager.delta)},
+        rate=float(manager.rate) if isinstance(manager, FixedRate) else None,
+        accuracy_m=float(manager.accuracy) if isinstance(manager, FixedUtility) else None,
+        skip_speed_mps=None if skip_speed is None else float(skip_speed),
+        stale_after_s=None if stale_after is None else float(stale_after),
+        predictor=None if method == "independent" else mech.predictor.name,
+        on_exhausted=on_exhausted,
+        traces=None,  # per bucket: the output's trace ids show it
+        n_released=None,  # the output's status column shows it
+        traj_id=traj_id,
+        time=time,
+        ledger=None,  # trace_ledger_dask(result): computed from the output's columns
+        finite_precision=fp_text,
+        declared_bounds=None if bounds is None else [float(v) for v in frame.area],
+        kept_columns=sorted(str(k) for k in (keep or ())),
+        **frame.describe(),
+    )
+    if lattice is not None:
+        fields.update(lattice.describe())
+    return make_record(fields, seeded=seeded, n=None)
+
+
+def sanitize_traces_dask(
+    data,
+    epsilon=None,
+    *,
+    traj_id=no_default,
+    time=no_default,
+    level=None,
+    radius=None,
+    method: str = "predictive",
+    budget: str = "fixed_rate",
+    rate=None,
+    accuracy=None,
+    skip_speed=None,
+    stale_after=None,
+    predictor="parrot",
+    on_exhausted: str = "empty",
+    eta: float = 0.5,
+    gamma: float = 0.8,
+    delta: float = 0.9,
+    prediction_rate: float = 0.5,
+    rng=None,
+    bounds=None,
+    grid="auto",
+    continuous: bool = False,
+    keep=(),
+    max_distortion: float = DEFAULT_MAX_DISTORTION,
+    progress=None,
+):
+    """Lazy :func:`geopriv.sanitize_traces` of a dask-geopandas GeoDataFrame (same parameters).
+
+    See :mod:`geopriv.distributed.traces` for the design: traces are grouped whole into
+    :data:`BUCKETS` public buckets by a hash of their id, the frame is shuffled on the bucket
+    (a full data exchange), and each bucket is released by the in-memory function with its own
+    stream keyed by (root, bucket).  A seeded release is identical for any partitioning and
+    scheduler; computing the result twice gives the same release (the root entropy is drawn
+    now, once), so a recomputation is a replay, not a new privacy loss.
+
+    Everything that needs no data is checked now, before the graph is returned: the columns
+    named (on the schema), ``method``, ``on_exhausted``, the budget (``epsilon`` or
+    ``level``/``radius``), the budget manager and its parameters, the mechanism's options, the
+    public frame, lattice and precision, ``keep``, ``rng``.  Checks of the rows themselves
+    (coordinates inside the public area, location-like attributes and row orders, missing trace
+    ids or time stamps) run when the partitions are computed, by the in-memory function on each
+    bucket: a bucket's content does not depend on the partitioning, so neither does whether a
+    release passes.  They see one bucket at a time, not the whole data: a sequential id or
+    index that is a row number of the whole input is not one within a bucket (other buckets'
+    rows leave gaps), and may then be refused as an affine function of the locations when a
+    bucket's traces lie along a line; drop such columns, or keep them deliberately
+    (``keep=["id", "<index>"]``) if they are not locations.
+
+    Differences from the in-memory call:
+
+    * ``time`` must name a column when ``traj_id`` does: the shuffle does not keep the row
+      order, so "rows already in query order" cannot be honoured.  With ``traj_id=None`` (all
+      rows one trace; also a dask GeoSeries) the frame is gathered into one partition in row
+      order, and ``time=None`` is allowed.
+    * Rows come back grouped by bucket, in the canonical order, with their index labels.
+    * ``progress`` is ignored (use dask's diagnostics).
+    * ``result.attrs["geopriv"]`` (the same on every partition) has ``n``, ``traces``,
+      ``n_released`` and ``ledger`` None; the ledger is :func:`trace_ledger_dask`
+      (``geopriv.trace_ledger(result)``).
+    """
+    import dask  # noqa: F401  (the dask extra is needed)
+    import geopandas as gpd
+
+    from .._points import check_coordinates
+    from ..exceptions import EmptyInputError, GeoprivError, MissingCRSError
+    from ..frame import check_grid, check_noise_above_precision, public_frame, public_lattice
+    from ..mechanisms.predictive import IndependentMechanism, PredictiveMechanism, TimeSkip
+    from ..perturb import resolve_epsilon
+    from ..provenance import attach
+    from ..release import check_release_input
+    from ..traces import _check_output_columns, _column, _manager
+    from . import root_entropy
+
+    meta = data._meta
+    series = isinstance(meta, gpd.GeoSeries)
+    if not series and not isinstance(meta, gpd.GeoDataFrame):
+        raise GeoprivError("sanitize_traces on dask takes a dask_geopandas GeoDataFrame (or GeoSeries) of points.")
+    if series:
+        traj_id = None if traj_id is no_default else traj_id
+        time = None if time is no_default else time
+        if traj_id is not None or time is not None:
+            raise GeoprivError("traj_id and time name columns: pass a GeoDataFrame, not a GeoSeries.")
+    else:
+        if traj_id is no_default:
+            raise TypeError(
+                "sanitize_traces needs traj_id=: the column that says which trace (user, trajectory) each row "
+                "belongs to (one budget per trace), or traj_id=None if all rows are one trace."
+            )
+        if time is no_default:
+            raise TypeError(
+                "sanitize_traces needs time=: the column of time stamps that orders each trace, or time=None if the "
+                "rows are already in query order."
+            )
+        if traj_id is not None and time is None:
+            raise ValueError(
+                "On a dask GeoDataFrame, time=None (rows already in query order) works only with traj_id=None: the "
+                "shuffle that brings each trace into one partition does not keep the row order. Pass "
+                "time='<column>' (time stamps or sequence numbers)."
+            )
+    crs = getattr(meta, "crs", None)
+    if crs is None:
+        raise MissingCRSError("The dask GeoDataFrame")
+    geom_name = (meta.name or "geometry") if series else meta.geometry.name
+
+    # the schema: columns named, output columns free, keep; on the empty meta (no data is read)
+    if not series:
+        if _BUCKET in meta.columns:
+            raise GeoprivError(f"The data has a column {_BUCKET!r}, which the distributed release uses: rename it.")
+        for name, what, hint in ((traj_id, "trace id (traj_id)", "Name the column that says which trace each row "
+                                  "belongs to, or pass traj_id=None if all rows are one trace."),
+                                 (time, "time", "Name the column of time stamps (datetimes or seconds).")):
+            if name is not None:
+                _column(meta, name, what, hint)
+        if traj_id is not None and (traj_id == geom_name or isinstance(meta[traj_id].dtype, gpd.array.GeometryDtype)):
+            raise GeoprivError(
+                f"traj_id={traj_id!r} names a geometry column: every location would become its own trace id, "
+                "published in the ledger. Name the column that identifies the user or trajectory."
+            )
+        _check_output_columns(meta)
+    order_cols = tuple(c for c in (traj_id, time) if c is not None)
+    keep_all = tuple(keep or ()) + (() if order_cols else ("<row order>",))
+    try:
+        check_release_input(meta, keep_all, bounds, None, allow_order=order_cols)
+    except EmptyInputError:
+        pass
+    check_coordinates(np.empty((0, 2)), crs, pd.Index([]), bounds=bounds)  # CRS kind; bounds= in degrees for metres
+    from ..attributes import check_location_attributes
+
+    check_location_attributes(meta, keep=keep_all, allow_order=order_cols)  # keep names (no rows: nothing else)
+
+    # the parameters, as sanitize_traces checks them
+    if method not in ("predictive", "independent"):
+        raise ValueError(f"method must be 'predictive' or 'independent', got {method!r}.")
+    if on_exhausted not in ("empty", "last"):
+        raise ValueError(
+            f"on_exhausted must be 'empty' (no geometry) or 'last' (last released point), got {on_exhausted!r}."
+        )
+    eps = resolve_epsilon(epsilon, level, radius)
+    manager = _manager(budget, rate, accuracy, eta, gamma, delta, prediction_rate)
+    if method == "independent":
+        if skip_speed is not None or stale_after is not None or predictor not in ("parrot", None):
+            raise ValueError("skip_speed, stale_after and predictor apply to method='predictive' only.")
+        mech = IndependentMechanism(manager)
+    else:
+        if skip_speed is not None and time is None:
+            raise ValueError("skip_speed needs time stamps: pass time='<column>'.")
+        if stale_after is not None and time is None:
+            raise ValueError("stale_after needs time stamps: pass time='<column>'.")
+        mech = PredictiveMechanism(manager, predictor=predictor,
+                                   skip=None if skip_speed is None else TimeSkip(skip_speed), stale_after=stale_after)
+    frame = public_frame(crs, bounds=bounds, max_distortion=max_distortion, planar_only=True)
+    lattice = None
+    if continuous:
+        check_noise_above_precision(eps, frame)
+    else:
+        lattice = public_lattice(frame, check_grid(grid, eps))
+    root, seeded = root_entropy(rng)  # the one random draw at build time
+    record = _public_record(method=method, eps=eps, level=level, radius=radius, manager=manager, mech=mech,
+                            skip_speed=skip_speed, stale_after=stale_after, on_exhausted=on_exhausted,
+                            traj_id=traj_id, time=time, frame=frame, lattice=lattice, bounds=bounds, keep=keep,
+                            seeded=seeded)
+
+    out_meta = _empty_output(meta, series, geom_name, crs)
+    out_meta = attach(out_meta, meta, record)
+    attrs = dict(out_meta.attrs)
+    params = dict(epsilon=epsilon, traj_id=traj_id, time=time, level=level, radius=radius, method=method,
+                  budget=budget, rate=rate, accuracy=accuracy, skip_speed=skip_speed, stale_after=stale_after,
+                  predictor=predictor, on_exhausted=on_exhausted, eta=eta, gamma=gamma, delta=delta,
+                  prediction_rate=prediction_rate, bounds=bounds, grid=grid, continuous=continuous,
+                  keep=tuple(keep or ()), max_distortion=max_distortion)
+    ordered = traj_id is None and time is None
+    if traj_id is None:  # one trace, one bucket: gather it in row order
+        staged = data.repartition(npartitions=1)
+    else:
+        with_bucket = meta.iloc[:0].copy()
+        with_bucket[_BUCKET] = pd.Series([], dtype=np.int64, index=with_bucket.index)
+        staged = data.map_partitions(_with_bucket, traj_id, BUCKETS, meta=with_bucket)
+        staged = staged.shuffle(on=_BUCKET, npartitions=min(data.npartitions, BUCKETS), method=_shuffle_method())
+    return staged.map_partitions(release_buckets, root=root, attrs=attrs, out_meta=out_meta.iloc[:0],
+                                 geom_name=geom_name, crs=crs, series=series, ordered=ordered, params=params,
+                                 meta=out_meta)
+
+
+# ---------------------------------------------------------------------------- the ledger
+def _ledger_rows(part, traj_id):
+    """Per-row indicators of the ledger (summed per trace): the key, counts by status, epsilon spent."""
+    status = part["status"].astype(object).to_numpy()
+    released = status != "exhausted"
+    key = part[traj_id] if traj_id is not None else pd.Series(np.zeros(len(part), dtype=np.int64), index=part.index)
+    return pd.DataFrame({
+        "key": key.to_numpy(),
+        "queries": np.ones(len(part), dtype=np.int64),
+        "released": released.astype(np.int64),
+        "noise": (status == "noise").astype(np.int64),
+        "predicted": (status == "predicted").astype(np.int64),
+        "skipped": (status == "skipped").astype(np.int64),
+        "exhausted": (~released).astype(np.int64),
+        "spent": part["epsilon_spent"].to_numpy(dtype=float),
+    }, index=pd.RangeIndex(len(part)))
+
+
+def _finish_ledger(sums, record):
+    """The ledger's columns from the per-trace sums (as geopriv.trace_ledger has them)."""
+    traj_id = record.get("traj_id")
+    budget = float(record["epsilon_per_m"])
+    sums = sums.sort_index()
+    n = len(sums)
+    released = sums["released"].to_numpy(dtype=np.int64)
+    # the accountant's running sum never exceeds the budget; summed again here, rounding could pass it by an ulp
+    spent = np.minimum(sums["spent"].to_numpy(dtype=float), budget)
+    independent = record.get("method") == "independent"
+    easy = released - sums["noise"].to_numpy(dtype=np.int64)
+    out = pd.DataFrame({
+        "queries": sums["queries"].to_numpy(dtype=np.int64),
+        "released": released,
+        "noise": sums["noise"].to_numpy(dtype=np.int64),
+        "predicted": sums["predicted"].to_numpy(dtype=np.int64),
+        "skipped": sums["skipped"].to_numpy(dtype=np.int64),
+        "exhausted": sums["exhausted"].to_numpy(dtype=np.int64),
+        # which noise rows ran a (failed) test, and the test/noise split, are not in the output's columns
+        "tests": pd.array(np.zeros(n, dtype=np.int64) if independent else [pd.NA] * n, dtype="Int64"),
+        "budget": np.full(n, budget),
+        "spent": spent,
+        "remaining": np.maximum(budget - spent, 0.0),
+        "spent_test": np.zeros(n) if independent else np.full(n, np.nan),
+        "spent_noise": spent.copy() if independent else np.full(n, np.nan),
+        "prediction_rate": np.divide(easy, released, out=np.zeros(n), where=released > 0),
+        "budget_rate": spent / (budget * np.maximum(released, 1)),
+    }, index=pd.Index(sums.index if traj_id is not None else [None] * n, name=traj_id or "trace"))
+    return out
+
+
+def _record_of(obj):
+    rec = (getattr(obj, "attrs", None) or {}).get("geopriv") or {}
+    if not str(rec.get("mechanism", "")).endswith("_trace"):
+        from ..exceptions import GeoprivError
+
+        raise GeoprivError(
+            "This object carries no trace release record: it is not (or no longer) a result of sanitize_traces. "
+            "The record lives in result.attrs['geopriv']; some operations drop attrs, so read the ledger right after "
+            "releasing."
+        )
+    return rec
+
+
+def ledger_from_columns(result) -> pd.DataFrame:
+    """The per-trace ledger of a computed release, from its columns (trace id, status, epsilon_spent).
+
+    Counts by status, ``budget`` (the record's ``epsilon_per_m``), ``spent`` (sum of
+    ``epsilon_spent``: the accountant's Lemma 1 sum, up to rounding, capped at the budget),
+    ``remaining``, ``prediction_rate`` and ``budget_rate`` are exact.  ``tests``,
+    ``spent_test`` and ``spent_noise`` are exact for ``method="independent"`` (no tests) and
+    missing (NA/NaN) for the predictive mechanism: whether a noisy row ran a failed test first,
+    and how its ``epsilon_spent`` splits between test and noise, is not in the output.
+    """
+    rec = _record_of(result)
+    traj_id = rec.get("traj_id")
+    rows = _ledger_rows(result, traj_id)
+    sums = rows.groupby("key", sort=True).sum()
+    return _finish_ledger(sums, rec)
+
+
+def trace_ledger_dask(result):
+    """The per-trace ledger of the whole release, as one table.
+
+    ``result`` is a lazy release (a dask GeoDataFrame from :func:`sanitize_traces_dask`): a lazy
+    ledger (one partition; ``.compute()`` it) is returned, built from the release's columns by a
+    groupby over all partitions, so it holds every trace once whatever the partitioning (and
+    also after a repartition).  Computing it computes the release (the identical one: the root
+    is fixed); compute both at once with ``dask.compute(result, ledger)``, or ``persist()`` the
+    release first, to run the mechanism once.  A computed release (a GeoDataFrame, whose
+    partitions' records carry no per-bucket ledgers) gives a pandas DataFrame.
+
+    Why from the columns: each bucket's in-memory ledger lives in its own result's attrs, which
+    differ per bucket and so are dropped when pandas concatenates the partitions; the columns
+    ``traj_id``, ``status`` and ``epsilon_spent`` determine the ledger (see
+    :func:`ledger_from_columns` for the three columns that they determine only for the
+    independent mechanism), work lazily and on a computed result alike, and need no second
+    output from the release.
+    """
+    from ..daskhook import is_dask
+
+    if not is_dask(result):
+        return ledger_from_columns(result)
+    rec = _record_of(result._meta)
+    traj_id = rec.get("traj_id")
+    cols = [c for c in (traj_id, "status", "epsilon_spent") if c is not None]
+    rows_meta = _ledger_rows(result._meta[cols], traj_id)
+    rows = result[cols].map_partitions(_ledger_rows, traj_id, meta=rows_meta)
+    sums = rows.groupby("key", sort=False).sum(split_out=1)
+    sums_meta = rows_meta.groupby("key").sum()
+    ledger_meta = _finish_ledger(sums_meta, rec)
+    return sums.map_partitions(_finish_ledger, rec, meta=ledger_meta)
