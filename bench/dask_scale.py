@@ -29,7 +29,8 @@ machine is shared: ratios measured together are what to read, not absolute secon
         [--trace-length 5] [--repeats 3] [--repeats-big 2] [--sections perturb,synthesize,traces,profile]
         [--out bench/results/dask.md]
 
-Run it under ``timeout`` (the default sizes take about 15 minutes on 2 cores).
+Run it under ``timeout``: the default sizes took more than 25 minutes on the shared 2-core machine it was
+written on (load average 4-6); ``--sections`` runs parts separately.
 """
 from __future__ import annotations
 
@@ -281,7 +282,7 @@ def bench_perturb(client, rep, args, gdf):
     rep(f"Partitions of {P:,} rows (multiple of geopriv's 16,384-row key block), reduced by "
         f"`map_partitions(len).sum()`; generation alone timed beside it in every repeat. "
         f"In memory: `gdf.priv.perturb` of {len(gdf):,} points. Median of {args.repeats} repeats "
-        f"({min(args.repeats, args.repeats_big)} for the largest N) "
+        + (f"({min(args.repeats, args.repeats_big)} for the largest N) " if len(sizes) > 1 else "") +
         f"(load average at start {loadavg()}).")
     rep()
     runs = {("gen", n): [] for n in sizes}
@@ -332,7 +333,7 @@ def bench_perturb(client, rep, args, gdf):
     rep(f"* dask release throughput per core / in-memory (pinned, 1 core): "
         + ", ".join(f"N={n:,}: {results[n]['per_core'] / mem_pin:.2f}" for n in sizes)
         + f"  (in memory is {mem_pin / b['per_core']:.2f}x dask per core at N={big:,}; target <= 1.2)")
-    rep(f"* same per CPU-second (worker CPU, insensitive to other jobs): "
+    rep(f"* same per CPU-second (worker CPU seconds: less sensitive to other jobs than wall time): "
         + ", ".join(f"N={n:,}: in memory / dask {mem_cpu / results[n]['per_cpu']:.2f}x" for n in sizes))
     rep(f"* speed-up of {workers} workers over 1 in-memory process (release only): "
         f"{b['rate'] / mem_free:.2f}x vs unpinned, {b['rate'] / mem_pin:.2f}x vs 1 pinned core")

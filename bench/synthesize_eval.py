@@ -35,8 +35,9 @@ Metrics (metres):
   split until they hold <= 400 points; inside each cell the common mass is matched exactly
   (partial optimal transport), the leftover points are matched again in cells holding 4x as many, and
   so on until <= 5000 are left, which are matched exactly.  It is computed for every run (it
-  takes seconds at 1M points) and is reported next to the exact value where both exist, so its
-  looseness is visible (about +5..20 % at 3k-10k points);
+  takes 30-60 s at 1M points, matching cells in ``--threads`` threads) and is reported next to
+  the exact value where both exist, so its looseness is visible (+9..23 % at 10k points; it is
+  the exact W1 for n <= 5000);
 * ``geopriv.wasserstein_bound`` (4000 cells) is also reported at large n: its resolution floor
   (each point moved to its cell centroid, ~100 m on this box) dominates once W1 < 100 m, which
   is why LMB is used for the comparison beyond the exact sizes.  ``laplace`` at large n is
@@ -51,7 +52,12 @@ Writes its sections of bench/results/synthesize.md (other sections kept) and
 docs/img/synthesize_w1_vs_n.png.
 
     python bench/synthesize_eval.py [--exact-sizes 300,1000,3000,10000] [--large-sizes 100000,1000000]
-        [--seeds 3] [--large-seeds 1] [--epsilon 1.0] [--parts 2d,1d,depth,soho] [--no-write]
+        [--seeds 3] [--large-seeds 1] [--epsilon 1.0] [--parts 2d,1d,depth,soho] [--depth-sizes 3000]
+        [--no-write]
+
+About 10 minutes with the defaults on 2 cores (the 1M step is about 4 of them: LMB runs for
+srw, pmm, privtree and three grid sizes); ``--large-sizes 100000`` takes about 5.  A depth scan
+at 1M (``--depth-sizes 3000,100000,1000000``) adds about 9 minutes.
 """
 from __future__ import annotations
 
@@ -621,7 +627,7 @@ def run_depth(args, log):
                     ws.append(exact_w1(true_xy, out) if metric == "exact" else local_matching_bound(true_xy, out, BOX))
                 vals[L] = float(np.mean(ws))
             best = min(vals, key=vals.get)
-            txt = ", ".join(f"{L}: {v:.0f}" + ("*" if L == auto else "") for L, v in vals.items())
+            txt = ", ".join(f"{L}: {v:.3g}" + ("*" if L == auto else "") for L, v in vals.items())
             lines.append(f"| clustered 2-D | {n:,} | {m} | {auto} | {txt} ({metric}) | {best} |")
             log(f"  depth scan n={n} {m}: auto {auto}, best {best}: {txt}")
     # Soho
@@ -635,7 +641,7 @@ def run_depth(args, log):
                   for s in range(1, 11)]
             vals[L] = float(np.mean(ws))
         best = min(vals, key=vals.get)
-        txt = ", ".join(f"{L}: {v:.0f}" + ("*" if L == auto else "") for L, v in vals.items())
+        txt = ", ".join(f"{L}: {v:.3g}" + ("*" if L == auto else "") for L, v in vals.items())
         lines.append(f"| Soho deaths | {len(xy)} | {m} | {auto} | {txt} (exact, 10 seeds) | {best} |")
         log(f"  depth scan Soho {m}: auto {auto}, best {best}: {txt}")
     return lines

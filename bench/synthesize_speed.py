@@ -111,7 +111,8 @@ def main(argv=None):
     lines += ["", "Breakdown of one srw call (medians, s):", "", "| stage | s | share of the call |", "|---|---|---|"]
     for k, v in smed.items():
         lines.append(f"| {k} | {v:.3f} | {v / smed['whole synthesize call']:.0%} |")
-    text = "### Speed: 1M points\n\n" + "\n".join(lines)
+    command = "`python bench/synthesize_speed.py " + " ".join(sys.argv[1:] if argv is None else argv) + "`"
+    text = f"### Speed: {n:,} points\n\n" + "\n".join(lines) + "\n\nCommand: " + command
     print(text)
     if not args.no_write:
         write_section("speed", text)

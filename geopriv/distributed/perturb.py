@@ -7,6 +7,9 @@ rows and runs the plan's ``draw`` and ``finish`` with one random stream per bloc
 """
 from __future__ import annotations
 
+import contextlib
+import gc
+
 import numpy as np
 import pandas as pd
 
@@ -31,8 +34,27 @@ def _dummy_point(plan):
     return np.array([(area[0] + area[2]) / 2.0, (area[1] + area[3]) / 2.0])
 
 
+@contextlib.contextmanager
+def paused_cyclic_gc():
+    """Pause Python's cyclic garbage collector (restored after): a partition builds about a million
+    shapely geometries, which it tracks, and its full collections took about half of a worker's time
+    (bench/results/dask.md).  Reference counting still frees everything."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def release_partition(part, plan, root: int, record: dict, keep=(), bounds=None, region=None):
     """One partition's release: validation, then per block of row keys a keyed stream, draw and finish."""
+    with paused_cyclic_gc():
+        return _release_partition(part, plan, root, record, keep, bounds, region)
+
+
+def _release_partition(part, plan, root, record, keep, bounds, region):
     from ..exceptions import GeoprivError
     from ..release import assemble, check_release_input
 
