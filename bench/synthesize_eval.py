@@ -609,6 +609,10 @@ def run_1d(args, log):
 
 
 # --------------------------------------------------------------------------- W1 against depth
+def _fmt(v: float) -> str:
+    return f"{v:.0f}" if v >= 100 else f"{v:.3g}"
+
+
 def run_depth(args, log):
     eps = args.epsilon
     lines = ["| data | n | method | auto depth | W1 by depth (metric) | best depth |", "|---|---|---|---|---|---|"]
@@ -627,7 +631,7 @@ def run_depth(args, log):
                     ws.append(exact_w1(true_xy, out) if metric == "exact" else local_matching_bound(true_xy, out, BOX))
                 vals[L] = float(np.mean(ws))
             best = min(vals, key=vals.get)
-            txt = ", ".join(f"{L}: {v:.3g}" + ("*" if L == auto else "") for L, v in vals.items())
+            txt = ", ".join(f"{L}: {_fmt(v)}" + ("*" if L == auto else "") for L, v in vals.items())
             lines.append(f"| clustered 2-D | {n:,} | {m} | {auto} | {txt} ({metric}) | {best} |")
             log(f"  depth scan n={n} {m}: auto {auto}, best {best}: {txt}")
     # Soho
@@ -641,7 +645,7 @@ def run_depth(args, log):
                   for s in range(1, 11)]
             vals[L] = float(np.mean(ws))
         best = min(vals, key=vals.get)
-        txt = ", ".join(f"{L}: {v:.3g}" + ("*" if L == auto else "") for L, v in vals.items())
+        txt = ", ".join(f"{L}: {_fmt(v)}" + ("*" if L == auto else "") for L, v in vals.items())
         lines.append(f"| Soho deaths | {len(xy)} | {m} | {auto} | {txt} (exact, 10 seeds) | {best} |")
         log(f"  depth scan Soho {m}: auto {auto}, best {best}: {txt}")
     return lines
@@ -786,7 +790,7 @@ def main(argv=None):
     def log(msg):
         print(msg, flush=True)
 
-    command = "`python bench/synthesize_eval.py " + " ".join(sys.argv[1:] if argv is None else argv) + "`"
+    command = "`" + " ".join(["python bench/synthesize_eval.py", *(sys.argv[1:] if argv is None else argv)]) + "`"
 
     slopes = None
     if "1d" in parts:

@@ -111,7 +111,7 @@ def main(argv=None):
     lines += ["", "Breakdown of one srw call (medians, s):", "", "| stage | s | share of the call |", "|---|---|---|"]
     for k, v in smed.items():
         lines.append(f"| {k} | {v:.3f} | {v / smed['whole synthesize call']:.0%} |")
-    command = "`python bench/synthesize_speed.py " + " ".join(sys.argv[1:] if argv is None else argv) + "`"
+    command = "`" + " ".join(["python bench/synthesize_speed.py", *(sys.argv[1:] if argv is None else argv)]) + "`"
     text = f"### Speed: {n:,} points\n\n" + "\n".join(lines) + "\n\nCommand: " + command
     print(text)
     if not args.no_write:
