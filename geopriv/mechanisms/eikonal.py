@@ -99,6 +99,7 @@ from ..exceptions import (
     MechanismFileError,
 )
 from ..privacy_map import PrivacyMap, affine6, edge_weights, lipschitz_envelope
+from .grid import allowed as _allowed, edge_slices as _edge_slices, mean_ground_scale as _mean_ground_scale
 
 __all__ = ["EikonalMechanism", "VerifyReport"]
 
@@ -436,21 +437,6 @@ def _progress(progress, total, desc, unit: str = "output"):
 # ============================================================================================
 # helpers on the node grid
 # ============================================================================================
-def _mean_ground_scale(pm: PrivacyMap) -> float:
-    """CRS units per ground metre, averaged over the map (1 for metric CRSs away from distortion)."""
-    return float(np.mean(pm.ground_scale[0] + pm.ground_scale[1]) / 2)
-
-
-def _edge_slices():
-    """(slice_a, slice_b) for the 4 edge families, matching :func:`edge_weights`."""
-    s, e0, e1 = slice(None), slice(0, -1), slice(1, None)
-    return [((s, e0), (s, e1)), ((e0, s), (e1, s)), ((e0, e0), (e1, e1)), ((e0, e1), (e1, e0))]
-
-
-def _allowed(pm: PrivacyMap):
-    """Allowed log-ratio per edge (4 families), conservative ground lengths, in CRS terms."""
-    hx, hy = pm.cell_size
-    return edge_weights(pm.epsilon_crs, hy, hx)
 
 
 def _kernel_rate(kp: np.ndarray, hy: float, hx: float, smooth, despeckle: int, jump=None) -> np.ndarray:

@@ -61,7 +61,7 @@ import numpy as np
 
 from ..exceptions import InfeasibleMechanismError, RasterError
 from ..privacy_map import PrivacyMap
-from .eikonal import _allowed, _edge_slices, _mean_ground_scale
+from .grid import allowed as _allowed, edge_list, edge_slices as _edge_slices, mean_ground_scale as _mean_ground_scale
 
 __all__ = ["OptimalMechanism", "optimal_mechanism", "coarsen", "lp_size"]
 
@@ -141,14 +141,7 @@ def _output_grid(shape, pad: int):
 
 def _edges(shape, allowed):
     """(ia, ib, w): flat node indices and allowed log-ratio of every 8-neighbour edge."""
-    ny, nx = shape
-    idx = np.arange(ny * nx).reshape(ny, nx)
-    ia, ib, w = [], [], []
-    for (sa, sb), al in zip(_edge_slices(), allowed):
-        ia.append(idx[sa].ravel())
-        ib.append(idx[sb].ravel())
-        w.append(np.asarray(al, float).ravel())
-    return np.concatenate(ia), np.concatenate(ib), np.concatenate(w)
+    return edge_list(shape, allowed)
 
 
 def lp_size(shape, pad: int = 0) -> dict:
