@@ -571,7 +571,7 @@ def _scale_weights(arrays):
 
 def test_tampered_weights_with_recomputed_checksum_are_refused(tmp_path, tiny_mech):
     path = tmp_path / "mech.npz"
-    tiny_mech.save(path)
+    tiny_mech.save(path, compact=False)
     bad = _tamper(path, tmp_path / "bad.npz", _scale_weights)
     # what sampling would really draw from breaks the guarantee: this is not a harmless edit
     w = tiny_mech.weights.copy()
@@ -589,7 +589,7 @@ def test_tampered_weights_with_recomputed_checksum_are_refused(tmp_path, tiny_me
 
 def test_consistently_tampered_weights_and_normaliser_are_refused_by_verification(tmp_path, tiny_mech):
     path = tmp_path / "mech.npz"
-    tiny_mech.save(path)
+    tiny_mech.save(path, compact=False)
 
     def edit(arrays):
         _scale_weights(arrays)
@@ -599,7 +599,7 @@ def test_consistently_tampered_weights_and_normaliser_are_refused_by_verificatio
     with pytest.raises(MechanismFileError, match="does not meet its privacy map"):
         EikonalMechanism.load(bad)  # verify=True is the default
     # the same edit on a signed file is refused by the signature even without the full check
-    tiny_mech.save(path, key="secret")
+    tiny_mech.save(path, key="secret", compact=False)
     signed_bad = _tamper(path, tmp_path / "signed_bad.npz", edit)
     with pytest.raises(MechanismFileError, match="signature"):
         EikonalMechanism.load(signed_bad, key="secret", verify=False)
@@ -607,7 +607,7 @@ def test_consistently_tampered_weights_and_normaliser_are_refused_by_verificatio
 
 def test_tampered_normaliser_is_refused(tmp_path, tiny_mech):
     path = tmp_path / "mech.npz"
-    tiny_mech.save(path)
+    tiny_mech.save(path, compact=False)
 
     def edit(arrays):
         arrays["normaliser"][40] *= 1.5
@@ -676,7 +676,7 @@ def _output_outside(arrays):
         "indptr", "negative-kernel", "nan-kernel", "output-outside"])
 def test_invalid_arrays_are_refused_with_a_rebuild_hint(tmp_path, tiny_mech, edit, match, verify):
     path = tmp_path / "mech.npz"
-    tiny_mech.save(path)
+    tiny_mech.save(path, compact=False)
     bad = _tamper(path, tmp_path / "bad.npz", edit)
     with pytest.raises(MechanismFileError, match=match) as exc:
         EikonalMechanism.load(bad, verify=verify)
@@ -685,7 +685,7 @@ def test_invalid_arrays_are_refused_with_a_rebuild_hint(tmp_path, tiny_mech, edi
 
 def test_non_finite_remap_is_refused(tmp_path, tiny_mech):
     path = tmp_path / "remap.npz"
-    tiny_mech.with_remap("uniform").save(path)
+    tiny_mech.with_remap("uniform").save(path, compact=False)
 
     def edit(arrays):
         arrays["remap_xy"][3, 0] = np.nan
@@ -727,7 +727,7 @@ def test_signed_file_round_trip_and_wrong_key(tmp_path, tiny_mech):
 
 def test_untouched_file_loads_in_both_modes(tmp_path, tiny_mech):
     path = tmp_path / "mech.npz"
-    tiny_mech.save(path)
+    tiny_mech.save(path, compact=False)
     # the control for the tamper tests: rewriting with a recomputed checksum but no edit is accepted
     same = _tamper(path, tmp_path / "same.npz", lambda arrays: None)
     for p in (path, same):
@@ -814,3 +814,72 @@ def test_kept_column_pointers_handle_empty_columns_anywhere():
     T = sp.csc_matrix((S.data[keep], S.indices[keep], eik._kept_indptr(S.indptr, keep)), shape=S.shape)
     np.testing.assert_array_equal(T.toarray(), np.where(dense >= 0.5, dense, 0.0))
     assert eik._kept_indptr(np.zeros(4, np.int64), np.zeros(0, bool)).tolist() == [0, 0, 0, 0]
+
+
+# ============================================================================ compact files (kernels recomputed at load)
+def test_compact_file_is_small_and_loads_the_same_kernels(tmp_path, tiny_mech):
+    compact, full = tmp_path / "c.npz", tmp_path / "f.npz"
+    digest = tiny_mech.save(compact)  # compact is the default
+    tiny_mech.save(full, compact=False)
+    assert digest == tiny_mech.mechanism_id
+    assert compact.stat().st_size * 5 < full.stat().st_size
+    with np.load(compact) as z:
+        assert not {"indptr", "indices", "kernel"} & set(z.files)
+        assert json.loads(str(z["meta"]))["format_version"] == eik.COMPACT_VERSION
+    back = EikonalMechanism.load(compact, privacy_map=tiny_mech.privacy_map)
+    for name in ("indptr", "indices", "kernel", "weights", "normaliser", "output_ij"):
+        assert np.array_equal(getattr(back, name), getattr(tiny_mech, name)), name
+    assert back.report.ok and back.mechanism_id == tiny_mech.mechanism_id
+    # a mechanism loaded from a compact file saves compact again, byte-identical content
+    assert back.save(tmp_path / "again.npz") == digest
+    # samples agree draw for draw
+    pm = tiny_mech.privacy_map
+    xy = np.column_stack([np.full(50, pm.node_x.mean()), np.full(50, pm.node_y.mean())])
+    assert np.array_equal(back.sample(xy, np.random.default_rng(3)), tiny_mech.sample(xy, np.random.default_rng(3)))
+
+
+def test_compact_file_with_a_loosened_kernel_rate_fails_verification(tmp_path, tiny_mech):
+    """Negative control: sharper kernels (rate x 3) recomputed at load break the map; load refuses."""
+    path = tmp_path / "c.npz"
+    tiny_mech.save(path)
+
+    def edit(arrays):
+        arrays["kernel_rate"] *= 3.0
+
+    bad = _tamper(path, tmp_path / "bad.npz", edit)
+    with pytest.raises(MechanismFileError, match="normaliser|does not meet"):
+        EikonalMechanism.load(bad)
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda a: a["kernel_rate"].__setitem__((0, 0), np.nan), "kernel_rate"),
+    (lambda a: a["output_apex"].__setitem__(0, -1.0), "output_apex"),
+    (lambda a: a["output_ij"].__setitem__((0, 0), 10_000), "output_ij outside"),
+], ids=["nan-rate", "negative-apex", "output-outside"])
+def test_invalid_compact_contents_are_refused_before_any_solve(tmp_path, tiny_mech, edit, match):
+    path = tmp_path / "c.npz"
+    tiny_mech.save(path)
+    with pytest.raises(MechanismFileError, match=match) as exc:
+        EikonalMechanism.load(_tamper(path, tmp_path / "bad.npz", edit))
+    assert "Rebuild" in str(exc.value)
+
+
+def test_full_file_of_a_loaded_full_mechanism_cannot_be_saved_compact(tmp_path, tiny_mech):
+    path = tmp_path / "f.npz"
+    tiny_mech.save(path, compact=False)
+    back = EikonalMechanism.load(path)
+    assert back.can_save_compact  # the full file of this version also keeps the kernel rate map
+    legacy = dataclasses.replace(back, kernel_rate=None, output_apex=None)
+    with pytest.raises(ValueError, match="compact=False"):
+        legacy.save(tmp_path / "x.npz", compact=True)
+    assert legacy.save(tmp_path / "x.npz") != ""  # default: full
+
+
+def test_kernel_workers_run_under_spawn(tiny_mech):
+    """Workers get the problem through the pool initializer: the spawn start method (Windows, macOS) works."""
+    pm = tiny_mech.privacy_map
+    assert tiny_mech.params["n_outputs"] > 256  # more than one chunk: the pool is really used
+    mech = EikonalMechanism.build(pm, n_jobs=2, mp_context="spawn", margin=0.1, max_step=1)
+    # the kernels are the same to the bit (the weights' threaded sums may round differently)
+    assert np.array_equal(mech.kernel, tiny_mech.kernel) and np.array_equal(mech.indices, tiny_mech.indices)
+    assert mech.report.ok

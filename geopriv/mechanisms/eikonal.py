@@ -104,7 +104,8 @@ from .grid import allowed as _allowed, edge_slices as _edge_slices, mean_ground_
 __all__ = ["EikonalMechanism", "VerifyReport"]
 
 FORMAT = "geopriv.eikonal"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 1  # full files: the kernels are stored
+COMPACT_VERSION = 2  # compact files: the kernels are recomputed from the stored kernel rate map at load
 TOLERANCE = 1e-9
 # largest relative difference allowed between the stored normaliser and the one recomputed from
 # the weights and kernels (the build stores exactly that recomputation; float64 sums of positive
@@ -379,23 +380,34 @@ def _violates(f, w, tol=1e-12) -> bool:
     )
 
 
-def _run_kernels(order: np.ndarray, n_jobs: int, progress):
-    """Kernels for all outputs, in output order, optionally in worker processes."""
+def _init_worker(shared: dict) -> None:
+    """Worker-process initializer: receive the kernel problem once (works with spawn, forkserver and fork)."""
+    _SHARED.clear()
+    _SHARED.update(shared)
+
+
+def _run_kernels(order: np.ndarray, n_jobs: int, progress, mp_context=None):
+    """Kernels for all outputs, in output order, optionally in worker processes.
+
+    The problem (graph or speed map, outputs, cap) is sent to each worker once through the
+    pool's initializer, so the pool works under every start method (``spawn`` on Windows and
+    macOS, ``forkserver``/``fork`` on Linux); ``mp_context`` picks one (default: the platform's).
+    """
     M = len(order)
     chunk = 256
     chunks = [order[k:k + chunk] for k in range(0, M, chunk)]
     results = [None] * len(chunks)
     bar, callback = _progress(progress, M, "eikonal kernels")
     done = 0
-    if n_jobs > 1:
+    if n_jobs > 1 and len(chunks) > 1:
         import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures import ProcessPoolExecutor, as_completed
 
-        ctx = mp.get_context("fork")
-        with ProcessPoolExecutor(max_workers=n_jobs, mp_context=ctx) as pool:
+        ctx = mp.get_context(mp_context) if isinstance(mp_context, (str, type(None))) else mp_context
+        shared = dict(_SHARED)
+        with ProcessPoolExecutor(max_workers=min(n_jobs, len(chunks)), mp_context=ctx,
+                                 initializer=_init_worker, initargs=(shared,)) as pool:
             futures = {pool.submit(_kernel_columns, c): k for k, c in enumerate(chunks)}
-            from concurrent.futures import as_completed
-
             for fut in as_completed(futures):
                 k = futures[fut]
                 results[k] = fut.result()
@@ -416,6 +428,48 @@ def _run_kernels(order: np.ndarray, n_jobs: int, progress):
     colmass = np.concatenate([r[3] for r in results])
     sweeps = sum(r[4] for r in results)
     return counts, rows, vals, colmass, sweeps
+
+
+def _compute_kernels(kp, shape, cell, P, oi, oj, apex_t, cap, solver, n_jobs, progress=None, mp_context=None):
+    """All kernels as a CSC matrix (inputs x outputs) of exp(-f~) - exp(-cap), plus column masses.
+
+    A deterministic function of the padded kernel rate map ``kp``, the outputs (padded grid
+    indices ``oi``, ``oj``), their apex radii, the cap and the solver: :meth:`EikonalMechanism.build`
+    and :meth:`EikonalMechanism.load` of a compact file both call it, so a loaded mechanism samples
+    from the very kernels the build verified (and ``load`` verifies them again).
+    """
+    import scipy.sparse as sp
+    from scipy.ndimage import minimum_filter
+
+    ny, nx = shape
+    hy, hx = cell
+    NY, NX = kp.shape
+    _SHARED.clear()
+    _SHARED.update(solver=solver, hy=hy, hx=hx, cap=float(cap), pad=P, ny=ny, nx=nx, NX=NX, oi=oi, oj=oj, apex=apex_t)
+    if solver == "fmm":
+        # speed map for fast marching: no larger than the edge means (fewer repairs)
+        kf = kp * FMM_SLACK
+        mh = 0.5 * (kp[:, 1:] + kp[:, :-1])
+        mv = 0.5 * (kp[1:, :] + kp[:-1, :])
+        np.minimum(kf[:, 1:], mh, out=kf[:, 1:])
+        np.minimum(kf[:, :-1], mh, out=kf[:, :-1])
+        np.minimum(kf[1:, :], mv, out=kf[1:, :])
+        np.minimum(kf[:-1, :], mv, out=kf[:-1, :])
+        radii = [int(R) for R in _RADII if R < max(NY, NX)] + [int(_RADII[_RADII >= max(NY, NX)][0])]
+        mins = {R: minimum_filter(kf, size=2 * R + 1, mode="nearest") for R in radii}
+        _SHARED.update(kf=kf, mins=mins, weights=edge_weights(kp, hy, hx))
+    else:
+        dom = ((np.arange(ny)[:, None] + P) * NX + (np.arange(nx)[None, :] + P)).ravel()
+        to_domain = np.full(NY * NX, -1, np.int64)
+        to_domain[dom] = np.arange(ny * nx)
+        _SHARED.update(graph=_stencil_graph(kp, hy, hx), to_domain=to_domain)
+    try:
+        counts, rows, vals, colmass, sweeps = _run_kernels(np.arange(len(oi)), int(n_jobs), progress, mp_context)
+    finally:
+        _SHARED.clear()
+    colptr = np.concatenate([[0], np.cumsum(counts)])
+    S = sp.csc_matrix((vals, rows, colptr), shape=(ny * nx, len(oi)))
+    return S, colmass, sweeps
 
 
 def _progress(progress, total, desc, unit: str = "output"):
@@ -523,6 +577,11 @@ class EikonalMechanism:
         s(u); P(Q(u) = y) = weights[y] * (kernel + exp(-cap)) / s(u).
     params : dict
     report : VerifyReport
+    kernel_rate : ndarray (ny + 2 pad, nx + 2 pad) or None
+        The padded, lowered epsilon per CRS unit the kernels' travel times were computed on
+        (with ``output_apex`` and ``cap``, what a compact file stores instead of the kernels).
+    output_apex : ndarray (M,) or None
+        Apex radius A_y of each output's kernel, travel-time units.
     """
 
     privacy_map: PrivacyMap
@@ -540,13 +599,16 @@ class EikonalMechanism:
     outside: str = "error"
     remap_xy: np.ndarray | None = None
     remap_prior: str | None = None
+    kernel_rate: np.ndarray | None = None
+    output_apex: np.ndarray | None = None
 
     def __post_init__(self):
         if self.outside not in ("error", "clamp"):
             raise ValueError("outside must be 'error' (default) or 'clamp'.")
         if self.remap_xy is not None and np.shape(self.remap_xy) != (len(self.weights), 2):
             raise ValueError("remap_xy must have one (x, y) row per output.")
-        for name in ("kernel_epsilon", "output_ij", "output_step", "weights", "indptr", "indices", "kernel", "normaliser", "remap_xy"):
+        for name in ("kernel_epsilon", "output_ij", "output_step", "weights", "indptr", "indices", "kernel", "normaliser", "remap_xy",
+                     "kernel_rate", "output_apex"):
             arr = getattr(self, name)
             if isinstance(arr, np.ndarray):
                 arr.flags.writeable = False
@@ -572,6 +634,7 @@ class EikonalMechanism:
         n_jobs: int = 1,
         progress=None,
         verify: bool = True,
+        mp_context=None,
     ) -> "EikonalMechanism":
         """Build the mechanism for ``privacy_map`` and verify it.
 
@@ -627,8 +690,11 @@ class EikonalMechanism:
             exact Lipschitz envelope on the 8-neighbour graph (closer to Euclidean, ~3x
             slower).
         n_jobs : int
-            Worker processes for the kernels (Linux/macOS fork) and threads for the weight
-            solve.
+            Worker processes for the kernels and threads for the weight solve.
+        mp_context : None, str or multiprocessing context
+            Start method of the kernel workers (``"spawn"``, ``"forkserver"``, ``"fork"``);
+            None: the platform's default.  Workers receive the problem through the pool's
+            initializer, so every start method works (Windows and macOS use ``spawn``).
         progress : None, True or callable(done, total)
         verify : bool
             Run :meth:`verify` (always recommended; ``build`` refuses a failing mechanism).
@@ -645,8 +711,6 @@ class EikonalMechanism:
         ``privacy_map`` itself, so every option trades utility or time, never the guarantee.
         """
         import scipy.sparse as sp
-        from scipy.ndimage import minimum_filter
-
         if not isinstance(privacy_map, PrivacyMap):
             raise TypeError("privacy_map must be a geopriv.PrivacyMap (PrivacyMap.from_population(...) or from_epsilon(...)).")
         marr = np.asarray(margin, dtype=float)
@@ -677,14 +741,6 @@ class EikonalMechanism:
         kp = _kernel_rate(np.pad(keps, P, mode="edge"), hy, hx, smooth, despeckle, jump)
         keps = kp[P:P + ny, P:P + nx]
         NY, NX = kp.shape
-        # speed map for fast marching: no larger than the edge means (fewer repairs)
-        kf = kp * FMM_SLACK
-        mh = 0.5 * (kp[:, 1:] + kp[:, :-1])
-        mv = 0.5 * (kp[1:, :] + kp[:-1, :])
-        np.minimum(kf[:, 1:], mh, out=kf[:, 1:])
-        np.minimum(kf[:, :-1], mh, out=kf[:, :-1])
-        np.minimum(kf[1:, :], mv, out=kf[1:, :])
-        np.minimum(kf[:-1, :], mv, out=kf[:-1, :])
         # outputs: lattice thinned where the noise is wide
         step = _levels(kp, hy, hx, output_spacing, max_step)
         ii, jj = np.mgrid[0:NY, 0:NX]
@@ -695,28 +751,13 @@ class EikonalMechanism:
         # apex smoothing A_y (travel-time units) where outputs are thinned; a lattice of spacing 1
         # coincides with the inputs, where the cone needs no smoothing
         apex_t = np.where(ostep > 1, apex * ostep * math.sqrt(hx * hy) * kp[oi, oj], 0.0)
-        _SHARED.clear()
-        _SHARED.update(solver=solver, hy=hy, hx=hx, cap=float(cap), pad=P, ny=ny, nx=nx, NX=NX, oi=oi, oj=oj, apex=apex_t)
-        if solver == "fmm":
-            radii = [int(R) for R in _RADII if R < max(NY, NX)] + [int(_RADII[_RADII >= max(NY, NX)][0])]
-            mins = {R: minimum_filter(kf, size=2 * R + 1, mode="nearest") for R in radii}
-            _SHARED.update(kf=kf, mins=mins, weights=edge_weights(kp, hy, hx))
-        else:
-            dom = ((np.arange(ny)[:, None] + P) * NX + (np.arange(nx)[None, :] + P)).ravel()
-            to_domain = np.full(NY * NX, -1, np.int64)
-            to_domain[dom] = np.arange(ny * nx)
-            _SHARED.update(graph=_stencil_graph(kp, hy, hx), to_domain=to_domain)
         timings["prepare_s"] = time.perf_counter() - t_start
         t0 = time.perf_counter()
-        try:
-            counts, rows, vals, colmass, sweeps = _run_kernels(np.arange(M), int(n_jobs), progress)
-        finally:
-            _SHARED.clear()
+        S, colmass, sweeps = _compute_kernels(
+            kp, (ny, nx), (hy, hx), P, oi, oj, apex_t, float(cap), solver, int(n_jobs), progress, mp_context
+        )
         timings["kernels_s"] = time.perf_counter() - t0
         N = ny * nx
-        colptr = np.concatenate([[0], np.cumsum(counts)])
-        S = sp.csc_matrix((vals, rows, colptr), shape=(N, M))
-        del rows, vals
         cT = math.exp(-cap)
         # ------------------------------------------------------------ weights
         t0 = time.perf_counter()
@@ -756,6 +797,8 @@ class EikonalMechanism:
             cap=float(cap),
             normaliser=s,
             params=params,
+            kernel_rate=kp,
+            output_apex=apex_t,
         )
         if verify:
             t0 = time.perf_counter()
@@ -887,7 +930,8 @@ class EikonalMechanism:
     @cached_property
     def mechanism_id(self) -> str:
         """SHA-256 of the arrays and parameters that define the mechanism (recorded in provenance)."""
-        return _digest(self._arrays(), self._meta(include_report=False))
+        compact = self.can_save_compact  # the compact content determines the kernels; older mechanisms: the full one
+        return _digest(self._arrays(compact=compact), self._meta(include_report=False, compact=compact))
 
     def _csc(self):
         import scipy.sparse as sp
@@ -1351,7 +1395,12 @@ class EikonalMechanism:
         return {"eikonal_mse_m2": e, "laplace_mse_m2": lap, "ratio": e / lap, "epsilon_min_per_m": self.privacy_map.epsilon_min}
 
     # ------------------------------------------------------------------ persistence
-    def _arrays(self) -> dict:
+    @property
+    def can_save_compact(self) -> bool:
+        """True when the mechanism knows what recomputes its kernels (built or loaded by this version)."""
+        return self.kernel_rate is not None and self.output_apex is not None
+
+    def _arrays(self, compact: bool = False) -> dict:
         pm = self.privacy_map
         arrays = {
             "map_epsilon": pm.epsilon,
@@ -1360,22 +1409,24 @@ class EikonalMechanism:
             "output_ij": self.output_ij,
             "output_step": self.output_step,
             "weights": self.weights,
-            "indptr": self.indptr,
-            "indices": self.indices,
-            "kernel": self.kernel,
             "normaliser": self.normaliser,
         }
+        if self.can_save_compact:  # full files keep them too (a few MB): they can be saved compact later
+            arrays["kernel_rate"] = self.kernel_rate
+            arrays["output_apex"] = self.output_apex
+        if not compact:
+            arrays.update(indptr=self.indptr, indices=self.indices, kernel=self.kernel)
         if pm.population is not None:
             arrays["map_population"] = pm.population
         if self.remap_xy is not None:
             arrays["remap_xy"] = self.remap_xy
         return arrays
 
-    def _meta(self, include_report: bool = True) -> dict:
+    def _meta(self, include_report: bool = True, compact: bool = False) -> dict:
         pm = self.privacy_map
         meta = {
             "format": FORMAT,
-            "format_version": FORMAT_VERSION,
+            "format_version": COMPACT_VERSION if compact else FORMAT_VERSION,
             "crs_wkt": pm.crs.to_wkt(),
             "transform": list(affine6(pm.transform)),
             "map_info": pm.info,
@@ -1388,11 +1439,18 @@ class EikonalMechanism:
             meta["report"] = self.report.to_dict()
         return meta
 
-    def save(self, path, *, key: bytes | str | None = None) -> str:
+    def save(self, path, *, key: bytes | str | None = None, compact: bool | None = None) -> str:
         """Write the mechanism to ``path`` (a .npz file; built once, perturb many times).
 
         Parameters
         ----------
+        compact : bool or None
+            True: store only what cannot be recomputed cheaply (the maps, the kernel rate map,
+            outputs, weights, normaliser, options: a few MB) and recompute the kernels at
+            :meth:`load` (one pass of travel-time solves, as long as the build's kernel step).
+            False: also store the kernels (fast loads; about 1.4 GB at 200 x 200 with the
+            paper's scaling).  None (default): compact when possible (:attr:`can_save_compact`;
+            mechanisms loaded from full files of earlier versions are saved in full).
         key : bytes or str, optional
             A secret signing key.  The file then also stores an HMAC-SHA256 under ``key`` of
             the same content as the checksum (arrays and metadata, not the stored report), and
@@ -1401,11 +1459,18 @@ class EikonalMechanism:
             not tampering (anyone can recompute it).  The signature protects only while the
             key is secret: keep it out of the file's directory, the repository and the logs.
 
-        Returns the SHA-256 digest stored in the file (also :attr:`mechanism_id`).
+        Returns the SHA-256 digest of the file's content (for a compact file, :attr:`mechanism_id`).
         """
-        arrays = self._arrays()
-        meta = self._meta()
-        digest, mac = _digests(arrays, self._meta(include_report=False), None if key is None else _hmac_key(key))
+        if compact is None:
+            compact = self.can_save_compact
+        if compact and not self.can_save_compact:
+            raise ValueError(
+                "This mechanism was loaded from a full file of an earlier version and does not know its kernel rate map: "
+                "save it with compact=False, or rebuild it to save a compact file."
+            )
+        arrays = self._arrays(compact=compact)
+        meta = self._meta(compact=compact)
+        digest, mac = _digests(arrays, self._meta(include_report=False, compact=compact), None if key is None else _hmac_key(key))
         meta["sha256"] = digest
         if mac is not None:
             meta["hmac_sha256"] = mac
@@ -1418,9 +1483,15 @@ class EikonalMechanism:
 
     @classmethod
     def load(
-        cls, path, *, privacy_map: PrivacyMap | None = None, verify: bool = True, key: bytes | str | None = None
+        cls, path, *, privacy_map: PrivacyMap | None = None, verify: bool = True, key: bytes | str | None = None,
+        n_jobs: int = 1, progress=None, mp_context=None,
     ) -> "EikonalMechanism":
         """Read a mechanism written by :meth:`save`.
+
+        A compact file (the default of :meth:`save`) holds no kernels: they are recomputed here
+        from the stored kernel rate map, outputs, apex radii and cap by the same code the build
+        used (``n_jobs`` worker processes, ``progress`` as in :meth:`build`), so what is sampled is
+        exactly what is checked below.
 
         Whatever the options, the file's SHA-256 checksum is checked (accidental corruption),
         every array sampling uses is checked for validity (finite, non-negative weights and
@@ -1474,12 +1545,15 @@ class EikonalMechanism:
             raise MechanismFileError(f"{path!r} has unreadable metadata; the file is corrupt. Rebuild it.") from None
         if meta.get("format") != FORMAT:
             raise MechanismFileError(f"{path!r} is not an eikonal mechanism file (format {meta.get('format')!r}).")
-        if meta.get("format_version") != FORMAT_VERSION:
+        version = meta.get("format_version")
+        if version not in (FORMAT_VERSION, COMPACT_VERSION):
             raise MechanismFileError(
-                f"{path!r} has format version {meta.get('format_version')}, this geopriv reads version {FORMAT_VERSION}. "
-                "Rebuild the mechanism with this version."
+                f"{path!r} has format version {version}, this geopriv reads versions {FORMAT_VERSION} (full) and "
+                f"{COMPACT_VERSION} (compact). Rebuild the mechanism with this version."
             )
-        required = ["map_epsilon", "map_nodata", "kernel_epsilon", "output_ij", "output_step", "weights", "indptr", "indices", "kernel", "normaliser"]
+        compact = version == COMPACT_VERSION
+        required = ["map_epsilon", "map_nodata", "kernel_epsilon", "output_ij", "output_step", "weights", "normaliser"]
+        required += ["kernel_rate", "output_apex"] if compact else ["indptr", "indices", "kernel"]
         missing = [k for k in required if k not in data]
         if missing:
             raise MechanismFileError(f"{path!r} lacks {missing}; the file is truncated or corrupt. Rebuild it.")
@@ -1516,6 +1590,8 @@ class EikonalMechanism:
         except Exception as exc:
             raise MechanismFileError(f"{path!r} holds an invalid privacy map ({exc}). Rebuild it.") from None
         n = pm.shape[0] * pm.shape[1]
+        if compact:
+            data.update(_recompute_kernels(path, pm, meta, data, n_jobs, progress, mp_context))
         if len(data["indptr"]) != n + 1 or len(data["normaliser"]) != n or len(data["indices"]) != len(data["kernel"]):
             raise MechanismFileError(f"{path!r} has inconsistent array sizes; it is corrupt. Rebuild it.")
         remap = data.get("remap_xy")
@@ -1557,6 +1633,8 @@ class EikonalMechanism:
             report=report,
             remap_xy=data.get("remap_xy"),
             remap_prior=meta.get("remap_prior"),
+            kernel_rate=data.get("kernel_rate"),
+            output_apex=data.get("output_apex"),
         )
         try:
             if verify or report is None:
@@ -1589,6 +1667,44 @@ class EikonalMechanism:
             f"EikonalMechanism({pm.shape[0]} x {pm.shape[1]} inputs, {len(self.weights)} outputs, "
             f"epsilon {pm.epsilon_min:.4g} .. {pm.epsilon_max:.4g} per metre, {r})"
         )
+
+
+def _recompute_kernels(path, pm: PrivacyMap, meta: dict, data: dict, n_jobs: int, progress, mp_context) -> dict:
+    """Kernels of a compact file (indptr, indices, kernel), recomputed as :meth:`EikonalMechanism.build` computed them."""
+    ny, nx = pm.shape
+    params = meta.get("params") or {}
+    P, solver, cap = params.get("pad_cells"), params.get("solver", "graph"), meta.get("cap")
+    kp, apex_t, oij = data["kernel_rate"], data["output_apex"], data["output_ij"]
+    M = len(data["weights"])
+    problems = []
+    if not isinstance(P, int) or P < 0:
+        problems.append("params['pad_cells'] is missing or invalid")
+    elif np.shape(kp) != (ny + 2 * P, nx + 2 * P):
+        problems.append(f"kernel_rate has shape {np.shape(kp)}, expected {(ny + 2 * P, nx + 2 * P)}")
+    if solver not in ("graph", "fmm"):
+        problems.append(f"unknown solver {solver!r}")
+    if not (isinstance(cap, (int, float)) and math.isfinite(cap) and cap > 0):
+        problems.append("cap is not a finite number > 0")
+    if np.asarray(kp).dtype.kind != "f" or not (np.all(np.isfinite(kp)) and np.all(np.asarray(kp) > 0)):
+        problems.append("kernel_rate is not finite and > 0 everywhere")
+    if np.shape(apex_t) != (M,) or np.asarray(apex_t).dtype.kind != "f" or not (np.all(np.isfinite(apex_t)) and np.all(np.asarray(apex_t) >= 0)):
+        problems.append("output_apex is not one finite radius >= 0 per output")
+    if np.shape(oij) != (M, 2) or np.asarray(oij).dtype.kind not in "iu":
+        problems.append("output_ij is not one (row, col) pair per output")
+    elif not problems:
+        oi, oj = oij[:, 0] + P, oij[:, 1] + P
+        if np.any(oi < 0) or np.any(oj < 0) or np.any(oi >= ny + 2 * P) or np.any(oj >= nx + 2 * P):
+            problems.append("output_ij outside the padded grid")
+    if problems:
+        raise MechanismFileError(f"{path!r} is a compact mechanism file with invalid contents ({'; '.join(problems)}). Rebuild it.")
+    hx, hy = pm.cell_size
+    S, _colmass, _sweeps = _compute_kernels(
+        np.asarray(kp, np.float64), (ny, nx), (hy, hx), P, oij[:, 0] + P, oij[:, 1] + P, np.asarray(apex_t, np.float64),
+        float(cap), solver, int(n_jobs), progress, mp_context,
+    )
+    S = S.tocsr()
+    S.sort_indices()
+    return {"indptr": S.indptr.astype(np.int64), "indices": S.indices.astype(np.int32), "kernel": S.data.astype(np.float32)}
 
 
 # ============================================================================================
