@@ -243,7 +243,7 @@ def _cmd_perturb(args) -> int:
     if args.region is not None:
         kwargs["region"] = _read(args.region, what="region", flag=None)
     if args.mechanism is not None:
-        mech = geopriv.EikonalMechanism.load(args.mechanism)
+        mech = geopriv.EikonalMechanism.load(args.mechanism, progress=True if getattr(args, "progress", False) else None)
         if args.outside is not None and args.outside != mech.outside:
             mech = mech.with_outside(args.outside)
         if args.remap and mech.remap_xy is None:

@@ -191,3 +191,125 @@ def test_coarsen_divisibility_and_trim():
 def test_public_api():
     assert geopriv.optimal_mechanism is optimal_mechanism
     assert "OptimalMechanism" in geopriv.__all__ and "optimal_mechanism" in geopriv.__all__
+
+
+# -------------------------------------------------------------------------------- solvers, bound, window
+@pytest.fixture(scope="module")
+def pop_pm():
+    return PrivacyMap.from_population(_blob(), epsilon_range=(0.3, 1.5), transform=_transform(1.0, 8), crs=CRS)
+
+
+@pytest.fixture(scope="module")
+def pop_simplex(pop_pm):
+    return optimal_mechanism(pop_pm, solver="highs", method="highs-ds")
+
+
+def test_dual_bound_brackets_the_simplex_optimum(pop_pm, pop_simplex):
+    m = pop_simplex
+    lb, mse = m.params["dual_bound"], m.expected_mse()
+    assert lb is not None and m.params["gap"] == pytest.approx((mse - lb) / lb)
+    # a lower bound on the exact (margin 0) LP, and tight: within 1% of the repaired MSE
+    exact = optimal_mechanism(pop_pm, margin=0.0, dual_bound=False)
+    assert lb <= exact.objective * (1 + 1e-7)
+    assert 0 <= m.params["gap"] < 0.01
+    # the bound is not vacuous: a clearly worse feasible mechanism (twice-as-strict map) is above it
+    strict = optimal_mechanism(_eps_map(pop_pm.epsilon / 2), pop_pm.prior())
+    assert strict.expected_mse(pop_pm.prior()) > 1.2 * lb
+
+
+def test_ipm_without_crossover_agrees_with_simplex(pop_pm, pop_simplex):
+    import highspy  # noqa: F401  (in the test extra: a missing solver fails, never skips)
+    m = optimal_mechanism(pop_pm, solver="ipm")
+    assert m.params["solver"] == "highspy-ipm"
+    assert m.verify() <= 1 + 1e-9
+    np.testing.assert_allclose(m.probs.sum(axis=1), 1.0, atol=1e-12)
+    # same optimum within 1e-4 relative (interior point vs vertex, both repaired)
+    assert m.expected_mse() == pytest.approx(pop_simplex.expected_mse(), rel=1e-4)
+    assert m.params["dual_bound"] <= pop_simplex.expected_mse() and m.params["gap"] < 0.01
+    # negative control: its solution for twice the epsilon fails the original map
+    loose = optimal_mechanism(_eps_map(2 * pop_pm.epsilon), pop_pm.prior(), solver="ipm")
+    assert loose.verify() <= 1 + 1e-9 and loose.verify(pop_pm) > 1.5
+
+
+def test_ipm_falls_back_to_scipy_without_highspy(pop_pm, pop_simplex, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_highspy(name, *args, **kwargs):
+        if name == "highspy":
+            raise ImportError("no highspy")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_highspy)
+    with pytest.warns(RuntimeWarning, match="highspy"):
+        m = optimal_mechanism(pop_pm, solver="ipm")
+    assert m.params["solver"] == "highs-ipm (fallback)"
+    assert m.verify() <= 1 + 1e-9
+    assert m.expected_mse() == pytest.approx(pop_simplex.expected_mse(), rel=1e-4)
+
+
+def test_window_is_private_an_upper_bound_and_certified(pop_pm, pop_simplex):
+    m = optimal_mechanism(pop_pm, window=3, margin=1e-3)
+    assert m.params["window"] == 3 and m.params["lp_variables"] < m.params["variables"]
+    assert m.probs.shape == pop_simplex.probs.shape
+    used = m.probs.sum(axis=0) > 0
+    assert used.sum() > 10 and np.all(m.probs[:, used] > 0)  # the repair filled the outside of the windows
+    assert m.verify() <= 1 + 1e-9
+    opt_mse = pop_simplex.expected_mse()
+    assert m.expected_mse() >= opt_mse * (1 - 1e-6)  # a restriction cannot beat the optimum
+    assert m.params["dual_bound"] <= opt_mse * (1 + 1e-7)  # and the full problem's bound stays below it
+    # the window costs here (epsilon 0.3 per cell: the envelope outside 3 cells is heavy) and the gap says so
+    assert m.expected_mse() <= opt_mse * 1.25
+    assert m.params["gap"] >= (m.expected_mse() - opt_mse) / opt_mse
+    assert m.params["repair_rounds"] >= 1
+
+
+def test_bad_solver_and_window():
+    pm = _eps_map(np.full((3, 3), 0.5))
+    with pytest.raises(ValueError, match="solver"):
+        optimal_mechanism(pm, "uniform", solver="cplex")
+    with pytest.raises(ValueError, match="window"):
+        optimal_mechanism(pm, "uniform", window=0)
+
+
+# -------------------------------------------------------------------------------- coarsen_to
+def test_coarsen_to_divisor_equals_coarsen():
+    dens = np.arange(144, dtype=float).reshape(12, 12) ** 1.5
+    dens[:3, :3] = np.nan
+    pm = PrivacyMap.from_population(dens, epsilon_range=(0.2, 1.0), transform=_transform(2.0, 12), crs=CRS)
+    a, b = opt.coarsen(pm, 3), opt.coarsen_to(pm, (4, 4))
+    np.testing.assert_array_equal(a.epsilon, b.epsilon)
+    np.testing.assert_allclose(a.population, b.population, rtol=1e-12)
+    np.testing.assert_array_equal(a.nodata_mask, b.nodata_mask)
+    assert a.transform == b.transform
+
+
+def test_coarsen_to_uneven_blocks():
+    rng = np.random.default_rng(3)
+    dens = rng.gamma(0.5, 100.0, size=(10, 13))
+    dens[0, :] = np.nan
+    pm = PrivacyMap.from_population(dens, epsilon_range=(0.2, 1.0), transform=_transform(1.0, 10), crs=CRS)
+    c = opt.coarsen_to(pm, (3, 4))
+    assert c.shape == (3, 4)
+    assert c.bounds == pytest.approx(pm.bounds)  # nothing trimmed
+    assert c.cell_size == pytest.approx((13 / 4, 10 / 3))
+    # people are conserved: coarse density x coarse cell area = fine total
+    assert (c.population.sum() * (13 / 4) * (10 / 3)) == pytest.approx(pm.population.sum())
+    # epsilon: minimum over every fine cell the block touches (row 0 covers fine rows 0..3, 3.33 of them)
+    assert c.epsilon[0, 0] == pytest.approx(pm.epsilon[0:4, 0:4].min())
+    assert c.epsilon[1, 1] == pytest.approx(pm.epsilon[3:7, 3:7].min())
+    assert c.epsilon[2, 3] == pytest.approx(pm.epsilon[6:10, 9:13].min())
+    assert np.all(c.epsilon >= pm.epsilon.min())
+    # a coarse node's epsilon never exceeds the fine epsilon at any fine node inside its block
+    for fy, fx, e in zip(np.repeat(pm.node_y, 13), np.tile(pm.node_x, 10), pm.epsilon.ravel()):
+        i = np.argmin(np.abs(c.node_y - fy))
+        j = np.argmin(np.abs(c.node_x - fx))
+        assert c.epsilon[i, j] <= e + 1e-12
+    assert c.info["coarsened"]["shape"] == [3, 4]
+    with pytest.raises(RasterError):
+        opt.coarsen_to(pm, (1, 4))
+    with pytest.raises(RasterError):
+        opt.coarsen_to(pm, (11, 4))
+    with pytest.raises(ValueError):
+        opt.coarsen_to(pm, (2.5, 4))

@@ -29,7 +29,28 @@ allowed; on a connected grid the constraints then force the whole output column 
 problem is solved with HiGHS (``scipy.optimize.linprog``, sparse constraint matrices built with
 numpy, no Python loop over outputs or edges).  Its size is N M variables and about 8 N M
 inequality rows for N inputs and M outputs, so it is meant for coarse grids: use
-:func:`coarsen` (block minimum of epsilon: lowering epsilon only strengthens privacy).
+:func:`coarsen` (block minimum of epsilon: lowering epsilon only strengthens privacy) or
+:func:`coarsen_to` (any target shape, e.g. the paper's 35 x 35 from a 200 x 200 raster).
+
+Structure, solvers and the certified bound
+------------------------------------------
+Every output column lies in the *same* cone (the constraints do not depend on y); only the row
+sums couple the columns.  Relaxing the privacy rows with multipliers u <= 0 therefore leaves one
+simplex per input, and for any u
+
+    OPT >= sum_a min_y r(a, y),   r = c - A_ub^T u
+
+(``_dual_bound``).  With the solver's multipliers (rescaled onto the exact rows, see below) this
+is a certified lower bound on the *exact* (margin 0) optimum, reported as ``params["dual_bound"]``
+with the gap of the repaired mechanism: the comparison with the eikonal mechanism is bracketed
+whatever the solver's accuracy.  Because the repair makes any near-feasible solution exactly
+private, vertex solutions are unnecessary: ``solver="ipm"`` (HiGHS interior point without
+crossover) and ``solver="pdlp"`` (first order) go through the optional ``highspy`` package.
+``window=w`` keeps only the variables with |a - y| <= w cells (a restriction: the repaired result
+is exactly private and an upper bound; the bound is still for the full problem, the outside
+variables priced at their cost).  Measured on the paper-scaled Tokyo map (bench/results/optimal.md):
+the interior point is not faster than the simplex at 14 x 14 and did not finish 20 x 20 in 6 min;
+small windows are fast but lose much (rows of zero-prior inputs push mass to the window edges).
 
 Solver tolerances
 -----------------
@@ -44,7 +65,11 @@ s(a).  Raising adds mass of the order of the solver tolerance (``params["repair_
 so |delta ln s| on an edge is ~1e-7, within the ``margin * allowed`` left for it:
 :meth:`OptimalMechanism.verify` is then <= 1 up to float rounding.  With ``margin=0`` it may
 exceed 1 by ~1e-7 (tolerance level; reported, never hidden).  The mean squared error is
-computed from the repaired probabilities; it differs from the LP objective by ~margin.
+computed from the repaired probabilities; it differs from the LP objective by ~margin.  When
+the repair adds much mass (windows), repair and renormalisation are repeated until verify() <= 1
+(``params["repair_rounds"]``).  The dual bound uses the margin LP's multipliers on the exact rows,
+each rescaled so that its large coefficient exp(w/2) matches exactly; the mismatch is left on the
+small one and costs the bound ~margin w relative.
 
 Squared errors are reported in square ground metres: CRS units divided by the map's mean
 ground scale, as :meth:`geopriv.EikonalMechanism.expected_mse` does (1 for metric CRSs away
@@ -63,10 +88,15 @@ from ..exceptions import InfeasibleMechanismError, RasterError
 from ..privacy_map import PrivacyMap
 from .grid import allowed as _allowed, edge_list, edge_slices as _edge_slices, mean_ground_scale as _mean_ground_scale
 
-__all__ = ["OptimalMechanism", "optimal_mechanism", "coarsen", "lp_size"]
+__all__ = ["OptimalMechanism", "optimal_mechanism", "coarsen", "coarsen_to", "lp_size", "SOLVERS"]
+
+#: ``solver=`` choices of :func:`optimal_mechanism`
+SOLVERS = ("highs", "ipm", "pdlp")
 
 # probabilities below this on both ends of an edge are not checked by verify()
 VERIFY_FLOOR = 1e-12
+# with window=, the LP objective's prior is at least this times the mean prior of populated nodes
+WINDOW_PRIOR_FLOOR = 1e-2
 
 
 # ============================================================================================
@@ -129,6 +159,79 @@ def coarsen(privacy_map: PrivacyMap, factor: int, *, trim: bool = False) -> Priv
     return PrivacyMap(eps, transform, privacy_map.crs, mask, pop, info)
 
 
+def _overlap(n: int, k: int):
+    """(lo, hi, W): fine index range [lo[i], hi[i]) touched by coarse cell i, and the (k, n) overlap
+    fractions W[i, j] of fine cell j inside coarse cell i (coarse cells n / k fine cells wide)."""
+    i = np.arange(k)
+    lo = (i * n) // k
+    hi = -((-(i + 1) * n) // k)  # ceil((i + 1) n / k)
+    j = np.arange(n)
+    # overlap of [j, j + 1) with [i n / k, (i + 1) n / k), exact in units of 1 / k
+    W = np.clip(np.minimum((j[None, :] + 1) * k, (i[:, None] + 1) * n) - np.maximum(j[None, :] * k, i[:, None] * n), 0, None)
+    return lo, hi, W / k
+
+
+def coarsen_to(privacy_map: PrivacyMap, shape) -> PrivacyMap:
+    """The map on a ``shape`` = (ny', nx') grid of equal blocks over the same extent (uneven in cells).
+
+    For any target shape, not only divisors of the grid (:func:`coarsen` needs ``factor`` to
+    divide it, or trims): coarse cell (i, j) covers ``ny / ny'`` x ``nx / nx'`` fine cells, a
+    fractional number, so blocks cut through fine cells.
+
+    Parameters
+    ----------
+    privacy_map : PrivacyMap
+    shape : (int, int)
+        Coarse grid (rows, columns), each between 2 and the fine size.
+
+    Returns
+    -------
+    PrivacyMap
+        Same CRS and bounds (nothing trimmed); cells ``ny / ny'`` (``nx / nx'``) times larger.
+        ``epsilon`` is the **minimum** over every fine cell the block *touches* (even partly),
+        so no point of the block gets a weaker level than it asked for.  ``population`` is the
+        area-weighted block mean density, so the prior is proportional to the people in the
+        block (fine cells cut by a block edge are shared in proportion to area; the total is
+        kept).  A block is no data only if all cells it touches are.  With a shape dividing
+        the grid this is exactly ``coarsen(privacy_map, factor)``.
+    """
+    try:
+        cy, cx = (int(v) for v in shape)
+        bad = len(tuple(shape)) != 2 or any(isinstance(v, bool) or int(v) != v for v in shape)
+    except (TypeError, ValueError):
+        bad = True
+    if bad:
+        raise ValueError(f"shape must be two integers (rows, columns); got {shape!r}.")
+    ny, nx = privacy_map.shape
+    if not (2 <= cy <= ny and 2 <= cx <= nx):
+        raise RasterError(f"Cannot coarsen a {ny} x {nx} grid to {cy} x {cx}: each size must be between 2 and the fine size.")
+    rlo, rhi, Wr = _overlap(ny, cy)
+    clo, chi, Wc = _overlap(nx, cx)
+    eps_f = np.asarray(privacy_map.epsilon, float)
+    mask_f = np.asarray(privacy_map.nodata_mask, bool)
+    eps_r = np.stack([eps_f[a:b].min(axis=0) for a, b in zip(rlo, rhi)])
+    eps = np.stack([eps_r[:, a:b].min(axis=1) for a, b in zip(clo, chi)], axis=1)
+    mask_r = np.stack([mask_f[a:b].all(axis=0) for a, b in zip(rlo, rhi)])
+    mask = np.stack([mask_r[:, a:b].all(axis=1) for a, b in zip(clo, chi)], axis=1)
+    pop = None
+    if privacy_map.population is not None:
+        pop = (Wr @ np.asarray(privacy_map.population, float) @ Wc.T) / ((ny / cy) * (nx / cx))
+    from affine import Affine
+
+    t = privacy_map.transform
+    transform = Affine(t.a * nx / cx, 0.0, t.c, 0.0, t.e * ny / cy, t.f)
+    info = dict(privacy_map.info)
+    info["coarsened"] = {
+        "shape": [cy, cx],
+        "from_shape": [ny, nx],
+        "block_cells": [ny / cy, nx / cx],
+        "trimmed": [0, 0],
+        "epsilon": "minimum over the fine cells each block touches",
+        "population": None if pop is None else "area-weighted block mean density (prior proportional to block sum)",
+    }
+    return PrivacyMap(eps, transform, privacy_map.crs, mask, pop, info)
+
+
 # ============================================================================================
 # LP construction
 # ============================================================================================
@@ -154,37 +257,131 @@ def lp_size(shape, pad: int = 0) -> dict:
             "nonzeros": 4 * e * m + n * m}
 
 
-def _build_lp(pm: PrivacyMap, prior: np.ndarray, out_ij: np.ndarray, allowed):
+def _window(shape, out_ij: np.ndarray, window: int | None) -> np.ndarray | None:
+    """(N, M) bool: P(y|a) is an LP variable iff |a - y| <= window cells (Chebyshev); None = all."""
+    if window is None:
+        return None
+    ny, nx = shape
+    ai, aj = np.divmod(np.arange(ny * nx), nx)
+    return (np.abs(ai[:, None] - out_ij[None, :, 0]) <= window) & (np.abs(aj[:, None] - out_ij[None, :, 1]) <= window)
+
+
+def _build_lp(pm: PrivacyMap, prior: np.ndarray, out_ij: np.ndarray, allowed, win: np.ndarray | None = None):
+    """c, cscale, A_ub, b_ub, A_eq, b_eq of the LP; variables are the True entries of ``win``
+    (row-major over (a, y)), all N M of them when ``win`` is None."""
     import scipy.sparse as sp
 
     ny, nx = pm.shape
     n, m = ny * nx, len(out_ij)
     ia, ib, w = _edges(pm.shape, allowed)
-    e = len(w)
-    # variable index of P(y|a): a * m + y
-    ys = np.arange(m)
-    va = (ia[:, None] * m + ys[None, :]).ravel()  # edge-major, then output
-    vb = (ib[:, None] * m + ys[None, :]).ravel()
+    if win is None:
+        win = np.ones((n, m), bool)
+    var = np.full((n, m), -1, np.int64)
+    nv = int(win.sum())
+    var[win] = np.arange(nv)
+    # one pair of rows per edge and output with both ends in the window
+    both = win[ia] & win[ib]
+    ke, ky = np.nonzero(both)
+    va, vb = var[ia[ke], ky], var[ib[ke], ky]
+    del both
     # rows scaled by exp(-w/2) so coefficients are exp(-w/2) and -exp(w/2) (range exp(+-w/2), not 1..exp(w))
-    lo = np.repeat(np.exp(-0.5 * w), m)
-    hi = np.repeat(np.exp(0.5 * w), m)
-    k = e * m
+    lo = np.exp(-0.5 * w[ke])
+    hi = np.exp(0.5 * w[ke])
+    k = len(ke)
+    del ke, ky
     rows = np.concatenate([np.arange(k), np.arange(k), np.arange(k, 2 * k), np.arange(k, 2 * k)])
     cols = np.concatenate([va, vb, vb, va])
     vals = np.concatenate([lo, -hi, lo, -hi])
     del va, vb, lo, hi
-    A_ub = sp.csr_matrix((vals, (rows, cols)), shape=(2 * k, n * m))
+    A_ub = sp.csr_matrix((vals, (rows, cols)), shape=(2 * k, nv))
     del rows, cols, vals
     b_ub = np.zeros(2 * k)
-    A_eq = sp.csr_matrix((np.ones(n * m), np.arange(n * m), np.arange(0, n * m + 1, m)), shape=(n, n * m))
+    counts = win.sum(axis=1)
+    A_eq = sp.csr_matrix((np.ones(nv), np.arange(nv), np.concatenate([[0], np.cumsum(counts)])), shape=(n, nv))
     b_eq = np.ones(n)
-    # objective: prior(a) |a - y|^2 in CRS units^2 (scaled to O(1) for the solver)
-    hx, hy = pm.cell_size
-    ai, aj = np.divmod(np.arange(n), nx)
-    d2 = ((ai[:, None] - out_ij[None, :, 0]) * hy) ** 2 + ((aj[:, None] - out_ij[None, :, 1]) * hx) ** 2
-    c = (prior.ravel()[:, None] * d2).ravel()
-    cscale = float(c.max()) if c.max() > 0 else 1.0
+    c = _cost(pm, prior, out_ij)[win]
+    cscale = float(c.max()) if c.size and c.max() > 0 else 1.0
     return c / cscale, cscale, A_ub, b_ub, A_eq, b_eq
+
+
+def _cost(pm: PrivacyMap, prior: np.ndarray, out_ij: np.ndarray) -> np.ndarray:
+    """(N, M) objective coefficients prior(a) |a - y|^2, CRS units^2."""
+    ny, nx = pm.shape
+    hx, hy = pm.cell_size
+    ai, aj = np.divmod(np.arange(ny * nx), nx)
+    d2 = ((ai[:, None] - out_ij[None, :, 0]) * hy) ** 2 + ((aj[:, None] - out_ij[None, :, 1]) * hx) ** 2
+    return np.asarray(prior, float).ravel()[:, None] * d2
+
+
+# ============================================================================================
+# solvers
+# ============================================================================================
+def _solve_highspy(c, A_ub, b_ub, A_eq, b_eq, solver: str, time_limit, options):
+    """Solve with ``highspy`` directly: IPM without crossover, or PDLP.  Returns (ok, x, u, v, fun, message).
+
+    ``u`` (<= 0) and ``v`` are the duals of the inequality and equality rows in scipy's
+    ``marginals`` convention (d objective / d right-hand side).
+    """
+    import highspy
+    import scipy.sparse as sp
+
+    A = sp.vstack([A_ub, A_eq]).tocsc()
+    nr, nc = A.shape
+    k = A_ub.shape[0]
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = nc, nr
+    lp.col_cost_ = np.asarray(c, float)
+    lp.col_lower_ = np.zeros(nc)
+    lp.col_upper_ = np.ones(nc)
+    lp.row_lower_ = np.concatenate([np.full(k, -highspy.kHighsInf), b_eq])
+    lp.row_upper_ = np.concatenate([b_ub, b_eq])
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = A.indptr
+    lp.a_matrix_.index_ = A.indices
+    lp.a_matrix_.value_ = A.data
+    del A
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("threads", 1)
+    h.setOptionValue("solver", solver)
+    h.setOptionValue("run_crossover", "off")
+    if time_limit is not None:
+        h.setOptionValue("time_limit", float(time_limit))
+    for key, val in (options or {}).items():
+        h.setOptionValue(key, val)
+    h.passModel(lp)
+    h.run()
+    status = h.getModelStatus()
+    message = h.modelStatusToString(status)
+    sol = h.getSolution()
+    ok = status == highspy.HighsModelStatus.kOptimal
+    if status == highspy.HighsModelStatus.kUnknown and sol.value_valid and sol.dual_valid:
+        # IPM without crossover ends "imprecise"/Unknown with a valid interior solution: accepted
+        # when it is (nearly) feasible; the repair makes it exact and the dual bound measures it.
+        x = np.asarray(sol.col_value)
+        viol = max(float(np.max(A_ub @ x - b_ub, initial=0.0)), float(np.max(np.abs(A_eq @ x - b_eq))))
+        ok = viol < 1e-4
+        message += f" (interior solution without crossover, max row violation {viol:.1e})"
+    if not ok or not sol.value_valid:
+        code = 1 if status in (highspy.HighsModelStatus.kTimeLimit, highspy.HighsModelStatus.kIterationLimit) else 4
+        return False, code, None, None, None, message
+    x = np.asarray(sol.col_value, float)
+    y = np.asarray(sol.row_dual, float) if sol.dual_valid else None
+    u = None if y is None else y[:k]
+    v = None if y is None else y[k:]
+    return True, 0, x, u, v, message
+
+
+def _dual_bound(r_full: np.ndarray, u: np.ndarray, b_ub: np.ndarray) -> float:
+    """Lagrangian lower bound: u b_ub + sum_a min_y r(a, y), for any multipliers u <= 0.
+
+    ``r_full`` (N, M) = c - A_ub^T u with ``u`` clipped to <= 0 (the caller's job); entries not in
+    the LP are their cost.  Valid because every row of P lies in the simplex: for P feasible,
+    c P >= c P + u (A_ub P - b_ub) - u b_ub... i.e. c P >= u b_ub + sum_a sum_y r(a, y) P(y|a)
+    >= u b_ub + sum_a min_y r(a, y).  Relaxing only the privacy rows keeps the bound tight even
+    when the multipliers come from a slightly different LP (the margin) or are inexact.
+    """
+    return float(np.minimum(u, 0.0) @ b_ub + r_full.min(axis=1).sum())
 
 
 # ============================================================================================
@@ -259,15 +456,18 @@ class OptimalMechanism:
     output_xy : ndarray (n_outputs, 2)
         Output node positions in the map's CRS.
     status : int
-        HiGHS status via :func:`scipy.optimize.linprog` (0 = optimal).
+        0: the solver's solution was accepted (optimal, or for ``solver="ipm"`` an interior
+        solution without crossover that meets the rows to 1e-4 before the repair).
     message : str
-        HiGHS message.
+        Solver message.
     seconds : float
-        Wall time of the HiGHS solve.
+        Wall time of the solve.
     objective : float
         LP optimum, expected squared error in square ground metres under the prior used.
     params : dict
-        Prior, pad, LP size, repair statistics, build time.
+        Prior, pad, solver, LP size (``lp_variables``/``lp_constraints`` as solved), repair
+        statistics, ``dual_bound`` (certified lower bound on the exact optimum, m^2) and ``gap``,
+        build time.
     """
 
     privacy_map: PrivacyMap
@@ -354,14 +554,18 @@ def optimal_mechanism(
     margin: float = 1e-4,
     repair: bool = True,
     method: str = "highs",
+    solver: str = "highs",
     options: dict | None = None,
+    dual_bound: bool = True,
+    window: int | None = None,
 ) -> OptimalMechanism:
     """Solve the LP for the minimum expected squared error mechanism meeting ``privacy_map``.
 
     Parameters
     ----------
     privacy_map : PrivacyMap
-        A coarse map (the LP has (ny nx) x (ny + 2 pad)(nx + 2 pad) variables); see :func:`coarsen`.
+        A coarse map (the LP has (ny nx) x (ny + 2 pad)(nx + 2 pad) variables); see
+        :func:`coarsen` and :func:`coarsen_to`.
     prior : "population" (default), "uniform", None or array (ny, nx)
         The input distribution of the objective (:meth:`PrivacyMap.prior`); the paper uses the
         population.
@@ -378,23 +582,48 @@ def optimal_mechanism(
         the solver tolerance (verify() ~ 1 + 1e-7).
     repair : bool
         Make the solution exactly private (see the module notes).  False keeps the clipped,
-        renormalised HiGHS solution (for inspecting tolerance effects).
+        renormalised solver solution (for inspecting tolerance effects).
     method : {"highs", "highs-ds", "highs-ipm"}
-        Passed to :func:`scipy.optimize.linprog`.
+        Passed to :func:`scipy.optimize.linprog` when ``solver="highs"``.
+    solver : {"highs", "ipm", "pdlp"}
+        "highs" (default): :func:`scipy.optimize.linprog` with ``method``.  "ipm": HiGHS
+        interior point **without crossover**, "pdlp": HiGHS' first-order PDLP, both through the
+        optional ``highspy`` package, single-threaded (an interior or approximate solution is
+        enough: the repair makes it exactly private and ``params["dual_bound"]`` says how far
+        from optimal it can be).  Without ``highspy`` they fall back to scipy's
+        ``method="highs-ipm"`` (with crossover) and warn.
     options : dict, optional
-        Extra HiGHS options for :func:`scipy.optimize.linprog`.
+        Extra HiGHS options (scipy ``linprog`` options, or ``highspy`` option names).
+    dual_bound : bool
+        Also compute a certified lower bound on the optimum of the *unmargined* LP (margin 0,
+        the exact discrete problem) from the solver's duals: ``params["dual_bound"]`` (square
+        ground metres) and ``params["gap"]`` = (repaired MSE - bound) / bound.
+    window : int, optional
+        Keep only the variables P(y|a) with |a - y| <= ``window`` cells (Chebyshev distance)
+        and the constraints among them; the rest start at 0 and the repair fills them with the
+        exactly private envelope (then rows are renormalised).  The result is still exactly
+        private (checked by verify()) and its MSE an upper bound on the optimum, while the
+        dual bound is computed for the *full* problem (the multipliers of the windowed LP,
+        with the outside variables priced at c - lambda), so ``params["gap"]`` certifies how
+        much the window cost.  Use a larger ``margin`` (e.g. 1e-3) with small windows: the
+        envelope adds mass ~exp(-window * epsilon * cell) that the renormalisation must fit in.
+        The windowed LP's objective gives zero-prior inputs a small weight
+        (``WINDOW_PRIOR_FLOOR`` x the mean prior), else their free rows pile mass on the window
+        edges; MSE and bound are for the true prior.
 
     Raises
     ------
     InfeasibleMechanismError
         The problem is too large, or HiGHS did not return an optimal solution.
     """
-    from scipy.optimize import linprog
+    import scipy.optimize
 
     if not isinstance(privacy_map, PrivacyMap):
         raise TypeError("privacy_map must be a geopriv.PrivacyMap.")
     if isinstance(pad, bool) or not isinstance(pad, (int, np.integer)) or pad < 0:
         raise ValueError(f"pad must be an integer >= 0; got {pad!r}.")
+    if solver not in SOLVERS:
+        raise ValueError(f"solver must be one of {SOLVERS}; got {solver!r}.")
     pad = int(pad)
     margin = float(margin)
     if not 0.0 <= margin < 1.0:
@@ -402,7 +631,15 @@ def optimal_mechanism(
     t_start = time.perf_counter()
     pm = privacy_map
     size = lp_size(pm.shape, pad)
-    if size["variables"] > max_variables:
+    if window is not None:
+        if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
+            raise ValueError(f"window must be an integer >= 1 (cells) or None; got {window!r}.")
+        window = int(window)
+    out_ij, _ = _output_grid(pm.shape, pad)
+    win = _window(pm.shape, out_ij, window)
+    if win is not None:
+        size["lp_variables"] = int(win.sum())
+    if size.get("lp_variables", size["variables"]) > max_variables:
         ny, nx = pm.shape
         f = 2
         while lp_size((ny // f, nx // f), pad)["variables"] > max_variables and min(ny // f, nx // f) > 2:
@@ -411,23 +648,48 @@ def optimal_mechanism(
             f"The LP for a {ny} x {nx} grid with pad={pad} has {size['variables']:,} variables and "
             f"{size['constraints']:,} constraints (limit max_variables={max_variables:,}). Coarsen the map first, e.g. "
             f"geopriv.mechanisms.optimal.coarsen(pm, {f}{'' if ny % f == 0 and nx % f == 0 else ', trim=True'}) "
-            f"-> {ny // f} x {nx // f} cells, or raise max_variables if you have the memory and time "
-            "(HiGHS time grows much faster than the size)."
+            f"-> {ny // f} x {nx // f} cells (or coarsen_to(pm, (rows, columns)) for any shape), or raise "
+            "max_variables if you have the memory and time (HiGHS time grows much faster than the size)."
         )
     p = pm.prior(prior)
-    out_ij, _ = _output_grid(pm.shape, pad)
     t = pm.transform
     output_xy = np.column_stack([t.c + t.a * (out_ij[:, 1] + 0.5), t.f + t.e * (out_ij[:, 0] + 0.5)])
     lp_allowed = [a * (1.0 - margin) for a in _allowed(pm)]
-    c, cscale, A_ub, b_ub, A_eq, b_eq = _build_lp(pm, p, out_ij, lp_allowed)
+    p_lp = p
+    if win is not None and np.any(p > 0):
+        # inputs without prior weight would put their (free) mass on the window edges, where the repair's
+        # envelope then leaks much mass outside the windows: the windowed LP gives them a small weight
+        p_lp = np.maximum(p, WINDOW_PRIOR_FLOOR * p[p > 0].mean())
+        p_lp = p_lp / p_lp.sum()
+    c, cscale, A_ub, b_ub, A_eq, b_eq = _build_lp(pm, p_lp, out_ij, lp_allowed, win)
+    size["lp_constraints"] = int(A_ub.shape[0] + A_eq.shape[0])
+    high = -A_ub.min(axis=1).toarray().ravel() if dual_bound else None  # exp(w/2) of every privacy row
     opts = dict(options or {})
-    if time_limit is not None:
-        opts["time_limit"] = float(time_limit)
+    used = solver if solver == "highs" else f"highspy-{solver}"
+    if solver != "highs":
+        try:
+            import highspy  # noqa: F401
+        except ImportError:
+            import warnings
+
+            warnings.warn(f"solver={solver!r} needs the optional package highspy (pip install highspy); "
+                          "falling back to scipy's linprog(method='highs-ipm').", RuntimeWarning, stacklevel=2)
+            solver, method, used = "highs", "highs-ipm", "highs-ipm (fallback)"
     t0 = time.perf_counter()
-    res = linprog(c, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=b_eq, bounds=(0, 1), method=method, options=opts)
+    if solver == "highs":
+        if time_limit is not None:
+            opts["time_limit"] = float(time_limit)
+        res = scipy.optimize.linprog(c, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=b_eq, bounds=(0, 1), method=method,
+                                     options=opts)
+        status, message, x = int(res.status), str(res.message), res.x
+        ok = status == 0 and x is not None
+        u = getattr(getattr(res, "ineqlin", None), "marginals", None)
+        v = getattr(getattr(res, "eqlin", None), "marginals", None)
+    else:
+        ok, status, x, u, v, message = _solve_highspy(c, A_ub, b_ub, A_eq, b_eq, solver, time_limit, opts)
     seconds = time.perf_counter() - t0
     del A_ub, A_eq
-    if res.status != 0 or res.x is None:
+    if not ok:
         hint = {
             1: f"HiGHS stopped at its iteration or time limit after {seconds:.0f} s; raise time_limit "
                "(now {}) or coarsen the map (geopriv.mechanisms.optimal.coarsen).".format(time_limit),
@@ -435,19 +697,46 @@ def optimal_mechanism(
                "coarsen the map or lower its largest epsilon per cell.",
             4: "HiGHS had numerical difficulties; the allowed log-ratios per edge may be too large "
                "(exp(allowed) spans too many orders of magnitude): coarsen less or cap epsilon.",
-        }.get(res.status, "Try method='highs-ipm' or 'highs-ds', or coarsen the map.")
-        raise InfeasibleMechanismError(f"HiGHS did not return an optimal mechanism (status {res.status}: {res.message}). {hint}")
+        }.get(status, "Try solver='ipm', method='highs-ipm' or 'highs-ds', or coarsen the map.")
+        raise InfeasibleMechanismError(f"HiGHS did not return an optimal mechanism (status {status}: {message}). {hint}")
     n, m = pm.shape[0] * pm.shape[1], len(out_ij)
-    P = np.clip(np.asarray(res.x, float).reshape(n, m), 0.0, None)
+    x = np.asarray(x, float)
+    fun = float(c @ x)
+    gs2 = _mean_ground_scale(pm) ** 2
+    bound = None
+    if dual_bound and u is not None and v is not None:
+        # the bound is for the exact (margin 0) LP: any multipliers give a valid bound
+        # multipliers of the margin LP's privacy rows, on the exact (margin 0) rows: a valid bound for
+        # the exact problem; variables outside the window have no rows (reduced cost = cost)
+        c0, cs0, A0, b0, E0, _ = _build_lp(pm, p, out_ij, _allowed(pm), win)
+        # rescale each multiplier so its "high" coefficient exp(w/2) matches the exact row's exp(w0/2):
+        # the mismatch then sits on the small coefficient, exp(-w/2) (1 - exp(-margin w0)), not exp(w/2)
+        u0 = np.minimum(np.asarray(u, float), 0.0) * high / -A0.min(axis=1).toarray().ravel() * (cscale / cs0)
+        if win is None:
+            r_full = (c0 - A0.T @ u0).reshape(n, m)
+        else:
+            r_full = _cost(pm, p, out_ij) / cs0
+            r_full[win] = c0 - A0.T @ u0
+        del A0, E0
+        bound = _dual_bound(r_full, u0, b0) * cs0 / gs2
+    if win is None:
+        P = np.clip(x.reshape(n, m), 0.0, None)
+    else:
+        P = np.zeros((n, m))
+        P[win] = np.clip(x, 0.0, None)
     params = {
         "prior": prior if isinstance(prior, str) or prior is None else "array",
         "pad": pad,
         "margin": margin,
         "method": method,
+        "solver": used,
         **size,
         "lp_residual_row_sum": float(np.max(np.abs(P.sum(axis=1) - 1.0))),
         "raw_verify_ratio": None,
         "repair": repair,
+        "dual_bound": bound,
+        "gap": None,
+        "window": window,
     }
     P /= P.sum(axis=1, keepdims=True)
     if repair:
@@ -457,6 +746,17 @@ def optimal_mechanism(
         params["repair_added_mass"] = float(s.max() - 1.0)
         params["repair_sweeps"] = sweeps
         P = R / s
-    objective = float(res.fun) * cscale / _mean_ground_scale(pm) ** 2
+        # the renormalisation moves ln P by ln s(a); when the repair added much mass (windows) that can
+        # exceed the margin: repair and renormalise again (a contraction in practice; bounded)
+        rounds = 1
+        while rounds < 50 and _max_ratio(P, pm)[0] > 1.0:
+            R, _ = _repair(P, lp_allowed, pm.shape)
+            P = R / R.sum(axis=1, keepdims=True)
+            rounds += 1
+        params["repair_rounds"] = rounds
+    objective = fun * cscale / gs2
     params["build_seconds"] = time.perf_counter() - t_start
-    return OptimalMechanism(pm, P, output_xy, int(res.status), str(res.message), seconds, objective, params)
+    mech = OptimalMechanism(pm, P, output_xy, 0, message, seconds, objective, params)
+    if bound is not None and bound > 0:
+        params["gap"] = (mech.expected_mse(p) - bound) / bound
+    return mech

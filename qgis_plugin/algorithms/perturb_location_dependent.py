@@ -157,7 +157,8 @@ mechanism exists for the options, the message says which option to change.</p>
         path = self.parameterAsFile(parameters, self.MECHANISM_FILE, context)
         if path:
             feedback.pushInfo(f"Loading the mechanism from {path}")
-            mechanism = geopriv.EikonalMechanism.load(path)  # with the library's default verification
+            # with the library's default verification; a compact file's kernels are recomputed here
+            mechanism = geopriv.EikonalMechanism.load(path, progress=self.progress_callback(feedback, 10, 70))
         else:
             if not self.is_set(parameters, self.POPULATION):
                 raise QgsProcessingException(
