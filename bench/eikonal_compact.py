@@ -63,7 +63,9 @@ def main(argv=None):
         size_c, size_f = os.path.getsize(compact), os.path.getsize(full)
         rows.append(("file size", f"compact {size_c / 1e6:.1f} MB", f"full {size_f / 1e6:.0f} MB ({size_f / size_c:.0f}x)"))
         del mech
+        m = None
         for label, path in (("full", full), ("compact", compact), ("full (again)", full), ("compact (again)", compact)):
+            m = None  # the previous mechanism is released before the next load (peak memory of one at a time)
             with PeakRSS() as peak:
                 t0 = time.perf_counter()
                 m = EikonalMechanism.load(path, privacy_map=pm, n_jobs=args.jobs)
