@@ -13,7 +13,6 @@ import geopriv
 from geopriv import OptimalMechanism, PrivacyMap, optimal_mechanism
 from geopriv.crs import local_aeqd
 from geopriv.exceptions import InfeasibleMechanismError, RasterError
-from geopriv.mechanisms import eikonal as eik
 from geopriv.mechanisms import grid
 from geopriv.mechanisms import optimal as opt
 

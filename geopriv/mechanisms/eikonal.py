@@ -710,7 +710,6 @@ class EikonalMechanism:
         Only the kernels use the lowered maps; :meth:`verify` always checks against
         ``privacy_map`` itself, so every option trades utility or time, never the guarantee.
         """
-        import scipy.sparse as sp
         if not isinstance(privacy_map, PrivacyMap):
             raise TypeError("privacy_map must be a geopriv.PrivacyMap (PrivacyMap.from_population(...) or from_epsilon(...)).")
         marr = np.asarray(margin, dtype=float)
@@ -757,7 +756,6 @@ class EikonalMechanism:
             kp, (ny, nx), (hy, hx), P, oi, oj, apex_t, float(cap), solver, int(n_jobs), progress, mp_context
         )
         timings["kernels_s"] = time.perf_counter() - t0
-        N = ny * nx
         cT = math.exp(-cap)
         # ------------------------------------------------------------ weights
         t0 = time.perf_counter()
