@@ -523,12 +523,16 @@ def _kernel_rate(kp: np.ndarray, hy: float, hx: float, smooth, despeckle: int, j
     if jump:
         r = float(jump)
         hmin = min(hx, hy)
-        shp = out.shape
+        # the limit is per noise length where a cell is longer than one (epsilon * length > 1 on an
+        # edge, coarse rasters): there a cell-to-cell jump is already smoothed by the kernel's own
+        # decay within the cell, and a per-cell limit would lower dense cells for nothing
+        lh, lv, ld = hx, hy, math.hypot(hx, hy)
+        e = out
         w = (
-            np.full((shp[0], shp[1] - 1), r * hx / hmin),
-            np.full((shp[0] - 1, shp[1]), r * hy / hmin),
-            np.full((shp[0] - 1, shp[1] - 1), r * math.hypot(hx, hy) / hmin),
-            np.full((shp[0] - 1, shp[1] - 1), r * math.hypot(hx, hy) / hmin),
+            r * lh / hmin * np.maximum(1.0, np.minimum(e[:, 1:], e[:, :-1]) * lh),
+            r * lv / hmin * np.maximum(1.0, np.minimum(e[1:, :], e[:-1, :]) * lv),
+            r * ld / hmin * np.maximum(1.0, np.minimum(e[1:, 1:], e[:-1, :-1]) * ld),
+            r * ld / hmin * np.maximum(1.0, np.minimum(e[1:, :-1], e[:-1, 1:]) * ld),
         )
         low, _ = lipschitz_envelope(np.log(out), w)
         out = np.minimum(out, np.exp(low))
@@ -654,7 +658,8 @@ class EikonalMechanism:
             only.  None turns it off.
         jump : float or None
             Kernel map lowered so that epsilon changes by at most a factor exp(jump) between
-            neighbouring cells (lowering only).  Handles cell-level irregularities of real
+            neighbouring cells (lowering only); on edges longer than the noise length
+            (epsilon * length > 1, coarse rasters) by at most exp(jump * epsilon * length).  Handles cell-level irregularities of real
             rasters (single cells of sea inside a city, rasterised polygon edges) that
             ``smooth`` does not reach where epsilon * cell size is large.  None turns it off.
         despeckle : int
