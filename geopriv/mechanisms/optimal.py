@@ -78,6 +78,7 @@ nodes: a discrete problem, which favours coarse grids (a cell may hide a whole n
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
@@ -138,25 +139,21 @@ def coarsen(privacy_map: PrivacyMap, factor: int, *, trim: bool = False) -> Priv
     if cy < 2 or cx < 2:
         raise RasterError(f"factor={factor} leaves a {cy} x {cx} grid; a privacy map needs at least 2 x 2 cells.")
 
-    def blocks(arr):
-        return np.asarray(arr)[: cy * factor, : cx * factor].reshape(cy, factor, cx, factor)
-
-    eps = blocks(privacy_map.epsilon).min(axis=(1, 3))
-    mask = blocks(privacy_map.nodata_mask).all(axis=(1, 3))
-    pop = None if privacy_map.population is None else blocks(privacy_map.population).mean(axis=(1, 3))
-    from affine import Affine
-
-    t = privacy_map.transform
-    transform = Affine(t.a * factor, 0.0, t.c, 0.0, t.e * factor, t.f)
-    info = dict(privacy_map.info)
+    pm = privacy_map
+    if (ny % factor or nx % factor):  # trim=True: drop the ragged south rows and east columns first
+        sl = (slice(0, cy * factor), slice(0, cx * factor))
+        pm = PrivacyMap(np.asarray(pm.epsilon)[sl], pm.transform, pm.crs, np.asarray(pm.nodata_mask)[sl],
+                        None if pm.population is None else np.asarray(pm.population)[sl], dict(pm.info))
+    out = coarsen_to(pm, (cy, cx))  # equal whole blocks: block minimum of epsilon, block mean density
+    info = dict(out.info)
     info["coarsened"] = {
         "factor": factor,
         "from_shape": [ny, nx],
         "trimmed": [ny - cy * factor, nx - cx * factor],
         "epsilon": "block minimum",
-        "population": None if pop is None else "block mean density (prior proportional to block sum)",
+        "population": None if pm.population is None else "block mean density (prior proportional to block sum)",
     }
-    return PrivacyMap(eps, transform, privacy_map.crs, mask, pop, info)
+    return dataclasses.replace(out, info=info)
 
 
 def _overlap(n: int, k: int):
