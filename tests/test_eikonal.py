@@ -20,6 +20,8 @@ import geopriv
 from geopriv import EikonalMechanism, PrivacyMap
 from geopriv.exceptions import GeometryError, InfeasibleMechanismError, MechanismFileError, MissingCRSError
 from geopriv.mechanisms import eikonal as eik
+from geopriv.mechanisms.eikonal import persistence
+from geopriv.mechanisms.eikonal import weights as weights_mod
 from geopriv.mechanisms.planar_laplace import radius_quantile
 
 from .conftest import data_path
@@ -534,7 +536,7 @@ def _attacker_sha256(arrays, meta):
     import hashlib
 
     h = hashlib.sha256()
-    h.update(json.dumps(meta, sort_keys=True, default=eik._json_default).encode())
+    h.update(json.dumps(meta, sort_keys=True, default=persistence.json_default).encode())
     for k in sorted(arrays):
         a = np.ascontiguousarray(arrays[k])
         h.update(k.encode())
@@ -562,7 +564,7 @@ def _tamper(src, dst, edit):
 
 
 def _exact_normaliser(arrays, cap):
-    return eik._row_sums(arrays["indptr"], arrays["indices"], arrays["kernel"], arrays["weights"]) + math.exp(-cap) * arrays["weights"].sum()
+    return weights_mod.row_sums(arrays["indptr"], arrays["indices"], arrays["kernel"], arrays["weights"]) + math.exp(-cap) * arrays["weights"].sum()
 
 
 def _scale_weights(arrays):
@@ -576,7 +578,7 @@ def test_tampered_weights_with_recomputed_checksum_are_refused(tmp_path, tiny_me
     # what sampling would really draw from breaks the guarantee: this is not a harmless edit
     w = tiny_mech.weights.copy()
     w[::7] *= 10.0
-    real = dataclasses.replace(tiny_mech, weights=w, normaliser=_exact_normaliser({**tiny_mech._arrays(), "weights": w}, tiny_mech.cap))
+    real = dataclasses.replace(tiny_mech, weights=w, normaliser=_exact_normaliser({**persistence.file_arrays(tiny_mech), "weights": w}, tiny_mech.cap))
     assert real.verify().max_ratio > 1.05
     # the stored normaliser no longer matches the weights: refused, whether or not the full check runs
     for verify in (True, False):
@@ -811,9 +813,9 @@ def test_kept_column_pointers_handle_empty_columns_anywhere():
     dense[:, [0, 5, 6, 10, 11]] = 0.0  # empty columns first, in the middle and last
     S = sp.csc_matrix(dense)
     keep = S.data >= 0.5
-    T = sp.csc_matrix((S.data[keep], S.indices[keep], eik._kept_indptr(S.indptr, keep)), shape=S.shape)
+    T = sp.csc_matrix((S.data[keep], S.indices[keep], weights_mod.kept_indptr(S.indptr, keep)), shape=S.shape)
     np.testing.assert_array_equal(T.toarray(), np.where(dense >= 0.5, dense, 0.0))
-    assert eik._kept_indptr(np.zeros(4, np.int64), np.zeros(0, bool)).tolist() == [0, 0, 0, 0]
+    assert weights_mod.kept_indptr(np.zeros(4, np.int64), np.zeros(0, bool)).tolist() == [0, 0, 0, 0]
 
 
 # ============================================================================ compact files (kernels recomputed at load)

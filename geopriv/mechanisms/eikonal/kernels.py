@@ -1,0 +1,317 @@
+"""Kernels of the eikonal mechanism: travel times from each output, exp(-f~) on the grid.
+
+For every output y, f_y is a discrete eikonal solution on the (padded, lowered) kernel rate
+map: Dijkstra on the 16-neighbour grid graph whose edges carry the integral of the rate
+(``solver="graph"``, exactly Lipschitz by construction) or fast marching plus the exact
+Lipschitz envelope (``solver="fmm"``).  Then f~_y = min(sqrt(f_y^2 + A_y^2) - A_y, T) and the
+kernel is stored as the sparse part exp(-f~_y) - exp(-T).  See the package notes
+(:mod:`geopriv.mechanisms.eikonal`) for why this keeps the guarantee.
+
+:func:`compute_kernels` is a deterministic function of its arguments: the build and the
+load of a compact file both call it, so a loaded mechanism samples from the kernels the build
+verified.  Outputs are independent: they run in worker processes that receive the problem
+once through the pool's initializer (every start method works: ``spawn`` on Windows/macOS).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...privacy_map import edge_weights, lipschitz_envelope
+
+FMM_SLACK = 0.98
+# window half-sizes tried for each output (cells): about 6 % apart, so windows are rarely much
+# larger than the kernel's support
+_RADII = np.unique(np.round(4 * 1.06 ** np.arange(90)).astype(int))
+
+_SHARED: dict = {}
+
+
+def _kernel_columns(outputs: np.ndarray):
+    """Kernels of the given outputs: (counts, rows int32, values float64, colmass, sweeps)."""
+    if _SHARED["solver"] == "graph":
+        return _kernel_columns_graph(outputs)
+    return _kernel_columns_fmm(outputs)
+
+
+def _stencil_graph(kp: np.ndarray, hy: float, hx: float):
+    """Sparse 16-neighbour grid graph; edge weight = integral of the rate along the segment.
+
+    8-neighbour edges: length * mean of the two end cells.  Knight moves (1, 2): length *
+    mean of the 4 cells the segment crosses (a quarter of its length in each).  Shortest
+    paths on this graph differ from Euclidean geodesics by at most ~3 %, and every edge
+    (a, b) satisfies |d(y, a) - d(y, b)| <= w(a, b) exactly (triangle inequality).
+    """
+    import scipy.sparse as sp
+
+    NY, NX = kp.shape
+    idx = np.arange(NY * NX).reshape(NY, NX)
+    rows, cols, vals = [], [], []
+
+    def add(a_sl, b_sl, w):
+        a = idx[a_sl].ravel()
+        b = idx[b_sl].ravel()
+        w = w.ravel()
+        rows.extend([a, b])
+        cols.extend([b, a])
+        vals.extend([w, w])
+
+    s_, e0, e1 = slice(None), slice(0, -1), slice(1, None)
+    lh, lv, ld = hx, hy, math.hypot(hx, hy)
+    add((s_, e0), (s_, e1), lh * 0.5 * (kp[:, :-1] + kp[:, 1:]))
+    add((e0, s_), (e1, s_), lv * 0.5 * (kp[:-1, :] + kp[1:, :]))
+    add((e0, e0), (e1, e1), ld * 0.5 * (kp[:-1, :-1] + kp[1:, 1:]))
+    add((e0, e1), (e1, e0), ld * 0.5 * (kp[:-1, 1:] + kp[1:, :-1]))
+    if NX >= 3 and NY >= 2:
+        lk = math.hypot(2 * hx, hy)
+        q = lambda a, b, c, d: lk * 0.25 * (a + b + c + d)  # noqa: E731
+        # (i, j) -> (i+1, j+2) crosses (i, j), (i, j+1), (i+1, j+1), (i+1, j+2)
+        add((e0, slice(0, -2)), (e1, slice(2, None)), q(kp[:-1, :-2], kp[:-1, 1:-1], kp[1:, 1:-1], kp[1:, 2:]))
+        # (i, j+2) -> (i+1, j)
+        add((e0, slice(2, None)), (e1, slice(0, -2)), q(kp[:-1, 2:], kp[:-1, 1:-1], kp[1:, 1:-1], kp[1:, :-2]))
+    if NY >= 3 and NX >= 2:
+        lk = math.hypot(hx, 2 * hy)
+        q = lambda a, b, c, d: lk * 0.25 * (a + b + c + d)  # noqa: E731
+        # (i, j) -> (i+2, j+1)
+        add((slice(0, -2), e0), (slice(2, None), e1), q(kp[:-2, :-1], kp[1:-1, :-1], kp[1:-1, 1:], kp[2:, 1:]))
+        # (i, j+1) -> (i+2, j)
+        add((slice(0, -2), e1), (slice(2, None), e0), q(kp[:-2, 1:], kp[1:-1, 1:], kp[1:-1, :-1], kp[2:, :-1]))
+    r = np.concatenate(rows)
+    c = np.concatenate(cols)
+    v = np.concatenate(vals)
+    return sp.csr_matrix((v, (r, c)), shape=(NY * NX, NY * NX))
+
+
+def _kernel_columns_graph(outputs: np.ndarray):
+    """Kernels by Dijkstra on the 16-neighbour graph (exactly Lipschitz by construction).
+
+    Only the nodes Dijkstra reached (travel time below the cap plus apex) are processed;
+    every other node of the padded grid holds the cap value exp(-T).
+    """
+    from scipy.sparse.csgraph import dijkstra
+
+    g = _SHARED
+    graph, T, NX = g["graph"], g["cap"], g["NX"]
+    oi, oj, apex = g["oi"], g["oj"], g["apex"]
+    to_dom = g["to_domain"]  # padded node -> raster node, -1 in the padding
+    n_all = graph.shape[0]
+    cT = math.exp(-T)
+    counts = np.zeros(len(outputs), np.int64)
+    colmass = np.zeros(len(outputs))
+    rows_out, vals_out = [], []
+    batch = 32
+    for start in range(0, len(outputs), batch):
+        ms = outputs[start:start + batch]
+        a = apex[ms]
+        D = dijkstra(graph, directed=True, indices=oi[ms] * NX + oj[ms], limit=T + float(a.max()) + 1e-9)
+        bi, bj = np.nonzero(D < np.inf)
+        d = D[bi, bj]
+        del D
+        ab = a[bi]
+        F = np.sqrt(d * d + ab * ab) - ab
+        inside = F < T
+        bi, bj, F = bi[inside], bj[inside], F[inside]
+        ker = np.exp(-F)
+        per = np.bincount(bi, minlength=len(ms))
+        colmass[start:start + len(ms)] = np.bincount(bi, ker, minlength=len(ms)) + (n_all - per) * cT
+        dj = to_dom[bj]
+        keep = dj >= 0
+        counts[start:start + len(ms)] = np.bincount(bi[keep], minlength=len(ms))
+        rows_out.append(dj[keep].astype(np.int32))
+        vals_out.append((ker[keep] - cT).astype(np.float32))
+    rows = np.concatenate(rows_out) if rows_out else np.zeros(0, np.int32)
+    vals = np.concatenate(vals_out) if vals_out else np.zeros(0, np.float32)
+    return counts, rows, vals, colmass, 0
+
+
+def _kernel_columns_fmm(outputs: np.ndarray):
+    """Kernels by fast marching (scikit-fmm) plus the exact Lipschitz envelope."""
+    import skfmm
+
+    g = _SHARED
+    kf, mins, wts = g["kf"], g["mins"], g["weights"]
+    hy, hx, T, P, ny, nx = g["hy"], g["hx"], g["cap"], g["pad"], g["ny"], g["nx"]
+    oi, oj, apex = g["oi"], g["oj"], g["apex"]
+    NY, NX = kf.shape
+    hmin = min(hx, hy)
+    hd = math.hypot(hx, hy)
+    cT = math.exp(-T)
+    counts = np.zeros(len(outputs), np.int64)
+    colmass = np.zeros(len(outputs))
+    rows_out, vals_out = [], []
+    sweeps = 0
+    for n, m in enumerate(outputs):
+        i, j = int(oi[m]), int(oj[m])
+        a_y = float(apex[m])
+        # window: any path leaving it costs more than T + A (plus a safety ring of 3 cells)
+        for R in mins:
+            if (R - 3) * hmin * mins[R][i, j] >= T + a_y or R >= max(NY, NX):
+                break
+        a0, a1 = max(0, i - R), min(NY, i + R + 1)
+        b0, b1 = max(0, j - R), min(NX, j + R + 1)
+        speed_eps = kf[a0:a1, b0:b1]
+        dy = (np.arange(a0, a1) - i)[:, None] * hy
+        dx = (np.arange(b0, b1) - j)[None, :] * hx
+        r = np.sqrt(dy * dy + dx * dx)
+        r0 = 2.5 * hmin
+        disc = r <= r0 + 1.5 * hd
+        e0 = float(speed_eps[disc].min())
+        phi = r - r0
+        narrow = T + a_y + 2.0 * hd * float(speed_eps.max())
+        t = skfmm.travel_time(phi, 1.0 / speed_eps, dx=[hy, hx], order=g.get('order', 2), narrow=max(narrow - e0 * r0, hd))
+        t = np.ma.filled(np.ma.masked_invalid(t), np.inf) if np.ma.isMaskedArray(t) else np.asarray(t)
+        f = np.where(phi < 0, e0 * r, e0 * r0 + t)
+        # values above T + A never matter: a constant ceiling keeps the envelope exact below it
+        # (min(f, C) with C constant is Lipschitz) and stops it from filling the far window
+        ceiling = T + a_y + hd * float(speed_eps.max())
+        np.minimum(f, ceiling, out=f)
+        # crop to where the kernel lives (plus a ring): the window was sized for the worst case
+        rows_in = np.flatnonzero((f < ceiling).any(axis=1))
+        cols_in = np.flatnonzero((f < ceiling).any(axis=0))
+        r_lo, r_hi = max(rows_in[0] - 2, 0), min(rows_in[-1] + 3, f.shape[0])
+        c_lo, c_hi = max(cols_in[0] - 2, 0), min(cols_in[-1] + 3, f.shape[1])
+        f = f[r_lo:r_hi, c_lo:c_hi]
+        a0, a1, b0, b1 = a0 + r_lo, a0 + r_hi, b0 + c_lo, b0 + c_hi
+        w = (
+            wts[0][a0:a1, b0:b1 - 1],
+            wts[1][a0:a1 - 1, b0:b1],
+            wts[2][a0:a1 - 1, b0:b1 - 1],
+            wts[3][a0:a1 - 1, b0:b1 - 1],
+        )
+        if _violates(f, w):
+            f, k = lipschitz_envelope(f, w)
+            sweeps += k
+        if a_y > 0:
+            f = np.sqrt(f * f + a_y * a_y) - a_y
+        ker = np.exp(-np.minimum(f, T))
+        colmass[n] = float(ker.sum())
+        c0, c1 = max(a0, P), min(a1, P + ny)
+        d0, d1 = max(b0, P), min(b1, P + nx)
+        if c0 < c1 and d0 < d1:
+            fd = f[c0 - a0:c1 - a0, d0 - b0:d1 - b0]
+            gi, gj = np.nonzero(fd < T)
+            rows_out.append(((gi + (c0 - P)) * nx + (gj + (d0 - P))).astype(np.int32))
+            vals_out.append((np.exp(-fd[gi, gj]) - cT).astype(np.float32))
+            counts[n] = len(gi)
+    rows = np.concatenate(rows_out) if rows_out else np.zeros(0, np.int32)
+    vals = np.concatenate(vals_out) if vals_out else np.zeros(0, np.float32)
+    return counts, rows, vals, colmass, sweeps
+
+
+def _violates(f, w, tol=1e-12) -> bool:
+    """True when some 8-neighbour difference of f exceeds its edge weight."""
+    return bool(
+        (np.abs(f[:, 1:] - f[:, :-1]) > w[0] + tol).any()
+        or (np.abs(f[1:, :] - f[:-1, :]) > w[1] + tol).any()
+        or (np.abs(f[1:, 1:] - f[:-1, :-1]) > w[2] + tol).any()
+        or (np.abs(f[1:, :-1] - f[:-1, 1:]) > w[3] + tol).any()
+    )
+
+
+def _init_worker(shared: dict) -> None:
+    """Worker-process initializer: receive the kernel problem once (works with spawn, forkserver and fork)."""
+    _SHARED.clear()
+    _SHARED.update(shared)
+
+
+def _run_kernels(order: np.ndarray, n_jobs: int, progress, mp_context=None):
+    """Kernels for all outputs, in output order, optionally in worker processes.
+
+    The problem (graph or speed map, outputs, cap) is sent to each worker once through the
+    pool's initializer, so the pool works under every start method (``spawn`` on Windows and
+    macOS, ``forkserver``/``fork`` on Linux); ``mp_context`` picks one (default: the platform's).
+    """
+    M = len(order)
+    chunk = 256
+    chunks = [order[k:k + chunk] for k in range(0, M, chunk)]
+    results = [None] * len(chunks)
+    bar, callback = progress_reporter(progress, M, "eikonal kernels")
+    done = 0
+    if n_jobs > 1 and len(chunks) > 1:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        ctx = mp.get_context(mp_context) if isinstance(mp_context, (str, type(None))) else mp_context
+        shared = dict(_SHARED)
+        with ProcessPoolExecutor(max_workers=min(n_jobs, len(chunks)), mp_context=ctx,
+                                 initializer=_init_worker, initargs=(shared,)) as pool:
+            futures = {pool.submit(_kernel_columns, c): k for k, c in enumerate(chunks)}
+            for fut in as_completed(futures):
+                k = futures[fut]
+                results[k] = fut.result()
+                done += len(chunks[k])
+                if callback:
+                    callback(done, M)
+    else:
+        for k, c in enumerate(chunks):
+            results[k] = _kernel_columns(c)
+            done += len(c)
+            if callback:
+                callback(done, M)
+    if bar is not None:
+        bar.close()
+    counts = np.concatenate([r[0] for r in results])
+    rows = np.concatenate([r[1] for r in results])
+    vals = np.concatenate([r[2] for r in results])
+    colmass = np.concatenate([r[3] for r in results])
+    sweeps = sum(r[4] for r in results)
+    return counts, rows, vals, colmass, sweeps
+
+
+def compute_kernels(kp, shape, cell, P, oi, oj, apex_t, cap, solver, n_jobs, progress=None, mp_context=None):
+    """All kernels as a CSC matrix (inputs x outputs) of exp(-f~) - exp(-cap), plus column masses.
+
+    A deterministic function of the padded kernel rate map ``kp``, the outputs (padded grid
+    indices ``oi``, ``oj``), their apex radii, the cap and the solver: :meth:`EikonalMechanism.build`
+    and :meth:`EikonalMechanism.load` of a compact file both call it, so a loaded mechanism samples
+    from the very kernels the build verified (and ``load`` verifies them again).
+    """
+    import scipy.sparse as sp
+    from scipy.ndimage import minimum_filter
+
+    ny, nx = shape
+    hy, hx = cell
+    NY, NX = kp.shape
+    _SHARED.clear()
+    _SHARED.update(solver=solver, hy=hy, hx=hx, cap=float(cap), pad=P, ny=ny, nx=nx, NX=NX, oi=oi, oj=oj, apex=apex_t)
+    if solver == "fmm":
+        # speed map for fast marching: no larger than the edge means (fewer repairs)
+        kf = kp * FMM_SLACK
+        mh = 0.5 * (kp[:, 1:] + kp[:, :-1])
+        mv = 0.5 * (kp[1:, :] + kp[:-1, :])
+        np.minimum(kf[:, 1:], mh, out=kf[:, 1:])
+        np.minimum(kf[:, :-1], mh, out=kf[:, :-1])
+        np.minimum(kf[1:, :], mv, out=kf[1:, :])
+        np.minimum(kf[:-1, :], mv, out=kf[:-1, :])
+        radii = [int(R) for R in _RADII if R < max(NY, NX)] + [int(_RADII[_RADII >= max(NY, NX)][0])]
+        mins = {R: minimum_filter(kf, size=2 * R + 1, mode="nearest") for R in radii}
+        _SHARED.update(kf=kf, mins=mins, weights=edge_weights(kp, hy, hx))
+    else:
+        dom = ((np.arange(ny)[:, None] + P) * NX + (np.arange(nx)[None, :] + P)).ravel()
+        to_domain = np.full(NY * NX, -1, np.int64)
+        to_domain[dom] = np.arange(ny * nx)
+        _SHARED.update(graph=_stencil_graph(kp, hy, hx), to_domain=to_domain)
+    try:
+        counts, rows, vals, colmass, sweeps = _run_kernels(np.arange(len(oi)), int(n_jobs), progress, mp_context)
+    finally:
+        _SHARED.clear()
+    colptr = np.concatenate([[0], np.cumsum(counts)])
+    S = sp.csc_matrix((vals, rows, colptr), shape=(ny * nx, len(oi)))
+    return S, colmass, sweeps
+
+
+def progress_reporter(progress, total, desc, unit: str = "output"):
+    if progress is None or progress is False:
+        return None, None
+    if callable(progress):
+        return None, progress
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=total, desc=desc, unit=unit, unit_scale=unit == "pt")
+
+    def update(done, _total):
+        bar.n = done
+        bar.refresh()
+
+    return bar, update

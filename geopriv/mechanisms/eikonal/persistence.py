@@ -1,0 +1,319 @@
+"""Eikonal mechanism files: save, load, checksums and signatures.
+
+Two layouts: full files store the kernels (version 1); compact files (version 2, the default)
+store the kernel rate map, outputs, apex radii and options instead, and the kernels are
+recomputed at load by :func:`.kernels.compute_kernels`, the build's own function.  Either
+way, the load checks the checksum (and signature, with a key), every array sampling uses,
+the normaliser against the weights and kernels, and re-runs the verification.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import math
+import os
+
+import numpy as np
+
+from ...exceptions import MechanismFileError
+from ...privacy_map import PrivacyMap, affine6
+from .kernels import compute_kernels
+from .report import NORMALISER_RTOL, TOLERANCE, VerifyReport
+from .verification import check_arrays, exact_normaliser, normaliser_mismatch
+from .verification import verify as verify_mechanism
+
+FORMAT = "geopriv.eikonal"
+FORMAT_VERSION = 1  # full files: the kernels are stored
+COMPACT_VERSION = 2  # compact files: the kernels are recomputed from the stored kernel rate map at load
+
+
+def file_arrays(mech, compact: bool = False) -> dict:
+    pm = mech.privacy_map
+    arrays = {
+        "map_epsilon": pm.epsilon,
+        "map_nodata": pm.nodata_mask.astype(np.uint8),
+        "kernel_epsilon": mech.kernel_epsilon,
+        "output_ij": mech.output_ij,
+        "output_step": mech.output_step,
+        "weights": mech.weights,
+        "normaliser": mech.normaliser,
+    }
+    if mech.can_save_compact:  # full files keep them too (a few MB): they can be saved compact later
+        arrays["kernel_rate"] = mech.kernel_rate
+        arrays["output_apex"] = mech.output_apex
+    if not compact:
+        arrays.update(indptr=mech.indptr, indices=mech.indices, kernel=mech.kernel)
+    if pm.population is not None:
+        arrays["map_population"] = pm.population
+    if mech.remap_xy is not None:
+        arrays["remap_xy"] = mech.remap_xy
+    return arrays
+
+
+def file_meta(mech, include_report: bool = True, compact: bool = False) -> dict:
+    pm = mech.privacy_map
+    meta = {
+        "format": FORMAT,
+        "format_version": COMPACT_VERSION if compact else FORMAT_VERSION,
+        "crs_wkt": pm.crs.to_wkt(),
+        "transform": list(affine6(pm.transform)),
+        "map_info": pm.info,
+        "cap": mech.cap,
+        "params": {k: v for k, v in mech.params.items() if k != "timings"},
+    }
+    if mech.remap_xy is not None:
+        meta["remap_prior"] = mech.remap_prior
+    if include_report and mech.report is not None:
+        meta["report"] = mech.report.to_dict()
+    return meta
+
+
+def save(mech, path, *, key: bytes | str | None = None, compact: bool | None = None) -> str:
+    """Write ``mech`` to ``path`` (:meth:`EikonalMechanism.save`, where the options are documented)."""
+    if compact is None:
+        compact = mech.can_save_compact
+    if compact and not mech.can_save_compact:
+        raise ValueError(
+            "This mechanism was loaded from a full file of an earlier version and does not know its kernel rate map: "
+            "save it with compact=False, or rebuild it to save a compact file."
+        )
+    arrays = file_arrays(mech, compact=compact)
+    meta = file_meta(mech, compact=compact)
+    digest, mac = digests(arrays, file_meta(mech, include_report=False, compact=compact), None if key is None else hmac_key(key))
+    meta["sha256"] = digest
+    if mac is not None:
+        meta["hmac_sha256"] = mac
+    path = os.fspath(path)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as fh:
+        np.savez(fh, meta=np.array(json.dumps(meta, default=json_default)), **arrays)
+    os.replace(tmp, path)
+    return digest
+
+
+def load(
+    cls, path, *, privacy_map: PrivacyMap | None = None, verify: bool = True, key: bytes | str | None = None,
+    n_jobs: int = 1, progress=None, mp_context=None,
+):
+    """Read a mechanism file as ``cls`` (:meth:`EikonalMechanism.load`, where the checks are documented)."""
+    from affine import Affine
+
+    path = os.fspath(path)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            data = {k: z[k] for k in z.files}
+    except FileNotFoundError:
+        raise MechanismFileError(f"No mechanism file at {path!r}. Build one with EikonalMechanism.build(...).save(path).") from None
+    except Exception as exc:  # zipfile.BadZipFile, ValueError, OSError, EOFError ...
+        raise MechanismFileError(
+            f"{path!r} is not a readable geopriv mechanism file ({type(exc).__name__}); it may be truncated, "
+            "corrupt or another kind of file. Rebuild it with EikonalMechanism.build(...).save(path)."
+        ) from None
+    if "meta" not in data:
+        raise MechanismFileError(f"{path!r} is an .npz file but not a geopriv mechanism (no metadata).")
+    try:
+        meta = json.loads(str(data.pop("meta")))
+    except ValueError:
+        raise MechanismFileError(f"{path!r} has unreadable metadata; the file is corrupt. Rebuild it.") from None
+    if meta.get("format") != FORMAT:
+        raise MechanismFileError(f"{path!r} is not an eikonal mechanism file (format {meta.get('format')!r}).")
+    version = meta.get("format_version")
+    if version not in (FORMAT_VERSION, COMPACT_VERSION):
+        raise MechanismFileError(
+            f"{path!r} has format version {version}, this geopriv reads versions {FORMAT_VERSION} (full) and "
+            f"{COMPACT_VERSION} (compact). Rebuild the mechanism with this version."
+        )
+    compact = version == COMPACT_VERSION
+    required = ["map_epsilon", "map_nodata", "kernel_epsilon", "output_ij", "output_step", "weights", "normaliser"]
+    required += ["kernel_rate", "output_apex"] if compact else ["indptr", "indices", "kernel"]
+    missing = [k for k in required if k not in data]
+    if missing:
+        raise MechanismFileError(f"{path!r} lacks {missing}; the file is truncated or corrupt. Rebuild it.")
+    stored = meta.get("sha256")
+    signature = meta.get("hmac_sha256")
+    check = dict(meta)
+    check.pop("sha256", None)
+    check.pop("hmac_sha256", None)
+    check.pop("report", None)
+    if key is not None:
+        key = hmac_key(key)
+        if not isinstance(signature, str):
+            raise MechanismFileError(
+                f"{path!r} is not signed, but a key was given: it cannot be authenticated. Load a file saved with "
+                "save(path, key=...), or rebuild and save it with your key."
+            )
+    digest, mac = digests(data, check, key)
+    if stored != digest:
+        raise MechanismFileError(
+            f"{path!r} fails its checksum: the arrays were changed or corrupted after saving. Rebuild it; do not "
+            "release with it."
+        )
+    if key is not None and not hmac.compare_digest(signature, mac):
+        raise MechanismFileError(
+            f"{path!r} fails its signature: it was changed after it was signed, or signed with another key. "
+            "Do not release with it; rebuild it and save(path, key=...) with your key."
+        )
+    try:
+        crs = meta["crs_wkt"]
+        transform = Affine(*meta["transform"])
+        pm = PrivacyMap(
+            data["map_epsilon"], transform, crs, data["map_nodata"].astype(bool), data.get("map_population"), meta.get("map_info", {})
+        )
+    except Exception as exc:
+        raise MechanismFileError(f"{path!r} holds an invalid privacy map ({exc}). Rebuild it.") from None
+    n = pm.shape[0] * pm.shape[1]
+    if compact:
+        data.update(_recompute_kernels(path, pm, meta, data, n_jobs, progress, mp_context))
+    if len(data["indptr"]) != n + 1 or len(data["normaliser"]) != n or len(data["indices"]) != len(data["kernel"]):
+        raise MechanismFileError(f"{path!r} has inconsistent array sizes; it is corrupt. Rebuild it.")
+    remap = data.get("remap_xy")
+    if remap is not None and np.shape(remap) != (len(data["weights"]), 2):
+        raise MechanismFileError(f"{path!r} has a remap_xy of the wrong shape; it is corrupt. Rebuild it.")
+    if privacy_map is not None:
+        same = (
+            privacy_map.shape == pm.shape
+            and np.array_equal(privacy_map.epsilon, pm.epsilon)
+            and affine6(privacy_map.transform) == affine6(pm.transform)
+            and privacy_map.crs.equals(pm.crs)
+        )
+        if not same:
+            raise MechanismFileError(
+                f"{path!r} was built for another privacy map (different epsilon grid, extent or CRS). Load the file "
+                "built for this map, or build one: EikonalMechanism.build(privacy_map).save(path)."
+            )
+    rep = meta.get("report")
+    report = None
+    if rep is not None:
+        report = VerifyReport(
+            max_ratio=rep["max_ratio"], normaliser_ratio=rep["normaliser_ratio"], worst=rep["worst"],
+            node_ratio=np.zeros(pm.shape), n_nodes=rep["n_nodes"], n_outputs=rep["n_outputs"],
+            n_edges=rep["n_edges"], seconds=rep["seconds"], tolerance=rep.get("tolerance", TOLERANCE),
+            normaliser_mismatch=rep.get("normaliser_mismatch", 0.0),
+        )
+    mech = cls(
+        privacy_map=pm,
+        kernel_epsilon=data["kernel_epsilon"],
+        output_ij=data["output_ij"],
+        output_step=data["output_step"],
+        weights=data["weights"],
+        indptr=data["indptr"],
+        indices=data["indices"],
+        kernel=data["kernel"],
+        cap=float(meta["cap"]),
+        normaliser=data["normaliser"],
+        params=dict(meta.get("params", {})),
+        report=report,
+        remap_xy=data.get("remap_xy"),
+        remap_prior=meta.get("remap_prior"),
+        kernel_rate=data.get("kernel_rate"),
+        output_apex=data.get("output_apex"),
+    )
+    try:
+        if verify or report is None:
+            fresh = verify_mechanism(mech)  # checks the arrays, recomputes the normaliser and the ratios
+            mismatch = fresh.normaliser_mismatch
+        else:
+            fresh = None
+            check_arrays(mech)
+            mismatch = normaliser_mismatch(mech.normaliser, exact_normaliser(mech))
+    except MechanismFileError as exc:
+        raise MechanismFileError(f"{path!r}: {exc}") from None
+    if not mismatch <= NORMALISER_RTOL:
+        raise MechanismFileError(
+            f"{path!r} stores a normaliser that is not the row sums of its weights and kernels (relative difference "
+            f"up to {mismatch:.3g}): the arrays were edited after the build, and what sampling draws from is not what "
+            "was verified. Do not release with it; rebuild it (EikonalMechanism.build(privacy_map).save(path))."
+        )
+    if fresh is not None:
+        if not fresh.ok:
+            raise MechanismFileError(
+                f"{path!r} does not meet its privacy map on verification: {fresh}. Do not release with it; rebuild it."
+            )
+        object.__setattr__(mech, "report", fresh)
+    return mech
+
+
+def _recompute_kernels(path, pm: PrivacyMap, meta: dict, data: dict, n_jobs: int, progress, mp_context) -> dict:
+    """Kernels of a compact file (indptr, indices, kernel), recomputed as :meth:`EikonalMechanism.build` computed them."""
+    ny, nx = pm.shape
+    params = meta.get("params") or {}
+    P, solver, cap = params.get("pad_cells"), params.get("solver", "graph"), meta.get("cap")
+    kp, apex_t, oij = data["kernel_rate"], data["output_apex"], data["output_ij"]
+    M = len(data["weights"])
+    problems = []
+    if not isinstance(P, int) or P < 0:
+        problems.append("params['pad_cells'] is missing or invalid")
+    elif np.shape(kp) != (ny + 2 * P, nx + 2 * P):
+        problems.append(f"kernel_rate has shape {np.shape(kp)}, expected {(ny + 2 * P, nx + 2 * P)}")
+    if solver not in ("graph", "fmm"):
+        problems.append(f"unknown solver {solver!r}")
+    if not (isinstance(cap, (int, float)) and math.isfinite(cap) and cap > 0):
+        problems.append("cap is not a finite number > 0")
+    if np.asarray(kp).dtype.kind != "f" or not (np.all(np.isfinite(kp)) and np.all(np.asarray(kp) > 0)):
+        problems.append("kernel_rate is not finite and > 0 everywhere")
+    if np.shape(apex_t) != (M,) or np.asarray(apex_t).dtype.kind != "f" or not (np.all(np.isfinite(apex_t)) and np.all(np.asarray(apex_t) >= 0)):
+        problems.append("output_apex is not one finite radius >= 0 per output")
+    if np.shape(oij) != (M, 2) or np.asarray(oij).dtype.kind not in "iu":
+        problems.append("output_ij is not one (row, col) pair per output")
+    elif not problems:
+        oi, oj = oij[:, 0] + P, oij[:, 1] + P
+        if np.any(oi < 0) or np.any(oj < 0) or np.any(oi >= ny + 2 * P) or np.any(oj >= nx + 2 * P):
+            problems.append("output_ij outside the padded grid")
+    if problems:
+        raise MechanismFileError(f"{path!r} is a compact mechanism file with invalid contents ({'; '.join(problems)}). Rebuild it.")
+    hx, hy = pm.cell_size
+    S, _colmass, _sweeps = compute_kernels(
+        np.asarray(kp, np.float64), (ny, nx), (hy, hx), P, oij[:, 0] + P, oij[:, 1] + P, np.asarray(apex_t, np.float64),
+        float(cap), solver, int(n_jobs), progress, mp_context,
+    )
+    S = S.tocsr()
+    S.sort_indices()
+    return {"indptr": S.indptr.astype(np.int64), "indices": S.indices.astype(np.int32), "kernel": S.data.astype(np.float32)}
+
+
+def json_default(o):
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    return str(o)
+
+
+def digest(arrays: dict, meta: dict) -> str:
+    """Unkeyed SHA-256 of the metadata and arrays: detects accidental corruption only (anyone can recompute it)."""
+    return digests(arrays, meta)[0]
+
+
+def digests(arrays: dict, meta: dict, key: bytes | None = None) -> tuple[str, str | None]:
+    """(SHA-256, HMAC-SHA256 under ``key`` or None) of the same content, in one pass over the arrays."""
+    hs = [hashlib.sha256()]
+    if key is not None:
+        hs.append(hmac.new(key, digestmod=hashlib.sha256))
+
+    def update(b):
+        for h in hs:
+            h.update(b)
+
+    update(json.dumps(meta, sort_keys=True, default=json_default).encode())
+    for k in sorted(arrays):
+        a = np.ascontiguousarray(arrays[k])
+        update(k.encode())
+        update(str(a.dtype).encode())
+        update(str(a.shape).encode())
+        update(memoryview(a.reshape(-1)).cast("B") if a.size else b"")  # the bytes of a.tobytes(), without a copy
+    return hs[0].hexdigest(), (hs[1].hexdigest() if key is not None else None)
+
+
+def hmac_key(key) -> bytes:
+    """A signing key as bytes (str is UTF-8 encoded)."""
+    if isinstance(key, str):
+        key = key.encode("utf-8")
+    if not isinstance(key, (bytes, bytearray, memoryview)):
+        raise TypeError("key must be bytes or str (a secret kept apart from the mechanism files).")
+    key = bytes(key)
+    if not key:
+        raise ValueError("key must not be empty.")
+    return key

@@ -1,0 +1,167 @@
+"""Sampling an eikonal mechanism: input locations to output nodes to released positions.
+
+A location is rounded to one of the 4 nodes around it with its bilinear weights (randomised
+rounding), an output is drawn from that node's row (exact, float64 cumulative tables), and the
+output's position (or its remapped one) is jittered within its lattice box.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...exceptions import GeometryError
+
+
+def row(mech, node: int):
+    """Output distribution of one input node: (output indices, probabilities, floor mass).
+
+    ``probabilities`` covers the kernel support; every other output y has probability
+    ``weights[y] * exp(-cap) / s``, totalling ``floor mass`` (all together sum to 1).
+    """
+    lo, hi = mech.indptr[node], mech.indptr[node + 1]
+    cols = mech.indices[lo:hi]
+    s = mech.normaliser[node]
+    cT = math.exp(-mech.cap)
+    p = mech.weights[cols] * (mech.kernel[lo:hi].astype(np.float64) + cT) / s
+    floor = cT * (mech.weights.sum() - mech.weights[cols].sum()) / s
+    return cols, p, floor
+
+
+def distribution(mech, x: float, y: float) -> np.ndarray:
+    """P(Q(u) = y) for all outputs at a location u = (x, y) in the map's CRS (bilinear mixture of nodes)."""
+    nodes, lam = _corners(mech, np.array([[x, y]], float), outside="error", labels=["location"])
+    p = np.zeros(len(mech.weights))
+    cT = math.exp(-mech.cap)
+    for k in range(4):
+        node, wt = int(nodes[0, k]), float(lam[0, k])
+        if wt == 0:
+            continue
+        lo, hi = mech.indptr[node], mech.indptr[node + 1]
+        s = mech.normaliser[node]
+        q = mech.weights * cT / s
+        q[mech.indices[lo:hi]] += mech.weights[mech.indices[lo:hi]] * mech.kernel[lo:hi] / s
+        p += wt * q
+    return p
+
+
+def _corners(mech, xy: np.ndarray, outside: str, labels):
+    """Four corner nodes and their bilinear weights for each location (CRS of the map)."""
+    base, tx, ty = _cell(mech, xy, outside, labels)
+    nx = mech.shape[1]
+    nodes = np.stack([base, base + 1, base + nx, base + nx + 1], axis=1)
+    lam = np.stack([(1 - ty) * (1 - tx), (1 - ty) * tx, ty * (1 - tx), ty * tx], axis=1)
+    return nodes, lam
+
+
+def _cell(mech, xy: np.ndarray, outside: str, labels):
+    """Upper-left node of the cell of nodes holding each location, and the fractions (tx, ty)."""
+    pm = mech.privacy_map
+    ny, nx = pm.shape
+    t = pm.transform
+    xmin, ymin, xmax, ymax = pm.bounds
+    x, y = xy[:, 0], xy[:, 1]
+    out = (x < xmin) | (x > xmax) | (y < ymin) | (y > ymax)
+    if out.any() and outside == "error":
+        raise GeometryError(
+            "lie outside the mechanism's extent (the privacy map's raster)", np.asarray(labels)[out],
+            "Drop them, build the mechanism on a raster that covers them, or use mech.with_outside('clamp') to release them "
+            "as if they were at the nearest point of the raster (documented fallback).",
+        )
+    fx = np.clip((x - t.c) / t.a - 0.5, 0.0, nx - 1.0)
+    fy = np.clip((y - t.f) / t.e - 0.5, 0.0, ny - 1.0)
+    j0 = np.minimum(np.floor(fx).astype(np.int64), nx - 2)
+    i0 = np.minimum(np.floor(fy).astype(np.int64), ny - 2)
+    return i0 * nx + j0, fx - j0, fy - i0
+
+
+def tables(mech):
+    """Per-row cumulative probabilities (row-local, float64) and the floor sampler."""
+    n = len(mech.normaliser)
+    cT = math.exp(-mech.cap)
+    p = mech.weights[mech.indices] * mech.kernel
+    cdf = np.empty_like(p)
+    ip = mech.indptr
+    for r in range(n):
+        lo, hi = ip[r], ip[r + 1]
+        if hi > lo:
+            np.cumsum(p[lo:hi], out=cdf[lo:hi])
+            cdf[lo:hi] /= mech.normaliser[r]
+    sparse_mass = np.zeros(n)
+    nonempty = ip[1:] > ip[:-1]
+    sparse_mass[nonempty] = cdf[ip[1:][nonempty] - 1]
+    cumw = np.cumsum(mech.weights)
+    total = float(cumw[-1])
+    cumw /= total
+    cumw[-1] = 1.0
+    # floor part: outputs y with prob w_y exp(-T) / s (all outputs, including those in the row's
+    # support: the kernel there is S + exp(-T))
+    floor_mass = cT * total / mech.normaliser
+    return cdf, sparse_mass, floor_mass, cumw
+
+
+def sample_nodes(mech, nodes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Output indices drawn from the rows of the given input nodes (exact, float64)."""
+    cdf, sparse_mass, floor_mass, cumw = mech.sampling_tables
+    nodes = np.asarray(nodes, np.int64)
+    n = len(nodes)
+    u = rng.random(n) * (sparse_mass[nodes] + floor_mass[nodes])
+    # the floor's uniform is drawn for every row, used or not: the number of draws depends on n
+    # only, so a row's output never depends on which other rows are sampled with it (the keyed
+    # streams of geopriv.distributed rely on this)
+    v = rng.random(n)
+    out = np.empty(n, np.int64)
+    in_floor = u >= sparse_mass[nodes]
+    k = np.flatnonzero(in_floor)
+    if len(k):
+        out[k] = np.minimum(np.searchsorted(cumw, v[k], side="right"), len(cumw) - 1)
+    k = np.flatnonzero(~in_floor)
+    if len(k):
+        r = nodes[k]
+        lo = mech.indptr[r].copy()
+        hi = mech.indptr[r + 1] - 1
+        target = u[k]
+        while True:  # smallest position in [lo, hi] with cdf > target
+            active = lo < hi
+            if not active.any():
+                break
+            mid = (lo + hi) >> 1
+            go_right = cdf[mid] <= target
+            lo = np.where(active & go_right, mid + 1, lo)
+            hi = np.where(active & ~go_right, mid, hi)
+        out[k] = mech.indices[lo]
+    return out
+
+
+def sample(mech, xy, rng: np.random.Generator, *, outside: str | None = None, jitter: bool = True, labels=None, progress=None) -> np.ndarray:
+    """Release locations ``xy`` ((n, 2) in the map's CRS): a new (n, 2) array.
+
+    Each location is rounded to one of its 4 surrounding nodes with its bilinear weights,
+    an output node is drawn from that node's distribution, and (``jitter=True``) moved
+    uniformly within its lattice box.  ``xy`` is not modified.
+    """
+    outside = mech.outside if outside is None else outside
+    if outside not in ("error", "clamp"):
+        raise ValueError("outside must be 'error' (default) or 'clamp'.")
+    xy = np.asarray(xy, float)
+    n = len(xy)
+    labels = np.arange(n) if labels is None else labels
+    base, tx, ty = _cell(mech, xy, outside, labels)
+    out = np.empty((n, 2))
+    chunk = 1_000_000
+    for start in range(0, n, chunk):
+        stop = min(n, start + chunk)
+        # bilinear randomised rounding: x and y rounded up independently with their fractions
+        up_x = rng.random(stop - start) < tx[start:stop]
+        up_y = rng.random(stop - start) < ty[start:stop]
+        node = base[start:stop] + up_y * mech.shape[1] + up_x
+        y = mech.sample_nodes(node, rng)
+        pos = mech.release_xy[y].copy()
+        if jitter:
+            hx, hy = mech.privacy_map.cell_size
+            half = mech.output_step[y][:, None] * np.array([hx, hy]) * 0.5
+            pos += (rng.random((stop - start, 2)) * 2.0 - 1.0) * half
+        out[start:stop] = pos
+        if progress is not None:
+            progress(stop, n)
+    return out

@@ -1,0 +1,235 @@
+"""Verification of an eikonal mechanism: the guarantee checked on exactly what is sampled.
+
+:func:`verify` recomputes, from the arrays sampling uses (weights, kernel rows, cap), the
+realised |delta ln P(Q(u) = y)| / allowed over every pair of neighbouring nodes and every
+output, with the normaliser recomputed from the weights and kernels (a stored normaliser that
+differs is reported).  :func:`check_arrays` refuses arrays that cannot describe a
+distribution before anything is computed from them.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from ...exceptions import MechanismFileError
+from ..grid import allowed as grid_allowed
+from ..grid import edge_slices
+from .report import VerifyReport
+from .weights import row_sums
+
+
+def verify(mech) -> VerifyReport:
+    """Realised local Lipschitz constant of ln P(Q(u)=y) over all neighbouring node pairs and outputs.
+
+    Recomputed from the arrays sampling uses (weights, kernel, indptr, indices, cap), in
+    float64.  The normaliser is not trusted: it is recomputed from the weights and kernels
+    (sampling draws from w_y (kernel + exp(-cap)) relative to the row's total, i.e. divides
+    by that row sum whatever is stored), the ratios are computed with the recomputed one,
+    and a stored normaliser that differs from it by more than ``NORMALISER_RTOL`` makes the
+    report not ``ok`` (``normaliser_mismatch``).  See the package notes
+    (:mod:`geopriv.mechanisms.eikonal`) for the exact statement.
+
+    Raises
+    ------
+    MechanismFileError
+        Arrays that cannot describe a distribution (non-finite or negative weights or
+        kernel values, indices out of range, indptr not monotone, ...): rebuild.
+    """
+    t0 = time.perf_counter()
+    check_arrays(mech)
+    pm = mech.privacy_map
+    ny, nx = pm.shape
+    allowed = grid_allowed(pm)
+    inv = [1.0 / a for a in allowed]
+    slices = edge_slices()
+    cT = math.exp(-mech.cap)
+    s = exact_normaliser(mech)
+    mismatch = normaliser_mismatch(mech.normaliser, s)
+    lns = np.log(s).reshape(ny, nx)
+    node = np.zeros((ny, nx))
+    best = (-1.0, None)
+
+    def account(ratio, sa, sb, r0, c0, m):
+        nonlocal best
+        k = int(np.argmax(ratio))
+        val = float(ratio.flat[k])
+        if val > best[0]:
+            best = (val, (k, ratio.shape, sa, sb, r0, c0, m))
+
+    # normaliser only (every output outside its kernel's support)
+    norm_share = 0.0
+    for (sa, sb), iw in zip(slices, inv):
+        ratio = np.abs(lns[sa] - lns[sb]) * iw
+        norm_share = max(norm_share, float(ratio.max()))
+        _node_max(node, ratio, sa, sb, 0, 0)
+        account(ratio, sa, sb, 0, 0, -1)
+    S = _csc(mech)
+    ip, idx, dat = S.indptr, S.indices, S.data
+    for m in range(S.shape[1]):
+        lo, hi = ip[m], ip[m + 1]
+        if lo == hi:
+            continue
+        gi, gj = np.divmod(idx[lo:hi], nx)
+        r0, r1 = max(int(gi.min()) - 1, 0), min(int(gi.max()) + 2, ny)
+        c0, c1 = max(int(gj.min()) - 1, 0), min(int(gj.max()) + 2, nx)
+        K = np.full((r1 - r0, c1 - c0), cT)
+        K[gi - r0, gj - c0] += dat[lo:hi]
+        L = np.log(K) - lns[r0:r1, c0:c1]
+        for (sa, sb), iw in zip(slices, inv):
+            win = _win(iw, sa, r0, r1, c0, c1)
+            ratio = np.abs(L[sa] - L[sb]) * win
+            _node_max(node, ratio, sa, sb, r0, c0)
+            account(ratio, sa, sb, r0, c0, m)
+    val, where = best
+    k, shp, sa, _sb, r0, c0, m = where
+    a_r, a_c = np.unravel_index(k, shp)
+    off_a = (0 if sa[0].start is None else sa[0].start, 0 if sa[1].start is None else sa[1].start)
+    fam = [i for i, (x, _) in enumerate(slices) if x == sa][0]
+    da = [(0, 1), (1, 0), (1, 1), (1, -1)][fam]
+    ra, ca = r0 + a_r + off_a[0], c0 + a_c + off_a[1]
+    rb, cb = ra + da[0], ca + da[1]
+    allowed_ab = float(allowed[fam][min(ra, rb), min(ca, cb)])
+    worst = {
+        "node_a": (int(ra), int(ca)),
+        "node_b": (int(rb), int(cb)),
+        "output": None if m < 0 else int(m),
+        "output_xy": None if m < 0 else tuple(float(v) for v in mech.output_xy[m]),
+        "allowed_log_ratio": allowed_ab,
+        "realised_log_ratio": val * allowed_ab,
+    }
+    n_edges = sum(int(a.size) for a in allowed)
+    return VerifyReport(
+        max_ratio=val, normaliser_ratio=norm_share, worst=worst, node_ratio=node,
+        n_nodes=ny * nx, n_outputs=len(mech.weights), n_edges=n_edges,
+        seconds=time.perf_counter() - t0, normaliser_mismatch=mismatch,
+    )
+
+
+def exact_normaliser(mech) -> np.ndarray:
+    """s(u) = sum_y w_y (kernel + exp(-cap)) recomputed from the weights and kernels (float64),
+    exactly as :meth:`build` computes the stored one."""
+    w = np.asarray(mech.weights, np.float64)
+    return row_sums(mech.indptr, mech.indices, mech.kernel, w) + math.exp(-mech.cap) * float(w.sum())
+
+
+def check_arrays(mech, chunk: int = 10_000_000) -> None:
+    """Raise :class:`MechanismFileError` unless every array sampling uses is well formed.
+
+    Checks (O(nnz), in blocks of rows): shapes and dtypes; ``cap`` finite > 0; weights
+    finite, >= 0, not all zero; kernel values finite and >= 0; indptr starting at 0,
+    monotone and ending at len(indices); indices in range and strictly increasing within
+    each row (no duplicates: verification and sampling must see the same entries);
+    output_ij within the padded grid; output_step >= 1; remap_xy finite.
+    """
+    fix = "Rebuild the mechanism (EikonalMechanism.build(privacy_map).save(path)); do not release with it."
+
+    def bad(what):
+        raise MechanismFileError(f"The mechanism's arrays are invalid: {what}. {fix}")
+
+    ny, nx = mech.privacy_map.shape
+    n = ny * nx
+    w, ker, ip, idx, s = mech.weights, mech.kernel, mech.indptr, mech.indices, mech.normaliser
+    arrays = {"weights": w, "kernel": ker, "indptr": ip, "indices": idx, "normaliser": s,
+              "output_ij": mech.output_ij, "output_step": mech.output_step}
+    for name, a in arrays.items():
+        if not isinstance(a, np.ndarray):
+            bad(f"{name} is not an array")
+    for name in ("weights", "kernel", "normaliser"):
+        if arrays[name].dtype.kind != "f":
+            bad(f"{name} has dtype {arrays[name].dtype} (floating point expected)")
+    for name in ("indptr", "indices", "output_ij", "output_step"):
+        if arrays[name].dtype.kind not in "iu":
+            bad(f"{name} has dtype {arrays[name].dtype} (integers expected)")
+    M = len(w) if w.ndim == 1 else -1
+    if M < 1:
+        bad(f"weights must be a non-empty 1-D array (shape {w.shape})")
+    if mech.output_ij.shape != (M, 2) or mech.output_step.shape != (M,):
+        bad(f"output_ij {mech.output_ij.shape} / output_step {mech.output_step.shape} do not match {M} weights")
+    if ip.shape != (n + 1,) or s.shape != (n,) or idx.ndim != 1 or ker.shape != idx.shape:
+        bad(f"inconsistent sizes (indptr {ip.shape}, normaliser {s.shape}, indices {idx.shape}, kernel {ker.shape} "
+            f"for {n} nodes)")
+    if not (isinstance(mech.cap, (int, float)) and math.isfinite(mech.cap) and mech.cap > 0):
+        bad(f"cap {mech.cap!r} is not a finite number > 0")
+    if not np.all(np.isfinite(w)):
+        bad(f"{int((~np.isfinite(w)).sum())} weight(s) are not finite (NaN or infinite)")
+    if np.any(w < 0):
+        bad(f"{int((w < 0).sum())} weight(s) are negative")
+    total = float(w.sum())
+    if not (math.isfinite(total) and total > 0):
+        bad("the weights sum to zero or overflow")
+    if not (np.all(np.isfinite(s)) and np.all(s > 0)):
+        bad("the stored normaliser has values that are not finite and > 0")
+    if ip[0] != 0 or ip[-1] != len(idx) or np.any(ip[1:] < ip[:-1]):
+        bad("indptr does not start at 0, end at the number of kernel entries and increase monotonically")
+    r0 = 0
+    while r0 < n:  # blocks of rows: bounded memory on 10^8 entries
+        lo = int(ip[r0])
+        r1 = min(max(int(np.searchsorted(ip, lo + chunk, side="right")) - 1, r0 + 1), n)
+        hi = int(ip[r1])
+        kb, ib = ker[lo:hi], idx[lo:hi]
+        if not np.all(np.isfinite(kb)):
+            bad("kernel values are not finite (NaN or infinite)")
+        if np.any(kb < 0):
+            bad("kernel values are negative")
+        if hi > lo and (int(ib.min()) < 0 or int(ib.max()) >= M):
+            bad(f"indices outside 0 .. {M - 1} (the outputs)")
+        inc = np.diff(ib.astype(np.int64)) > 0
+        starts = ip[r0 + 1:r1] - lo  # positions where a new row begins
+        starts = starts[(starts > 0) & (starts < hi - lo)]
+        inc[starts - 1] = True
+        if not inc.all():
+            bad("indices are not strictly increasing within a row (duplicate or unsorted kernel entries)")
+        r0 = r1
+    P = mech.params.get("pad_cells") if isinstance(mech.params, dict) else None
+    if not isinstance(P, int) or P < 0:
+        bad("params['pad_cells'] (the output padding) is missing or invalid")
+    oi, oj = mech.output_ij[:, 0], mech.output_ij[:, 1]
+    if np.any(oi < -P) or np.any(oi >= ny + P) or np.any(oj < -P) or np.any(oj >= nx + P):
+        bad(f"output_ij outside the padded grid ({P} cells beyond the {ny} x {nx} raster)")
+    if np.any(mech.output_step < 1):
+        bad("output_step has values < 1")
+    if mech.remap_xy is not None:
+        r = np.asarray(mech.remap_xy)
+        if r.shape != (M, 2) or r.dtype.kind != "f" or not np.all(np.isfinite(r)):
+            bad("remap_xy is not a finite (outputs x 2) array")
+
+
+def normaliser_mismatch(stored: np.ndarray, exact: np.ndarray) -> float:
+    """Largest relative difference |stored - exact| / exact (inf when shapes differ, NaN propagates as inf)."""
+    if np.shape(stored) != np.shape(exact):
+        return math.inf
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d = float(np.max(np.abs(np.asarray(stored, np.float64) - exact) / exact))
+    return d if math.isfinite(d) else math.inf
+
+
+def _win(iw, sa, r0, r1, c0, c1):
+    """Slice of a per-edge array (full grid) matching the window [r0:r1, c0:c1] and family slices."""
+    # edge arrays are indexed by their 'a' node for families 0-2, and by (row, col-1) for family 3
+    ra = slice(r0, r1 - (0 if sa[0] == slice(None) else 1))
+    if sa[1] == slice(None):
+        ca = slice(c0, c1)
+    elif sa[1] == slice(0, -1):
+        ca = slice(c0, c1 - 1)
+    else:  # (e0, e1): anti-diagonal, edge stored at (row, col - 1)
+        ca = slice(c0, c1 - 1)
+    return iw[ra, ca]
+
+
+def _node_max(node, ratio, sa, sb, r0, c0):
+    """Update per-node maxima with an edge-ratio array (both endpoints)."""
+    for s in (sa, sb):
+        ro = r0 + (0 if s[0].start is None else s[0].start)
+        co = c0 + (0 if s[1].start is None else s[1].start)
+        view = node[ro:ro + ratio.shape[0], co:co + ratio.shape[1]]
+        np.maximum(view, ratio, out=view)
+
+
+def _csc(mech):
+    import scipy.sparse as sp
+
+    ny, nx = mech.privacy_map.shape
+    S = sp.csr_matrix((mech.kernel, mech.indices, mech.indptr), shape=(ny * nx, len(mech.weights)))
+    return S.tocsc()

@@ -1,0 +1,193 @@
+"""Weights of the eikonal mechanism: make the normaliser s(u) = sum_y w_y exp(-f~_y(u)) flat.
+
+The mechanism normalises exactly (P(Q(u) = y) = w_y exp(-f~_y(u)) / s(u)), so the weights only
+have to keep |delta ln s| between neighbouring nodes within the share of the privacy loss the
+kernels leave (``budget``: the allowed loss minus the kernels' own Lipschitz bound on each
+edge).  :func:`solve_weights` does it with projected Barzilai-Borwein steps on |K w - 1|^2.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...privacy_map import PrivacyMap
+from ..grid import allowed, edge_slices
+
+
+def max_normaliser_share(s: np.ndarray, pm: PrivacyMap) -> float:
+    """max over neighbouring nodes of |delta ln s| / allowed log-ratio."""
+    ny, nx = pm.shape
+    ls = np.log(np.maximum(s, 1e-300)).reshape(ny, nx)
+    return max(float((np.abs(ls[a] - ls[b]) / al).max()) for (a, b), al in zip(edge_slices(), allowed(pm)))
+
+
+def relative_share(s: np.ndarray, pm: PrivacyMap, budget) -> float:
+    """max over neighbouring nodes of |delta ln s| / budget (per-edge allowance of the normaliser)."""
+    ny, nx = pm.shape
+    ls = np.log(np.maximum(s, 1e-300)).reshape(ny, nx)
+    return max(float((np.abs(ls[a] - ls[b]) / bd).max()) for (a, b), bd in zip(edge_slices(), budget))
+
+
+def row_sums(indptr, indices, data, w, chunk: int = 10_000_000) -> np.ndarray:
+    """sum_k w[indices[k]] * data[k] per CSR row, in float64, in blocks of rows (bounded memory)."""
+    n = len(indptr) - 1
+    out = np.zeros(n)
+    r0 = 0
+    while r0 < n:
+        lo = indptr[r0]
+        r1 = int(np.searchsorted(indptr, lo + chunk, side="right")) - 1
+        r1 = min(max(r1, r0 + 1), n)
+        hi = indptr[r1]
+        vals = w[indices[lo:hi]] * data[lo:hi].astype(np.float64)
+        starts = indptr[r0:r1] - lo
+        nonempty = indptr[r0 + 1:r1 + 1] > indptr[r0:r1]
+        if nonempty.any():
+            out[r0:r1][nonempty] = np.add.reduceat(vals, starts[nonempty])
+        r0 = r1
+    return out
+
+
+class _BlockProducts:
+    """S @ w and S.T @ r for a CSC matrix, split into column blocks run on threads (no copies).
+
+    scipy's sparse products release the GIL, so blocks run in parallel.
+    """
+
+    def __init__(self, S, threads: int):
+        import scipy.sparse as sp
+
+        self.shape = S.shape
+        M = S.shape[1]
+        k = max(1, int(threads))
+        cuts = np.searchsorted(S.indptr, np.linspace(0, S.indptr[-1], k + 1)[1:-1])
+        edges = [0, *sorted(set(int(c) for c in cuts if 0 < c < M)), M]
+        self.blocks = []
+        for a, b in zip(edges[:-1], edges[1:]):
+            lo, hi = S.indptr[a], S.indptr[b]
+            blk = sp.csc_matrix((S.data[lo:hi], S.indices[lo:hi], S.indptr[a:b + 1] - lo), shape=(S.shape[0], b - a))
+            self.blocks.append((a, b, blk))
+        self.pool = None
+        if len(self.blocks) > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self.pool = ThreadPoolExecutor(len(self.blocks))
+
+    def _map(self, fn):
+        if self.pool is None:
+            return [fn(b) for b in self.blocks]
+        return list(self.pool.map(fn, self.blocks))
+
+    def mul(self, w32):
+        parts = self._map(lambda blk: blk[2] @ w32[blk[0]:blk[1]])
+        return np.sum(parts, axis=0, dtype=np.float64) if len(parts) > 1 else parts[0].astype(np.float64)
+
+    def rmul(self, r32):
+        parts = self._map(lambda blk: blk[2].T @ r32)
+        return np.concatenate(parts).astype(np.float64)
+
+    def close(self):
+        if self.pool is not None:
+            self.pool.shutdown()
+
+
+def kept_indptr(indptr: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """Column pointers of a compressed sparse matrix after dropping the entries where ``keep`` is False.
+
+    Counts the kept entries of each column from a cumulative sum, so columns without entries
+    (outputs whose kernel never reaches the raster above the solve cap, common at the ends of
+    the padded output lattice) are handled wherever they are.  ``np.add.reduceat`` on the
+    column starts cannot do this: it reads one entry past the end when the last columns are
+    empty, and returns an entry instead of 0 for an empty column.
+    """
+    kept = np.zeros(len(keep) + 1, np.int64)
+    np.cumsum(keep, out=kept[1:])
+    return kept[np.asarray(indptr, dtype=np.int64)]
+
+
+def solve_weights(S, cT, ostep, colmass, pm: PrivacyMap, budget, max_iter: int, threads: int = 1, solve_cap: float | None = 8.0):
+    """Nonnegative weights making ln s flat (s = K w, K = S + exp(-T)).
+
+    Projected Barzilai-Borwein gradient on 1/2 |K w - 1|^2 (float32 products), in the
+    variables v = w / w0 where w0 = spacing^2 / column mass is the continuous normaliser
+    (columns of comparable scale converge together).  The iterations use the kernel
+    truncated at travel time ``solve_cap`` (entries below exp(-solve_cap) dropped: the tail
+    holds a share (1 + T') exp(-T') of each kernel's mass, about 3e-3 at T' = 8, spread
+    smoothly, so it barely moves ln s); a few polishing iterations on the full kernel follow
+    only if the exact normaliser misses.  ``budget`` is the per-edge allowance (4 families,
+    as :func:`geopriv.mechanisms.grid.allowed`) that |delta ln s| may use; the solve stops when the normaliser uses
+    at most 90 % of it or stops improving (the best iterate is kept; ``build`` computes the
+    exact normaliser and decides).
+
+    Returns (w, iterations, history of (iteration, relative share)).
+    """
+    import scipy.sparse as sp
+
+    w0 = ostep.astype(float) ** 2 / colmass
+    goal = 0.9
+    history = []
+    if solve_cap is not None and solve_cap < -math.log(cT):
+        thr = np.float32(math.exp(-solve_cap) - cT)
+        keep = S.data >= thr
+        St = sp.csc_matrix((S.data[keep], S.indices[keep], kept_indptr(S.indptr, keep)), shape=S.shape)
+        del keep
+        v, it, hist = _bb(St, cT, w0, pm, budget, goal, max_iter, threads, v=None)
+        del St
+        history.extend(hist)
+        s = _BlockProducts(S, threads)
+        exact = relative_share(s.mul((w0 * v).astype(np.float32)) + cT * float((w0 * v).sum()), pm, budget)
+        s.close()
+        history.append((it, exact))
+        if exact < 0.97:
+            return w0 * v, it, history
+        v, it2, hist = _bb(S, cT, w0, pm, budget, goal, min(100, max_iter), threads, v=v)
+        history.extend((it + i, sh) for i, sh in hist)
+        return w0 * v, it + it2, history
+    v, it, hist = _bb(S, cT, w0, pm, budget, goal, max_iter, threads, v=None)
+    return w0 * v, it, hist
+
+
+def _bb(S, cT, w0, pm, budget, goal, max_iter, threads, v=None):
+    """Projected Barzilai-Borwein iterations on 1/2 |K diag(w0) v - 1|^2, v >= 0."""
+    ops = _BlockProducts(S, threads)
+
+    def kw(v):
+        w = w0 * v
+        return ops.mul(w.astype(np.float32)) + cT * float(w.sum())
+
+    if v is None:
+        v = np.ones_like(w0)
+        s = kw(v)
+        v /= float(np.median(s))
+    s = kw(v)
+    best = (relative_share(s, pm, budget), v)
+    history = [(0, best[0])]
+    prev_v = prev_g = None
+    it = 0
+    stall = 0
+    while it < max_iter and best[0] > goal and stall < 50:
+        r = s - 1.0
+        g = (ops.rmul(r.astype(np.float32)) + cT * float(r.sum())) * w0
+        if prev_g is None:
+            step = 0.5 / float(np.abs(g).max()) * float(v.mean())
+        else:
+            dv, dg = v - prev_v, g - prev_g
+            den = float(dv @ dg)
+            step = float(dv @ dv) / den if den > 0 else 0.5 / float(np.abs(g).max()) * float(v.mean())
+        prev_v, prev_g = v, g
+        v = np.maximum(v - step * g, 0.0)
+        s = kw(v)
+        it += 1
+        if it % 5 == 0:
+            share = relative_share(s, pm, budget)
+            if it % 25 == 0:
+                history.append((it, share))
+            if share < best[0] * (1 - 1e-2):
+                best = (share, v)
+                stall = 0
+            else:
+                stall += 5
+                if share < best[0]:
+                    best = (share, v)
+    ops.close()
+    return best[1], it, history
