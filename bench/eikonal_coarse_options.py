@@ -6,7 +6,7 @@ errors at the nodes (no jitter, the quantity the LP optimum is measured in), wit
 the posterior-mean release.  Compare with the optimum bracket in bench/results/optimal.md
 (optimal / Laplace in [0.2533, 0.2677] at 20 x 20).
 
-Run:  python bench/eikonal_coarse_options.py [--size 20]
+Run:  python bench/eikonal_coarse_options.py [--size 10 14 20 35]
 """
 from __future__ import annotations
 
@@ -25,31 +25,32 @@ from geopriv.mechanisms.optimal import coarsen_to  # noqa: E402
 
 OPTIONS = [
     {},
-    {"jump": None},
-    {"jump": None, "smooth": None},
-    {"jump": 1.0},
-    {"jump": None, "margin": 0.05},
-    {"jump": None, "pad": 1.0},
-    {"jump": None, "smooth": None, "margin": 0.03, "pad": 1.0},
+    {"jump": 0.2},  # the default before 2026-11-23
+    {"smooth": None},
+    {"margin": 0.05},
+    {"pad": 1.0},
+    {"smooth": None, "margin": 0.03, "pad": 1.0},
 ]
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser()
-    ap.add_argument("--size", type=int, default=20)
+    ap.add_argument("--size", type=int, nargs="+", default=[20], help="one or more coarse sizes (Table I: 10 14 20 35)")
     args = ap.parse_args(argv)
-    pm = coarsen_to(paper_scaled_map(), (args.size, args.size))
-    print("| options | eikonal / Laplace (node) | with posterior mean | verified ratio |")
-    print("|---|---|---|---|")
-    for opts in OPTIONS:
-        try:
-            m = EikonalMechanism.build(pm, **opts)
-        except Exception as exc:  # an infeasible option set is a result too
-            print(f"| {opts or 'defaults'} | infeasible: {type(exc).__name__} | | |")
-            continue
-        lap = m.laplace_mse()
-        print(f"| {opts or 'defaults'} | {m.expected_mse(jitter=False) / lap:.4f} | "
-              f"{m.with_remap().expected_mse(jitter=False) / lap:.4f} | {m.report.max_ratio:.4f} |")
+    fine = paper_scaled_map()
+    print("| size | options | eikonal / Laplace (node) | with posterior mean | verified ratio |")
+    print("|---|---|---|---|---|")
+    for size in args.size:
+        pm = coarsen_to(fine, (size, size))
+        for opts in OPTIONS:
+            try:
+                m = EikonalMechanism.build(pm, **opts)
+            except Exception as exc:  # an infeasible option set is a result too
+                print(f"| {size} | {opts or 'defaults'} | infeasible: {type(exc).__name__} | | |", flush=True)
+                continue
+            lap = m.laplace_mse()
+            print(f"| {size} | {opts or 'defaults'} | {m.expected_mse(jitter=False) / lap:.4f} | "
+                  f"{m.with_remap().expected_mse(jitter=False) / lap:.4f} | {m.report.max_ratio:.4f} |", flush=True)
 
 
 if __name__ == "__main__":

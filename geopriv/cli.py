@@ -631,7 +631,7 @@ def _cmd_build_mechanism(args) -> int:
                                 overwrite=args.overwrite, protect=[args.raster])
     pm = _privacy_map(args)
     print(f"privacy map: {pm!r}", file=sys.stderr)
-    options = _given(args, ("margin", "smooth", "output_spacing", "max_step", "pad", "cap", "n_jobs"))
+    options = _given(args, ("margin", "smooth", "jump", "output_spacing", "max_step", "pad", "cap", "n_jobs"))
     if args.no_smooth:
         options["smooth"] = None
     mech = EikonalMechanism.build(pm, progress=True if args.progress else None, **options)
@@ -1081,6 +1081,9 @@ def build_parser() -> argparse.ArgumentParser:
     _lib(g, build, "smooth", type=_optional_number, metavar="METRES_PER_METRE|none",
          help="build the kernels from a map regularised to this slope")
     g.add_argument("--no-smooth", action="store_true", help="same as --smooth none")
+    _lib(g, build, "jump", type=_optional_number, metavar="LOG_FACTOR|none",
+         help="also lower the kernels' map so epsilon changes by at most exp(JUMP) between neighbouring cells "
+              "(per noise length on cells longer than one); none: off")
     _lib(g, build, "output_spacing", type=float, help="largest output spacing times epsilon")
     _lib(g, build, "max_step", type=int, choices=(1, 2, 4), help="largest output step in cells")
     _lib(g, build, "pad", type=float, help="outputs extend beyond the raster by this many noise lengths")

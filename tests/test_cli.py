@@ -432,9 +432,10 @@ def test_build_mechanism_and_perturb_with_it(capsys, mechanism, small_raster, lo
     pm_file = tmp_path / "map.tif"
     assert run(capsys, "privacy-map", small_raster, pm_file, "--epsilon-range", "ln4/3000", "ln4/600")[0] == 0
     code, _, err = run(capsys, "build-mechanism", pm_file, tmp_path / "m2.npz", "--from-epsilon", "--margin", "0.2",
-                       "--smooth", "none", "--max-step", "1", "--no-progress")
+                       "--smooth", "none", "--jump", "0.2", "--max-step", "1", "--no-progress")
     assert code == 0, err
-    assert geopriv.EikonalMechanism.load(tmp_path / "m2.npz").params["smooth"] is None
+    params = geopriv.EikonalMechanism.load(tmp_path / "m2.npz").params
+    assert params["smooth"] is None and params["jump"] == 0.2
     code, _, err = run(capsys, "build-mechanism", pm_file, tmp_path / "m3.npz", "--from-epsilon", "--units", "per_cell")
     one_line_error(err, "--from-epsilon")
 

@@ -520,7 +520,9 @@ def test_truncated_weight_solve_matches_the_full_one(tokyo_pm):
 def test_suggested_margin_rebuild_verifies_and_uses_less_margin(tiny_mech):
     pm = tiny_mech.privacy_map
     share = tiny_mech.normaliser_share()
-    assert share.shape == pm.shape and share.max() < 0.1  # the build's margin
+    # the normaliser's share of the loss: the margin plus what lowering the kernel map freed on each edge
+    assert share.shape == pm.shape and 0 < share.max() < 0.2
+    assert tiny_mech.params["normaliser_budget_used"] < 1.0
     assert share.max() == pytest.approx(tiny_mech.params["normaliser_share"])
     m = tiny_mech.suggest_margin(floor=0.03)
     assert m.shape == pm.shape and m.min() >= 0.03 and m.max() <= 0.3

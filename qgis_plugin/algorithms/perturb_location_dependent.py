@@ -84,6 +84,7 @@ mechanism exists for the options, the message says which option to change.</p>
     REMAP = "REMAP"
     MARGIN = "MARGIN"
     SMOOTH = "SMOOTH"
+    JUMP = "JUMP"
     OUTPUT_SPACING = "OUTPUT_SPACING"
     MAX_STEP = "MAX_STEP"
     PAD = "PAD"
@@ -116,6 +117,9 @@ mechanism exists for the options, the message says which option to change.</p>
             QgsProcessingParameterNumber(self.SMOOTH, "Smooth the kernels' map (metres per metre; empty: no smoothing)",
                                          QgsProcessingParameterNumber.Double, defaultValue=build_default("smooth"),
                                          optional=True, minValue=0.0),
+            QgsProcessingParameterNumber(self.JUMP, "Limit epsilon's change between neighbouring cells to exp(jump) "
+                                         "(empty: no limit)", QgsProcessingParameterNumber.Double,
+                                         defaultValue=build_default("jump"), optional=True, minValue=0.0),
             QgsProcessingParameterNumber(self.OUTPUT_SPACING, "Output spacing (largest spacing x epsilon)",
                                          QgsProcessingParameterNumber.Double,
                                          defaultValue=build_default("output_spacing"), minValue=0.0),
@@ -169,8 +173,10 @@ mechanism exists for the options, the message says which option to change.</p>
             # SMOOTH: absent (a script leaving it out) is the library's default, set but empty is "no smoothing"
             smooth = (self.optional_number(parameters, self.SMOOTH, context) if self.SMOOTH in parameters
                       else build_default("smooth"))
+            jump = (self.optional_number(parameters, self.JUMP, context) if self.JUMP in parameters
+                    else build_default("jump"))
             mechanism = geopriv.EikonalMechanism.build(
-                privacy_map, margin=number(self.MARGIN), smooth=smooth,
+                privacy_map, margin=number(self.MARGIN), smooth=smooth, jump=jump,
                 output_spacing=number(self.OUTPUT_SPACING),
                 max_step=self.STEPS[self.parameterAsEnum(parameters, self.MAX_STEP, context)],
                 pad=number(self.PAD), cap=number(self.CAP), progress=self.progress_callback(feedback, 10, 70))

@@ -225,7 +225,7 @@ def algorithm(alg_id):
 
 
 #: QGIS parameter -> EikonalMechanism.build keyword (every mechanism option the algorithm offers)
-BUILD_OPTIONS = {"MARGIN": "margin", "SMOOTH": "smooth", "OUTPUT_SPACING": "output_spacing", "PAD": "pad",
+BUILD_OPTIONS = {"MARGIN": "margin", "SMOOTH": "smooth", "JUMP": "jump", "OUTPUT_SPACING": "output_spacing", "PAD": "pad",
                  "CAP": "cap", "MAX_STEP": "max_step"}
 
 
@@ -265,7 +265,7 @@ def test_privacy_map_options_default_to_from_population(provider):
 
 def test_a_build_without_options_is_the_librarys_default_build(run, monkeypatch, small_raster):
     """Left out (a script) or left as shown (the dialog): the mechanism is built as geopriv builds it by default;
-    an emptied SMOOTH turns smoothing off."""
+    an emptied SMOOTH turns smoothing off; JUMP (off by default) can be set."""
     import functools
     import inspect
 
@@ -294,3 +294,6 @@ def test_a_build_without_options_is_the_librarys_default_build(run, monkeypatch,
     run("perturblocationdependent", {"INPUT": points, "POPULATION": small_raster, "OUTSIDE": 1, "SEED": 1,
                                      "SMOOTH": None, "OUTPUT": "TEMPORARY_OUTPUT"})
     assert len(seen) == 3 and seen[-1]["smooth"] is None
+    run("perturblocationdependent", {"INPUT": points, "POPULATION": small_raster, "OUTSIDE": 1, "SEED": 1,
+                                     "JUMP": 0.2, "OUTPUT": "TEMPORARY_OUTPUT"})
+    assert len(seen) == 4 and seen[-1]["jump"] == 0.2

@@ -93,7 +93,7 @@ class EikonalMechanism:
         margin: float = 0.1,
         smooth: float | None = 0.5,
         despeckle: int = 0,
-        jump: float | None = 0.2,
+        jump: float | None = None,
         cap: float = 16.0,
         output_spacing: float = 0.8,
         max_step: int = 2,
