@@ -25,7 +25,8 @@ from geopriv.mechanisms.optimal import coarsen_to  # noqa: E402
 
 OPTIONS = [
     {},
-    {"jump": 0.2},  # the default before 2026-11-23
+    {"margin": 0.1},  # the default margin before 2026-11-23 (now "auto": 0.1 per noise length)
+    {"margin": 0.1, "jump": 0.2},  # the defaults before 2026-11-23
     {"smooth": None},
     {"margin": 0.05},
     {"pad": 1.0},

@@ -23,7 +23,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def child(n: int, jobs: int) -> dict:
+def child(n: int, jobs: int, max_step=2) -> dict:
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(ROOT / "bench"))
     import rasterio
@@ -49,7 +49,7 @@ def child(n: int, jobs: int) -> dict:
                                     crs=local_aeqd(0.0, 0.0))
     with PeakRSS() as peak:
         t0 = time.perf_counter()
-        mech = EikonalMechanism.build(pm, n_jobs=jobs)
+        mech = EikonalMechanism.build(pm, n_jobs=jobs, max_step=max_step)
         dt = time.perf_counter() - t0
     return {"n": dens.shape[0], "seconds": dt, "peak_gib": peak.peak / 2**30, "nnz": mech.params["nnz"],
             "outputs": mech.params["n_outputs"], "ratio": mech.report.max_ratio,
@@ -68,9 +68,11 @@ def main(argv=None):
     ap.add_argument("--mem-limit-gib", type=float, default=12.0)
     ap.add_argument("--child", type=int, default=None)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--max-step", default="2", help="EikonalMechanism.build's max_step: a power of two, or none (no cap)")
     args = ap.parse_args(argv)
+    max_step = None if args.max_step.lower() == "none" else int(args.max_step)
     if args.child is not None:
-        print(json.dumps(child(args.child, args.jobs)))
+        print(json.dumps(child(args.child, args.jobs, max_step)))
         return
     rows = []
     for n in args.sizes:
@@ -83,7 +85,7 @@ def main(argv=None):
                              "predicted_seconds": rows[-1]["seconds"] * (n / rows[-1]["n"]) ** fit(
                                  [r["n"] for r in rows if not r.get("skipped")], [r["seconds"] for r in rows if not r.get("skipped")])})
                 break
-        out = subprocess.run([sys.executable, __file__, "--child", str(n), "--jobs", str(args.jobs)],
+        out = subprocess.run([sys.executable, __file__, "--child", str(n), "--jobs", str(args.jobs), "--max-step", args.max_step],
                              capture_output=True, text=True, check=True)
         r = json.loads(out.stdout.strip().splitlines()[-1])
         print(json.dumps({k: v for k, v in r.items() if k != "timings"}))

@@ -76,6 +76,7 @@ def _number(text: str) -> float:
 
 
 def _grid(text: str):
+    """``auto`` or a number (--grid, --margin)."""
     return "auto" if str(text).strip().lower() == "auto" else _number(text)
 
 
@@ -1077,7 +1078,8 @@ def build_parser() -> argparse.ArgumentParser:
     _map_options(b, with_from_epsilon=True)
     build = EikonalMechanism.build
     g = b.add_argument_group("mechanism (EikonalMechanism.build)")
-    _lib(g, build, "margin", type=float, help="share of the privacy loss kept for normalisation, in (0, 1)")
+    _lib(g, build, "margin", type=_grid, metavar="SHARE|auto",
+         help="share of the privacy loss kept for normalisation, in (0, 1); auto: 0.1 per noise length")
     _lib(g, build, "smooth", type=_optional_number, metavar="METRES_PER_METRE|none",
          help="build the kernels from a map regularised to this slope")
     g.add_argument("--no-smooth", action="store_true", help="same as --smooth none")

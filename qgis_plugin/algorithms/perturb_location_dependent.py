@@ -71,8 +71,9 @@ population (where a person who produced it most likely is). This is post-process
 guarantee is unchanged, and the expected error is lower (about 10 % on the Tokyo raster); released points are
 pulled towards populated places (off the sea, out of empty land).</p>
 <p>Options (advanced; their defaults are the library's, those of <code>EikonalMechanism.build</code>):
-<b>margin</b> is the share of the privacy loss kept for exact normalisation (larger: easier to build, more noise);
-<b>smooth</b> builds the kernels from a regularised map (empty: no smoothing); <b>output spacing</b>,
+<b>margin</b> is the share of the privacy loss kept for exact normalisation (larger: easier to build, more noise;
+empty: automatic, 0.1 per noise length); <b>smooth</b> builds the kernels from a regularised map (empty: no
+smoothing); <b>jump</b> also limits epsilon's change between neighbouring cells (empty: no limit); <b>output spacing</b>,
 <b>largest output step</b>, <b>padding</b> and <b>cap</b> trade building time for smoothness. If no valid
 mechanism exists for the options, the message says which option to change.</p>
 <p>Leave the <b>random seed</b> empty for a real release.</p>"""
@@ -111,8 +112,10 @@ mechanism exists for the options, the message says which option to change.</p>
             defaultValue=False))
         # every default is EikonalMechanism.build's own, read from its signature
         advanced = [
-            QgsProcessingParameterNumber(self.MARGIN, "Margin: share of the privacy loss kept for normalisation (0-1)",
-                                         QgsProcessingParameterNumber.Double, defaultValue=build_default("margin"),
+            # empty is the library's default margin ("auto": 0.1 per noise length), which a number field cannot show
+            QgsProcessingParameterNumber(self.MARGIN, "Margin: share of the privacy loss kept for normalisation (0-1; "
+                                         "empty: automatic, 0.1 per noise length)",
+                                         QgsProcessingParameterNumber.Double, defaultValue=None, optional=True,
                                          minValue=0.0, maxValue=1.0),
             QgsProcessingParameterNumber(self.SMOOTH, "Smooth the kernels' map (metres per metre; empty: no smoothing)",
                                          QgsProcessingParameterNumber.Double, defaultValue=build_default("smooth"),
@@ -175,8 +178,10 @@ mechanism exists for the options, the message says which option to change.</p>
                       else build_default("smooth"))
             jump = (self.optional_number(parameters, self.JUMP, context) if self.JUMP in parameters
                     else build_default("jump"))
+            margin = self.optional_number(parameters, self.MARGIN, context)
+            margin = build_default("margin") if margin is None else margin
             mechanism = geopriv.EikonalMechanism.build(
-                privacy_map, margin=number(self.MARGIN), smooth=smooth, jump=jump,
+                privacy_map, margin=margin, smooth=smooth, jump=jump,
                 output_spacing=number(self.OUTPUT_SPACING),
                 max_step=self.STEPS[self.parameterAsEnum(parameters, self.MAX_STEP, context)],
                 pad=number(self.PAD), cap=number(self.CAP), progress=self.progress_callback(feedback, 10, 70))

@@ -241,6 +241,9 @@ def test_mechanism_options_default_to_eikonal_mechanism_build(provider):
         default = alg.parameterDefinition(name).defaultValue()
         if name == "MAX_STEP":  # an enum: its default is an index into the offered steps
             default = alg.STEPS[default]
+        if name == "MARGIN":  # a number field cannot show "auto": empty stands for it
+            assert default is None and build[keyword].default == "auto"
+            continue
         assert default == build[keyword].default, name
     outside = {f.name: f.default for f in dataclasses.fields(geopriv.EikonalMechanism)}["outside"]
     assert alg.OUTSIDE_RULES[alg.parameterDefinition("OUTSIDE").defaultValue()] == outside

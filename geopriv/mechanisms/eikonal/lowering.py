@@ -11,7 +11,26 @@ import math
 
 import numpy as np
 
-from ...privacy_map import lipschitz_envelope
+from ...privacy_map import PrivacyMap, lipschitz_envelope
+
+#: ``margin="auto"``: share of the loss kept for normalisation per noise length ...
+AUTO_MARGIN = 0.1
+#: ... and never less than this share on a cell
+AUTO_MARGIN_FLOOR = 0.01
+
+
+def auto_margin(pm: PrivacyMap) -> np.ndarray:
+    """The per-cell margin of ``margin="auto"``: 0.1 of the loss per noise length.
+
+    ``AUTO_MARGIN / max(1, epsilon * cell)``, at least ``AUTO_MARGIN_FLOOR``.  Where a cell is
+    shorter than the noise length 1/epsilon (fine rasters: every cell of the paper's 200 x 200
+    Tokyo map) this is the uniform 0.1.  Where a cell is longer, its kernels decay within it,
+    the normaliser is nearly flat across its edges and a share of the edge's (large) allowed
+    loss is mostly wasted: the coarse Table I maps used at most 0.5-3 % of a uniform 0.1.  A
+    function of the public map only.
+    """
+    eh = np.asarray(pm.epsilon_crs, dtype=float) * min(pm.cell_size)
+    return np.clip(AUTO_MARGIN / np.maximum(1.0, eh), AUTO_MARGIN_FLOOR, AUTO_MARGIN)
 
 
 def lower_rate(kp: np.ndarray, hy: float, hx: float, smooth, despeckle: int, jump=None) -> np.ndarray:
@@ -60,15 +79,24 @@ def lower_rate(kp: np.ndarray, hy: float, hx: float, smooth, despeckle: int, jum
     return out
 
 
-def output_levels(kp: np.ndarray, hy: float, hx: float, sigma: float, max_step: int):
-    """Output spacing (1, 2, 4, ... cells) per padded node: spacing * h * eps_local <= sigma."""
+def output_levels(kp: np.ndarray, hy: float, hx: float, sigma: float, max_step: int | None):
+    """Output spacing (1, 2, 4, ... cells) per padded node: spacing * h * eps_local <= sigma.
+
+    The spacing follows the local decay length 1/epsilon, not the cell size: on a finer raster
+    of the same map the outputs stay as far apart on the ground.  ``max_step`` caps it (None:
+    no cap beyond the grid's size).
+    """
     from scipy.ndimage import maximum_filter
 
     step = np.ones(kp.shape, np.int64)
     hmax = max(hx, hy)
+    limit = max(kp.shape) if max_step is None else int(max_step)
     k = 2
-    while k <= max_step:
+    while k <= limit:
         local = maximum_filter(kp, size=2 * k + 1, mode="nearest")
-        step[local * k * hmax <= sigma] = k
+        ok = local * k * hmax <= sigma
+        if not ok.any():
+            break
+        step[ok] = k
         k *= 2
     return step

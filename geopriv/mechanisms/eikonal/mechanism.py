@@ -18,7 +18,7 @@ from ..grid import allowed as grid_allowed
 from ..grid import edge_slices, mean_ground_scale
 from . import persistence, sampling, verification
 from .kernels import compute_kernels
-from .lowering import lower_rate, output_levels
+from .lowering import AUTO_MARGIN, AUTO_MARGIN_FLOOR, auto_margin, lower_rate, output_levels
 from .report import VerifyReport
 from .weights import max_normaliser_share, relative_share, row_sums, solve_weights
 
@@ -90,13 +90,13 @@ class EikonalMechanism:
         cls,
         privacy_map: PrivacyMap,
         *,
-        margin: float = 0.1,
+        margin: float | np.ndarray | str = "auto",
         smooth: float | None = 0.5,
         despeckle: int = 0,
         jump: float | None = None,
         cap: float = 16.0,
         output_spacing: float = 0.8,
-        max_step: int = 2,
+        max_step: int | None = 2,
         pad: float = 4.0,
         apex: float = 0.5,
         max_iter: int = 400,
@@ -113,10 +113,16 @@ class EikonalMechanism:
         ----------
         privacy_map : PrivacyMap
             Target epsilon per ground metre; its cell centres are the inputs.
-        margin : float in (0, 1)
+        margin : "auto", float in (0, 1) or array (ny, nx)
             Share of the privacy loss kept for exact normalisation: kernels use
             ``(1 - margin) * epsilon``, the weights may use the rest.  Larger is easier to
             build and costs utility (expected squared error grows like 1/(1 - margin)^2).
+            ``"auto"`` (default): 0.1 per noise length, i.e. ``0.1 / max(1, epsilon * cell)``
+            per cell, at least 0.01 (:func:`~geopriv.mechanisms.eikonal.lowering.auto_margin`):
+            the uniform 0.1 wherever cells are shorter than 1/epsilon, less on coarse maps,
+            where a share of each edge's large allowed loss is mostly unused.  If that build is
+            infeasible, the uniform 0.1 is built instead (``params["margin_rule"]`` says which).
+            A per-cell array: e.g. :meth:`suggest_margin` of a first build.
         smooth : float or None
             Kernel map lowered where the noise scale 1/epsilon changes faster than
             ``smooth`` metres per metre (as :meth:`PrivacyMap.regularised`).  Sharp jumps
@@ -184,6 +190,35 @@ class EikonalMechanism:
         """
         if not isinstance(privacy_map, PrivacyMap):
             raise TypeError("privacy_map must be a geopriv.PrivacyMap (PrivacyMap.from_population(...) or from_epsilon(...)).")
+        options = dict(
+            smooth=smooth, despeckle=despeckle, jump=jump, cap=cap, output_spacing=output_spacing, max_step=max_step,
+            pad=pad, apex=apex, max_iter=max_iter, solve_cap=solve_cap, solver=solver, n_jobs=n_jobs, progress=progress,
+            verify=verify, mp_context=mp_context,
+        )
+        if not isinstance(margin, str):
+            return cls._build(privacy_map, margin=margin, **options)
+        if margin != "auto":
+            raise ValueError('margin must be "auto" (default), a number in (0, 1) or an array of the map\'s shape.')
+        per_cell = auto_margin(privacy_map)
+        if np.all(per_cell == AUTO_MARGIN):  # cells shorter than the noise length: the uniform margin
+            mech = cls._build(privacy_map, margin=AUTO_MARGIN, **options)
+            rule = f"auto: uniform {AUTO_MARGIN:g} (every cell shorter than its noise length)"
+        else:
+            try:
+                mech = cls._build(privacy_map, margin=per_cell, **options)
+                rule = f"auto: {AUTO_MARGIN:g} per noise length (at least {AUTO_MARGIN_FLOOR:g})"
+            except InfeasibleMechanismError:
+                mech = cls._build(privacy_map, margin=AUTO_MARGIN, **options)
+                rule = f"auto: uniform {AUTO_MARGIN:g} (the per-noise-length margin was infeasible on this map)"
+        mech.params["margin_rule"] = rule
+        return mech
+
+    @classmethod
+    def _build(
+        cls, privacy_map, *, margin, smooth, despeckle, jump, cap, output_spacing, max_step, pad, apex, max_iter,
+        solve_cap, solver, n_jobs, progress, verify, mp_context,
+    ) -> "EikonalMechanism":
+        """:meth:`build` with a given margin (a number or a per-cell array)."""
         marr = np.asarray(margin, dtype=float)
         if marr.ndim not in (0, 2) or (marr.ndim == 2 and marr.shape != privacy_map.shape):
             raise ValueError(f"margin must be a number or an array of the map's shape {privacy_map.shape}.")
@@ -196,9 +231,10 @@ class EikonalMechanism:
             raise ValueError("solver must be 'graph' (Dijkstra, default) or 'fmm' (fast marching).")
         if apex < 0 or not math.isfinite(apex):
             raise ValueError("apex must be >= 0.")
-        max_step = int(max_step)
-        if max_step < 1 or max_step & (max_step - 1):
-            raise ValueError("max_step must be a power of two >= 1 (1, 2, 4, ...).")
+        if max_step is not None:
+            if isinstance(max_step, bool) or not isinstance(max_step, (int, np.integer)) or max_step < 1 or max_step & (max_step - 1):
+                raise ValueError("max_step must be a power of two >= 1 (1, 2, 4, ...), or None (no cap: the spacing follows 1/epsilon).")
+            max_step = int(max_step)
         timings = {}
         t_start = time.perf_counter()
         pm = privacy_map
@@ -249,7 +285,7 @@ class EikonalMechanism:
                 f"or pad more (pad={2 * pad:g})."
             )
         params = {
-            "margin": float(marr) if marr.ndim == 0 else {"min": float(marr.min()), "max": float(marr.max())}, "smooth": smooth, "despeckle": despeckle, "jump": jump, "cap": float(cap), "output_spacing": output_spacing,
+            "margin": float(marr) if marr.ndim == 0 else {"min": float(marr.min()), "max": float(marr.max())}, "margin_rule": "given", "smooth": smooth, "despeckle": despeckle, "jump": jump, "cap": float(cap), "output_spacing": output_spacing,
             "max_step": max_step, "solve_cap": solve_cap, "pad": pad, "pad_cells": P, "apex": apex, "n_outputs": M,
             "nnz": int(S.nnz), "weight_iterations": iters, "normaliser_budget_used": rel,
             "cap_mass_max": float(cT * w.sum() / s.min()), "normaliser_share": rough, "weight_history": history,
