@@ -47,9 +47,15 @@ def child(n: int, jobs: int, max_step=2) -> dict:
     h = 100.0 / dens.shape[0]
     pm = PrivacyMap.from_population(dens, epsilon_range=(0.4, 2.0), transform=rasterio.Affine(h, 0, -50, 0, -h, 50),
                                     crs=local_aeqd(0.0, 0.0))
+    from geopriv.exceptions import InfeasibleMechanismError
+
     with PeakRSS() as peak:
         t0 = time.perf_counter()
-        mech = EikonalMechanism.build(pm, n_jobs=jobs, max_step=max_step)
+        try:
+            mech = EikonalMechanism.build(pm, n_jobs=jobs, max_step=max_step)
+        except InfeasibleMechanismError as e:  # the time and memory up to the refusal are still figures
+            return {"n": dens.shape[0], "seconds": time.perf_counter() - t0, "peak_gib": peak.peak / 2**30,
+                    "infeasible": str(e)}
         dt = time.perf_counter() - t0
     return {"n": dens.shape[0], "seconds": dt, "peak_gib": peak.peak / 2**30, "nnz": mech.params["nnz"],
             "outputs": mech.params["n_outputs"], "ratio": mech.report.max_ratio,
@@ -90,13 +96,15 @@ def main(argv=None):
         r = json.loads(out.stdout.strip().splitlines()[-1])
         print(json.dumps({k: v for k, v in r.items() if k != "timings"}))
         rows.append(r)
-    done = [r for r in rows if not r.get("skipped")]
+    done = [r for r in rows if not r.get("skipped") and not r.get("infeasible")]
     e_t = fit([r["n"] for r in done], [r["seconds"] for r in done])
     e_m = fit([r["n"] for r in done], [r["peak_gib"] for r in done])
     e_z = fit([r["n"] for r in done], [r["nnz"] for r in done])
     lines = ["| n x n | build s | peak GiB | outputs | kernel entries | verified ratio | MSE / Laplace |", "|---|---|---|---|---|---|---|"]
     for r in rows:
-        if r.get("skipped"):
+        if r.get("infeasible"):
+            lines.append(f"| {r['n']} | {r['seconds']:.1f} (refused) | {r['peak_gib']:.2f} | | | infeasible | |")
+        elif r.get("skipped"):
             lines.append(f"| {r['n']} | (predicted {r['predicted_seconds']:.0f}) | (predicted {r['predicted_peak_gib']:.0f}) | | | not run | |")
         else:
             lines.append(f"| {r['n']} | {r['seconds']:.1f} | {r['peak_gib']:.2f} | {r['outputs']:,} | {r['nnz']:,} | {r['ratio']:.4f} | {r['mse_ratio']:.3f} |")

@@ -20,6 +20,7 @@ import geopriv
 from geopriv import EikonalMechanism, PrivacyMap
 from geopriv.exceptions import GeometryError, InfeasibleMechanismError, MechanismFileError, MissingCRSError
 from geopriv.mechanisms import eikonal as eik
+from geopriv.mechanisms.eikonal import kernels as kernels_mod
 from geopriv.mechanisms.eikonal import persistence
 from geopriv.mechanisms.eikonal import weights as weights_mod
 from geopriv.mechanisms.planar_laplace import radius_quantile
@@ -855,9 +856,57 @@ def test_kept_column_pointers_handle_empty_columns_anywhere():
     dense[:, [0, 5, 6, 10, 11]] = 0.0  # empty columns first, in the middle and last
     S = sp.csc_matrix(dense)
     keep = S.data >= 0.5
-    T = sp.csc_matrix((S.data[keep], S.indices[keep], weights_mod.kept_indptr(S.indptr, keep)), shape=S.shape)
+    T = sp.csc_matrix((S.data[keep], S.indices[keep], kernels_mod.kept_indptr(S.indptr, keep)), shape=S.shape)
     np.testing.assert_array_equal(T.toarray(), np.where(dense >= 0.5, dense, 0.0))
-    assert weights_mod.kept_indptr(np.zeros(4, np.int64), np.zeros(0, bool)).tolist() == [0, 0, 0, 0]
+    assert kernels_mod.kept_indptr(np.zeros(4, np.int64), np.zeros(0, bool)).tolist() == [0, 0, 0, 0]
+
+
+def test_verification_in_bands_is_the_same_as_in_one_piece(tiny_mech, monkeypatch):
+    """Bands of raster lines (memory: one band) check every edge: same worst ratio, place and per-node map."""
+    from geopriv.mechanisms.eikonal import verification
+
+    whole = verification.verify(tiny_mech)
+    monkeypatch.setattr(verification, "BAND_ENTRIES", 1)  # two lines per band: the most bands
+    ny = tiny_mech.privacy_map.shape[0]
+    assert len(list(verification._bands(tiny_mech))) == ny - 1
+    banded = verification.verify(tiny_mech)
+    assert banded.max_ratio == whole.max_ratio
+    assert banded.worst == whole.worst
+    np.testing.assert_array_equal(banded.node_ratio, whole.node_ratio)
+
+
+def test_kernel_columns_csr_truncation_and_products_match_scipy():
+    """The column-block kernels give the same CSR (sorted, no entry lost) and products as one scipy matrix."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(5)
+    dense = (rng.random((40, 23)) * (rng.random((40, 23)) < 0.3)).astype(np.float32)
+    dense[:, [0, 7, 22]] = 0.0  # empty outputs, first, middle and last
+    dense[[3, 39], :] = 0.0  # inputs no kernel reaches
+    cuts = [0, 5, 6, 14, 23]  # blocks of unequal widths, one of a single column
+    cols = kernels_mod.KernelColumns(
+        [(a, sp.csc_matrix(dense[:, a:b])) for a, b in zip(cuts[:-1], cuts[1:])], dense.shape
+    )
+    ref = sp.csr_matrix(dense)
+    ref.sort_indices()
+    assert cols.nnz == ref.nnz
+    w = rng.random(23).astype(np.float32)
+    r = rng.random(40).astype(np.float32)
+    for threads in (1, 2, 3):
+        ops = weights_mod._BlockProducts(cols, threads)
+        np.testing.assert_allclose(ops.mul(w), dense.astype(float) @ w, rtol=1e-6)
+        np.testing.assert_allclose(ops.rmul(r), dense.T.astype(float) @ r, rtol=1e-6)
+        ops.close()
+    small = cols.truncated(np.float32(0.5))
+    assert small.nnz == int((dense >= 0.5).sum())
+    indptr, indices, data = cols.to_csr(release=True)
+    np.testing.assert_array_equal(indptr, ref.indptr)
+    np.testing.assert_array_equal(indices, ref.indices)
+    np.testing.assert_array_equal(data, ref.data)
+    assert indices.dtype == np.int32 and data.dtype == np.float32 and indptr.dtype == np.int64
+    assert cols.blocks == [] and cols.nnz == 0  # released: the blocks are gone
+    i2, j2, d2 = small.to_csr()
+    np.testing.assert_array_equal(sp.csr_matrix((d2, j2, i2), shape=dense.shape).toarray(), np.where(dense >= 0.5, dense, 0))
 
 
 # ============================================================================ compact files (kernels recomputed at load)

@@ -216,7 +216,7 @@ def _init_worker(shared: dict) -> None:
 
 
 def _run_kernels(order: np.ndarray, n_jobs: int, progress, mp_context=None):
-    """Kernels for all outputs, in output order, optionally in worker processes.
+    """Kernels for all outputs as a list of per-chunk results in output order, optionally in worker processes.
 
     The problem (graph or speed map, outputs, cap) is sent to each worker once through the
     pool's initializer, so the pool works under every start method (``spawn`` on Windows and
@@ -251,16 +251,11 @@ def _run_kernels(order: np.ndarray, n_jobs: int, progress, mp_context=None):
                 callback(done, M)
     if bar is not None:
         bar.close()
-    counts = np.concatenate([r[0] for r in results])
-    rows = np.concatenate([r[1] for r in results])
-    vals = np.concatenate([r[2] for r in results])
-    colmass = np.concatenate([r[3] for r in results])
-    sweeps = sum(r[4] for r in results)
-    return counts, rows, vals, colmass, sweeps
+    return results
 
 
 def compute_kernels(kp, shape, cell, P, oi, oj, apex_t, cap, solver, n_jobs, progress=None, mp_context=None):
-    """All kernels as a CSC matrix (inputs x outputs) of exp(-f~) - exp(-cap), plus column masses.
+    """All kernels (inputs x outputs) of exp(-f~) - exp(-cap) as :class:`KernelColumns`, plus column masses.
 
     A deterministic function of the padded kernel rate map ``kp``, the outputs (padded grid
     indices ``oi``, ``oj``), their apex radii, the cap and the solver: :meth:`EikonalMechanism.build`
@@ -293,12 +288,98 @@ def compute_kernels(kp, shape, cell, P, oi, oj, apex_t, cap, solver, n_jobs, pro
         to_domain[dom] = np.arange(ny * nx)
         _SHARED.update(graph=_stencil_graph(kp, hy, hx), to_domain=to_domain)
     try:
-        counts, rows, vals, colmass, sweeps = _run_kernels(np.arange(len(oi)), int(n_jobs), progress, mp_context)
+        results = _run_kernels(np.arange(len(oi)), int(n_jobs), progress, mp_context)
     finally:
         _SHARED.clear()
-    colptr = np.concatenate([[0], np.cumsum(counts)])
-    S = sp.csc_matrix((vals, rows, colptr), shape=(ny * nx, len(oi)))
-    return S, colmass, sweeps
+    blocks, m0 = [], 0
+    for k, (counts, rows, vals, _colmass, _sweeps) in enumerate(results):
+        colptr = np.zeros(len(counts) + 1, np.int64)
+        np.cumsum(counts, out=colptr[1:])
+        blocks.append((m0, sp.csc_matrix((vals, rows, colptr), shape=(ny * nx, len(counts)))))
+        m0 += len(counts)
+        results[k] = (None, None, None, results[k][3], results[k][4])
+    colmass = np.concatenate([r[3] for r in results]) if results else np.zeros(0)
+    sweeps = sum(r[4] for r in results)
+    return KernelColumns(blocks, (ny * nx, len(oi))), colmass, sweeps
+
+
+def kept_indptr(indptr: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """Column pointers of a compressed sparse matrix after dropping the entries where ``keep`` is False.
+
+    Counts the kept entries of each column from a cumulative sum, so columns without entries
+    (outputs whose kernel never reaches the raster above the solve cap, common at the ends of
+    the padded output lattice) are handled wherever they are.  ``np.add.reduceat`` on the
+    column starts cannot do this: it reads one entry past the end when the last columns are
+    empty, and returns an entry instead of 0 for an empty column.
+    """
+    kept = np.zeros(len(keep) + 1, np.int64)
+    np.cumsum(keep, out=kept[1:])
+    return kept[np.asarray(indptr, dtype=np.int64)]
+
+
+class KernelColumns:
+    """The kernels as blocks of columns (outputs): CSC float32 matrices, inputs x outputs.
+
+    What a build holds between the kernel solves and the CSR arrays sampling uses.  Kept in the
+    blocks the workers returned, so that :meth:`to_csr` can free each block as soon as its
+    entries are placed: building the CSR needs about one copy of the kernels, not two (a
+    400 x 400 raster has about 10^9 entries).
+    """
+
+    def __init__(self, blocks, shape):
+        self.blocks = list(blocks)  # (first output, csc (inputs x block outputs)) in output order
+        self.shape = tuple(shape)
+
+    @property
+    def nnz(self) -> int:
+        return int(sum(b.nnz for _, b in self.blocks if b is not None))
+
+    def truncated(self, threshold: float) -> "KernelColumns":
+        """The same kernels without the entries below ``threshold`` (a new, smaller object)."""
+        import scipy.sparse as sp
+
+        out = []
+        for m0, b in self.blocks:
+            keep = b.data >= threshold
+            colptr = kept_indptr(b.indptr, keep)
+            out.append((m0, sp.csc_matrix((b.data[keep], b.indices[keep], colptr), shape=b.shape)))
+        return KernelColumns(out, self.shape)
+
+    def to_csr(self, release: bool = False):
+        """(indptr int64, indices int32, data float32) of the CSR matrix, column indices sorted in each row.
+
+        Two passes over the blocks: count the entries of each row, then place each block's
+        entries at their rows' cursors (blocks are in output order, so every row's columns come
+        out sorted).  With ``release=True`` each block is dropped once placed (this object is
+        then empty): the peak is one copy of the kernels plus one block.
+        """
+        n, M = self.shape
+        counts = np.zeros(n, np.int64)
+        for _, b in self.blocks:
+            counts += np.bincount(b.indices, minlength=n)
+        indptr = np.zeros(n + 1, np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        nnz = int(indptr[-1])
+        indices = np.empty(nnz, np.int32)
+        data = np.empty(nnz, np.float32)
+        cursor = indptr[:-1].copy()
+        for k, (m0, b) in enumerate(self.blocks):
+            rows = b.indices
+            cols = np.repeat(np.arange(m0, m0 + b.shape[1], dtype=np.int32), np.diff(b.indptr))
+            order = np.argsort(rows, kind="stable")  # by row; within a row, by column (CSC order)
+            rs = rows[order]
+            cnt = np.bincount(rs, minlength=n)
+            first = np.cumsum(cnt) - cnt  # first position of each row in rs
+            pos = cursor[rs] + (np.arange(len(rs)) - first[rs])
+            indices[pos] = cols[order]
+            data[pos] = b.data[order]
+            cursor += cnt
+            del rows, cols, order, rs, pos
+            if release:
+                self.blocks[k] = (m0, None)
+        if release:
+            self.blocks = []
+        return indptr, indices, data
 
 
 def progress_reporter(progress, total, desc, unit: str = "output"):

@@ -271,9 +271,10 @@ class EikonalMechanism:
         # Lipschitz bound there (at least margin * allowed; more where the map was lowered)
         budget = [np.maximum(al - kw, 1e-300) for al, kw in zip(grid_allowed(pm), edge_weights(keps, hy, hx))]
         w, iters, history = solve_weights(S, cT, ostep, colmass, pm, budget, max_iter, threads=max(1, int(n_jobs)), solve_cap=solve_cap)
-        S = S.tocsr()  # the CSC copy is released here
-        S.sort_indices()
-        s = row_sums(S.indptr, S.indices, S.data, w) + cT * float(w.sum())  # exact, float64
+        nnz = S.nnz
+        indptr, indices, kernel = S.to_csr(release=True)  # each column block freed once placed
+        del S
+        s = row_sums(indptr, indices, kernel, w) + cT * float(w.sum())  # exact, float64
         rel = relative_share(s, pm, budget)
         rough = max_normaliser_share(s, pm)
         timings["weights_s"] = time.perf_counter() - t0
@@ -287,7 +288,7 @@ class EikonalMechanism:
         params = {
             "margin": float(marr) if marr.ndim == 0 else {"min": float(marr.min()), "max": float(marr.max())}, "margin_rule": "given", "smooth": smooth, "despeckle": despeckle, "jump": jump, "cap": float(cap), "output_spacing": output_spacing,
             "max_step": max_step, "solve_cap": solve_cap, "pad": pad, "pad_cells": P, "apex": apex, "n_outputs": M,
-            "nnz": int(S.nnz), "weight_iterations": iters, "normaliser_budget_used": rel,
+            "nnz": int(nnz), "weight_iterations": iters, "normaliser_budget_used": rel,
             "cap_mass_max": float(cT * w.sum() / s.min()), "normaliser_share": rough, "weight_history": history,
             "repair_sweeps_mean": sweeps / max(M, 1), "solver": solver,
         }
@@ -297,9 +298,9 @@ class EikonalMechanism:
             output_ij=np.column_stack([oi - P, oj - P]).astype(np.int64),
             output_step=ostep.astype(np.int64),
             weights=w,
-            indptr=S.indptr.astype(np.int64),
-            indices=S.indices.astype(np.int32),
-            kernel=S.data.astype(np.float32),
+            indptr=indptr,
+            indices=indices,
+            kernel=kernel,
             cap=float(cap),
             normaliser=s,
             params=params,

@@ -267,9 +267,8 @@ def _recompute_kernels(path, pm: PrivacyMap, meta: dict, data: dict, n_jobs: int
         np.asarray(kp, np.float64), (ny, nx), (hy, hx), P, oij[:, 0] + P, oij[:, 1] + P, np.asarray(apex_t, np.float64),
         float(cap), solver, int(n_jobs), progress, mp_context,
     )
-    S = S.tocsr()
-    S.sort_indices()
-    return {"indptr": S.indptr.astype(np.int64), "indices": S.indices.astype(np.int32), "kernel": S.data.astype(np.float32)}
+    indptr, indices, kernel = S.to_csr(release=True)
+    return {"indptr": indptr, "indices": indices, "kernel": kernel}
 
 
 def json_default(o):

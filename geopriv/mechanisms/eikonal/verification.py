@@ -65,23 +65,29 @@ def verify(mech) -> VerifyReport:
         norm_share = max(norm_share, float(ratio.max()))
         _node_max(node, ratio, sa, sb, 0, 0)
         account(ratio, sa, sb, 0, 0, -1)
-    S = _csc(mech)
-    ip, idx, dat = S.indptr, S.indices, S.data
-    for m in range(S.shape[1]):
-        lo, hi = ip[m], ip[m + 1]
-        if lo == hi:
-            continue
-        gi, gj = np.divmod(idx[lo:hi], nx)
-        r0, r1 = max(int(gi.min()) - 1, 0), min(int(gi.max()) + 2, ny)
-        c0, c1 = max(int(gj.min()) - 1, 0), min(int(gj.max()) + 2, nx)
-        K = np.full((r1 - r0, c1 - c0), cT)
-        K[gi - r0, gj - c0] += dat[lo:hi]
-        L = np.log(K) - lns[r0:r1, c0:c1]
-        for (sa, sb), iw in zip(slices, inv):
-            win = _win(iw, sa, r0, r1, c0, c1)
-            ratio = np.abs(L[sa] - L[sb]) * win
-            _node_max(node, ratio, sa, sb, r0, c0)
-            account(ratio, sa, sb, r0, c0, m)
+    # the kernels, in horizontal bands of raster lines overlapping by one line (every edge lies
+    # within a band), each band turned into columns: memory one band, not a second copy
+    for i0, i1, S in _bands(mech):
+        ip, idx, dat = S.indptr, S.indices, S.data
+        for m in range(S.shape[1]):
+            lo, hi = ip[m], ip[m + 1]
+            if lo == hi:
+                continue
+            gi, gj = np.divmod(idx[lo:hi], nx)
+            gi += i0
+            r0, r1 = max(int(gi.min()) - 1, i0), min(int(gi.max()) + 2, i1)
+            c0, c1 = max(int(gj.min()) - 1, 0), min(int(gj.max()) + 2, nx)
+            K = np.full((r1 - r0, c1 - c0), cT)
+            K[gi - r0, gj - c0] += dat[lo:hi]
+            L = np.log(K) - lns[r0:r1, c0:c1]
+            for (sa, sb), iw in zip(slices, inv):
+                win = _win(iw, sa, r0, r1, c0, c1)
+                ratio = np.abs(L[sa] - L[sb]) * win
+                if ratio.size == 0:
+                    continue
+                _node_max(node, ratio, sa, sb, r0, c0)
+                account(ratio, sa, sb, r0, c0, m)
+        del S, ip, idx, dat
     val, where = best
     k, shp, sa, _sb, r0, c0, m = where
     a_r, a_c = np.unravel_index(k, shp)
@@ -227,9 +233,36 @@ def _node_max(node, ratio, sa, sb, r0, c0):
         np.maximum(view, ratio, out=view)
 
 
-def _csc(mech):
+#: kernel entries per verification band (about 1 GB of band columns at a time)
+BAND_ENTRIES = 128_000_000
+
+
+def _bands(mech, entries: int | None = None):
+    """(first line, end line, CSC of the band's rows) over bands of raster lines overlapping by one line.
+
+    A band holds at most about ``entries`` kernel entries (at least two lines), so memory stays
+    one band whatever the raster; consecutive bands share a line, so every pair of neighbouring
+    nodes (lines l and l + 1) lies within one band.
+    """
     import scipy.sparse as sp
 
+    entries = BAND_ENTRIES if entries is None else int(entries)
     ny, nx = mech.privacy_map.shape
-    S = sp.csr_matrix((mech.kernel, mech.indices, mech.indptr), shape=(ny * nx, len(mech.weights)))
-    return S.tocsc()
+    ip, idx, ker = mech.indptr, mech.indices, mech.kernel
+    M = len(mech.weights)
+    per_line = np.diff(np.asarray(ip, np.int64)[:: nx])  # entries per raster line
+    i0 = 0
+    while True:
+        i1 = i0 + 2
+        total = int(per_line[i0:i1].sum())
+        while i1 < ny and total + int(per_line[i1]) <= entries:
+            total += int(per_line[i1])
+            i1 += 1
+        i1 = min(i1, ny)
+        lo, hi = int(ip[i0 * nx]), int(ip[i1 * nx])
+        band = sp.csr_matrix((ker[lo:hi], idx[lo:hi], np.asarray(ip[i0 * nx:i1 * nx + 1], np.int64) - lo),
+                             shape=((i1 - i0) * nx, M))
+        yield i0, i1, band.tocsc()
+        if i1 >= ny:
+            return
+        i0 = i1 - 1

@@ -13,6 +13,7 @@ import numpy as np
 
 from ...privacy_map import PrivacyMap
 from ..grid import allowed, edge_slices
+from .kernels import KernelColumns
 
 
 def max_normaliser_share(s: np.ndarray, pm: PrivacyMap) -> float:
@@ -49,63 +50,50 @@ def row_sums(indptr, indices, data, w, chunk: int = 10_000_000) -> np.ndarray:
 
 
 class _BlockProducts:
-    """S @ w and S.T @ r for a CSC matrix, split into column blocks run on threads (no copies).
+    """S @ w and S.T @ r over the column blocks of :class:`~.kernels.KernelColumns`, on threads.
 
-    scipy's sparse products release the GIL, so blocks run in parallel.
+    The blocks are dealt to ``threads`` groups of consecutive columns; scipy's sparse products
+    release the GIL, so the groups run in parallel.  No copies of the kernels.
     """
 
     def __init__(self, S, threads: int):
-        import scipy.sparse as sp
-
         self.shape = S.shape
-        M = S.shape[1]
-        k = max(1, int(threads))
-        cuts = np.searchsorted(S.indptr, np.linspace(0, S.indptr[-1], k + 1)[1:-1])
-        edges = [0, *sorted(set(int(c) for c in cuts if 0 < c < M)), M]
-        self.blocks = []
-        for a, b in zip(edges[:-1], edges[1:]):
-            lo, hi = S.indptr[a], S.indptr[b]
-            blk = sp.csc_matrix((S.data[lo:hi], S.indices[lo:hi], S.indptr[a:b + 1] - lo), shape=(S.shape[0], b - a))
-            self.blocks.append((a, b, blk))
+        blocks = [(m0, m0 + b.shape[1], b) for m0, b in S.blocks]
+        k = max(1, min(int(threads), len(blocks)))
+        nnz = np.cumsum([b.nnz for _, _, b in blocks]) if blocks else np.zeros(0)
+        cuts = np.searchsorted(nnz, np.linspace(0, nnz[-1] if len(nnz) else 0, k + 1)[1:-1], side="right")
+        edges = [0, *sorted(set(int(c) for c in cuts if 0 < c < len(blocks))), len(blocks)]
+        self.groups = [blocks[a:b] for a, b in zip(edges[:-1], edges[1:]) if b > a]
         self.pool = None
-        if len(self.blocks) > 1:
+        if len(self.groups) > 1:
             from concurrent.futures import ThreadPoolExecutor
 
-            self.pool = ThreadPoolExecutor(len(self.blocks))
+            self.pool = ThreadPoolExecutor(len(self.groups))
 
     def _map(self, fn):
         if self.pool is None:
-            return [fn(b) for b in self.blocks]
-        return list(self.pool.map(fn, self.blocks))
+            return [fn(g) for g in self.groups]
+        return list(self.pool.map(fn, self.groups))
 
     def mul(self, w32):
-        parts = self._map(lambda blk: blk[2] @ w32[blk[0]:blk[1]])
-        return np.sum(parts, axis=0, dtype=np.float64) if len(parts) > 1 else parts[0].astype(np.float64)
+        def part(group):
+            acc = np.zeros(self.shape[0])
+            for a, b, blk in group:
+                acc += blk @ w32[a:b]
+            return acc
+
+        return np.sum(self._map(part), axis=0, dtype=np.float64)
 
     def rmul(self, r32):
-        parts = self._map(lambda blk: blk[2].T @ r32)
-        return np.concatenate(parts).astype(np.float64)
+        parts = self._map(lambda group: [blk.T @ r32 for _, _, blk in group])
+        return np.concatenate([p for group in parts for p in group]).astype(np.float64)
 
     def close(self):
         if self.pool is not None:
             self.pool.shutdown()
 
 
-def kept_indptr(indptr: np.ndarray, keep: np.ndarray) -> np.ndarray:
-    """Column pointers of a compressed sparse matrix after dropping the entries where ``keep`` is False.
-
-    Counts the kept entries of each column from a cumulative sum, so columns without entries
-    (outputs whose kernel never reaches the raster above the solve cap, common at the ends of
-    the padded output lattice) are handled wherever they are.  ``np.add.reduceat`` on the
-    column starts cannot do this: it reads one entry past the end when the last columns are
-    empty, and returns an entry instead of 0 for an empty column.
-    """
-    kept = np.zeros(len(keep) + 1, np.int64)
-    np.cumsum(keep, out=kept[1:])
-    return kept[np.asarray(indptr, dtype=np.int64)]
-
-
-def solve_weights(S, cT, ostep, colmass, pm: PrivacyMap, budget, max_iter: int, threads: int = 1, solve_cap: float | None = 8.0):
+def solve_weights(S: KernelColumns, cT, ostep, colmass, pm: PrivacyMap, budget, max_iter: int, threads: int = 1, solve_cap: float | None = 8.0):
     """Nonnegative weights making ln s flat (s = K w, K = S + exp(-T)).
 
     Projected Barzilai-Borwein gradient on 1/2 |K w - 1|^2 (float32 products), in the
@@ -121,16 +109,11 @@ def solve_weights(S, cT, ostep, colmass, pm: PrivacyMap, budget, max_iter: int, 
 
     Returns (w, iterations, history of (iteration, relative share)).
     """
-    import scipy.sparse as sp
-
     w0 = ostep.astype(float) ** 2 / colmass
     goal = 0.9
     history = []
     if solve_cap is not None and solve_cap < -math.log(cT):
-        thr = np.float32(math.exp(-solve_cap) - cT)
-        keep = S.data >= thr
-        St = sp.csc_matrix((S.data[keep], S.indices[keep], kept_indptr(S.indptr, keep)), shape=S.shape)
-        del keep
+        St = S.truncated(np.float32(math.exp(-solve_cap) - cT))
         v, it, hist = _bb(St, cT, w0, pm, budget, goal, max_iter, threads, v=None)
         del St
         history.extend(hist)
