@@ -8,12 +8,16 @@ bench/eikonal_build.py).  One build, saved both ways; then, in this one process:
   * sampling throughput once the row tables are built (target >= 1 million points/s).
 Peak memory of the process tree is reported for the build and for each load.
 
+Each load runs in its own process (peak memory of the load alone).
+
 Run:  python bench/eikonal_compact.py [--jobs 2] [--size 200] [--out bench/results/eikonal_compact.md]
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -41,21 +45,42 @@ def points_from_prior(pm, n, rng):
     return np.column_stack([x, y])
 
 
+def child_load(path, pm, jobs, n):
+    """Load + verify + release n points, then sampling throughput with cached rows (one process)."""
+    rng = np.random.default_rng(0)
+    xy = points_from_prior(pm, n, rng)
+    with PeakRSS() as peak:
+        t0 = time.perf_counter()
+        m = EikonalMechanism.load(path, privacy_map=pm, n_jobs=jobs)
+        t_load = time.perf_counter() - t0
+        out = m.sample(xy, np.random.default_rng(1))
+        t_all = time.perf_counter() - t0
+    assert out.shape == xy.shape and m.report.ok
+    big = points_from_prior(pm, 1_000_000, rng)
+    m.sample(big[:1000], np.random.default_rng(2))  # tables cached
+    t0 = time.perf_counter()
+    m.sample(big, np.random.default_rng(2))
+    dt = time.perf_counter() - t0
+    return {"load_s": t_load, "all_s": t_all, "peak_gib": peak.peak / 2**30, "ratio": m.report.max_ratio, "throughput": 1e6 / dt}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--child-load", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     pm = paper_scaled_map()
+    if args.child_load:
+        print(json.dumps(child_load(args.child_load, pm, args.jobs, args.n)))
+        return
     rows = []
     with PeakRSS() as peak:
         t0 = time.perf_counter()
         mech = EikonalMechanism.build(pm, n_jobs=args.jobs)
         build_s = time.perf_counter() - t0
     rows.append(("build (n_jobs=%d)" % args.jobs, f"{build_s:.1f} s", f"peak {peak.peak / 2**30:.2f} GiB"))
-    rng = np.random.default_rng(0)
-    xy = points_from_prior(pm, args.n, rng)
     with tempfile.TemporaryDirectory() as tmp:
         compact, full = os.path.join(tmp, "c.npz"), os.path.join(tmp, "f.npz")
         mech.save(compact)
@@ -63,24 +88,15 @@ def main(argv=None):
         size_c, size_f = os.path.getsize(compact), os.path.getsize(full)
         rows.append(("file size", f"compact {size_c / 1e6:.1f} MB", f"full {size_f / 1e6:.0f} MB ({size_f / size_c:.0f}x)"))
         del mech
-        m = None
         for label, path in (("full", full), ("compact", compact), ("full (again)", full), ("compact (again)", compact)):
-            m = None  # the previous mechanism is released before the next load (peak memory of one at a time)
-            with PeakRSS() as peak:
-                t0 = time.perf_counter()
-                m = EikonalMechanism.load(path, privacy_map=pm, n_jobs=args.jobs)
-                t_load = time.perf_counter() - t0
-                out = m.sample(xy, np.random.default_rng(1))
-                t_all = time.perf_counter() - t0
-            assert out.shape == xy.shape and m.report.ok
-            rows.append((f"load + verify + release {args.n:,} points, {label}", f"{t_all:.1f} s (load+verify {t_load:.1f} s)",
-                         f"peak {peak.peak / 2**30:.2f} GiB, ratio {m.report.max_ratio:.4f}"))
-        big = points_from_prior(pm, 1_000_000, rng)
-        m.sample(big[:1000], np.random.default_rng(2))  # tables cached
-        t0 = time.perf_counter()
-        m.sample(big, np.random.default_rng(2))
-        dt = time.perf_counter() - t0
-        rows.append(("sampling with cached rows, 1 M points", f"{1e6 / dt / 1e6:.2f} M points/s", ""))
+            # each load in a fresh process: its peak is the load's, not what the build left in this heap
+            out = subprocess.run([sys.executable, __file__, "--child-load", path, "--jobs", str(args.jobs), "--n", str(args.n)],
+                                 capture_output=True, text=True, check=True)
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            rows.append((f"load + verify + release {args.n:,} points, {label}", f"{r['all_s']:.1f} s (load+verify {r['load_s']:.1f} s)",
+                         f"peak {r['peak_gib']:.2f} GiB, ratio {r['ratio']:.4f}"))
+            if label == "compact (again)":
+                rows.append(("sampling with cached rows, 1 M points", f"{r['throughput'] / 1e6:.2f} M points/s", ""))
     lines = ["| measurement | value | notes |", "|---|---|---|"] + [f"| {a} | {b} | {c} |" for a, b, c in rows]
     text = "\n".join(lines)
     print(text)

@@ -875,6 +875,20 @@ def test_verification_in_bands_is_the_same_as_in_one_piece(tiny_mech, monkeypatc
     np.testing.assert_array_equal(banded.node_ratio, whole.node_ratio)
 
 
+def test_column_sums_match_scipy_in_blocks():
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(8)
+    dense = (rng.random((37, 11)) * (rng.random((37, 11)) < 0.35)).astype(np.float32)
+    dense[[0, 17, 36], :] = 0.0  # empty rows first, in the middle and last
+    S = sp.csr_matrix(dense)
+    vs = [rng.random(37), rng.standard_normal(37)]
+    for chunk in (1, 7, 10_000):
+        got = weights_mod.column_sums(S.indptr.astype(np.int64), S.indices, S.data, vs, 11, chunk=chunk)
+        for g, v in zip(got, vs):
+            np.testing.assert_allclose(g, dense.T.astype(float) @ v, rtol=1e-12, atol=1e-12)
+
+
 def test_kernel_columns_csr_truncation_and_products_match_scipy():
     """The column-block kernels give the same CSR (sorted, no entry lost) and products as one scipy matrix."""
     import scipy.sparse as sp

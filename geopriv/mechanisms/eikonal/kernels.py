@@ -348,9 +348,9 @@ class KernelColumns:
     def to_csr(self, release: bool = False):
         """(indptr int64, indices int32, data float32) of the CSR matrix, column indices sorted in each row.
 
-        Two passes over the blocks: count the entries of each row, then place each block's
-        entries at their rows' cursors (blocks are in output order, so every row's columns come
-        out sorted).  With ``release=True`` each block is dropped once placed (this object is
+        Two passes over the blocks: count the entries of each row, then place each column's
+        entries at their rows' cursors, columns in output order (so every row's columns come out
+        sorted).  With ``release=True`` each block is dropped once placed (this object is
         then empty): the peak is one copy of the kernels plus one block.
         """
         n, M = self.shape
@@ -364,17 +364,16 @@ class KernelColumns:
         data = np.empty(nnz, np.float32)
         cursor = indptr[:-1].copy()
         for k, (m0, b) in enumerate(self.blocks):
-            rows = b.indices
-            cols = np.repeat(np.arange(m0, m0 + b.shape[1], dtype=np.int32), np.diff(b.indptr))
-            order = np.argsort(rows, kind="stable")  # by row; within a row, by column (CSC order)
-            rs = rows[order]
-            cnt = np.bincount(rs, minlength=n)
-            first = np.cumsum(cnt) - cnt  # first position of each row in rs
-            pos = cursor[rs] + (np.arange(len(rs)) - first[rs])
-            indices[pos] = cols[order]
-            data[pos] = b.data[order]
-            cursor += cnt
-            del rows, cols, order, rs, pos
+            ip, rows, vals = b.indptr, b.indices, b.data
+            for c in range(b.shape[1]):  # columns in order: each row's entries come out sorted by column
+                lo, hi = ip[c], ip[c + 1]
+                if lo == hi:
+                    continue
+                r = rows[lo:hi]  # distinct rows within a column
+                pos = cursor[r]
+                indices[pos] = m0 + c
+                data[pos] = vals[lo:hi]
+                cursor[r] += 1
             if release:
                 self.blocks[k] = (m0, None)
         if release:

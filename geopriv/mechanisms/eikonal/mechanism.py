@@ -20,7 +20,7 @@ from . import persistence, sampling, verification
 from .kernels import compute_kernels
 from .lowering import AUTO_MARGIN, AUTO_MARGIN_FLOOR, auto_margin, lower_rate, output_levels
 from .report import VerifyReport
-from .weights import max_normaliser_share, relative_share, row_sums, solve_weights
+from .weights import column_sums, max_normaliser_share, relative_share, row_sums, solve_weights
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -415,20 +415,18 @@ class EikonalMechanism:
         """
         import dataclasses
 
-        import scipy.sparse as sp
-
         pm = self.privacy_map
         ny, nx = pm.shape
         n = ny * nx
         p = pm.prior(prior).ravel()
         ux = np.tile(pm.node_x, ny)
         uy = np.repeat(pm.node_y, nx)
-        S = sp.csr_matrix((self.kernel.astype(np.float64), self.indices, self.indptr), shape=(n, len(self.weights)))
         cT = math.exp(-self.cap)
         a = p / self.normaliser  # P(Q(u) = y) = w_y (S[u, y] + cT) / s(u); w_y cancels
-        den = S.T @ a + cT * a.sum()
-        gx = (S.T @ (a * ux) + cT * float((a * ux).sum())) / den
-        gy = (S.T @ (a * uy) + cT * float((a * uy).sum())) / den
+        sa, sx, sy = column_sums(self.indptr, self.indices, self.kernel, [a, a * ux, a * uy], len(self.weights))
+        den = sa + cT * a.sum()
+        gx = (sx + cT * float((a * ux).sum())) / den
+        gy = (sy + cT * float((a * uy).sum())) / den
         label = prior if isinstance(prior, str) else "array"
         new = dataclasses.replace(self, remap_xy=np.column_stack([gx, gy]), remap_prior=label)
         if "sampling_tables" in self.__dict__:

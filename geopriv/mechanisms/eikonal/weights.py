@@ -49,6 +49,28 @@ def row_sums(indptr, indices, data, w, chunk: int = 10_000_000) -> np.ndarray:
     return out
 
 
+def column_sums(indptr, indices, data, vectors, n_columns: int, chunk: int = 10_000_000) -> list:
+    """sum_u v[u] * data[u, y] per column y of a CSR matrix, for each v in ``vectors`` (float64).
+
+    In blocks of rows, without a float64 copy of ``data`` (bounded memory on 10^9 entries).
+    """
+    n = len(indptr) - 1
+    out = [np.zeros(n_columns) for _ in vectors]
+    r0 = 0
+    while r0 < n:
+        lo = indptr[r0]
+        r1 = int(np.searchsorted(indptr, lo + chunk, side="right")) - 1
+        r1 = min(max(r1, r0 + 1), n)
+        hi = indptr[r1]
+        rows = np.repeat(np.arange(r0, r1), np.diff(indptr[r0:r1 + 1]))
+        cols = indices[lo:hi]
+        d = data[lo:hi].astype(np.float64)
+        for acc, v in zip(out, vectors):
+            acc += np.bincount(cols, weights=d * v[rows], minlength=n_columns)
+        r0 = r1
+    return out
+
+
 class _BlockProducts:
     """S @ w and S.T @ r over the column blocks of :class:`~.kernels.KernelColumns`, on threads.
 
