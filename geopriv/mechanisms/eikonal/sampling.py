@@ -79,13 +79,13 @@ def tables(mech):
     """Per-row cumulative probabilities (row-local, float64) and the floor sampler."""
     n = len(mech.normaliser)
     cT = math.exp(-mech.cap)
-    p = mech.weights[mech.indices] * mech.kernel
-    cdf = np.empty_like(p)
+    w, idx, ker = mech.weights, mech.indices, mech.kernel
+    cdf = np.empty(len(ker), np.float64)  # the only array the size of the kernels (no temporaries)
     ip = mech.indptr
     for r in range(n):
         lo, hi = ip[r], ip[r + 1]
         if hi > lo:
-            np.cumsum(p[lo:hi], out=cdf[lo:hi])
+            np.cumsum(w[idx[lo:hi]] * ker[lo:hi], out=cdf[lo:hi])
             cdf[lo:hi] /= mech.normaliser[r]
     sparse_mass = np.zeros(n)
     nonempty = ip[1:] > ip[:-1]
