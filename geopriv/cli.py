@@ -94,6 +94,20 @@ def _optional_number(text: str):
     return NONE if str(text).strip().lower() == "none" else _number(text)
 
 
+def _step(text: str):
+    """A power of two >= 1, or ``none`` (--max-step)."""
+    t = str(text).strip().lower()
+    if t == "none":
+        return NONE
+    try:
+        k = int(t)
+    except ValueError:
+        k = 0
+    if k < 1 or k & (k - 1):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a power of two (1, 2, 4, 8, ...) or none")
+    return k
+
+
 def _depth(text: str):
     """``auto`` or a whole number of tree levels."""
     t = str(text).strip().lower()
@@ -1087,7 +1101,8 @@ def build_parser() -> argparse.ArgumentParser:
          help="also lower the kernels' map so epsilon changes by at most exp(JUMP) between neighbouring cells "
               "(per noise length on cells longer than one); none: off")
     _lib(g, build, "output_spacing", type=float, help="largest output spacing times epsilon")
-    _lib(g, build, "max_step", type=int, choices=(1, 2, 4), help="largest output step in cells")
+    _lib(g, build, "max_step", type=_step, metavar="CELLS|none",
+         help="largest output step in cells, a power of two (4 halves the memory of large rasters); none: no cap")
     _lib(g, build, "pad", type=float, help="outputs extend beyond the raster by this many noise lengths")
     _lib(g, build, "cap", type=float, help="kernel cap in travel-time units")
     _lib(g, build, "n_jobs", type=int, help="worker processes for the kernels")

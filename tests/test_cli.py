@@ -144,6 +144,18 @@ def test_top_level_help_lists_every_command(capsys):
     assert code == 0 and all(c in out for c in COMMANDS) and "examples:" in out
 
 
+def test_max_step_takes_powers_of_two_or_none(capsys):
+    from geopriv.cli import NONE, build_parser
+
+    parse = build_parser().parse_args
+    assert parse(["build-mechanism", "in.tif", "out.npz", "--max-step", "8"]).max_step == 8
+    assert parse(["build-mechanism", "in.tif", "out.npz", "--max-step", "none"]).max_step is NONE
+    for bad in ("3", "0", "two"):
+        with pytest.raises(SystemExit):
+            parse(["build-mechanism", "in.tif", "out.npz", "--max-step", bad])
+        assert "power of two" in capsys.readouterr().err
+
+
 def test_help_shows_the_librarys_defaults(capsys):
     """Defaults are read from the signatures, never typed again in the CLI."""
     build = inspect.signature(geopriv.EikonalMechanism.build).parameters

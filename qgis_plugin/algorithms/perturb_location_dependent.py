@@ -93,7 +93,7 @@ mechanism exists for the options, the message says which option to change.</p>
     OUTPUT = "OUTPUT"
 
     OUTSIDE_RULES = ["error", "clamp"]
-    STEPS = [1, 2, 4]
+    STEPS = [1, 2, 4, 8, None]  # None: no cap, the spacing follows 1/epsilon only
 
     def initAlgorithm(self, config=None):  # noqa: N802
         from geopriv.frame import DEFAULT_GRID_M
@@ -126,7 +126,7 @@ mechanism exists for the options, the message says which option to change.</p>
             QgsProcessingParameterNumber(self.OUTPUT_SPACING, "Output spacing (largest spacing x epsilon)",
                                          QgsProcessingParameterNumber.Double,
                                          defaultValue=build_default("output_spacing"), minValue=0.0),
-            QgsProcessingParameterEnum(self.MAX_STEP, "Largest output step (cells)", [str(s) for s in self.STEPS],
+            QgsProcessingParameterEnum(self.MAX_STEP, "Largest output step (cells)", ["no cap" if s is None else str(s) for s in self.STEPS],
                                        defaultValue=self.STEPS.index(build_default("max_step"))),
             QgsProcessingParameterNumber(self.PAD, "Padding beyond the raster (noise lengths)",
                                          QgsProcessingParameterNumber.Double, defaultValue=build_default("pad"),

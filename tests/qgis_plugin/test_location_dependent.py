@@ -300,3 +300,8 @@ def test_a_build_without_options_is_the_librarys_default_build(run, monkeypatch,
     run("perturblocationdependent", {"INPUT": points, "POPULATION": small_raster, "OUTSIDE": 1, "SEED": 1,
                                      "JUMP": 0.2, "OUTPUT": "TEMPORARY_OUTPUT"})
     assert len(seen) == 4 and seen[-1]["jump"] == 0.2
+    for label, step in (("8", 8), ("no cap", None)):  # MAX_STEP offers 8 and the library's None (no cap)
+        index = alg.parameterDefinition("MAX_STEP").options().index(label)
+        run("perturblocationdependent", {"INPUT": points, "POPULATION": small_raster, "OUTSIDE": 1, "SEED": 1,
+                                         "MAX_STEP": index, "OUTPUT": "TEMPORARY_OUTPUT"})
+        assert seen[-1]["max_step"] == step
