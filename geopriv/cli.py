@@ -1102,7 +1102,7 @@ def build_parser() -> argparse.ArgumentParser:
               "(per noise length on cells longer than one); none: off")
     _lib(g, build, "output_spacing", type=float, help="largest output spacing times epsilon")
     _lib(g, build, "max_step", type=_step, metavar="CELLS|none",
-         help="largest output step in cells, a power of two (4 halves the memory of large rasters); none: no cap")
+         help="largest output step in cells, a power of two; none: no cap, the spacing follows 1/epsilon")
     _lib(g, build, "pad", type=float, help="outputs extend beyond the raster by this many noise lengths")
     _lib(g, build, "cap", type=float, help="kernel cap in travel-time units")
     _lib(g, build, "n_jobs", type=int, help="worker processes for the kernels")
