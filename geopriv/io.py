@@ -47,7 +47,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
+import secrets
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -410,9 +410,17 @@ class Staging:
         dest.parent.mkdir(parents=True, exist_ok=True)
         self._made.extend(missing)  # removed again if nothing is committed
         self._lock(dest.parent)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".geopriv-tmp", dir=dest.parent))
-        self._tmpdirs.append(tmp)
-        return tmp
+        # registered before it is created: an interrupt (Ctrl-C, SIGTERM) between the two would
+        # otherwise leave a staging directory nobody removes (close() ignores missing ones)
+        while True:
+            tmp = dest.parent / f".{dest.name}.{secrets.token_hex(6)}.geopriv-tmp"
+            self._tmpdirs.append(tmp)
+            try:
+                tmp.mkdir(mode=0o700)
+            except FileExistsError:  # pragma: no cover - 48 random bits
+                self._tmpdirs.remove(tmp)
+                continue
+            return tmp
 
     def file(self, dest, write: Callable[[Path], object]) -> None:
         """Stage one file: ``write(tmp_path)`` writes it; it replaces ``dest`` at commit."""

@@ -395,3 +395,21 @@ def test_demo_replaces_a_link_at_its_picture_never_its_target(tmp_path):
     assert main(["demo", "--out", str(out), "--seed", "1"]) == 0
     assert important.read_text() == "keep me"
     assert not (out / "soho_map.png").is_symlink() and (out / "soho_map.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_an_interrupt_right_after_the_staging_directory_is_made_leaves_nothing(tmp_path, monkeypatch):
+    """Ctrl-C / SIGTERM arriving just after the staging directory exists (the window a loaded
+    machine opened in test_cli's SIGTERM test): the directory is still removed."""
+    real_mkdir = Path.mkdir
+
+    def mkdir_then_interrupt(self, *args, **kwargs):
+        real_mkdir(self, *args, **kwargs)
+        if self.name.endswith(".geopriv-tmp"):
+            raise KeyboardInterrupt  # as a signal handler would, between two bytecodes
+
+    monkeypatch.setattr(Path, "mkdir", mkdir_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        with Staging() as stage:
+            stage.file(tmp_path / "out.csv", lambda tmp: tmp.write_text("a\n"))
+    monkeypatch.undo()
+    assert list(tmp_path.iterdir()) == []
