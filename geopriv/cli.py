@@ -33,7 +33,6 @@ import inspect
 import json
 import math
 import os
-import re
 import sys
 import textwrap
 import traceback

@@ -199,29 +199,26 @@ class EikonalMechanism:
             verify=verify, mp_context=mp_context,
         )
         if not isinstance(margin, str):
-            return cls._build(privacy_map, margin=margin, **options)
+            return cls._build(privacy_map, margin=margin, margin_rule="given", **options)
         if margin != "auto":
             raise ValueError('margin must be "auto" (default), a number in (0, 1) or an array of the map\'s shape.')
-        per_cell = auto_margin(privacy_map)
+        per_cell = auto_margin(privacy_map)  # a function of the public map only, as is the fallback below
         if np.all(per_cell == AUTO_MARGIN):  # cells shorter than the noise length: the uniform margin
-            mech = cls._build(privacy_map, margin=AUTO_MARGIN, **options)
-            rule = f"auto: uniform {AUTO_MARGIN:g} (every cell shorter than its noise length)"
-        else:
-            try:
-                mech = cls._build(privacy_map, margin=per_cell, **options)
-                rule = f"auto: {AUTO_MARGIN:g} per noise length (at least {AUTO_MARGIN_FLOOR:g})"
-            except InfeasibleMechanismError:
-                mech = cls._build(privacy_map, margin=AUTO_MARGIN, **options)
-                rule = f"auto: uniform {AUTO_MARGIN:g} (the per-noise-length margin was infeasible on this map)"
-        mech.params["margin_rule"] = rule
-        return mech
+            return cls._build(privacy_map, margin=AUTO_MARGIN, **options,
+                              margin_rule=f"auto: uniform {AUTO_MARGIN:g} (every cell shorter than its noise length)")
+        try:
+            return cls._build(privacy_map, margin=per_cell, **options,
+                              margin_rule=f"auto: {AUTO_MARGIN:g} per noise length (at least {AUTO_MARGIN_FLOOR:g})")
+        except InfeasibleMechanismError:
+            return cls._build(privacy_map, margin=AUTO_MARGIN, **options,
+                              margin_rule=f"auto: uniform {AUTO_MARGIN:g} (the per-noise-length margin was infeasible on this map)")
 
     @classmethod
     def _build(
-        cls, privacy_map, *, margin, smooth, despeckle, jump, cap, output_spacing, max_step, pad, apex, max_iter,
-        solve_cap, solver, n_jobs, progress, verify, mp_context,
+        cls, privacy_map, *, margin, margin_rule, smooth, despeckle, jump, cap, output_spacing, max_step, pad, apex,
+        max_iter, solve_cap, solver, n_jobs, progress, verify, mp_context,
     ) -> "EikonalMechanism":
-        """:meth:`build` with a given margin (a number or a per-cell array)."""
+        """:meth:`build` with a given margin (a number or a per-cell array); ``margin_rule`` says where it came from."""
         marr = np.asarray(margin, dtype=float)
         if marr.ndim not in (0, 2) or (marr.ndim == 2 and marr.shape != privacy_map.shape):
             raise ValueError(f"margin must be a number or an array of the map's shape {privacy_map.shape}.")
@@ -289,7 +286,7 @@ class EikonalMechanism:
                 f"or pad more (pad={2 * pad:g})."
             )
         params = {
-            "margin": float(marr) if marr.ndim == 0 else {"min": float(marr.min()), "max": float(marr.max())}, "margin_rule": "given", "smooth": smooth, "despeckle": despeckle, "jump": jump, "cap": float(cap), "output_spacing": output_spacing,
+            "margin": float(marr) if marr.ndim == 0 else {"min": float(marr.min()), "max": float(marr.max())}, "margin_rule": margin_rule, "smooth": smooth, "despeckle": despeckle, "jump": jump, "cap": float(cap), "output_spacing": output_spacing,
             "max_step": max_step, "solve_cap": solve_cap, "pad": pad, "pad_cells": P, "apex": apex, "n_outputs": M,
             "nnz": int(nnz), "weight_iterations": iters, "normaliser_budget_used": rel,
             "cap_mass_max": float(cT * w.sum() / s.min()), "normaliser_share": rough, "weight_history": history,
@@ -420,7 +417,6 @@ class EikonalMechanism:
 
         pm = self.privacy_map
         ny, nx = pm.shape
-        n = ny * nx
         p = pm.prior(prior).ravel()
         ux = np.tile(pm.node_x, ny)
         uy = np.repeat(pm.node_y, nx)

@@ -17,7 +17,7 @@ from ...exceptions import MechanismFileError
 from ..grid import allowed as grid_allowed
 from ..grid import edge_slices
 from .report import VerifyReport
-from .weights import row_sums
+from .weights import row_blocks, row_sums
 
 
 def verify(mech) -> VerifyReport:
@@ -169,11 +169,7 @@ def check_arrays(mech, chunk: int = 10_000_000) -> None:
         bad("the stored normaliser has values that are not finite and > 0")
     if ip[0] != 0 or ip[-1] != len(idx) or np.any(ip[1:] < ip[:-1]):
         bad("indptr does not start at 0, end at the number of kernel entries and increase monotonically")
-    r0 = 0
-    while r0 < n:  # blocks of rows: bounded memory on 10^8 entries
-        lo = int(ip[r0])
-        r1 = min(max(int(np.searchsorted(ip, lo + chunk, side="right")) - 1, r0 + 1), n)
-        hi = int(ip[r1])
+    for r0, r1, lo, hi in row_blocks(ip, chunk):  # blocks of rows: bounded memory on 10^9 entries
         kb, ib = ker[lo:hi], idx[lo:hi]
         if not np.all(np.isfinite(kb)):
             bad("kernel values are not finite (NaN or infinite)")
@@ -187,7 +183,6 @@ def check_arrays(mech, chunk: int = 10_000_000) -> None:
         inc[starts - 1] = True
         if not inc.all():
             bad("indices are not strictly increasing within a row (duplicate or unsorted kernel entries)")
-        r0 = r1
     P = mech.params.get("pad_cells") if isinstance(mech.params, dict) else None
     if not isinstance(P, int) or P < 0:
         bad("params['pad_cells'] (the output padding) is missing or invalid")

@@ -30,22 +30,31 @@ def relative_share(s: np.ndarray, pm: PrivacyMap, budget) -> float:
     return max(float((np.abs(ls[a] - ls[b]) / bd).max()) for (a, b), bd in zip(edge_slices(), budget))
 
 
-def row_sums(indptr, indices, data, w, chunk: int = 10_000_000) -> np.ndarray:
-    """sum_k w[indices[k]] * data[k] per CSR row, in float64, in blocks of rows (bounded memory)."""
+def row_blocks(indptr, chunk: int = 10_000_000):
+    """(r0, r1, lo, hi) over blocks of CSR rows holding about ``chunk`` entries each (at least one row).
+
+    The one loop behind every O(entries) pass over the kernels (:func:`row_sums`,
+    :func:`column_sums`, the checks of :func:`.verification.check_arrays`): memory stays one
+    block whatever the raster.
+    """
     n = len(indptr) - 1
-    out = np.zeros(n)
     r0 = 0
     while r0 < n:
-        lo = indptr[r0]
-        r1 = int(np.searchsorted(indptr, lo + chunk, side="right")) - 1
-        r1 = min(max(r1, r0 + 1), n)
-        hi = indptr[r1]
+        lo = int(indptr[r0])
+        r1 = min(max(int(np.searchsorted(indptr, lo + chunk, side="right")) - 1, r0 + 1), n)
+        yield r0, r1, lo, int(indptr[r1])
+        r0 = r1
+
+
+def row_sums(indptr, indices, data, w, chunk: int = 10_000_000) -> np.ndarray:
+    """sum_k w[indices[k]] * data[k] per CSR row, in float64, in blocks of rows (bounded memory)."""
+    out = np.zeros(len(indptr) - 1)
+    for r0, r1, lo, hi in row_blocks(indptr, chunk):
         vals = w[indices[lo:hi]] * data[lo:hi].astype(np.float64)
         starts = indptr[r0:r1] - lo
         nonempty = indptr[r0 + 1:r1 + 1] > indptr[r0:r1]
         if nonempty.any():
             out[r0:r1][nonempty] = np.add.reduceat(vals, starts[nonempty])
-        r0 = r1
     return out
 
 
@@ -54,29 +63,19 @@ def column_sums(indptr, indices, data, vectors, n_columns: int, chunk: int = 10_
 
     In blocks of rows, without a float64 copy of ``data`` (bounded memory on 10^9 entries).
     """
-    n = len(indptr) - 1
     out = [np.zeros(n_columns) for _ in vectors]
-    r0 = 0
-    while r0 < n:
-        lo = indptr[r0]
-        r1 = int(np.searchsorted(indptr, lo + chunk, side="right")) - 1
-        r1 = min(max(r1, r0 + 1), n)
-        hi = indptr[r1]
+    for r0, r1, lo, hi in row_blocks(indptr, chunk):
         rows = np.repeat(np.arange(r0, r1), np.diff(indptr[r0:r1 + 1]))
         cols = indices[lo:hi]
         d = data[lo:hi].astype(np.float64)
         for acc, v in zip(out, vectors):
             acc += np.bincount(cols, weights=d * v[rows], minlength=n_columns)
-        r0 = r1
     return out
 
 
 #: weight iterations without a 1 % better normaliser before a solve stops (the share is not
 #: monotone: 50 stopped the 200 x 200 max_step=4 build at 1.09, 150 lets it reach 0.91)
 STALL = 150
-#: iterations on the full kernels after the truncated solve (None: max_iter; 100 was too few
-#: where the truncated kernels plateau just above the budget)
-POLISH_ITER = None
 
 
 class _BlockProducts:
@@ -153,7 +152,8 @@ def solve_weights(S: KernelColumns, cT, ostep, colmass, pm: PrivacyMap, budget, 
         history.append((it, exact))
         if exact < 0.97:
             return w0 * v, it, history
-        v, it2, hist = _bb(S, cT, w0, pm, budget, goal, POLISH_ITER if POLISH_ITER is not None else max_iter, threads, v=v)
+        # up to max_iter more (100 was too few where the truncated kernels plateau just above the budget)
+        v, it2, hist = _bb(S, cT, w0, pm, budget, goal, max_iter, threads, v=v)
         history.extend((it + i, sh) for i, sh in hist)
         return w0 * v, it + it2, history
     v, it, hist = _bb(S, cT, w0, pm, budget, goal, max_iter, threads, v=None)
