@@ -153,13 +153,15 @@ def test_build_refuses_when_the_weights_cannot_normalise(tiny_mech):
 
 
 def test_build_refuses_a_mechanism_that_fails_verification(tiny_mech, monkeypatch):
-    real = eik.EikonalMechanism.verify
+    from geopriv.mechanisms.eikonal import verification
 
-    def lying_verify(self):
-        rep = real(self)
+    real = verification.verify
+
+    def lying_verify(mech, extremes=None):
+        rep = real(mech, extremes)
         return dataclasses.replace(rep, max_ratio=1.01)
 
-    monkeypatch.setattr(eik.EikonalMechanism, "verify", lying_verify)
+    monkeypatch.setattr(verification, "verify", lying_verify)
     with pytest.raises(InfeasibleMechanismError, match="Nothing was returned"):
         EikonalMechanism.build(tiny_mech.privacy_map, margin=0.1, max_step=1)
 
@@ -921,6 +923,70 @@ def test_kernel_columns_csr_truncation_and_products_match_scipy():
     assert cols.blocks == [] and cols.nnz == 0  # released: the blocks are gone
     i2, j2, d2 = small.to_csr()
     np.testing.assert_array_equal(sp.csr_matrix((d2, j2, i2), shape=dense.shape).toarray(), np.where(dense >= 0.5, dense, 0))
+
+
+def _extremes_from_arrays(mech):
+    """LogRatioExtremes computed from a mechanism's CSR arrays (as the kernel workers do from their blocks)."""
+    import scipy.sparse as sp
+
+    n = len(mech.normaliser)
+    csc = sp.csr_matrix((mech.kernel, mech.indices, mech.indptr), shape=(n, len(mech.weights))).tocsc()
+    ext = kernels_mod.LogRatioExtremes(mech.privacy_map.shape)
+    half = csc.shape[1] // 2  # two blocks merged, as chunks from two workers are
+    for a, b in ((0, half), (half, csc.shape[1])):
+        part = kernels_mod.LogRatioExtremes(mech.privacy_map.shape)
+        blk = csc[:, a:b]
+        part.add_columns(np.diff(blk.indptr), blk.indices, blk.data, math.exp(-mech.cap))
+        ext.merge(part)
+    return ext
+
+
+def test_verification_from_worker_extremes_equals_the_check_of_the_arrays(tokyo_mech):
+    """The build verifies from the kernel workers' per-edge extremes; reading the arrays gives the same report."""
+    from geopriv.mechanisms.eikonal import verification
+
+    fast, slow = tokyo_mech.report, tokyo_mech.verify()
+    assert fast.max_ratio == pytest.approx(slow.max_ratio, rel=1e-12)
+    assert fast.normaliser_ratio == slow.normaliser_ratio
+    assert fast.worst["node_a"] == slow.worst["node_a"] and fast.worst["node_b"] == slow.worst["node_b"]
+    assert fast.worst["output"] == slow.worst["output"]
+    np.testing.assert_allclose(fast.node_ratio, slow.node_ratio, rtol=1e-12, atol=1e-15)
+    again = verification.verify(tokyo_mech, _extremes_from_arrays(tokyo_mech))
+    assert again.max_ratio == pytest.approx(slow.max_ratio, rel=1e-12) and again.worst["output"] == slow.worst["output"]
+
+
+def test_worker_extremes_catch_a_sharpened_kernel(tiny_mech):
+    """Negative control: one kernel entry raised 5x (normaliser recomputed) breaks the map; both checks see it equally."""
+    from geopriv.mechanisms.eikonal import verification
+
+    k = tiny_mech.kernel.copy()
+    row = 5 * tiny_mech.privacy_map.shape[1] + 5
+    pos = int(tiny_mech.indptr[row]) + 3
+    k[pos] *= 5.0
+    bad = dataclasses.replace(tiny_mech, kernel=k)
+    bad = dataclasses.replace(bad, normaliser=verification.exact_normaliser(bad))
+    slow = verification.verify(bad)
+    fast = verification.verify(bad, _extremes_from_arrays(bad))
+    assert not slow.ok and not fast.ok
+    assert fast.max_ratio == pytest.approx(slow.max_ratio, rel=1e-12)
+    assert fast.worst["output"] == slow.worst["output"] == int(tiny_mech.indices[pos])
+    with pytest.raises(ValueError, match="raster"):
+        verification.verify(bad, kernels_mod.LogRatioExtremes((3, 3)))
+
+
+def test_sampling_tables_are_the_per_row_cumulative_sums(tokyo_mech):
+    from geopriv.mechanisms.eikonal import sampling
+
+    m = tokyo_mech
+    ref = np.empty(len(m.kernel))
+    ip = m.indptr
+    for r in range(len(m.normaliser)):
+        lo, hi = ip[r], ip[r + 1]
+        if hi > lo:
+            np.cumsum(m.weights[m.indices[lo:hi]] * m.kernel[lo:hi], out=ref[lo:hi])
+            ref[lo:hi] /= m.normaliser[r]
+    for block in (1, 1000, 10**9):  # one row per block, many, all
+        assert np.array_equal(sampling._row_cdf(ip, m.indices, m.kernel, m.weights, m.normaliser, block), ref)
 
 
 # ============================================================================ compact files (kernels recomputed at load)

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..privacy_map import PrivacyMap, edge_weights
 
-__all__ = ["edge_slices", "allowed", "mean_ground_scale", "edge_list", "EDGE_OFFSETS"]
+__all__ = ["edge_slices", "edge_window", "allowed", "mean_ground_scale", "edge_list", "EDGE_OFFSETS"]
 
 #: (row, col) step from the first to the second node of each edge family
 EDGE_OFFSETS = ((0, 1), (1, 0), (1, 1), (1, -1))
@@ -22,6 +22,17 @@ def edge_slices():
     """(slice_a, slice_b) for the 4 edge families, matching :func:`edge_weights`."""
     s, e0, e1 = slice(None), slice(0, -1), slice(1, None)
     return [((s, e0), (s, e1)), ((e0, s), (e1, s)), ((e0, e0), (e1, e1)), ((e0, e1), (e1, e0))]
+
+
+def edge_window(family: int, r0: int, r1: int, c0: int, c1: int):
+    """Index of a family's edge array for the edges inside the node window [r0:r1, c0:c1].
+
+    For a window ``L`` of node values, ``L[sa] - L[sb]`` (the family's :func:`edge_slices`)
+    lines up with ``edge_array[edge_window(family, ...)]``: edge arrays are indexed by the
+    first node for the east, south and south-east families, and by (row, col - 1) of the
+    first node for the south-west family.
+    """
+    return (slice(r0, r1 - (0 if family == 0 else 1)), slice(c0, c1 - (0 if family == 1 else 1)))
 
 
 def allowed(pm: PrivacyMap):

@@ -19,6 +19,7 @@ import math
 import numpy as np
 
 from ...privacy_map import edge_weights, lipschitz_envelope
+from ..grid import edge_slices, edge_window
 
 FMM_SLACK = 0.98
 # window half-sizes tried for each output (cells): about 6 % apart, so windows are rarely much
@@ -29,10 +30,73 @@ _SHARED: dict = {}
 
 
 def _kernel_columns(outputs: np.ndarray):
-    """Kernels of the given outputs: (counts, rows int32, values float64, colmass, sweeps)."""
+    """Kernels of the given outputs: (counts, rows int32, values float32, colmass, sweeps, extremes).
+
+    ``extremes`` (:class:`LogRatioExtremes` of these columns, or None when not asked for) is
+    computed here, in the worker, from the very arrays returned.
+    """
     if _SHARED["solver"] == "graph":
-        return _kernel_columns_graph(outputs)
-    return _kernel_columns_fmm(outputs)
+        counts, rows, vals, colmass, sweeps = _kernel_columns_graph(outputs)
+    else:
+        counts, rows, vals, colmass, sweeps = _kernel_columns_fmm(outputs)
+    ext = None
+    if _SHARED.get("extremes"):
+        ext = LogRatioExtremes((_SHARED["ny"], _SHARED["nx"]))
+        ext.add_columns(counts, rows, vals, math.exp(-_SHARED["cap"]))
+    return counts, rows, vals, colmass, sweeps, ext
+
+
+class LogRatioExtremes:
+    """Per pair of neighbouring raster nodes (a, b): the extremes of ln K_y(a) - ln K_y(b) over outputs y.
+
+    K_y = stored kernel value + exp(-cap), in float64, exactly as sampling and
+    :func:`~geopriv.mechanisms.eikonal.verification.verify` read it.  ``hi`` and ``lo`` start
+    at 0: an output whose support holds neither node has K_y(a) = K_y(b) = exp(-cap) (there is
+    always one on a real map, and counting it is conservative).  Verification needs only
+    these two numbers per edge: for the released probabilities P(y | u) = w_y K_y(u) / s(u)
+    the log-ratio over an edge is alpha_y - (ln s(a) - ln s(b)), so its largest absolute value
+    over y is max(hi - d, d - lo) with d the normaliser's term.  Computing them per column
+    block, in the worker that solved the block and from the arrays it returns, makes the
+    verification parallel and saves it a second pass over 10^8 entries.  (Which output
+    attains the worst edge is found afterwards from that edge's two rows.)
+    """
+
+    def __init__(self, shape):
+        ny, nx = (int(v) for v in shape)
+        self.shape = (ny, nx)
+        shapes = [(ny, nx - 1), (ny - 1, nx), (ny - 1, nx - 1), (ny - 1, nx - 1)]
+        self.hi = [np.zeros(sh) for sh in shapes]
+        self.lo = [np.zeros(sh) for sh in shapes]
+
+    def add_columns(self, counts, rows, vals, cT: float) -> None:
+        """Account for columns given as per-column counts, rows (raster nodes) and values."""
+        ny, nx = self.shape
+        slices = edge_slices()
+        ends = np.cumsum(np.asarray(counts, np.int64))
+        for hi_e, n in zip(ends, counts):
+            if n == 0:
+                continue
+            lo_e = hi_e - n
+            gi, gj = np.divmod(rows[lo_e:hi_e], nx)
+            r0, r1 = max(int(gi.min()) - 1, 0), min(int(gi.max()) + 2, ny)
+            c0, c1 = max(int(gj.min()) - 1, 0), min(int(gj.max()) + 2, nx)
+            K = np.full((r1 - r0, c1 - c0), cT)
+            K[gi - r0, gj - c0] += vals[lo_e:hi_e]
+            L = np.log(K, out=K)
+            for f, (sa, sb) in enumerate(slices):
+                a = np.subtract(L[sa], L[sb])
+                if a.size == 0:
+                    continue
+                win = edge_window(f, r0, r1, c0, c1)
+                hi, lo = self.hi[f][win], self.lo[f][win]
+                np.maximum(hi, a, out=hi)
+                np.minimum(lo, a, out=lo)
+
+    def merge(self, other: "LogRatioExtremes") -> None:
+        """Fold in the extremes of other columns."""
+        for f in range(4):
+            np.maximum(self.hi[f], other.hi[f], out=self.hi[f])
+            np.minimum(self.lo[f], other.lo[f], out=self.lo[f])
 
 
 def _stencil_graph(kp: np.ndarray, hy: float, hx: float):
@@ -215,8 +279,11 @@ def _init_worker(shared: dict) -> None:
     _SHARED.update(shared)
 
 
-def _run_kernels(order: np.ndarray, n_jobs: int, progress, mp_context=None):
+def _run_kernels(order: np.ndarray, n_jobs: int, progress, mp_context=None, on_result=None):
     """Kernels for all outputs as a list of per-chunk results in output order, optionally in worker processes.
+
+    ``on_result(result)``, if given, is applied to each chunk's result as it arrives and its
+    return value is kept instead (a reduction that should not wait for every chunk).
 
     The problem (graph or speed map, outputs, cap) is sent to each worker once through the
     pool's initializer, so the pool works under every start method (``spawn`` on Windows and
@@ -239,13 +306,13 @@ def _run_kernels(order: np.ndarray, n_jobs: int, progress, mp_context=None):
             futures = {pool.submit(_kernel_columns, c): k for k, c in enumerate(chunks)}
             for fut in as_completed(futures):
                 k = futures[fut]
-                results[k] = fut.result()
+                results[k] = fut.result() if on_result is None else on_result(fut.result())
                 done += len(chunks[k])
                 if callback:
                     callback(done, M)
     else:
         for k, c in enumerate(chunks):
-            results[k] = _kernel_columns(c)
+            results[k] = _kernel_columns(c) if on_result is None else on_result(_kernel_columns(c))
             done += len(c)
             if callback:
                 callback(done, M)
@@ -254,8 +321,13 @@ def _run_kernels(order: np.ndarray, n_jobs: int, progress, mp_context=None):
     return results
 
 
-def compute_kernels(kp, shape, cell, P, oi, oj, apex_t, cap, solver, n_jobs, progress=None, mp_context=None):
+def compute_kernels(kp, shape, cell, P, oi, oj, apex_t, cap, solver, n_jobs, progress=None, mp_context=None,
+                    extremes: bool = False):
     """All kernels (inputs x outputs) of exp(-f~) - exp(-cap) as :class:`KernelColumns`, plus column masses.
+
+    Returns ``(kernels, colmass, sweeps)``, or ``(kernels, colmass, sweeps, extremes)`` with
+    ``extremes=True``: the :class:`LogRatioExtremes` of all columns, computed by the workers
+    from the arrays they return (what verification needs from the kernels).
 
     A deterministic function of the padded kernel rate map ``kp``, the outputs (padded grid
     indices ``oi``, ``oj``), their apex radii, the cap and the solver: :meth:`EikonalMechanism.build`
@@ -269,7 +341,8 @@ def compute_kernels(kp, shape, cell, P, oi, oj, apex_t, cap, solver, n_jobs, pro
     hy, hx = cell
     NY, NX = kp.shape
     _SHARED.clear()
-    _SHARED.update(solver=solver, hy=hy, hx=hx, cap=float(cap), pad=P, ny=ny, nx=nx, NX=NX, oi=oi, oj=oj, apex=apex_t)
+    _SHARED.update(solver=solver, hy=hy, hx=hx, cap=float(cap), pad=P, ny=ny, nx=nx, NX=NX, oi=oi, oj=oj, apex=apex_t,
+                   extremes=bool(extremes))
     if solver == "fmm":
         # speed map for fast marching: no larger than the edge means (fewer repairs)
         kf = kp * FMM_SLACK
@@ -287,8 +360,15 @@ def compute_kernels(kp, shape, cell, P, oi, oj, apex_t, cap, solver, n_jobs, pro
         to_domain = np.full(NY * NX, -1, np.int64)
         to_domain[dom] = np.arange(ny * nx)
         _SHARED.update(graph=_stencil_graph(kp, hy, hx), to_domain=to_domain)
+    total = LogRatioExtremes((ny, nx)) if extremes else None
+
+    def fold(result):  # merge each chunk's extremes as it arrives: one set held, not one per chunk
+        if total is not None:
+            total.merge(result[5])
+        return result[:5]
+
     try:
-        results = _run_kernels(np.arange(len(oi)), int(n_jobs), progress, mp_context)
+        results = _run_kernels(np.arange(len(oi)), int(n_jobs), progress, mp_context, on_result=fold)
     finally:
         _SHARED.clear()
     blocks, m0 = [], 0
@@ -300,7 +380,8 @@ def compute_kernels(kp, shape, cell, P, oi, oj, apex_t, cap, solver, n_jobs, pro
         results[k] = (None, None, None, results[k][3], results[k][4])
     colmass = np.concatenate([r[3] for r in results]) if results else np.zeros(0)
     sweeps = sum(r[4] for r in results)
-    return KernelColumns(blocks, (ny * nx, len(oi))), colmass, sweeps
+    S = KernelColumns(blocks, (ny * nx, len(oi)))
+    return (S, colmass, sweeps, total) if extremes else (S, colmass, sweeps)
 
 
 def kept_indptr(indptr: np.ndarray, keep: np.ndarray) -> np.ndarray:
@@ -348,10 +429,11 @@ class KernelColumns:
     def to_csr(self, release: bool = False):
         """(indptr int64, indices int32, data float32) of the CSR matrix, column indices sorted in each row.
 
-        Two passes over the blocks: count the entries of each row, then place each column's
-        entries at their rows' cursors, columns in output order (so every row's columns come out
-        sorted).  With ``release=True`` each block is dropped once placed (this object is
-        then empty): the peak is one copy of the kernels plus one block.
+        Two passes over the blocks: count the entries of each row, then turn each block into
+        rows and append every row's run at that row's cursor, blocks in output order (so every
+        row's columns come out sorted).  With ``release=True`` each block is dropped once
+        placed (this object is then empty): the peak is one copy of the kernels plus about
+        three blocks.
         """
         n, M = self.shape
         counts = np.zeros(n, np.int64)
@@ -364,18 +446,20 @@ class KernelColumns:
         data = np.empty(nnz, np.float32)
         cursor = indptr[:-1].copy()
         for k, (m0, b) in enumerate(self.blocks):
-            ip, rows, vals = b.indptr, b.indices, b.data
-            for c in range(b.shape[1]):  # columns in order: each row's entries come out sorted by column
-                lo, hi = ip[c], ip[c + 1]
-                if lo == hi:
-                    continue
-                r = rows[lo:hi]  # distinct rows within a column
-                pos = cursor[r]
-                indices[pos] = m0 + c
-                data[pos] = vals[lo:hi]
-                cursor[r] += 1
+            # the block as rows (scipy's transpose leaves each row's columns sorted), then every
+            # row's run of entries appended at that row's cursor: blocks come in output order,
+            # so each row's columns come out sorted
+            r = b.tocsr()
             if release:
                 self.blocks[k] = (m0, None)
+                del b
+            per = np.diff(r.indptr)
+            pos = np.repeat(cursor - r.indptr[:-1], per)
+            pos += np.arange(r.nnz, dtype=np.int64)
+            indices[pos] = r.indices.astype(np.int32) + np.int32(m0)
+            data[pos] = r.data
+            cursor += per
+            del r, pos, per
         if release:
             self.blocks = []
         return indptr, indices, data

@@ -260,8 +260,10 @@ class EikonalMechanism:
         apex_t = np.where(ostep > 1, apex * ostep * math.sqrt(hx * hy) * kp[oi, oj], 0.0)
         timings["prepare_s"] = time.perf_counter() - t_start
         t0 = time.perf_counter()
-        S, colmass, sweeps = compute_kernels(
-            kp, (ny, nx), (hy, hx), P, oi, oj, apex_t, float(cap), solver, int(n_jobs), progress, mp_context
+        # with verify, the workers also take the kernels' part of the check (verification.verify)
+        S, colmass, sweeps, *extremes = compute_kernels(
+            kp, (ny, nx), (hy, hx), P, oi, oj, apex_t, float(cap), solver, int(n_jobs), progress, mp_context,
+            extremes=bool(verify),
         )
         timings["kernels_s"] = time.perf_counter() - t0
         cT = math.exp(-cap)
@@ -309,7 +311,7 @@ class EikonalMechanism:
         )
         if verify:
             t0 = time.perf_counter()
-            report = mech.verify()
+            report = verification.verify(mech, extremes[0])  # the kernels' extremes, from the blocks placed above
             timings["verify_s"] = time.perf_counter() - t0
             if not report.ok:
                 raise InfeasibleMechanismError(

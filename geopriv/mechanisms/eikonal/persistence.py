@@ -163,8 +163,10 @@ def load(
     except Exception as exc:
         raise MechanismFileError(f"{path!r} holds an invalid privacy map ({exc}). Rebuild it.") from None
     n = pm.shape[0] * pm.shape[1]
+    extremes = None
     if compact:
-        data.update(_recompute_kernels(path, pm, meta, data, n_jobs, progress, mp_context))
+        data.update(_recompute_kernels(path, pm, meta, data, n_jobs, progress, mp_context, bool(verify or meta.get("report") is None)))
+        extremes = data.pop("extremes")
     if len(data["indptr"]) != n + 1 or len(data["normaliser"]) != n or len(data["indices"]) != len(data["kernel"]):
         raise MechanismFileError(f"{path!r} has inconsistent array sizes; it is corrupt. Rebuild it.")
     remap = data.get("remap_xy")
@@ -211,7 +213,9 @@ def load(
     )
     try:
         if verify or report is None:
-            fresh = verify_mechanism(mech)  # checks the arrays, recomputes the normaliser and the ratios
+            # checks the arrays, recomputes the normaliser and the ratios (a compact file's kernels
+            # part comes from the workers that recomputed the kernels placed into mech)
+            fresh = verify_mechanism(mech, extremes)
             mismatch = fresh.normaliser_mismatch
         else:
             fresh = None
@@ -234,8 +238,10 @@ def load(
     return mech
 
 
-def _recompute_kernels(path, pm: PrivacyMap, meta: dict, data: dict, n_jobs: int, progress, mp_context) -> dict:
-    """Kernels of a compact file (indptr, indices, kernel), recomputed as :meth:`EikonalMechanism.build` computed them."""
+def _recompute_kernels(path, pm: PrivacyMap, meta: dict, data: dict, n_jobs: int, progress, mp_context,
+                       extremes: bool = True) -> dict:
+    """Kernels of a compact file (indptr, indices, kernel), recomputed as :meth:`EikonalMechanism.build` computed them,
+    and their :class:`~.kernels.LogRatioExtremes` for verification (None unless ``extremes``)."""
     ny, nx = pm.shape
     params = meta.get("params") or {}
     P, solver, cap = params.get("pad_cells"), params.get("solver", "graph"), meta.get("cap")
@@ -263,12 +269,12 @@ def _recompute_kernels(path, pm: PrivacyMap, meta: dict, data: dict, n_jobs: int
     if problems:
         raise MechanismFileError(f"{path!r} is a compact mechanism file with invalid contents ({'; '.join(problems)}). Rebuild it.")
     hx, hy = pm.cell_size
-    S, _colmass, _sweeps = compute_kernels(
+    S, _colmass, _sweeps, *ext = compute_kernels(
         np.asarray(kp, np.float64), (ny, nx), (hy, hx), P, oij[:, 0] + P, oij[:, 1] + P, np.asarray(apex_t, np.float64),
-        float(cap), solver, int(n_jobs), progress, mp_context,
+        float(cap), solver, int(n_jobs), progress, mp_context, extremes=extremes,
     )
     indptr, indices, kernel = S.to_csr(release=True)
-    return {"indptr": indptr, "indices": indices, "kernel": kernel}
+    return {"indptr": indptr, "indices": indices, "kernel": kernel, "extremes": ext[0] if ext else None}
 
 
 def json_default(o):

@@ -15,13 +15,20 @@ import numpy as np
 
 from ...exceptions import MechanismFileError
 from ..grid import allowed as grid_allowed
-from ..grid import edge_slices
+from ..grid import edge_slices, edge_window
 from .report import VerifyReport
 from .weights import row_blocks, row_sums
 
 
-def verify(mech) -> VerifyReport:
+def verify(mech, extremes=None) -> VerifyReport:
     """Realised local Lipschitz constant of ln P(Q(u)=y) over all neighbouring node pairs and outputs.
+
+    ``extremes`` (:class:`~geopriv.mechanisms.eikonal.kernels.LogRatioExtremes`) may carry
+    the kernels' part of the check, computed by the kernel workers from the very column
+    blocks that were then placed into ``mech``'s arrays (:func:`.kernels.compute_kernels`
+    with ``extremes=True``; the build and the load of a compact file): the report is then the
+    same as from the arrays (same ratios up to rounding, same worst edge and output), without
+    a second pass over the kernels.  Without it, the kernels are read from ``mech``'s arrays.
 
     Recomputed from the arrays sampling uses (weights, kernel, indptr, indices, cap), in
     float64.  The normaliser is not trusted: it is recomputed from the weights and kernels
@@ -65,29 +72,43 @@ def verify(mech) -> VerifyReport:
         norm_share = max(norm_share, float(ratio.max()))
         _node_max(node, ratio, sa, sb, 0, 0)
         account(ratio, sa, sb, 0, 0, -1)
-    # the kernels, in horizontal bands of raster lines overlapping by one line (every edge lies
-    # within a band), each band turned into columns: memory one band, not a second copy
-    for i0, i1, S in _bands(mech):
-        ip, idx, dat = S.indptr, S.indices, S.data
-        for m in range(S.shape[1]):
-            lo, hi = ip[m], ip[m + 1]
-            if lo == hi:
-                continue
-            gi, gj = np.divmod(idx[lo:hi], nx)
-            gi += i0
-            r0, r1 = max(int(gi.min()) - 1, i0), min(int(gi.max()) + 2, i1)
-            c0, c1 = max(int(gj.min()) - 1, 0), min(int(gj.max()) + 2, nx)
-            K = np.full((r1 - r0, c1 - c0), cT)
-            K[gi - r0, gj - c0] += dat[lo:hi]
-            L = np.log(K) - lns[r0:r1, c0:c1]
-            for (sa, sb), iw in zip(slices, inv):
-                win = _win(iw, sa, r0, r1, c0, c1)
-                ratio = np.abs(L[sa] - L[sb]) * win
-                if ratio.size == 0:
+    if extremes is not None:
+        if tuple(extremes.shape) != (ny, nx):
+            raise ValueError(f"extremes are for a {extremes.shape} raster, the mechanism's is {(ny, nx)}")
+        # max over outputs of |alpha_y - d| = max(hi - d, d - lo), with hi >= 0 >= lo
+        for f, ((sa, sb), iw) in enumerate(zip(slices, inv)):
+            d = lns[sa] - lns[sb]
+            up = extremes.hi[f] - d
+            down = d - extremes.lo[f]
+            ratio = np.maximum(up, down) * iw
+            _node_max(node, ratio, sa, sb, 0, 0)
+            k = int(np.argmax(ratio))
+            val = float(ratio.flat[k])
+            if val > best[0]:
+                best = (val, (k, ratio.shape, sa, sb, 0, 0, None))  # the output: from the edge's rows, below
+    else:
+        # the kernels, in horizontal bands of raster lines overlapping by one line (every edge lies
+        # within a band), each band turned into columns: memory one band, not a second copy
+        for i0, i1, S in _bands(mech):
+            ip, idx, dat = S.indptr, S.indices, S.data
+            for m in range(S.shape[1]):
+                lo, hi = ip[m], ip[m + 1]
+                if lo == hi:
                     continue
-                _node_max(node, ratio, sa, sb, r0, c0)
-                account(ratio, sa, sb, r0, c0, m)
-        del S, ip, idx, dat
+                gi, gj = np.divmod(idx[lo:hi], nx)
+                gi += i0
+                r0, r1 = max(int(gi.min()) - 1, i0), min(int(gi.max()) + 2, i1)
+                c0, c1 = max(int(gj.min()) - 1, 0), min(int(gj.max()) + 2, nx)
+                K = np.full((r1 - r0, c1 - c0), cT)
+                K[gi - r0, gj - c0] += dat[lo:hi]
+                L = np.log(K) - lns[r0:r1, c0:c1]
+                for f, ((sa, sb), iw) in enumerate(zip(slices, inv)):
+                    ratio = np.abs(L[sa] - L[sb]) * iw[edge_window(f, r0, r1, c0, c1)]
+                    if ratio.size == 0:
+                        continue
+                    _node_max(node, ratio, sa, sb, r0, c0)
+                    account(ratio, sa, sb, r0, c0, m)
+            del S, ip, idx, dat
     val, where = best
     k, shp, sa, _sb, r0, c0, m = where
     a_r, a_c = np.unravel_index(k, shp)
@@ -96,6 +117,8 @@ def verify(mech) -> VerifyReport:
     da = [(0, 1), (1, 0), (1, 1), (1, -1)][fam]
     ra, ca = r0 + a_r + off_a[0], c0 + a_c + off_a[1]
     rb, cb = ra + da[0], ca + da[1]
+    if m is None:
+        m = _worst_output(mech, ra * nx + ca, rb * nx + cb, lns[ra, ca] - lns[rb, cb], cT)
     allowed_ab = float(allowed[fam][min(ra, rb), min(ca, cb)])
     worst = {
         "node_a": (int(ra), int(ca)),
@@ -206,17 +229,18 @@ def normaliser_mismatch(stored: np.ndarray, exact: np.ndarray) -> float:
     return d if math.isfinite(d) else math.inf
 
 
-def _win(iw, sa, r0, r1, c0, c1):
-    """Slice of a per-edge array (full grid) matching the window [r0:r1, c0:c1] and family slices."""
-    # edge arrays are indexed by their 'a' node for families 0-2, and by (row, col-1) for family 3
-    ra = slice(r0, r1 - (0 if sa[0] == slice(None) else 1))
-    if sa[1] == slice(None):
-        ca = slice(c0, c1)
-    elif sa[1] == slice(0, -1):
-        ca = slice(c0, c1 - 1)
-    else:  # (e0, e1): anti-diagonal, edge stored at (row, col - 1)
-        ca = slice(c0, c1 - 1)
-    return iw[ra, ca]
+def _worst_output(mech, a: int, b: int, d: float, cT: float) -> int:
+    """The output with the largest |ln K_y(a) - ln K_y(b) - d| (-1: one outside both supports), ties to the smallest."""
+    ip, idx, ker = mech.indptr, mech.indices, mech.kernel
+    ya, yb = idx[ip[a]:ip[a + 1]], idx[ip[b]:ip[b + 1]]
+    ys = np.union1d(ya, yb)
+    ka, kb = np.full(len(ys), cT), np.full(len(ys), cT)
+    ka[np.searchsorted(ys, ya)] += ker[ip[a]:ip[a + 1]]
+    kb[np.searchsorted(ys, yb)] += ker[ip[b]:ip[b + 1]]
+    dev = np.abs(np.log(ka) - np.log(kb) - d)
+    if len(ys) == 0 or dev.max() <= abs(d):
+        return -1
+    return int(ys[int(np.argmax(dev))])
 
 
 def _node_max(node, ratio, sa, sb, r0, c0):
