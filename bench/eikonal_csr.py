@@ -27,6 +27,7 @@ def main(argv=None):
     ap.add_argument("--inputs", type=int, default=40_000)
     ap.add_argument("--outputs", type=int, default=17_800)
     ap.add_argument("--per", type=int, default=4_000, help="entries per output column")
+    ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
     n, M, per = args.inputs, args.outputs, args.per
@@ -44,7 +45,7 @@ def main(argv=None):
         ref = big.tocsr()
         ref.sort_indices()
         t1 = time.perf_counter()
-        ip, idx, d = KernelColumns(list(blocks), (n, M)).to_csr()
+        ip, idx, d = KernelColumns(list(blocks), (n, M)).to_csr(threads=args.threads)
         t2 = time.perf_counter()
         print(f"scipy tocsr {t1 - t0:.2f} s | KernelColumns.to_csr {t2 - t1:.2f} s | ratio {(t2 - t1) / (t1 - t0):.2f}")
         assert np.array_equal(ip, ref.indptr) and np.array_equal(idx, ref.indices) and np.array_equal(d, ref.data)

@@ -915,6 +915,10 @@ def test_kernel_columns_csr_truncation_and_products_match_scipy():
         ops.close()
     small = cols.truncated(np.float32(0.5))
     assert small.nnz == int((dense >= 0.5).sum())
+    for threads in (2, 3, 9):  # groups of blocks placed in parallel: the same arrays
+        got = kernels_mod.KernelColumns(list(cols.blocks), cols.shape).to_csr(threads=threads)
+        for g, want in zip(got, (ref.indptr, ref.indices, ref.data)):
+            np.testing.assert_array_equal(g, want)
     indptr, indices, data = cols.to_csr(release=True)
     np.testing.assert_array_equal(indptr, ref.indptr)
     np.testing.assert_array_equal(indices, ref.indices)
@@ -985,8 +989,8 @@ def test_sampling_tables_are_the_per_row_cumulative_sums(tokyo_mech):
         if hi > lo:
             np.cumsum(m.weights[m.indices[lo:hi]] * m.kernel[lo:hi], out=ref[lo:hi])
             ref[lo:hi] /= m.normaliser[r]
-    for block in (1, 1000, 10**9):  # one row per block, many, all
-        assert np.array_equal(sampling._row_cdf(ip, m.indices, m.kernel, m.weights, m.normaliser, block), ref)
+    for block, threads in ((1, 1), (1000, 1), (1000, 3), (10**9, 2)):  # one row per block, many, all; threads
+        assert np.array_equal(sampling._row_cdf(ip, m.indices, m.kernel, m.weights, m.normaliser, block, threads), ref)
 
 
 # ============================================================================ compact files (kernels recomputed at load)

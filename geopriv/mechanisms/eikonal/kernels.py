@@ -426,40 +426,67 @@ class KernelColumns:
             out.append((m0, sp.csc_matrix((b.data[keep], b.indices[keep], colptr), shape=b.shape)))
         return KernelColumns(out, self.shape)
 
-    def to_csr(self, release: bool = False):
+    def to_csr(self, release: bool = False, threads: int = 1):
         """(indptr int64, indices int32, data float32) of the CSR matrix, column indices sorted in each row.
 
         Two passes over the blocks: count the entries of each row, then turn each block into
         rows and append every row's run at that row's cursor, blocks in output order (so every
         row's columns come out sorted).  With ``release=True`` each block is dropped once
         placed (this object is then empty): the peak is one copy of the kernels plus about
-        three blocks.
+        three blocks per thread.  ``threads`` > 1 places contiguous groups of blocks in
+        parallel (each group starts from its own cursors; numpy and scipy release the GIL in
+        the copies).
         """
         n, M = self.shape
-        counts = np.zeros(n, np.int64)
-        for _, b in self.blocks:
-            counts += np.bincount(b.indices, minlength=n)
+        nb = len(self.blocks)
+        threads = max(1, min(int(threads), nb))
+        sizes = np.array([b.nnz for _, b in self.blocks], np.int64)
+        # contiguous groups of blocks with about equal entries, one per thread
+        cuts = np.searchsorted(np.cumsum(sizes), np.arange(1, threads) * sizes.sum() / threads, side="right")
+        bounds = [0, *[int(c) for c in cuts], nb]
+        group_counts = []
+        for g in range(threads):
+            c = np.zeros(n, np.int64)
+            for _, b in self.blocks[bounds[g]:bounds[g + 1]]:
+                c += np.bincount(b.indices, minlength=n)
+            group_counts.append(c)
         indptr = np.zeros(n + 1, np.int64)
-        np.cumsum(counts, out=indptr[1:])
+        np.cumsum(sum(group_counts), out=indptr[1:])
         nnz = int(indptr[-1])
         indices = np.empty(nnz, np.int32)
         data = np.empty(nnz, np.float32)
-        cursor = indptr[:-1].copy()
-        for k, (m0, b) in enumerate(self.blocks):
-            # the block as rows (scipy's transpose leaves each row's columns sorted), then every
-            # row's run of entries appended at that row's cursor: blocks come in output order,
-            # so each row's columns come out sorted
-            r = b.tocsr()
-            if release:
-                self.blocks[k] = (m0, None)
+        cursors, cur = [], indptr[:-1].copy()
+        for c in group_counts:
+            cursors.append(cur.copy())
+            cur += c
+        del group_counts, cur
+        pos_type = np.intp  # numpy indexes with intp (other types are converted first)
+
+        def place(g):
+            cursor = cursors[g]
+            for k in range(bounds[g], bounds[g + 1]):
+                m0, b = self.blocks[k]
+                # the block as rows (scipy's transpose leaves each row's columns sorted), then
+                # every row's run appended at that row's cursor
+                r = b.tocsr()
+                if release:
+                    self.blocks[k] = (m0, None)
                 del b
-            per = np.diff(r.indptr)
-            pos = np.repeat(cursor - r.indptr[:-1], per)
-            pos += np.arange(r.nnz, dtype=np.int64)
-            indices[pos] = r.indices.astype(np.int32) + np.int32(m0)
-            data[pos] = r.data
-            cursor += per
-            del r, pos, per
+                per = np.diff(r.indptr)
+                pos = np.repeat((cursor - r.indptr[:-1]).astype(pos_type), per)
+                pos += np.arange(r.nnz, dtype=pos_type)
+                indices[pos] = np.add(r.indices, m0, dtype=np.int32)
+                data[pos] = r.data
+                cursor += per
+                del r, pos, per
+
+        if threads == 1:
+            place(0)
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(threads) as ex:
+                list(ex.map(place, range(threads)))
         if release:
             self.blocks = []
         return indptr, indices, data

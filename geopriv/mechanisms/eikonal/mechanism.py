@@ -274,7 +274,7 @@ class EikonalMechanism:
         budget = [np.maximum(al - kw, 1e-300) for al, kw in zip(grid_allowed(pm), edge_weights(keps, hy, hx))]
         w, iters, history = solve_weights(S, cT, ostep, colmass, pm, budget, max_iter, threads=max(1, int(n_jobs)), solve_cap=solve_cap)
         nnz = S.nnz
-        indptr, indices, kernel = S.to_csr(release=True)  # each column block freed once placed
+        indptr, indices, kernel = S.to_csr(release=True, threads=max(1, int(n_jobs)))  # each column block freed once placed
         del S
         s = row_sums(indptr, indices, kernel, w) + cT * float(w.sum())  # exact, float64
         rel = relative_share(s, pm, budget)

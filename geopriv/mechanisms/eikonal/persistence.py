@@ -273,7 +273,7 @@ def _recompute_kernels(path, pm: PrivacyMap, meta: dict, data: dict, n_jobs: int
         np.asarray(kp, np.float64), (ny, nx), (hy, hx), P, oij[:, 0] + P, oij[:, 1] + P, np.asarray(apex_t, np.float64),
         float(cap), solver, int(n_jobs), progress, mp_context, extremes=extremes,
     )
-    indptr, indices, kernel = S.to_csr(release=True)
+    indptr, indices, kernel = S.to_csr(release=True, threads=max(1, int(n_jobs)))
     return {"indptr": indptr, "indices": indices, "kernel": kernel, "extremes": ext[0] if ext else None}
 
 

@@ -7,6 +7,7 @@ output's position (or its remapped one) is jittered within its lattice box.
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
@@ -99,22 +100,35 @@ def tables(mech):
     return cdf, sparse_mass, floor_mass, cumw
 
 
-def _row_cdf(ip, idx, ker, w, s, block: int = TABLE_BLOCK) -> np.ndarray:
+def _row_cdf(ip, idx, ker, w, s, block: int = TABLE_BLOCK, threads: int | None = None) -> np.ndarray:
     """cumsum(w[idx] * ker) / s within each row, in float64 (bit for bit the per-row computation).
 
     Products and divisions run over blocks of rows at once; only the accumulation is per row
-    (one in-place call each).
+    (one in-place call each).  Blocks are independent: ``threads`` (default: up to 4, the
+    machine's cores) work on them in parallel; numpy releases the GIL in the arithmetic.
     """
     cdf = np.empty(len(ker), np.float64)  # the only array the size of the kernels
     ip = np.asarray(ip, np.int64)
     s = np.asarray(s, np.float64)
-    for r0, r1, lo, hi in row_blocks(ip, block):
+
+    def part(r0, r1, lo, hi):
         seg = cdf[lo:hi]
         np.multiply(w[idx[lo:hi]], ker[lo:hi], out=seg)
         for a, b in zip(ip[r0:r1] - lo, ip[r0 + 1:r1 + 1] - lo):
             if b - a > 1:
                 np.cumsum(seg[a:b], out=seg[a:b])
         seg /= np.repeat(s[r0:r1], np.diff(ip[r0:r1 + 1]))
+
+    parts = list(row_blocks(ip, block))
+    threads = min(4, os.cpu_count() or 1) if threads is None else int(threads)
+    if threads <= 1 or len(parts) <= 1:
+        for p in parts:
+            part(*p)
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(min(threads, len(parts))) as ex:
+            list(ex.map(lambda p: part(*p), parts))
     return cdf
 
 
