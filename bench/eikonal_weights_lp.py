@@ -44,7 +44,7 @@ from geopriv.mechanisms.optimal import coarsen_to  # noqa: E402
 from geopriv.privacy_map import edge_weights  # noqa: E402
 
 
-def weights_lp(mech, rounds: int = 3, slack: float = 1e-6, time_limit: float = 600.0):
+def weights_lp(mech, rounds: int = 3, slack: float = 1e-4, time_limit: float = 600.0):
     """(weights, seconds, rounds run) minimising the expected error of ``mech``'s kernels under its prior."""
     from scipy.optimize import linprog
 
