@@ -55,6 +55,11 @@ and change what makes it fragile:
    realised |delta ln P| / allowed over every neighbouring pair of nodes and every output
    (the cap term outside each kernel's support is checked through ln s) and reports the
    maximum and where it is.  ``build`` refuses to return a mechanism above 1 + 1e-9.
+   Since |alpha_y - d| with alpha_y = ln K_y(a) - ln K_y(b) and d = ln s(a) - ln s(b) is
+   largest at the largest or the smallest alpha_y, the kernels enter only through those two
+   numbers per edge; ``build`` and the load of a compact file have the kernel workers compute
+   them from the very column blocks that are then placed into the sampled arrays
+   (:class:`.kernels.LogRatioExtremes`), so verification needs no second pass over the kernels.
 
 Inputs between nodes
 --------------------

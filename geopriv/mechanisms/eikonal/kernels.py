@@ -325,9 +325,9 @@ def compute_kernels(kp, shape, cell, P, oi, oj, apex_t, cap, solver, n_jobs, pro
                     extremes: bool = False):
     """All kernels (inputs x outputs) of exp(-f~) - exp(-cap) as :class:`KernelColumns`, plus column masses.
 
-    Returns ``(kernels, colmass, sweeps)``, or ``(kernels, colmass, sweeps, extremes)`` with
-    ``extremes=True``: the :class:`LogRatioExtremes` of all columns, computed by the workers
-    from the arrays they return (what verification needs from the kernels).
+    Returns ``(kernels, colmass, sweeps, extremes)``; ``extremes`` is None, or with
+    ``extremes=True`` the :class:`LogRatioExtremes` of all columns, computed by the workers from
+    the arrays they return (what verification needs from the kernels).
 
     A deterministic function of the padded kernel rate map ``kp``, the outputs (padded grid
     indices ``oi``, ``oj``), their apex radii, the cap and the solver: :meth:`EikonalMechanism.build`
@@ -381,7 +381,7 @@ def compute_kernels(kp, shape, cell, P, oi, oj, apex_t, cap, solver, n_jobs, pro
     colmass = np.concatenate([r[3] for r in results]) if results else np.zeros(0)
     sweeps = sum(r[4] for r in results)
     S = KernelColumns(blocks, (ny * nx, len(oi)))
-    return (S, colmass, sweeps, total) if extremes else (S, colmass, sweeps)
+    return S, colmass, sweeps, total
 
 
 def kept_indptr(indptr: np.ndarray, keep: np.ndarray) -> np.ndarray:
@@ -433,38 +433,39 @@ class KernelColumns:
         rows and append every row's run at that row's cursor, blocks in output order (so every
         row's columns come out sorted).  With ``release=True`` each block is dropped once
         placed (this object is then empty): the peak is one copy of the kernels plus about
-        three blocks per thread.  ``threads`` > 1 places contiguous groups of blocks in
-        parallel (each group starts from its own cursors; numpy and scipy release the GIL in
-        the copies).
+        three blocks.  ``threads`` > 1 split each block's rows between threads (numpy releases
+        the GIL in the copies); blocks are still placed one after the other, so the CSR arrays
+        fill from one front and memory stays as with one thread.
         """
         n, M = self.shape
-        nb = len(self.blocks)
-        threads = max(1, min(int(threads), nb))
-        sizes = np.array([b.nnz for _, b in self.blocks], np.int64)
-        # contiguous groups of blocks with about equal entries, one per thread
-        cuts = np.searchsorted(np.cumsum(sizes), np.arange(1, threads) * sizes.sum() / threads, side="right")
-        bounds = [0, *[int(c) for c in cuts], nb]
-        group_counts = []
-        for g in range(threads):
-            c = np.zeros(n, np.int64)
-            for _, b in self.blocks[bounds[g]:bounds[g + 1]]:
-                c += np.bincount(b.indices, minlength=n)
-            group_counts.append(c)
+        counts = np.zeros(n, np.int64)
+        for _, b in self.blocks:
+            counts += np.bincount(b.indices, minlength=n)
         indptr = np.zeros(n + 1, np.int64)
-        np.cumsum(sum(group_counts), out=indptr[1:])
+        np.cumsum(counts, out=indptr[1:])
+        del counts
         nnz = int(indptr[-1])
         indices = np.empty(nnz, np.int32)
         data = np.empty(nnz, np.float32)
-        cursors, cur = [], indptr[:-1].copy()
-        for c in group_counts:
-            cursors.append(cur.copy())
-            cur += c
-        del group_counts, cur
-        pos_type = np.intp  # numpy indexes with intp (other types are converted first)
+        cursor = indptr[:-1].copy()
+        threads = max(1, int(threads))
 
-        def place(g):
-            cursor = cursors[g]
-            for k in range(bounds[g], bounds[g + 1]):
+        def place(r, m0, rlo, rhi):
+            lo, hi = int(r.indptr[rlo]), int(r.indptr[rhi])
+            if hi == lo:
+                return
+            pos = np.repeat(cursor[rlo:rhi] - r.indptr[rlo:rhi], np.diff(r.indptr[rlo:rhi + 1]))
+            pos += np.arange(lo, hi, dtype=np.int64)
+            indices[pos] = np.add(r.indices[lo:hi], m0, dtype=np.int32)
+            data[pos] = r.data[lo:hi]
+
+        ex = None
+        if threads > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            ex = ThreadPoolExecutor(threads)
+        try:
+            for k in range(len(self.blocks)):
                 m0, b = self.blocks[k]
                 # the block as rows (scipy's transpose leaves each row's columns sorted), then
                 # every row's run appended at that row's cursor
@@ -472,21 +473,17 @@ class KernelColumns:
                 if release:
                     self.blocks[k] = (m0, None)
                 del b
-                per = np.diff(r.indptr)
-                pos = np.repeat((cursor - r.indptr[:-1]).astype(pos_type), per)
-                pos += np.arange(r.nnz, dtype=pos_type)
-                indices[pos] = np.add(r.indices, m0, dtype=np.int32)
-                data[pos] = r.data
-                cursor += per
-                del r, pos, per
-
-        if threads == 1:
-            place(0)
-        else:
-            from concurrent.futures import ThreadPoolExecutor
-
-            with ThreadPoolExecutor(threads) as ex:
-                list(ex.map(place, range(threads)))
+                if ex is None:
+                    place(r, m0, 0, n)
+                else:  # rows split into ranges of about equal entries, one per thread
+                    cuts = np.searchsorted(r.indptr, np.arange(1, threads) * r.nnz / threads)
+                    edges = [0, *[int(min(max(c, 0), n)) for c in cuts], n]
+                    list(ex.map(lambda t: place(r, m0, edges[t], edges[t + 1]), range(threads)))
+                cursor += np.diff(r.indptr)
+                del r
+        finally:
+            if ex is not None:
+                ex.shutdown()
         if release:
             self.blocks = []
         return indptr, indices, data

@@ -261,7 +261,7 @@ class EikonalMechanism:
         timings["prepare_s"] = time.perf_counter() - t_start
         t0 = time.perf_counter()
         # with verify, the workers also take the kernels' part of the check (verification.verify)
-        S, colmass, sweeps, *extremes = compute_kernels(
+        S, colmass, sweeps, extremes = compute_kernels(
             kp, (ny, nx), (hy, hx), P, oi, oj, apex_t, float(cap), solver, int(n_jobs), progress, mp_context,
             extremes=bool(verify),
         )
@@ -311,7 +311,7 @@ class EikonalMechanism:
         )
         if verify:
             t0 = time.perf_counter()
-            report = verification.verify(mech, extremes[0])  # the kernels' extremes, from the blocks placed above
+            report = verification.verify(mech, extremes)  # the kernels' extremes, from the blocks placed above
             timings["verify_s"] = time.perf_counter() - t0
             if not report.ok:
                 raise InfeasibleMechanismError(

@@ -269,12 +269,12 @@ def _recompute_kernels(path, pm: PrivacyMap, meta: dict, data: dict, n_jobs: int
     if problems:
         raise MechanismFileError(f"{path!r} is a compact mechanism file with invalid contents ({'; '.join(problems)}). Rebuild it.")
     hx, hy = pm.cell_size
-    S, _colmass, _sweeps, *ext = compute_kernels(
+    S, _colmass, _sweeps, ext = compute_kernels(
         np.asarray(kp, np.float64), (ny, nx), (hy, hx), P, oij[:, 0] + P, oij[:, 1] + P, np.asarray(apex_t, np.float64),
         float(cap), solver, int(n_jobs), progress, mp_context, extremes=extremes,
     )
     indptr, indices, kernel = S.to_csr(release=True, threads=max(1, int(n_jobs)))
-    return {"indptr": indptr, "indices": indices, "kernel": kernel, "extremes": ext[0] if ext else None}
+    return {"indptr": indptr, "indices": indices, "kernel": kernel, "extremes": ext}
 
 
 def json_default(o):
