@@ -264,6 +264,29 @@ def test_window_is_private_an_upper_bound_and_certified(pop_pm, pop_simplex):
     assert m.params["repair_rounds"] >= 1
 
 
+def test_column_generation_reaches_the_simplex_optimum_with_a_certified_bound(pop_pm, pop_simplex):
+    import highspy  # noqa: F401  (in the test extra: a missing solver fails, never skips)
+    m = optimal_mechanism(pop_pm, solver="colgen")
+    assert m.params["solver"] == "highspy-colgen" and m.params["colgen_rounds"] >= 2
+    assert m.verify() <= 1 + 1e-9
+    np.testing.assert_allclose(m.probs.sum(axis=1), 1.0, atol=1e-12)
+    opt = pop_simplex.expected_mse()
+    exact = optimal_mechanism(pop_pm, margin=0.0, dual_bound=False).objective  # the exact LP's optimum
+    lb = m.params["dual_bound"]
+    # bound <= exact optimum <= colgen's (feasible) mechanism, and the stopping gap (1e-3) plus the margin
+    assert lb <= exact * (1 + 1e-7)
+    assert m.expected_mse() >= exact * (1 - 1e-6)
+    assert m.expected_mse() == pytest.approx(opt, rel=2e-3)
+    assert 0 <= m.params["gap"] < 3e-3
+    # negative control: the column generation optimum for twice the epsilon fails the original map
+    loose = optimal_mechanism(_eps_map(2 * pop_pm.epsilon), pop_pm.prior(), solver="colgen")
+    assert loose.verify() <= 1 + 1e-9 and loose.verify(pop_pm) > 1.5
+    with pytest.raises(ValueError, match="window"):
+        optimal_mechanism(pop_pm, solver="colgen", window=3)
+    with pytest.raises(ValueError, match="pad=0"):
+        optimal_mechanism(pop_pm, solver="colgen", pad=1)
+
+
 def test_bad_solver_and_window():
     pm = _eps_map(np.full((3, 3), 0.5))
     with pytest.raises(ValueError, match="solver"):

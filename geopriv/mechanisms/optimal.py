@@ -52,6 +52,14 @@ variables priced at their cost).  Measured on the paper-scaled Tokyo map (bench/
 the interior point is not faster than the simplex at 14 x 14 and did not finish 20 x 20 in 6 min;
 small windows are fast but lose much (rows of zero-prior inputs push mass to the window edges).
 
+``solver="colgen"`` uses the structure directly (Dantzig-Wolfe): a master LP over the row sums
+whose columns are generated cone elements, one per output and round, found by a small pricing
+LP over the cone (N variables, 2 rows per edge, the same matrix for every output, so each solve
+warm-starts from the previous basis).  Relaxing the row sums instead of the privacy rows, any
+multipliers v give OPT >= sum v + sum_y min_{k in cone, 0 <= k <= 1} (c(., y) - v) . k, which the
+pricing round computes exactly: a certified bound that closes on the master's value (14 x 14 in
+5 s, 20 x 20 in 86 s to a 1e-3 gap, against 62 s and more than 6 min for the full LP).
+
 Solver tolerances
 -----------------
 HiGHS meets the constraints up to absolute tolerances (~1e-7), while the optimum has
@@ -92,12 +100,14 @@ from .grid import allowed as _allowed, edge_list, edge_slices as _edge_slices, m
 __all__ = ["OptimalMechanism", "optimal_mechanism", "coarsen", "coarsen_to", "lp_size", "SOLVERS"]
 
 #: ``solver=`` choices of :func:`optimal_mechanism`
-SOLVERS = ("highs", "ipm", "pdlp")
+SOLVERS = ("highs", "ipm", "pdlp", "colgen")
 
 # probabilities below this on both ends of an edge are not checked by verify()
 VERIFY_FLOOR = 1e-12
 # with window=, the LP objective's prior is at least this times the mean prior of populated nodes
 WINDOW_PRIOR_FLOOR = 1e-2
+#: relative gap between master and bound at which column generation stops
+COLGEN_GAP = 1e-3
 
 
 # ============================================================================================
@@ -381,6 +391,205 @@ def _dual_bound(r_full: np.ndarray, u: np.ndarray, b_ub: np.ndarray) -> float:
     return float(np.minimum(u, 0.0) @ b_ub + r_full.min(axis=1).sum())
 
 
+def _pricing_lp(shape, allowed):
+    """HiGHS model of  min r.k  s.t.  k in the privacy cone,  0 <= k <= 1  (costs set per output).
+
+    The cone is the same for every output: k(a) <= exp(allowed(a, b)) k(b) both ways on every
+    8-neighbour edge (rows scaled by exp(-allowed/2) as in :func:`_build_lp`).
+    """
+    import highspy
+    import scipy.sparse as sp
+
+    n = shape[0] * shape[1]
+    ia, ib, w = _edges(shape, allowed)
+    ne = len(ia)
+    r = np.arange(ne)
+    lo, hi = np.exp(-0.5 * w), -np.exp(0.5 * w)
+    A = sp.csr_matrix((np.concatenate([lo, hi, lo, hi]),
+                       (np.concatenate([r, r, ne + r, ne + r]), np.concatenate([ia, ib, ib, ia]))), shape=(2 * ne, n)).tocsc()
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = n, 2 * ne
+    lp.col_cost_ = np.zeros(n)
+    lp.col_lower_ = np.zeros(n)
+    lp.col_upper_ = np.ones(n)
+    lp.row_lower_ = np.full(2 * ne, -highspy.kHighsInf)
+    lp.row_upper_ = np.zeros(2 * ne)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = A.indptr
+    lp.a_matrix_.index_ = A.indices
+    lp.a_matrix_.value_ = A.data
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("threads", 1)
+    h.passModel(lp)
+    return h
+
+
+def _price(h, C: np.ndarray, v: np.ndarray, want_columns: bool):
+    """(sum_y min(0, min_k (C[:, y] - v) k), [(y, k) with negative reduced cost]) over every output y."""
+    n, m = C.shape
+    idx = np.arange(n, dtype=np.int32)
+    total, new = 0.0, []
+    for y in range(m):  # one small LP per output, each warm-started from the previous basis
+        h.changeColsCost(n, idx, C[:, y] - v)
+        h.run()
+        val = h.getInfo().objective_function_value
+        total += min(val, 0.0)
+        if want_columns and val < -1e-9:
+            new.append((y, np.clip(np.asarray(h.getSolution().col_value, float), 0.0, 1.0)))
+    return total, new
+
+
+def _solve_colgen(pm: PrivacyMap, prior: np.ndarray, out_ij: np.ndarray, lp_allowed, exact_allowed, time_limit, gap: float):
+    """Column generation (Dantzig-Wolfe over outputs) for the LP.  Returns (P, bound, objective, rounds, message).
+
+    Every output column P(. | y) lies in the same cone; only the row sums couple them.  The master
+    LP keeps, per output, nonnegative combinations of generated cone elements k (0 <= k <= 1)
+    under the row sums; its multipliers v of the row sums price new elements, one small LP per
+    output (:func:`_pricing_lp`, warm-started).  For any v,
+
+        OPT >= sum_a v(a) + sum_y min_{k in cone, 0 <= k <= 1} (c(., y) - v) . k
+
+    (Lagrangian relaxation of the row sums; 0 <= P <= 1 holds at the optimum), so each pricing
+    round certifies a lower bound; the bound for the exact problem prices over the exact cone.
+    Stops when (master - bound) / bound <= ``gap``, when no column prices out, or at
+    ``time_limit``.  Starts from exp(-d(., y)) for every output (d: shortest paths over the
+    margin's allowed losses, an element of the cone) and the uniform column.
+    """
+    import highspy
+    from scipy.sparse.csgraph import dijkstra
+    import scipy.sparse as sp
+
+    t0 = time.perf_counter()
+    C = _cost(pm, prior, out_ij)
+    cscale = float(C.max()) if C.size and C.max() > 0 else 1.0
+    C = C / cscale
+    n, m = C.shape
+    ia, ib, w = _edges(pm.shape, lp_allowed)
+    G = sp.csr_matrix((np.concatenate([w, w]), (np.concatenate([ia, ib]), np.concatenate([ib, ia]))), shape=(n, n))
+    ny, nx = pm.shape
+    inside = (out_ij[:, 0] >= 0) & (out_ij[:, 0] < ny) & (out_ij[:, 1] >= 0) & (out_ij[:, 1] < nx)
+    if not inside.all():
+        raise ValueError("solver='colgen' needs pad=0 (outputs on the map's nodes).")
+    D = dijkstra(G, directed=True, indices=out_ij[:, 0] * nx + out_ij[:, 1])  # (m, n)
+    price = _pricing_lp(pm.shape, lp_allowed)
+    master = highspy.Highs()
+    master.setOptionValue("output_flag", False)
+    master.setOptionValue("threads", 1)
+    mlp = highspy.HighsLp()
+    mlp.num_col_, mlp.num_row_ = 0, n
+    mlp.row_lower_ = np.ones(n)
+    mlp.row_upper_ = np.ones(n)
+    master.passModel(mlp)
+    columns, owners = [], []
+
+    def add(ks, ys):
+        ks = np.asarray(ks, float)  # (j, n)
+        j = len(ks)
+        cost = np.einsum("jn,nj->j", ks, C[:, ys])
+        # HiGHS drops entries below 1e-9 (and then fails to warm-start): pass only the others; P
+        # is rebuilt from the full columns, and the repair covers the difference (~1e-9 per row)
+        keep = ks >= 1e-9
+        starts = np.concatenate([[0], np.cumsum(keep.sum(axis=1))[:-1]]).astype(np.int32)
+        master.addCols(j, cost, np.zeros(j), np.full(j, highspy.kHighsInf), int(keep.sum()),
+                       starts, np.nonzero(keep)[1].astype(np.int32), ks[keep])
+        columns.extend(ks)
+        owners.extend(int(y) for y in ys)
+
+    add(np.exp(-D), np.arange(m))
+    add(np.ones((1, n)), [int(np.argmin(C.sum(axis=0)))])
+    del D
+    bound, rounds, message = -np.inf, 0, "column generation"
+    while True:
+        rounds += 1
+        master.run()
+        if master.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            master.clearSolver()  # a failed warm start: solve from scratch once
+            master.run()
+        if master.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            raise InfeasibleMechanismError(f"The column generation master LP failed ({master.modelStatusToString(master.getModelStatus())}).")
+        upper = master.getInfo().objective_function_value
+        v = np.asarray(master.getSolution().row_dual, float)
+        total, new = _price(price, C, v, want_columns=True)
+        bound = max(bound, float(v.sum()) + total)
+        elapsed = time.perf_counter() - t0
+        if not new:
+            message = f"column generation: no column prices out after {rounds} rounds"
+            break
+        if bound > 0 and (upper - bound) / bound <= gap:
+            message = f"column generation: gap {(upper - bound) / bound:.1e} after {rounds} rounds"
+            break
+        if time_limit is not None and elapsed > time_limit:
+            message = f"column generation: time limit after {rounds} rounds, gap {(upper - bound) / max(bound, 1e-300):.1e}"
+            break
+        add([k for _, k in new], [y for y, _ in new])
+    lam = np.asarray(master.getSolution().col_value, float)
+    P = np.zeros((n, m))
+    for j in np.flatnonzero(lam > 0):
+        P[:, owners[j]] += lam[j] * columns[j]
+    # the certified bound is for the exact problem: price once more over the exact cone
+    exact_total, _ = _price(_pricing_lp(pm.shape, exact_allowed), C, v, want_columns=False)
+    exact_bound = (float(v.sum()) + exact_total) * cscale
+    return P, exact_bound, upper * cscale, rounds, message
+
+
+def _repaired(P: np.ndarray, pm: PrivacyMap, lp_allowed, params: dict, repair: bool) -> np.ndarray:
+    """Rows renormalised and, with ``repair``, made exactly private (see the module notes); fills ``params``."""
+    P /= P.sum(axis=1, keepdims=True)
+    if repair:
+        params["raw_verify_ratio"] = _max_ratio(P, pm)[0]
+        R, sweeps = _repair(P, lp_allowed, pm.shape)
+        s = R.sum(axis=1, keepdims=True)
+        params["repair_added_mass"] = float(s.max() - 1.0)
+        params["repair_sweeps"] = sweeps
+        P = R / s
+        # the renormalisation moves ln P by ln s(a); when the repair added much mass (windows) that can
+        # exceed the margin: repair and renormalise again (a contraction in practice; bounded)
+        rounds = 1
+        while rounds < 50 and _max_ratio(P, pm)[0] > 1.0:
+            R, _ = _repair(P, lp_allowed, pm.shape)
+            P = R / R.sum(axis=1, keepdims=True)
+            rounds += 1
+        params["repair_rounds"] = rounds
+    return P
+
+
+def _colgen_mechanism(pm, p, prior, out_ij, output_xy, lp_allowed, size, margin, repair, time_limit, t_start):
+    """optimal_mechanism(..., solver="colgen"): the full problem by column generation (:func:`_solve_colgen`)."""
+    try:
+        import highspy  # noqa: F401
+    except ImportError:
+        raise ImportError("solver='colgen' needs the optional package highspy: pip install highspy "
+                          "(or pip install 'geopriv[lp]'), or use solver='highs'.") from None
+    t0 = time.perf_counter()
+    P, bound, objective, rounds, message = _solve_colgen(pm, p, out_ij, lp_allowed, _allowed(pm), time_limit, COLGEN_GAP)
+    seconds = time.perf_counter() - t0
+    gs2 = _mean_ground_scale(pm) ** 2
+    P = np.clip(P, 0.0, None)
+    params = {
+        "prior": prior if isinstance(prior, str) or prior is None else "array",
+        "pad": 0,
+        "margin": margin,
+        "method": "column generation",
+        "solver": "highspy-colgen",
+        **size,
+        "lp_constraints": size["constraints"],  # the full problem (implicitly: its cone, priced per output)
+        "colgen_rounds": rounds,
+        "lp_residual_row_sum": float(np.max(np.abs(P.sum(axis=1) - 1.0))),
+        "raw_verify_ratio": None,
+        "repair": repair,
+        "dual_bound": bound / gs2,
+        "gap": None,
+        "window": None,
+    }
+    P = _repaired(P, pm, lp_allowed, params, repair)
+    params["build_seconds"] = time.perf_counter() - t_start
+    mech = OptimalMechanism(pm, P, output_xy, 0, message, seconds, objective / gs2, params)
+    if bound > 0:
+        params["gap"] = (mech.expected_mse(p) - params["dual_bound"]) / params["dual_bound"]
+    return mech
+
+
 # ============================================================================================
 # repair and verification
 # ============================================================================================
@@ -582,8 +791,12 @@ def optimal_mechanism(
         renormalised solver solution (for inspecting tolerance effects).
     method : {"highs", "highs-ds", "highs-ipm"}
         Passed to :func:`scipy.optimize.linprog` when ``solver="highs"``.
-    solver : {"highs", "ipm", "pdlp"}
-        "highs" (default): :func:`scipy.optimize.linprog` with ``method``.  "ipm": HiGHS
+    solver : {"highs", "ipm", "pdlp", "colgen"}
+        "highs" (default): :func:`scipy.optimize.linprog` with ``method``.  "colgen": column
+        generation over the outputs (one small pricing LP per output and round, a master LP over
+        the row sums; needs ``highspy``, ``pad=0`` and no ``window``), stopping at a certified
+        relative gap of ``COLGEN_GAP`` (1e-3) or at ``time_limit`` (then the best mechanism so far,
+        with its bound): the fastest route to the paper's sizes (20 x 20 in ~90 s).  "ipm": HiGHS
         interior point **without crossover**, "pdlp": HiGHS' first-order PDLP, both through the
         optional ``highspy`` package, single-threaded (an interior or approximate solution is
         enough: the repair makes it exactly private and ``params["dual_bound"]`` says how far
@@ -636,7 +849,11 @@ def optimal_mechanism(
     win = _window(pm.shape, out_ij, window)
     if win is not None:
         size["lp_variables"] = int(win.sum())
-    if size.get("lp_variables", size["variables"]) > max_variables:
+    if solver == "colgen" and window is not None:
+        raise ValueError("window restricts the LP for the other solvers; solver='colgen' solves the full problem (leave window=None).")
+    if solver == "colgen" and pad:
+        raise ValueError("solver='colgen' needs pad=0 (outputs on the map's nodes).")
+    if solver != "colgen" and size.get("lp_variables", size["variables"]) > max_variables:
         ny, nx = pm.shape
         f = 2
         while lp_size((ny // f, nx // f), pad)["variables"] > max_variables and min(ny // f, nx // f) > 2:
@@ -658,6 +875,8 @@ def optimal_mechanism(
         # envelope then leaks much mass outside the windows: the windowed LP gives them a small weight
         p_lp = np.maximum(p, WINDOW_PRIOR_FLOOR * p[p > 0].mean())
         p_lp = p_lp / p_lp.sum()
+    if solver == "colgen":
+        return _colgen_mechanism(pm, p, prior, out_ij, output_xy, lp_allowed, size, margin, repair, time_limit, t_start)
     c, cscale, A_ub, b_ub, A_eq, b_eq = _build_lp(pm, p_lp, out_ij, lp_allowed, win)
     size["lp_constraints"] = int(A_ub.shape[0] + A_eq.shape[0])
     high = -A_ub.min(axis=1).toarray().ravel() if dual_bound else None  # exp(w/2) of every privacy row
@@ -735,22 +954,7 @@ def optimal_mechanism(
         "gap": None,
         "window": window,
     }
-    P /= P.sum(axis=1, keepdims=True)
-    if repair:
-        params["raw_verify_ratio"] = _max_ratio(P, pm)[0]
-        R, sweeps = _repair(P, lp_allowed, pm.shape)
-        s = R.sum(axis=1, keepdims=True)
-        params["repair_added_mass"] = float(s.max() - 1.0)
-        params["repair_sweeps"] = sweeps
-        P = R / s
-        # the renormalisation moves ln P by ln s(a); when the repair added much mass (windows) that can
-        # exceed the margin: repair and renormalise again (a contraction in practice; bounded)
-        rounds = 1
-        while rounds < 50 and _max_ratio(P, pm)[0] > 1.0:
-            R, _ = _repair(P, lp_allowed, pm.shape)
-            P = R / R.sum(axis=1, keepdims=True)
-            rounds += 1
-        params["repair_rounds"] = rounds
+    P = _repaired(P, pm, lp_allowed, params, repair)
     objective = fun * cscale / gs2
     params["build_seconds"] = time.perf_counter() - t_start
     mech = OptimalMechanism(pm, P, output_xy, 0, message, seconds, objective, params)

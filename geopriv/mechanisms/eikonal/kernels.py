@@ -478,7 +478,7 @@ class KernelColumns:
                 else:  # rows split into ranges of about equal entries, one per thread
                     cuts = np.searchsorted(r.indptr, np.arange(1, threads) * r.nnz / threads)
                     edges = [0, *[int(min(max(c, 0), n)) for c in cuts], n]
-                    list(ex.map(lambda t: place(r, m0, edges[t], edges[t + 1]), range(threads)))
+                    list(ex.map(place, [r] * threads, [m0] * threads, edges[:-1], edges[1:]))
                 cursor += np.diff(r.indptr)
                 del r
         finally:
