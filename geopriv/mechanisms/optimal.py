@@ -87,6 +87,7 @@ nodes: a discrete problem, which favours coarse grids (a cell may hide a whole n
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import time
 from dataclasses import dataclass, field
@@ -106,6 +107,8 @@ SOLVERS = ("highs", "ipm", "pdlp", "colgen")
 VERIFY_FLOOR = 1e-12
 # with window=, the LP objective's prior is at least this times the mean prior of populated nodes
 WINDOW_PRIOR_FLOOR = 1e-2
+_log = logging.getLogger(__name__)
+
 #: relative gap between master and bound at which column generation stops
 COLGEN_GAP = 1e-3
 
@@ -513,6 +516,8 @@ def _solve_colgen(pm: PrivacyMap, prior: np.ndarray, out_ij: np.ndarray, lp_allo
         total, new = _price(price, C, v, want_columns=True)
         bound = max(bound, float(v.sum()) + total)
         elapsed = time.perf_counter() - t0
+        _log.info("column generation round %d (%.0f s): master %.6g, bound %.6g, %d new columns",
+                  rounds, elapsed, upper * cscale, bound * cscale, len(new))
         if not new:
             message = f"column generation: no column prices out after {rounds} rounds"
             break
@@ -520,7 +525,8 @@ def _solve_colgen(pm: PrivacyMap, prior: np.ndarray, out_ij: np.ndarray, lp_allo
             message = f"column generation: gap {(upper - bound) / bound:.1e} after {rounds} rounds"
             break
         if time_limit is not None and elapsed > time_limit:
-            message = f"column generation: time limit after {rounds} rounds, gap {(upper - bound) / max(bound, 1e-300):.1e}"
+            gap_now = f"gap {(upper - bound) / bound:.1e}" if bound > 0 else "no positive bound yet"
+            message = f"column generation: time limit after {rounds} rounds, {gap_now}"
             break
         add([k for _, k in new], [y for y, _ in new])
     lam = np.asarray(master.getSolution().col_value, float)
