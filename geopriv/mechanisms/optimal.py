@@ -398,29 +398,23 @@ def _dual_bound(r_full: np.ndarray, u: np.ndarray, b_ub: np.ndarray) -> float:
     return float(np.minimum(u, 0.0) @ b_ub + r_full.min(axis=1).sum())
 
 
-def _pricing_lp(shape, allowed):
+def _pricing_lp(pm: PrivacyMap, allowed):
     """HiGHS model of  min r.k  s.t.  k in the privacy cone,  0 <= k <= 1  (costs set per output).
 
-    The cone is the same for every output: k(a) <= exp(allowed(a, b)) k(b) both ways on every
-    8-neighbour edge (rows scaled by exp(-allowed/2) as in :func:`_build_lp`).
+    The cone is the same for every output: its rows are :func:`_build_lp`'s privacy rows for a
+    single output (k(a) <= exp(allowed(a, b)) k(b) both ways on every 8-neighbour edge).
     """
     import highspy
-    import scipy.sparse as sp
 
-    n = shape[0] * shape[1]
-    ia, ib, w = _edges(shape, allowed)
-    ne = len(ia)
-    r = np.arange(ne)
-    lo, hi = np.exp(-0.5 * w), -np.exp(0.5 * w)
-    A = sp.csr_matrix((np.concatenate([lo, hi, lo, hi]),
-                       (np.concatenate([r, r, ne + r, ne + r]), np.concatenate([ia, ib, ib, ia]))), shape=(2 * ne, n)).tocsc()
+    n = pm.shape[0] * pm.shape[1]
+    A = _build_lp(pm, np.zeros(pm.shape), np.zeros((1, 2), np.int64), allowed)[2].tocsc()
     lp = highspy.HighsLp()
-    lp.num_col_, lp.num_row_ = n, 2 * ne
+    lp.num_col_, lp.num_row_ = n, A.shape[0]
     lp.col_cost_ = np.zeros(n)
     lp.col_lower_ = np.zeros(n)
     lp.col_upper_ = np.ones(n)
-    lp.row_lower_ = np.full(2 * ne, -highspy.kHighsInf)
-    lp.row_upper_ = np.zeros(2 * ne)
+    lp.row_lower_ = np.full(A.shape[0], -highspy.kHighsInf)
+    lp.row_upper_ = np.zeros(A.shape[0])
     lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
     lp.a_matrix_.start_ = A.indptr
     lp.a_matrix_.index_ = A.indices
@@ -448,7 +442,8 @@ def _price(h, C: np.ndarray, v: np.ndarray, want_columns: bool):
 
 
 def _solve_colgen(pm: PrivacyMap, prior: np.ndarray, out_ij: np.ndarray, lp_allowed, exact_allowed, time_limit, gap: float):
-    """Column generation (Dantzig-Wolfe over outputs) for the LP.  Returns (P, bound, objective, rounds, message).
+    """Column generation (Dantzig-Wolfe over outputs) for the LP.  Returns (P, bound, objective, rounds, message);
+    ``exact_allowed`` None: no bound for the exact problem (None returned).
 
     Every output column P(. | y) lies in the same cone; only the row sums couple them.  The master
     LP keeps, per output, nonnegative combinations of generated cone elements k (0 <= k <= 1)
@@ -479,7 +474,7 @@ def _solve_colgen(pm: PrivacyMap, prior: np.ndarray, out_ij: np.ndarray, lp_allo
     if not inside.all():
         raise ValueError("solver='colgen' needs pad=0 (outputs on the map's nodes).")
     D = dijkstra(G, directed=True, indices=out_ij[:, 0] * nx + out_ij[:, 1])  # (m, n)
-    price = _pricing_lp(pm.shape, lp_allowed)
+    price = _pricing_lp(pm, lp_allowed)
     master = highspy.Highs()
     master.setOptionValue("output_flag", False)
     master.setOptionValue("threads", 1)
@@ -546,9 +541,10 @@ def _solve_colgen(pm: PrivacyMap, prior: np.ndarray, out_ij: np.ndarray, lp_allo
     P = np.zeros((n, m))
     for j in np.flatnonzero(lam > 0):
         P[:, owners[j]] += lam[j] * columns[j]
-    # the certified bound is for the exact problem: price the best duals once more over the exact cone
-    exact_total, _ = _price(_pricing_lp(pm.shape, exact_allowed), C, v_best, want_columns=False)
-    exact_bound = (float(v_best.sum()) + exact_total) * cscale
+    exact_bound = None
+    if exact_allowed is not None:  # the certified bound is for the exact problem: the best duals over the exact cone
+        exact_total, _ = _price(_pricing_lp(pm, exact_allowed), C, v_best, want_columns=False)
+        exact_bound = (float(v_best.sum()) + exact_total) * cscale
     return P, exact_bound, upper * cscale, rounds, message
 
 
@@ -573,39 +569,16 @@ def _repaired(P: np.ndarray, pm: PrivacyMap, lp_allowed, params: dict, repair: b
     return P
 
 
-def _colgen_mechanism(pm, p, prior, out_ij, output_xy, lp_allowed, size, margin, repair, time_limit, t_start):
-    """optimal_mechanism(..., solver="colgen"): the full problem by column generation (:func:`_solve_colgen`)."""
-    try:
-        import highspy  # noqa: F401
-    except ImportError:
-        raise ImportError("solver='colgen' needs the optional package highspy: pip install highspy "
-                          "(or pip install 'geopriv[lp]'), or use solver='highs'.") from None
-    t0 = time.perf_counter()
-    P, bound, objective, rounds, message = _solve_colgen(pm, p, out_ij, lp_allowed, _allowed(pm), time_limit, COLGEN_GAP)
-    seconds = time.perf_counter() - t0
-    gs2 = _mean_ground_scale(pm) ** 2
+def _mechanism(P, pm, p, lp_allowed, output_xy, message, seconds, objective, bound, repair, t_start, params):
+    """The common end of every solver: renormalise, repair, record and return the mechanism (errors in m^2)."""
     P = np.clip(P, 0.0, None)
-    params = {
-        "prior": prior if isinstance(prior, str) or prior is None else "array",
-        "pad": 0,
-        "margin": margin,
-        "method": "column generation",
-        "solver": "highspy-colgen",
-        **size,
-        "lp_constraints": size["constraints"],  # the full problem (implicitly: its cone, priced per output)
-        "colgen_rounds": rounds,
-        "lp_residual_row_sum": float(np.max(np.abs(P.sum(axis=1) - 1.0))),
-        "raw_verify_ratio": None,
-        "repair": repair,
-        "dual_bound": bound / gs2,
-        "gap": None,
-        "window": None,
-    }
+    params.update(lp_residual_row_sum=float(np.max(np.abs(P.sum(axis=1) - 1.0))), raw_verify_ratio=None,
+                  repair=repair, dual_bound=bound, gap=None)
     P = _repaired(P, pm, lp_allowed, params, repair)
     params["build_seconds"] = time.perf_counter() - t_start
-    mech = OptimalMechanism(pm, P, output_xy, 0, message, seconds, objective / gs2, params)
-    if bound > 0:
-        params["gap"] = (mech.expected_mse(p) - params["dual_bound"]) / params["dual_bound"]
+    mech = OptimalMechanism(pm, P, output_xy, 0, message, seconds, objective, params)
+    if bound is not None and bound > 0:
+        params["gap"] = (mech.expected_mse(p) - bound) / bound
     return mech
 
 
@@ -894,8 +867,23 @@ def optimal_mechanism(
         # envelope then leaks much mass outside the windows: the windowed LP gives them a small weight
         p_lp = np.maximum(p, WINDOW_PRIOR_FLOOR * p[p > 0].mean())
         p_lp = p_lp / p_lp.sum()
+    gs2 = _mean_ground_scale(pm) ** 2
+    params = {"prior": prior if isinstance(prior, str) or prior is None else "array", "pad": pad, "margin": margin,
+              "method": method, "solver": solver, **size, "window": window}
     if solver == "colgen":
-        return _colgen_mechanism(pm, p, prior, out_ij, output_xy, lp_allowed, size, margin, repair, time_limit, t_start)
+        try:
+            import highspy  # noqa: F401
+        except ImportError:
+            raise ImportError("solver='colgen' needs the optional package highspy: pip install highspy "
+                              "(or pip install 'geopriv[lp]'), or use solver='highs'.") from None
+        t0 = time.perf_counter()
+        P, bound, objective, rounds, message = _solve_colgen(pm, p, out_ij, lp_allowed, _allowed(pm) if dual_bound else None,
+                                                             time_limit, COLGEN_GAP)
+        # the full problem's rows, implicitly: its cone, priced per output
+        params.update(method="column generation", solver="highspy-colgen", lp_constraints=size["constraints"],
+                      colgen_rounds=rounds)
+        return _mechanism(P, pm, p, lp_allowed, output_xy, message, time.perf_counter() - t0, objective / gs2,
+                          None if bound is None else bound / gs2, repair, t_start, params)
     c, cscale, A_ub, b_ub, A_eq, b_eq = _build_lp(pm, p_lp, out_ij, lp_allowed, win)
     size["lp_constraints"] = int(A_ub.shape[0] + A_eq.shape[0])
     high = -A_ub.min(axis=1).toarray().ravel() if dual_bound else None  # exp(w/2) of every privacy row
@@ -937,7 +925,6 @@ def optimal_mechanism(
     n, m = pm.shape[0] * pm.shape[1], len(out_ij)
     x = np.asarray(x, float)
     fun = float(c @ x)
-    gs2 = _mean_ground_scale(pm) ** 2
     bound = None
     if dual_bound and u is not None and v is not None:
         # the bound is for the exact (margin 0) LP: any multipliers give a valid bound
@@ -959,24 +946,5 @@ def optimal_mechanism(
     else:
         P = np.zeros((n, m))
         P[win] = np.clip(x, 0.0, None)
-    params = {
-        "prior": prior if isinstance(prior, str) or prior is None else "array",
-        "pad": pad,
-        "margin": margin,
-        "method": method,
-        "solver": used,
-        **size,
-        "lp_residual_row_sum": float(np.max(np.abs(P.sum(axis=1) - 1.0))),
-        "raw_verify_ratio": None,
-        "repair": repair,
-        "dual_bound": bound,
-        "gap": None,
-        "window": window,
-    }
-    P = _repaired(P, pm, lp_allowed, params, repair)
-    objective = fun * cscale / gs2
-    params["build_seconds"] = time.perf_counter() - t_start
-    mech = OptimalMechanism(pm, P, output_xy, 0, message, seconds, objective, params)
-    if bound is not None and bound > 0:
-        params["gap"] = (mech.expected_mse(p) - bound) / bound
-    return mech
+    params.update(method=method, solver=used, lp_constraints=size["lp_constraints"])
+    return _mechanism(P, pm, p, lp_allowed, output_xy, message, seconds, fun * cscale / gs2, bound, repair, t_start, params)

@@ -92,11 +92,13 @@ class LogRatioExtremes:
                 np.maximum(hi, a, out=hi)
                 np.minimum(lo, a, out=lo)
 
-    def merge(self, other: "LogRatioExtremes") -> None:
-        """Fold in the extremes of other columns."""
+    def merge(self, other: "LogRatioExtremes", row: int = 0) -> None:
+        """Fold in the extremes of other columns, or of a band of raster lines starting at line ``row``."""
         for f in range(4):
-            np.maximum(self.hi[f], other.hi[f], out=self.hi[f])
-            np.minimum(self.lo[f], other.lo[f], out=self.lo[f])
+            h, w = other.hi[f].shape
+            hi, lo = self.hi[f][row:row + h, :w], self.lo[f][row:row + h, :w]
+            np.maximum(hi, other.hi[f], out=hi)
+            np.minimum(lo, other.lo[f], out=lo)
 
 
 def _stencil_graph(kp: np.ndarray, hy: float, hx: float):

@@ -15,7 +15,8 @@ import numpy as np
 
 from ...exceptions import MechanismFileError
 from ..grid import allowed as grid_allowed
-from ..grid import edge_slices, edge_window
+from ..grid import edge_slices
+from .kernels import LogRatioExtremes
 from .report import VerifyReport
 from .weights import row_blocks, row_sums
 
@@ -58,64 +59,37 @@ def verify(mech, extremes=None) -> VerifyReport:
     node = np.zeros((ny, nx))
     best = (-1.0, None)
 
-    def account(ratio, sa, sb, r0, c0, m):
+    def account(ratio, sa, m):
         nonlocal best
         k = int(np.argmax(ratio))
         val = float(ratio.flat[k])
         if val > best[0]:
-            best = (val, (k, ratio.shape, sa, sb, r0, c0, m))
+            best = (val, (k, ratio.shape, sa, m))
 
     # normaliser only (every output outside its kernel's support)
     norm_share = 0.0
     for (sa, sb), iw in zip(slices, inv):
         ratio = np.abs(lns[sa] - lns[sb]) * iw
         norm_share = max(norm_share, float(ratio.max()))
-        _node_max(node, ratio, sa, sb, 0, 0)
-        account(ratio, sa, sb, 0, 0, -1)
-    if extremes is not None:
-        if tuple(extremes.shape) != (ny, nx):
-            raise ValueError(f"extremes are for a {extremes.shape} raster, the mechanism's is {(ny, nx)}")
-        # max over outputs of |alpha_y - d| = max(hi - d, d - lo), with hi >= 0 >= lo
-        for f, ((sa, sb), iw) in enumerate(zip(slices, inv)):
-            d = lns[sa] - lns[sb]
-            up = extremes.hi[f] - d
-            down = d - extremes.lo[f]
-            ratio = np.maximum(up, down) * iw
-            _node_max(node, ratio, sa, sb, 0, 0)
-            k = int(np.argmax(ratio))
-            val = float(ratio.flat[k])
-            if val > best[0]:
-                best = (val, (k, ratio.shape, sa, sb, 0, 0, None))  # the output: from the edge's rows, below
-    else:
-        # the kernels, in horizontal bands of raster lines overlapping by one line (every edge lies
-        # within a band), each band turned into columns: memory one band, not a second copy
-        for i0, i1, S in _bands(mech):
-            ip, idx, dat = S.indptr, S.indices, S.data
-            for m in range(S.shape[1]):
-                lo, hi = ip[m], ip[m + 1]
-                if lo == hi:
-                    continue
-                gi, gj = np.divmod(idx[lo:hi], nx)
-                gi += i0
-                r0, r1 = max(int(gi.min()) - 1, i0), min(int(gi.max()) + 2, i1)
-                c0, c1 = max(int(gj.min()) - 1, 0), min(int(gj.max()) + 2, nx)
-                K = np.full((r1 - r0, c1 - c0), cT)
-                K[gi - r0, gj - c0] += dat[lo:hi]
-                L = np.log(K) - lns[r0:r1, c0:c1]
-                for f, ((sa, sb), iw) in enumerate(zip(slices, inv)):
-                    ratio = np.abs(L[sa] - L[sb]) * iw[edge_window(f, r0, r1, c0, c1)]
-                    if ratio.size == 0:
-                        continue
-                    _node_max(node, ratio, sa, sb, r0, c0)
-                    account(ratio, sa, sb, r0, c0, m)
-            del S, ip, idx, dat
+        _node_max(node, ratio, sa, sb)
+        account(ratio, sa, -1)
+    if extremes is None:
+        extremes = extremes_from_arrays(mech)
+    elif tuple(extremes.shape) != (ny, nx):
+        raise ValueError(f"extremes are for a {extremes.shape} raster, the mechanism's is {(ny, nx)}")
+    # max over outputs of |alpha_y - d| = max(hi - d, d - lo), with hi >= 0 >= lo
+    for (sa, sb), iw, hi, lo in zip(slices, inv, extremes.hi, extremes.lo):
+        d = lns[sa] - lns[sb]
+        ratio = np.maximum(hi - d, d - lo) * iw
+        _node_max(node, ratio, sa, sb)
+        account(ratio, sa, None)  # the output: from the worst edge's two rows, below
     val, where = best
-    k, shp, sa, _sb, r0, c0, m = where
+    k, shp, sa, m = where
     a_r, a_c = np.unravel_index(k, shp)
     off_a = (0 if sa[0].start is None else sa[0].start, 0 if sa[1].start is None else sa[1].start)
     fam = [i for i, (x, _) in enumerate(slices) if x == sa][0]
     da = [(0, 1), (1, 0), (1, 1), (1, -1)][fam]
-    ra, ca = r0 + a_r + off_a[0], c0 + a_c + off_a[1]
+    ra, ca = a_r + off_a[0], a_c + off_a[1]
     rb, cb = ra + da[0], ca + da[1]
     if m is None:
         m = _worst_output(mech, ra * nx + ca, rb * nx + cb, lns[ra, ca] - lns[rb, cb], cT)
@@ -229,6 +203,24 @@ def normaliser_mismatch(stored: np.ndarray, exact: np.ndarray) -> float:
     return d if math.isfinite(d) else math.inf
 
 
+def extremes_from_arrays(mech, entries: int | None = None) -> LogRatioExtremes:
+    """The kernels' per-edge extremes read from ``mech``'s arrays, in bands of raster lines.
+
+    Bands overlap by one line, so every edge lies within one band; each band is turned into
+    columns and accounted for by the same :meth:`LogRatioExtremes.add_columns` the kernel
+    workers use.  Memory: one band of at most ``entries`` kernel entries (``BAND_ENTRIES``).
+    """
+    ny, nx = mech.privacy_map.shape
+    cT = math.exp(-mech.cap)
+    total = LogRatioExtremes((ny, nx))
+    for i0, i1, S in _bands(mech, entries):
+        part = LogRatioExtremes((i1 - i0, nx))
+        part.add_columns(np.diff(S.indptr), S.indices, S.data, cT)
+        total.merge(part, row=i0)
+        del S, part
+    return total
+
+
 def _worst_output(mech, a: int, b: int, d: float, cT: float) -> int:
     """The output with the largest |ln K_y(a) - ln K_y(b) - d| (-1: one outside both supports), ties to the smallest."""
     ip, idx, ker = mech.indptr, mech.indices, mech.kernel
@@ -243,12 +235,10 @@ def _worst_output(mech, a: int, b: int, d: float, cT: float) -> int:
     return int(ys[int(np.argmax(dev))])
 
 
-def _node_max(node, ratio, sa, sb, r0, c0):
+def _node_max(node, ratio, sa, sb):
     """Update per-node maxima with an edge-ratio array (both endpoints)."""
-    for s in (sa, sb):
-        ro = r0 + (0 if s[0].start is None else s[0].start)
-        co = c0 + (0 if s[1].start is None else s[1].start)
-        view = node[ro:ro + ratio.shape[0], co:co + ratio.shape[1]]
+    for sl in (sa, sb):
+        view = node[sl[0].start or 0:(sl[0].start or 0) + ratio.shape[0], sl[1].start or 0:(sl[1].start or 0) + ratio.shape[1]]
         np.maximum(view, ratio, out=view)
 
 
