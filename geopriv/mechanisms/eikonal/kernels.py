@@ -15,6 +15,7 @@ once through the pool's initializer (every start method works: ``spawn`` on Wind
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -30,20 +31,52 @@ _SHARED: dict = {}
 
 
 def _kernel_columns(outputs: np.ndarray):
-    """Kernels of the given outputs: (counts, rows int32, values float32, colmass, sweeps, extremes).
+    """Kernels of the given outputs: (counts, rows int32, values float32, colmass, sweeps, extremes, info).
 
-    ``extremes`` (:class:`LogRatioExtremes` of these columns, or None when not asked for) is
-    computed here, in the worker, from the very arrays returned.
+    Reductions run here, in the worker, from the very arrays computed (before any filter):
+    ``extremes`` (:class:`LogRatioExtremes` of these columns over the band of raster lines
+    they touch, or None when not asked for) and, when the problem carries ``weights``, the
+    band's part of the row sums sum_y w_y kernel_y(u) (``info["rowsum"]``, float64, from
+    line ``info["band"]``).  Then the returned arrays are filtered: rows outside
+    ``keep_rows`` dropped, values below ``truncate`` dropped, or everything dropped with
+    ``hold=False`` (``info["nnz"]`` counts the entries before filtering).
     """
-    if _SHARED["solver"] == "graph":
+    g = _SHARED
+    if g["solver"] == "graph":
         counts, rows, vals, colmass, sweeps = _kernel_columns_graph(outputs)
     else:
         counts, rows, vals, colmass, sweeps = _kernel_columns_fmm(outputs)
+    ny, nx = g["ny"], g["nx"]
+    cT = math.exp(-g["cap"])
     ext = None
-    if _SHARED.get("extremes"):
-        ext = LogRatioExtremes((_SHARED["ny"], _SHARED["nx"]))
-        ext.add_columns(counts, rows, vals, math.exp(-_SHARED["cap"]))
-    return counts, rows, vals, colmass, sweeps, ext
+    info = {"nnz": int(len(rows)), "band": 0, "rowsum": None, "outputs": outputs}
+    w = g.get("weights")
+    if (g.get("extremes") or w is not None) and len(rows):
+        # the band of raster lines the columns touch, plus one line each side (edges leaving it)
+        b0 = max(int(rows.min()) // nx - 1, 0)
+        b1 = min(int(rows.max()) // nx + 2, ny)
+        local = rows - np.int32(b0 * nx)
+        if g.get("extremes"):
+            ext = LogRatioExtremes((b1 - b0, nx), row0=b0)
+            ext.add_columns(counts, local, vals, cT)
+        if w is not None:
+            wy = np.repeat(np.asarray(w, np.float64)[outputs], counts)
+            info["band"] = b0
+            info["rowsum"] = np.bincount(local, wy * vals.astype(np.float64), minlength=(b1 - b0) * nx)
+    keep = None
+    if not g.get("hold", True):  # reductions only
+        keep = np.zeros(len(rows), bool)
+    else:
+        if g.get("keep_rows") is not None:
+            keep = g["keep_rows"][rows]
+        if g.get("truncate") is not None:
+            t = vals >= g["truncate"]
+            keep = t if keep is None else keep & t
+    if keep is not None:
+        col = np.repeat(np.arange(len(outputs)), counts)
+        counts = np.bincount(col[keep], minlength=len(outputs)).astype(np.int64)
+        rows, vals = rows[keep], vals[keep]
+    return counts, rows, vals, colmass, sweeps, ext, info
 
 
 class LogRatioExtremes:
@@ -61,9 +94,10 @@ class LogRatioExtremes:
     attains the worst edge is found afterwards from that edge's two rows.)
     """
 
-    def __init__(self, shape):
+    def __init__(self, shape, row0: int = 0):
         ny, nx = (int(v) for v in shape)
         self.shape = (ny, nx)
+        self.row0 = int(row0)  # first raster line covered (a band of a larger raster)
         shapes = [(ny, nx - 1), (ny - 1, nx), (ny - 1, nx - 1), (ny - 1, nx - 1)]
         self.hi = [np.zeros(sh) for sh in shapes]
         self.lo = [np.zeros(sh) for sh in shapes]
@@ -92,8 +126,10 @@ class LogRatioExtremes:
                 np.maximum(hi, a, out=hi)
                 np.minimum(lo, a, out=lo)
 
-    def merge(self, other: "LogRatioExtremes", row: int = 0) -> None:
-        """Fold in the extremes of other columns, or of a band of raster lines starting at line ``row``."""
+    def merge(self, other: "LogRatioExtremes", row: int | None = None) -> None:
+        """Fold in the extremes of other columns, or of a band of raster lines starting at line ``row``
+        (default: the band's own ``row0``)."""
+        row = other.row0 if row is None else int(row)
         for f in range(4):
             h, w = other.hi[f].shape
             hi, lo = self.hi[f][row:row + h, :w], self.lo[f][row:row + h, :w]
@@ -196,7 +232,7 @@ def _kernel_columns_fmm(outputs: np.ndarray):
     import skfmm
 
     g = _SHARED
-    kf, mins, wts = g["kf"], g["mins"], g["weights"]
+    kf, mins, wts = g["kf"], g["mins"], g["weights_edges"]
     hy, hx, T, P, ny, nx = g["hy"], g["hx"], g["cap"], g["pad"], g["ny"], g["nx"]
     oi, oj, apex = g["oi"], g["oj"], g["apex"]
     NY, NX = kf.shape
@@ -323,18 +359,56 @@ def _run_kernels(order: np.ndarray, n_jobs: int, progress, mp_context=None, on_r
     return results
 
 
+@dataclass
+class KernelPass:
+    """What one pass of kernel solves returns (:func:`kernel_pass`).
+
+    ``columns``: the kept entries as :class:`KernelColumns` over the pass's outputs (None with
+    ``hold=False``); ``colmass`` (one per output of the pass), ``sweeps``; ``extremes``
+    (:class:`LogRatioExtremes` of every output of the pass, or None); ``rowsum``: sum_y w_y
+    kernel_y(u) per raster node (float64, without the cap term; None unless ``weights``);
+    ``nnz``: entries before any filter.
+    """
+
+    columns: "KernelColumns | None"
+    colmass: np.ndarray
+    sweeps: int
+    extremes: "LogRatioExtremes | None"
+    rowsum: np.ndarray | None
+    nnz: int
+
+
 def compute_kernels(kp, shape, cell, P, oi, oj, apex_t, cap, solver, n_jobs, progress=None, mp_context=None,
                     extremes: bool = False):
     """All kernels (inputs x outputs) of exp(-f~) - exp(-cap) as :class:`KernelColumns`, plus column masses.
 
     Returns ``(kernels, colmass, sweeps, extremes)``; ``extremes`` is None, or with
     ``extremes=True`` the :class:`LogRatioExtremes` of all columns, computed by the workers from
-    the arrays they return (what verification needs from the kernels).
+    the arrays they return (what verification needs from the kernels).  See :func:`kernel_pass`.
+    """
+    r = kernel_pass(kp, shape, cell, P, oi, oj, apex_t, cap, solver, n_jobs, progress, mp_context, extremes=extremes)
+    return r.columns, r.colmass, r.sweeps, r.extremes
+
+
+def kernel_pass(kp, shape, cell, P, oi, oj, apex_t, cap, solver, n_jobs, progress=None, mp_context=None, *,
+                extremes: bool = False, weights=None, outputs=None, keep_rows=None, truncate=None,
+                hold: bool = True, on_chunk=None) -> KernelPass:
+    """One pass of kernel solves over ``outputs`` (default: all), with reductions and filters in the workers.
 
     A deterministic function of the padded kernel rate map ``kp``, the outputs (padded grid
-    indices ``oi``, ``oj``), their apex radii, the cap and the solver: :meth:`EikonalMechanism.build`
-    and :meth:`EikonalMechanism.load` of a compact file both call it, so a loaded mechanism samples
-    from the very kernels the build verified (and ``load`` verifies them again).
+    indices ``oi``, ``oj``), their apex radii, the cap and the solver, output by output (a
+    column does not depend on which others are solved with it): :meth:`EikonalMechanism.build`,
+    the load of a compact file and the rows computed on demand all call it, so what is sampled
+    is what the build verified.
+
+    ``extremes``: also the kernels' per-edge extremes (verification); ``weights`` (M,): also
+    the row sums sum_y w_y kernel_y(u) (the normaliser without its cap term); ``keep_rows``
+    (bool per raster node): return only those rows' entries; ``truncate``: return only values
+    >= it; ``hold=False``: keep no entries (the reductions only: memory one chunk per worker).
+    ``on_chunk(outputs, counts, rows, values)``, if given, is called in this process on each
+    chunk's (filtered) entries as it arrives, in any order (a reduction over the entries that
+    the workers do not do: expected errors, posterior means); with ``hold=False`` the chunk is
+    then dropped.
     """
     import scipy.sparse as sp
     from scipy.ndimage import minimum_filter
@@ -342,9 +416,12 @@ def compute_kernels(kp, shape, cell, P, oi, oj, apex_t, cap, solver, n_jobs, pro
     ny, nx = shape
     hy, hx = cell
     NY, NX = kp.shape
+    order = np.arange(len(oi)) if outputs is None else np.asarray(outputs, np.int64)
     _SHARED.clear()
     _SHARED.update(solver=solver, hy=hy, hx=hx, cap=float(cap), pad=P, ny=ny, nx=nx, NX=NX, oi=oi, oj=oj, apex=apex_t,
-                   extremes=bool(extremes))
+                   extremes=bool(extremes), weights=None if weights is None else np.asarray(weights, np.float64),
+                   keep_rows=None if keep_rows is None else np.asarray(keep_rows, bool),
+                   truncate=None if truncate is None else np.float32(truncate), hold=bool(hold) or on_chunk is not None)
     if solver == "fmm":
         # speed map for fast marching: no larger than the edge means (fewer repairs)
         kf = kp * FMM_SLACK
@@ -356,34 +433,79 @@ def compute_kernels(kp, shape, cell, P, oi, oj, apex_t, cap, solver, n_jobs, pro
         np.minimum(kf[:-1, :], mv, out=kf[:-1, :])
         radii = [int(R) for R in _RADII if R < max(NY, NX)] + [int(_RADII[_RADII >= max(NY, NX)][0])]
         mins = {R: minimum_filter(kf, size=2 * R + 1, mode="nearest") for R in radii}
-        _SHARED.update(kf=kf, mins=mins, weights=edge_weights(kp, hy, hx))
+        _SHARED.update(kf=kf, mins=mins, weights_edges=edge_weights(kp, hy, hx))
     else:
-        dom = ((np.arange(ny)[:, None] + P) * NX + (np.arange(nx)[None, :] + P)).ravel()
-        to_domain = np.full(NY * NX, -1, np.int64)
-        to_domain[dom] = np.arange(ny * nx)
-        _SHARED.update(graph=_stencil_graph(kp, hy, hx), to_domain=to_domain)
+        _SHARED.update(graph=_stencil_graph(kp, hy, hx), to_domain=_to_domain(shape, P, NX, NY))
     total = LogRatioExtremes((ny, nx)) if extremes else None
+    rowsum = np.zeros(ny * nx) if weights is not None else None
+    nnz = 0
 
-    def fold(result):  # merge each chunk's extremes as it arrives: one set held, not one per chunk
-        if total is not None:
-            total.merge(result[5])
-        return result[:5]
+    def fold(result):  # reductions folded as each chunk arrives: one set held, not one per chunk
+        nonlocal nnz
+        counts, rows, vals, colmass, sweeps, ext, info = result
+        if total is not None and ext is not None:
+            total.merge(ext)
+        if rowsum is not None and info["rowsum"] is not None:
+            b0 = info["band"] * nx
+            rowsum[b0:b0 + len(info["rowsum"])] += info["rowsum"]
+        nnz += info["nnz"]
+        if on_chunk is not None:
+            on_chunk(info["outputs"], counts, rows, vals)
+        if not hold:
+            counts = rows = vals = None
+        return counts, rows, vals, colmass, sweeps
 
     try:
-        results = _run_kernels(np.arange(len(oi)), int(n_jobs), progress, mp_context, on_result=fold)
+        results = _run_kernels(order, int(n_jobs), progress, mp_context, on_result=fold)
     finally:
         _SHARED.clear()
     blocks, m0 = [], 0
     for k, (counts, rows, vals, _colmass, _sweeps) in enumerate(results):
-        colptr = np.zeros(len(counts) + 1, np.int64)
-        np.cumsum(counts, out=colptr[1:])
-        blocks.append((m0, sp.csc_matrix((vals, rows, colptr), shape=(ny * nx, len(counts)))))
-        m0 += len(counts)
+        if hold:
+            colptr = np.zeros(len(counts) + 1, np.int64)
+            np.cumsum(counts, out=colptr[1:])
+            blocks.append((m0, sp.csc_matrix((vals, rows, colptr), shape=(ny * nx, len(counts)))))
+            m0 += len(counts)
         results[k] = (None, None, None, results[k][3], results[k][4])
     colmass = np.concatenate([r[3] for r in results]) if results else np.zeros(0)
     sweeps = sum(r[4] for r in results)
-    S = KernelColumns(blocks, (ny * nx, len(oi)))
-    return S, colmass, sweeps, total
+    S = KernelColumns(blocks, (ny * nx, len(order))) if hold else None
+    return KernelPass(S, colmass, sweeps, total, rowsum, nnz)
+
+
+def _to_domain(shape, P, NX, NY) -> np.ndarray:
+    """Padded node -> raster node (row-major), -1 in the padding."""
+    ny, nx = shape
+    dom = ((np.arange(ny)[:, None] + P) * NX + (np.arange(nx)[None, :] + P)).ravel()
+    to_domain = np.full(NY * NX, -1, np.int64)
+    to_domain[dom] = np.arange(ny * nx)
+    return to_domain
+
+
+def outputs_reaching(kp, shape, cell, P, oi, oj, apex_t, cap, solver, nodes) -> np.ndarray:
+    """Sorted indices of the outputs whose kernel may have an entry at one of the raster ``nodes``.
+
+    Kernel y has an entry at u iff f~_y(u) < cap, i.e. d(y, u) < sqrt(cap^2 + 2 cap A_y) for
+    the graph solver (d: shortest path on the symmetric stencil graph, so one multi-source
+    Dijkstra from ``nodes`` finds every such output; a relative slack of 1e-9 covers the
+    rounding of sums taken in the other direction).  The fast-marching solver has no such
+    bound: every output is returned.
+    """
+    from scipy.sparse.csgraph import dijkstra
+
+    nodes = np.unique(np.asarray(nodes, np.int64))
+    M = len(oi)
+    if solver != "graph" or len(nodes) == 0:
+        return np.arange(M) if len(nodes) else np.zeros(0, np.int64)
+    ny, nx = shape
+    hy, hx = cell
+    NY, NX = kp.shape
+    reach = np.sqrt(cap * cap + 2.0 * cap * np.asarray(apex_t, np.float64))
+    limit = float(reach.max()) * (1 + 1e-9) + 1e-9
+    gi, gj = np.divmod(nodes, nx)
+    D = dijkstra(_stencil_graph(kp, hy, hx), directed=True, indices=(gi + P) * NX + (gj + P), limit=limit, min_only=True)
+    d = D[np.asarray(oi, np.int64) * NX + np.asarray(oj, np.int64)]
+    return np.flatnonzero(d <= reach * (1 + 1e-9) + 1e-9)
 
 
 def kept_indptr(indptr: np.ndarray, keep: np.ndarray) -> np.ndarray:

@@ -17,10 +17,15 @@ from ...privacy_map import PrivacyMap, edge_weights
 from ..grid import allowed as grid_allowed
 from ..grid import edge_slices, mean_ground_scale
 from . import persistence, sampling, verification
-from .kernels import compute_kernels
+from . import ondemand
+from .kernels import compute_kernels, kernel_pass
 from .lowering import AUTO_MARGIN, AUTO_MARGIN_FLOOR, auto_margin, lower_rate, output_levels
 from .report import VerifyReport
 from .weights import column_sums, max_normaliser_share, relative_share, row_sums, solve_weights
+
+
+#: how a mechanism keeps its kernels (:meth:`EikonalMechanism.build`, :meth:`EikonalMechanism.load`)
+KERNELS = ("held", "on_demand")
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -41,8 +46,9 @@ class EikonalMechanism:
     output_step : ndarray (M,) of int
         Lattice spacing of each output in cells (its jitter box).
     weights : ndarray (M,)
-    indptr, indices, kernel : CSR arrays over input nodes (row-major raster order)
-        ``kernel`` = exp(-f~) - exp(-cap) on the support of each node's row.
+    indptr, indices, kernel : CSR arrays over input nodes (row-major raster order), or None
+        ``kernel`` = exp(-f~) - exp(-cap) on the support of each node's row.  None for a
+        mechanism whose kernels are computed on demand (``kernels="on_demand"``).
     cap : float
     normaliser : ndarray (ny * nx,)
         s(u); P(Q(u) = y) = weights[y] * (kernel + exp(-cap)) / s(u).
@@ -60,9 +66,9 @@ class EikonalMechanism:
     output_ij: np.ndarray
     output_step: np.ndarray
     weights: np.ndarray
-    indptr: np.ndarray
-    indices: np.ndarray
-    kernel: np.ndarray
+    indptr: np.ndarray | None
+    indices: np.ndarray | None
+    kernel: np.ndarray | None
     cap: float
     normaliser: np.ndarray
     params: dict
@@ -106,6 +112,7 @@ class EikonalMechanism:
         progress=None,
         verify: bool = True,
         mp_context=None,
+        kernels: str = "held",
     ) -> "EikonalMechanism":
         """Build the mechanism for ``privacy_map`` and verify it.
 
@@ -179,6 +186,15 @@ class EikonalMechanism:
         progress : None, True or callable(done, total)
         verify : bool
             Run :meth:`verify` (always recommended; ``build`` refuses a failing mechanism).
+        kernels : {"held", "on_demand"}
+            ``"held"`` (default): keep every kernel entry in memory (about 2,900 per raster
+            node at the paper's scaling; fastest sampling).  ``"on_demand"``: keep none.  The
+            weight solve holds only the kernels truncated at ``solve_cap`` (about 30 % of the
+            entries), a second pass of solves computes the normaliser and the verification
+            without holding anything, and sampling recomputes the rows of the nodes it draws
+            from (:mod:`~geopriv.mechanisms.eikonal.ondemand`; the same values the build
+            verified).  For rasters whose kernels do not fit in memory (1000 x 1000 and up);
+            the same mechanism as ``"held"`` whenever the truncated weight solve suffices.
 
         Raises
         ------
@@ -196,7 +212,7 @@ class EikonalMechanism:
         options = dict(
             smooth=smooth, despeckle=despeckle, jump=jump, cap=cap, output_spacing=output_spacing, max_step=max_step,
             pad=pad, apex=apex, max_iter=max_iter, solve_cap=solve_cap, solver=solver, n_jobs=n_jobs, progress=progress,
-            verify=verify, mp_context=mp_context,
+            verify=verify, mp_context=mp_context, kernels=kernels,
         )
         if not isinstance(margin, str):
             return cls._build(privacy_map, margin=margin, margin_rule="given", **options)
@@ -216,7 +232,7 @@ class EikonalMechanism:
     @classmethod
     def _build(
         cls, privacy_map, *, margin, margin_rule, smooth, despeckle, jump, cap, output_spacing, max_step, pad, apex,
-        max_iter, solve_cap, solver, n_jobs, progress, verify, mp_context,
+        max_iter, solve_cap, solver, n_jobs, progress, verify, mp_context, kernels="held",
     ) -> "EikonalMechanism":
         """:meth:`build` with a given margin (a number or a per-cell array); ``margin_rule`` says where it came from."""
         marr = np.asarray(margin, dtype=float)
@@ -229,6 +245,9 @@ class EikonalMechanism:
                 raise ValueError(f"{name} must be a finite number > 0.")
         if solver not in ("graph", "fmm"):
             raise ValueError("solver must be 'graph' (Dijkstra, default) or 'fmm' (fast marching).")
+        if kernels not in KERNELS:
+            raise ValueError("kernels must be 'held' (default: every kernel entry kept in memory) or 'on_demand' "
+                             "(none kept: for rasters whose kernels do not fit in memory).")
         if apex < 0 or not math.isfinite(apex):
             raise ValueError("apex must be >= 0.")
         if max_step is not None:
@@ -260,26 +279,46 @@ class EikonalMechanism:
         apex_t = np.where(ostep > 1, apex * ostep * math.sqrt(hx * hy) * kp[oi, oj], 0.0)
         timings["prepare_s"] = time.perf_counter() - t_start
         t0 = time.perf_counter()
-        # with verify, the workers also take the kernels' part of the check (verification.verify)
-        S, colmass, sweeps, extremes = compute_kernels(
-            kp, (ny, nx), (hy, hx), P, oi, oj, apex_t, float(cap), solver, int(n_jobs), progress, mp_context,
-            extremes=bool(verify),
-        )
-        timings["kernels_s"] = time.perf_counter() - t0
         cT = math.exp(-cap)
-        # ------------------------------------------------------------ weights
-        t0 = time.perf_counter()
         # what the normaliser may use on each edge: the allowed loss minus the kernels' own
         # Lipschitz bound there (at least margin * allowed; more where the map was lowered)
         budget = [np.maximum(al - kw, 1e-300) for al, kw in zip(grid_allowed(pm), edge_weights(keps, hy, hx))]
-        w, iters, history = solve_weights(S, cT, ostep, colmass, pm, budget, max_iter, threads=max(1, int(n_jobs)), solve_cap=solve_cap)
-        nnz = S.nnz
-        indptr, indices, kernel = S.to_csr(release=True, threads=max(1, int(n_jobs)))  # each column block freed once placed
-        del S
-        s = row_sums(indptr, indices, kernel, w) + cT * float(w.sum())  # exact, float64
+        threads = max(1, int(n_jobs))
+        problem = (kp, (ny, nx), (hy, hx), P, oi, oj, apex_t, float(cap), solver, int(n_jobs), progress, mp_context)
+        extremes = rowsum = None
+        if kernels == "held":
+            # with verify, the workers also take the kernels' part of the check (verification.verify)
+            S, colmass, sweeps, extremes = compute_kernels(*problem, extremes=bool(verify))
+            timings["kernels_s"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            w, iters, history = solve_weights(S, cT, ostep, colmass, pm, budget, max_iter, threads=threads, solve_cap=solve_cap)
+            nnz = S.nnz
+            indptr, indices, kernel = S.to_csr(release=True, threads=threads)  # each column block freed once placed
+            del S
+            s = row_sums(indptr, indices, kernel, w) + cT * float(w.sum())  # exact, float64
+        else:
+            # on demand: the weight solve holds the kernels truncated at solve_cap only (the
+            # same truncation solve_weights makes); a second pass computes the exact normaliser
+            # (and the kernels' part of the check) without holding any entry
+            truncate = np.float32(math.exp(-solve_cap) - cT) if solve_cap is not None and solve_cap < cap else None
+            first = kernel_pass(*problem, truncate=truncate)
+            colmass, sweeps = first.colmass, first.sweeps
+            timings["kernels_s"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            w, iters, history = solve_weights(first.columns, cT, ostep, colmass, pm, budget, max_iter, threads=threads, solve_cap=None)
+            del first
+            timings["weights_s"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            second = kernel_pass(*problem, extremes=bool(verify), weights=w, hold=False)
+            timings["normaliser_pass_s"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            nnz, extremes, rowsum = second.nnz, second.extremes, second.rowsum
+            indptr = indices = kernel = None
+            s = rowsum + cT * float(w.sum())
+            history.append((iters, relative_share(s, pm, budget)))
         rel = relative_share(s, pm, budget)
         rough = max_normaliser_share(s, pm)
-        timings["weights_s"] = time.perf_counter() - t0
+        timings["weights_s" if kernels == "held" else "normaliser_s"] = time.perf_counter() - t0
         if rel >= 1.0:
             raise InfeasibleMechanismError(
                 f"The weights could not make the normaliser flat enough: somewhere it needs {rel:.2f} times the share of "
@@ -309,9 +348,10 @@ class EikonalMechanism:
             kernel_rate=kp,
             output_apex=apex_t,
         )
+        object.__setattr__(mech, "_n_jobs", int(n_jobs))  # workers for kernels recomputed on demand
         if verify:
             t0 = time.perf_counter()
-            report = verification.verify(mech, extremes)  # the kernels' extremes, from the blocks placed above
+            report = verification.verify(mech, extremes, rowsum=rowsum)  # the kernels' extremes, from the blocks placed above
             timings["verify_s"] = time.perf_counter() - t0
             if not report.ok:
                 raise InfeasibleMechanismError(
@@ -424,15 +464,23 @@ class EikonalMechanism:
         uy = np.repeat(pm.node_y, nx)
         cT = math.exp(-self.cap)
         a = p / self.normaliser  # P(Q(u) = y) = w_y (S[u, y] + cT) / s(u); w_y cancels
-        sa, sx, sy = column_sums(self.indptr, self.indices, self.kernel, [a, a * ux, a * uy], len(self.weights))
+        if self.kernels_held:
+            sa, sx, sy = column_sums(self.indptr, self.indices, self.kernel, [a, a * ux, a * uy], len(self.weights))
+        else:  # one pass of kernel solves
+            sa, sx, sy = ondemand.column_sums_pass(self, [a, a * ux, a * uy])
         den = sa + cT * a.sum()
         gx = (sx + cT * float((a * ux).sum())) / den
         gy = (sy + cT * float((a * uy).sum())) / den
         label = prior if isinstance(prior, str) else "array"
         new = dataclasses.replace(self, remap_xy=np.column_stack([gx, gy]), remap_prior=label)
-        if "sampling_tables" in self.__dict__:
-            new.__dict__["sampling_tables"] = self.__dict__["sampling_tables"]
+        self._carry(new)
         return new
+
+    def _carry(self, new) -> None:
+        """Caches and runtime settings that a copy with another release rule keeps (same kernels)."""
+        for k in ("sampling_tables", "_row_cache", "_n_jobs"):
+            if k in self.__dict__:
+                new.__dict__[k] = self.__dict__[k]
 
     @cached_property
     def mechanism_id(self) -> str:
@@ -461,13 +509,28 @@ class EikonalMechanism:
         return verification.verify(self)
 
     # ------------------------------------------------------------------ distributions and sampling
+    @property
+    def kernels_held(self) -> bool:
+        """True when the kernel arrays are in memory; False for kernels computed on demand."""
+        return self.kernel is not None
+
+    def rows_for(self, nodes):
+        """What holds the rows of ``nodes`` for sampling: this mechanism, or (kernels on demand)
+        its :class:`~geopriv.mechanisms.eikonal.ondemand.RowCache` after computing the missing rows."""
+        if self.kernels_held:
+            return self
+        cache = self.__dict__.get("_row_cache")
+        if cache is None:
+            cache = self.__dict__["_row_cache"] = ondemand.RowCache(self)
+        return cache.ensure(self, nodes)
+
     def row(self, node: int):
         """Output distribution of one input node: (output indices, probabilities, floor mass).
 
         ``probabilities`` covers the kernel support; every other output y has probability
         ``weights[y] * exp(-cap) / s``, totalling ``floor mass`` (all together sum to 1).
         """
-        return sampling.row(self, node)
+        return sampling.row(self.rows_for([int(node)]), int(node))
 
     def distribution(self, x: float, y: float) -> np.ndarray:
         """P(Q(u) = y) for all outputs at a location u = (x, y) in the map's CRS (bilinear mixture of nodes)."""
@@ -476,11 +539,13 @@ class EikonalMechanism:
     @cached_property
     def sampling_tables(self):
         """Per-row cumulative probabilities (row-local, float64) and the floor sampler (built on first use)."""
+        if not self.kernels_held:
+            raise AttributeError("A mechanism with kernels on demand has no tables for every row: use rows_for(nodes).sampling_tables.")
         return sampling.tables(self)
 
     def sample_nodes(self, nodes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Output indices drawn from the rows of the given input nodes (exact, float64)."""
-        return sampling.sample_nodes(self, nodes, rng)
+        return sampling.sample_nodes(self.rows_for(nodes), nodes, rng)
 
     def sample(self, xy, rng: np.random.Generator, *, outside: str | None = None, jitter: bool = True, labels=None, progress=None) -> np.ndarray:
         """Release locations ``xy`` ((n, 2) in the map's CRS): a new (n, 2) array.
@@ -502,8 +567,7 @@ class EikonalMechanism:
         import dataclasses
 
         new = dataclasses.replace(self, outside=outside)
-        if "sampling_tables" in self.__dict__:
-            new.__dict__["sampling_tables"] = self.__dict__["sampling_tables"]
+        self._carry(new)
         return new
 
     # ------------------------------------------------------------------ release contract
@@ -592,7 +656,10 @@ class EikonalMechanism:
         per = np.full(n, np.nan)
         ip = self.indptr
         step = max(1, n // 16)
-        for r0 in range(0, n, step):  # blocks of rows: bounded memory
+        if not self.kernels_held:  # one pass of kernel solves
+            per[sel] = ondemand.node_mse_pass(self, sel, ux, uy, ox, oy, jit)[sel]
+            step = n + 1  # nothing left for the loop below
+        for r0 in range(0, n if self.kernels_held else 0, step):  # blocks of rows: bounded memory
             r1 = min(n, r0 + step)
             rows_b = np.flatnonzero(sel[r0:r1]) + r0
             if len(rows_b) == 0:
@@ -655,7 +722,7 @@ class EikonalMechanism:
     @classmethod
     def load(
         cls, path, *, privacy_map: PrivacyMap | None = None, verify: bool = True, key: bytes | str | None = None,
-        n_jobs: int = 1, progress=None, mp_context=None,
+        n_jobs: int = 1, progress=None, mp_context=None, kernels: str = "held",
     ) -> "EikonalMechanism":
         """Read a mechanism written by :meth:`save`.
 
@@ -687,6 +754,11 @@ class EikonalMechanism:
             valid HMAC-SHA256 under it, else :class:`MechanismFileError` (unsigned, changed
             after signing, or another key).  Without a key a signed file loads with the checks
             above.
+        kernels : {"held", "on_demand"}
+            ``"held"`` (default): recompute (compact file) or read (full file) every kernel
+            entry and keep it.  ``"on_demand"`` (compact files): keep none; the checks above
+            run over one pass of kernel solves that holds nothing, and sampling recomputes the
+            rows it draws from (see :meth:`build`).
 
         Raises
         ------
@@ -696,7 +768,8 @@ class EikonalMechanism:
             weights, a failed verification, or (with ``key``) a missing or invalid signature.
         """
         return persistence.load(
-            cls, path, privacy_map=privacy_map, verify=verify, key=key, n_jobs=n_jobs, progress=progress, mp_context=mp_context
+            cls, path, privacy_map=privacy_map, verify=verify, key=key, n_jobs=n_jobs, progress=progress, mp_context=mp_context,
+            kernels=kernels,
         )
 
     def __repr__(self) -> str:

@@ -73,6 +73,8 @@ def save(mech, path, *, key: bytes | str | None = None, compact: bool | None = N
     """Write ``mech`` to ``path`` (:meth:`EikonalMechanism.save`, where the options are documented)."""
     if compact is None:
         compact = mech.can_save_compact
+    if not compact and mech.kernel is None:
+        raise ValueError("This mechanism computes its kernels on demand and holds none: save it compact (compact=True, the default).")
     if compact and not mech.can_save_compact:
         raise ValueError(
             "This mechanism was loaded from a full file of an earlier version and does not know its kernel rate map: "
@@ -94,9 +96,11 @@ def save(mech, path, *, key: bytes | str | None = None, compact: bool | None = N
 
 def load(
     cls, path, *, privacy_map: PrivacyMap | None = None, verify: bool = True, key: bytes | str | None = None,
-    n_jobs: int = 1, progress=None, mp_context=None,
+    n_jobs: int = 1, progress=None, mp_context=None, kernels: str = "held",
 ):
     """Read a mechanism file as ``cls`` (:meth:`EikonalMechanism.load`, where the checks are documented)."""
+    if kernels not in ("held", "on_demand"):
+        raise ValueError("kernels must be 'held' (default) or 'on_demand'.")
     from affine import Affine
 
     path = os.fspath(path)
@@ -164,10 +168,20 @@ def load(
         raise MechanismFileError(f"{path!r} holds an invalid privacy map ({exc}). Rebuild it.") from None
     n = pm.shape[0] * pm.shape[1]
     extremes = None
+    on_demand = kernels == "on_demand"
+    if on_demand and not compact:
+        raise MechanismFileError(
+            f"{path!r} is a full file (kernels stored): kernels='on_demand' needs a compact file. Load it with "
+            "kernels='held' and save it again with save(path, compact=True), or rebuild it."
+        )
     if compact:
+        _check_compact(path, pm, meta, data)
+    if on_demand:
+        data.update(indptr=None, indices=None, kernel=None)
+    elif compact:
         data.update(_recompute_kernels(path, pm, meta, data, n_jobs, progress, mp_context, bool(verify or meta.get("report") is None)))
         extremes = data.pop("extremes")
-    if len(data["indptr"]) != n + 1 or len(data["normaliser"]) != n or len(data["indices"]) != len(data["kernel"]):
+    if len(data["normaliser"]) != n or (not on_demand and (len(data["indptr"]) != n + 1 or len(data["indices"]) != len(data["kernel"]))):
         raise MechanismFileError(f"{path!r} has inconsistent array sizes; it is corrupt. Rebuild it.")
     remap = data.get("remap_xy")
     if remap is not None and np.shape(remap) != (len(data["weights"]), 2):
@@ -211,6 +225,7 @@ def load(
         kernel_rate=data.get("kernel_rate"),
         output_apex=data.get("output_apex"),
     )
+    object.__setattr__(mech, "_n_jobs", int(n_jobs))  # workers for kernels recomputed on demand
     try:
         if verify or report is None:
             # checks the arrays, recomputes the normaliser and the ratios (a compact file's kernels
@@ -220,7 +235,13 @@ def load(
         else:
             fresh = None
             check_arrays(mech)
-            mismatch = normaliser_mismatch(mech.normaliser, exact_normaliser(mech))
+            if on_demand:  # the normaliser from one pass of kernel solves (no entry held)
+                from .ondemand import full_pass, normaliser_from
+
+                exact = normaliser_from(full_pass(mech, progress=progress, mp_context=mp_context).rowsum, mech)
+            else:
+                exact = exact_normaliser(mech)
+            mismatch = normaliser_mismatch(mech.normaliser, exact)
     except MechanismFileError as exc:
         raise MechanismFileError(f"{path!r}: {exc}") from None
     if not mismatch <= NORMALISER_RTOL:
@@ -238,10 +259,8 @@ def load(
     return mech
 
 
-def _recompute_kernels(path, pm: PrivacyMap, meta: dict, data: dict, n_jobs: int, progress, mp_context,
-                       extremes: bool = True) -> dict:
-    """Kernels of a compact file (indptr, indices, kernel), recomputed as :meth:`EikonalMechanism.build` computed them,
-    and their :class:`~.kernels.LogRatioExtremes` for verification (None unless ``extremes``)."""
+def _check_compact(path, pm: PrivacyMap, meta: dict, data: dict) -> None:
+    """Refuse a compact file whose stored kernel problem (rate map, outputs, apex radii, cap, solver) is invalid."""
     ny, nx = pm.shape
     params = meta.get("params") or {}
     P, solver, cap = params.get("pad_cells"), params.get("solver", "graph"), meta.get("cap")
@@ -268,6 +287,17 @@ def _recompute_kernels(path, pm: PrivacyMap, meta: dict, data: dict, n_jobs: int
             problems.append("output_ij outside the padded grid")
     if problems:
         raise MechanismFileError(f"{path!r} is a compact mechanism file with invalid contents ({'; '.join(problems)}). Rebuild it.")
+
+
+def _recompute_kernels(path, pm: PrivacyMap, meta: dict, data: dict, n_jobs: int, progress, mp_context,
+                       extremes: bool = True) -> dict:
+    """Kernels of a compact file (indptr, indices, kernel), recomputed as :meth:`EikonalMechanism.build` computed them,
+    and their :class:`~.kernels.LogRatioExtremes` for verification (None unless ``extremes``).
+    The file's kernel problem has been checked (:func:`_check_compact`)."""
+    ny, nx = pm.shape
+    params = meta.get("params") or {}
+    P, solver, cap = params.get("pad_cells"), params.get("solver", "graph"), meta.get("cap")
+    kp, apex_t, oij = data["kernel_rate"], data["output_apex"], data["output_ij"]
     hx, hy = pm.cell_size
     S, _colmass, _sweeps, ext = compute_kernels(
         np.asarray(kp, np.float64), (ny, nx), (hy, hx), P, oij[:, 0] + P, oij[:, 1] + P, np.asarray(apex_t, np.float64),

@@ -35,14 +35,15 @@ def distribution(mech, x: float, y: float) -> np.ndarray:
     nodes, lam = _corners(mech, np.array([[x, y]], float), outside="error", labels=["location"])
     p = np.zeros(len(mech.weights))
     cT = math.exp(-mech.cap)
+    src = mech.rows_for(nodes[0])  # the mechanism, or its rows computed on demand
     for k in range(4):
         node, wt = int(nodes[0, k]), float(lam[0, k])
         if wt == 0:
             continue
-        lo, hi = mech.indptr[node], mech.indptr[node + 1]
+        lo, hi = src.indptr[node], src.indptr[node + 1]
         s = mech.normaliser[node]
         q = mech.weights * cT / s
-        q[mech.indices[lo:hi]] += mech.weights[mech.indices[lo:hi]] * mech.kernel[lo:hi] / s
+        q[src.indices[lo:hi]] += mech.weights[src.indices[lo:hi]] * src.kernel[lo:hi] / s
         p += wt * q
     return p
 

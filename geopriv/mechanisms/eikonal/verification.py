@@ -21,7 +21,7 @@ from .report import VerifyReport
 from .weights import row_blocks, row_sums
 
 
-def verify(mech, extremes=None) -> VerifyReport:
+def verify(mech, extremes=None, rowsum=None) -> VerifyReport:
     """Realised local Lipschitz constant of ln P(Q(u)=y) over all neighbouring node pairs and outputs.
 
     ``extremes`` (:class:`~geopriv.mechanisms.eikonal.kernels.LogRatioExtremes`) may carry
@@ -30,6 +30,10 @@ def verify(mech, extremes=None) -> VerifyReport:
     with ``extremes=True``; the build and the load of a compact file): the report is then the
     same as from the arrays (same ratios up to rounding, same worst edge and output), without
     a second pass over the kernels.  Without it, the kernels are read from ``mech``'s arrays.
+
+    A mechanism whose kernels are computed on demand (no arrays) is checked from one pass of
+    kernel solves (:func:`.ondemand.full_pass`) that yields both the extremes and the row sums
+    sum_y w_y kernel_y(u) (``rowsum``: the build passes its own pass's extremes and row sums).
 
     Recomputed from the arrays sampling uses (weights, kernel, indptr, indices, cap), in
     float64.  The normaliser is not trusted: it is recomputed from the weights and kernels
@@ -53,7 +57,13 @@ def verify(mech, extremes=None) -> VerifyReport:
     inv = [1.0 / a for a in allowed]
     slices = edge_slices()
     cT = math.exp(-mech.cap)
-    s = exact_normaliser(mech)
+    held = mech.kernel is not None
+    if not held and (rowsum is None or extremes is None):
+        from .ondemand import full_pass
+
+        done = full_pass(mech, extremes=True)
+        extremes, rowsum = done.extremes, done.rowsum
+    s = exact_normaliser(mech) if held else rowsum + cT * float(np.asarray(mech.weights, np.float64).sum())
     mismatch = normaliser_mismatch(mech.normaliser, s)
     lns = np.log(s).reshape(ny, nx)
     node = np.zeros((ny, nx))
@@ -92,7 +102,8 @@ def verify(mech, extremes=None) -> VerifyReport:
     ra, ca = a_r + off_a[0], a_c + off_a[1]
     rb, cb = ra + da[0], ca + da[1]
     if m is None:
-        m = _worst_output(mech, ra * nx + ca, rb * nx + cb, lns[ra, ca] - lns[rb, cb], cT)
+        rows = mech if held else _rows_of(mech, [ra * nx + ca, rb * nx + cb])
+        m = _worst_output(rows, ra * nx + ca, rb * nx + cb, lns[ra, ca] - lns[rb, cb], cT)
     allowed_ab = float(allowed[fam][min(ra, rb), min(ca, cb)])
     worst = {
         "node_a": (int(ra), int(ca)),
@@ -134,25 +145,27 @@ def check_arrays(mech, chunk: int = 10_000_000) -> None:
     ny, nx = mech.privacy_map.shape
     n = ny * nx
     w, ker, ip, idx, s = mech.weights, mech.kernel, mech.indptr, mech.indices, mech.normaliser
-    arrays = {"weights": w, "kernel": ker, "indptr": ip, "indices": idx, "normaliser": s,
-              "output_ij": mech.output_ij, "output_step": mech.output_step}
+    held = ker is not None or ip is not None or idx is not None
+    arrays = {"weights": w, "normaliser": s, "output_ij": mech.output_ij, "output_step": mech.output_step}
+    if held:  # (kernels on demand hold none: they are recomputed by the build's function)
+        arrays.update(kernel=ker, indptr=ip, indices=idx)
     for name, a in arrays.items():
         if not isinstance(a, np.ndarray):
             bad(f"{name} is not an array")
     for name in ("weights", "kernel", "normaliser"):
-        if arrays[name].dtype.kind != "f":
+        if name in arrays and arrays[name].dtype.kind != "f":
             bad(f"{name} has dtype {arrays[name].dtype} (floating point expected)")
     for name in ("indptr", "indices", "output_ij", "output_step"):
-        if arrays[name].dtype.kind not in "iu":
+        if name in arrays and arrays[name].dtype.kind not in "iu":
             bad(f"{name} has dtype {arrays[name].dtype} (integers expected)")
     M = len(w) if w.ndim == 1 else -1
     if M < 1:
         bad(f"weights must be a non-empty 1-D array (shape {w.shape})")
     if mech.output_ij.shape != (M, 2) or mech.output_step.shape != (M,):
         bad(f"output_ij {mech.output_ij.shape} / output_step {mech.output_step.shape} do not match {M} weights")
-    if ip.shape != (n + 1,) or s.shape != (n,) or idx.ndim != 1 or ker.shape != idx.shape:
-        bad(f"inconsistent sizes (indptr {ip.shape}, normaliser {s.shape}, indices {idx.shape}, kernel {ker.shape} "
-            f"for {n} nodes)")
+    if s.shape != (n,) or (held and (ip.shape != (n + 1,) or idx.ndim != 1 or ker.shape != idx.shape)):
+        shp = {k: np.shape(v) for k, v in (("indptr", ip), ("normaliser", s), ("indices", idx), ("kernel", ker))}
+        bad(f"inconsistent sizes ({', '.join(f'{k} {v}' for k, v in shp.items())} for {n} nodes)")
     if not (isinstance(mech.cap, (int, float)) and math.isfinite(mech.cap) and mech.cap > 0):
         bad(f"cap {mech.cap!r} is not a finite number > 0")
     if not np.all(np.isfinite(w)):
@@ -164,9 +177,9 @@ def check_arrays(mech, chunk: int = 10_000_000) -> None:
         bad("the weights sum to zero or overflow")
     if not (np.all(np.isfinite(s)) and np.all(s > 0)):
         bad("the stored normaliser has values that are not finite and > 0")
-    if ip[0] != 0 or ip[-1] != len(idx) or np.any(ip[1:] < ip[:-1]):
+    if held and (ip[0] != 0 or ip[-1] != len(idx) or np.any(ip[1:] < ip[:-1])):
         bad("indptr does not start at 0, end at the number of kernel entries and increase monotonically")
-    for r0, r1, lo, hi in row_blocks(ip, chunk):  # blocks of rows: bounded memory on 10^9 entries
+    for r0, r1, lo, hi in (row_blocks(ip, chunk) if held else ()):  # blocks of rows: bounded memory on 10^9 entries
         kb, ib = ker[lo:hi], idx[lo:hi]
         if not np.all(np.isfinite(kb)):
             bad("kernel values are not finite (NaN or infinite)")
@@ -219,6 +232,16 @@ def extremes_from_arrays(mech, entries: int | None = None) -> LogRatioExtremes:
         total.merge(part, row=i0)
         del S, part
     return total
+
+
+def _rows_of(mech, nodes):
+    """The rows of ``nodes`` of a mechanism with kernels on demand (recomputed, as sampling does)."""
+    from types import SimpleNamespace
+
+    from .ondemand import rows
+
+    ip, idx, ker = rows(mech, nodes)
+    return SimpleNamespace(indptr=ip, indices=idx, kernel=ker)
 
 
 def _worst_output(mech, a: int, b: int, d: float, cT: float) -> int:
