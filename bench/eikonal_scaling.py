@@ -23,7 +23,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def child(n: int, jobs: int, max_step=2) -> dict:
+def child(n: int, jobs: int, max_step=2, kernels: str = "held", mse: bool = True, sample_n: int = 0) -> dict:
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(ROOT / "bench"))
     import rasterio
@@ -52,14 +52,32 @@ def child(n: int, jobs: int, max_step=2) -> dict:
     with PeakRSS() as peak:
         t0 = time.perf_counter()
         try:
-            mech = EikonalMechanism.build(pm, n_jobs=jobs, max_step=max_step)
+            mech = EikonalMechanism.build(pm, n_jobs=jobs, max_step=max_step, kernels=kernels)
         except InfeasibleMechanismError as e:  # the time and memory up to the refusal are still figures
             return {"n": dens.shape[0], "seconds": time.perf_counter() - t0, "peak_gib": peak.peak / 2**30,
                     "infeasible": str(e)}
         dt = time.perf_counter() - t0
-    return {"n": dens.shape[0], "seconds": dt, "peak_gib": peak.peak / 2**30, "nnz": mech.params["nnz"],
-            "outputs": mech.params["n_outputs"], "ratio": mech.report.max_ratio,
-            "mse_ratio": mech.compare_laplace()["ratio"], "timings": mech.params["timings"]}
+    out = {"n": dens.shape[0], "seconds": dt, "peak_gib": peak.peak / 2**30, "nnz": mech.params["nnz"],
+           "outputs": mech.params["n_outputs"], "ratio": mech.report.max_ratio, "kernels": kernels,
+           "timings": mech.params["timings"]}
+    print(json.dumps(out), flush=True)  # the build's figures, whatever follows
+    if sample_n:
+        # release sample_n points drawn from the population prior (rows computed on demand)
+        from eikonal_compact import points_from_prior
+
+        xy = points_from_prior(pm, sample_n, np.random.default_rng(0))
+        with PeakRSS() as peak2:
+            t0 = time.perf_counter()
+            mech.sample(xy, np.random.default_rng(1))
+            out["sample_s"] = time.perf_counter() - t0
+        out["sample_n"] = sample_n
+        out["sample_peak_gib"] = peak2.peak / 2**30
+        print(json.dumps(out), flush=True)
+    if mse:
+        t0 = time.perf_counter()
+        out["mse_ratio"] = mech.compare_laplace()["ratio"]
+        out["mse_s"] = time.perf_counter() - t0
+    return out
 
 
 def fit(xs, ys):
@@ -75,10 +93,13 @@ def main(argv=None):
     ap.add_argument("--child", type=int, default=None)
     ap.add_argument("--out", default=None)
     ap.add_argument("--max-step", default="2", help="EikonalMechanism.build's max_step: a power of two, or none (no cap)")
+    ap.add_argument("--kernels", default="held", choices=["held", "on_demand"], help="EikonalMechanism.build's kernels")
+    ap.add_argument("--no-mse", action="store_true", help="child: skip the expected error (one more pass on demand)")
+    ap.add_argument("--sample", type=int, default=0, help="child: also release this many points from the prior")
     args = ap.parse_args(argv)
     max_step = None if args.max_step.lower() == "none" else int(args.max_step)
     if args.child is not None:
-        print(json.dumps(child(args.child, args.jobs, max_step)))
+        print(json.dumps(child(args.child, args.jobs, max_step, args.kernels, not args.no_mse, args.sample)))
         return
     rows = []
     for n in args.sizes:
@@ -91,7 +112,8 @@ def main(argv=None):
                              "predicted_seconds": rows[-1]["seconds"] * (n / rows[-1]["n"]) ** fit(
                                  [r["n"] for r in rows if not r.get("skipped")], [r["seconds"] for r in rows if not r.get("skipped")])})
                 break
-        out = subprocess.run([sys.executable, __file__, "--child", str(n), "--jobs", str(args.jobs), "--max-step", args.max_step],
+        out = subprocess.run([sys.executable, __file__, "--child", str(n), "--jobs", str(args.jobs), "--max-step", args.max_step,
+                              "--kernels", args.kernels],
                              capture_output=True, text=True, check=True)
         r = json.loads(out.stdout.strip().splitlines()[-1])
         print(json.dumps({k: v for k, v in r.items() if k != "timings"}))

@@ -241,7 +241,7 @@ def _cmd_perturb(args) -> int:
             raise CLIError("--region applies to planar Laplace only; a --mechanism defines its own outputs")
     else:
         _check_privacy(args)
-        for flag, value in (("--outside", args.outside), ("--remap", args.remap)):
+        for flag, value in (("--outside", args.outside), ("--remap", args.remap), ("--kernels", args.kernels)):
             if value:
                 raise CLIError(f"{flag} applies to a location-dependent --mechanism only")
     crs = _check_crs(args.crs)
@@ -257,7 +257,8 @@ def _cmd_perturb(args) -> int:
     if args.region is not None:
         kwargs["region"] = _read(args.region, what="region", flag=None)
     if args.mechanism is not None:
-        mech = geopriv.EikonalMechanism.load(args.mechanism, progress=True if getattr(args, "progress", False) else None)
+        mech = geopriv.EikonalMechanism.load(args.mechanism, progress=True if getattr(args, "progress", False) else None,
+                                             **_given(args, ("kernels",)))
         if args.outside is not None and args.outside != mech.outside:
             mech = mech.with_outside(args.outside)
         if args.remap and mech.remap_xy is None:
@@ -645,7 +646,7 @@ def _cmd_build_mechanism(args) -> int:
                                 overwrite=args.overwrite, protect=[args.raster])
     pm = _privacy_map(args)
     print(f"privacy map: {pm!r}", file=sys.stderr)
-    options = _given(args, ("margin", "smooth", "jump", "output_spacing", "max_step", "pad", "cap", "n_jobs"))
+    options = _given(args, ("margin", "smooth", "jump", "output_spacing", "max_step", "pad", "cap", "n_jobs", "kernels"))
     if args.no_smooth:
         options["smooth"] = None
     mech = EikonalMechanism.build(pm, progress=True if args.progress else None, **options)
@@ -919,6 +920,7 @@ EPILOG_DEMO = """examples:
 def build_parser() -> argparse.ArgumentParser:
     import geopriv
     from .mechanisms.eikonal import EikonalMechanism
+    from .mechanisms.eikonal.mechanism import KERNELS
 
     parser = _Parser(
         prog="geopriv", description="Location privacy with formal guarantees (geopriv's library, on files).",
@@ -942,6 +944,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "the nearest point of the raster (clamp) (default: the mechanism's, error)")
     g.add_argument("--remap", action="store_true",
                    help="release each output's posterior mean under the population (same guarantee, lower error)")
+    _lib(g, EikonalMechanism.load, "kernels", choices=KERNELS,
+         help="held: recompute and keep every kernel entry; on_demand: keep none, recompute only the rows the points "
+              "need (large rasters)")
     _release_options(p, geopriv.perturb)
     p.add_argument("--region", help="vector file of the public polygon outputs are kept in")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
@@ -1105,6 +1110,9 @@ def build_parser() -> argparse.ArgumentParser:
     _lib(g, build, "pad", type=float, help="outputs extend beyond the raster by this many noise lengths")
     _lib(g, build, "cap", type=float, help="kernel cap in travel-time units")
     _lib(g, build, "n_jobs", type=int, help="worker processes for the kernels")
+    _lib(g, build, "kernels", choices=KERNELS,
+         help="held: keep every kernel entry while building; on_demand: hold only the truncated kernels of the weight "
+              "solve (large rasters; the saved file is the same compact file)")
     b.add_argument("--overwrite", action="store_true", help="replace OUTPUT if it exists")
     b.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
     b.set_defaults(func=_cmd_build_mechanism)

@@ -157,8 +157,8 @@ def test_build_refuses_a_mechanism_that_fails_verification(tiny_mech, monkeypatc
 
     real = verification.verify
 
-    def lying_verify(mech, extremes=None):
-        rep = real(mech, extremes)
+    def lying_verify(mech, extremes=None, rowsum=None):
+        rep = real(mech, extremes, rowsum)
         return dataclasses.replace(rep, max_ratio=1.01)
 
     monkeypatch.setattr(verification, "verify", lying_verify)

@@ -74,7 +74,9 @@ pulled towards populated places (off the sea, out of empty land).</p>
 <b>margin</b> is the share of the privacy loss kept for exact normalisation (larger: easier to build, more noise;
 empty: automatic, 0.1 per noise length); <b>smooth</b> builds the kernels from a regularised map (empty: no
 smoothing); <b>jump</b> also limits epsilon's change between neighbouring cells (empty: no limit); <b>output spacing</b>,
-<b>largest output step</b>, <b>padding</b> and <b>cap</b> trade building time for smoothness. If no valid
+<b>largest output step</b>, <b>padding</b> and <b>cap</b> trade building time for smoothness; <b>kernels computed on
+demand</b> keeps no kernel in memory (for rasters of 1000 &times; 1000 cells and more: the same mechanism, slower to
+sample). If no valid
 mechanism exists for the options, the message says which option to change.</p>
 <p>Leave the <b>random seed</b> empty for a real release.</p>"""
 
@@ -90,6 +92,7 @@ mechanism exists for the options, the message says which option to change.</p>
     MAX_STEP = "MAX_STEP"
     PAD = "PAD"
     CAP = "CAP"
+    KERNELS = "KERNELS"
     OUTPUT = "OUTPUT"
 
     OUTSIDE_RULES = ["error", "clamp"]
@@ -134,6 +137,9 @@ mechanism exists for the options, the message says which option to change.</p>
             QgsProcessingParameterNumber(self.CAP, "Kernel cap (travel-time units)",
                                          QgsProcessingParameterNumber.Double, defaultValue=build_default("cap"),
                                          minValue=0.0),
+            QgsProcessingParameterEnum(self.KERNELS, "Kernels (built or loaded mechanism)",
+                                       ["Held in memory (fastest)", "Computed on demand (large rasters: least memory)"],
+                                       defaultValue=self.kernel_modes().index(build_default("kernels"))),
         ]
         for param in advanced:
             param.setFlags(param.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
@@ -157,15 +163,24 @@ mechanism exists for the options, the message says which option to change.</p>
         self.addOutput(QgsProcessingOutputString("MECHANISM_ID", "Mechanism id (SHA-256)"))
         self.add_provenance_output()
 
+    @staticmethod
+    def kernel_modes():
+        """How a mechanism keeps its kernels, in the enum's order (the library's names)."""
+        from geopriv.mechanisms.eikonal.mechanism import KERNELS
+
+        return list(KERNELS)
+
     def mechanism(self, parameters, context, feedback):
         """The EikonalMechanism: loaded from the file parameter, or built from the raster."""
         import geopriv
 
         path = self.parameterAsFile(parameters, self.MECHANISM_FILE, context)
+        kernels = self.kernel_modes()[self.parameterAsEnum(parameters, self.KERNELS, context)]
         if path:
             feedback.pushInfo(f"Loading the mechanism from {path}")
             # with the library's default verification; a compact file's kernels are recomputed here
-            mechanism = geopriv.EikonalMechanism.load(path, progress=self.progress_callback(feedback, 10, 70))
+            mechanism = geopriv.EikonalMechanism.load(path, progress=self.progress_callback(feedback, 10, 70),
+                                                      kernels=kernels)
         else:
             if not self.is_set(parameters, self.POPULATION):
                 raise QgsProcessingException(
@@ -184,7 +199,8 @@ mechanism exists for the options, the message says which option to change.</p>
                 privacy_map, margin=margin, smooth=smooth, jump=jump,
                 output_spacing=number(self.OUTPUT_SPACING),
                 max_step=self.STEPS[self.parameterAsEnum(parameters, self.MAX_STEP, context)],
-                pad=number(self.PAD), cap=number(self.CAP), progress=self.progress_callback(feedback, 10, 70))
+                pad=number(self.PAD), cap=number(self.CAP), kernels=kernels,
+                progress=self.progress_callback(feedback, 10, 70))
         if mechanism.report is not None:
             feedback.pushInfo(f"Verified: {mechanism.report}")
         outside = self.OUTSIDE_RULES[self.parameterAsEnum(parameters, self.OUTSIDE, context)]

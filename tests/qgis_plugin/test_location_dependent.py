@@ -140,6 +140,21 @@ def test_saved_mechanism_reproduces_the_release(run, built, centroids):
     assert np.array_equal(points_xy(again["OUTPUT"]), points_xy(result["OUTPUT"]))
 
 
+def test_kernels_on_demand_release_the_same_points(run, built, centroids, small_raster):
+    """Kernels computed on demand (loaded or built): the same release as held kernels, with the same seed."""
+    result, saved = built
+    alg = algorithm("perturblocationdependent")
+    on_demand = alg.parameterDefinition("KERNELS").options().index("Computed on demand (large rasters: least memory)")
+    loaded = run("perturblocationdependent", {"INPUT": centroids, "MECHANISM_FILE": saved, "SEED": 21,
+                                              "KERNELS": on_demand, "OUTPUT": "TEMPORARY_OUTPUT"})
+    assert loaded["MECHANISM_ID"] == result["MECHANISM_ID"]
+    assert np.array_equal(points_xy(loaded["OUTPUT"]), points_xy(result["OUTPUT"]))
+    built_lazy = run("perturblocationdependent", {"INPUT": centroids, "POPULATION": small_raster, "SEED": 21,
+                                                  "KERNELS": on_demand, "OUTPUT": "TEMPORARY_OUTPUT"})
+    assert built_lazy["VERIFIED_MAX_RATIO"] == pytest.approx(result["VERIFIED_MAX_RATIO"], rel=1e-9)
+    assert np.array_equal(points_xy(built_lazy["OUTPUT"]), points_xy(result["OUTPUT"]))
+
+
 def test_points_in_another_crs(run, built, centroids, provider):
     import processing
 
@@ -226,7 +241,7 @@ def algorithm(alg_id):
 
 #: QGIS parameter -> EikonalMechanism.build keyword (every mechanism option the algorithm offers)
 BUILD_OPTIONS = {"MARGIN": "margin", "SMOOTH": "smooth", "JUMP": "jump", "OUTPUT_SPACING": "output_spacing", "PAD": "pad",
-                 "CAP": "cap", "MAX_STEP": "max_step"}
+                 "CAP": "cap", "MAX_STEP": "max_step", "KERNELS": "kernels"}
 
 
 def test_mechanism_options_default_to_eikonal_mechanism_build(provider):
@@ -241,6 +256,8 @@ def test_mechanism_options_default_to_eikonal_mechanism_build(provider):
         default = alg.parameterDefinition(name).defaultValue()
         if name == "MAX_STEP":  # an enum: its default is an index into the offered steps
             default = alg.STEPS[default]
+        if name == "KERNELS":  # an enum of the library's names
+            default = alg.kernel_modes()[default]
         if name == "MARGIN":  # a number field cannot show "auto": empty stands for it
             assert default is None and build[keyword].default == "auto"
             continue

@@ -1,0 +1,195 @@
+"""Eikonal mechanisms with kernels on demand (geopriv.mechanisms.eikonal.ondemand).
+
+The on-demand mechanism must be the held one (same weights, normaliser, verification and
+rows, bit for bit where they are the same computation), its verification must be a real
+check (negative control: perturbed weights fail it), and the rows it computes for sampling
+must be exactly those it verified.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import rasterio
+
+from geopriv import EikonalMechanism, PrivacyMap
+from geopriv.crs import local_aeqd
+from geopriv.exceptions import MechanismFileError
+from geopriv.mechanisms.eikonal import kernels as kernels_mod
+from geopriv.mechanisms.eikonal import ondemand, verification
+
+
+def _map(n=24, seed=3):
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:n, 0:n]
+    pop = 50 * np.exp(-((yy - n / 3) ** 2 + (xx - n / 2) ** 2) / (2 * (n / 5) ** 2)) + rng.uniform(0, 3, (n, n))
+    h = 100.0 / n
+    return PrivacyMap.from_population(pop, epsilon_range=(0.4, 2.0), transform=rasterio.Affine(h, 0, -50, 0, -h, 50),
+                                      crs=local_aeqd(0.0, 0.0))
+
+
+@pytest.fixture(scope="module")
+def pair():
+    pm = _map()
+    held = EikonalMechanism.build(pm)
+    lazy = EikonalMechanism.build(pm, kernels="on_demand")
+    return pm, held, lazy
+
+
+def test_on_demand_build_is_the_held_mechanism(pair):
+    pm, held, lazy = pair
+    assert held.kernels_held and not lazy.kernels_held
+    assert lazy.indptr is None and lazy.kernel is None
+    # the truncated weight solve sufficed here, so the weights are the same computation
+    assert np.array_equal(held.weights, lazy.weights)
+    assert np.allclose(lazy.normaliser, held.normaliser, rtol=1e-12, atol=0)
+    assert lazy.params["nnz"] == held.params["nnz"]
+    assert lazy.report.ok and held.report.ok
+    assert lazy.report.max_ratio == pytest.approx(held.report.max_ratio, rel=1e-12)
+    for k in ("node_a", "node_b", "output", "output_xy"):
+        assert lazy.report.worst[k] == held.report.worst[k]
+    assert np.allclose(lazy.report.node_ratio, held.report.node_ratio, rtol=1e-12, atol=1e-14)
+    assert lazy.expected_mse() == pytest.approx(held.expected_mse(), rel=1e-12)
+    assert np.allclose(lazy.with_remap().remap_xy, held.with_remap().remap_xy, rtol=1e-12, atol=1e-9)
+
+
+def test_rows_on_demand_are_the_verified_rows(pair):
+    pm, held, lazy = pair
+    n = pm.shape[0] * pm.shape[1]
+    rng = np.random.default_rng(0)
+    nodes = np.unique(rng.choice(n, 40, replace=False))
+    ip, idx, ker = ondemand.rows(lazy, nodes)
+    others = np.setdiff1d(np.arange(n), nodes)
+    assert np.all(np.diff(ip)[others] == 0)  # only the rows asked for
+    for u in nodes:
+        a, b = slice(held.indptr[u], held.indptr[u + 1]), slice(ip[u], ip[u + 1])
+        assert np.array_equal(held.indices[a], idx[b])
+        assert np.array_equal(held.kernel[a], ker[b])  # bit for bit: the build's own function
+        ca, pa, fa = held.row(u)
+        cb, pb, fb = lazy.row(u)
+        assert np.array_equal(ca, cb)
+        assert np.allclose(pa, pb, rtol=1e-12, atol=0) and fa == pytest.approx(fb, rel=1e-12)
+
+
+def test_outputs_reaching_covers_every_entry_and_is_smaller_than_all(pair):
+    pm, held, lazy = pair
+    pr = ondemand.problem(lazy)
+    args = (pr["kp"], pr["shape"], pr["cell"], pr["P"], pr["oi"], pr["oj"], pr["apex_t"], pr["cap"])
+    for nodes in ([0], [pm.shape[1] * 12 + 7], [5, 300, 555]):
+        outs = kernels_mod.outputs_reaching(*args, "graph", nodes)
+        need = np.unique(np.concatenate([held.indices[held.indptr[u]:held.indptr[u + 1]] for u in nodes]))
+        assert np.isin(need, outs).all()
+        assert len(outs) < len(held.weights)
+    # fast marching has no shortest-path bound: every output
+    assert len(kernels_mod.outputs_reaching(*args, "fmm", [0])) == len(held.weights)
+
+
+def test_sampling_on_demand_equals_held_and_the_cache_grows(pair):
+    pm, held, lazy = pair
+    xmin, ymin, xmax, ymax = pm.bounds
+    rng = np.random.default_rng(5)
+    xy = np.column_stack([rng.uniform(xmin, xmax, 3000), rng.uniform(ymin, ymax, 3000)])
+    lazy2 = lazy.with_outside("error")
+    a = held.sample(xy[:1000], np.random.default_rng(1))
+    b = lazy2.sample(xy[:1000], np.random.default_rng(1))
+    assert np.array_equal(a, b)
+    cache = lazy2.__dict__["_row_cache"]
+    first = int(cache.have.sum())
+    a = held.sample(xy[1000:], np.random.default_rng(2))
+    b = lazy2.sample(xy[1000:], np.random.default_rng(2))
+    assert np.array_equal(a, b)
+    assert cache.have.sum() > first  # rows added, earlier ones kept
+    have = np.flatnonzero(cache.have)
+    for u in have[:: max(1, len(have) // 25)]:
+        assert np.array_equal(cache.kernel[cache.indptr[u]:cache.indptr[u + 1]], held.kernel[held.indptr[u]:held.indptr[u + 1]])
+    # the distribution at a point too
+    x, y = 0.3 * xmin + 0.7 * xmax, 0.5 * (ymin + ymax)
+    assert np.allclose(lazy2.distribution(x, y), held.distribution(x, y), rtol=1e-12, atol=1e-300)
+
+
+def test_merge_rows_refuses_overlapping_rows():
+    ip = np.array([0, 1, 1], np.int64)
+    a = (ip, np.array([3], np.int32), np.array([0.5], np.float32))
+    with pytest.raises(ValueError):
+        ondemand.merge_rows(a, a)
+    b = (np.array([0, 0, 2], np.int64), np.array([1, 4], np.int32), np.array([0.1, 0.2], np.float32))
+    ipm, ixm, km = ondemand.merge_rows(a, b)
+    assert list(ipm) == [0, 1, 3] and list(ixm) == [3, 1, 4] and np.allclose(km, [0.5, 0.1, 0.2])
+
+
+def test_on_demand_verification_is_a_real_check(pair):
+    """Negative control: weights perturbed by +-40 % (normaliser recomputed, so consistent) fail the check."""
+    import dataclasses
+
+    pm, held, lazy = pair
+    rng = np.random.default_rng(11)
+    w = lazy.weights * np.exp(rng.uniform(-0.4, 0.4, len(lazy.weights)))
+    bad = dataclasses.replace(lazy, weights=w, normaliser=np.ones(1), report=None)
+    done = ondemand.full_pass(bad)
+    bad = dataclasses.replace(bad, normaliser=ondemand.normaliser_from(done.rowsum, bad))
+    rep = verification.verify(bad)
+    assert rep.normaliser_mismatch <= 1e-10
+    assert rep.max_ratio > 1.0 and not rep.ok
+    # and the held mechanism with the same weights gives the same verdict
+    s = verification.exact_normaliser(dataclasses.replace(held, weights=w))
+    rep_h = verification.verify(dataclasses.replace(held, weights=w, normaliser=s, report=None))
+    assert rep_h.max_ratio == pytest.approx(rep.max_ratio, rel=1e-9)
+
+
+def test_compact_file_loads_on_demand(pair, tmp_path):
+    pm, held, lazy = pair
+    path = tmp_path / "m.npz"
+    lazy.save(path)
+    with pytest.raises(ValueError, match="compact"):
+        lazy.save(tmp_path / "full.npz", compact=False)
+    m = EikonalMechanism.load(path, privacy_map=pm, kernels="on_demand")
+    assert not m.kernels_held and m.report.ok
+    assert m.report.max_ratio == pytest.approx(lazy.report.max_ratio, rel=1e-12)
+    m2 = EikonalMechanism.load(path, privacy_map=pm, kernels="on_demand", verify=False)
+    assert not m2.kernels_held
+    # the held load of the same file has the held build's kernels
+    h = EikonalMechanism.load(path, privacy_map=pm)
+    assert np.array_equal(h.kernel, held.kernel) and np.array_equal(h.indices, held.indices)
+    # full files hold kernels: on demand needs a compact one
+    full = tmp_path / "full.npz"
+    held.save(full, compact=False)
+    with pytest.raises(MechanismFileError, match="compact"):
+        EikonalMechanism.load(full, kernels="on_demand")
+    with pytest.raises(ValueError, match="kernels"):
+        EikonalMechanism.load(path, kernels="lazy")
+
+
+def test_edited_normaliser_is_refused_on_demand(pair, tmp_path):
+    """A compact file whose normaliser was edited: refused by the on-demand load, with or without verify."""
+    pm, held, lazy = pair
+    path = tmp_path / "m.npz"
+    lazy.save(path)
+    with np.load(path, allow_pickle=False) as z:
+        data = {k: z[k] for k in z.files}
+    data["normaliser"] = data["normaliser"] * (1 + 1e-6)
+    from geopriv.mechanisms.eikonal import persistence
+    import json
+
+    meta = json.loads(str(data.pop("meta")))
+    check = {k: v for k, v in meta.items() if k not in ("sha256", "hmac_sha256", "report")}
+    meta["sha256"] = persistence.digest(data, check)  # an edit that also fixes the checksum
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, meta=np.array(json.dumps(meta, default=persistence.json_default)), **data)
+    for verify in (True, False):
+        with pytest.raises(MechanismFileError, match="normaliser"):
+            EikonalMechanism.load(bad, kernels="on_demand", verify=verify)
+
+
+def test_kernels_option_is_checked():
+    with pytest.raises(ValueError, match="on_demand"):
+        EikonalMechanism.build(_map(8), kernels="lazy")
+
+
+def test_workers_bands_give_the_full_extremes(pair):
+    """The workers' extremes cover a band of lines each; merged they equal the check of the arrays."""
+    pm, held, lazy = pair
+    ref = verification.extremes_from_arrays(held)
+    done = ondemand.full_pass(lazy, extremes=True, weights=False)
+    for f in range(4):
+        assert np.allclose(done.extremes.hi[f], ref.hi[f], rtol=0, atol=1e-12)
+        assert np.allclose(done.extremes.lo[f], ref.lo[f], rtol=0, atol=1e-12)
+    assert done.rowsum is None
