@@ -193,3 +193,16 @@ def test_workers_bands_give_the_full_extremes(pair):
         assert np.allclose(done.extremes.hi[f], ref.hi[f], rtol=0, atol=1e-12)
         assert np.allclose(done.extremes.lo[f], ref.lo[f], rtol=0, atol=1e-12)
     assert done.rowsum is None
+
+
+def test_row_cache_forgets_old_rows_beyond_its_bound(pair, monkeypatch):
+    pm, held, lazy = pair
+    monkeypatch.setattr(ondemand, "ROW_CACHE_ENTRIES", int(held.indptr[3] - held.indptr[0]) + 10)
+    cache = ondemand.RowCache(lazy)
+    cache.ensure(lazy, [0, 1, 2])
+    cache.ensure(lazy, [2, 300, 301])  # over the bound: rows 0 and 1 are dropped, 2 (asked again) kept
+    assert set(np.flatnonzero(cache.have)) == {2, 300, 301}
+    assert np.all(np.diff(cache.indptr)[[0, 1]] == 0)
+    for u in (2, 300, 301):
+        assert np.array_equal(cache.kernel[cache.indptr[u]:cache.indptr[u + 1]], held.kernel[held.indptr[u]:held.indptr[u + 1]])
+        assert np.array_equal(cache.indices[cache.indptr[u]:cache.indptr[u + 1]], held.indices[held.indptr[u]:held.indptr[u + 1]])

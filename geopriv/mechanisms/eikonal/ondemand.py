@@ -102,12 +102,27 @@ def merge_rows(a, b):
     return ip, ix, k
 
 
+#: kernel entries a :class:`RowCache` keeps (about 4 GB); beyond, it keeps only the rows just computed
+ROW_CACHE_ENTRIES = 500_000_000
+
+
+def _select_rows(csr, keep: np.ndarray):
+    """The CSR arrays with only the rows where ``keep`` is True (others emptied)."""
+    ip, ix, k = csr
+    counts = np.where(keep, np.diff(ip), 0)
+    mask = np.repeat(keep, np.diff(ip))
+    out = np.zeros(len(ip), np.int64)
+    np.cumsum(counts, out=out[1:])
+    return out, ix[mask], k[mask]
+
+
 class RowCache:
     """The rows of an on-demand mechanism computed so far, in the layout sampling reads.
 
     Has the attributes :mod:`.sampling` uses (``indptr``, ``indices``, ``kernel``, ``weights``,
     ``normaliser``, ``cap``, ``sampling_tables``); rows not yet computed are empty, so callers
     :meth:`ensure` the nodes they read first.  Internal to the process: never saved or published.
+    At most ``ROW_CACHE_ENTRIES`` entries are kept beyond the rows of the current request.
     """
 
     def __init__(self, mech):
@@ -127,6 +142,12 @@ class RowCache:
         missing = nodes[~self.have[nodes]]
         if len(missing):
             new = rows(mech, missing)
+            if len(self.indices) + len(new[1]) > ROW_CACHE_ENTRIES:  # forget the old rows: keep this request's
+                keep = np.zeros_like(self.have)
+                keep[nodes] = True
+                old = _select_rows((self.indptr, self.indices, self.kernel), keep & self.have)
+                self.indptr, self.indices, self.kernel = old
+                self.have &= keep
             self.indptr, self.indices, self.kernel = merge_rows((self.indptr, self.indices, self.kernel), new)
             self.have[missing] = True
             self._tables = None
