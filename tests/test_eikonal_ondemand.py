@@ -206,3 +206,34 @@ def test_row_cache_forgets_old_rows_beyond_its_bound(pair, monkeypatch):
     for u in (2, 300, 301):
         assert np.array_equal(cache.kernel[cache.indptr[u]:cache.indptr[u + 1]], held.kernel[held.indptr[u]:held.indptr[u + 1]])
         assert np.array_equal(cache.indices[cache.indptr[u]:cache.indptr[u + 1]], held.indices[held.indptr[u]:held.indptr[u + 1]])
+
+
+def test_tracked_extremes_name_the_outputs_that_attain_them(pair):
+    """With kernels on demand the workers record which output attains each edge's extremes."""
+    pm, held, lazy = pair
+    done = ondemand.full_pass(lazy, extremes="track", weights=False)
+    ext = done.extremes
+    ny, nx = pm.shape
+    cT = np.exp(-held.cap)
+    rng = np.random.default_rng(4)
+    checked = 0
+    for f, (di, dj) in enumerate([(0, 1), (1, 0), (1, 1), (1, -1)]):
+        h, w = ext.hi[f].shape
+        for _ in range(30):
+            r, c = int(rng.integers(h)), int(rng.integers(w))
+            ra, ca = r, c + (1 if f == 3 else 0)
+            a, b = ra * nx + ca, (ra + di) * nx + (ca + dj)
+            M = len(held.weights)
+            ka, kb = np.full(M, cT), np.full(M, cT)
+            ka[held.indices[held.indptr[a]:held.indptr[a + 1]]] += held.kernel[held.indptr[a]:held.indptr[a + 1]]
+            kb[held.indices[held.indptr[b]:held.indptr[b + 1]]] += held.kernel[held.indptr[b]:held.indptr[b + 1]]
+            alpha = np.log(ka) - np.log(kb)
+            assert ext.hi[f][r, c] == pytest.approx(max(alpha.max(), 0.0), abs=1e-12)
+            assert ext.lo[f][r, c] == pytest.approx(min(alpha.min(), 0.0), abs=1e-12)
+            for at, v in ((ext.hi_at[f][r, c], ext.hi[f][r, c]), (ext.lo_at[f][r, c], ext.lo[f][r, c])):
+                if at >= 0:
+                    assert alpha[at] == pytest.approx(v, abs=1e-12)
+                    checked += 1
+                else:
+                    assert v == 0.0
+    assert checked > 100

@@ -61,6 +61,20 @@ and change what makes it fragile:
    them from the very column blocks that are then placed into the sampled arrays
    (:class:`.kernels.LogRatioExtremes`), so verification needs no second pass over the kernels.
 
+Kernels on demand
+-----------------
+Each kernel column is a deterministic function of the kernel rate map, its output, its apex
+radius and the cap, whatever other columns are solved with it.  So a mechanism need not hold
+its kernels (``build``/``load`` with ``kernels="on_demand"``, :mod:`.ondemand`): the weight
+solve holds the columns truncated at ``solve_cap`` (what it iterates on anyway), a second pass
+computes the exact normaliser and the verification's extremes in the workers (each over the
+band of raster lines its columns touch) and holds nothing, and sampling recomputes the rows of
+the nodes it draws from.  Those rows are the verified values bit for bit: the same function
+computes the columns of every output that reaches the nodes (found by one multi-source
+shortest-path search on the same, symmetric graph, with a relative slack of 1e-9 for sums
+taken in the other direction; fast marching has no such bound and solves every column), and
+only the requested rows are kept.  What is checked is therefore still exactly what is sampled.
+
 Inputs between nodes
 --------------------
 A location u inside the cell formed by four neighbouring nodes is released as node a with
@@ -92,6 +106,7 @@ Package layout (one module per step, in the order a build runs them)
 ``verification``  the guarantee recomputed from exactly what is sampled;
 ``sampling``      locations to nodes to outputs to released positions;
 ``persistence``   full and compact files, checksums and signatures;
+``ondemand``      kernels recomputed when needed instead of held (rows for sampling, passes);
 ``mechanism``     :class:`EikonalMechanism`, which strings them together;
 ``report``        :class:`VerifyReport`.
 """

@@ -57,8 +57,9 @@ def _kernel_columns(outputs: np.ndarray):
         b1 = min(int(rows.max()) // nx + 2, ny)
         local = rows - np.int32(b0 * nx)
         if g.get("extremes"):
-            ext = LogRatioExtremes((b1 - b0, nx), row0=b0)
-            ext.add_columns(counts, local, vals, cT)
+            track = g.get("extremes") == "track"
+            ext = LogRatioExtremes((b1 - b0, nx), row0=b0, track=track)
+            ext.add_columns(counts, local, vals, cT, outputs=outputs if track else None)
         if w is not None:
             wy = np.repeat(np.asarray(w, np.float64)[outputs], counts)
             info["band"] = b0
@@ -90,24 +91,29 @@ class LogRatioExtremes:
     the log-ratio over an edge is alpha_y - (ln s(a) - ln s(b)), so its largest absolute value
     over y is max(hi - d, d - lo) with d the normaliser's term.  Computing them per column
     block, in the worker that solved the block and from the arrays it returns, makes the
-    verification parallel and saves it a second pass over 10^8 entries.  (Which output
-    attains the worst edge is found afterwards from that edge's two rows.)
+    verification parallel and saves it a second pass over 10^8 entries.  Which output
+    attains the worst edge is found afterwards from that edge's two rows, or, with
+    ``track=True`` (kernels on demand, where rows are not at hand), recorded here: ``hi_at``
+    and ``lo_at`` hold the output attaining ``hi`` and ``lo`` (-1: the start value 0).
     """
 
-    def __init__(self, shape, row0: int = 0):
+    def __init__(self, shape, row0: int = 0, track: bool = False):
         ny, nx = (int(v) for v in shape)
         self.shape = (ny, nx)
         self.row0 = int(row0)  # first raster line covered (a band of a larger raster)
         shapes = [(ny, nx - 1), (ny - 1, nx), (ny - 1, nx - 1), (ny - 1, nx - 1)]
         self.hi = [np.zeros(sh) for sh in shapes]
         self.lo = [np.zeros(sh) for sh in shapes]
+        self.hi_at = [np.full(sh, -1, np.int32) for sh in shapes] if track else None
+        self.lo_at = [np.full(sh, -1, np.int32) for sh in shapes] if track else None
 
-    def add_columns(self, counts, rows, vals, cT: float) -> None:
-        """Account for columns given as per-column counts, rows (raster nodes) and values."""
+    def add_columns(self, counts, rows, vals, cT: float, outputs=None) -> None:
+        """Account for columns given as per-column counts, rows (raster nodes) and values
+        (``outputs``: the output index of each column, needed when tracking)."""
         ny, nx = self.shape
         slices = edge_slices()
         ends = np.cumsum(np.asarray(counts, np.int64))
-        for hi_e, n in zip(ends, counts):
+        for k, (hi_e, n) in enumerate(zip(ends, counts)):
             if n == 0:
                 continue
             lo_e = hi_e - n
@@ -123,8 +129,17 @@ class LogRatioExtremes:
                     continue
                 win = edge_window(f, r0, r1, c0, c1)
                 hi, lo = self.hi[f][win], self.lo[f][win]
-                np.maximum(hi, a, out=hi)
-                np.minimum(lo, a, out=lo)
+                if self.hi_at is None:
+                    np.maximum(hi, a, out=hi)
+                    np.minimum(lo, a, out=lo)
+                else:
+                    y = int(outputs[k])
+                    m = a > hi
+                    np.copyto(hi, a, where=m)
+                    np.copyto(self.hi_at[f][win], y, where=m)
+                    m = np.less(a, lo, out=m)
+                    np.copyto(lo, a, where=m)
+                    np.copyto(self.lo_at[f][win], y, where=m)
 
     def merge(self, other: "LogRatioExtremes", row: int | None = None) -> None:
         """Fold in the extremes of other columns, or of a band of raster lines starting at line ``row``
@@ -133,8 +148,16 @@ class LogRatioExtremes:
         for f in range(4):
             h, w = other.hi[f].shape
             hi, lo = self.hi[f][row:row + h, :w], self.lo[f][row:row + h, :w]
-            np.maximum(hi, other.hi[f], out=hi)
-            np.minimum(lo, other.lo[f], out=lo)
+            if self.hi_at is None:
+                np.maximum(hi, other.hi[f], out=hi)
+                np.minimum(lo, other.lo[f], out=lo)
+            else:  # ties keep the smaller output, and the start (-1) against any output
+                for mine, theirs, at, at_o, better in ((hi, other.hi[f], self.hi_at[f], other.hi_at[f], np.greater),
+                                                      (lo, other.lo[f], self.lo_at[f], other.lo_at[f], np.less)):
+                    at = at[row:row + h, :w]
+                    m = better(theirs, mine) | ((theirs == mine) & (at >= 0) & (at_o >= 0) & (at_o < at))
+                    np.copyto(mine, theirs, where=m)
+                    np.copyto(at, at_o, where=m)
 
 
 def _stencil_graph(kp: np.ndarray, hy: float, hx: float):
@@ -401,7 +424,8 @@ def kernel_pass(kp, shape, cell, P, oi, oj, apex_t, cap, solver, n_jobs, progres
     the load of a compact file and the rows computed on demand all call it, so what is sampled
     is what the build verified.
 
-    ``extremes``: also the kernels' per-edge extremes (verification); ``weights`` (M,): also
+    ``extremes``: also the kernels' per-edge extremes (verification; ``"track"``: with the
+    outputs attaining them); ``weights`` (M,): also
     the row sums sum_y w_y kernel_y(u) (the normaliser without its cap term); ``keep_rows``
     (bool per raster node): return only those rows' entries; ``truncate``: return only values
     >= it; ``hold=False``: keep no entries (the reductions only: memory one chunk per worker).
@@ -419,7 +443,7 @@ def kernel_pass(kp, shape, cell, P, oi, oj, apex_t, cap, solver, n_jobs, progres
     order = np.arange(len(oi)) if outputs is None else np.asarray(outputs, np.int64)
     _SHARED.clear()
     _SHARED.update(solver=solver, hy=hy, hx=hx, cap=float(cap), pad=P, ny=ny, nx=nx, NX=NX, oi=oi, oj=oj, apex=apex_t,
-                   extremes=bool(extremes), weights=None if weights is None else np.asarray(weights, np.float64),
+                   extremes="track" if extremes == "track" else bool(extremes), weights=None if weights is None else np.asarray(weights, np.float64),
                    keep_rows=None if keep_rows is None else np.asarray(keep_rows, bool),
                    truncate=None if truncate is None else np.float32(truncate), hold=bool(hold) or on_chunk is not None)
     if solver == "fmm":
@@ -436,7 +460,7 @@ def kernel_pass(kp, shape, cell, P, oi, oj, apex_t, cap, solver, n_jobs, progres
         _SHARED.update(kf=kf, mins=mins, weights_edges=edge_weights(kp, hy, hx))
     else:
         _SHARED.update(graph=_stencil_graph(kp, hy, hx), to_domain=_to_domain(shape, P, NX, NY))
-    total = LogRatioExtremes((ny, nx)) if extremes else None
+    total = LogRatioExtremes((ny, nx), track=extremes == "track") if extremes else None
     rowsum = np.zeros(ny * nx) if weights is not None else None
     nnz = 0
 

@@ -309,7 +309,7 @@ class EikonalMechanism:
             del first
             timings["weights_s"] = time.perf_counter() - t0
             t0 = time.perf_counter()
-            second = kernel_pass(*problem, extremes=bool(verify), weights=w, hold=False)
+            second = kernel_pass(*problem, extremes="track" if verify else False, weights=w, hold=False)
             timings["normaliser_pass_s"] = time.perf_counter() - t0
             t0 = time.perf_counter()
             nnz, extremes, rowsum = second.nnz, second.extremes, second.rowsum

@@ -61,7 +61,7 @@ def verify(mech, extremes=None, rowsum=None) -> VerifyReport:
     if not held and (rowsum is None or extremes is None):
         from .ondemand import full_pass
 
-        done = full_pass(mech, extremes=True)
+        done = full_pass(mech, extremes="track")
         extremes, rowsum = done.extremes, done.rowsum
     s = exact_normaliser(mech) if held else rowsum + cT * float(np.asarray(mech.weights, np.float64).sum())
     mismatch = normaliser_mismatch(mech.normaliser, s)
@@ -92,7 +92,7 @@ def verify(mech, extremes=None, rowsum=None) -> VerifyReport:
         d = lns[sa] - lns[sb]
         ratio = np.maximum(hi - d, d - lo) * iw
         _node_max(node, ratio, sa, sb)
-        account(ratio, sa, None)  # the output: from the worst edge's two rows, below
+        account(ratio, sa, None)  # the output: recorded by the workers, or from the worst edge's two rows, below
     val, where = best
     k, shp, sa, m = where
     a_r, a_c = np.unravel_index(k, shp)
@@ -101,6 +101,11 @@ def verify(mech, extremes=None, rowsum=None) -> VerifyReport:
     da = [(0, 1), (1, 0), (1, 1), (1, -1)][fam]
     ra, ca = a_r + off_a[0], a_c + off_a[1]
     rb, cb = ra + da[0], ca + da[1]
+    if m is None and extremes.hi_at is not None:  # tracked by the workers
+        e = np.unravel_index(k, shp)
+        d = lns[ra, ca] - lns[rb, cb]
+        hi_v, lo_v = extremes.hi[fam][e], extremes.lo[fam][e]
+        m = int(extremes.hi_at[fam][e] if hi_v - d >= d - lo_v else extremes.lo_at[fam][e])
     if m is None:
         rows = mech if held else _rows_of(mech, [ra * nx + ca, rb * nx + cb])
         m = _worst_output(rows, ra * nx + ca, rb * nx + cb, lns[ra, ca] - lns[rb, cb], cT)
