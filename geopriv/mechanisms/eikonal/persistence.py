@@ -230,7 +230,7 @@ def load(
         if verify or report is None:
             # checks the arrays, recomputes the normaliser and the ratios (a compact file's kernels
             # part comes from the workers that recomputed the kernels placed into mech)
-            fresh = verify_mechanism(mech, extremes)
+            fresh = verify_mechanism(mech, extremes, progress=progress if kernels == "on_demand" else None)
             mismatch = fresh.normaliser_mismatch
         else:
             fresh = None

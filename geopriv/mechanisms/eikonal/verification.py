@@ -21,7 +21,7 @@ from .report import VerifyReport
 from .weights import row_blocks, row_sums
 
 
-def verify(mech, extremes=None, rowsum=None) -> VerifyReport:
+def verify(mech, extremes=None, rowsum=None, progress=None) -> VerifyReport:
     """Realised local Lipschitz constant of ln P(Q(u)=y) over all neighbouring node pairs and outputs.
 
     ``extremes`` (:class:`~geopriv.mechanisms.eikonal.kernels.LogRatioExtremes`) may carry
@@ -33,7 +33,8 @@ def verify(mech, extremes=None, rowsum=None) -> VerifyReport:
 
     A mechanism whose kernels are computed on demand (no arrays) is checked from one pass of
     kernel solves (:func:`.ondemand.full_pass`) that yields both the extremes and the row sums
-    sum_y w_y kernel_y(u) (``rowsum``: the build passes its own pass's extremes and row sums).
+    sum_y w_y kernel_y(u) (``rowsum``: the build passes its own pass's extremes and row sums);
+    ``progress`` reports that pass as ``build``'s does.
 
     Recomputed from the arrays sampling uses (weights, kernel, indptr, indices, cap), in
     float64.  The normaliser is not trusted: it is recomputed from the weights and kernels
@@ -61,7 +62,7 @@ def verify(mech, extremes=None, rowsum=None) -> VerifyReport:
     if not held and (rowsum is None or extremes is None):
         from .ondemand import full_pass
 
-        done = full_pass(mech, extremes="track")
+        done = full_pass(mech, extremes="track", progress=progress)
         extremes, rowsum = done.extremes, done.rowsum
     s = exact_normaliser(mech) if held else rowsum + cT * float(np.asarray(mech.weights, np.float64).sum())
     mismatch = normaliser_mismatch(mech.normaliser, s)
