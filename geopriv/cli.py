@@ -241,7 +241,8 @@ def _cmd_perturb(args) -> int:
             raise CLIError("--region applies to planar Laplace only; a --mechanism defines its own outputs")
     else:
         _check_privacy(args)
-        for flag, value in (("--outside", args.outside), ("--remap", args.remap), ("--kernels", args.kernels)):
+        for flag, value in (("--outside", args.outside), ("--remap", args.remap), ("--kernels", args.kernels),
+                            ("--n-jobs", args.n_jobs)):
             if value:
                 raise CLIError(f"{flag} applies to a location-dependent --mechanism only")
     crs = _check_crs(args.crs)
@@ -258,7 +259,7 @@ def _cmd_perturb(args) -> int:
         kwargs["region"] = _read(args.region, what="region", flag=None)
     if args.mechanism is not None:
         mech = geopriv.EikonalMechanism.load(args.mechanism, progress=True if getattr(args, "progress", False) else None,
-                                             **_given(args, ("kernels",)))
+                                             **_given(args, ("kernels", "n_jobs")))
         if args.outside is not None and args.outside != mech.outside:
             mech = mech.with_outside(args.outside)
         if args.remap and mech.remap_xy is None:
@@ -947,6 +948,7 @@ def build_parser() -> argparse.ArgumentParser:
     _lib(g, EikonalMechanism.load, "kernels", choices=KERNELS,
          help="held: recompute and keep every kernel entry; on_demand: keep none, recompute only the rows the points "
               "need (large rasters)")
+    _lib(g, EikonalMechanism.load, "n_jobs", type=int, help="worker processes for the mechanism's kernel solves")
     _release_options(p, geopriv.perturb)
     p.add_argument("--region", help="vector file of the public polygon outputs are kept in")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")

@@ -452,6 +452,27 @@ def test_build_mechanism_and_perturb_with_it(capsys, mechanism, small_raster, lo
     one_line_error(err, "--from-epsilon")
 
 
+def test_kernels_on_demand_from_the_command_line(capsys, mechanism, small_raster, lonlat_in_raster, tmp_path):
+    """--kernels on_demand: build (same verified mechanism) and perturb (same release as held, same seed)."""
+    lazy = tmp_path / "lazy.npz"
+    code, _, err = run(capsys, "build-mechanism", small_raster, lazy, "--epsilon-range", "ln4/3000", "ln4/600",
+                       "--kernels", "on_demand", "--no-progress")
+    assert code == 0, err
+    held = geopriv.EikonalMechanism.load(mechanism)
+    assert geopriv.EikonalMechanism.load(lazy).report.max_ratio == pytest.approx(held.report.max_ratio, rel=1e-12)
+    outs = {}
+    for kernels in ("held", "on_demand"):
+        out = tmp_path / f"released_{kernels}.gpkg"
+        code, _, err = run(capsys, "perturb", lonlat_in_raster, out, "--mechanism", mechanism, "--seed", "4",
+                           "--kernels", kernels, "--n-jobs", "1")
+        assert code == 0, err
+        outs[kernels] = gpd.read_file(out, engine="pyogrio")
+    assert outs["held"].geometry.equals(outs["on_demand"].geometry)
+    code, _, err = run(capsys, "perturb", lonlat_in_raster, tmp_path / "planar.gpkg", "--epsilon", "0.01",
+                       "--kernels", "on_demand")
+    one_line_error(err, "--kernels")
+
+
 # ---------------------------------------------------------------------------- traces
 def test_sample_queries_then_sanitize_traces_with_ledger(capsys, fixes, tmp_path):
     queries = tmp_path / "queries.gpkg"

@@ -203,4 +203,9 @@ def test_location_dependent_mechanism_is_partition_independent():
     a = lazy(pts, 1).priv.perturb(mechanism=mech, rng=2).compute()
     b = lazy(pts, 7).priv.perturb(mechanism=mech, rng=2).compute(scheduler="threads")
     assert a.geometry.equals(b.geometry)
+    # kernels on demand: partitions in threads share one row cache (snapshots under a lock)
+    on_demand = geopriv.EikonalMechanism.build(pm, margin=0.1, max_step=1, kernels="on_demand")
+    assert np.array_equal(on_demand.weights, mech.weights)
+    c = lazy(pts, 7).priv.perturb(mechanism=on_demand, rng=2).compute(scheduler="threads")
+    assert a.geometry.equals(c.geometry)
     assert a.attrs["geopriv"]["between_nodes"] == "bilinear randomised rounding"

@@ -93,14 +93,15 @@ def test_sampling_on_demand_equals_held_and_the_cache_grows(pair):
     b = lazy2.sample(xy[:1000], np.random.default_rng(1))
     assert np.array_equal(a, b)
     cache = lazy2.__dict__["_row_cache"]
-    first = int(cache.have.sum())
+    first = int(cache.view.have.sum())
     a = held.sample(xy[1000:], np.random.default_rng(2))
     b = lazy2.sample(xy[1000:], np.random.default_rng(2))
     assert np.array_equal(a, b)
-    assert cache.have.sum() > first  # rows added, earlier ones kept
-    have = np.flatnonzero(cache.have)
+    view = cache.view
+    assert view.have.sum() > first  # rows added, earlier ones kept
+    have = np.flatnonzero(view.have)
     for u in have[:: max(1, len(have) // 25)]:
-        assert np.array_equal(cache.kernel[cache.indptr[u]:cache.indptr[u + 1]], held.kernel[held.indptr[u]:held.indptr[u + 1]])
+        assert np.array_equal(view.kernel[view.indptr[u]:view.indptr[u + 1]], held.kernel[held.indptr[u]:held.indptr[u + 1]])
     # the distribution at a point too
     x, y = 0.3 * xmin + 0.7 * xmax, 0.5 * (ymin + ymax)
     assert np.allclose(lazy2.distribution(x, y), held.distribution(x, y), rtol=1e-12, atol=1e-300)
@@ -112,7 +113,7 @@ def test_merge_rows_refuses_overlapping_rows():
     with pytest.raises(ValueError):
         ondemand.merge_rows(a, a)
     b = (np.array([0, 0, 2], np.int64), np.array([1, 4], np.int32), np.array([0.1, 0.2], np.float32))
-    ipm, ixm, km = ondemand.merge_rows(a, b)
+    ipm, ixm, km = ondemand.merge_rows(a, b)  # noqa: F841
     assert list(ipm) == [0, 1, 3] and list(ixm) == [3, 1, 4] and np.allclose(km, [0.5, 0.1, 0.2])
 
 
@@ -199,13 +200,20 @@ def test_row_cache_forgets_old_rows_beyond_its_bound(pair, monkeypatch):
     pm, held, lazy = pair
     monkeypatch.setattr(ondemand, "ROW_CACHE_ENTRIES", int(held.indptr[3] - held.indptr[0]) + 10)
     cache = ondemand.RowCache(lazy)
-    cache.ensure(lazy, [0, 1, 2])
-    cache.ensure(lazy, [2, 300, 301])  # over the bound: rows 0 and 1 are dropped, 2 (asked again) kept
-    assert set(np.flatnonzero(cache.have)) == {2, 300, 301}
-    assert np.all(np.diff(cache.indptr)[[0, 1]] == 0)
+    first = cache.ensure(lazy, [0, 1, 2])
+    view = cache.ensure(lazy, [2, 300, 301])  # over the bound: rows 0 and 1 are dropped, 2 (asked again) kept
+    assert set(np.flatnonzero(view.have)) == {2, 300, 301}
+    assert np.all(np.diff(view.indptr)[[0, 1]] == 0)
+    assert set(np.flatnonzero(first.have)) == {0, 1, 2}  # an earlier snapshot never changes
+    held_cdf = held.sampling_tables[0]
     for u in (2, 300, 301):
-        assert np.array_equal(cache.kernel[cache.indptr[u]:cache.indptr[u + 1]], held.kernel[held.indptr[u]:held.indptr[u + 1]])
-        assert np.array_equal(cache.indices[cache.indptr[u]:cache.indptr[u + 1]], held.indices[held.indptr[u]:held.indptr[u + 1]])
+        a, b = slice(view.indptr[u], view.indptr[u + 1]), slice(held.indptr[u], held.indptr[u + 1])
+        assert np.array_equal(view.kernel[a], held.kernel[b])
+        assert np.array_equal(view.indices[a], held.indices[b])
+        # the tables too (the normalisers differ by ~1e-15: built apart)
+        assert np.allclose(view.sampling_tables[0][a], held_cdf[b], rtol=1e-12, atol=0)
+    assert np.allclose(view.sampling_tables[2], held.sampling_tables[2], rtol=1e-12, atol=0)
+    assert np.array_equal(view.sampling_tables[3], held.sampling_tables[3])
 
 
 def test_tracked_extremes_name_the_outputs_that_attain_them(pair):
@@ -237,3 +245,81 @@ def test_tracked_extremes_name_the_outputs_that_attain_them(pair):
                 else:
                     assert v == 0.0
     assert checked > 100
+
+
+def test_sampling_in_groups_of_bounded_rows_equals_held(pair, monkeypatch):
+    """A request larger than the cache bound is resolved in groups: same draws as held."""
+    pm, held, lazy = pair
+    monkeypatch.setattr(ondemand, "ROW_CACHE_ENTRIES", 20_000)
+    n = pm.shape[0] * pm.shape[1]
+    nodes = np.random.default_rng(8).integers(0, n, 5000)
+    lazy2 = lazy.with_outside("clamp")
+    a = held.sample_nodes(nodes, np.random.default_rng(3))
+    b = lazy2.sample_nodes(nodes, np.random.default_rng(3))
+    assert np.array_equal(a, b)
+    assert lazy2.__dict__["_row_cache"].view.nnz <= 2 * 20_000 + 5000
+
+
+def test_threads_sampling_one_on_demand_mechanism(pair):
+    """Threads sharing one mechanism (dask's threaded scheduler does) draw what the held one draws."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pm, held, lazy = pair
+    lazy2 = lazy.with_outside("clamp")
+    lazy2.__dict__.pop("_row_cache", None)
+    n = pm.shape[0] * pm.shape[1]
+    parts = [np.random.default_rng(100 + k).integers(0, n, 400) for k in range(6)]
+
+    def run(k):
+        return lazy2.sample_nodes(parts[k], np.random.default_rng(k))
+
+    with ThreadPoolExecutor(6) as ex:
+        got = list(ex.map(run, range(6)))
+    for k in range(6):
+        assert np.array_equal(got[k], held.sample_nodes(parts[k], np.random.default_rng(k)))
+
+
+def test_pickle_drops_the_rows_sampled(pair):
+    """The row cache records which nodes were sampled: it never leaves the process."""
+    import pickle
+
+    pm, held, lazy = pair
+    lazy2 = lazy.with_outside("clamp")
+    lazy2.sample_nodes(np.array([33, 34]), np.random.default_rng(0))
+    assert "_row_cache" in lazy2.__dict__
+    back = pickle.loads(pickle.dumps(lazy2))
+    assert "_row_cache" not in back.__dict__ and "_graph" not in back.__dict__
+    assert np.array_equal(back.sample_nodes(np.array([33, 34]), np.random.default_rng(0)),
+                          held.sample_nodes(np.array([33, 34]), np.random.default_rng(0)))
+
+
+def test_parallel_on_demand_builds_are_reproducible():
+    """Two workers: the row sums are folded in chunk order, so the normaliser (and id) never depends on timing."""
+    pm = _map(30, seed=5)
+    a = EikonalMechanism.build(pm, kernels="on_demand", n_jobs=2)
+    b = EikonalMechanism.build(pm, kernels="on_demand", n_jobs=2)
+    assert np.array_equal(a.normaliser, b.normaliser)
+    assert a.mechanism_id == b.mechanism_id
+    held = EikonalMechanism.build(pm, n_jobs=2)
+    assert a.report.max_ratio == pytest.approx(held.report.max_ratio, rel=1e-12)
+    assert a.report.worst["output"] == held.report.worst["output"]
+
+
+def test_thinned_outputs_with_apex_rows_on_demand():
+    """Outputs thinned (spacing up to 8 cells) with apex radii > 0: rows on demand still exact."""
+    n = 40
+    rng = np.random.default_rng(2)
+    pop = rng.uniform(0, 5, (n, n))
+    pop[5:15, 20:30] += 80
+    h = 100.0 / n
+    pm = PrivacyMap.from_population(pop, epsilon_range=(0.03, 0.15), transform=rasterio.Affine(h, 0, -50, 0, -h, 50),
+                                    crs=local_aeqd(0.0, 0.0))
+    held = EikonalMechanism.build(pm, cap=8.0, solve_cap=5.0)
+    assert held.output_step.max() >= 4 and held.output_apex.max() > 0
+    lazy = EikonalMechanism.build(pm, cap=8.0, solve_cap=5.0, kernels="on_demand")
+    assert lazy.report.max_ratio == pytest.approx(held.report.max_ratio, rel=1e-12)
+    nodes = np.arange(0, n * n, 7)
+    ip, idx, ker = ondemand.rows(lazy, nodes)
+    for u in nodes:
+        a, b = slice(held.indptr[u], held.indptr[u + 1]), slice(ip[u], ip[u + 1])
+        assert np.array_equal(held.indices[a], idx[b]) and np.array_equal(held.kernel[a], ker[b])

@@ -30,7 +30,7 @@ _RADII = np.unique(np.round(4 * 1.06 ** np.arange(90)).astype(int))
 _SHARED: dict = {}
 
 
-def _kernel_columns(outputs: np.ndarray):
+def _kernel_columns(outputs: np.ndarray, g: dict | None = None):
     """Kernels of the given outputs: (counts, rows int32, values float32, colmass, sweeps, extremes, info).
 
     Reductions run here, in the worker, from the very arrays computed (before any filter):
@@ -40,12 +40,16 @@ def _kernel_columns(outputs: np.ndarray):
     line ``info["band"]``).  Then the returned arrays are filtered: rows outside
     ``keep_rows`` dropped, values below ``truncate`` dropped, or everything dropped with
     ``hold=False`` (``info["nnz"]`` counts the entries before filtering).
+
+    ``g`` is the problem (:func:`kernel_pass`); worker processes receive it once through the
+    pool's initializer (``_SHARED``, private to each worker), the calling process passes it
+    explicitly, so passes in several threads of one process never see each other's problem.
     """
-    g = _SHARED
+    g = _SHARED if g is None else g
     if g["solver"] == "graph":
-        counts, rows, vals, colmass, sweeps = _kernel_columns_graph(outputs)
+        counts, rows, vals, colmass, sweeps = _kernel_columns_graph(outputs, g)
     else:
-        counts, rows, vals, colmass, sweeps = _kernel_columns_fmm(outputs)
+        counts, rows, vals, colmass, sweeps = _kernel_columns_fmm(outputs, g)
     ny, nx = g["ny"], g["nx"]
     cT = math.exp(-g["cap"])
     ext = None
@@ -208,7 +212,7 @@ def _stencil_graph(kp: np.ndarray, hy: float, hx: float):
     return sp.csr_matrix((v, (r, c)), shape=(NY * NX, NY * NX))
 
 
-def _kernel_columns_graph(outputs: np.ndarray):
+def _kernel_columns_graph(outputs: np.ndarray, g: dict):
     """Kernels by Dijkstra on the 16-neighbour graph (exactly Lipschitz by construction).
 
     Only the nodes Dijkstra reached (travel time below the cap plus apex) are processed;
@@ -216,7 +220,6 @@ def _kernel_columns_graph(outputs: np.ndarray):
     """
     from scipy.sparse.csgraph import dijkstra
 
-    g = _SHARED
     graph, T, NX = g["graph"], g["cap"], g["NX"]
     oi, oj, apex = g["oi"], g["oj"], g["apex"]
     to_dom = g["to_domain"]  # padded node -> raster node, -1 in the padding
@@ -250,11 +253,10 @@ def _kernel_columns_graph(outputs: np.ndarray):
     return counts, rows, vals, colmass, 0
 
 
-def _kernel_columns_fmm(outputs: np.ndarray):
+def _kernel_columns_fmm(outputs: np.ndarray, g: dict):
     """Kernels by fast marching (scikit-fmm) plus the exact Lipschitz envelope."""
     import skfmm
 
-    g = _SHARED
     kf, mins, wts = g["kf"], g["mins"], g["weights_edges"]
     hy, hx, T, P, ny, nx = g["hy"], g["hx"], g["cap"], g["pad"], g["ny"], g["nx"]
     oi, oj, apex = g["oi"], g["oj"], g["apex"]
@@ -340,40 +342,43 @@ def _init_worker(shared: dict) -> None:
     _SHARED.update(shared)
 
 
-def _run_kernels(order: np.ndarray, n_jobs: int, progress, mp_context=None, on_result=None):
+def _run_kernels(order: np.ndarray, problem: dict, n_jobs: int, progress, mp_context=None, on_result=None):
     """Kernels for all outputs as a list of per-chunk results in output order, optionally in worker processes.
 
-    ``on_result(result)``, if given, is applied to each chunk's result as it arrives and its
+    ``on_result(k, result)``, if given, is applied to chunk ``k``'s result as it arrives and its
     return value is kept instead (a reduction that should not wait for every chunk).
 
     The problem (graph or speed map, outputs, cap) is sent to each worker once through the
     pool's initializer, so the pool works under every start method (``spawn`` on Windows and
     macOS, ``forkserver``/``fork`` on Linux); ``mp_context`` picks one (default: the platform's).
+    Inside a daemonic process (a multiprocessing or dask worker), which may not start
+    processes, the chunks run in this process.
     """
+    import multiprocessing as mp
+
     M = len(order)
     chunk = 256
     chunks = [order[k:k + chunk] for k in range(0, M, chunk)]
     results = [None] * len(chunks)
     bar, callback = progress_reporter(progress, M, "eikonal kernels")
     done = 0
-    if n_jobs > 1 and len(chunks) > 1:
-        import multiprocessing as mp
+    if n_jobs > 1 and len(chunks) > 1 and not mp.current_process().daemon:
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
         ctx = mp.get_context(mp_context) if isinstance(mp_context, (str, type(None))) else mp_context
-        shared = dict(_SHARED)
         with ProcessPoolExecutor(max_workers=min(n_jobs, len(chunks)), mp_context=ctx,
-                                 initializer=_init_worker, initargs=(shared,)) as pool:
+                                 initializer=_init_worker, initargs=(problem,)) as pool:
             futures = {pool.submit(_kernel_columns, c): k for k, c in enumerate(chunks)}
             for fut in as_completed(futures):
                 k = futures[fut]
-                results[k] = fut.result() if on_result is None else on_result(fut.result())
+                results[k] = fut.result() if on_result is None else on_result(k, fut.result())
                 done += len(chunks[k])
                 if callback:
                     callback(done, M)
     else:
         for k, c in enumerate(chunks):
-            results[k] = _kernel_columns(c) if on_result is None else on_result(_kernel_columns(c))
+            res = _kernel_columns(c, problem)
+            results[k] = res if on_result is None else on_result(k, res)
             done += len(c)
             if callback:
                 callback(done, M)
@@ -415,7 +420,7 @@ def compute_kernels(kp, shape, cell, P, oi, oj, apex_t, cap, solver, n_jobs, pro
 
 def kernel_pass(kp, shape, cell, P, oi, oj, apex_t, cap, solver, n_jobs, progress=None, mp_context=None, *,
                 extremes: bool = False, weights=None, outputs=None, keep_rows=None, truncate=None,
-                hold: bool = True, on_chunk=None) -> KernelPass:
+                hold: bool = True, on_chunk=None, graph=None) -> KernelPass:
     """One pass of kernel solves over ``outputs`` (default: all), with reductions and filters in the workers.
 
     A deterministic function of the padded kernel rate map ``kp``, the outputs (padded grid
@@ -432,7 +437,7 @@ def kernel_pass(kp, shape, cell, P, oi, oj, apex_t, cap, solver, n_jobs, progres
     ``on_chunk(outputs, counts, rows, values)``, if given, is called in this process on each
     chunk's (filtered) entries as it arrives, in any order (a reduction over the entries that
     the workers do not do: expected errors, posterior means); with ``hold=False`` the chunk is
-    then dropped.
+    then dropped.  ``graph``: the stencil graph of ``kp`` if the caller has it (solver "graph").
     """
     import scipy.sparse as sp
     from scipy.ndimage import minimum_filter
@@ -441,8 +446,7 @@ def kernel_pass(kp, shape, cell, P, oi, oj, apex_t, cap, solver, n_jobs, progres
     hy, hx = cell
     NY, NX = kp.shape
     order = np.arange(len(oi)) if outputs is None else np.asarray(outputs, np.int64)
-    _SHARED.clear()
-    _SHARED.update(solver=solver, hy=hy, hx=hx, cap=float(cap), pad=P, ny=ny, nx=nx, NX=NX, oi=oi, oj=oj, apex=apex_t,
+    g = dict(solver=solver, hy=hy, hx=hx, cap=float(cap), pad=P, ny=ny, nx=nx, NX=NX, oi=oi, oj=oj, apex=apex_t,
                    extremes="track" if extremes == "track" else bool(extremes), weights=None if weights is None else np.asarray(weights, np.float64),
                    keep_rows=None if keep_rows is None else np.asarray(keep_rows, bool),
                    truncate=None if truncate is None else np.float32(truncate), hold=bool(hold) or on_chunk is not None)
@@ -457,32 +461,37 @@ def kernel_pass(kp, shape, cell, P, oi, oj, apex_t, cap, solver, n_jobs, progres
         np.minimum(kf[:-1, :], mv, out=kf[:-1, :])
         radii = [int(R) for R in _RADII if R < max(NY, NX)] + [int(_RADII[_RADII >= max(NY, NX)][0])]
         mins = {R: minimum_filter(kf, size=2 * R + 1, mode="nearest") for R in radii}
-        _SHARED.update(kf=kf, mins=mins, weights_edges=edge_weights(kp, hy, hx))
+        g.update(kf=kf, mins=mins, weights_edges=edge_weights(kp, hy, hx))
     else:
-        _SHARED.update(graph=_stencil_graph(kp, hy, hx), to_domain=_to_domain(shape, P, NX, NY))
+        g.update(graph=_stencil_graph(kp, hy, hx) if graph is None else graph, to_domain=_to_domain(shape, P, NX, NY))
     total = LogRatioExtremes((ny, nx), track=extremes == "track") if extremes else None
     rowsum = np.zeros(ny * nx) if weights is not None else None
     nnz = 0
 
-    def fold(result):  # reductions folded as each chunk arrives: one set held, not one per chunk
-        nonlocal nnz
+    pending, nxt = {}, 0
+
+    def fold(k, result):  # reductions folded as each chunk arrives: one set held, not one per chunk
+        nonlocal nnz, nxt
         counts, rows, vals, colmass, sweeps, ext, info = result
         if total is not None and ext is not None:
-            total.merge(ext)
-        if rowsum is not None and info["rowsum"] is not None:
-            b0 = info["band"] * nx
-            rowsum[b0:b0 + len(info["rowsum"])] += info["rowsum"]
+            total.merge(ext)  # exact (max / min; ties to the smaller output): any order
         nnz += info["nnz"]
-        if on_chunk is not None:
-            on_chunk(info["outputs"], counts, rows, vals)
+        # sums in chunk order (a few chunks wait for an earlier one): they associate the same
+        # way whatever the workers' timing, so the normaliser is reproducible bit for bit
+        pending[k] = (info, counts, rows, vals) if on_chunk is not None else (info, None, None, None)
+        while nxt in pending:
+            inf, c, r, v = pending.pop(nxt)
+            if rowsum is not None and inf["rowsum"] is not None:
+                b0 = inf["band"] * nx
+                rowsum[b0:b0 + len(inf["rowsum"])] += inf["rowsum"]
+            if on_chunk is not None:
+                on_chunk(inf["outputs"], c, r, v)
+            nxt += 1
         if not hold:
             counts = rows = vals = None
         return counts, rows, vals, colmass, sweeps
 
-    try:
-        results = _run_kernels(order, int(n_jobs), progress, mp_context, on_result=fold)
-    finally:
-        _SHARED.clear()
+    results = _run_kernels(order, g, int(n_jobs), progress, mp_context, on_result=fold)
     blocks, m0 = [], 0
     for k, (counts, rows, vals, _colmass, _sweeps) in enumerate(results):
         if hold:
@@ -506,7 +515,7 @@ def _to_domain(shape, P, NX, NY) -> np.ndarray:
     return to_domain
 
 
-def outputs_reaching(kp, shape, cell, P, oi, oj, apex_t, cap, solver, nodes) -> np.ndarray:
+def outputs_reaching(kp, shape, cell, P, oi, oj, apex_t, cap, solver, nodes, graph=None) -> np.ndarray:
     """Sorted indices of the outputs whose kernel may have an entry at one of the raster ``nodes``.
 
     Kernel y has an entry at u iff f~_y(u) < cap, i.e. d(y, u) < sqrt(cap^2 + 2 cap A_y) for
@@ -527,7 +536,8 @@ def outputs_reaching(kp, shape, cell, P, oi, oj, apex_t, cap, solver, nodes) -> 
     reach = np.sqrt(cap * cap + 2.0 * cap * np.asarray(apex_t, np.float64))
     limit = float(reach.max()) * (1 + 1e-9) + 1e-9
     gi, gj = np.divmod(nodes, nx)
-    D = dijkstra(_stencil_graph(kp, hy, hx), directed=True, indices=(gi + P) * NX + (gj + P), limit=limit, min_only=True)
+    G = _stencil_graph(kp, hy, hx) if graph is None else graph
+    D = dijkstra(G, directed=True, indices=(gi + P) * NX + (gj + P), limit=limit, min_only=True)
     d = D[np.asarray(oi, np.int64) * NX + np.asarray(oj, np.int64)]
     return np.flatnonzero(d <= reach * (1 + 1e-9) + 1e-9)
 

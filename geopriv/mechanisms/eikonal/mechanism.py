@@ -325,6 +325,9 @@ class EikonalMechanism:
                 f"the privacy loss left to it (margin up to {float(np.max(marr)):g}). Raise margin (e.g. margin={min(0.5, 2 * float(np.max(marr))):g}), "
                 f"smooth the map (smooth=0.5), use finer outputs (output_spacing={output_spacing / 2:g} or max_step=1), "
                 f"or pad more (pad={2 * pad:g})."
+                + (" With kernels='on_demand' the weights are solved on the kernels truncated at solve_cap only: "
+                   "kernels='held' (if they fit in memory) polishes them on the full kernels, or raise solve_cap "
+                   f"(now {solve_cap:g}; more memory)." if kernels == "on_demand" and solve_cap is not None else "")
             )
         params = {
             "margin": float(marr) if marr.ndim == 0 else {"min": float(marr.min()), "max": float(marr.max())}, "margin_rule": margin_rule, "smooth": smooth, "despeckle": despeckle, "jump": jump, "cap": float(cap), "output_spacing": output_spacing,
@@ -349,6 +352,7 @@ class EikonalMechanism:
             output_apex=apex_t,
         )
         object.__setattr__(mech, "_n_jobs", int(n_jobs))  # workers for kernels recomputed on demand
+        object.__setattr__(mech, "_mp_context", mp_context if isinstance(mp_context, (str, type(None))) else None)
         if verify:
             t0 = time.perf_counter()
             report = verification.verify(mech, extremes, rowsum=rowsum)  # the kernels' extremes, from the blocks placed above
@@ -478,9 +482,17 @@ class EikonalMechanism:
 
     def _carry(self, new) -> None:
         """Caches and runtime settings that a copy with another release rule keeps (same kernels)."""
-        for k in ("sampling_tables", "_row_cache", "_n_jobs"):
+        for k in ("sampling_tables", "_row_cache", "_n_jobs", "_mp_context", "_graph"):
             if k in self.__dict__:
                 new.__dict__[k] = self.__dict__[k]
+
+    def __getstate__(self):
+        """Pickled without the rows computed on demand: their cache records which nodes were sampled
+        (private), and the stencil graph is recomputed from public data."""
+        state = dict(self.__dict__)
+        for k in ("_row_cache", "_graph"):
+            state.pop(k, None)
+        return state
 
     @cached_property
     def mechanism_id(self) -> str:
@@ -519,10 +531,7 @@ class EikonalMechanism:
         its :class:`~geopriv.mechanisms.eikonal.ondemand.RowCache` after computing the missing rows."""
         if self.kernels_held:
             return self
-        cache = self.__dict__.get("_row_cache")
-        if cache is None:
-            cache = self.__dict__["_row_cache"] = ondemand.RowCache(self)
-        return cache.ensure(self, nodes)
+        return ondemand.row_cache(self).ensure(self, nodes)
 
     def row(self, node: int):
         """Output distribution of one input node: (output indices, probabilities, floor mass).
@@ -545,7 +554,9 @@ class EikonalMechanism:
 
     def sample_nodes(self, nodes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Output indices drawn from the rows of the given input nodes (exact, float64)."""
-        return sampling.sample_nodes(self.rows_for(nodes), nodes, rng)
+        if self.kernels_held:
+            return sampling.sample_nodes(self, nodes, rng)
+        return ondemand.sample_nodes(self, nodes, rng)  # the same draws, rows computed in bounded groups
 
     def sample(self, xy, rng: np.random.Generator, *, outside: str | None = None, jitter: bool = True, labels=None, progress=None) -> np.ndarray:
         """Release locations ``xy`` ((n, 2) in the map's CRS): a new (n, 2) array.

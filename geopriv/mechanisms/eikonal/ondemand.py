@@ -49,13 +49,29 @@ def n_jobs(mech) -> int:
     return int(getattr(mech, "_n_jobs", 1) or 1)
 
 
-def full_pass(mech, *, extremes: bool = False, weights: bool = True, on_chunk=None, progress=None, mp_context=None):
+def _mp_context(mech):
+    return getattr(mech, "_mp_context", None)
+
+
+def graph(mech):
+    """The stencil graph of ``mech``'s kernel rate map (public data; built once per mechanism object)."""
+    g = mech.__dict__.get("_graph")
+    if g is None:
+        from .kernels import _stencil_graph
+
+        pr = problem(mech)
+        g = mech.__dict__["_graph"] = _stencil_graph(pr["kp"], *pr["cell"])
+    return g
+
+
+def full_pass(mech, *, extremes=False, weights: bool = True, on_chunk=None, progress=None, mp_context=None):
     """One pass over every kernel column of ``mech`` (:class:`.kernels.KernelPass`, no entries held)."""
     pr = problem(mech)
     return kernel_pass(
         pr["kp"], pr["shape"], pr["cell"], pr["P"], pr["oi"], pr["oj"], pr["apex_t"], pr["cap"], pr["solver"],
-        n_jobs(mech), progress, mp_context, extremes=extremes,
+        n_jobs(mech), progress, mp_context if mp_context is not None else _mp_context(mech), extremes=extremes,
         weights=np.asarray(mech.weights, np.float64) if weights else None, hold=False, on_chunk=on_chunk,
+        graph=graph(mech) if pr["solver"] == "graph" else None,
     )
 
 
@@ -72,98 +88,150 @@ def rows(mech, nodes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if len(nodes) and (nodes[0] < 0 or nodes[-1] >= n):
         raise IndexError(f"node indices must be in 0 .. {n - 1}")
     pr = problem(mech)
+    G = graph(mech) if pr["solver"] == "graph" else None
     outs = outputs_reaching(pr["kp"], pr["shape"], pr["cell"], pr["P"], pr["oi"], pr["oj"], pr["apex_t"], pr["cap"],
-                            pr["solver"], nodes)
+                            pr["solver"], nodes, graph=G)
     if len(outs) == 0:
         return np.zeros(n + 1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float32)
     keep = np.zeros(n, bool)
     keep[nodes] = True
     r = kernel_pass(pr["kp"], pr["shape"], pr["cell"], pr["P"], pr["oi"], pr["oj"], pr["apex_t"], pr["cap"], pr["solver"],
-                    n_jobs(mech), None, None, outputs=outs, keep_rows=keep)
+                    n_jobs(mech), None, _mp_context(mech), outputs=outs, keep_rows=keep, graph=G)
     indptr, indices, kernel = r.columns.to_csr(release=True)
     return indptr, outs[indices].astype(np.int32), kernel
 
 
 def merge_rows(a, b):
-    """Union of two CSR arrays (indptr, indices, kernel) over the same rows whose non-empty rows are disjoint."""
-    ip1, ix1, k1 = a
-    ip2, ix2, k2 = b
+    """Union of two CSR arrays (indptr, then arrays aligned with the entries) over the same rows
+    whose non-empty rows are disjoint."""
+    ip1, ip2 = a[0], b[0]
     c1, c2 = np.diff(ip1), np.diff(ip2)
     if np.any((c1 > 0) & (c2 > 0)):
         raise ValueError("merge_rows: both arrays hold entries for the same row")
     ip = np.zeros(len(ip1), np.int64)
     np.cumsum(c1 + c2, out=ip[1:])
-    ix = np.empty(int(ip[-1]), np.int32)
-    k = np.empty(int(ip[-1]), np.float32)
-    for ipx, cx, ixx, kx in ((ip1, c1, ix1, k1), (ip2, c2, ix2, k2)):
-        pos = np.repeat(ip[:-1] - ipx[:-1], cx) + np.arange(len(ixx), dtype=np.int64)
-        ix[pos] = ixx
-        k[pos] = kx
-    return ip, ix, k
-
-
-#: kernel entries a :class:`RowCache` keeps (about 4 GB); beyond, it keeps only the rows just computed
-ROW_CACHE_ENTRIES = 500_000_000
+    out = [np.empty(int(ip[-1]), x.dtype) for x in a[1:]]
+    for ipx, cx, arrays in ((ip1, c1, a[1:]), (ip2, c2, b[1:])):
+        pos = np.repeat(ip[:-1] - ipx[:-1], cx) + np.arange(int(ipx[-1]), dtype=np.int64)
+        for o, x in zip(out, arrays):
+            o[pos] = x
+    return (ip, *out)
 
 
 def _select_rows(csr, keep: np.ndarray):
     """The CSR arrays with only the rows where ``keep`` is True (others emptied)."""
-    ip, ix, k = csr
+    ip = csr[0]
     counts = np.where(keep, np.diff(ip), 0)
     mask = np.repeat(keep, np.diff(ip))
     out = np.zeros(len(ip), np.int64)
     np.cumsum(counts, out=out[1:])
-    return out, ix[mask], k[mask]
+    return (out, *(x[mask] for x in csr[1:]))
 
 
-class RowCache:
-    """The rows of an on-demand mechanism computed so far, in the layout sampling reads.
+#: kernel entries a :class:`RowCache` keeps beyond the current request (16 bytes each with the
+#: sampling tables: about 4 GB); also the size of the groups of nodes :func:`sample_nodes` resolves at once
+ROW_CACHE_ENTRIES = 250_000_000
 
-    Has the attributes :mod:`.sampling` uses (``indptr``, ``indices``, ``kernel``, ``weights``,
-    ``normaliser``, ``cap``, ``sampling_tables``); rows not yet computed are empty, so callers
-    :meth:`ensure` the nodes they read first.  Internal to the process: never saved or published.
-    At most ``ROW_CACHE_ENTRIES`` entries are kept beyond the rows of the current request.
+
+class RowView:
+    """An immutable snapshot of the rows computed so far, in the layout :mod:`.sampling` reads.
+
+    ``indptr``, ``indices``, ``kernel`` (rows not computed are empty: see ``have``), the
+    mechanism's ``weights``, ``normaliser`` and ``cap``, and its ``sampling_tables`` (per-row
+    cumulative probabilities, computed when the rows were).
     """
 
-    def __init__(self, mech):
-        n = mech.privacy_map.shape[0] * mech.privacy_map.shape[1]
-        self.weights = mech.weights
-        self.normaliser = mech.normaliser
-        self.cap = mech.cap
-        self.indptr = np.zeros(n + 1, np.int64)
-        self.indices = np.zeros(0, np.int32)
-        self.kernel = np.zeros(0, np.float32)
-        self.have = np.zeros(n, bool)
-        self._tables = None
+    def __init__(self, mech, indptr, indices, kernel, cdf, have):
+        from .sampling import floor_tables
 
-    def ensure(self, mech, nodes) -> "RowCache":
-        """Compute the rows of the ``nodes`` not cached yet; returns self."""
-        nodes = np.unique(np.asarray(nodes, np.int64))
-        missing = nodes[~self.have[nodes]]
-        if len(missing):
-            new = rows(mech, missing)
-            if len(self.indices) + len(new[1]) > ROW_CACHE_ENTRIES:  # forget the old rows: keep this request's
-                keep = np.zeros_like(self.have)
-                keep[nodes] = True
-                old = _select_rows((self.indptr, self.indices, self.kernel), keep & self.have)
-                self.indptr, self.indices, self.kernel = old
-                self.have &= keep
-            self.indptr, self.indices, self.kernel = merge_rows((self.indptr, self.indices, self.kernel), new)
-            self.have[missing] = True
-            self._tables = None
-        return self
-
-    @property
-    def sampling_tables(self):
-        from .sampling import tables
-
-        if self._tables is None:
-            self._tables = tables(self)
-        return self._tables
+        self.weights, self.normaliser, self.cap = mech.weights, mech.normaliser, mech.cap
+        self.indptr, self.indices, self.kernel, self.have = indptr, indices, kernel, have
+        sparse_mass = np.zeros(len(indptr) - 1)
+        nonempty = indptr[1:] > indptr[:-1]
+        sparse_mass[nonempty] = cdf[indptr[1:][nonempty] - 1]
+        self.sampling_tables = (cdf, sparse_mass, *floor_tables(mech))
+        for a in (indptr, indices, kernel, cdf, have, sparse_mass):
+            a.flags.writeable = False
 
     @property
     def nnz(self) -> int:
         return int(len(self.indices))
+
+
+class RowCache:
+    """The rows of an on-demand mechanism computed so far (:class:`RowView` snapshots).
+
+    :meth:`ensure` computes the missing rows of a request and returns a snapshot holding them;
+    a snapshot never changes, so a sampler reading one is never disturbed by another thread
+    adding rows (requests are serialised by a lock).  At most ``ROW_CACHE_ENTRIES`` entries are
+    kept beyond the rows of the current request.  Internal to the process: never saved,
+    pickled or published (it records which nodes were sampled).
+    """
+
+    def __init__(self, mech):
+        import threading
+
+        n = mech.privacy_map.shape[0] * mech.privacy_map.shape[1]
+        self._lock = threading.Lock()
+        self.view = RowView(mech, np.zeros(n + 1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float32),
+                            np.zeros(0, np.float64), np.zeros(n, bool))
+
+    def ensure(self, mech, nodes) -> RowView:
+        """A snapshot holding the rows of ``nodes`` (computing the missing ones)."""
+        from .sampling import _row_cdf
+
+        nodes = np.unique(np.asarray(nodes, np.int64))
+        with self._lock:
+            view = self.view
+            missing = nodes[~view.have[nodes]]
+            if len(missing) == 0:
+                return view
+            ip, ix, ker = rows(mech, missing)
+            cdf = _row_cdf(ip, ix, ker, mech.weights, mech.normaliser)  # the new rows only (row-local)
+            old = (view.indptr, view.indices, view.kernel, view.sampling_tables[0])
+            have = view.have.copy()
+            if view.nnz + len(ix) > ROW_CACHE_ENTRIES:  # forget the old rows: keep this request's
+                keep = np.zeros_like(have)
+                keep[nodes] = True
+                have &= keep
+                old = _select_rows(old, have)
+            have[missing] = True
+            self.view = RowView(mech, *merge_rows(old, (ip, ix, ker, cdf)), have)
+            return self.view
+
+
+def sample_nodes(mech, nodes, rng: np.random.Generator) -> np.ndarray:
+    """Output indices drawn from the rows of ``nodes``, computing the rows in groups of bounded size.
+
+    The random numbers are drawn first, as :func:`.sampling.sample_nodes` draws them, so the
+    result is the held mechanism's for the same generator; the nodes are then resolved in
+    groups of consecutive nodes (bands of the raster) whose rows hold about
+    ``ROW_CACHE_ENTRIES`` entries, so memory stays bounded whatever the request.
+    """
+    from .sampling import draw
+
+    nodes = np.asarray(nodes, np.int64)
+    n = len(nodes)
+    raw, v = rng.random(n), rng.random(n)
+    out = np.empty(n, np.int64)
+    uniq = np.unique(nodes)
+    n_nodes = len(mech.normaliser)
+    per_row = max(1.0, float(mech.params.get("nnz", n_nodes)) / n_nodes)
+    group = max(1, int(ROW_CACHE_ENTRIES // (2 * per_row)))
+    cache = row_cache(mech)
+    for g0 in range(0, len(uniq), group):
+        part = uniq[g0:g0 + group]
+        view = cache.ensure(mech, part)
+        sel = np.flatnonzero((nodes >= part[0]) & (nodes <= part[-1]))
+        out[sel] = draw(view, nodes[sel], raw[sel], v[sel])
+    return out
+
+
+def row_cache(mech) -> RowCache:
+    cache = mech.__dict__.get("_row_cache")
+    if cache is None:
+        cache = mech.__dict__.setdefault("_row_cache", RowCache(mech))
+    return cache
 
 
 def node_mse_pass(mech, sel: np.ndarray, ux, uy, ox, oy, jit) -> np.ndarray:

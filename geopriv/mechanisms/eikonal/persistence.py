@@ -226,6 +226,7 @@ def load(
         output_apex=data.get("output_apex"),
     )
     object.__setattr__(mech, "_n_jobs", int(n_jobs))  # workers for kernels recomputed on demand
+    object.__setattr__(mech, "_mp_context", mp_context if isinstance(mp_context, (str, type(None))) else None)
     try:
         if verify or report is None:
             # checks the arrays, recomputes the normaliser and the ratios (a compact file's kernels
@@ -238,7 +239,7 @@ def load(
             if on_demand:  # the normaliser from one pass of kernel solves (no entry held)
                 from .ondemand import full_pass, normaliser_from
 
-                exact = normaliser_from(full_pass(mech, progress=progress, mp_context=mp_context).rowsum, mech)
+                exact = normaliser_from(full_pass(mech, progress=progress).rowsum, mech)
             else:
                 exact = exact_normaliser(mech)
             mismatch = normaliser_mismatch(mech.normaliser, exact)

@@ -85,20 +85,27 @@ TABLE_BLOCK = 4_000_000
 def tables(mech):
     """Per-row cumulative probabilities (row-local, float64) and the floor sampler."""
     n = len(mech.normaliser)
-    cT = math.exp(-mech.cap)
     cdf = _row_cdf(mech.indptr, mech.indices, mech.kernel, mech.weights, mech.normaliser)
     ip = mech.indptr
     sparse_mass = np.zeros(n)
     nonempty = ip[1:] > ip[:-1]
     sparse_mass[nonempty] = cdf[ip[1:][nonempty] - 1]
+    return (cdf, sparse_mass, *floor_tables(mech))
+
+
+def floor_tables(mech):
+    """(floor mass per row, cumulative weights): the part of every row outside its kernel support.
+
+    Outputs y have probability w_y exp(-T) / s there (all outputs, including those in the row's
+    support: the kernel there is S + exp(-T)).
+    """
+    cT = math.exp(-mech.cap)
     cumw = np.cumsum(mech.weights)
     total = float(cumw[-1])
     cumw /= total
     cumw[-1] = 1.0
-    # floor part: outputs y with prob w_y exp(-T) / s (all outputs, including those in the row's
-    # support: the kernel there is S + exp(-T))
     floor_mass = cT * total / mech.normaliser
-    return cdf, sparse_mass, floor_mass, cumw
+    return floor_mass, cumw
 
 
 def _row_cdf(ip, idx, ker, w, s, block: int = TABLE_BLOCK, threads: int | None = None) -> np.ndarray:
@@ -135,14 +142,25 @@ def _row_cdf(ip, idx, ker, w, s, block: int = TABLE_BLOCK, threads: int | None =
 
 def sample_nodes(mech, nodes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Output indices drawn from the rows of the given input nodes (exact, float64)."""
-    cdf, sparse_mass, floor_mass, cumw = mech.sampling_tables
-    nodes = np.asarray(nodes, np.int64)
     n = len(nodes)
-    u = rng.random(n) * (sparse_mass[nodes] + floor_mass[nodes])
+    raw = rng.random(n)
     # the floor's uniform is drawn for every row, used or not: the number of draws depends on n
     # only, so a row's output never depends on which other rows are sampled with it (the keyed
     # streams of geopriv.distributed rely on this)
     v = rng.random(n)
+    return draw(mech, nodes, raw, v)
+
+
+def draw(mech, nodes: np.ndarray, raw: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Outputs for ``nodes`` from two uniforms per node (``raw`` picks the row's part, ``v`` the floor's output).
+
+    ``mech`` is anything with ``sampling_tables``, ``indptr`` and ``indices`` holding these
+    nodes' rows (the mechanism, or a snapshot of rows computed on demand).
+    """
+    cdf, sparse_mass, floor_mass, cumw = mech.sampling_tables
+    nodes = np.asarray(nodes, np.int64)
+    n = len(nodes)
+    u = raw * (sparse_mass[nodes] + floor_mass[nodes])
     out = np.empty(n, np.int64)
     in_floor = u >= sparse_mass[nodes]
     k = np.flatnonzero(in_floor)
