@@ -128,9 +128,15 @@ def _select_rows(csr, keep: np.ndarray):
     return (out, *(x[mask] for x in csr[1:]))
 
 
-#: kernel entries a :class:`RowCache` keeps beyond the current request (16 bytes each with the
-#: sampling tables: about 4 GB); also the size of the groups of nodes :func:`sample_nodes` resolves at once
-ROW_CACHE_ENTRIES = 250_000_000
+#: kernel entries a :class:`RowCache` holds (16 bytes each with the sampling tables: about 3 GB),
+#: and about the size of the groups of nodes :func:`sample_nodes` resolves at once
+ROW_CACHE_ENTRIES = 200_000_000
+
+
+def entries_per_row(mech) -> float:
+    """Mean kernel entries per raster node (the build's count): sizes the groups of rows."""
+    n_nodes = len(mech.normaliser)
+    return max(1.0, float(mech.params.get("nnz", n_nodes)) / n_nodes)
 
 
 class RowView:
@@ -163,9 +169,10 @@ class RowCache:
 
     :meth:`ensure` computes the missing rows of a request and returns a snapshot holding them;
     a snapshot never changes, so a sampler reading one is never disturbed by another thread
-    adding rows (requests are serialised by a lock).  At most ``ROW_CACHE_ENTRIES`` entries are
-    kept beyond the rows of the current request.  Internal to the process: never saved,
-    pickled or published (it records which nodes were sampled).
+    adding rows (requests are serialised by a lock).  When the rows held plus those of a request
+    would exceed ``ROW_CACHE_ENTRIES``, the rows the request does not need are forgotten first.
+    Internal to the process: never saved, pickled or published (it records which nodes were
+    sampled).
     """
 
     def __init__(self, mech):
@@ -186,17 +193,20 @@ class RowCache:
             missing = nodes[~view.have[nodes]]
             if len(missing) == 0:
                 return view
-            ip, ix, ker = rows(mech, missing)
-            cdf = _row_cdf(ip, ix, ker, mech.weights, mech.normaliser)  # the new rows only (row-local)
-            old = (view.indptr, view.indices, view.kernel, view.sampling_tables[0])
             have = view.have.copy()
-            if view.nnz + len(ix) > ROW_CACHE_ENTRIES:  # forget the old rows: keep this request's
+            old = (view.indptr, view.indices, view.kernel, view.sampling_tables[0])
+            if view.nnz + len(missing) * entries_per_row(mech) > ROW_CACHE_ENTRIES:
+                # forget the rows this request does not need before computing its own
                 keep = np.zeros_like(have)
                 keep[nodes] = True
                 have &= keep
                 old = _select_rows(old, have)
+                self.view = view = RowView(mech, *old, have.copy())
+            ip, ix, ker = rows(mech, missing)
+            cdf = _row_cdf(ip, ix, ker, mech.weights, mech.normaliser)  # the new rows only (row-local)
             have[missing] = True
-            self.view = RowView(mech, *merge_rows(old, (ip, ix, ker, cdf)), have)
+            merged = merge_rows(old, (ip, ix, ker, cdf)) if view.nnz else (ip, ix, ker, cdf)
+            self.view = RowView(mech, *merged, have)
             return self.view
 
 
@@ -206,7 +216,8 @@ def sample_nodes(mech, nodes, rng: np.random.Generator) -> np.ndarray:
     The random numbers are drawn first, as :func:`.sampling.sample_nodes` draws them, so the
     result is the held mechanism's for the same generator; the nodes are then resolved in
     groups of consecutive nodes (bands of the raster) whose rows hold about
-    ``ROW_CACHE_ENTRIES`` entries, so memory stays bounded whatever the request.
+    ``ROW_CACHE_ENTRIES`` entries, so memory stays bounded whatever the request (each group
+    costs a pass over the outputs that reach its band).
     """
     from .sampling import draw
 
@@ -215,9 +226,7 @@ def sample_nodes(mech, nodes, rng: np.random.Generator) -> np.ndarray:
     raw, v = rng.random(n), rng.random(n)
     out = np.empty(n, np.int64)
     uniq = np.unique(nodes)
-    n_nodes = len(mech.normaliser)
-    per_row = max(1.0, float(mech.params.get("nnz", n_nodes)) / n_nodes)
-    group = max(1, int(ROW_CACHE_ENTRIES // (2 * per_row)))
+    group = max(1, int(ROW_CACHE_ENTRIES // entries_per_row(mech)))
     cache = row_cache(mech)
     for g0 in range(0, len(uniq), group):
         part = uniq[g0:g0 + group]
