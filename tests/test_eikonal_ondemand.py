@@ -323,3 +323,27 @@ def test_thinned_outputs_with_apex_rows_on_demand():
     for u in nodes:
         a, b = slice(held.indptr[u], held.indptr[u + 1]), slice(ip[u], ip[u + 1])
         assert np.array_equal(held.indices[a], idx[b]) and np.array_equal(held.kernel[a], ker[b])
+
+
+def test_on_demand_build_refines_where_held_would_polish(monkeypatch):
+    """A rough map where the truncated weight solve is not enough (cap 10, solve_cap 4, margin 0.02):
+    the held build polishes on the full kernels; the on-demand one refines with the tail frozen
+    and builds too.  Control: without the refinement it is refused."""
+    from geopriv.exceptions import InfeasibleMechanismError
+    from geopriv.mechanisms.eikonal import mechanism as mech_mod
+
+    rng = np.random.default_rng(0)
+    n = 20
+    pop = rng.lognormal(2, 1.5, (n, n))
+    h = 100.0 / n
+    pm = PrivacyMap.from_population(pop, epsilon_range=(0.4, 2.0), transform=rasterio.Affine(h, 0, -50, 0, -h, 50),
+                                    crs=local_aeqd(0.0, 0.0))
+    opts = dict(cap=10.0, solve_cap=4.0, margin=0.02)
+    held = EikonalMechanism.build(pm, **opts)
+    lazy = EikonalMechanism.build(pm, kernels="on_demand", **opts)
+    assert lazy.report.ok and held.report.ok
+    assert lazy.params["timings"]["refine_s"] > 0
+    assert lazy.params["normaliser_budget_used"] < 1.0
+    monkeypatch.setattr(mech_mod, "ON_DEMAND_REFINES", 0)
+    with pytest.raises(InfeasibleMechanismError, match="kernels='held'"):
+        EikonalMechanism.build(pm, kernels="on_demand", **opts)

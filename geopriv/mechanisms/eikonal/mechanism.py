@@ -21,11 +21,14 @@ from . import ondemand
 from .kernels import compute_kernels, kernel_pass
 from .lowering import AUTO_MARGIN, AUTO_MARGIN_FLOOR, auto_margin, lower_rate, output_levels
 from .report import VerifyReport
-from .weights import column_sums, max_normaliser_share, relative_share, row_sums, solve_weights
+from .weights import column_sums, kernel_products, max_normaliser_share, refine_weights, relative_share, row_sums, solve_weights
 
 
 #: how a mechanism keeps its kernels (:meth:`EikonalMechanism.build`, :meth:`EikonalMechanism.load`)
 KERNELS = ("held", "on_demand")
+#: weight refinements (one pass of kernel solves each) an on-demand build makes where a held one
+#: would polish its weights on the full kernels
+ON_DEMAND_REFINES = 2
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -305,17 +308,40 @@ class EikonalMechanism:
             colmass, sweeps = first.colmass, first.sweeps
             timings["kernels_s"] = time.perf_counter() - t0
             t0 = time.perf_counter()
-            w, iters, history = solve_weights(first.columns, cT, ostep, colmass, pm, budget, max_iter, threads=threads, solve_cap=None)
-            del first
+            St = first.columns
+            w, iters, history = solve_weights(St, cT, ostep, colmass, pm, budget, max_iter, threads=threads, solve_cap=None)
             timings["weights_s"] = time.perf_counter() - t0
             t0 = time.perf_counter()
+            # the kernels' extremes do not depend on the weights: computed in this pass only
             second = kernel_pass(*problem, extremes="track" if verify else False, weights=w, hold=False)
             timings["normaliser_pass_s"] = time.perf_counter() - t0
-            t0 = time.perf_counter()
             nnz, extremes, rowsum = second.nnz, second.extremes, second.rowsum
-            indptr = indices = kernel = None
+            del second
             s = rowsum + cT * float(w.sum())
-            history.append((iters, relative_share(s, pm, budget)))
+            rel = relative_share(s, pm, budget)
+            history.append((iters, rel))
+            # where a held build would polish the weights on the full kernels (exact share >= 0.97),
+            # iterate on the truncated ones with the dropped tail's part of the normaliser frozen at
+            # its exact value, then measure exactly again (one pass each); keep the better weights
+            for _ in range(ON_DEMAND_REFINES if rel >= 0.97 else 0):
+                t0 = time.perf_counter()
+                tail = s - kernel_products(St, cT, w, threads)
+                w2, it2, hist2 = refine_weights(St, cT, w, ostep.astype(float) ** 2 / colmass, tail, pm, budget, max_iter, threads)
+                again = kernel_pass(*problem, weights=w2, hold=False)
+                s2 = again.rowsum + cT * float(w2.sum())
+                rel2 = relative_share(s2, pm, budget)
+                history.extend((iters + i, sh) for i, sh in hist2)
+                iters += it2
+                history.append((iters, rel2))
+                timings["refine_s"] = timings.get("refine_s", 0.0) + time.perf_counter() - t0
+                if rel2 >= rel:
+                    break
+                w, s, rowsum, rel = w2, s2, again.rowsum, rel2
+                if rel < 0.97:
+                    break
+            del first, St
+            t0 = time.perf_counter()
+            indptr = indices = kernel = None
         rel = relative_share(s, pm, budget)
         rough = max_normaliser_share(s, pm)
         timings["weights_s" if kernels == "held" else "normaliser_s"] = time.perf_counter() - t0

@@ -160,13 +160,37 @@ def solve_weights(S: KernelColumns, cT, ostep, colmass, pm: PrivacyMap, budget, 
     return w0 * v, it, hist
 
 
-def _bb(S, cT, w0, pm, budget, goal, max_iter, threads, v=None):
-    """Projected Barzilai-Borwein iterations on 1/2 |K diag(w0) v - 1|^2, v >= 0."""
+def refine_weights(S: KernelColumns, cT, w, w0, tail: np.ndarray, pm: PrivacyMap, budget, max_iter: int, threads: int = 1):
+    """More weight iterations on truncated kernels ``S`` with the dropped tail's part of the normaliser frozen.
+
+    ``tail`` = exact normaliser - (S w + exp(-T) sum w) at the current ``w`` (from a pass over the
+    full kernels): the iterations flatten S w' + exp(-T) sum w' + tail.  The tail moves little
+    with w (about 0.3 % of the mass, spread smoothly), so the exact normaliser of the result is
+    close to what they flattened; the caller measures it exactly again.  What a build with
+    kernels on demand does instead of iterating on the full kernels.  ``w0``: the variables'
+    scale (:func:`solve_weights`'s).  Returns (w, iterations, history).
+    """
+    v, it, hist = _bb(S, cT, w0, pm, budget, 0.9, max_iter, threads, v=np.asarray(w, np.float64) / w0, offset=tail)
+    return w0 * v, it, hist
+
+
+def kernel_products(S: KernelColumns, cT, w, threads: int = 1) -> np.ndarray:
+    """S w + exp(-T) sum w with the weight iterations' float32 products (what they flatten)."""
+    ops = _BlockProducts(S, threads)
+    try:
+        return ops.mul(np.asarray(w).astype(np.float32)) + cT * float(np.sum(w))
+    finally:
+        ops.close()
+
+
+def _bb(S, cT, w0, pm, budget, goal, max_iter, threads, v=None, offset=None):
+    """Projected Barzilai-Borwein iterations on 1/2 |K diag(w0) v + offset - 1|^2, v >= 0."""
     ops = _BlockProducts(S, threads)
 
     def kw(v):
         w = w0 * v
-        return ops.mul(w.astype(np.float32)) + cT * float(w.sum())
+        s = ops.mul(w.astype(np.float32)) + cT * float(w.sum())
+        return s if offset is None else s + offset
 
     if v is None:
         v = np.ones_like(w0)
