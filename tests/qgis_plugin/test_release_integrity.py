@@ -174,8 +174,13 @@ def test_saved_mechanism_is_loaded_with_the_library_default_verification(run, mo
     monkeypatch.setattr(geopriv.EikonalMechanism, "load", staticmethod(load))
     out = run("perturblocationdependent", {"INPUT": layer, "MECHANISM_FILE": saved, "OUTPUT": "TEMPORARY_OUTPUT"})
     assert out["OUTPUT"].featureCount() == 1
-    # no verify=False (whatever the library verifies by default); only QGIS feedback is passed
-    assert len(seen) == 1 and seen[0][0] == () and set(seen[0][1]) == {"progress"} and callable(seen[0][1]["progress"])
+    # no verify=False (whatever the library verifies by default); only QGIS feedback and the
+    # kernels option (at the library's default here) are passed
+    assert len(seen) == 1 and seen[0][0] == () and set(seen[0][1]) == {"progress", "kernels"}
+    assert callable(seen[0][1]["progress"])
+    import inspect
+
+    assert seen[0][1]["kernels"] == inspect.signature(original).parameters["kernels"].default
 
 
 # --- fresh entropy for every run of a batch -----------------------------------------------------------
