@@ -319,10 +319,11 @@ def test_thinned_outputs_with_apex_rows_on_demand():
     lazy = EikonalMechanism.build(pm, cap=8.0, solve_cap=5.0, kernels="on_demand")
     assert lazy.report.max_ratio == pytest.approx(held.report.max_ratio, rel=1e-12)
     nodes = np.arange(0, n * n, 7)
-    ip, idx, ker = ondemand.rows(lazy, nodes)
-    for u in nodes:
-        a, b = slice(held.indptr[u], held.indptr[u + 1]), slice(ip[u], ip[u + 1])
-        assert np.array_equal(held.indices[a], idx[b]) and np.array_equal(held.kernel[a], ker[b])
+    for method in ("nodes", "columns"):
+        ip, idx, ker = ondemand.rows(lazy, nodes, method=method)
+        for u in nodes:
+            a, b = slice(held.indptr[u], held.indptr[u + 1]), slice(ip[u], ip[u + 1])
+            assert np.array_equal(held.indices[a], idx[b]) and np.array_equal(held.kernel[a], ker[b])
 
 
 def test_on_demand_build_refines_where_held_would_polish(monkeypatch):
@@ -347,3 +348,83 @@ def test_on_demand_build_refines_where_held_would_polish(monkeypatch):
     monkeypatch.setattr(mech_mod, "ON_DEMAND_REFINES", 0)
     with pytest.raises(InfeasibleMechanismError, match="kernels='held'"):
         EikonalMechanism.build(pm, kernels="on_demand", **opts)
+
+
+# ---------------------------------------------------------------- rows searched from the nodes
+def test_quantised_graph_gives_the_same_travel_times_both_ways(pair):
+    """On the quantised graph d(u, y) searched from u is the float d(y, u) searched from y; on the
+    unquantised graph (negative control) most of them differ in the last bits."""
+    from scipy.sparse.csgraph import dijkstra
+
+    pm, held, lazy = pair
+    pr = ondemand.problem(held)
+    assert pr["graph_bits"] == kernels_mod.GRAPH_BITS
+    differ = {}
+    for bits in (None, pr["graph_bits"]):
+        G = kernels_mod._stencil_graph(pr["kp"], *pr["cell"], bits)
+        src = np.arange(0, G.shape[0], 11)
+        forward = dijkstra(G, indices=src)
+        backward = dijkstra(G, indices=np.arange(G.shape[0]))[:, src].T
+        differ[bits] = int((forward != backward).sum()) / forward.size
+    assert differ[pr["graph_bits"]] == 0
+    assert differ[None] > 0.1  # the control: without quantisation the directions disagree
+    # rounding down: no edge longer than before, none shorter by a quantum or more
+    G0 = kernels_mod._stencil_graph(pr["kp"], *pr["cell"], None)
+    Gq = ondemand.graph(held)
+    q = kernels_mod.graph_quantum(G0.data.max(), pr["graph_bits"])
+    assert np.all(Gq.data <= G0.data) and np.all(G0.data - Gq.data < q)
+
+
+def test_rows_from_the_nodes_are_the_verified_rows_bit_for_bit(pair):
+    pm, held, lazy = pair
+    n = pm.shape[0] * pm.shape[1]
+    assert ondemand.can_solve_rows(lazy)
+    by_nodes = ondemand.rows(lazy, np.arange(n), method="nodes")
+    for a, b in zip(by_nodes, (held.indptr, held.indices, held.kernel)):
+        assert np.array_equal(a, b)
+    ip, idx, ker = ondemand.rows(lazy, [0, 17, n - 1], method="nodes")
+    assert np.count_nonzero(np.diff(ip)) == 3
+    with pytest.raises(ValueError, match="method"):
+        ondemand.rows(lazy, [0], method="fast")
+
+
+def test_auto_rows_search_few_nodes_and_solve_columns_for_many(pair, monkeypatch):
+    pm, held, lazy = pair
+    n = pm.shape[0] * pm.shape[1]
+    calls = []
+    real = ondemand.kernel_rows
+    monkeypatch.setattr(ondemand, "kernel_rows", lambda *a, **k: calls.append(len(a[7])) or real(*a, **k))
+    two = EikonalMechanism.build(pm, kernels="on_demand", n_jobs=2)
+    few = ondemand.rows(two, [3, 400])
+    assert calls == [2]
+    # every node: no fewer nodes than outputs reaching them per worker process, so columns
+    assert len(two.weights) < 2 * n
+    many = ondemand.rows(two, np.arange(n))
+    assert calls == [2]
+    for u in (3, 400):
+        assert np.array_equal(few[1][few[0][u]:few[0][u + 1]], many[1][many[0][u]:many[0][u + 1]])
+        assert np.array_equal(few[2][few[0][u]:few[0][u + 1]], held.kernel[held.indptr[u]:held.indptr[u + 1]])
+
+
+def test_mechanisms_without_a_quantised_graph_solve_columns(tmp_path, monkeypatch):
+    """Mechanisms of earlier versions (no graph_bits) and fast-marching ones cannot search rows from
+    the nodes; their rows come from the columns and are still exact, and a saved file keeps the rule."""
+    from geopriv.mechanisms.eikonal import mechanism as mechanism_mod
+
+    pm = _map(16)
+    monkeypatch.setattr(mechanism_mod, "GRAPH_BITS", None)
+    old = EikonalMechanism.build(pm)
+    assert old.params["graph_bits"] is None
+    monkeypatch.undo()
+    path = tmp_path / "old.npz"
+    old.save(path, compact=True)
+    lazy = EikonalMechanism.load(path, kernels="on_demand")
+    assert lazy.report.ok and lazy.params["graph_bits"] is None and lazy.mechanism_id == old.mechanism_id
+    assert not ondemand.can_solve_rows(lazy)
+    with pytest.raises(ValueError, match="columns"):
+        ondemand.rows(lazy, [0], method="nodes")
+    ip, idx, ker = ondemand.rows(lazy, [0, 100])
+    for u in (0, 100):
+        assert np.array_equal(ker[ip[u]:ip[u + 1]], old.kernel[old.indptr[u]:old.indptr[u + 1]])
+    fmm = EikonalMechanism.build(pm, solver="fmm", kernels="on_demand")
+    assert fmm.params["graph_bits"] is None and not ondemand.can_solve_rows(fmm)

@@ -29,6 +29,10 @@ _RADII = np.unique(np.round(4 * 1.06 ** np.arange(90)).astype(int))
 
 _SHARED: dict = {}
 
+#: bits of an edge weight kept below the largest weight's leading bit (the weights are rounded
+#: down to multiples of a power of two, see :func:`_stencil_graph`)
+GRAPH_BITS = 30
+
 
 def _kernel_columns(outputs: np.ndarray, g: dict | None = None):
     """Kernels of the given outputs: (counts, rows int32, values float32, colmass, sweeps, extremes, info).
@@ -164,8 +168,33 @@ class LogRatioExtremes:
                     np.copyto(at, at_o, where=m)
 
 
-def _stencil_graph(kp: np.ndarray, hy: float, hx: float):
+def graph_quantum(max_weight: float, bits: int) -> float:
+    """The power of two q to whose multiples edge weights are rounded down: 2^-bits of the largest weight's binade."""
+    return math.ldexp(1.0, math.frexp(float(max_weight))[1] - int(bits))
+
+
+def exact_limit(graph, bits: int | None) -> float:
+    """Largest travel time below which every Dijkstra sum on a quantised ``graph`` is exact (0 if not quantised).
+
+    With weights multiples of q, every path length is an integer times q, exact in float64 below
+    2^53 q; a search up to a limit L forms sums up to L + the largest weight.
+    """
+    if bits is None or graph.nnz == 0:
+        return 0.0
+    wmax = float(graph.data.max())
+    return math.ldexp(graph_quantum(wmax, bits), 53) - 2.0 * wmax
+
+
+def _stencil_graph(kp: np.ndarray, hy: float, hx: float, bits: int | None = None):
     """Sparse 16-neighbour grid graph; edge weight = integral of the rate along the segment.
+
+    ``bits`` (new builds: :data:`GRAPH_BITS`; None for mechanisms of earlier versions): each
+    weight is rounded **down** to a multiple of the power of two q = :func:`graph_quantum`.
+    Path lengths are then exact sums (below :func:`exact_limit`), so the travel time from y to u
+    is the same float as from u to y, bit for bit: one search from an input node gives its whole
+    kernel row exactly as the column searches from the outputs give it (:func:`kernel_rows`).
+    Rounding down only shortens edges by < q (about 1e-9 of the largest), so kernels decay no
+    faster than the rate map allows.
 
     8-neighbour edges: length * mean of the two end cells.  Knight moves (1, 2): length *
     mean of the 4 cells the segment crosses (a quarter of its length in each).  Shortest
@@ -209,6 +238,9 @@ def _stencil_graph(kp: np.ndarray, hy: float, hx: float):
     r = np.concatenate(rows)
     c = np.concatenate(cols)
     v = np.concatenate(vals)
+    if bits is not None and len(v):
+        q = graph_quantum(v.max(), bits)
+        v = np.floor(v / q) * q  # exact: q is a power of two
     return sp.csr_matrix((v, (r, c)), shape=(NY * NX, NY * NX))
 
 
@@ -407,20 +439,21 @@ class KernelPass:
 
 
 def compute_kernels(kp, shape, cell, P, oi, oj, apex_t, cap, solver, n_jobs, progress=None, mp_context=None,
-                    extremes: bool = False):
+                    extremes: bool = False, graph_bits: int | None = None):
     """All kernels (inputs x outputs) of exp(-f~) - exp(-cap) as :class:`KernelColumns`, plus column masses.
 
     Returns ``(kernels, colmass, sweeps, extremes)``; ``extremes`` is None, or with
     ``extremes=True`` the :class:`LogRatioExtremes` of all columns, computed by the workers from
     the arrays they return (what verification needs from the kernels).  See :func:`kernel_pass`.
     """
-    r = kernel_pass(kp, shape, cell, P, oi, oj, apex_t, cap, solver, n_jobs, progress, mp_context, extremes=extremes)
+    r = kernel_pass(kp, shape, cell, P, oi, oj, apex_t, cap, solver, n_jobs, progress, mp_context, extremes=extremes,
+                    graph_bits=graph_bits)
     return r.columns, r.colmass, r.sweeps, r.extremes
 
 
 def kernel_pass(kp, shape, cell, P, oi, oj, apex_t, cap, solver, n_jobs, progress=None, mp_context=None, *,
                 extremes: bool = False, weights=None, outputs=None, keep_rows=None, truncate=None,
-                hold: bool = True, on_chunk=None, graph=None) -> KernelPass:
+                hold: bool = True, on_chunk=None, graph=None, graph_bits: int | None = None) -> KernelPass:
     """One pass of kernel solves over ``outputs`` (default: all), with reductions and filters in the workers.
 
     A deterministic function of the padded kernel rate map ``kp``, the outputs (padded grid
@@ -437,7 +470,8 @@ def kernel_pass(kp, shape, cell, P, oi, oj, apex_t, cap, solver, n_jobs, progres
     ``on_chunk(outputs, counts, rows, values)``, if given, is called in this process on each
     chunk's (filtered) entries as it arrives, in any order (a reduction over the entries that
     the workers do not do: expected errors, posterior means); with ``hold=False`` the chunk is
-    then dropped.  ``graph``: the stencil graph of ``kp`` if the caller has it (solver "graph").
+    then dropped.  ``graph``: the stencil graph of ``kp`` if the caller has it (solver "graph"),
+    else built with ``graph_bits`` (:func:`_stencil_graph`).
     """
     import scipy.sparse as sp
     from scipy.ndimage import minimum_filter
@@ -463,7 +497,7 @@ def kernel_pass(kp, shape, cell, P, oi, oj, apex_t, cap, solver, n_jobs, progres
         mins = {R: minimum_filter(kf, size=2 * R + 1, mode="nearest") for R in radii}
         g.update(kf=kf, mins=mins, weights_edges=edge_weights(kp, hy, hx))
     else:
-        g.update(graph=_stencil_graph(kp, hy, hx) if graph is None else graph, to_domain=_to_domain(shape, P, NX, NY))
+        g.update(graph=_stencil_graph(kp, hy, hx, graph_bits) if graph is None else graph, to_domain=_to_domain(shape, P, NX, NY))
     total = LogRatioExtremes((ny, nx), track=extremes == "track") if extremes else None
     rowsum = np.zeros(ny * nx) if weights is not None else None
     nnz = 0
@@ -515,7 +549,8 @@ def _to_domain(shape, P, NX, NY) -> np.ndarray:
     return to_domain
 
 
-def outputs_reaching(kp, shape, cell, P, oi, oj, apex_t, cap, solver, nodes, graph=None) -> np.ndarray:
+def outputs_reaching(kp, shape, cell, P, oi, oj, apex_t, cap, solver, nodes, graph=None,
+                     graph_bits: int | None = None) -> np.ndarray:
     """Sorted indices of the outputs whose kernel may have an entry at one of the raster ``nodes``.
 
     Kernel y has an entry at u iff f~_y(u) < cap, i.e. d(y, u) < sqrt(cap^2 + 2 cap A_y) for
@@ -536,10 +571,62 @@ def outputs_reaching(kp, shape, cell, P, oi, oj, apex_t, cap, solver, nodes, gra
     reach = np.sqrt(cap * cap + 2.0 * cap * np.asarray(apex_t, np.float64))
     limit = float(reach.max()) * (1 + 1e-9) + 1e-9
     gi, gj = np.divmod(nodes, nx)
-    G = _stencil_graph(kp, hy, hx) if graph is None else graph
+    G = _stencil_graph(kp, hy, hx, graph_bits) if graph is None else graph
     D = dijkstra(G, directed=True, indices=(gi + P) * NX + (gj + P), limit=limit, min_only=True)
     d = D[np.asarray(oi, np.int64) * NX + np.asarray(oj, np.int64)]
     return np.flatnonzero(d <= reach * (1 + 1e-9) + 1e-9)
+
+
+def kernel_rows(kp, shape, P, oi, oj, apex_t, cap, nodes, graph, graph_bits) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Kernel rows of raster ``nodes`` by one shortest-path search from each node (solver "graph").
+
+    Returns CSR arrays over every raster node (rows not asked for are empty): ``indptr``,
+    ``indices`` (output numbers, ascending in each row) and the kernel values (float32), entry
+    for entry those of the columns :func:`kernel_pass` computes.  On a quantised graph
+    (``graph_bits``, :func:`_stencil_graph`) travel times are exact sums, so d(u, y) searched from
+    u is the float d(y, u) searched from y; the values are then formed by the same operations
+    as :func:`_kernel_columns_graph`'s.  A graph that is not quantised (mechanisms of earlier
+    versions) is refused: its sums depend on the direction of the search.  One search costs
+    about one column's, so this is the cheaper way when there are fewer nodes than outputs
+    reaching them (a few points on a large raster).
+    """
+    from scipy.sparse.csgraph import dijkstra
+
+    ny, nx = shape
+    NY, NX = kp.shape
+    T = float(cap)
+    a = np.asarray(apex_t, np.float64)
+    limit = T + float(a.max()) + 1e-9 if len(a) else T
+    if graph_bits is None or not limit < exact_limit(graph, graph_bits):
+        raise ValueError("kernel_rows needs a quantised graph whose path sums are exact up to the kernels' reach.")
+    nodes = np.unique(np.asarray(nodes, np.int64))
+    n = ny * nx
+    cT = math.exp(-T)
+    O = np.asarray(oi, np.int64) * NX + np.asarray(oj, np.int64)
+    counts = np.zeros(n, np.int64)
+    idx_out, val_out = [], []
+    batch = max(1, min(64, int(2e7 // max(NY * NX, 1))))
+    gi, gj = np.divmod(nodes, nx)
+    src = (gi + P) * NX + (gj + P)
+    for start in range(0, len(nodes), batch):
+        D = dijkstra(graph, directed=True, indices=src[start:start + batch], limit=limit)
+        Dy = D[:, O]
+        del D
+        bi, bj = np.nonzero(Dy < np.inf)  # row-major: outputs ascending within each node
+        d = Dy[bi, bj]
+        ab = a[bj]
+        F = np.sqrt(d * d + ab * ab) - ab  # as in _kernel_columns_graph, element by element
+        inside = F < T
+        bi, bj, F = bi[inside], bj[inside], F[inside]
+        ker = np.exp(-F)
+        counts[nodes[start:start + batch]] = np.bincount(bi, minlength=len(src[start:start + batch]))
+        idx_out.append(bj.astype(np.int32))
+        val_out.append((ker - cT).astype(np.float32))
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    indices = np.concatenate(idx_out) if idx_out else np.zeros(0, np.int32)
+    kernel = np.concatenate(val_out) if val_out else np.zeros(0, np.float32)
+    return indptr, indices, kernel
 
 
 def kept_indptr(indptr: np.ndarray, keep: np.ndarray) -> np.ndarray:

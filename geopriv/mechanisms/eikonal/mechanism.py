@@ -18,7 +18,7 @@ from ..grid import allowed as grid_allowed
 from ..grid import edge_slices, mean_ground_scale
 from . import persistence, sampling, verification
 from . import ondemand
-from .kernels import compute_kernels, kernel_pass
+from .kernels import GRAPH_BITS, compute_kernels, kernel_pass
 from .lowering import AUTO_MARGIN, AUTO_MARGIN_FLOOR, auto_margin, lower_rate, output_levels
 from .report import VerifyReport
 from .weights import column_sums, kernel_products, max_normaliser_share, refine_weights, relative_share, row_sums, solve_weights
@@ -288,10 +288,11 @@ class EikonalMechanism:
         budget = [np.maximum(al - kw, 1e-300) for al, kw in zip(grid_allowed(pm), edge_weights(keps, hy, hx))]
         threads = max(1, int(n_jobs))
         problem = (kp, (ny, nx), (hy, hx), P, oi, oj, apex_t, float(cap), solver, int(n_jobs), progress, mp_context)
+        graph_bits = GRAPH_BITS if solver == "graph" else None  # exact path sums: rows = columns bit for bit
         extremes = rowsum = None
         if kernels == "held":
             # with verify, the workers also take the kernels' part of the check (verification.verify)
-            S, colmass, sweeps, extremes = compute_kernels(*problem, extremes=bool(verify))
+            S, colmass, sweeps, extremes = compute_kernels(*problem, extremes=bool(verify), graph_bits=graph_bits)
             timings["kernels_s"] = time.perf_counter() - t0
             t0 = time.perf_counter()
             w, iters, history = solve_weights(S, cT, ostep, colmass, pm, budget, max_iter, threads=threads, solve_cap=solve_cap)
@@ -304,7 +305,7 @@ class EikonalMechanism:
             # same truncation solve_weights makes); a second pass computes the exact normaliser
             # (and the kernels' part of the check) without holding any entry
             truncate = np.float32(math.exp(-solve_cap) - cT) if solve_cap is not None and solve_cap < cap else None
-            first = kernel_pass(*problem, truncate=truncate)
+            first = kernel_pass(*problem, truncate=truncate, graph_bits=graph_bits)
             colmass, sweeps = first.colmass, first.sweeps
             timings["kernels_s"] = time.perf_counter() - t0
             t0 = time.perf_counter()
@@ -313,7 +314,8 @@ class EikonalMechanism:
             timings["weights_s"] = time.perf_counter() - t0
             t0 = time.perf_counter()
             # the kernels' extremes do not depend on the weights: computed in this pass only
-            second = kernel_pass(*problem, extremes="track" if verify else False, weights=w, hold=False)
+            second = kernel_pass(*problem, extremes="track" if verify else False, weights=w, hold=False,
+                                 graph_bits=graph_bits)
             timings["normaliser_pass_s"] = time.perf_counter() - t0
             nnz, extremes, rowsum = second.nnz, second.extremes, second.rowsum
             del second
@@ -327,7 +329,7 @@ class EikonalMechanism:
                 t0 = time.perf_counter()
                 tail = s - kernel_products(St, cT, w, threads)
                 w2, it2, hist2 = refine_weights(St, cT, w, ostep.astype(float) ** 2 / colmass, tail, pm, budget, max_iter, threads)
-                again = kernel_pass(*problem, weights=w2, hold=False)
+                again = kernel_pass(*problem, weights=w2, hold=False, graph_bits=graph_bits)
                 s2 = again.rowsum + cT * float(w2.sum())
                 rel2 = relative_share(s2, pm, budget)
                 history.extend((iters + i, sh) for i, sh in hist2)
@@ -360,7 +362,7 @@ class EikonalMechanism:
             "max_step": max_step, "solve_cap": solve_cap, "pad": pad, "pad_cells": P, "apex": apex, "n_outputs": M,
             "nnz": int(nnz), "weight_iterations": iters, "normaliser_budget_used": rel,
             "cap_mass_max": float(cT * w.sum() / s.min()), "normaliser_share": rough, "weight_history": history,
-            "repair_sweeps_mean": sweeps / max(M, 1), "solver": solver,
+            "repair_sweeps_mean": sweeps / max(M, 1), "solver": solver, "graph_bits": graph_bits,
         }
         mech = cls(
             privacy_map=pm,

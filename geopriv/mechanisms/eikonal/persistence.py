@@ -274,6 +274,9 @@ def _check_compact(path, pm: PrivacyMap, meta: dict, data: dict) -> None:
         problems.append(f"kernel_rate has shape {np.shape(kp)}, expected {(ny + 2 * P, nx + 2 * P)}")
     if solver not in ("graph", "fmm"):
         problems.append(f"unknown solver {solver!r}")
+    bits = params.get("graph_bits")
+    if bits is not None and (isinstance(bits, bool) or not isinstance(bits, int) or not 8 <= bits <= 40 or solver != "graph"):
+        problems.append(f"params['graph_bits'] is {bits!r}, expected None or an integer 8 .. 40 with solver 'graph'")
     if not (isinstance(cap, (int, float)) and math.isfinite(cap) and cap > 0):
         problems.append("cap is not a finite number > 0")
     if np.asarray(kp).dtype.kind != "f" or not (np.all(np.isfinite(kp)) and np.all(np.asarray(kp) > 0)):
@@ -302,7 +305,7 @@ def _recompute_kernels(path, pm: PrivacyMap, meta: dict, data: dict, n_jobs: int
     hx, hy = pm.cell_size
     S, _colmass, _sweeps, ext = compute_kernels(
         np.asarray(kp, np.float64), (ny, nx), (hy, hx), P, oij[:, 0] + P, oij[:, 1] + P, np.asarray(apex_t, np.float64),
-        float(cap), solver, int(n_jobs), progress, mp_context, extremes=extremes,
+        float(cap), solver, int(n_jobs), progress, mp_context, extremes=extremes, graph_bits=params.get("graph_bits"),
     )
     indptr, indices, kernel = S.to_csr(release=True, threads=max(1, int(n_jobs)))
     return {"indptr": indptr, "indices": indices, "kernel": kernel, "extremes": ext}
