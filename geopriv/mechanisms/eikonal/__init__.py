@@ -69,11 +69,15 @@ its kernels (``build``/``load`` with ``kernels="on_demand"``, :mod:`.ondemand`):
 solve holds the columns truncated at ``solve_cap`` (what it iterates on anyway), a second pass
 computes the exact normaliser and the verification's extremes in the workers (each over the
 band of raster lines its columns touch) and holds nothing, and sampling recomputes the rows of
-the nodes it draws from.  Those rows are the verified values bit for bit: the same function
-computes the columns of every output that reaches the nodes (found by one multi-source
-shortest-path search on the same, symmetric graph, with a relative slack of 1e-9 for sums
-taken in the other direction; fast marching has no such bound and solves every column), and
-only the requested rows are kept.  What is checked is therefore still exactly what is sampled.
+the nodes it draws from.  Those rows are the verified values bit for bit, computed one of two
+ways.  Many nodes: the same function computes the columns of every output that reaches them
+(found by one multi-source shortest-path search on the same, symmetric graph, with a relative
+slack of 1e-9; fast marching has no such bound and solves every column), and only the
+requested rows are kept.  Few nodes: one search from each node.  That is exact because the
+graph's edge weights are rounded down to multiples of a power of two (``kernels.GRAPH_BITS``):
+path lengths are then exact sums, so the travel time from u to y is the float the column
+search from y computed, bit for bit (unquantised, about half of them differ in the last bit).
+What is checked is therefore still exactly what is sampled.
 
 Inputs between nodes
 --------------------

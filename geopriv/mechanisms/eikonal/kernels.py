@@ -29,6 +29,9 @@ _RADII = np.unique(np.round(4 * 1.06 ** np.arange(90)).astype(int))
 
 _SHARED: dict = {}
 
+#: outputs per chunk of kernel solves (a worker's unit of work; the row sums are added by chunk)
+CHUNK = 256
+
 #: bits of an edge weight kept below the largest weight's leading bit (the weights are rounded
 #: down to multiples of a power of two, see :func:`_stencil_graph`)
 GRAPH_BITS = 30
@@ -69,9 +72,7 @@ def _kernel_columns(outputs: np.ndarray, g: dict | None = None):
             ext = LogRatioExtremes((b1 - b0, nx), row0=b0, track=track)
             ext.add_columns(counts, local, vals, cT, outputs=outputs if track else None)
         if w is not None:
-            wy = np.repeat(np.asarray(w, np.float64)[outputs], counts)
-            info["band"] = b0
-            info["rowsum"] = np.bincount(local, wy * vals.astype(np.float64), minlength=(b1 - b0) * nx)
+            info["band"], info["rowsum"] = band_row_sums(counts, rows, vals, w[outputs], ny, nx)
     keep = None
     if not g.get("hold", True):  # reductions only
         keep = np.zeros(len(rows), bool)
@@ -86,6 +87,17 @@ def _kernel_columns(outputs: np.ndarray, g: dict | None = None):
         counts = np.bincount(col[keep], minlength=len(outputs)).astype(np.int64)
         rows, vals = rows[keep], vals[keep]
     return counts, rows, vals, colmass, sweeps, ext, info
+
+
+def band_row_sums(counts, rows, vals, w, ny: int, nx: int) -> tuple[int, np.ndarray]:
+    """(b0, sums): sum_y w_y kernel_y(u) over one chunk's columns, for the raster nodes u of lines
+    b0 .. (those the columns touch, plus one each side), in float64.  The one formula for the
+    workers' row sums and :meth:`KernelColumns.row_sums`, so held and on-demand builds add the
+    same numbers in the same order."""
+    b0 = max(int(rows.min()) // nx - 1, 0)
+    b1 = min(int(rows.max()) // nx + 2, ny)
+    wy = np.repeat(np.asarray(w, np.float64), counts)
+    return b0, np.bincount(rows - np.int32(b0 * nx), wy * vals.astype(np.float64), minlength=(b1 - b0) * nx)
 
 
 class LogRatioExtremes:
@@ -389,7 +401,7 @@ def _run_kernels(order: np.ndarray, problem: dict, n_jobs: int, progress, mp_con
     import multiprocessing as mp
 
     M = len(order)
-    chunk = 256
+    chunk = CHUNK
     chunks = [order[k:k + chunk] for k in range(0, M, chunk)]
     results = [None] * len(chunks)
     bar, callback = progress_reporter(progress, M, "eikonal kernels")
@@ -659,6 +671,19 @@ class KernelColumns:
     @property
     def nnz(self) -> int:
         return int(sum(b.nnz for _, b in self.blocks if b is not None))
+
+    def row_sums(self, w, ny: int, nx: int) -> np.ndarray:
+        """sum_y w_y kernel_y(u) per raster node (float64): each block's band sums added in block
+        order, as :func:`kernel_pass` adds its chunks' (the same numbers, bit for bit, when the
+        blocks are its chunks)."""
+        w = np.asarray(w, np.float64)
+        out = np.zeros(self.shape[0])
+        for m0, b in self.blocks:
+            if b is None or b.nnz == 0:
+                continue
+            b0, band = band_row_sums(np.diff(b.indptr), b.indices, b.data, w[m0:m0 + b.shape[1]], ny, nx)
+            out[b0 * nx:b0 * nx + len(band)] += band
+        return out
 
     def truncated(self, threshold: float) -> "KernelColumns":
         """The same kernels without the entries below ``threshold`` (a new, smaller object)."""

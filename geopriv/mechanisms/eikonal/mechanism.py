@@ -21,7 +21,7 @@ from . import ondemand
 from .kernels import GRAPH_BITS, compute_kernels, kernel_pass
 from .lowering import AUTO_MARGIN, AUTO_MARGIN_FLOOR, auto_margin, lower_rate, output_levels
 from .report import VerifyReport
-from .weights import column_sums, kernel_products, max_normaliser_share, refine_weights, relative_share, row_sums, solve_weights
+from .weights import column_sums, kernel_products, max_normaliser_share, refine_weights, relative_share, solve_weights
 
 
 #: how a mechanism keeps its kernels (:meth:`EikonalMechanism.build`, :meth:`EikonalMechanism.load`)
@@ -29,6 +29,20 @@ KERNELS = ("held", "on_demand")
 #: weight refinements (one pass of kernel solves each) an on-demand build makes where a held one
 #: would polish its weights on the full kernels
 ON_DEMAND_REFINES = 2
+
+
+def _staged(problem: tuple, lo: float, hi: float) -> tuple:
+    """The kernel problem with its ``progress=`` callable (position 10) reporting over [lo, hi] of
+    one range, so a build of several passes moves one progress bar forward only (QGIS).  A tqdm
+    bar (``progress=True``) keeps one bar per pass."""
+    progress = problem[10]
+    if not callable(progress):
+        return problem
+
+    def staged(done, total):
+        progress(lo + (hi - lo) * (done / total if total else 1.0), 1.0)
+
+    return problem[:10] + (staged,) + problem[11:]
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -297,15 +311,16 @@ class EikonalMechanism:
             t0 = time.perf_counter()
             w, iters, history = solve_weights(S, cT, ostep, colmass, pm, budget, max_iter, threads=threads, solve_cap=solve_cap)
             nnz = S.nnz
+            # exact, float64, added as the on-demand pass adds them (same normaliser, same id)
+            s = S.row_sums(w, ny, nx) + cT * float(w.sum())
             indptr, indices, kernel = S.to_csr(release=True, threads=threads)  # each column block freed once placed
             del S
-            s = row_sums(indptr, indices, kernel, w) + cT * float(w.sum())  # exact, float64
         else:
             # on demand: the weight solve holds the kernels truncated at solve_cap only (the
             # same truncation solve_weights makes); a second pass computes the exact normaliser
             # (and the kernels' part of the check) without holding any entry
             truncate = np.float32(math.exp(-solve_cap) - cT) if solve_cap is not None and solve_cap < cap else None
-            first = kernel_pass(*problem, truncate=truncate, graph_bits=graph_bits)
+            first = kernel_pass(*_staged(problem, 0.0, 0.4), truncate=truncate, graph_bits=graph_bits)
             colmass, sweeps = first.colmass, first.sweeps
             timings["kernels_s"] = time.perf_counter() - t0
             t0 = time.perf_counter()
@@ -314,7 +329,7 @@ class EikonalMechanism:
             timings["weights_s"] = time.perf_counter() - t0
             t0 = time.perf_counter()
             # the kernels' extremes do not depend on the weights: computed in this pass only
-            second = kernel_pass(*problem, extremes="track" if verify else False, weights=w, hold=False,
+            second = kernel_pass(*_staged(problem, 0.4, 0.8), extremes="track" if verify else False, weights=w, hold=False,
                                  graph_bits=graph_bits)
             timings["normaliser_pass_s"] = time.perf_counter() - t0
             nnz, extremes, rowsum = second.nnz, second.extremes, second.rowsum
@@ -325,11 +340,13 @@ class EikonalMechanism:
             # where a held build would polish the weights on the full kernels (exact share >= 0.97),
             # iterate on the truncated ones with the dropped tail's part of the normaliser frozen at
             # its exact value, then measure exactly again (one pass each); keep the better weights
-            for _ in range(ON_DEMAND_REFINES if rel >= 0.97 else 0):
+            for k in range(ON_DEMAND_REFINES if rel >= 0.97 else 0):
                 t0 = time.perf_counter()
                 tail = s - kernel_products(St, cT, w, threads)
                 w2, it2, hist2 = refine_weights(St, cT, w, ostep.astype(float) ** 2 / colmass, tail, pm, budget, max_iter, threads)
-                again = kernel_pass(*problem, weights=w2, hold=False, graph_bits=graph_bits)
+                lo = 0.8 + 0.2 * k / ON_DEMAND_REFINES
+                again = kernel_pass(*_staged(problem, lo, lo + 0.2 / ON_DEMAND_REFINES), weights=w2, hold=False,
+                                    graph_bits=graph_bits)
                 s2 = again.rowsum + cT * float(w2.sum())
                 rel2 = relative_share(s2, pm, budget)
                 history.extend((iters + i, sh) for i, sh in hist2)

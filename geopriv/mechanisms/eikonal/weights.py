@@ -46,15 +46,30 @@ def row_blocks(indptr, chunk: int = 10_000_000):
         r0 = r1
 
 
-def row_sums(indptr, indices, data, w, chunk: int = 10_000_000) -> np.ndarray:
-    """sum_k w[indices[k]] * data[k] per CSR row, in float64, in blocks of rows (bounded memory)."""
+def row_sums(indptr, indices, data, w, chunk: int = 10_000_000, group: int | None = None) -> np.ndarray:
+    """sum_k w[indices[k]] * data[k] per CSR row, in float64, in blocks of rows (bounded memory).
+
+    Added in the order the builds add them (:func:`.kernels.band_row_sums`, chunk by chunk): the
+    entries of each group of ``group`` consecutive outputs (default :data:`.kernels.CHUNK`) one
+    after the other, then the groups' partial sums in output order.  So the normaliser recomputed
+    from a held mechanism's rows is the stored one bit for bit.
+    """
+    from .kernels import CHUNK
+
+    group = CHUNK if group is None else int(group)
     out = np.zeros(len(indptr) - 1)
     for r0, r1, lo, hi in row_blocks(indptr, chunk):
+        if hi == lo:
+            continue
         vals = w[indices[lo:hi]] * data[lo:hi].astype(np.float64)
-        starts = indptr[r0:r1] - lo
-        nonempty = indptr[r0 + 1:r1 + 1] > indptr[r0:r1]
-        if nonempty.any():
-            out[r0:r1][nonempty] = np.add.reduceat(vals, starts[nonempty])
+        row = np.repeat(np.arange(r0, r1), np.diff(indptr[r0:r1 + 1]))
+        grp = indices[lo:hi] // group
+        # runs of one (row, group): columns are sorted in each row, so a run is contiguous
+        new = np.ones(hi - lo, bool)
+        new[1:] = (row[1:] != row[:-1]) | (grp[1:] != grp[:-1])
+        run = np.cumsum(new) - 1
+        partial = np.bincount(run, vals)  # sequential within a run, from 0.0
+        out[r0:r1] = np.bincount(row[new] - r0, partial, minlength=r1 - r0)  # runs in group order
     return out
 
 
@@ -146,9 +161,9 @@ def solve_weights(S: KernelColumns, cT, ostep, colmass, pm: PrivacyMap, budget, 
         v, it, hist = _bb(St, cT, w0, pm, budget, goal, max_iter, threads, v=None)
         del St
         history.extend(hist)
-        s = _BlockProducts(S, threads)
-        exact = relative_share(s.mul((w0 * v).astype(np.float32)) + cT * float((w0 * v).sum()), pm, budget)
-        s.close()
+        # exact, float64, summed as the on-demand build's pass sums it (same decision, same history)
+        w = w0 * v
+        exact = relative_share(S.row_sums(w, *pm.shape) + cT * float(w.sum()), pm, budget)
         history.append((it, exact))
         if exact < 0.97:
             return w0 * v, it, history
