@@ -947,7 +947,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="release each output's posterior mean under the population (same guarantee, lower error)")
     _lib(g, EikonalMechanism.load, "kernels", choices=KERNELS,
          help="held: recompute and keep every kernel entry; on_demand: keep none, recompute only the rows the points "
-              "need (large rasters)")
+              "need (large rasters; a few points cost a few shortest-path searches)")
     _lib(g, EikonalMechanism.load, "n_jobs", type=int, help="worker processes for the mechanism's kernel solves")
     _release_options(p, geopriv.perturb)
     p.add_argument("--region", help="vector file of the public polygon outputs are kept in")

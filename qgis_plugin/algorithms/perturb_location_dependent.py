@@ -75,8 +75,8 @@ pulled towards populated places (off the sea, out of empty land).</p>
 empty: automatic, 0.1 per noise length); <b>smooth</b> builds the kernels from a regularised map (empty: no
 smoothing); <b>jump</b> also limits epsilon's change between neighbouring cells (empty: no limit); <b>output spacing</b>,
 <b>largest output step</b>, <b>padding</b> and <b>cap</b> trade building time for smoothness; <b>kernels computed on
-demand</b> keeps no kernel in memory (for rasters of 1000 &times; 1000 cells and more: the same mechanism, slower to
-sample). If no valid
+demand</b> keeps no kernel in memory (for rasters of 1000 &times; 1000 cells and more: the same mechanism; a few
+points cost a few shortest-path searches, a layer covering the whole raster about one pass of kernel solves). If no valid
 mechanism exists for the options, the message says which option to change.</p>
 <p>Leave the <b>random seed</b> empty for a real release.</p>"""
 
