@@ -320,7 +320,7 @@ def test_thinned_outputs_with_apex_rows_on_demand():
     assert held.output_step.max() >= 4 and held.output_apex.max() > 0
     lazy = EikonalMechanism.build(pm, cap=8.0, solve_cap=5.0, kernels="on_demand")
     assert lazy.report.max_ratio == pytest.approx(held.report.max_ratio, rel=1e-12)
-    nodes = np.arange(0, n * n, 7)
+    nodes = np.arange(n * n)  # every node
     for method in ("nodes", "columns"):
         ip, idx, ker = ondemand.rows(lazy, nodes, method=method)
         for u in nodes:
@@ -388,6 +388,12 @@ def test_rows_from_the_nodes_are_the_verified_rows_bit_for_bit(pair):
     assert np.count_nonzero(np.diff(ip)) == 3
     with pytest.raises(ValueError, match="method"):
         ondemand.rows(lazy, [0], method="fast")
+    # a graph that is not quantised is refused (its sums depend on the direction of the search)
+    pr = ondemand.problem(lazy)
+    raw = kernels_mod._stencil_graph(pr["kp"], *pr["cell"], None)
+    with pytest.raises(ValueError, match="multiples"):
+        kernels_mod.kernel_rows(pr["kp"], pr["shape"], pr["P"], pr["oi"], pr["oj"], pr["apex_t"], pr["cap"], [0], raw,
+                                pr["graph_bits"])
 
 
 def test_auto_rows_search_few_nodes_and_solve_columns_for_many(pair, monkeypatch):
@@ -436,7 +442,7 @@ def test_on_demand_build_moves_one_progress_range_forward_only():
     """A build of several passes reports through one range (a QGIS bar never goes back)."""
     seen = []
     EikonalMechanism.build(_map(16), kernels="on_demand", progress=lambda done, total: seen.append(done / total))
-    assert len(seen) >= 2 and seen[-1] >= 0.8 - 1e-12 and max(seen) <= 1.0
+    assert len(seen) >= 2 and seen[-1] == 1.0 and max(seen) <= 1.0
     assert all(b >= a for a, b in zip(seen, seen[1:]))
     # the control: the passes' own reports start again at 0
     from geopriv.mechanisms.eikonal import mechanism as mechanism_mod

@@ -471,8 +471,9 @@ def kernel_pass(kp, shape, cell, P, oi, oj, apex_t, cap, solver, n_jobs, progres
     A deterministic function of the padded kernel rate map ``kp``, the outputs (padded grid
     indices ``oi``, ``oj``), their apex radii, the cap and the solver, output by output (a
     column does not depend on which others are solved with it): :meth:`EikonalMechanism.build`,
-    the load of a compact file and the rows computed on demand all call it, so what is sampled
-    is what the build verified.
+    the load of a compact file and the verification passes of kernels on demand all call it, so
+    what is sampled is what the build verified (rows searched from the input nodes,
+    :func:`kernel_rows`, are the same values bit for bit on a quantised graph).
 
     ``extremes``: also the kernels' per-edge extremes (verification; ``"track"``: with the
     outputs attaining them); ``weights`` (M,): also
@@ -611,6 +612,10 @@ def kernel_rows(kp, shape, P, oi, oj, apex_t, cap, nodes, graph, graph_bits) -> 
     limit = T + float(a.max()) + 1e-9 if len(a) else T
     if graph_bits is None or not limit < exact_limit(graph, graph_bits):
         raise ValueError("kernel_rows needs a quantised graph whose path sums are exact up to the kernels' reach.")
+    q = graph_quantum(graph.data.max(), graph_bits) if graph.nnz else 1.0
+    if not np.array_equal(np.floor(graph.data / q) * q, graph.data):
+        raise ValueError(f"kernel_rows: the graph's weights are not multiples of 2^{math.frexp(q)[1] - 1} "
+                         f"(build it with _stencil_graph(kp, hy, hx, {graph_bits})).")
     nodes = np.unique(np.asarray(nodes, np.int64))
     n = ny * nx
     cT = math.exp(-T)

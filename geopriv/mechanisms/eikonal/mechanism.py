@@ -201,6 +201,10 @@ class EikonalMechanism:
             None: the platform's default.  Workers receive the problem through the pool's
             initializer, so every start method works (Windows and macOS use ``spawn``).
         progress : None, True or callable(done, total)
+            True: a tqdm bar per pass of kernel solves.  A callable is called with the work done
+            and the total (read ``done / total`` as the fraction: a held build counts outputs, an
+            on-demand build reports its passes as fractions of one range, ``total = 1``), and
+            ends at ``done == total``.
         verify : bool
             Run :meth:`verify` (always recommended; ``build`` refuses a failing mechanism).
         kernels : {"held", "on_demand"}
@@ -364,6 +368,8 @@ class EikonalMechanism:
         rel = relative_share(s, pm, budget)
         rough = max_normaliser_share(s, pm)
         timings["weights_s" if kernels == "held" else "normaliser_s"] = time.perf_counter() - t0
+        if kernels != "held" and callable(progress):
+            progress(1.0, 1.0)  # the refinement passes, if any, had the last fifth
         if rel >= 1.0:
             raise InfeasibleMechanismError(
                 f"The weights could not make the normaliser flat enough: somewhere it needs {rel:.2f} times the share of "

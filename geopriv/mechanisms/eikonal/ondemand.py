@@ -3,14 +3,15 @@
 A held mechanism keeps every kernel entry (about 2,900 per raster node at the paper's
 scaling: 10^8 at 200 x 200, 3 x 10^9 at 1000 x 1000).  A mechanism built or loaded with
 ``kernels="on_demand"`` keeps only what a compact file stores (kernel rate map, outputs, apex
-radii, weights, normaliser) and recomputes kernels when something needs them, with the very
-function the build used (:func:`.kernels.kernel_pass`, column by column, so the values are
-bit for bit those the build verified):
+radii, weights, normaliser) and recomputes kernels when something needs them, bit for bit the
+values the build verified:
 
-* sampling needs the rows of the input nodes it draws from: the outputs whose kernel reaches
-  those nodes are found by one multi-source shortest-path search (:func:`.kernels.outputs_reaching`),
-  only their columns are solved, and only the requested rows are kept (:class:`RowCache`,
-  which grows as new nodes are sampled);
+* sampling needs the rows of the input nodes it draws from (:func:`rows`, kept in a
+  :class:`RowCache` that grows as new nodes are sampled).  Few nodes: one shortest-path search
+  from each node (:func:`.kernels.kernel_rows`; on the quantised graph travel times are exact
+  sums, the same floats in both directions).  Many nodes: the outputs whose kernel reaches them
+  are found by one multi-source search (:func:`.kernels.outputs_reaching`), their columns solved
+  by the build's function (:func:`.kernels.kernel_pass`), and only the requested rows kept;
 * verification, expected errors and the posterior-mean remap need every column once: one
   pass whose reductions run in the workers or per chunk as it arrives (memory: one chunk per
   worker plus a few arrays of the raster's size).
