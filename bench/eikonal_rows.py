@@ -95,7 +95,7 @@ def main(argv=None):
         f"`python bench/eikonal_rows.py --size {args.size} --jobs {args.jobs}`: {args.size} x {args.size}, {how}; "
         f"{len(mech.weights):,} outputs, {epr:,.0f} kernel entries per row on average, {n_nodes:,} nodes.  "
         "Rows of k nodes drawn from the population prior, each way on a fresh cache (and `sample()` of k points from the prior, up to 4 nodes each); the two ways "
-        "gave identical arrays on every request.\n",
+        "gave identical arrays on every request where both ran.\n",
         "| k | distinct nodes | from the nodes | as columns (n_jobs={}) | columns / nodes | sample(), automatic |".format(args.jobs),
         "|---|---|---|---|---|---|",
     ]
