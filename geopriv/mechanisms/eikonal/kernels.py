@@ -590,7 +590,18 @@ def outputs_reaching(kp, shape, cell, P, oi, oj, apex_t, cap, solver, nodes, gra
     return np.flatnonzero(d <= reach * (1 + 1e-9) + 1e-9)
 
 
-def kernel_rows(kp, shape, P, oi, oj, apex_t, cap, nodes, graph, graph_bits) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def searchable(graph, graph_bits: int | None, limit: float) -> bool:
+    """True when Dijkstra sums on ``graph`` are exact up to ``limit``: its weights are multiples of the
+    quantum of ``graph_bits`` (:func:`_stencil_graph`) and ``limit`` is below :func:`exact_limit`.
+    O(edges): callers that search often check once (:func:`.ondemand.can_solve_rows`)."""
+    if graph_bits is None or not limit < exact_limit(graph, graph_bits):
+        return False
+    q = graph_quantum(graph.data.max(), graph_bits) if graph.nnz else 1.0
+    return bool(np.array_equal(np.floor(graph.data / q) * q, graph.data))
+
+
+def kernel_rows(kp, shape, P, oi, oj, apex_t, cap, nodes, graph, graph_bits,
+                checked: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Kernel rows of raster ``nodes`` by one shortest-path search from each node (solver "graph").
 
     Returns CSR arrays over every raster node (rows not asked for are empty): ``indptr``,
@@ -599,7 +610,8 @@ def kernel_rows(kp, shape, P, oi, oj, apex_t, cap, nodes, graph, graph_bits) -> 
     (``graph_bits``, :func:`_stencil_graph`) travel times are exact sums, so d(u, y) searched from
     u is the float d(y, u) searched from y; the values are then formed by the same operations
     as :func:`_kernel_columns_graph`'s.  A graph that is not quantised (mechanisms of earlier
-    versions) is refused: its sums depend on the direction of the search.  One search costs
+    versions) is refused: its sums depend on the direction of the search (``checked=True``: the
+    caller has established :func:`searchable` for this graph and limit).  One search costs
     about one column's, so this is the cheaper way when there are fewer nodes than outputs
     reaching them (a few points on a large raster).
     """
@@ -610,12 +622,9 @@ def kernel_rows(kp, shape, P, oi, oj, apex_t, cap, nodes, graph, graph_bits) -> 
     T = float(cap)
     a = np.asarray(apex_t, np.float64)
     limit = T + float(a.max()) + 1e-9 if len(a) else T
-    if graph_bits is None or not limit < exact_limit(graph, graph_bits):
-        raise ValueError("kernel_rows needs a quantised graph whose path sums are exact up to the kernels' reach.")
-    q = graph_quantum(graph.data.max(), graph_bits) if graph.nnz else 1.0
-    if not np.array_equal(np.floor(graph.data / q) * q, graph.data):
-        raise ValueError(f"kernel_rows: the graph's weights are not multiples of 2^{math.frexp(q)[1] - 1} "
-                         f"(build it with _stencil_graph(kp, hy, hx, {graph_bits})).")
+    if not checked and not searchable(graph, graph_bits, limit):
+        raise ValueError("kernel_rows needs a quantised graph (weights multiples of its quantum: "
+                         f"_stencil_graph(kp, hy, hx, {graph_bits})) whose path sums are exact up to the kernels' reach.")
     nodes = np.unique(np.asarray(nodes, np.int64))
     n = ny * nx
     cT = math.exp(-T)

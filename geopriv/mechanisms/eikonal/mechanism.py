@@ -313,10 +313,10 @@ class EikonalMechanism:
             S, colmass, sweeps, extremes = compute_kernels(*problem, extremes=bool(verify), graph_bits=graph_bits)
             timings["kernels_s"] = time.perf_counter() - t0
             t0 = time.perf_counter()
-            w, iters, history = solve_weights(S, cT, ostep, colmass, pm, budget, max_iter, threads=threads, solve_cap=solve_cap)
+            w, iters, history, s = solve_weights(S, cT, ostep, colmass, pm, budget, max_iter, threads=threads, solve_cap=solve_cap)
             nnz = S.nnz
-            # exact, float64, added as the on-demand pass adds them (same normaliser, same id)
-            s = S.row_sums(w, ny, nx) + cT * float(w.sum())
+            if s is None:  # exact, float64, added as the on-demand pass adds them (same normaliser, same id)
+                s = S.row_sums(w, ny, nx) + cT * float(w.sum())
             indptr, indices, kernel = S.to_csr(release=True, threads=threads)  # each column block freed once placed
             del S
         else:
@@ -329,7 +329,7 @@ class EikonalMechanism:
             timings["kernels_s"] = time.perf_counter() - t0
             t0 = time.perf_counter()
             St = first.columns
-            w, iters, history = solve_weights(St, cT, ostep, colmass, pm, budget, max_iter, threads=threads, solve_cap=None)
+            w, iters, history, _ = solve_weights(St, cT, ostep, colmass, pm, budget, max_iter, threads=threads, solve_cap=None)
             timings["weights_s"] = time.perf_counter() - t0
             t0 = time.perf_counter()
             # the kernels' extremes do not depend on the weights: computed in this pass only
@@ -533,7 +533,7 @@ class EikonalMechanism:
 
     def _carry(self, new) -> None:
         """Caches and runtime settings that a copy with another release rule keeps (same kernels)."""
-        for k in ("sampling_tables", "_row_cache", "_n_jobs", "_mp_context", "_graph"):
+        for k in ("sampling_tables", "_row_cache", "_n_jobs", "_mp_context", "_graph", "_rows_searchable"):
             if k in self.__dict__:
                 new.__dict__[k] = self.__dict__[k]
 

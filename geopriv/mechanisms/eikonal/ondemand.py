@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from .kernels import exact_limit, kernel_pass, kernel_rows, outputs_reaching
+from .kernels import kernel_pass, kernel_rows, outputs_reaching, searchable
 
 
 def problem(mech) -> dict:
@@ -83,11 +83,13 @@ ROW_METHODS = ("auto", "nodes", "columns")
 
 def can_solve_rows(mech) -> bool:
     """True when rows can be searched from the input nodes (a quantised graph, exact up to the kernels' reach)."""
-    pr = problem(mech)
-    if pr["solver"] != "graph" or pr["graph_bits"] is None:
-        return False
-    reach = pr["cap"] + float(np.max(pr["apex_t"], initial=0.0)) + 1e-9
-    return reach < exact_limit(graph(mech), pr["graph_bits"])
+    ok = mech.__dict__.get("_rows_searchable")
+    if ok is None:  # O(edges): once per mechanism object (public data only)
+        pr = problem(mech)
+        reach = pr["cap"] + float(np.max(pr["apex_t"], initial=0.0)) + 1e-9
+        ok = pr["solver"] == "graph" and searchable(graph(mech), pr["graph_bits"], reach)
+        mech.__dict__["_rows_searchable"] = ok
+    return ok
 
 
 def rows(mech, nodes, method: str = "auto") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -129,7 +131,7 @@ def rows(mech, nodes, method: str = "auto") -> tuple[np.ndarray, np.ndarray, np.
         by_nodes = len(nodes) * jobs <= len(outs)
     if by_nodes:
         return kernel_rows(pr["kp"], pr["shape"], pr["P"], pr["oi"], pr["oj"], pr["apex_t"], pr["cap"], nodes, G,
-                           pr["graph_bits"])
+                           pr["graph_bits"], checked=True)
     if outs is None:
         outs = outputs_reaching(pr["kp"], pr["shape"], pr["cell"], pr["P"], pr["oi"], pr["oj"], pr["apex_t"],
                                 pr["cap"], pr["solver"], nodes, graph=G)

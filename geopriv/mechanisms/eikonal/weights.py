@@ -151,7 +151,9 @@ def solve_weights(S: KernelColumns, cT, ostep, colmass, pm: PrivacyMap, budget, 
     at most 90 % of it or stops improving (the best iterate is kept; ``build`` computes the
     exact normaliser and decides).
 
-    Returns (w, iterations, history of (iteration, relative share)).
+    Returns (w, iterations, history of (iteration, relative share), s): ``s`` is the exact
+    normaliser of ``w`` (:meth:`KernelColumns.row_sums` + cap term) when the solve computed it for
+    the returned weights, else None (the caller computes it).
     """
     w0 = ostep.astype(float) ** 2 / colmass
     goal = 0.9
@@ -163,16 +165,17 @@ def solve_weights(S: KernelColumns, cT, ostep, colmass, pm: PrivacyMap, budget, 
         history.extend(hist)
         # exact, float64, summed as the on-demand build's pass sums it (same decision, same history)
         w = w0 * v
-        exact = relative_share(S.row_sums(w, *pm.shape) + cT * float(w.sum()), pm, budget)
+        s = S.row_sums(w, *pm.shape) + cT * float(w.sum())
+        exact = relative_share(s, pm, budget)
         history.append((it, exact))
         if exact < 0.97:
-            return w0 * v, it, history
+            return w, it, history, s
         # up to max_iter more (100 was too few where the truncated kernels plateau just above the budget)
         v, it2, hist = _bb(S, cT, w0, pm, budget, goal, max_iter, threads, v=v)
         history.extend((it + i, sh) for i, sh in hist)
-        return w0 * v, it + it2, history
+        return w0 * v, it + it2, history, None
     v, it, hist = _bb(S, cT, w0, pm, budget, goal, max_iter, threads, v=None)
-    return w0 * v, it, hist
+    return w0 * v, it, hist, None
 
 
 def refine_weights(S: KernelColumns, cT, w, w0, tail: np.ndarray, pm: PrivacyMap, budget, max_iter: int, threads: int = 1):
