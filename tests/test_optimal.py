@@ -287,6 +287,43 @@ def test_column_generation_reaches_the_simplex_optimum_with_a_certified_bound(po
         optimal_mechanism(pop_pm, solver="colgen", pad=1)
 
 
+def _lake_pm():
+    """8 x 8 population with no one on a third of the cells (a lake and the far corner)."""
+    pop = _blob()
+    pop[:, :2] = 0.0
+    pop[6:, 5:] = 0.0
+    return PrivacyMap.from_population(pop, epsilon_range=(0.3, 1.5), transform=_transform(1.0, 8), crs=CRS)
+
+
+def test_column_generation_with_zero_prior_rows_relaxes_them_first_and_still_reaches_the_optimum():
+    import highspy  # noqa: F401  (in the test extra: a missing solver fails, never skips)
+    pm = _lake_pm()
+    assert (pm.prior() == 0).sum() > 16
+    simplex = optimal_mechanism(pm, solver="highs", method="highs-ds")
+    exact = optimal_mechanism(pm, margin=0.0, dual_bound=False).objective
+    m = optimal_mechanism(pm, solver="colgen")
+    p = m.params
+    # phase 1 ran (rows of zero-prior inputs relaxed to <= 1), then phase 2 on the exact rows
+    assert p["colgen_relaxed_rounds"] >= 1 and p["colgen_rounds"] > p["colgen_relaxed_rounds"]
+    # the relaxed problem's bound is a bound for the exact problem, and it is strictly below the
+    # optimum here (negative control: phase 1 alone would not certify the optimum)
+    assert p["colgen_relaxed_bound"] <= exact * (1 + 1e-7)
+    assert p["colgen_relaxed_bound"] < exact * (1 - 2e-3)
+    assert p["dual_bound"] <= exact * (1 + 1e-7) and p["dual_bound"] > p["colgen_relaxed_bound"]
+    assert m.verify() <= 1 + 1e-9
+    np.testing.assert_allclose(m.probs.sum(axis=1), 1.0, atol=1e-12)
+    assert m.expected_mse() >= exact * (1 - 1e-6)
+    assert m.expected_mse() == pytest.approx(simplex.expected_mse(), rel=2e-3)
+    assert 0 <= p["gap"] < 3e-3
+    # the same problem with the pricing LPs in two worker processes
+    m2 = optimal_mechanism(pm, solver="colgen", n_jobs=2)
+    assert m2.params["n_jobs"] == 2 and m2.verify() <= 1 + 1e-9
+    assert m2.params["dual_bound"] <= exact * (1 + 1e-7)
+    assert m2.expected_mse() == pytest.approx(simplex.expected_mse(), rel=2e-3)
+    with pytest.raises(ValueError, match="n_jobs"):
+        optimal_mechanism(pm, solver="colgen", n_jobs=0)
+
+
 def test_bad_solver_and_window():
     pm = _eps_map(np.full((3, 3), 0.5))
     with pytest.raises(ValueError, match="solver"):

@@ -115,6 +115,10 @@ _log = logging.getLogger(__name__)
 COLGEN_GAP = 1e-3
 #: weight of the best-bound duals in the duals column generation prices at (dual smoothing)
 COLGEN_SMOOTHING = 0.5
+#: relative gap at which column generation leaves phase 1 (rows of zero-prior inputs relaxed to <= 1)
+COLGEN_RELAXED_GAP = 3e-3
+#: column entries below this are left out of the master LP (the mechanism is rebuilt from full columns)
+COLGEN_DROP = 1e-6
 
 
 # ============================================================================================
@@ -398,7 +402,13 @@ def _dual_bound(r_full: np.ndarray, u: np.ndarray, b_ub: np.ndarray) -> float:
     return float(np.minimum(u, 0.0) @ b_ub + r_full.min(axis=1).sum())
 
 
-def _pricing_lp(pm: PrivacyMap, allowed):
+def _cone_matrix(pm: PrivacyMap, allowed):
+    """(indptr, indices, data, rows) of the cone's rows for one output, column-wise (picklable)."""
+    A = _build_lp(pm, np.zeros(pm.shape), np.zeros((1, 2), np.int64), allowed)[2].tocsc()
+    return A.indptr, A.indices, A.data, A.shape[0]
+
+
+def _pricing_model(cone):
     """HiGHS model of  min r.k  s.t.  k in the privacy cone,  0 <= k <= 1  (costs set per output).
 
     The cone is the same for every output: its rows are :func:`_build_lp`'s privacy rows for a
@@ -406,19 +416,19 @@ def _pricing_lp(pm: PrivacyMap, allowed):
     """
     import highspy
 
-    n = pm.shape[0] * pm.shape[1]
-    A = _build_lp(pm, np.zeros(pm.shape), np.zeros((1, 2), np.int64), allowed)[2].tocsc()
+    indptr, indices, data, rows = cone
+    n = len(indptr) - 1
     lp = highspy.HighsLp()
-    lp.num_col_, lp.num_row_ = n, A.shape[0]
+    lp.num_col_, lp.num_row_ = n, rows
     lp.col_cost_ = np.zeros(n)
     lp.col_lower_ = np.zeros(n)
     lp.col_upper_ = np.ones(n)
-    lp.row_lower_ = np.full(A.shape[0], -highspy.kHighsInf)
-    lp.row_upper_ = np.zeros(A.shape[0])
+    lp.row_lower_ = np.full(rows, -highspy.kHighsInf)
+    lp.row_upper_ = np.zeros(rows)
     lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = A.indptr
-    lp.a_matrix_.index_ = A.indices
-    lp.a_matrix_.value_ = A.data
+    lp.a_matrix_.start_ = indptr
+    lp.a_matrix_.index_ = indices
+    lp.a_matrix_.value_ = data
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("threads", 1)
@@ -426,37 +436,117 @@ def _pricing_lp(pm: PrivacyMap, allowed):
     return h
 
 
-def _price(h, C: np.ndarray, v: np.ndarray, want_columns: bool):
-    """(sum_y min(0, min_k (C[:, y] - v) k), [(y, k) with negative reduced cost]) over every output y."""
-    n, m = C.shape
+# per worker process: the pricing problem (sent once through the pool's initializer) and its models
+_PRICING: dict = {}
+
+
+def _init_pricing(problem: dict) -> None:
+    """Worker-process initializer: receive the pricing problem once (works with spawn, forkserver and fork)."""
+    _PRICING.clear()
+    _PRICING.update(problem)
+
+
+def _price_block(state: dict, ys: np.ndarray, v: np.ndarray, want_columns: bool, cone: str):
+    """(sum over ys of min(0, min_k (C[:, y] - v) k), [(y, k) with negative reduced cost]).
+
+    One small LP per output, each warm-started from the previous basis of the same model
+    (``state["model_" + cone]``, built on first use from ``state["cone_" + cone]``).
+    """
+    key = "model_" + cone
+    if key not in state:
+        state[key] = _pricing_model(state["cone_" + cone])
+    h, C = state[key], state["C"]
+    n = C.shape[0]
     idx = np.arange(n, dtype=np.int32)
     total, new = 0.0, []
-    for y in range(m):  # one small LP per output, each warm-started from the previous basis
+    for y in ys:
         h.changeColsCost(n, idx, C[:, y] - v)
         h.run()
         val = h.getInfo().objective_function_value
         total += min(val, 0.0)
         if want_columns and val < -1e-9:
-            new.append((y, np.clip(np.asarray(h.getSolution().col_value, float), 0.0, 1.0)))
+            new.append((int(y), np.clip(np.asarray(h.getSolution().col_value, float), 0.0, 1.0)))
     return total, new
 
 
-def _solve_colgen(pm: PrivacyMap, prior: np.ndarray, out_ij: np.ndarray, lp_allowed, exact_allowed, time_limit, gap: float):
-    """Column generation (Dantzig-Wolfe over outputs) for the LP.  Returns (P, bound, objective, rounds, message);
-    ``exact_allowed`` None: no bound for the exact problem (None returned).
+def _price_block_worker(ys, v, want_columns, cone):
+    return _price_block(_PRICING, ys, v, want_columns, cone)
+
+
+class _Pricer:
+    """Pricing rounds over every output, in this process or spread over ``n_jobs`` worker processes.
+
+    The problem (costs and cone matrices) goes to each worker once, through the pool's
+    initializer, so every start method works (``spawn`` on Windows and macOS).  Outputs are
+    split into contiguous blocks (neighbouring outputs have similar solutions: warm starts) and
+    the round's bound adds the blocks' sums in output order.  Inside a daemonic process (a
+    multiprocessing or dask worker), which may not start processes, it runs in this process.
+    """
+
+    def __init__(self, problem: dict, n_jobs: int, mp_context=None):
+        import multiprocessing as mp
+
+        self.m = problem["C"].shape[1]
+        self.state = dict(problem)
+        self.pool = None
+        if n_jobs > 1 and self.m > 1 and not mp.current_process().daemon:
+            from concurrent.futures import ProcessPoolExecutor
+
+            ctx = mp.get_context(mp_context) if isinstance(mp_context, (str, type(None))) else mp_context
+            self.pool = ProcessPoolExecutor(max_workers=n_jobs, mp_context=ctx, initializer=_init_pricing,
+                                            initargs=(problem,))
+            self.blocks = np.array_split(np.arange(self.m), min(self.m, 2 * n_jobs))
+        else:
+            self.blocks = [np.arange(self.m)]
+
+    def __call__(self, v: np.ndarray, want_columns: bool, cone: str = "lp"):
+        if self.pool is None:
+            return _price_block(self.state, self.blocks[0], v, want_columns, cone)
+        futures = [self.pool.submit(_price_block_worker, b, v, want_columns, cone) for b in self.blocks]
+        total, new = 0.0, []
+        for f in futures:
+            t, nw = f.result()
+            total += t
+            new.extend(nw)
+        return total, new
+
+    def close(self):
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+            self.pool = None
+
+
+def _solve_colgen(pm: PrivacyMap, prior: np.ndarray, out_ij: np.ndarray, lp_allowed, exact_allowed, time_limit,
+                  gap: float, n_jobs: int = 1, mp_context=None):
+    """Column generation (Dantzig-Wolfe over outputs) for the LP.  Returns (P, bound, objective, rounds, message,
+    info); ``exact_allowed`` None: no bound for the exact problem (None returned); ``info``: phase 1's
+    rounds, bound (for the margin's cone, CRS units^2) and seconds (0, None, None without phase 1).
 
     Every output column P(. | y) lies in the same cone; only the row sums couple them.  The master
     LP keeps, per output, nonnegative combinations of generated cone elements k (0 <= k <= 1)
     under the row sums; its multipliers v of the row sums price new elements, one small LP per
-    output (:func:`_pricing_lp`, warm-started).  For any v,
+    output (:func:`_pricing_model`, warm-started).  For any v,
 
         OPT >= sum_a v(a) + sum_y min_{k in cone, 0 <= k <= 1} (c(., y) - v) . k
 
     (Lagrangian relaxation of the row sums; 0 <= P <= 1 holds at the optimum), so each pricing
     round certifies a lower bound; the bound for the exact problem prices over the exact cone.
-    Stops when (master - bound) / bound <= ``gap``, when no column prices out, or at
-    ``time_limit``.  Starts from exp(-d(., y)) for every output (d: shortest paths over the
-    margin's allowed losses, an element of the cone) and the uniform column.
+
+    Two phases.  The rows of inputs without prior weight cost nothing, and the master's
+    multipliers on them start large and positive: every output's pricing then covers them, and
+    the bound stays far below the master for many rounds (35 x 35: no positive bound in 5
+    minutes).  Phase 1 solves the *relaxed* problem where those rows only need sum_y P(y|a) <= 1
+    (their multipliers are then <= 0); it converges in a few rounds, and since the bound above
+    holds for any v, its bounds are bounds for the exact problem (about 1 % below its optimum on
+    Tokyo).  Phase 2 restores the equalities, seeds the master with the phase-1 mechanism made
+    exactly feasible (renormalised and repaired), and continues from there.
+
+    Stops when (master - bound) / bound <= ``gap`` in phase 2, when no column prices out, or at
+    ``time_limit`` (in phase 1, after one phase-2 master so the result is a mechanism).  Starts from
+    exp(-d(., y)) for every output (d: shortest paths over the margin's allowed losses, an element
+    of the cone) and the uniform column.  The master LP leaves out column entries below
+    ``COLGEN_DROP`` (dense columns made it the slow part); ``P`` is rebuilt from the full columns
+    and the repair renormalises the rows.
     """
     import highspy
     from scipy.sparse.csgraph import dijkstra
@@ -474,13 +564,19 @@ def _solve_colgen(pm: PrivacyMap, prior: np.ndarray, out_ij: np.ndarray, lp_allo
     if not inside.all():
         raise ValueError("solver='colgen' needs pad=0 (outputs on the map's nodes).")
     D = dijkstra(G, directed=True, indices=out_ij[:, 0] * nx + out_ij[:, 1])  # (m, n)
-    price = _pricing_lp(pm, lp_allowed)
+    free = np.flatnonzero(np.asarray(prior, float).ravel() == 0).astype(np.int32)  # rows without prior weight
+    problem = {"C": C, "cone_lp": _cone_matrix(pm, lp_allowed)}
+    if exact_allowed is not None:
+        problem["cone_exact"] = _cone_matrix(pm, exact_allowed)
     master = highspy.Highs()
     master.setOptionValue("output_flag", False)
     master.setOptionValue("threads", 1)
     mlp = highspy.HighsLp()
     mlp.num_col_, mlp.num_row_ = 0, n
-    mlp.row_lower_ = np.ones(n)
+    relaxed = len(free) > 0
+    lower = np.ones(n)
+    lower[free] = -highspy.kHighsInf  # phase 1 (relaxed rows)
+    mlp.row_lower_ = lower
     mlp.row_upper_ = np.ones(n)
     master.passModel(mlp)
     columns, owners = [], []
@@ -489,63 +585,91 @@ def _solve_colgen(pm: PrivacyMap, prior: np.ndarray, out_ij: np.ndarray, lp_allo
         ks = np.asarray(ks, float)  # (j, n)
         j = len(ks)
         cost = np.einsum("jn,nj->j", ks, C[:, ys])
-        # HiGHS drops entries below 1e-9 (and then fails to warm-start): pass only the others; P
-        # is rebuilt from the full columns, and the repair covers the difference (~1e-9 per row)
-        keep = ks >= 1e-9
+        keep = ks >= COLGEN_DROP
         starts = np.concatenate([[0], np.cumsum(keep.sum(axis=1))[:-1]]).astype(np.int32)
         master.addCols(j, cost, np.zeros(j), np.full(j, highspy.kHighsInf), int(keep.sum()),
                        starts, np.nonzero(keep)[1].astype(np.int32), ks[keep])
         columns.extend(ks)
         owners.extend(int(y) for y in ys)
 
-    add(np.exp(-D), np.arange(m))
-    add(np.ones((1, n)), [int(np.argmin(C.sum(axis=0)))])
-    del D
-    bound, rounds, message, v_best = -np.inf, 0, "column generation", None
-    while True:
-        rounds += 1
+    def solve_master():
         master.run()
         if master.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             master.clearSolver()  # a failed warm start: solve from scratch once
             master.run()
         if master.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             raise InfeasibleMechanismError(f"The column generation master LP failed ({master.modelStatusToString(master.getModelStatus())}).")
-        upper = master.getInfo().objective_function_value
-        v = np.asarray(master.getSolution().row_dual, float)
-        # price at duals smoothed towards those of the best bound so far (Wentges): the master's
-        # own duals jump between extreme points and give poor bounds and columns
-        vs = v if v_best is None else COLGEN_SMOOTHING * v_best + (1.0 - COLGEN_SMOOTHING) * v
-        total, new = _price(price, C, vs, want_columns=True)
-        if float(vs.sum()) + total > bound:
-            bound, v_best = float(vs.sum()) + total, vs.copy()
-        new = [(y, k) for y, k in new if float((C[:, y] - v) @ k) < -1e-9]  # columns that improve the master
-        if not new and vs is not v:  # smoothing found nothing for the master: price at its own duals
-            total, new = _price(price, C, v, want_columns=True)
-            if float(v.sum()) + total > bound:
-                bound, v_best = float(v.sum()) + total, v.copy()
-        elapsed = time.perf_counter() - t0
-        _log.info("column generation round %d (%.0f s): master %.6g, bound %.6g, %d new columns",
-                  rounds, elapsed, upper * cscale, bound * cscale, len(new))
-        if not new:
-            message = f"column generation: no column prices out after {rounds} rounds"
-            break
-        if bound > 0 and (upper - bound) / bound <= gap:
-            message = f"column generation: gap {(upper - bound) / bound:.1e} after {rounds} rounds"
-            break
-        if time_limit is not None and elapsed > time_limit:
-            gap_now = f"gap {(upper - bound) / bound:.1e}" if bound > 0 else "no positive bound yet"
-            message = f"column generation: time limit after {rounds} rounds, {gap_now}"
-            break
-        add([k for _, k in new], [y for y, _ in new])
-    lam = np.asarray(master.getSolution().col_value, float)
-    P = np.zeros((n, m))
-    for j in np.flatnonzero(lam > 0):
-        P[:, owners[j]] += lam[j] * columns[j]
-    exact_bound = None
-    if exact_allowed is not None:  # the certified bound is for the exact problem: the best duals over the exact cone
-        exact_total, _ = _price(_pricing_lp(pm, exact_allowed), C, v_best, want_columns=False)
-        exact_bound = (float(v_best.sum()) + exact_total) * cscale
-    return P, exact_bound, upper * cscale, rounds, message
+        return master.getInfo().objective_function_value, np.asarray(master.getSolution().row_dual, float)
+
+    def mechanism():
+        lam = np.asarray(master.getSolution().col_value, float)
+        P = np.zeros((n, m))
+        for j in np.flatnonzero(lam > 0):
+            P[:, owners[j]] += lam[j] * columns[j]
+        return P
+
+    def restore_rows():
+        """Phase 2: the exact row sums, and the phase-1 mechanism made feasible as a starting point."""
+        P0 = mechanism()
+        P0 = _repaired(np.clip(P0, 0.0, None), pm, lp_allowed, {}, True)
+        master.changeRowsBounds(len(free), free, np.ones(len(free)), np.ones(len(free)))
+        add(P0.T, np.arange(m))
+
+    add(np.exp(-D), np.arange(m))
+    add(np.ones((1, n)), [int(np.argmin(C.sum(axis=0)))])
+    del D
+    price = _Pricer(problem, n_jobs, mp_context)
+    info = {"relaxed_rounds": 0, "relaxed_bound": None, "relaxed_seconds": None}
+    try:
+        bound, rounds, message, v_best = -np.inf, 0, "column generation", None
+        while True:
+            rounds += 1
+            upper, v = solve_master()
+            # price at duals smoothed towards those of the best bound so far (Wentges): the master's
+            # own duals jump between extreme points and give poor bounds and columns
+            vs = v if v_best is None else COLGEN_SMOOTHING * v_best + (1.0 - COLGEN_SMOOTHING) * v
+            total, new = price(vs, want_columns=True)
+            if float(vs.sum()) + total > bound:
+                bound, v_best = float(vs.sum()) + total, vs.copy()
+            new = [(y, k) for y, k in new if float((C[:, y] - v) @ k) < -1e-9]  # columns that improve the master
+            if not new and vs is not v:  # smoothing found nothing for the master: price at its own duals
+                total, new = price(v, want_columns=True)
+                if float(v.sum()) + total > bound:
+                    bound, v_best = float(v.sum()) + total, v.copy()
+            elapsed = time.perf_counter() - t0
+            _log.info("column generation round %d (%.0f s, %s): master %.6g, bound %.6g, %d new columns", rounds,
+                      elapsed, "relaxed rows" if relaxed else "exact rows", upper * cscale, bound * cscale, len(new))
+            if relaxed and (not new or (bound > 0 and (upper - bound) / bound <= COLGEN_RELAXED_GAP)
+                            or (time_limit is not None and elapsed > time_limit)):
+                relaxed = False
+                info.update(relaxed_rounds=rounds, relaxed_bound=bound * cscale, relaxed_seconds=elapsed)
+                if new:
+                    add([k for _, k in new], [y for y, _ in new])
+                restore_rows()
+                if time_limit is not None and elapsed > time_limit:
+                    upper, v = solve_master()
+                    message = f"column generation: time limit in phase 1 after {rounds} rounds"
+                    break
+                continue
+            if not new:
+                message = f"column generation: no column prices out after {rounds} rounds"
+                break
+            if bound > 0 and (upper - bound) / bound <= gap:
+                message = f"column generation: gap {(upper - bound) / bound:.1e} after {rounds} rounds"
+                break
+            if time_limit is not None and elapsed > time_limit:
+                gap_now = f"gap {(upper - bound) / bound:.1e}" if bound > 0 else "no positive bound yet"
+                message = f"column generation: time limit after {rounds} rounds, {gap_now}"
+                break
+            add([k for _, k in new], [y for y, _ in new])
+        P = mechanism()
+        exact_bound = None
+        if exact_allowed is not None:  # the certified bound is for the exact problem: the best duals over the exact cone
+            exact_total, _ = price(v_best, want_columns=False, cone="exact")
+            exact_bound = (float(v_best.sum()) + exact_total) * cscale
+    finally:
+        price.close()
+    return P, exact_bound, upper * cscale, rounds, message, info
 
 
 def _repaired(P: np.ndarray, pm: PrivacyMap, lp_allowed, params: dict, repair: bool) -> np.ndarray:
@@ -756,6 +880,7 @@ def optimal_mechanism(
     options: dict | None = None,
     dual_bound: bool = True,
     window: int | None = None,
+    n_jobs: int = 1,
 ) -> OptimalMechanism:
     """Solve the LP for the minimum expected squared error mechanism meeting ``privacy_map``.
 
@@ -826,6 +951,8 @@ def optimal_mechanism(
         raise ValueError(f"pad must be an integer >= 0; got {pad!r}.")
     if solver not in SOLVERS:
         raise ValueError(f"solver must be one of {SOLVERS}; got {solver!r}.")
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or n_jobs < 1:
+        raise ValueError(f"n_jobs must be an integer >= 1 (worker processes for solver='colgen'); got {n_jobs!r}.")
     pad = int(pad)
     margin = float(margin)
     if not 0.0 <= margin < 1.0:
@@ -877,11 +1004,13 @@ def optimal_mechanism(
             raise ImportError("solver='colgen' needs the optional package highspy: pip install highspy "
                               "(or pip install 'geopriv[lp]'), or use solver='highs'.") from None
         t0 = time.perf_counter()
-        P, bound, objective, rounds, message = _solve_colgen(pm, p, out_ij, lp_allowed, _allowed(pm) if dual_bound else None,
-                                                             time_limit, COLGEN_GAP)
+        P, bound, objective, rounds, message, info = _solve_colgen(pm, p, out_ij, lp_allowed, _allowed(pm) if dual_bound else None,
+                                                             time_limit, COLGEN_GAP, int(n_jobs))
         # the full problem's rows, implicitly: its cone, priced per output
         params.update(method="column generation", solver="highspy-colgen", lp_constraints=size["constraints"],
-                      colgen_rounds=rounds)
+                      colgen_rounds=rounds, n_jobs=int(n_jobs), colgen_relaxed_rounds=info["relaxed_rounds"],
+                      colgen_relaxed_bound=None if info["relaxed_bound"] is None else info["relaxed_bound"] / gs2,
+                      colgen_relaxed_seconds=info["relaxed_seconds"])
         return _mechanism(P, pm, p, lp_allowed, output_xy, message, time.perf_counter() - t0, objective / gs2,
                           None if bound is None else bound / gs2, repair, t_start, params)
     c, cscale, A_ub, b_ub, A_eq, b_eq = _build_lp(pm, p_lp, out_ij, lp_allowed, win)
