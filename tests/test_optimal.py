@@ -324,6 +324,35 @@ def test_column_generation_with_zero_prior_rows_relaxes_them_first_and_still_rea
         optimal_mechanism(pm, solver="colgen", n_jobs=0)
 
 
+def test_pricing_in_spawned_workers_equals_pricing_in_process():
+    """The pricing pool gets its problem through the initializer, so ``spawn`` (Windows, macOS) works."""
+    import highspy  # noqa: F401
+    from geopriv.mechanisms import optimal as opt
+
+    pm = _lake_pm()
+    out_ij, _ = opt._output_grid(pm.shape, 0)
+    allowed = [a * (1 - 1e-4) for a in opt._allowed(pm)]
+    C = opt._cost(pm, pm.prior(), out_ij)
+    C = C / C.max()
+    problem = {"C": C, "cone_lp": opt._cone_matrix(pm, allowed)}
+    v = np.random.default_rng(3).uniform(0.0, 0.05, C.shape[0])
+    here = opt._Pricer(problem, 1)
+    there = opt._Pricer(problem, 2, mp_context="spawn")
+    try:
+        t1, new1 = here(v, want_columns=True)
+        t2, new2 = there(v, want_columns=True)
+    finally:
+        here.close()
+        there.close()
+    assert t1 < 0 and t2 == pytest.approx(t1, rel=1e-9, abs=1e-12)
+    assert [y for y, _ in new1] == [y for y, _ in new2]
+    # every column is an element of the cone within the box (what the master may combine)
+    ia, ib, w = opt._edges(pm.shape, allowed)
+    for _, k in new2:
+        assert k.min() >= 0 and k.max() <= 1 + 1e-12
+        assert np.all(k[ia] <= np.exp(w) * k[ib] + 1e-9) and np.all(k[ib] <= np.exp(w) * k[ia] + 1e-9)
+
+
 def test_bad_solver_and_window():
     pm = _eps_map(np.full((3, 3), 0.5))
     with pytest.raises(ValueError, match="solver"):

@@ -68,8 +68,8 @@ problem) and converges in about a dozen rounds to within ~1 % of the optimum; th
 restores the equalities, starting from the phase-1 mechanism made feasible by the repair.  The
 master leaves out column entries below ``COLGEN_DROP`` (1e-6; dense columns made it the slow
 part), and the pricing LPs can run in worker processes (``n_jobs``).  Measured on the Tokyo
-map: 20 x 20 to a certified 1e-3 gap in 27 s with 2 workers (53 s before these changes), 35 x 35
-bracketed in bench/results/optimal.md.
+map: 20 x 20 to a certified 1e-3 gap in 21 s with 2 workers (53 s before these changes); 35 x 35
+bracketed to 4.1 % in 350 s (0.3057 .. 0.3184 x Laplace; bench/results/optimal.md).
 
 Solver tolerances
 -----------------
@@ -544,7 +544,7 @@ def _solve_colgen(pm: PrivacyMap, prior: np.ndarray, out_ij: np.ndarray, lp_allo
     Two phases.  The rows of inputs without prior weight cost nothing, and the master's
     multipliers on them start large and positive: every output's pricing then covers them, and
     the bound stays far below the master for many rounds (35 x 35: no positive bound in 5
-    minutes).  Phase 1 solves the *relaxed* problem where those rows only need sum_y P(y|a) <= 1
+    minutes before this).  Phase 1 solves the *relaxed* problem where those rows only need sum_y P(y|a) <= 1
     (their multipliers are then <= 0); it converges in a few rounds, and since the bound above
     holds for any v, its bounds are bounds for the exact problem (about 1 % below its optimum on
     Tokyo).  Phase 2 restores the equalities, seeds the master with the phase-1 mechanism made
@@ -932,7 +932,7 @@ def optimal_mechanism(
         generation over the outputs (one small pricing LP per output and round, a master LP over
         the row sums; needs ``highspy``, ``pad=0`` and no ``window``), stopping at a certified
         relative gap of ``COLGEN_GAP`` (1e-3) or at ``time_limit`` (then the best mechanism so far,
-        with its bound): the fastest route to the paper's sizes (20 x 20 in ~1 minute).  "ipm": HiGHS
+        with its bound): the fastest route to the paper's sizes (20 x 20 in ~20 s with ``n_jobs=2``).  "ipm": HiGHS
         interior point **without crossover**, "pdlp": HiGHS' first-order PDLP, both through the
         optional ``highspy`` package, single-threaded (an interior or approximate solution is
         enough: the repair makes it exactly private and ``params["dual_bound"]`` says how far
