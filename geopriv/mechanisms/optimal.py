@@ -628,7 +628,8 @@ def _solve_colgen(pm: PrivacyMap, prior: np.ndarray, out_ij: np.ndarray, lp_allo
         repaired) as a starting point.  The phase-1 columns stay: they make the exact master slower
         (2.6 M entries at 35 x 35), but without them 20 x 20 took more than 60 rounds instead of 26."""
         P0 = _repaired(np.clip(mechanism(), 0.0, None), pm, lp_allowed, {}, True)
-        master.changeRowsBounds(len(free), free, np.ones(len(free)), np.ones(len(free)))
+        for a in free:  # (changeRowsBounds is not in highspy 1.8)
+            master.changeRowBounds(int(a), 1.0, 1.0)
         add(P0.T, np.arange(m))
 
     add(np.exp(-D), np.arange(m))
