@@ -108,6 +108,7 @@ import numpy as np
 from ..exceptions import InfeasibleMechanismError, RasterError
 from ..privacy_map import PrivacyMap
 from .grid import allowed as _allowed, edge_list, edge_slices as _edge_slices, mean_ground_scale as _mean_ground_scale
+from .pool import process_pool
 
 __all__ = ["OptimalMechanism", "optimal_mechanism", "coarsen", "coarsen_to", "lp_size", "SOLVERS"]
 
@@ -486,27 +487,17 @@ class _Pricer:
     """Pricing rounds over every output, in this process or spread over ``n_jobs`` worker processes.
 
     The problem (costs and cone matrices) goes to each worker once, through the pool's
-    initializer, so every start method works (``spawn`` on Windows and macOS).  Outputs are
-    split into contiguous blocks (neighbouring outputs have similar solutions: warm starts) and
-    the round's bound adds the blocks' sums in output order.  Inside a daemonic process (a
-    multiprocessing or dask worker), which may not start processes, it runs in this process.
+    initializer (:func:`geopriv.mechanisms.pool.process_pool`: every start method works; inside
+    a daemonic process it runs in this process).  Outputs are split into contiguous blocks
+    (neighbouring outputs have similar solutions: warm starts) and the round's bound adds the
+    blocks' sums in output order.
     """
 
     def __init__(self, problem: dict, n_jobs: int, mp_context=None):
-        import multiprocessing as mp
-
         self.m = problem["C"].shape[1]
         self.state = dict(problem)
-        self.pool = None
-        if n_jobs > 1 and self.m > 1 and not mp.current_process().daemon:
-            from concurrent.futures import ProcessPoolExecutor
-
-            ctx = mp.get_context(mp_context) if isinstance(mp_context, (str, type(None))) else mp_context
-            self.pool = ProcessPoolExecutor(max_workers=n_jobs, mp_context=ctx, initializer=_init_pricing,
-                                            initargs=(problem,))
-            self.blocks = np.array_split(np.arange(self.m), min(self.m, 2 * n_jobs))
-        else:
-            self.blocks = [np.arange(self.m)]
+        self.pool = process_pool(min(n_jobs, self.m), _init_pricing, (problem,), mp_context)
+        self.blocks = [np.arange(self.m)] if self.pool is None else np.array_split(np.arange(self.m), min(self.m, 2 * n_jobs))
 
     def __call__(self, v: np.ndarray, want_columns: bool, cone: str = "lp"):
         if self.pool is None:

@@ -21,6 +21,7 @@ import numpy as np
 
 from ...privacy_map import edge_weights, lipschitz_envelope
 from ..grid import edge_slices, edge_window
+from ..pool import process_pool
 
 FMM_SLACK = 0.98
 # window half-sizes tried for each output (cells): about 6 % apart, so windows are rarely much
@@ -393,25 +394,21 @@ def _run_kernels(order: np.ndarray, problem: dict, n_jobs: int, progress, mp_con
     return value is kept instead (a reduction that should not wait for every chunk).
 
     The problem (graph or speed map, outputs, cap) is sent to each worker once through the
-    pool's initializer, so the pool works under every start method (``spawn`` on Windows and
-    macOS, ``forkserver``/``fork`` on Linux); ``mp_context`` picks one (default: the platform's).
-    Inside a daemonic process (a multiprocessing or dask worker), which may not start
-    processes, the chunks run in this process.
+    pool's initializer (:func:`geopriv.mechanisms.pool.process_pool`: every start method works;
+    ``mp_context`` picks one, default the platform's; inside a daemonic process the chunks run
+    in this process).
     """
-    import multiprocessing as mp
-
     M = len(order)
     chunk = CHUNK
     chunks = [order[k:k + chunk] for k in range(0, M, chunk)]
     results = [None] * len(chunks)
     bar, callback = progress_reporter(progress, M, "eikonal kernels")
     done = 0
-    if n_jobs > 1 and len(chunks) > 1 and not mp.current_process().daemon:
-        from concurrent.futures import ProcessPoolExecutor, as_completed
+    pool = process_pool(min(n_jobs, len(chunks)), _init_worker, (problem,), mp_context)
+    if pool is not None:
+        from concurrent.futures import as_completed
 
-        ctx = mp.get_context(mp_context) if isinstance(mp_context, (str, type(None))) else mp_context
-        with ProcessPoolExecutor(max_workers=min(n_jobs, len(chunks)), mp_context=ctx,
-                                 initializer=_init_worker, initargs=(problem,)) as pool:
+        with pool:
             futures = {pool.submit(_kernel_columns, c): k for k, c in enumerate(chunks)}
             for fut in as_completed(futures):
                 k = futures[fut]
