@@ -67,9 +67,12 @@ negative for minutes at 35 x 35.  So a first phase relaxes those rows to sum_y P
 problem) and converges in about a dozen rounds to within ~1 % of the optimum; the second phase
 restores the equalities, starting from the phase-1 mechanism made feasible by the repair.  The
 master leaves out column entries below ``COLGEN_DROP`` (1e-6; dense columns made it the slow
-part), and the pricing LPs can run in worker processes (``n_jobs``).  Measured on the Tokyo
-map: 20 x 20 to a certified 1e-3 gap in 21 s with 2 workers (53 s before these changes); 35 x 35
-bracketed to 4.1 % in 350 s (0.3057 .. 0.3184 x Laplace; bench/results/optimal.md).
+part), the master runs primal simplex after its first solve (new columns keep its basis primal
+feasible), and the pricing LPs can run in worker processes (``n_jobs``).  Measured on the Tokyo
+map: 20 x 20 to a certified 1e-3 gap in 19 s with 2 workers (53 s before these changes); 35 x 35
+bracketed to 3.8 % in 321 s (0.3057 .. 0.3173 x Laplace; bench/results/optimal.md).  Phase 2 is
+what is slow there: the relaxed optimum leaves the empty cells almost empty, and for half of
+them no extension of the populated rows reaches a row sum of 1 (docs/eikonal.md).
 
 Solver tolerances
 -----------------
@@ -129,6 +132,7 @@ COLGEN_SMOOTHING = 0.5
 COLGEN_RELAXED_GAP = 3e-3
 #: column entries below this are left out of the master LP (the mechanism is rebuilt from full columns)
 COLGEN_DROP = 1e-6
+SIMPLEX_DUAL, SIMPLEX_PRIMAL = 1, 4  # HiGHS simplex_strategy values
 
 
 # ============================================================================================
@@ -622,6 +626,7 @@ def _solve_colgen(pm: PrivacyMap, prior: np.ndarray, out_ij: np.ndarray, lp_allo
         for a in free:  # (changeRowsBounds is not in highspy 1.8)
             master.changeRowBounds(int(a), 1.0, 1.0)
         add(P0.T, np.arange(m))
+        master.setOptionValue("simplex_strategy", SIMPLEX_DUAL)  # the restored rows: dual feasible, not primal
 
     add(np.exp(-D), np.arange(m))
     add(np.ones((1, n)), [int(np.argmin(C.sum(axis=0)))])
@@ -635,6 +640,9 @@ def _solve_colgen(pm: PrivacyMap, prior: np.ndarray, out_ij: np.ndarray, lp_allo
             t_round = time.perf_counter()
             upper, v = solve_master()
             t_master = time.perf_counter() - t_round
+            # new columns keep the basis primal feasible: primal simplex from here (35 x 35: phase-1
+            # masters 1.6-4.5 s instead of 5-15 s, phase-2 masters 13-50 s instead of 40-80 s)
+            master.setOptionValue("simplex_strategy", SIMPLEX_PRIMAL)
             # price at duals smoothed towards those of the best bound so far (Wentges): the master's
             # own duals jump between extreme points and give poor bounds and columns
             vs = v if v_best is None else COLGEN_SMOOTHING * v_best + (1.0 - COLGEN_SMOOTHING) * v
