@@ -78,6 +78,13 @@ def main(argv=None):
         t = time.perf_counter()
         by_nodes = ondemand.rows(fresh(mech), nodes, method="nodes")
         rec["nodes_s"] = time.perf_counter() - t
+        jobs = mech._n_jobs
+        object.__setattr__(mech, "_n_jobs", 1)  # the same searches in one thread, side by side
+        t = time.perf_counter()
+        one = ondemand.rows(fresh(mech), nodes, method="nodes")
+        rec["nodes_1_s"] = time.perf_counter() - t
+        object.__setattr__(mech, "_n_jobs", jobs)
+        assert all(np.array_equal(a, b) for a, b in zip(by_nodes, one)), "threads changed the rows"
         if k <= args.max_columns_k:
             t = time.perf_counter()
             by_cols = ondemand.rows(fresh(mech), nodes, method="columns")
@@ -96,13 +103,13 @@ def main(argv=None):
         f"{len(mech.weights):,} outputs, {epr:,.0f} kernel entries per row on average, {n_nodes:,} nodes.  "
         "Rows of k nodes drawn from the population prior, each way on a fresh cache (and `sample()` of k points from the prior, up to 4 nodes each); the two ways "
         "gave identical arrays on every request where both ran.\n",
-        "| k | distinct nodes | from the nodes | as columns (n_jobs={}) | columns / nodes | sample(), automatic |".format(args.jobs),
-        "|---|---|---|---|---|---|",
+        "| k | distinct nodes | from the nodes (n_jobs={0} threads) | from the nodes, 1 thread | as columns (n_jobs={0}) | columns / nodes | sample(), automatic |".format(args.jobs),
+        "|---|---|---|---|---|---|---|",
     ]
     for r in rows_out:
         cols = f"{r['columns_s']:.2f} s" if "columns_s" in r else "-"
         sp = f"{r['speedup']:.0f}x" if "speedup" in r else "-"
-        lines.append(f"| {r['k']:,} | {r['nodes']:,} | {r['nodes_s']:.2f} s | {cols} | {sp} | {r['sample_auto_s']:.2f} s |")
+        lines.append(f"| {r['k']:,} | {r['nodes']:,} | {r['nodes_s']:.2f} s | {r['nodes_1_s']:.2f} s | {cols} | {sp} | {r['sample_auto_s']:.2f} s |")
     text = "\n".join(lines) + "\n"
     print(text)
     if args.md:

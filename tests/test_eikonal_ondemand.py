@@ -396,22 +396,48 @@ def test_rows_from_the_nodes_are_the_verified_rows_bit_for_bit(pair):
                                 pr["graph_bits"])
 
 
-def test_auto_rows_search_few_nodes_and_solve_columns_for_many(pair, monkeypatch):
+def test_rows_searched_in_threads_are_the_same_arrays(pair):
+    """Batches of node searches in threads (scipy releases the GIL) give the single-thread arrays,
+    joined in node order; the rows are the held rows."""
     pm, held, lazy = pair
+    pr = ondemand.problem(lazy)
+    G = ondemand.graph(lazy)
     n = pm.shape[0] * pm.shape[1]
+    nodes = np.random.default_rng(5).choice(n, size=n // 2, replace=False)
+    args = (pr["kp"], pr["shape"], pr["P"], pr["oi"], pr["oj"], pr["apex_t"], pr["cap"], nodes, G, pr["graph_bits"])
+    one = kernels_mod.kernel_rows(*args)
+    for threads in (2, 3):
+        many = kernels_mod.kernel_rows(*args, threads=threads)
+        for a, b in zip(one, many):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+    ip, idx, ker = one
+    for u in nodes[:50]:
+        assert np.array_equal(ker[ip[u]:ip[u + 1]], held.kernel[held.indptr[u]:held.indptr[u + 1]])
+
+
+def test_auto_rows_search_few_nodes_and_solve_columns_for_many(monkeypatch):
+    """"auto" searches from the nodes when there are no more nodes than outputs reaching them and
+    solves the columns otherwise (outputs thinned: fewer outputs than nodes); same rows both ways."""
+    n = 40
+    rng = np.random.default_rng(2)
+    pop = rng.uniform(0, 5, (n, n))
+    pop[5:15, 20:30] += 80
+    h = 100.0 / n
+    pm = PrivacyMap.from_population(pop, epsilon_range=(0.03, 0.15), transform=rasterio.Affine(h, 0, -50, 0, -h, 50),
+                                    crs=local_aeqd(0.0, 0.0))
+    two = EikonalMechanism.build(pm, cap=8.0, solve_cap=5.0, kernels="on_demand", n_jobs=2)
     calls = []
     real = ondemand.kernel_rows
-    monkeypatch.setattr(ondemand, "kernel_rows", lambda *a, **k: calls.append(len(a[7])) or real(*a, **k))
-    two = EikonalMechanism.build(pm, kernels="on_demand", n_jobs=2)
+    monkeypatch.setattr(ondemand, "kernel_rows", lambda *a, **k: calls.append((len(a[7]), k.get("threads"))) or real(*a, **k))
     few = ondemand.rows(two, [3, 400])
-    assert calls == [2]
-    # every node: no fewer nodes than outputs reaching them per worker process, so columns
-    assert len(two.weights) < 2 * n
-    many = ondemand.rows(two, np.arange(n))
-    assert calls == [2]
+    assert calls == [(2, 2)]  # searched, n_jobs threads
+    everything = np.arange(n * n)
+    assert len(two.weights) < len(everything)  # thinned: every node is more nodes than outputs
+    many = ondemand.rows(two, everything)
+    assert calls == [(2, 2)]  # columns
     for u in (3, 400):
-        assert np.array_equal(few[1][few[0][u]:few[0][u + 1]], many[1][many[0][u]:many[0][u + 1]])
-        assert np.array_equal(few[2][few[0][u]:few[0][u + 1]], held.kernel[held.indptr[u]:held.indptr[u + 1]])
+        for k in (1, 2):
+            assert np.array_equal(few[k][few[0][u]:few[0][u + 1]], many[k][many[0][u]:many[0][u + 1]])
 
 
 def test_mechanisms_without_a_quantised_graph_solve_columns(tmp_path, monkeypatch):

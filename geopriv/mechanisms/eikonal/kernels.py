@@ -598,7 +598,7 @@ def searchable(graph, graph_bits: int | None, limit: float) -> bool:
 
 
 def kernel_rows(kp, shape, P, oi, oj, apex_t, cap, nodes, graph, graph_bits,
-                checked: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                checked: bool = False, threads: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Kernel rows of raster ``nodes`` by one shortest-path search from each node (solver "graph").
 
     Returns CSR arrays over every raster node (rows not asked for are empty): ``indptr``,
@@ -610,8 +610,12 @@ def kernel_rows(kp, shape, P, oi, oj, apex_t, cap, nodes, graph, graph_bits,
     versions) is refused: its sums depend on the direction of the search (``checked=True``: the
     caller has established :func:`searchable` for this graph and limit).  One search costs
     about one column's, so this is the cheaper way when there are fewer nodes than outputs
-    reaching them (a few points on a large raster).
+    reaching them (a few points on a large raster).  ``threads``: batches of nodes searched in
+    that many threads (scipy's searches release the GIL; each batch's arrays do not depend on
+    the thread, and they are joined in node order).
     """
+    from concurrent.futures import ThreadPoolExecutor
+
     from scipy.sparse.csgraph import dijkstra
 
     ny, nx = shape
@@ -631,7 +635,8 @@ def kernel_rows(kp, shape, P, oi, oj, apex_t, cap, nodes, graph, graph_bits,
     batch = max(1, min(64, int(2e7 // max(NY * NX, 1))))
     gi, gj = np.divmod(nodes, nx)
     src = (gi + P) * NX + (gj + P)
-    for start in range(0, len(nodes), batch):
+
+    def search(start):
         D = dijkstra(graph, directed=True, indices=src[start:start + batch], limit=limit)
         Dy = D[:, O]
         del D
@@ -642,9 +647,24 @@ def kernel_rows(kp, shape, P, oi, oj, apex_t, cap, nodes, graph, graph_bits,
         inside = F < T
         bi, bj, F = bi[inside], bj[inside], F[inside]
         ker = np.exp(-F)
-        counts[nodes[start:start + batch]] = np.bincount(bi, minlength=len(src[start:start + batch]))
-        idx_out.append(bj.astype(np.int32))
-        val_out.append((ker - cT).astype(np.float32))
+        return (start, np.bincount(bi, minlength=len(src[start:start + batch])), bj.astype(np.int32),
+                (ker - cT).astype(np.float32))
+
+    starts = range(0, len(nodes), batch)
+    threads = max(1, min(int(threads), len(starts)))
+    if threads == 1:
+        results = map(search, starts)
+    else:
+        pool = ThreadPoolExecutor(threads)
+        results = pool.map(search, starts)  # in order of the starts
+    try:
+        for start, c, idx, val in results:
+            counts[nodes[start:start + batch]] = c
+            idx_out.append(idx)
+            val_out.append(val)
+    finally:
+        if threads > 1:
+            pool.shutdown(cancel_futures=True)
     indptr = np.zeros(n + 1, np.int64)
     np.cumsum(counts, out=indptr[1:])
     indices = np.concatenate(idx_out) if idx_out else np.zeros(0, np.int32)

@@ -106,8 +106,8 @@ def rows(mech, nodes, method: str = "auto") -> tuple[np.ndarray, np.ndarray, np.
       in both directions).  A request of a few nodes costs a few searches instead of the
       thousands of columns that reach them (at 1000 x 1000: a fraction of a second instead of minutes).
 
-    ``"auto"`` takes "nodes" when it can and there are fewer nodes than outputs reaching them
-    per worker process.
+    ``"auto"`` takes "nodes" when it can and there are no more nodes than outputs reaching them
+    (both ways run ``n_jobs`` at a time: the node searches in threads, the columns in processes).
     """
     if method not in ROW_METHODS:
         raise ValueError(f"method must be one of {ROW_METHODS}")
@@ -124,14 +124,14 @@ def rows(mech, nodes, method: str = "auto") -> tuple[np.ndarray, np.ndarray, np.
                          "version, or with solver='fmm'): use method='columns'.")
     jobs = max(1, n_jobs(mech))
     outs = None
-    if by_nodes and method == "auto" and len(nodes) * jobs > entries_per_row(mech):
+    if by_nodes and method == "auto" and len(nodes) > entries_per_row(mech):
         # more nodes than one row has outputs: compare with the columns that reach them
         outs = outputs_reaching(pr["kp"], pr["shape"], pr["cell"], pr["P"], pr["oi"], pr["oj"], pr["apex_t"],
                                 pr["cap"], pr["solver"], nodes, graph=G)
-        by_nodes = len(nodes) * jobs <= len(outs)
+        by_nodes = len(nodes) <= len(outs)
     if by_nodes:
         return kernel_rows(pr["kp"], pr["shape"], pr["P"], pr["oi"], pr["oj"], pr["apex_t"], pr["cap"], nodes, G,
-                           pr["graph_bits"], checked=True)
+                           pr["graph_bits"], checked=True, threads=jobs)
     if outs is None:
         outs = outputs_reaching(pr["kp"], pr["shape"], pr["cell"], pr["P"], pr["oi"], pr["oj"], pr["apex_t"],
                                 pr["cap"], pr["solver"], nodes, graph=G)
