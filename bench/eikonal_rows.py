@@ -79,12 +79,12 @@ def main(argv=None):
         by_nodes = ondemand.rows(fresh(mech), nodes, method="nodes")
         rec["nodes_s"] = time.perf_counter() - t
         jobs = mech._n_jobs
-        object.__setattr__(mech, "_n_jobs", 1)  # the same searches in one thread, side by side
+        object.__setattr__(mech, "_n_jobs", 1)  # the same searches in this process, side by side
         t = time.perf_counter()
         one = ondemand.rows(fresh(mech), nodes, method="nodes")
         rec["nodes_1_s"] = time.perf_counter() - t
         object.__setattr__(mech, "_n_jobs", jobs)
-        assert all(np.array_equal(a, b) for a, b in zip(by_nodes, one)), "threads changed the rows"
+        assert all(np.array_equal(a, b) for a, b in zip(by_nodes, one)), "worker processes changed the rows"
         if k <= args.max_columns_k:
             t = time.perf_counter()
             by_cols = ondemand.rows(fresh(mech), nodes, method="columns")
@@ -103,7 +103,7 @@ def main(argv=None):
         f"{len(mech.weights):,} outputs, {epr:,.0f} kernel entries per row on average, {n_nodes:,} nodes.  "
         "Rows of k nodes drawn from the population prior, each way on a fresh cache (and `sample()` of k points from the prior, up to 4 nodes each); the two ways "
         "gave identical arrays on every request where both ran.\n",
-        "| k | distinct nodes | from the nodes (n_jobs={0} threads) | from the nodes, 1 thread | as columns (n_jobs={0}) | columns / nodes | sample(), automatic |".format(args.jobs),
+        "| k | distinct nodes | from the nodes (n_jobs={0}) | from the nodes, in process | as columns (n_jobs={0}) | columns / nodes | sample(), automatic |".format(args.jobs),
         "|---|---|---|---|---|---|---|",
     ]
     for r in rows_out:

@@ -396,9 +396,9 @@ def test_rows_from_the_nodes_are_the_verified_rows_bit_for_bit(pair):
                                 pr["graph_bits"])
 
 
-def test_rows_searched_in_threads_are_the_same_arrays(pair):
-    """Batches of node searches in threads (scipy releases the GIL) give the single-thread arrays,
-    joined in node order; the rows are the held rows."""
+def test_rows_searched_in_worker_processes_are_the_same_arrays(pair, monkeypatch):
+    """Runs of node searches in worker processes (spawned: the graph goes through the initializer)
+    give the in-process arrays, joined in node order; the rows are the held rows."""
     pm, held, lazy = pair
     pr = ondemand.problem(lazy)
     G = ondemand.graph(lazy)
@@ -406,10 +406,15 @@ def test_rows_searched_in_threads_are_the_same_arrays(pair):
     nodes = np.random.default_rng(5).choice(n, size=n // 2, replace=False)
     args = (pr["kp"], pr["shape"], pr["P"], pr["oi"], pr["oj"], pr["apex_t"], pr["cap"], nodes, G, pr["graph_bits"])
     one = kernels_mod.kernel_rows(*args)
-    for threads in (2, 3):
-        many = kernels_mod.kernel_rows(*args, threads=threads)
+    started = []
+    real_pool = kernels_mod.process_pool
+    monkeypatch.setattr(kernels_mod, "process_pool", lambda w, *a: started.append(w) or real_pool(w, *a))
+    monkeypatch.setattr(kernels_mod, "ROWS_PER_WORKER_MIN", 50)
+    for jobs in (2, 3):
+        many = kernels_mod.kernel_rows(*args, n_jobs=jobs, mp_context="spawn")
         for a, b in zip(one, many):
             assert a.dtype == b.dtype and np.array_equal(a, b)
+    assert started == [2, 3]  # worker processes did run
     ip, idx, ker = one
     for u in nodes[:50]:
         assert np.array_equal(ker[ip[u]:ip[u + 1]], held.kernel[held.indptr[u]:held.indptr[u + 1]])
@@ -428,9 +433,9 @@ def test_auto_rows_search_few_nodes_and_solve_columns_for_many(monkeypatch):
     two = EikonalMechanism.build(pm, cap=8.0, solve_cap=5.0, kernels="on_demand", n_jobs=2)
     calls = []
     real = ondemand.kernel_rows
-    monkeypatch.setattr(ondemand, "kernel_rows", lambda *a, **k: calls.append((len(a[7]), k.get("threads"))) or real(*a, **k))
+    monkeypatch.setattr(ondemand, "kernel_rows", lambda *a, **k: calls.append((len(a[7]), k.get("n_jobs"))) or real(*a, **k))
     few = ondemand.rows(two, [3, 400])
-    assert calls == [(2, 2)]  # searched, n_jobs threads
+    assert calls == [(2, 2)]  # searched (n_jobs=2 allowed; two nodes stay in this process)
     everything = np.arange(n * n)
     assert len(two.weights) < len(everything)  # thinned: every node is more nodes than outputs
     many = ondemand.rows(two, everything)

@@ -107,7 +107,8 @@ def rows(mech, nodes, method: str = "auto") -> tuple[np.ndarray, np.ndarray, np.
       thousands of columns that reach them (at 1000 x 1000: a fraction of a second instead of minutes).
 
     ``"auto"`` takes "nodes" when it can and there are no more nodes than outputs reaching them
-    (both ways run ``n_jobs`` at a time: the node searches in threads, the columns in processes).
+    (both ways run in ``mech``'s worker processes; the node searches from ``ROWS_PER_WORKER_MIN``
+    nodes per worker on).
     """
     if method not in ROW_METHODS:
         raise ValueError(f"method must be one of {ROW_METHODS}")
@@ -131,7 +132,7 @@ def rows(mech, nodes, method: str = "auto") -> tuple[np.ndarray, np.ndarray, np.
         by_nodes = len(nodes) <= len(outs)
     if by_nodes:
         return kernel_rows(pr["kp"], pr["shape"], pr["P"], pr["oi"], pr["oj"], pr["apex_t"], pr["cap"], nodes, G,
-                           pr["graph_bits"], checked=True, threads=jobs)
+                           pr["graph_bits"], checked=True, n_jobs=jobs, mp_context=_mp_context(mech))
     if outs is None:
         outs = outputs_reaching(pr["kp"], pr["shape"], pr["cell"], pr["P"], pr["oi"], pr["oj"], pr["apex_t"],
                                 pr["cap"], pr["solver"], nodes, graph=G)
