@@ -307,15 +307,20 @@ def test_parallel_on_demand_builds_are_reproducible():
     assert a.report.worst["output"] == held.report.worst["output"]
 
 
-def test_thinned_outputs_with_apex_rows_on_demand():
-    """Outputs thinned (spacing up to 8 cells) with apex radii > 0: rows on demand still exact."""
-    n = 40
+def _thinned_map(n=40):
+    """Low epsilon (0.03 .. 0.15 per metre on 2.5 m cells): outputs thinned up to 8 cells apart, apex radii > 0."""
     rng = np.random.default_rng(2)
     pop = rng.uniform(0, 5, (n, n))
     pop[5:15, 20:30] += 80
     h = 100.0 / n
-    pm = PrivacyMap.from_population(pop, epsilon_range=(0.03, 0.15), transform=rasterio.Affine(h, 0, -50, 0, -h, 50),
-                                    crs=local_aeqd(0.0, 0.0))
+    return PrivacyMap.from_population(pop, epsilon_range=(0.03, 0.15), transform=rasterio.Affine(h, 0, -50, 0, -h, 50),
+                                      crs=local_aeqd(0.0, 0.0))
+
+
+def test_thinned_outputs_with_apex_rows_on_demand():
+    """Outputs thinned (spacing up to 8 cells) with apex radii > 0: rows on demand still exact."""
+    n = 40
+    pm = _thinned_map(n)
     held = EikonalMechanism.build(pm, cap=8.0, solve_cap=5.0)
     assert held.output_step.max() >= 4 and held.output_apex.max() > 0
     lazy = EikonalMechanism.build(pm, cap=8.0, solve_cap=5.0, kernels="on_demand")
@@ -424,12 +429,7 @@ def test_auto_rows_search_few_nodes_and_solve_columns_for_many(monkeypatch):
     """"auto" searches from the nodes when there are no more nodes than outputs reaching them and
     solves the columns otherwise (outputs thinned: fewer outputs than nodes); same rows both ways."""
     n = 40
-    rng = np.random.default_rng(2)
-    pop = rng.uniform(0, 5, (n, n))
-    pop[5:15, 20:30] += 80
-    h = 100.0 / n
-    pm = PrivacyMap.from_population(pop, epsilon_range=(0.03, 0.15), transform=rasterio.Affine(h, 0, -50, 0, -h, 50),
-                                    crs=local_aeqd(0.0, 0.0))
+    pm = _thinned_map(n)
     two = EikonalMechanism.build(pm, cap=8.0, solve_cap=5.0, kernels="on_demand", n_jobs=2)
     calls = []
     real = ondemand.kernel_rows
