@@ -80,10 +80,12 @@ def main(argv=None):
         rec["nodes_s"] = time.perf_counter() - t
         jobs = mech._n_jobs
         object.__setattr__(mech, "_n_jobs", 1)  # the same searches in this process, side by side
-        t = time.perf_counter()
-        one = ondemand.rows(fresh(mech), nodes, method="nodes")
-        rec["nodes_1_s"] = time.perf_counter() - t
-        object.__setattr__(mech, "_n_jobs", jobs)
+        try:
+            t = time.perf_counter()
+            one = ondemand.rows(fresh(mech), nodes, method="nodes")
+            rec["nodes_1_s"] = time.perf_counter() - t
+        finally:
+            object.__setattr__(mech, "_n_jobs", jobs)
         assert all(np.array_equal(a, b) for a, b in zip(by_nodes, one)), "worker processes changed the rows"
         if k <= args.max_columns_k:
             t = time.perf_counter()

@@ -605,7 +605,8 @@ def _solve_colgen(pm: PrivacyMap, prior: np.ndarray, out_ij: np.ndarray, lp_allo
     def solve_master():
         master.run()
         if master.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-            master.clearSolver()  # a failed warm start: solve from scratch once
+            master.clearSolver()  # a failed warm start: solve from scratch once, by dual simplex
+            master.setOptionValue("simplex_strategy", SIMPLEX_DUAL)
             master.run()
         if master.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             raise InfeasibleMechanismError(f"The column generation master LP failed ({master.modelStatusToString(master.getModelStatus())}).")
@@ -626,7 +627,7 @@ def _solve_colgen(pm: PrivacyMap, prior: np.ndarray, out_ij: np.ndarray, lp_allo
         for a in free:  # (changeRowsBounds is not in highspy 1.8)
             master.changeRowBounds(int(a), 1.0, 1.0)
         add(P0.T, np.arange(m))
-        master.setOptionValue("simplex_strategy", SIMPLEX_DUAL)  # the restored rows: dual feasible, not primal
+        master.setOptionValue("simplex_strategy", SIMPLEX_DUAL)  # the restored rows leave the basis primal infeasible
 
     add(np.exp(-D), np.arange(m))
     add(np.ones((1, n)), [int(np.argmin(C.sum(axis=0)))])

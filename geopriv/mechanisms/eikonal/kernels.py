@@ -678,8 +678,10 @@ def kernel_rows(kp, shape, P, oi, oj, apex_t, cap, nodes, graph, graph_bits,
         parts = [_search_rows(src, g)]
     else:
         runs = np.array_split(src, 2 * workers)
-        with pool:
+        try:
             parts = list(pool.map(_search_rows, runs))  # in order of the runs
+        finally:
+            pool.shutdown(cancel_futures=True)  # on an error: do not wait for the other runs
     counts = np.zeros(n, np.int64)
     counts[nodes] = np.concatenate([c for c, _, _ in parts])
     indptr = np.zeros(n + 1, np.int64)
