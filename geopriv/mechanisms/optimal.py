@@ -111,7 +111,7 @@ import numpy as np
 from ..exceptions import InfeasibleMechanismError, RasterError
 from ..privacy_map import PrivacyMap
 from .grid import allowed as _allowed, edge_list, edge_slices as _edge_slices, mean_ground_scale as _mean_ground_scale
-from .pool import process_pool
+from .pool import process_pool, worker_state
 
 __all__ = ["OptimalMechanism", "optimal_mechanism", "coarsen", "coarsen_to", "lp_size", "SOLVERS"]
 
@@ -450,16 +450,6 @@ def _pricing_model(cone):
     return h
 
 
-# per worker process: the pricing problem (sent once through the pool's initializer) and its models
-_PRICING: dict = {}
-
-
-def _init_pricing(problem: dict) -> None:
-    """Worker-process initializer: receive the pricing problem once (works with spawn, forkserver and fork)."""
-    _PRICING.clear()
-    _PRICING.update(problem)
-
-
 def _price_block(state: dict, ys: np.ndarray, v: np.ndarray, want_columns: bool, cone: str):
     """(sum over ys of min(0, min_k (C[:, y] - v) k), [(y, k) with negative reduced cost]).
 
@@ -484,7 +474,7 @@ def _price_block(state: dict, ys: np.ndarray, v: np.ndarray, want_columns: bool,
 
 
 def _price_block_worker(ys, v, want_columns, cone):
-    return _price_block(_PRICING, ys, v, want_columns, cone)
+    return _price_block(worker_state, ys, v, want_columns, cone)  # the worker's problem and its models
 
 
 class _Pricer:
@@ -500,7 +490,7 @@ class _Pricer:
     def __init__(self, problem: dict, n_jobs: int, mp_context=None):
         self.m = problem["C"].shape[1]
         self.state = dict(problem)
-        self.pool = process_pool(min(n_jobs, self.m), _init_pricing, (problem,), mp_context)
+        self.pool = process_pool(min(n_jobs, self.m), problem, mp_context)
         self.blocks = [np.arange(self.m)] if self.pool is None else np.array_split(np.arange(self.m), min(self.m, 2 * n_jobs))
 
     def __call__(self, v: np.ndarray, want_columns: bool, cone: str = "lp"):

@@ -21,14 +21,12 @@ import numpy as np
 
 from ...privacy_map import edge_weights, lipschitz_envelope
 from ..grid import edge_slices, edge_window
-from ..pool import process_pool
+from ..pool import process_pool, worker_state
 
 FMM_SLACK = 0.98
 # window half-sizes tried for each output (cells): about 6 % apart, so windows are rarely much
 # larger than the kernel's support
 _RADII = np.unique(np.round(4 * 1.06 ** np.arange(90)).astype(int))
-
-_SHARED: dict = {}
 
 #: outputs per chunk of kernel solves (a worker's unit of work; the row sums are added by chunk)
 CHUNK = 256
@@ -50,10 +48,10 @@ def _kernel_columns(outputs: np.ndarray, g: dict | None = None):
     ``hold=False`` (``info["nnz"]`` counts the entries before filtering).
 
     ``g`` is the problem (:func:`kernel_pass`); worker processes receive it once through the
-    pool's initializer (``_SHARED``, private to each worker), the calling process passes it
+    pool's initializer (:data:`geopriv.mechanisms.pool.worker_state`, private to each worker), the calling process passes it
     explicitly, so passes in several threads of one process never see each other's problem.
     """
-    g = _SHARED if g is None else g
+    g = worker_state if g is None else g
     if g["solver"] == "graph":
         counts, rows, vals, colmass, sweeps = _kernel_columns_graph(outputs, g)
     else:
@@ -381,12 +379,6 @@ def _violates(f, w, tol=1e-12) -> bool:
     )
 
 
-def _init_worker(shared: dict) -> None:
-    """Worker-process initializer: receive the kernel problem once (works with spawn, forkserver and fork)."""
-    _SHARED.clear()
-    _SHARED.update(shared)
-
-
 def _run_kernels(order: np.ndarray, problem: dict, n_jobs: int, progress, mp_context=None, on_result=None):
     """Kernels for all outputs as a list of per-chunk results in output order, optionally in worker processes.
 
@@ -404,7 +396,7 @@ def _run_kernels(order: np.ndarray, problem: dict, n_jobs: int, progress, mp_con
     results = [None] * len(chunks)
     bar, callback = progress_reporter(progress, M, "eikonal kernels")
     done = 0
-    pool = process_pool(min(n_jobs, len(chunks)), _init_worker, (problem,), mp_context)
+    pool = process_pool(min(n_jobs, len(chunks)), problem, mp_context)
     if pool is not None:
         from concurrent.futures import as_completed
 
@@ -600,22 +592,12 @@ def searchable(graph, graph_bits: int | None, limit: float) -> bool:
 #: node searches per worker process below which :func:`kernel_rows` stays in this process
 ROWS_PER_WORKER_MIN = 128
 
-# per worker process: the node-search problem of kernel_rows (sent once through the pool's initializer)
-_ROWS: dict = {}
-
-
-def _init_rows(problem: dict) -> None:
-    """Worker-process initializer for :func:`kernel_rows` (works with spawn, forkserver and fork)."""
-    _ROWS.clear()
-    _ROWS.update(problem)
-
-
 def _search_rows(src: np.ndarray, g: dict | None = None):
     """(entries per node, output numbers int32, kernel values float32) of the rows searched from
     the padded-grid nodes ``src``, in the order of ``src`` (outputs ascending within each row)."""
     from scipy.sparse.csgraph import dijkstra
 
-    g = _ROWS if g is None else g
+    g = worker_state if g is None else g
     graph, O, a, T, limit, batch = g["graph"], g["O"], g["a"], g["T"], g["limit"], g["batch"]
     cT = math.exp(-T)
     counts, idx_out, val_out = [], [], []
@@ -673,7 +655,7 @@ def kernel_rows(kp, shape, P, oi, oj, apex_t, cap, nodes, graph, graph_bits,
     g = {"graph": graph, "O": np.asarray(oi, np.int64) * NX + np.asarray(oj, np.int64), "a": a, "T": T,
          "limit": limit, "batch": max(1, min(64, int(2e7 // max(NY * NX, 1))))}
     workers = max(1, min(int(n_jobs), len(nodes) // ROWS_PER_WORKER_MIN))
-    pool = process_pool(workers, _init_rows, (g,), mp_context)
+    pool = process_pool(workers, g, mp_context)
     if pool is None:
         parts = [_search_rows(src, g)]
     else:
