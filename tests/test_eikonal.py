@@ -21,7 +21,7 @@ from geopriv import EikonalMechanism, PrivacyMap
 from geopriv.exceptions import GeometryError, InfeasibleMechanismError, MechanismFileError, MissingCRSError
 from geopriv.mechanisms import eikonal as eik
 from geopriv.mechanisms.eikonal import kernels as kernels_mod
-from geopriv.mechanisms.eikonal import persistence
+from geopriv.mechanisms.eikonal import persistence, verification
 from geopriv.mechanisms.eikonal import weights as weights_mod
 from geopriv.mechanisms.planar_laplace import radius_quantile
 
@@ -991,6 +991,10 @@ def test_compact_file_is_small_and_loads_the_same_kernels(tmp_path, tiny_mech):
     for name in ("indptr", "indices", "kernel", "weights", "normaliser", "output_ij"):
         assert np.array_equal(getattr(back, name), getattr(tiny_mech, name)), name
     assert back.report.ok and back.mechanism_id == tiny_mech.mechanism_id
+    # the load verified with the row sums its kernel workers added: the report read from the arrays is the same
+    again = back.verify()
+    assert (again.max_ratio, again.normaliser_mismatch, again.worst) == (back.report.max_ratio, back.report.normaliser_mismatch, back.report.worst)
+    assert np.array_equal(verification.exact_normaliser(back), back.normaliser)
     # a mechanism loaded from a compact file saves compact again, byte-identical content
     assert back.save(tmp_path / "again.npz") == digest
     # samples agree draw for draw
