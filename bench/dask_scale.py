@@ -277,7 +277,7 @@ def loadavg():
 def bench_perturb(client, rep, args, gdf):
     sizes = sorted({args.n_small, args.n}) if args.n_small else [args.n]
     P = args.partition
-    rep(f"## perturb: `ddf.priv.perturb(level=ln 4, radius=200)`")
+    rep("## perturb: `ddf.priv.perturb(level=ln 4, radius=200)`")
     rep()
     rep(f"Partitions of {P:,} rows (multiple of geopriv's 16,384-row key block), reduced by "
         f"`map_partitions(len).sum()`; generation alone timed beside it in every repeat. "
@@ -330,10 +330,10 @@ def bench_perturb(client, rep, args, gdf):
 
     big = max(sizes)
     b = results[big]
-    rep(f"* dask release throughput per core / in-memory (pinned, 1 core): "
+    rep("* dask release throughput per core / in-memory (pinned, 1 core): "
         + ", ".join(f"N={n:,}: {results[n]['per_core'] / mem_pin:.2f}" for n in sizes)
         + f"  (in memory is {mem_pin / b['per_core']:.2f}x dask per core at N={big:,}; target <= 1.2)")
-    rep(f"* same per CPU-second (worker CPU seconds: less sensitive to other jobs than wall time): "
+    rep("* same per CPU-second (worker CPU seconds: less sensitive to other jobs than wall time): "
         + ", ".join(f"N={n:,}: in memory / dask {mem_cpu / results[n]['per_cpu']:.2f}x" for n in sizes))
     rep(f"* speed-up of {workers} workers over 1 in-memory process (release only): "
         f"{b['rate'] / mem_free:.2f}x vs unpinned, {b['rate'] / mem_pin:.2f}x vs 1 pinned core")
@@ -394,7 +394,7 @@ def bench_traces(client, rep, args):
     per_part = max(1, args.partition // L)
     from geopriv.distributed.traces import BUCKETS
 
-    rep(f"## sanitize_traces: `sanitize_traces(traj_id='traj', time='t', level=ln 10, radius=100, rate=0.2)`")
+    rep("## sanitize_traces: `sanitize_traces(traj_id='traj', time='t', level=ln 10, radius=100, rate=0.2)`")
     rep()
     rep(f"Traces of {L} fixes a minute apart, {per_part:,} traces per input partition; the release shuffles them into "
         f"{BUCKETS:,} public buckets and releases each bucket with the in-memory function. Dask at {Tm:,} and "

@@ -63,7 +63,7 @@ def main():
     utm = gpd.GeoDataFrame({"id": np.arange(n)}, geometry=gpd.points_from_xy(x, y), crs=32650)
     pair("UTM 50N used as is: perturb / points_from_xy",
          lambda: gpd.points_from_xy(x, y, crs=32650),
-         lambda: geopriv.perturb(utm, eps), args.repeats)
+         lambda: geopriv.perturb(utm, eps), args.repeats)  # noqa: F821 (called before the del below)
     del utm
 
     lon = 116.0 + rng.uniform(0, 0.5, n)

@@ -16,7 +16,7 @@ from scipy import stats
 import geopriv
 from geopriv.crs import ground_scale
 from geopriv.frame import public_frame
-from geopriv.exceptions import CRSError, DistortionWarning, MissingCRSError
+from geopriv.exceptions import CRSError, MissingCRSError
 from geopriv.mechanisms.planar_laplace import polar_noise
 
 EPS = math.log(4) / 200

@@ -7,7 +7,6 @@ import sys
 
 import geopandas as gpd
 import numpy as np
-import pandas as pd
 import pytest
 
 import geopriv
@@ -16,7 +15,6 @@ from geopriv.mechanisms.planar_laplace import GeoIndistinguishability
 from tests.conftest import data_path
 
 dask_geopandas = pytest.importorskip("dask_geopandas")  # part of the test environment: geopriv[all]
-import dask  # noqa: E402
 
 SOHO = (-15800, 6711900, -14600, 6713300)
 EPS = dict(level=math.log(4), radius=200)

@@ -291,7 +291,6 @@ def test_read_vector_checks(tmp_path):
 
 # ------------------------------------------------------------------ findings of the adversarial CLI review
 def _soho():
-    import geopandas as gpd
 
     from geopriv.io import read_vector
 

@@ -4,7 +4,6 @@ Every test uses a fixed seed; each hypothesis test is run at significance alpha 
 is the false-failure rate stated for a correct sampler (were the seed redrawn).  Each has a
 negative control (a wrong epsilon) that the same test must reject.
 """
-import math
 
 import numpy as np
 import pytest

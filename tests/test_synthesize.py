@@ -1,7 +1,6 @@
 """geopriv.synthesize on GeoDataFrames: the public area, the release path, provenance, utility on real data."""
 from __future__ import annotations
 
-import math
 
 import geopandas as gpd
 import numpy as np

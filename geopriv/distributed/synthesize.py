@@ -65,7 +65,7 @@ def synthesize_dask(data, epsilon, *, bounds=None, region=None, n=None, method="
     synthetic set.  The result is a one-partition dask GeoDataFrame.
     """
     import dask
-    import dask_geopandas
+    import dask_geopandas  # noqa: F401  (registers the geopandas backend of dask.dataframe)
 
     from ..exceptions import MissingCRSError
     from ..mechanisms.private_measure import PrivateMeasure
