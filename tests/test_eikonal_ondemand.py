@@ -415,11 +415,20 @@ def test_rows_searched_in_worker_processes_are_the_same_arrays(pair, monkeypatch
     real_pool = kernels_mod.process_pool
     monkeypatch.setattr(kernels_mod, "process_pool", lambda w, *a: started.append(w) or real_pool(w, *a))
     monkeypatch.setattr(kernels_mod, "ROWS_PER_WORKER_MIN", 50)
+    monkeypatch.setattr(kernels_mod, "startup_seconds", lambda *a: 0.0)  # workers always pay (a tiny map)
     for jobs in (2, 3):
         many = kernels_mod.kernel_rows(*args, n_jobs=jobs, mp_context="spawn")
         for a, b in zip(one, many):
             assert a.dtype == b.dtype and np.array_equal(a, b)
     assert started == [2, 3]  # worker processes did run
+    # control: when the first batch shows that the rest would not pay for the pool's start-up
+    # (spawned workers import numpy and scipy), the rest is searched here; the same arrays
+    seen = []
+    monkeypatch.setattr(kernels_mod, "startup_seconds", lambda ctx, nbytes: seen.append((ctx, nbytes)) or 1e9)
+    here = kernels_mod.kernel_rows(*args, n_jobs=2, mp_context="spawn")
+    assert started == [2, 3, 1] and seen == [("spawn", G.data.nbytes + G.indices.nbytes + G.indptr.nbytes)]
+    for a, b in zip(one, here):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
     ip, idx, ker = one
     for u in nodes[:50]:
         assert np.array_equal(ker[ip[u]:ip[u + 1]], held.kernel[held.indptr[u]:held.indptr[u + 1]])

@@ -9,10 +9,29 @@ from __future__ import annotations
 
 import multiprocessing as mp
 
-__all__ = ["process_pool", "worker_state"]
+__all__ = ["process_pool", "startup_seconds", "worker_state"]
 
 #: in a worker process of :func:`process_pool`: the work's data, received once (empty elsewhere)
 worker_state: dict = {}
+
+#: estimated seconds to start a pool's workers, by start method: a forked worker inherits the
+#: parent's modules and data; a spawned one (the default on Windows and macOS) or a forkserver one
+#: starts an interpreter and imports numpy and scipy (two workers on Linux: 2.3-2.8 s, measured
+#: side by side in bench/eikonal_rows.py's notes)
+STARTUP_SECONDS = {"fork": 0.1, "spawn": 3.0, "forkserver": 3.0}
+
+#: bytes per second assumed for sending the state to a worker that does not inherit it
+STATE_BYTES_PER_SECOND = 1e8
+
+
+def startup_seconds(mp_context=None, state_bytes: int = 0) -> float:
+    """Estimated cost of starting a :func:`process_pool` with ``mp_context`` (as there) and a state of
+    ``state_bytes``: what a short piece of work must save before workers pay for themselves."""
+    ctx = mp.get_context(mp_context) if isinstance(mp_context, (str, type(None))) else mp_context
+    method = ctx.get_start_method()
+    if method == "fork":
+        return STARTUP_SECONDS["fork"]
+    return STARTUP_SECONDS.get(method, STARTUP_SECONDS["spawn"]) + state_bytes / STATE_BYTES_PER_SECOND
 
 
 def _init_worker_state(state: dict) -> None:

@@ -15,13 +15,14 @@ once through the pool's initializer (every start method works: ``spawn`` on Wind
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from ...privacy_map import edge_weights, lipschitz_envelope
 from ..grid import edge_slices, edge_window
-from ..pool import process_pool, worker_state
+from ..pool import process_pool, startup_seconds, worker_state
 
 FMM_SLACK = 0.98
 # window half-sizes tried for each output (cells): about 6 % apart, so windows are rarely much
@@ -634,11 +635,15 @@ def kernel_rows(kp, shape, P, oi, oj, apex_t, cap, nodes, graph, graph_bits,
     about one column's, so this is the cheaper way when there are fewer nodes than outputs
     reaching them (a few points on a large raster).
 
-    ``n_jobs``: with at least ``ROWS_PER_WORKER_MIN`` nodes per worker, contiguous runs of the
-    nodes are searched in that many worker processes (the graph sent once through the pool's
-    initializer, :func:`geopriv.mechanisms.pool.process_pool`) and joined in node order; each
-    run's arrays do not depend on where it ran.  (Threads do not help: scipy's search on the
-    16-neighbour graph ran no faster in two threads than in one.)
+    ``n_jobs``: with at least ``ROWS_PER_WORKER_MIN`` nodes per worker, the first batch of
+    searches runs in this process and times one search; if the rest, split between the workers,
+    is expected to save more than the pool's start-up (:func:`geopriv.mechanisms.pool.startup_seconds`:
+    a fraction of a second with ``fork``, seconds where workers are spawned, as on Windows and
+    macOS), contiguous runs of it are searched in that many worker processes (the graph sent
+    once through the pool's initializer, :func:`geopriv.mechanisms.pool.process_pool`), else here.
+    The runs are joined in node order and each run's arrays do not depend on where it ran, so
+    the timing decides where the work runs, never what it returns.  (Threads do not help:
+    scipy's search on the 16-neighbour graph ran no faster in two threads than in one.)
     """
     ny, nx = shape
     NY, NX = kp.shape
@@ -655,13 +660,22 @@ def kernel_rows(kp, shape, P, oi, oj, apex_t, cap, nodes, graph, graph_bits,
     g = {"graph": graph, "O": np.asarray(oi, np.int64) * NX + np.asarray(oj, np.int64), "a": a, "T": T,
          "limit": limit, "batch": max(1, min(64, int(2e7 // max(NY * NX, 1))))}
     workers = max(1, min(int(n_jobs), len(nodes) // ROWS_PER_WORKER_MIN))
+    parts, rest = [], src
+    if workers > 1:  # time the first batch here: do workers pay for their start-up on the rest?
+        head, rest = src[:g["batch"]], src[g["batch"]:]
+        t0 = time.perf_counter()
+        parts.append(_search_rows(head, g))
+        here = (time.perf_counter() - t0) / len(head) * len(rest)
+        state = int(graph.data.nbytes + graph.indices.nbytes + graph.indptr.nbytes)
+        if startup_seconds(mp_context, state) + here / workers >= here:
+            workers = 1
     pool = process_pool(workers, g, mp_context)
     if pool is None:
-        parts = [_search_rows(src, g)]
+        parts.append(_search_rows(rest, g))
     else:
-        runs = np.array_split(src, 2 * workers)
+        runs = np.array_split(rest, 2 * workers)
         try:
-            parts = list(pool.map(_search_rows, runs))  # in order of the runs
+            parts.extend(pool.map(_search_rows, runs))  # in order of the runs
         finally:
             pool.shutdown(cancel_futures=True)  # on an error: do not wait for the other runs
     counts = np.zeros(n, np.int64)
