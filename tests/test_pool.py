@@ -27,7 +27,11 @@ def test_no_pool_for_one_worker():
 
 def test_startup_estimate_by_start_method():
     """Forked workers inherit everything; spawned ones pay an interpreter and the state's transfer."""
-    fork, spawn = pool.startup_seconds("fork", 10**9), pool.startup_seconds("spawn", 0)
-    assert fork < 1.0 < spawn
+    methods = mp.get_all_start_methods()  # Windows: spawn only
+    spawn = pool.startup_seconds("spawn", 0)
+    assert spawn > 1.0
     assert pool.startup_seconds("spawn", 10**8) == pytest.approx(spawn + 10**8 / pool.STATE_BYTES_PER_SECOND)
-    assert pool.startup_seconds(mp.get_context("forkserver"), 0) == pool.STARTUP_SECONDS["forkserver"]
+    if "fork" in methods:
+        assert pool.startup_seconds("fork", 10**9) < 1.0
+    if "forkserver" in methods:
+        assert pool.startup_seconds(mp.get_context("forkserver"), 0) == pool.STARTUP_SECONDS["forkserver"]

@@ -16,8 +16,8 @@ worker_state: dict = {}
 
 #: estimated seconds to start a pool's workers, by start method: a forked worker inherits the
 #: parent's modules and data; a spawned one (the default on Windows and macOS) or a forkserver one
-#: starts an interpreter and imports numpy and scipy (two workers on Linux: 2.3-2.8 s, measured
-#: side by side in bench/eikonal_rows.py's notes)
+#: starts an interpreter and imports numpy and scipy (two workers on Linux: 2.3-2.8 s,
+#: bench/eikonal_rows_startup.py, figures in bench/results/eikonal_rows.md)
 STARTUP_SECONDS = {"fork": 0.1, "spawn": 3.0, "forkserver": 3.0}
 
 #: bytes per second assumed for sending the state to a worker that does not inherit it

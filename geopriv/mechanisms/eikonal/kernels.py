@@ -15,6 +15,7 @@ once through the pool's initializer (every start method works: ``spawn`` on Wind
 from __future__ import annotations
 
 import math
+import multiprocessing as mp
 import time
 from dataclasses import dataclass
 
@@ -593,6 +594,10 @@ def searchable(graph, graph_bits: int | None, limit: float) -> bool:
 #: node searches per worker process below which :func:`kernel_rows` stays in this process
 ROWS_PER_WORKER_MIN = 128
 
+#: estimated pool start-up (seconds) above which :func:`kernel_rows` first times a batch of
+#: searches here to decide whether workers pay for themselves (forked workers: started at once)
+ROWS_STARTUP_TIMED = 0.5
+
 def _search_rows(src: np.ndarray, g: dict | None = None):
     """(entries per node, output numbers int32, kernel values float32) of the rows searched from
     the padded-grid nodes ``src``, in the order of ``src`` (outputs ascending within each row)."""
@@ -635,14 +640,16 @@ def kernel_rows(kp, shape, P, oi, oj, apex_t, cap, nodes, graph, graph_bits,
     about one column's, so this is the cheaper way when there are fewer nodes than outputs
     reaching them (a few points on a large raster).
 
-    ``n_jobs``: with at least ``ROWS_PER_WORKER_MIN`` nodes per worker, the first batch of
-    searches runs in this process and times one search; if the rest, split between the workers,
-    is expected to save more than the pool's start-up (:func:`geopriv.mechanisms.pool.startup_seconds`:
-    a fraction of a second with ``fork``, seconds where workers are spawned, as on Windows and
-    macOS), contiguous runs of it are searched in that many worker processes (the graph sent
-    once through the pool's initializer, :func:`geopriv.mechanisms.pool.process_pool`), else here.
-    The runs are joined in node order and each run's arrays do not depend on where it ran, so
-    the timing decides where the work runs, never what it returns.  (Threads do not help:
+    ``n_jobs``: with at least ``ROWS_PER_WORKER_MIN`` nodes per worker, contiguous runs of the
+    nodes are searched in that many worker processes (the graph sent once through the pool's
+    initializer, :func:`geopriv.mechanisms.pool.process_pool`).  Where the pool's start-up is
+    more than ``ROWS_STARTUP_TIMED`` seconds (:func:`geopriv.mechanisms.pool.startup_seconds`:
+    spawned workers import numpy and scipy, as on Windows and macOS), the first batch of
+    searches runs in this process and is timed, and workers start only if the rest, split
+    between them, is expected to save more than that start-up (the first batch, the lowest
+    node numbers, may be cheaper than average: the estimate leans towards staying here).  The
+    runs are joined in node order and each run's arrays do not depend on where it ran, so the
+    timing decides where the work runs, never what it returns.  (Threads do not help:
     scipy's search on the 16-neighbour graph ran no faster in two threads than in one.)
     """
     ny, nx = shape
@@ -660,14 +667,16 @@ def kernel_rows(kp, shape, P, oi, oj, apex_t, cap, nodes, graph, graph_bits,
     g = {"graph": graph, "O": np.asarray(oi, np.int64) * NX + np.asarray(oj, np.int64), "a": a, "T": T,
          "limit": limit, "batch": max(1, min(64, int(2e7 // max(NY * NX, 1))))}
     workers = max(1, min(int(n_jobs), len(nodes) // ROWS_PER_WORKER_MIN))
+    if mp.current_process().daemon:
+        workers = 1  # no pool can start here (process_pool): nothing to time
     parts, rest = [], src
-    if workers > 1:  # time the first batch here: do workers pay for their start-up on the rest?
+    startup = startup_seconds(mp_context, int(graph.data.nbytes + graph.indices.nbytes + graph.indptr.nbytes)) if workers > 1 else 0.0
+    if startup > ROWS_STARTUP_TIMED:  # time the first batch here: do workers pay for their start-up on the rest?
         head, rest = src[:g["batch"]], src[g["batch"]:]
         t0 = time.perf_counter()
         parts.append(_search_rows(head, g))
         here = (time.perf_counter() - t0) / len(head) * len(rest)
-        state = int(graph.data.nbytes + graph.indices.nbytes + graph.indptr.nbytes)
-        if startup_seconds(mp_context, state) + here / workers >= here:
+        if startup + here / workers >= here:
             workers = 1
     pool = process_pool(workers, g, mp_context)
     if pool is None:

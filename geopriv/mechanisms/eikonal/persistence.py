@@ -18,7 +18,7 @@ import numpy as np
 
 from ...exceptions import MechanismFileError
 from ...privacy_map import PrivacyMap, affine6
-from .kernels import kernel_pass
+from .kernels import compute_kernels
 from .report import NORMALISER_RTOL, TOLERANCE, VerifyReport
 from .verification import check_arrays, exact_normaliser, normaliser_mismatch
 from .verification import verify as verify_mechanism
@@ -167,7 +167,7 @@ def load(
     except Exception as exc:
         raise MechanismFileError(f"{path!r} holds an invalid privacy map ({exc}). Rebuild it.") from None
     n = pm.shape[0] * pm.shape[1]
-    extremes = rowsum = None
+    extremes = None
     on_demand = kernels == "on_demand"
     if on_demand and not compact:
         raise MechanismFileError(
@@ -180,7 +180,7 @@ def load(
         data.update(indptr=None, indices=None, kernel=None)
     elif compact:
         data.update(_recompute_kernels(path, pm, meta, data, n_jobs, progress, mp_context, bool(verify or meta.get("report") is None)))
-        extremes, rowsum = data.pop("extremes"), data.pop("rowsum")
+        extremes = data.pop("extremes")
     if len(data["normaliser"]) != n or (not on_demand and (len(data["indptr"]) != n + 1 or len(data["indices"]) != len(data["kernel"]))):
         raise MechanismFileError(f"{path!r} has inconsistent array sizes; it is corrupt. Rebuild it.")
     remap = data.get("remap_xy")
@@ -230,8 +230,8 @@ def load(
     try:
         if verify or report is None:
             # checks the arrays, recomputes the normaliser and the ratios (a compact file's kernels
-            # part and row sums come from the workers that recomputed the kernels placed into mech)
-            fresh = verify_mechanism(mech, extremes, rowsum, progress=progress if kernels == "on_demand" else None)
+            # part comes from the workers that recomputed the kernels placed into mech)
+            fresh = verify_mechanism(mech, extremes, progress=progress if kernels == "on_demand" else None)
             mismatch = fresh.normaliser_mismatch
         else:
             fresh = None
@@ -240,8 +240,6 @@ def load(
                 from .ondemand import full_pass, normaliser_from
 
                 exact = normaliser_from(full_pass(mech, progress=progress).rowsum, mech)
-            elif rowsum is not None:
-                exact = rowsum + math.exp(-mech.cap) * float(np.asarray(mech.weights, np.float64).sum())
             else:
                 exact = exact_normaliser(mech)
             mismatch = normaliser_mismatch(mech.normaliser, exact)
@@ -298,24 +296,19 @@ def _check_compact(path, pm: PrivacyMap, meta: dict, data: dict) -> None:
 def _recompute_kernels(path, pm: PrivacyMap, meta: dict, data: dict, n_jobs: int, progress, mp_context,
                        extremes: bool = True) -> dict:
     """Kernels of a compact file (indptr, indices, kernel), recomputed as :meth:`EikonalMechanism.build` computed them,
-    with what verification needs from them, computed by the kernel workers from the very column
-    blocks placed into the arrays: their :class:`~.kernels.LogRatioExtremes` (None unless
-    ``extremes``) and the row sums sum_y w_y kernel_y(u) under the file's weights (``rowsum``,
-    added in the order :func:`.verification.exact_normaliser` adds them: the same floats, without
-    a serial pass over the arrays).  The file's kernel problem has been checked (:func:`_check_compact`)."""
+    and their :class:`~.kernels.LogRatioExtremes` for verification (None unless ``extremes``).
+    The file's kernel problem has been checked (:func:`_check_compact`)."""
     ny, nx = pm.shape
     params = meta.get("params") or {}
     P, solver, cap = params.get("pad_cells"), params.get("solver", "graph"), meta.get("cap")
     kp, apex_t, oij = data["kernel_rate"], data["output_apex"], data["output_ij"]
     hx, hy = pm.cell_size
-    w = np.asarray(data["weights"])
-    r = kernel_pass(
+    S, _colmass, _sweeps, ext = compute_kernels(
         np.asarray(kp, np.float64), (ny, nx), (hy, hx), P, oij[:, 0] + P, oij[:, 1] + P, np.asarray(apex_t, np.float64),
         float(cap), solver, int(n_jobs), progress, mp_context, extremes=extremes, graph_bits=params.get("graph_bits"),
-        weights=w if extremes and w.shape == (len(oij),) and w.dtype.kind == "f" else None,  # else verify checks and reads the arrays
     )
-    indptr, indices, kernel = r.columns.to_csr(release=True, threads=max(1, int(n_jobs)))
-    return {"indptr": indptr, "indices": indices, "kernel": kernel, "extremes": r.extremes, "rowsum": r.rowsum}
+    indptr, indices, kernel = S.to_csr(release=True, threads=max(1, int(n_jobs)))
+    return {"indptr": indptr, "indices": indices, "kernel": kernel, "extremes": ext}
 
 
 def json_default(o):

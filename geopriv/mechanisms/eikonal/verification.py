@@ -34,9 +34,7 @@ def verify(mech, extremes=None, rowsum=None, progress=None) -> VerifyReport:
     A mechanism whose kernels are computed on demand (no arrays) is checked from one pass of
     kernel solves (:func:`.ondemand.full_pass`) that yields both the extremes and the row sums
     sum_y w_y kernel_y(u) (``rowsum``: the build passes its own pass's extremes and row sums);
-    ``progress`` reports that pass as ``build``'s does.  A held mechanism may also be given the
-    ``rowsum`` its kernel workers added from the blocks placed into its arrays (the load of a
-    compact file): the same floats as :func:`exact_normaliser`, which otherwise reads the arrays.
+    ``progress`` reports that pass as ``build``'s does.
 
     Recomputed from the arrays sampling uses (weights, kernel, indptr, indices, cap), in
     float64.  The normaliser is not trusted: it is recomputed from the weights and kernels
@@ -66,7 +64,7 @@ def verify(mech, extremes=None, rowsum=None, progress=None) -> VerifyReport:
 
         done = full_pass(mech, extremes="track", progress=progress)
         extremes, rowsum = done.extremes, done.rowsum
-    s = exact_normaliser(mech) if rowsum is None else rowsum + cT * float(np.asarray(mech.weights, np.float64).sum())
+    s = exact_normaliser(mech) if held else rowsum + cT * float(np.asarray(mech.weights, np.float64).sum())
     mismatch = normaliser_mismatch(mech.normaliser, s)
     lns = np.log(s).reshape(ny, nx)
     node = np.zeros((ny, nx))
