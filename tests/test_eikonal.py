@@ -652,6 +652,21 @@ def test_consistently_tampered_weights_and_normaliser_are_refused_by_verificatio
         EikonalMechanism.load(signed_bad, key="secret", verify=False)
 
 
+@pytest.mark.parametrize("edit, match", [
+    (_scale_weights, "normaliser that is not the row sums"),
+    (lambda a: a["weights"].__setitem__(5, np.nan), "weights"),
+    (lambda a: a["weights"].__setitem__(5, -1.0), "weights"),
+], ids=["scaled", "nan", "negative"])
+def test_tampered_weights_of_a_compact_file_are_refused(tmp_path, tiny_mech, edit, match):
+    """The weights of a compact file (kernels recomputed at load) are checked like a full file's."""
+    path = tmp_path / "c.npz"
+    tiny_mech.save(path)  # compact
+    bad = _tamper(path, tmp_path / "bad.npz", edit)
+    for verify in (True, False):
+        with pytest.raises(MechanismFileError, match=match):
+            EikonalMechanism.load(bad, verify=verify, n_jobs=2)
+
+
 def test_tampered_normaliser_is_refused(tmp_path, tiny_mech):
     path = tmp_path / "mech.npz"
     tiny_mech.save(path, compact=False)
