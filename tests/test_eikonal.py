@@ -656,7 +656,8 @@ def test_consistently_tampered_weights_and_normaliser_are_refused_by_verificatio
     (_scale_weights, "normaliser that is not the row sums"),
     (lambda a: a["weights"].__setitem__(5, np.nan), "weights"),
     (lambda a: a["weights"].__setitem__(5, -1.0), "weights"),
-], ids=["scaled", "nan", "negative"])
+    (lambda a: a.__setitem__("weights", np.array(1.0)), "weights has shape"),
+], ids=["scaled", "nan", "negative", "0-d"])
 def test_tampered_weights_of_a_compact_file_are_refused(tmp_path, tiny_mech, edit, match):
     """The weights of a compact file (kernels recomputed at load) are checked like a full file's."""
     path = tmp_path / "c.npz"

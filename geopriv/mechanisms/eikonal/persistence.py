@@ -266,7 +266,11 @@ def _check_compact(path, pm: PrivacyMap, meta: dict, data: dict) -> None:
     params = meta.get("params") or {}
     P, solver, cap = params.get("pad_cells"), params.get("solver", "graph"), meta.get("cap")
     kp, apex_t, oij = data["kernel_rate"], data["output_apex"], data["output_ij"]
-    M = len(data["weights"])
+    w = np.asarray(data["weights"])
+    if w.ndim != 1:
+        raise MechanismFileError(f"{path!r} is a compact mechanism file with invalid contents (weights has shape {w.shape}, "
+                                 "expected one weight per output). Rebuild it.")
+    M = len(w)
     problems = []
     if not isinstance(P, int) or P < 0:
         problems.append("params['pad_cells'] is missing or invalid")
