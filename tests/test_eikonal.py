@@ -1007,7 +1007,7 @@ def test_compact_file_is_small_and_loads_the_same_kernels(tmp_path, tiny_mech):
     for name in ("indptr", "indices", "kernel", "weights", "normaliser", "output_ij"):
         assert np.array_equal(getattr(back, name), getattr(tiny_mech, name)), name
     assert back.report.ok and back.mechanism_id == tiny_mech.mechanism_id
-    # the load verified with the row sums its kernel workers added: the report read from the arrays is the same
+    # the load's report (kernel extremes from its workers) is the one read from the arrays alone
     again = back.verify()
     assert (again.max_ratio, again.normaliser_mismatch, again.worst) == (back.report.max_ratio, back.report.normaliser_mismatch, back.report.worst)
     assert np.array_equal(verification.exact_normaliser(back), back.normaliser)

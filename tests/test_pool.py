@@ -23,6 +23,7 @@ def test_workers_receive_the_state_through_the_initializer(method):
 
 def test_no_pool_for_one_worker():
     assert pool.process_pool(1, {"a": 1}) is None
+    assert pool.can_start_workers()  # (the test process is not daemonic)
 
 
 def test_startup_estimate_by_start_method():
@@ -35,3 +36,17 @@ def test_startup_estimate_by_start_method():
         assert pool.startup_seconds("fork", 10**9) < 1.0
     if "forkserver" in methods:
         assert pool.startup_seconds(mp.get_context("forkserver"), 0) == pool.STARTUP_SECONDS["forkserver"]
+
+
+def _in_daemon(queue):
+    queue.put((pool.can_start_workers(), pool.process_pool(2, {"a": 1}) is None))
+
+
+def test_no_pool_inside_a_daemonic_process():
+    """A multiprocessing or dask worker may not start processes: the work then runs in it."""
+    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_in_daemon, args=(queue,), daemon=True)
+    proc.start()
+    assert queue.get(timeout=60) == (False, True)
+    proc.join(60)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 
-__all__ = ["process_pool", "startup_seconds", "worker_state"]
+__all__ = ["can_start_workers", "process_pool", "startup_seconds", "worker_state"]
 
 #: in a worker process of :func:`process_pool`: the work's data, received once (empty elsewhere)
 worker_state: dict = {}
@@ -22,6 +22,11 @@ STARTUP_SECONDS = {"fork": 0.1, "spawn": 3.0, "forkserver": 3.0}
 
 #: bytes per second assumed for sending the state to a worker that does not inherit it
 STATE_BYTES_PER_SECOND = 1e8
+
+
+def can_start_workers() -> bool:
+    """False inside a daemonic process (a multiprocessing or dask worker), which may not start processes."""
+    return not mp.current_process().daemon
 
 
 def startup_seconds(mp_context=None, state_bytes: int = 0) -> float:
@@ -46,7 +51,7 @@ def process_pool(workers: int, state: dict, mp_context=None):
 
     ``mp_context``: a start method name, a multiprocessing context, or None (the platform's).
     """
-    if workers <= 1 or mp.current_process().daemon:
+    if workers <= 1 or not can_start_workers():
         return None
     from concurrent.futures import ProcessPoolExecutor
 

@@ -15,7 +15,6 @@ once through the pool's initializer (every start method works: ``spawn`` on Wind
 from __future__ import annotations
 
 import math
-import multiprocessing as mp
 import time
 from dataclasses import dataclass
 
@@ -23,7 +22,7 @@ import numpy as np
 
 from ...privacy_map import edge_weights, lipschitz_envelope
 from ..grid import edge_slices, edge_window
-from ..pool import process_pool, startup_seconds, worker_state
+from ..pool import can_start_workers, process_pool, startup_seconds, worker_state
 
 FMM_SLACK = 0.98
 # window half-sizes tried for each output (cells): about 6 % apart, so windows are rarely much
@@ -598,6 +597,7 @@ ROWS_PER_WORKER_MIN = 128
 #: searches here to decide whether workers pay for themselves (forked workers: started at once)
 ROWS_STARTUP_TIMED = 0.5
 
+
 def _search_rows(src: np.ndarray, g: dict | None = None):
     """(entries per node, output numbers int32, kernel values float32) of the rows searched from
     the padded-grid nodes ``src``, in the order of ``src`` (outputs ascending within each row)."""
@@ -666,9 +666,7 @@ def kernel_rows(kp, shape, P, oi, oj, apex_t, cap, nodes, graph, graph_bits,
     src = (gi + P) * NX + (gj + P)
     g = {"graph": graph, "O": np.asarray(oi, np.int64) * NX + np.asarray(oj, np.int64), "a": a, "T": T,
          "limit": limit, "batch": max(1, min(64, int(2e7 // max(NY * NX, 1))))}
-    workers = max(1, min(int(n_jobs), len(nodes) // ROWS_PER_WORKER_MIN))
-    if mp.current_process().daemon:
-        workers = 1  # no pool can start here (process_pool): nothing to time
+    workers = max(1, min(int(n_jobs), len(nodes) // ROWS_PER_WORKER_MIN)) if can_start_workers() else 1
     parts, rest = [], src
     startup = startup_seconds(mp_context, int(graph.data.nbytes + graph.indices.nbytes + graph.indptr.nbytes)) if workers > 1 else 0.0
     if startup > ROWS_STARTUP_TIMED:  # time the first batch here: do workers pay for their start-up on the rest?
