@@ -197,7 +197,7 @@ def main(argv=None):
     print()
     print(rep)
     if args.save:
-        mech.save(args.save)
+        mech.save(args.save, overwrite=True)
         print(f"saved to {args.save} ({os.path.getsize(args.save) / 2**20:.0f} MiB)")
     if not args.no_figure and args.nodata == "floor" and not args.refine:
         from geopriv.plot import plot_mechanism

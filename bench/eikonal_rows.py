@@ -63,7 +63,7 @@ def main(argv=None):
         mech = EikonalMechanism.build(pm, kernels="on_demand", n_jobs=args.jobs)
         how = f"built on demand in {time.perf_counter() - t0:.0f} s"
         if args.save:
-            mech.save(args.save, compact=True)
+            mech.save(args.save, compact=True, overwrite=True)
     print(how, flush=True)
     n_nodes = pm.shape[0] * pm.shape[1]
     epr = ondemand.entries_per_row(mech)

@@ -1064,3 +1064,100 @@ def test_kernel_workers_run_under_spawn(tiny_mech):
     # the kernels are the same to the bit (the weights' threaded sums may round differently)
     assert np.array_equal(mech.kernel, tiny_mech.kernel) and np.array_equal(mech.indices, tiny_mech.indices)
     assert mech.report.ok
+
+
+# ---------------------------------------------------------------------------- saving: atomic, never clobbering
+def test_save_refuses_an_existing_file_unless_overwrite(tmp_path, tiny_mech):
+    path = tmp_path / "m.npz"
+    path.write_bytes(b"someone else's file")
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        tiny_mech.save(path)
+    assert path.read_bytes() == b"someone else's file"
+    digest = tiny_mech.save(path, overwrite=True)
+    assert EikonalMechanism.load(path, verify=False).mechanism_id == digest
+    assert [p.name for p in tmp_path.iterdir()] == ["m.npz"]  # no temporary left behind
+
+
+def test_save_leaves_an_unrelated_tmp_file_alone(tmp_path, tiny_mech):
+    path = tmp_path / "m.npz"
+    other = tmp_path / "m.npz.tmp"
+    other.write_bytes(b"not geopriv's")
+    tiny_mech.save(path)
+    assert other.read_bytes() == b"not geopriv's"
+    tiny_mech.save(path, overwrite=True)
+    assert other.read_bytes() == b"not geopriv's"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.npz", "m.npz.tmp"]
+
+
+def test_save_never_writes_through_a_symbolic_link(tmp_path, tiny_mech):
+    target = tmp_path / "precious.npz"
+    target.write_bytes(b"precious")
+    link = tmp_path / "link.npz"
+    link.symlink_to(target)
+    with pytest.raises(FileExistsError):
+        tiny_mech.save(link)
+    dangling = tmp_path / "dangling.npz"
+    dangling.symlink_to(tmp_path / "nowhere.npz")
+    with pytest.raises(FileExistsError):
+        tiny_mech.save(dangling)
+    assert not (tmp_path / "nowhere.npz").exists()
+    tiny_mech.save(link, overwrite=True)  # replaces the link itself
+    assert target.read_bytes() == b"precious" and not link.is_symlink()
+    EikonalMechanism.load(link, verify=False)
+
+
+def test_failed_save_leaves_the_old_file_and_no_temporary(tmp_path, tiny_mech, monkeypatch):
+    path = tmp_path / "m.npz"
+    tiny_mech.save(path)
+    before = path.read_bytes()
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(persistence.np, "savez", broken)
+    with pytest.raises(OSError, match="disk full"):
+        tiny_mech.save(path, overwrite=True)
+    assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["m.npz"]
+
+
+# ---------------------------------------------------------------------------- derived arrays verified at load
+def _double_step(arrays):
+    arrays["output_step"][3] = 2
+
+
+def _odd_step(arrays):
+    arrays["output_step"][3] = 3
+
+
+def _loosen_kernel_epsilon(arrays):
+    arrays["kernel_epsilon"] *= 1.5
+
+
+@pytest.mark.parametrize("compact", [True, False], ids=["compact", "full"])
+@pytest.mark.parametrize("edit, match", [
+    (_double_step, "output_step"),
+    (_loosen_kernel_epsilon, "kernel_epsilon"),
+], ids=["output_step", "kernel_epsilon"])
+def test_tampered_output_step_and_kernel_epsilon_are_refused(tmp_path, tiny_mech, edit, match, compact):
+    """Stored copies of what the kernel rate map determines must agree with it (checksum recomputed by the attacker)."""
+    path = tmp_path / "m.npz"
+    tiny_mech.save(path, compact=compact)
+    bad = _tamper(path, tmp_path / "bad.npz", edit)
+    for verify in (True, False):
+        with pytest.raises(MechanismFileError, match=match) as exc:
+            EikonalMechanism.load(bad, verify=verify)
+        assert "Rebuild" in str(exc.value)
+    EikonalMechanism.load(path, verify=False)  # negative control: the untouched file loads
+
+
+@pytest.mark.parametrize("edit, match", [
+    (_odd_step, "powers of two"),
+    (_loosen_kernel_epsilon, "kernel_epsilon"),
+], ids=["odd-step", "kernel_epsilon"])
+def test_mechanisms_without_a_kernel_rate_map_check_what_they_can(tiny_mech, edit, match):
+    legacy = dataclasses.replace(tiny_mech, kernel_rate=None, output_apex=None)
+    verification.check_arrays(legacy)  # negative control
+    arrays = {"output_step": tiny_mech.output_step.copy(), "kernel_epsilon": tiny_mech.kernel_epsilon.copy()}
+    edit(arrays)
+    with pytest.raises(MechanismFileError, match=match):
+        verification.check_arrays(dataclasses.replace(legacy, **arrays))

@@ -757,11 +757,21 @@ class EikonalMechanism:
         """True when the mechanism knows what recomputes its kernels (built or loaded by this version)."""
         return self.kernel_rate is not None and self.output_apex is not None
 
-    def save(self, path, *, key: bytes | str | None = None, compact: bool | None = None) -> str:
+    def save(self, path, *, key: bytes | str | None = None, compact: bool | None = None, overwrite: bool = False) -> str:
         """Write the mechanism to ``path`` (a .npz file; built once, perturb many times).
+
+        The file is written to a temporary file in the same directory, flushed to disk and moved
+        into place atomically, so a crash never leaves a half-written mechanism and no other file
+        (such as an unrelated ``PATH.tmp``) is touched.  An existing file is never replaced unless
+        ``overwrite=True``; a symbolic link at ``path`` is then replaced itself, never written
+        through.
 
         Parameters
         ----------
+        path : str or os.PathLike
+            The file to write (.npz).
+        overwrite : bool
+            Replace an existing ``path`` (default False: :class:`FileExistsError`).
         compact : bool or None
             True: store only what cannot be recomputed cheaply (the maps, the kernel rate map,
             outputs, weights, normaliser, options: a few MB) and recompute the kernels at
@@ -777,9 +787,17 @@ class EikonalMechanism:
             not tampering (anyone can recompute it).  The signature protects only while the
             key is secret: keep it out of the file's directory, the repository and the logs.
 
-        Returns the SHA-256 digest of the file's content (for a compact file, :attr:`mechanism_id`).
+        Returns
+        -------
+        str
+            The SHA-256 digest of the file's content (for a compact file, :attr:`mechanism_id`).
+
+        Raises
+        ------
+        FileExistsError
+            ``path`` exists (or is a symbolic link) and ``overwrite`` is False; nothing was written.
         """
-        return persistence.save(self, path, key=key, compact=compact)
+        return persistence.save(self, path, key=key, compact=compact, overwrite=overwrite)
 
     @classmethod
     def load(

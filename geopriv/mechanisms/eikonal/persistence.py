@@ -8,15 +8,17 @@ the normaliser against the weights and kernels, and re-runs the verification.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import hmac
 import json
 import math
 import os
+import tempfile
 
 import numpy as np
 
-from ...exceptions import MechanismFileError
+from ...exceptions import MechanismFileError, OutputError, ParameterError
 from ...privacy_map import PrivacyMap, affine6
 from .kernels import compute_kernels
 from .report import NORMALISER_RTOL, TOLERANCE, VerifyReport
@@ -69,29 +71,80 @@ def file_meta(mech, include_report: bool = True, compact: bool = False) -> dict:
     return meta
 
 
-def save(mech, path, *, key: bytes | str | None = None, compact: bool | None = None) -> str:
-    """Write ``mech`` to ``path`` (:meth:`EikonalMechanism.save`, where the options are documented)."""
+def save(
+    mech, path, *, key: bytes | str | None = None, compact: bool | None = None, overwrite: bool = False,
+) -> str:
+    """Write ``mech`` to ``path`` (:meth:`EikonalMechanism.save`, where the options are documented).
+
+    The file is written to a new temporary file in the same directory, flushed to disk, and then
+    linked into place (``overwrite=False``: an existing file, or a symbolic link, is never
+    replaced) or moved over ``path`` with :func:`os.replace` (``overwrite=True``: a symbolic link
+    at ``path`` is replaced itself, never written through).  A failed save leaves ``path`` and every
+    other file as they were.
+    """
     if compact is None:
         compact = mech.can_save_compact
     if not compact and mech.kernel is None:
-        raise ValueError("This mechanism computes its kernels on demand and holds none: save it compact (compact=True, the default).")
+        raise ParameterError("This mechanism computes its kernels on demand and holds none: save it compact "
+                             "(compact=True, the default).")
     if compact and not mech.can_save_compact:
-        raise ValueError(
+        raise ParameterError(
             "This mechanism was loaded from a full file of an earlier version and does not know its kernel rate map: "
             "save it with compact=False, or rebuild it to save a compact file."
         )
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise OutputError(f"{path!r} is a directory; give a file name such as {os.path.join(path, 'mechanism.npz')!r}.")
+    if not overwrite and os.path.lexists(path):
+        raise _exists(path)
     arrays = file_arrays(mech, compact=compact)
     meta = file_meta(mech, compact=compact)
     digest, mac = digests(arrays, file_meta(mech, include_report=False, compact=compact), None if key is None else hmac_key(key))
     meta["sha256"] = digest
     if mac is not None:
         meta["hmac_sha256"] = mac
-    path = os.fspath(path)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as fh:
-        np.savez(fh, meta=np.array(json.dumps(meta, default=json_default)), **arrays)
-    os.replace(tmp, path)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".geopriv-eikonal-", suffix=".npz.tmp", dir=folder)
+    try:
+        if hasattr(os, "fchmod"):  # mkstemp creates it owner-only; a mechanism is not secret: the usual mode
+            os.fchmod(fd, 0o666 & ~_umask())
+        with os.fdopen(fd, "wb") as fh:
+            np.savez(fh, meta=np.array(json.dumps(meta, default=json_default)), **arrays)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            try:
+                os.link(tmp, path)  # atomic "create, never clobber"
+            except FileExistsError:
+                raise _exists(path) from None
+            except OSError:  # a file system without hard links: check, then move
+                if os.path.lexists(path):
+                    raise _exists(path) from None
+                os.replace(tmp, path)
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
     return digest
+
+
+def _exists(path: str) -> FileExistsError:
+    return FileExistsError(errno.EEXIST, "File exists; pass overwrite=True to replace it (the old mechanism is lost)", path)
+
+
+def _umask() -> int:
+    """The process's file mode creation mask (read without changing it where the system allows)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def load(

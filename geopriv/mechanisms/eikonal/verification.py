@@ -211,6 +211,79 @@ def check_arrays(mech, chunk: int = 10_000_000) -> None:
         r = np.asarray(mech.remap_xy)
         if r.shape != (M, 2) or r.dtype.kind != "f" or not np.all(np.isfinite(r)):
             bad("remap_xy is not a finite (outputs x 2) array")
+    check_derived(mech)
+
+
+def check_derived(mech) -> None:
+    """Raise :class:`MechanismFileError` unless the arrays derived from the kernel rate map agree with it.
+
+    A build derives ``kernel_epsilon`` (the unpadded part of the kernel rate map), the output
+    lattice ``output_ij`` with each output's ``output_step`` (:func:`.lowering.output_levels` of the
+    kernel rate map with ``params['output_spacing']`` and ``params['max_step']``) and the apex radii
+    ``output_apex`` from the kernel rate map and its options.  A file whose stored copies differ
+    was edited after the build (the unkeyed checksum can be recomputed by anyone): the jitter of
+    the released points (``output_step``) or the recorded map would then not be the verified
+    ones.  Mechanisms without a kernel rate map (full files of earlier versions) are checked for
+    what can be checked without it: ``kernel_epsilon`` has the map's shape, is finite, > 0 and no
+    larger than the map's epsilon; steps are powers of two and every output lies on its step's
+    lattice.
+    """
+    from .lowering import output_levels
+
+    fix = "Rebuild the mechanism (EikonalMechanism.build(privacy_map).save(path)); do not release with it."
+
+    def bad(what):
+        raise MechanismFileError(f"The mechanism's arrays are inconsistent: {what}. {fix}")
+
+    pm = mech.privacy_map
+    ny, nx = pm.shape
+    hx, hy = pm.cell_size
+    params = mech.params if isinstance(mech.params, dict) else {}
+    P = params.get("pad_cells")
+    keps = np.asarray(mech.kernel_epsilon)
+    step = np.asarray(mech.output_step)
+    oij = np.asarray(mech.output_ij)
+    if keps.shape != (ny, nx) or keps.dtype.kind != "f":
+        bad(f"kernel_epsilon has shape {keps.shape} and dtype {keps.dtype}, expected floating point {(ny, nx)}")
+    if step.ndim != 1 or step.dtype.kind not in "iu" or oij.shape != (len(step), 2) or oij.dtype.kind not in "iu":
+        bad("output_step / output_ij are not one integer step and one (row, col) pair per output")
+    if not isinstance(P, int) or P < 0:
+        bad("params['pad_cells'] (the output padding) is missing or invalid")
+    kp = mech.kernel_rate
+    if kp is None:  # a full file of an earlier version: the invariants that need no kernel rate map
+        eps = np.asarray(pm.epsilon_crs, dtype=float)
+        if not (np.all(np.isfinite(keps)) and np.all(keps > 0) and np.all(keps <= eps * (1 + 1e-9))):
+            bad("kernel_epsilon is not finite, > 0 and at most the privacy map's epsilon everywhere")
+        if np.any(step < 1) or np.any(step & (step - 1)):
+            bad("output_step has values that are not powers of two")
+        if np.any((oij[:, 0] + P) % step) or np.any((oij[:, 1] + P) % step):
+            bad("outputs lie off the lattice of their output_step")
+        return
+    kp = np.asarray(kp)
+    if kp.shape != (ny + 2 * P, nx + 2 * P):
+        bad(f"kernel_rate has shape {kp.shape}, expected {(ny + 2 * P, nx + 2 * P)}")
+    if not np.array_equal(keps, kp[P:P + ny, P:P + nx]):
+        bad("kernel_epsilon is not the kernel rate map on the raster (it was edited after the build)")
+    spacing, max_step = params.get("output_spacing"), params.get("max_step")
+    if isinstance(spacing, bool) or not isinstance(spacing, (int, float)) or not (math.isfinite(spacing) and spacing > 0):
+        bad("params['output_spacing'] is missing or not a finite number > 0")
+    if max_step is not None and (isinstance(max_step, bool) or not isinstance(max_step, int) or max_step < 1):
+        bad("params['max_step'] is not None or an integer >= 1")
+    if not (np.all(np.isfinite(kp)) and np.all(kp > 0)):
+        bad("kernel_rate is not finite and > 0 everywhere")
+    levels = output_levels(kp, hy, hx, spacing, max_step)
+    on_lattice = (np.arange(kp.shape[0])[:, None] % levels == 0) & (np.arange(kp.shape[1])[None, :] % levels == 0)
+    oi, oj = np.nonzero(on_lattice)
+    if len(oi) != len(step) or not (np.array_equal(oij[:, 0], oi - P) and np.array_equal(oij[:, 1], oj - P)):
+        bad("output_ij is not the output lattice of the kernel rate map and params['output_spacing'] / ['max_step']")
+    if not np.array_equal(step, levels[oi, oj]):
+        bad("output_step is not the output spacing the kernel rate map and params['output_spacing'] / ['max_step'] "
+            "give (it was edited after the build)")
+    apex = params.get("apex")
+    if mech.output_apex is not None and isinstance(apex, (int, float)) and not isinstance(apex, bool):
+        expected = np.where(step > 1, apex * step * math.sqrt(hx * hy) * kp[oi, oj], 0.0)
+        if np.shape(mech.output_apex) != expected.shape or not np.allclose(mech.output_apex, expected, rtol=1e-12, atol=0):
+            bad("output_apex is not the apex radii params['apex'] and the output steps give")
 
 
 def normaliser_mismatch(stored: np.ndarray, exact: np.ndarray) -> float:
