@@ -22,9 +22,11 @@ Every command checks its arguments, its input files and its outputs (format from
 extension, existing files, outputs that are inputs: :mod:`geopriv.io`) before it reads any data
 or draws any noise, and writes its outputs atomically: a failed run leaves every file as it
 was.  Bad input gives one line ``geopriv: error: ...`` on stderr and exit code 2, never a
-traceback.  Errors from geopriv name rows, never coordinates; errors from other libraries
-(pandas, pyproj, GDAL), whose text may quote values from the data, are reported by type with a
-hint.  ``GEOPRIV_TRACEBACK=1`` shows the full error instead (it may show data values).
+traceback.  The line is :func:`geopriv.exceptions.user_message`, shared with the QGIS plugin:
+geopriv's own errors (:class:`geopriv.GeoprivError` subclasses) are shown, and they name rows,
+never coordinates; errors from other libraries (pandas, pyproj, numpy, GDAL) and bare Python
+errors, whose text may quote values from the data, are reported by type with a hint.
+``GEOPRIV_TRACEBACK=1`` shows the full error instead (it may show data values).
 """
 from __future__ import annotations
 
@@ -35,10 +37,10 @@ import math
 import os
 import sys
 import textwrap
-import traceback
 import warnings
 from pathlib import Path
 
+from .exceptions import UsageError, user_message
 from .parsing import parse_epsilon_pair, parse_number
 
 __all__ = ["main", "build_parser"]
@@ -48,8 +50,8 @@ EXIT_INTERRUPTED = 130
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
 
-class CLIError(Exception):
-    """A user-facing error: printed as one line."""
+class CLIError(UsageError):
+    """A user-facing error about the command line's options: printed as one line."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -178,6 +180,14 @@ def _check_privacy(args) -> None:
         if args.level is None:
             raise CLIError("say how much privacy: --epsilon E (per metre), or --level L with --radius R "
                            "(e.g. --level ln4 --radius 200)")
+    from .mechanisms.planar_laplace import check_epsilon
+
+    for flag, value in (("--epsilon", args.epsilon), ("--level", args.level), ("--radius", args.radius)):
+        if value is not None:
+            try:
+                check_epsilon(value, flag[2:])
+            except ValueError as exc:  # the library's check of a number given here: its text names the option only
+                raise CLIError(str(exc)) from None
 
 
 def _privacy_kwargs(args) -> dict:
@@ -729,6 +739,9 @@ def _cmd_report(args) -> int:
         print("geopriv: warning: --delta is deprecated and will be removed in the next release; use --quantile",
               file=sys.stderr)
         args.quantile = args.delta
+    if args.quantile is not None and not 0 < args.quantile < 1:
+        raise CLIError("--quantile: the quantile must be strictly between 0 and 1 (e.g. 0.9: alpha is the radius "
+                       "containing 90 % of the displacements)")
     crs = _check_crs(args.crs)
     released_crs = _check_crs(args.released_crs)
     io.check_input(args.true, "true")
@@ -1203,45 +1216,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # ---------------------------------------------------------------------------- errors and warnings
-def _from_geopriv(exc: BaseException) -> bool:
-    """Raised by an explicit ``raise`` statement in geopriv's own code (its text is geopriv's)."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    if not frames:
-        return False
-    last = frames[-1]
-    try:
-        inside = Path(last.filename).resolve().is_relative_to(_PACKAGE_DIR)
-    except (OSError, ValueError):  # pragma: no cover
-        return False
-    return inside and (last.line or "").lstrip().startswith("raise")
-
-
-def _hint(exc: BaseException) -> str:
-    module = type(exc).__module__.split(".")[0]
-    if module == "pyproj":
-        return "the coordinate reference system could not be used: check the file's CRS (or give --crs)"
-    if module in ("pyogrio", "fiona", "osgeo"):
-        return "GDAL could not read or write a file: check its format, layer and columns"
-    if module == "rasterio":
-        return "GDAL could not read or write a raster: check that it is a GeoTIFF with a CRS"
-    if module in ("pandas", "numpy"):
-        return "a column could not be processed: check the input's attribute columns and time stamps"
-    if isinstance(exc, MemoryError):
-        return "not enough memory: process the data in parts"
-    return "unexpected error"
-
-
 def _message(exc: BaseException) -> str:
-    from .exceptions import GeoprivError
-
-    if isinstance(exc, (CLIError, GeoprivError)) or (isinstance(exc, (ValueError, TypeError)) and _from_geopriv(exc)):
-        text = " ".join(line.strip() for line in str(exc).strip().splitlines() if line.strip())
-        return text or type(exc).__name__
-    if isinstance(exc, OSError) and exc.strerror and exc.filename:
-        return f"{exc.strerror}: {exc.filename}"
-    name = f"{type(exc).__module__}.{type(exc).__qualname__}".replace("builtins.", "")
-    return (f"{name}: {_hint(exc)}. Details are withheld because they may quote values from your data; "
-            "set GEOPRIV_TRACEBACK=1 to see them")
+    """The one line printed for ``exc``: :func:`geopriv.exceptions.user_message` (shared with QGIS)."""
+    return user_message(exc, debug_hint="set GEOPRIV_TRACEBACK=1 to see it")
 
 
 _SHOWN: set = set()

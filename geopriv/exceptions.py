@@ -18,9 +18,15 @@ __all__ = [
     "InfeasibleMechanismError",
     "MechanismFileError",
     "LocationAttributeError",
+    "InputError",
+    "OutputError",
+    "ParameterError",
+    "UsageError",
+    "NetworkError",
     "GeoprivWarning",
     "DistortionWarning",
     "format_labels",
+    "user_message",
 ]
 
 
@@ -94,9 +100,93 @@ class LocationAttributeError(GeoprivError):
         super().__init__(message)
 
 
+class InputError(GeoprivError):
+    """An input file that cannot be read: missing, unreadable, too large, ambiguous layer, wrong CRS."""
+
+
+class OutputError(GeoprivError):
+    """An output that cannot be written safely: unknown format, exists, or is one of the inputs."""
+
+
+class ParameterError(GeoprivError):
+    """An option (keyword argument, command-line option, QGIS parameter) with a value that cannot be used."""
+
+
+class UsageError(GeoprivError):
+    """Options that do not go together, or a required option missing (the command line's errors)."""
+
+
+class NetworkError(GeoprivError):
+    """A network (graph) that cannot be used: unknown nodes, bad weights, or weights so extreme that its
+    distances cannot be computed accurately."""
+
+
 class GeoprivWarning(UserWarning):
     """Base class of geopriv's warnings."""
 
 
 class DistortionWarning(GeoprivWarning):
     """The CRS scale varies over the data: the guarantee holds, some points get more noise."""
+
+
+#: what went wrong in a foreign library, by its top-level module: how to proceed (no data values)
+_FOREIGN_HINTS = {
+    "pyproj": "the coordinate reference system could not be used: check the file's CRS (or give the CRS explicitly)",
+    "pyogrio": "GDAL could not read or write a file: check its format, layer and columns",
+    "fiona": "GDAL could not read or write a file: check its format, layer and columns",
+    "osgeo": "GDAL could not read or write a file: check its format, layer and columns",
+    "rasterio": "GDAL could not read or write a raster: check that it is a GeoTIFF with a CRS",
+    "shapely": "a geometry could not be processed: check the input's geometries",
+    "pandas": "a column could not be processed: check the input's attribute columns and their types",
+    "numpy": "an array computation failed: check the input's values and sizes",
+    "scipy": "a numerical computation failed: check the input's values and sizes",
+}
+_LIBRARY_NAMES = {"builtins": "Python", "osgeo": "GDAL", "pyogrio": "GDAL (pyogrio)", "fiona": "GDAL (fiona)",
+                  "rasterio": "GDAL (rasterio)"}
+
+
+def user_message(exc: BaseException, debug_hint: str = "rerun with GEOPRIV_TRACEBACK=1 to see it") -> str:
+    """The one-line text shown to a user for ``exc`` (the command line and the QGIS plugin).
+
+    geopriv's own errors and warnings (:class:`GeoprivError`, :class:`GeoprivWarning` and their
+    subclasses) are written by geopriv to name row labels, never coordinates: their message is
+    shown, on one line.  Any other exception (pandas, pyproj, numpy, GDAL, a bare ``ValueError``)
+    may quote values from the data in its text, so only its type, the library it comes from and a
+    generic hint are shown; the text is withheld.  An :class:`OSError` with a file name shows the
+    operating system's reason and the file name (both written by the user or the system, not
+    data).  :class:`MemoryError` says how to proceed.
+
+    Parameters
+    ----------
+    exc : BaseException
+        The exception to describe.
+    debug_hint : str, optional
+        How the user can see the withheld text (the command line: ``GEOPRIV_TRACEBACK=1``; QGIS:
+        the Python console).
+
+    Returns
+    -------
+    str
+        One line, without a trailing period.
+
+    Examples
+    --------
+    >>> user_message(GeoprivError("2 row(s) are outside the bounds: labels 3, 7. Widen bounds="))
+    '2 row(s) are outside the bounds: labels 3, 7. Widen bounds='
+    >>> user_message(ValueError("could not convert string to float: '51.5123'"))[:43]
+    'an error in Python (ValueError): its messag'
+    """
+    if isinstance(exc, (GeoprivError, GeoprivWarning)):
+        text = " ".join(line.strip() for line in str(exc).strip().splitlines() if line.strip())
+        return text or type(exc).__name__
+    if isinstance(exc, OSError) and exc.strerror and exc.filename and type(exc).__module__ == "builtins":
+        return f"{exc.strerror}: {exc.filename}"
+    name = type(exc).__qualname__
+    module = (type(exc).__module__ or "builtins").split(".")[0]
+    library = _LIBRARY_NAMES.get(module, module)
+    if isinstance(exc, MemoryError):
+        hint = "not enough memory: process the data in parts, or resample or clip large rasters"
+    else:
+        hint = _FOREIGN_HINTS.get(module)
+    return (f"an error in {library} ({name}): " + (f"{hint}; " if hint else "")
+            + f"its message is withheld because it may quote data values; {debug_hint}")

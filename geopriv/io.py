@@ -52,7 +52,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .exceptions import GeoprivError
+from .exceptions import InputError, OutputError
 
 __all__ = [
     "FORMATS",
@@ -63,6 +63,7 @@ __all__ = [
     "check_input",
     "check_output",
     "check_file_output",
+    "check_output_not_input",
     "read_vector",
     "write_vector",
     "sidecar_path",
@@ -83,14 +84,6 @@ SHAPEFILE_PARTS = (".shp", ".shx", ".dbf", ".prj", ".cpg")
 #: index files of a Shapefile that would describe the old data: removed when it is replaced
 SHAPEFILE_STALE = (".qix", ".sbn", ".sbx")
 SIDECAR_SUFFIX = ".geopriv.json"
-
-
-class InputError(GeoprivError):
-    """An input file that cannot be read: missing, unreadable, ambiguous layer, wrong CRS."""
-
-
-class OutputError(GeoprivError):
-    """An output that cannot be written safely: unknown format, exists, or is one of the inputs."""
 
 
 def _formats_text() -> str:
@@ -129,18 +122,53 @@ def _same_file(a: Path, b: Path) -> bool:
 
 
 def _check_protect(outputs: Iterable[Path], protect, shown) -> None:
-    outputs = [p for p in outputs if p.exists()]
+    outputs = [p for p in outputs if p.exists() or p.is_symlink()]
     for q in protect or ():
-        if q is None:
+        if q is None or (isinstance(q, str) and not q.strip()):
             continue
         q = Path(q)
         for part in _parts(q) + [q]:
             for o in outputs:
-                if _same_file(o, part):
+                if _same_file(o, part) or _same_path(o, part):
                     raise OutputError(
                         f"the output {shown} is the input file {q} (the same path, a hard link or a symbolic link "
                         "to it); choose another output so the input is kept"
                     )
+
+
+def _same_path(a: Path, b: Path) -> bool:
+    """The same path once symbolic links are resolved (also for a link to a file that does not exist yet)."""
+    try:
+        return os.path.normcase(os.path.realpath(a)) == os.path.normcase(os.path.realpath(b))
+    except (OSError, ValueError):
+        return False
+
+
+def check_output_not_input(output, inputs) -> None:
+    """Refuse an output that is one of the inputs: the same path, a hard link or a symbolic link to one.
+
+    The command line and the QGIS plugin call this for every output before any work, so that no
+    input is ever written over.  Paths are compared with :func:`os.path.samefile` (the same file
+    on disk: hard links, symbolic links, other spellings of the path) and, for files that do not
+    exist yet, with :func:`os.path.realpath`.  A Shapefile input is protected with every one of
+    its parts (``.shp/.shx/.dbf/.prj/.cpg``).
+
+    Parameters
+    ----------
+    output : str or os.PathLike
+        The output file.
+    inputs : iterable of str or os.PathLike or None
+        The inputs (None and empty entries are skipped).
+
+    Raises
+    ------
+    OutputError
+        ``output`` is the same file as one of ``inputs``.
+    """
+    if output is None or not os.fspath(output):
+        return
+    shown = os.fspath(output)
+    _check_protect([Path(shown)], [q for q in inputs or () if q is not None], shown)
 
 
 def _destination(path) -> Path:
