@@ -224,7 +224,7 @@ class BudgetAccountant:
 
 
 class DiffusionLedger:
-    """What graded releases over a network cost: per source, the largest epsilon of each path.
+    """What graded releases over a network cost: per source and per released quantity, the largest epsilon of each path.
 
     One path (:class:`~geopriv.mechanisms.diffusion.DiffusionPath`) answers any number of
     recipients, and any coalition of them learns no more than its closest member
@@ -233,84 +233,138 @@ class DiffusionLedger:
     epsilon; a **fresh** path for the same source is a new, independent release and is charged
     in full (the epsilons of independent paths add up).
 
+    Totals are kept per ``(source, released)``: the source's location (epsilon per ground metre)
+    and each value column (epsilon per unit of that value) have their own totals, because
+    metres and units of a value cannot be added.  ``spent(source)`` is the location total;
+    ``spent(source, value="infected")`` a value's.  (They still compose: a location and a value
+    of the same person that are related leak together; the ledger does not model that.)
+
+    A path is charged by its binding: a bound path made for another source, or for another
+    released quantity, is refused by :meth:`check` and :meth:`record`
+    (:class:`~geopriv.exceptions.PathBindingError`) instead of being charged as if it answered
+    this one.
+
     Parameters
     ----------
     total : float, optional
-        Budget per source (epsilon per ground metre for locations, per unit for values).
-        ``None``: record only, never refuse.
+        Budget per source for locations (epsilon per ground metre).  ``None``: record only,
+        never refuse.
+    value_total : float, optional
+        Budget per source and value column (epsilon per unit of the value).  Default: ``total``
+        (give it explicitly: the units differ).
 
-    The ledger recognises a path by a SHA-256 fingerprint of its secret values; it keeps no
-    path and :meth:`to_frame` shows no fingerprint.
+    Notes
+    -----
+    The ledger recognises a path by :meth:`~geopriv.mechanisms.diffusion.DiffusionPath.fingerprint`
+    (a SHA-256 of its noise and binding); it keeps no path and :meth:`to_frame` shows no fingerprint.
     """
 
-    def __init__(self, total: float | None = None):
+    def __init__(self, total: float | None = None, value_total: float | None = None):
         if total is not None:
             total = float(_positive_totals(total, 1)[0])
+        if value_total is not None:
+            value_total = float(_positive_totals(value_total, 1)[0])
         self._total = total
-        self._entries: dict = {}  # source -> list of [fingerprint, largest epsilon]
+        self._value_total = total if value_total is None else value_total
+        self._entries: dict = {}  # (typed source, released) -> [source label, released text, [[fingerprint, eps]]]
 
     @staticmethod
-    def _fingerprint(path) -> str:
-        import hashlib
+    def _what(value) -> str:
+        from .mechanisms.diffusion import LOCATION, value_column
 
-        h = hashlib.sha256()
-        for key, arr in sorted(path.secret_arrays().items()):
-            h.update(key.encode())
-            h.update(np.ascontiguousarray(arr).tobytes())
-        return h.hexdigest()
+        return LOCATION if value is None else value_column(value)
 
-    def _entry(self, source, path):
+    def _key(self, source, value):
+        from .mechanisms.diffusion import typed_label
+
+        return (typed_label(source), self._what(value))
+
+    def _limit(self, value):
+        return self._total if value is None else self._value_total
+
+    def _check_binding(self, source, value, path) -> None:
+        from .exceptions import PathBindingError
+        from .mechanisms.diffusion import typed_label
+
+        if path is None or not getattr(path, "is_bound", False):
+            return
+        bound = path.binding
+        diffs = []
+        if bound["source"] != typed_label(source):
+            diffs.append(f"the path answers row {bound['source']}, not row {typed_label(source)}")
+        if bound["released"] != self._what(value):
+            diffs.append(f"the path answers {bound['released']}, not {self._what(value)}")
+        if diffs:
+            raise PathBindingError(
+                "the ledger cannot charge this path to this release: " + "; ".join(diffs) + ". Charge it to the source "
+                "and quantity it was made for, or draw a fresh path for this one (a new release, charged in full)."
+            )
+
+    def _entry(self, source, path, value=None):
         if path is None:
             return None
-        fp = self._fingerprint(path)
-        for entry in self._entries.get(source, []):
+        fp = path.fingerprint()
+        for entry in self._entries.get(self._key(source, value), [None, None, []])[2]:
             if entry[0] == fp:
                 return entry
         return None
 
-    def spent(self, source) -> float:
-        """Total charged to ``source``: the sum over its paths of each path's largest epsilon."""
-        return float(sum(e[1] for e in self._entries.get(source, [])))
+    def spent(self, source, *, value=None) -> float:
+        """Total charged to ``source`` for its location (or for column ``value``): the sum over paths of each largest epsilon."""
+        row = self._entries.get(self._key(source, value))
+        return 0.0 if row is None else float(sum(e[1] for e in row[2]))
 
-    def cost(self, source, epsilon_max: float, path=None) -> float:
+    def cost(self, source, epsilon_max: float, path=None, *, value=None) -> float:
         """What answering up to ``epsilon_max`` costs: the whole of it for a new path, the increase for ``path``.
 
         A path this ledger has not seen is treated as new (charged in full).
         """
-        entry = self._entry(source, path)
+        entry = self._entry(source, path, value)
         return float(epsilon_max) if entry is None else max(0.0, float(epsilon_max) - entry[1])
 
-    def check(self, source, epsilon_max: float, path=None) -> float:
-        """Refuse (BudgetExceededError) before any noise is drawn if the release would overspend."""
-        cost = self.cost(source, epsilon_max, path)
-        if self._total is not None and self.spent(source) + cost > self._total * (1 + 1e-12):
+    def check(self, source, epsilon_max: float, path=None, *, value=None) -> float:
+        """Refuse before any noise is drawn if the release would overspend (BudgetExceededError) or ``path`` answers another source or quantity (PathBindingError)."""
+        self._check_binding(source, value, path)
+        cost = self.cost(source, epsilon_max, path, value=value)
+        limit = self._limit(value)
+        spent = self.spent(source, value=value)
+        if limit is not None and spent + cost > limit * (1 + 1e-12):
+            what = "location" if value is None else f"value {value!r}"
             raise BudgetExceededError(
-                f"source {source!r} has spent {self.spent(source):.6g} of its {self._total:.6g}; this release would "
+                f"source {source!r} has spent {spent:.6g} of its {limit:.6g} for its {what}; this release would "
                 f"cost {cost:.6g} more. Answer recipients from the path already used for this source (path=...), "
                 "whose largest epsilon is already paid, or lower the epsilon function."
             )
         return cost
 
-    def record(self, source, epsilon_max: float, old_path, new_path) -> float:
+    def record(self, source, epsilon_max: float, old_path, new_path, *, value=None) -> float:
         """Charge the release that answered up to ``epsilon_max`` from ``new_path`` (an extension of ``old_path``, or new)."""
-        cost = self.check(source, epsilon_max, old_path)
-        entry = self._entry(source, old_path)
+        self._check_binding(source, value, new_path)
+        cost = self.check(source, epsilon_max, old_path, value=value)
+        entry = self._entry(source, old_path, value)
         if entry is None:
-            self._entries.setdefault(source, []).append([self._fingerprint(new_path), float(epsilon_max)])
+            row = self._entries.setdefault(self._key(source, value), [source, self._what(value), []])
+            row[2].append([new_path.fingerprint(), float(epsilon_max)])
         else:
-            entry[0] = self._fingerprint(new_path)
+            entry[0] = new_path.fingerprint()
             entry[1] = max(entry[1], float(epsilon_max))
         return cost
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per source: paths, spent (sum of each path's largest epsilon), total, remaining."""
+        """One row per (source, released): unit, paths, spent (sum of each path's largest epsilon), total, remaining."""
+        from .mechanisms.diffusion import LOCATION
+
         rows = []
-        for source, entries in self._entries.items():
+        for (_, what), (source, _, entries) in self._entries.items():
             spent = float(sum(e[1] for e in entries))
-            rows.append({"source": source, "paths": len(entries), "largest_epsilon": max(e[1] for e in entries),
-                         "spent": spent, "total": self._total,
-                         "remaining": None if self._total is None else max(self._total - spent, 0.0)})
-        return pd.DataFrame(rows, columns=["source", "paths", "largest_epsilon", "spent", "total", "remaining"])
+            limit = self._total if what == LOCATION else self._value_total
+            rows.append({"source": source, "released": what,
+                         "unit": "per ground metre" if what == LOCATION else "per unit of the value",
+                         "paths": len(entries), "largest_epsilon": max(e[1] for e in entries),
+                         "spent": spent, "total": limit,
+                         "remaining": None if limit is None else max(limit - spent, 0.0)})
+        return pd.DataFrame(rows, columns=["source", "released", "unit", "paths", "largest_epsilon", "spent", "total",
+                                           "remaining"])
 
     def __repr__(self) -> str:
-        return f"DiffusionLedger({len(self._entries)} source(s), total={self._total})"
+        return f"DiffusionLedger({len(self._entries)} (source, released) pair(s), total={self._total}, value_total={self._value_total})"

@@ -7,6 +7,17 @@ and any coalition of recipients learns no more than its closest member.  Distanc
 :mod:`geopriv.network`; the location goes through the public release path
 (:func:`geopriv.release.release_diffusion`); the budget is charged by
 :class:`~geopriv.accounting.DiffusionLedger` (a path costs its largest epsilon).
+
+What is published, and in which order
+-------------------------------------
+One row per recipient: its index label, its network distance (the graph is public), its
+epsilon and its answer.  The rows are in the order of the recipients' index labels (sorted;
+labels of mixed types by type name, then value), a function of public information only: the
+input's row order (often spatial: FlatGeobuf files are Hilbert-sorted) is never published.
+Because the labels themselves and their order are published, an index assigned in spatial
+order (or holding coordinates) is refused with :class:`~geopriv.exceptions.LocationAttributeError`
+by :func:`geopriv.attributes.check_location_attributes` run on the rows in label order;
+attribute columns are not checked because none is released.
 """
 from __future__ import annotations
 
@@ -16,15 +27,44 @@ import geopandas as gpd
 import numpy as np
 import pandas as pd
 
+from .attributes import INDEX, check_location_attributes
 from .exceptions import EmptyInputError, GeoprivError, format_labels
 from .frame import DEFAULT_MAX_DISTORTION
 from .network import UnreachableRecipientsWarning, as_network, epsilon_of_distance, hop_distance, resistance_distance
 from .provenance import attach, make_record
 from .release import release_diffusion
 
-__all__ = ["diffuse_locations", "network_distances"]
+__all__ = ["diffuse_locations", "network_distances", "recipient_order", "VALUE_RANGE_STEPS"]
 
 DISTANCES = ("hops", "resistance")
+#: Without ``value_range=``, value answers are clamped to +-(VALUE_RANGE_STEPS * step): a public
+#: range from the lattice step alone (2^32 steps), over which the 1-D finite-precision term is
+#: about 0.2 % of epsilon at the default step.
+VALUE_RANGE_STEPS = 2.0**32
+
+
+def recipient_order(labels) -> np.ndarray:
+    """Positions that put ``labels`` in publication order: sorted labels (a function of the labels only).
+
+    Labels that cannot be compared with each other (mixed types) are ordered by type name,
+    then by value within a type (:func:`geopriv.mechanisms.diffusion.typed_label` text).
+
+    Parameters
+    ----------
+    labels : pandas.Index
+
+    Returns
+    -------
+    numpy.ndarray of int
+    """
+    from .mechanisms.diffusion import typed_label
+
+    labels = pd.Index(labels)
+    try:
+        return np.asarray(labels.argsort(kind="stable"))
+    except TypeError:
+        keys = [typed_label(v) for v in labels]
+        return np.array(sorted(range(len(keys)), key=keys.__getitem__), dtype=np.intp)
 
 
 def _network(graph, data, tolerance, weight):
@@ -56,10 +96,41 @@ def _network(graph, data, tolerance, weight):
 def network_distances(data, graph, source, *, distance: str = "hops", tolerance: float = 0.0, weight=None) -> pd.Series:
     """Network distance from row ``source`` to every row of ``data`` (inf: not connected, or not in the graph).
 
-    ``graph``: a networkx graph or an (m, 2) edge list / two-column table of row labels, a scipy
-    sparse adjacency matrix over the rows in order, or a GeoDataFrame of LineStrings between the
-    rows' points (ends matched within ``tolerance`` CRS units).  ``distance``: ``"hops"``
-    (shortest path) or ``"resistance"`` (effective resistance, sparse selected inversion).
+    Parameters
+    ----------
+    data : GeoDataFrame
+        The people, one row each, named by their index labels.
+    graph : networkx graph, edge list, scipy sparse matrix or GeoDataFrame of lines
+        A networkx graph or an (m, 2) edge list / two-column table of row labels, a scipy
+        sparse adjacency matrix over the rows in order, or a GeoDataFrame of LineStrings between
+        the rows' points (ends matched within ``tolerance`` CRS units).
+    source : hashable
+        The index label of the source row.
+    distance : {"hops", "resistance"}
+        Shortest-path hops, or effective resistance (sparse selected inversion).
+    tolerance : float
+        Matching of line ends to points (line networks only).
+    weight : column label or array, optional
+        Edge weights (conductances); default every edge 1.
+
+    Returns
+    -------
+    pandas.Series
+        ``distance``, indexed like ``data``.
+
+    Notes
+    -----
+    Duplicate edges count differently by input type (:func:`geopriv.network.as_network`), and
+    only for ``"resistance"`` (hops never depend on them):
+
+    * edge list, table or line layer: an edge given twice (also as ``(a, b)`` and ``(b, a)``)
+      is ONE edge of weight 1 without ``weight=``; with ``weight=`` the weights of the copies add
+      up (parallel conductances);
+    * networkx ``MultiGraph``: parallel edges add up, also without ``weight=`` (k parallel edges
+      are one edge of conductance k); a ``Graph`` has no duplicates;
+    * scipy sparse matrix: an entry is the weight; duplicate COO entries add up.
+
+    De-duplicate the input (or give it weights) when this matters for your resistance distances.
     """
     if distance not in DISTANCES:
         raise GeoprivError(f"distance must be 'hops' or 'resistance', got {distance!r}.")
@@ -85,6 +156,8 @@ def diffuse_locations(
     distance: str = "hops",
     value=None,
     support=None,
+    value_range=None,
+    continuous: bool = False,
     path=None,
     rng=None,
     bounds=None,
@@ -94,6 +167,7 @@ def diffuse_locations(
     on_unreachable: str = "warn",
     tolerance: float = 0.0,
     weight=None,
+    keep=(),
 ):
     """Release the location of row ``source`` to every other row, graded by network distance.
 
@@ -114,7 +188,8 @@ def diffuse_locations(
     source : hashable
         The index label of the row whose location is released.
     graph : networkx graph, edge list, scipy sparse matrix or GeoDataFrame of lines
-        The (public) network between the rows: see :func:`network_distances`.
+        The (public) network between the rows: see :func:`network_distances` (which also says
+        how duplicate edges count).
     distance : {"hops", "resistance"}
         Shortest-path hops, or effective resistance (a smoother distance that counts
         multiple paths).
@@ -123,32 +198,60 @@ def diffuse_locations(
         infection bit); epsilon is then per unit of the value.  Returns a DataFrame.
     support : sequence, optional
         With ``value``: project each answer to the nearest of these values (``[0, 1]`` for a
-        bit; post-processing).
+        bit; post-processing; a finite support is a lattice, so no other snapping is done).
+    value_range : (lo, hi), optional
+        With ``value``: the public range of the value, chosen without looking at the data.
+        Answers are clamped to the lattice nodes in it and the source's value must lie in it.
+        Default: ``+-VALUE_RANGE_STEPS`` lattice steps around 0.
+    continuous : bool, default False
+        With ``value`` and no ``support``: publish raw float64 answers ``u + V`` instead of
+        snapping them to the public lattice.  Only on explicit request: the low-order bits of
+        float answers can give the value away (Mironov 2012); recorded as having no
+        finite-precision bound.
     path : DiffusionPath, optional
-        The SECRET path of an earlier release of this same source (same CRS and bounds):
-        answers are consistent with it and only the increase of the largest epsilon is
-        charged.  Without it a fresh path is drawn: a new release that spends again.
+        The SECRET path of an earlier release of this same source and value (same column, same
+        private value, same CRS, bounds and grid rule): answers are consistent with it and only
+        the increase of the largest epsilon is charged.  A path made for anything else is
+        refused with :class:`~geopriv.exceptions.PathBindingError` before any noise or charge.
+        Without it a fresh path is drawn and bound to this release: a new release that spends
+        again.
     rng : None, int, SeedSequence or Generator
         ``None`` (default): OS entropy.
     bounds, grid, max_distortion
         The public study area, lattice and CRS handling, as in :func:`geopriv.perturb` (the
         path needs a plane: longitude/latitude data need ``bounds=``).  The lattice step follows
-        the largest epsilon.
+        the largest epsilon.  ``bounds=`` that any row's point touches on two edges (the data's
+        own extent) are refused.  With ``value``, ``grid`` is the lattice step in units of the
+        value ("auto": ``min(1, 1 / (20 epsilon_max))``) and ``bounds`` and ``max_distortion``
+        are not used.
     ledger : DiffusionLedger, optional
-        Charged before any noise is drawn (refuses an overspend); a path costs its largest epsilon.
+        Charged before any noise is drawn (refuses an overspend); a path costs its largest
+        epsilon, kept per source and per released quantity (location, or each value column).
     on_unreachable : {"warn", "raise", "ignore"}
         Rows not connected to the source (or not in the graph) get no answer; by default a
         warning names them.
     tolerance, weight
         Matching of line ends to points, and edge weights (conductances): see :func:`geopriv.network.as_network`.
+    keep : iterable, optional
+        ``("<index>",)`` publishes the recipients' labels even though they are in spatial order
+        (for labels that are public anyway).  Nothing else can be kept: no column is released.
 
     Returns
     -------
     (GeoDataFrame or DataFrame, DiffusionPath)
-        One row per recipient (index: its label) with ``network_distance``, ``epsilon_per_m`` (or
-        ``epsilon``), ``effective_epsilon_per_m`` and the released point (or ``response``);
+        One row per recipient (index: its label), in the order of the labels (never the input's
+        row order), with ``network_distance``, ``epsilon_per_m`` (or ``epsilon``),
+        ``effective_epsilon_per_m`` and the released point (or ``response``);
         ``attrs["geopriv"]`` is the provenance (public fields; never the path).  The path is
-        SECRET: with it anyone subtracts the noise.  Keep it only to answer later recipients.
+        SECRET and bound to this source, value and frame: with it anyone subtracts the noise.
+        Keep it only to answer later recipients of the same release.
+
+    Raises
+    ------
+    geopriv.exceptions.PathBindingError
+        ``path`` was made for another source, value, column, dimension or frame.
+    geopriv.exceptions.LocationAttributeError
+        The index labels (published) are in spatial order or hold coordinates.
     """
     if not isinstance(data, gpd.GeoDataFrame):
         raise TypeError("diffuse_locations needs a GeoDataFrame of the people (one point per row).")
@@ -156,13 +259,35 @@ def diffuse_locations(
         raise GeoprivError(f"on_unreachable must be 'warn', 'raise' or 'ignore', got {on_unreachable!r}.")
     if support is not None and value is None:
         raise GeoprivError("support= projects released values; give value=<column> too (locations are not projected).")
+    if value is None and (value_range is not None or continuous):
+        raise GeoprivError("value_range= and continuous= apply to value releases; give value=<column> too (locations "
+                           "are always snapped to the public lattice).")
+    if isinstance(continuous, (np.bool_,)):
+        continuous = bool(continuous)
+    if not isinstance(continuous, bool):
+        raise TypeError("continuous must be True or False.")
+    keep = (keep,) if isinstance(keep, str) else tuple(keep or ())
+    if any(k != INDEX for k in keep):
+        raise GeoprivError(f"keep= can only hold {INDEX!r} here (the recipients' labels): no column is released.")
     schedule = epsilon_of_distance(epsilon)
     if source not in data.index:
         raise GeoprivError(f"source {source!r} is not a row label of the layer. Pass the index label of the person "
                            "whose location is released.")
+    if data.index.is_unique:
+        source = data.index[data.index.get_loc(source)]  # the label as stored (its type is part of a path's binding)
+    if path is not None:
+        from .mechanisms.diffusion import DiffusionPath
+
+        if not isinstance(path, DiffusionPath):
+            raise TypeError(f"path must be a DiffusionPath (the secret path of an earlier release), got {type(path).__name__}.")
     d = network_distances(data, graph, source, distance=distance, tolerance=tolerance, weight=weight)
+    order = recipient_order(data.index)
+    if INDEX not in keep and data.index.is_unique:
+        # the recipients' labels and their order are published: they must not follow the locations
+        check_location_attributes(data.geometry.iloc[order])
+    d = d.iloc[order]
     reach = np.isfinite(d.to_numpy())
-    reach[data.index.get_loc(source)] = False
+    reach[d.index.get_loc(source)] = False
     unreachable = d.index[~np.isfinite(d.to_numpy())]
     pending_warning = None
     if len(unreachable):
@@ -178,10 +303,11 @@ def diffuse_locations(
     dist = d.to_numpy()[reach]
     eps = schedule(dist)
     old_path = path
+    what = None if value is None else value
 
     def charge_check():
         if ledger is not None:
-            ledger.check(source, float(eps.max()), old_path)
+            ledger.check(source, float(eps.max()), old_path, value=what)
 
     extra = {"distance": distance, "recipients": int(len(recipients)), "unreachable": int(len(unreachable))}
     if value is None:
@@ -198,14 +324,50 @@ def diffuse_locations(
         fields.update(extra)
         out = (attach(result, data, make_record(fields, seeded=seeded, n=len(recipients))), new_path)
     else:
-        out = _diffuse_value(data, source, value, support, eps, dist, recipients, path, rng, ledger, charge_check, extra)
+        out = _diffuse_value(data, source, value, support, value_range, continuous, grid, eps, dist, recipients, path,
+                             rng, ledger, charge_check, extra)
     if pending_warning is not None:
         warnings.warn(pending_warning, UnreachableRecipientsWarning, stacklevel=2)
     return out
 
 
-def _diffuse_value(data, source, column, support, eps, dist, recipients, path, rng, ledger, charge_check, extra):
-    from .mechanisms.diffusion import diffuse, project_discrete
+def _value_lattice(grid, eps_max, value_range):
+    """(step, lo, hi, declared) of the public value lattice: step from grid= or the largest epsilon; the public range."""
+    from .frame import default_grid
+
+    if isinstance(grid, str):
+        if grid != "auto":
+            raise GeoprivError(f"grid must be a step in units of the value or 'auto' for a value release, got {grid!r}.")
+        step = default_grid(eps_max)
+    else:
+        if isinstance(grid, (bool, np.bool_)):
+            raise TypeError("grid must be a number (the value lattice step) or 'auto', not a bool.")
+        try:
+            step = float(grid)
+        except (TypeError, ValueError):
+            raise GeoprivError("grid must be a number (the value lattice step) or 'auto'.") from None
+        if not (np.isfinite(step) and step > 0):
+            raise GeoprivError("grid (the value lattice step) must be finite and > 0.")
+        if step > 2.0 / eps_max:
+            raise GeoprivError(
+                f"the value lattice step {step:g} is coarser than the noise (mean size {2.0 / eps_max:.3g} at the largest "
+                "epsilon): most answers would snap back to the true value. Use a step well below 2/epsilon, or 'auto'."
+            )
+    if value_range is None:
+        half = VALUE_RANGE_STEPS * step
+        return step, -half, half, False
+    try:
+        lo, hi = (float(v) for v in value_range)
+    except (TypeError, ValueError):
+        raise GeoprivError("value_range must be two numbers (lo, hi): the public range of the value.") from None
+    if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
+        raise GeoprivError("value_range must be two finite numbers lo < hi: the public range of the value.")
+    return step, lo, hi, True
+
+
+def _diffuse_value(data, source, column, support, value_range, continuous, grid, eps, dist, recipients, path, rng,
+                   ledger, charge_check, extra):
+    from .mechanisms.diffusion import diffuse, project_discrete, snap_values, value_column, value_lattice_epsilon
     from .rng import make_rng
 
     if column not in data.columns or column == data.geometry.name:
@@ -217,22 +379,55 @@ def _diffuse_value(data, source, column, support, eps, dist, recipients, path, r
         raise GeoprivError(f"value column {column!r} must be numeric at the source row (e.g. 0/1 for a bit).") from None
     if not np.isfinite(u):
         raise GeoprivError(f"value column {column!r} is missing (NaN) at the source row; nothing can be released.")
+    eps_max = float(eps.max())
+    step, lo, hi, declared = _value_lattice(grid, eps_max, value_range)
+    lattice = support is None and not continuous
+    if lattice:
+        if not lo <= u <= hi:
+            raise GeoprivError(
+                f"the value of column {column!r} at the source row {source!r} lies outside the public range "
+                + ("value_range=" if declared else f"+-{hi:g} (the default: {VALUE_RANGE_STEPS:g} lattice steps)")
+                + ". Declare value_range=(lo, hi) covering every possible value, chosen without looking at the data."
+            )
+        r_max = max(abs(lo), abs(hi)) + (hi - lo)
+        unique = np.unique(eps)
+        eff_unique = np.array([value_lattice_epsilon(e, step, r_max) for e in unique])
+        effective = eff_unique[np.searchsorted(unique, eps)]
+    frame = {"kind": "value", "grid": "auto" if isinstance(grid, str) else float(step)}
+    released = value_column(column)
+    label = data.index[data.index.get_loc(source)]
+    if path is not None:
+        path.check_binding(source=label, released=released, frame=frame, value=u)
     charge_check()
     source_rng = make_rng(rng)
     responses, new_path = diffuse(u, eps, source_rng.generator, path=path)
+    if path is None:
+        new_path = new_path.bind(source=label, released=released, frame=frame, value=u)
     if ledger is not None:
-        ledger.record(source, float(eps.max()), path, new_path)
+        ledger.record(source, eps_max, path, new_path, value=column)
     if support is not None:
         responses = project_discrete(responses, np.asarray(support, dtype=float))
+        precision = ("projected to a finite public support of "
+                     f"{len(np.unique(np.asarray(support, dtype=float)))} value(s): the answers take only those values")
+    elif continuous:
+        precision = "none: continuous float64 output (explicitly requested)"
+    else:
+        responses = snap_values(responses, step, lo, hi)
+        precision = (f"1-D lattice: answers are integer multiples of {step:g} clamped to "
+                     + (f"value_range [{lo:g}, {hi:g}]" if declared else f"the default public range +-{hi:g}")
+                     + "; effective epsilon per unit from the 1-D analogue of Andres et al. 2013 Thm 4.1 (Mironov "
+                     "2012), for values at least one step apart")
     result = pd.DataFrame({"network_distance": dist, "epsilon": eps, "response": responses}, index=recipients)
     fields = {
         "mechanism": "private Markov jump process (graded release over a network)",
         "definition": "each recipient epsilon(d)-private per unit of the value; any coalition of recipients learns no "
                       "more than its closest member (the largest epsilon among them)",
-        "epsilon_min": float(eps.min()), "epsilon_max": float(eps.max()),
-        "coalition_epsilon": float(eps.max()),
-        "finite_precision": "none: float64 answers" + ("" if support is None else ", projected to a finite support"),
+        "epsilon_min": float(eps.min()), "epsilon_max": eps_max,
+        "coalition_epsilon": eps_max,
+        "finite_precision": precision,
         **extra,
     }
+    if lattice:
+        fields["effective_epsilon"] = float(effective.max())
     result.attrs["geopriv"] = make_record(fields, seeded=source_rng.seeded, n=len(recipients))
     return result, new_path

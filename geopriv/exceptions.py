@@ -18,6 +18,7 @@ __all__ = [
     "InfeasibleMechanismError",
     "MechanismFileError",
     "LocationAttributeError",
+    "PathBindingError",
     "InputError",
     "OutputError",
     "ParameterError",
@@ -119,6 +120,10 @@ class UsageError(GeoprivError):
 class NetworkError(GeoprivError):
     """A network (graph) that cannot be used: unknown nodes, bad weights, or weights so extreme that its
     distances cannot be computed accurately."""
+
+
+class PathBindingError(GeoprivError):
+    """A secret diffusion path was offered for another source, value, column, dimension or frame than it answers."""
 
 
 class GeoprivWarning(UserWarning):

@@ -601,21 +601,27 @@ def release_diffusion(
 
     The graded release of :mod:`geopriv.mechanisms.diffusion` through the public release path:
 
-    1. validation of the points and the CRS (no attribute is released);
+    1. validation of the points and the CRS (no attribute is released); ``bounds=`` that look
+       computed from the data (points of ANY row, not only the source's, on two or more of its
+       edges: ``bounds=gdf.total_bounds``) are refused, because they are published;
     2. the public planar frame (a path's noise vectors are shared by recipients, so it needs a
        plane: the CRS itself when its scale is bounded over its area of use or ``bounds=``,
        else an equidistant frame centred on the declared ``bounds=``); the source must lie in
        its public area;
     3. the public lattice, fixed by the largest epsilon (the most accurate answer), and each
-       recipient's finite-precision bound, before any noise is drawn; then ``before_noise()``
-       (the caller's budget check);
-    4. one path over the recipients' levels in the frame's units, truncation and snapping;
-    5. the provenance record from the allowlist (the path is never in it).
+       recipient's finite-precision bound, before any noise is drawn;
+    4. a given ``path`` must be bound to this source, to the location, to this value (its keyed
+       commitment) and to this frame (CRS, declared bounds, frame kind, working plane, scale,
+       lattice rule), else :class:`~geopriv.exceptions.PathBindingError` before any noise and
+       before ``before_noise()`` (the caller's budget check);
+    5. one path over the recipients' levels in the frame's units (a new path is bound to this
+       release), truncation and snapping;
+    6. the provenance record from the allowlist (the path is never in it).
 
     Returns (responses (m, 2) in the input CRS, effective epsilons per metre, path, record fields).
     """
     from .frame import finite_precision_epsilon
-    from .mechanisms.diffusion import DiffusionPath, diffuse
+    from .mechanisms.diffusion import LOCATION, DiffusionPath, diffuse
 
     geoms, xy = check_release_input(data, (), bounds, None, attributes=False)
     crs = as_crs(geoms.crs)
@@ -626,6 +632,12 @@ def release_diffusion(
     pos = labels.get_loc(source)
     eps = np.asarray(epsilons, dtype=float)
     frame = public_frame(crs, bounds=bounds, max_distortion=max_distortion, planar_only=True)
+    if frame.area is not None and frame.area_source == "bounds":
+        # the "computed from the data" guard over every row: the other people's extreme
+        # coordinates would be published with bounds= just as the source's would
+        xmin, ymin, xmax, ymax = frame.area
+        within = (xy[:, 0] >= xmin) & (xy[:, 0] <= xmax) & (xy[:, 1] >= ymin) & (xy[:, 1] <= ymax)
+        frame.check_inside(xy[within], labels[within])
     frame.check_inside(xy[[pos]], labels[[pos]])
     grid_m = check_grid(grid, float(eps.max()))
     lattice = public_lattice(frame, grid_m)
@@ -634,11 +646,25 @@ def release_diffusion(
     effective = eff_unique[np.searchsorted(unique, eps)]
     if path is not None and not isinstance(path, DiffusionPath):
         raise TypeError(f"path must be a DiffusionPath (the secret path of an earlier release), got {type(path).__name__}.")
+    u = np.array(frame.to_work(xy[[pos]], labels[[pos]])[0], dtype=float)
+    binding = {
+        "kind": "location",
+        "crs": crs.to_string(),
+        "declared_bounds": None if bounds is None else [float(v) for v in declared_bounds(crs, bounds, None)],
+        "frame": frame.kind,
+        "working_crs": frame.work_crs.to_string(),
+        "scale_max": float(frame.scale_max),
+        "grid": "auto" if isinstance(grid, str) else float(grid_m),  # the rule: "auto" follows the largest epsilon
+        "lattice": lattice.kind,
+    }
+    if path is not None:
+        path.check_binding(source=labels[pos], released=LOCATION, frame=binding, value=u)
     if before_noise is not None:
         before_noise()
     source_rng = make_rng(rng)
-    u = frame.to_work(xy[[pos]], labels[[pos]])[0]
     responses, new_path = diffuse(u, eps / frame.scale_max, source_rng.generator, path=path)
+    if path is None:
+        new_path = new_path.bind(source=labels[pos], released=LOCATION, frame=binding, value=u)
     out = frame.from_work(np.asarray(responses, dtype=float).reshape(-1, 2))
     out = truncate_and_snap(np.array(out, dtype=float), frame.area, lattice)
     fields = {

@@ -109,9 +109,13 @@ def test_a_path_answers_later_requests_consistently_and_costs_its_largest_epsilo
 
 def test_unconnected_rows_get_nothing_and_are_named(people, knn_edges):
     edges = [e for e in knn_edges if "p5" not in e]
-    with pytest.warns(UnreachableRecipientsWarning, match="p5"):
+    with pytest.warns(UnreachableRecipientsWarning, match="not connected") as caught:
         res, _ = people.priv.diffuse(policy, source="p0", graph=edges, rng=1)
     assert "p5" not in res.index
+    named = str(caught[0].message)
+    unreachable = sorted(set(people.index) - set(res.index) - {"p0"})
+    assert "p5" in unreachable and f"{len(unreachable)} row(s)" in named
+    assert named.index(repr(unreachable[0])) < named.index(repr(unreachable[1]))  # named in label order
     with pytest.raises(GeoprivError, match="not connected"):
         people.priv.diffuse(policy, source="p0", graph=edges, on_unreachable="raise")
 

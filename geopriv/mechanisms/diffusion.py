@@ -105,20 +105,24 @@ path) is done by the caller, not here.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import math
 import os
+import secrets
 import tempfile
 
 import numpy as np
 from scipy import special, stats
 
-from ..exceptions import GeoprivError, MechanismFileError
+from ..exceptions import GeoprivError, MechanismFileError, PathBindingError
 from ..rng import make_rng
 
 __all__ = [
     "PAPER",
     "DiffusionPath",
+    "LOCATION",
+    "VALUE_RESOLUTION",
     "diffuse",
     "expected_jumps",
     "jump_radius_pdf",
@@ -127,12 +131,23 @@ __all__ = [
     "sample_jumps",
     "sample_laplace",
     "sample_noise_batch",
+    "snap_values",
+    "typed_label",
+    "value_column",
+    "value_lattice_epsilon",
 ]
 
 PAPER = "Koufogiannis and Pappas, 'Diffusing private data over networks' (Algorithm 1)"
 
 FORMAT = "geopriv.diffusion_path"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: What a path releases when it answers a location (see :meth:`DiffusionPath.bind`).
+LOCATION = "location"
+#: Relative resolution of a computed value answer in the 1-D finite-precision bound
+#: (:func:`value_lattice_epsilon`): 2^-48, i.e. 16 ulps of the largest magnitude involved.
+VALUE_RESOLUTION = 2.0**-48
+_COMMITMENT_TAG = b"geopriv.diffusion.value-commitment.v1"
+_BINDING_FIELDS = ("source", "released", "dim", "frame")
 SECRET_NOTICE = (
     "SECRET: this file is the noise path of a geopriv diffusion release. Anyone who holds it can "
     "subtract the noise from every answer released with it and recover the private value exactly. "
@@ -192,6 +207,159 @@ def _check_levels(epsilons, name: str = "epsilons") -> np.ndarray:
 def _gen(rng) -> np.random.Generator:
     return make_rng(rng).generator
 
+
+
+# --------------------------------------------------------------------------------------------
+# binding: what a path answers
+# --------------------------------------------------------------------------------------------
+
+def _plain(label):
+    if isinstance(label, np.generic):
+        return label.item()
+    if isinstance(label, tuple):
+        return tuple(_plain(x) for x in label)
+    return label
+
+
+def typed_label(label) -> str:
+    """A row or column label as typed text: ``1`` -> ``"int:1"``, ``"1"`` -> ``"str:'1'"``.
+
+    Labels that compare or hash equal across types (``1``, ``1.0``, ``True``, ``"1"``) name
+    different rows of different indexes, so a binding keeps their type.  numpy scalars count as
+    their Python type (``np.int64(1)`` is ``int:1``), and tuples (MultiIndex labels) are typed
+    element by element.
+
+    Parameters
+    ----------
+    label : hashable
+
+    Returns
+    -------
+    str
+    """
+    label = _plain(label)
+    if isinstance(label, tuple):
+        return "tuple:(" + ", ".join(typed_label(x) for x in label) + ")"
+    return f"{type(label).__name__}:{label!r}"
+
+
+def value_column(column) -> str:
+    """What a path releases when it answers the value of attribute ``column`` (typed, see :func:`typed_label`)."""
+    return f"value of column {typed_label(column)}"
+
+
+def _released_text(released: str) -> str:
+    return "the location" if released == LOCATION else released
+
+
+def _commit(key: bytes, value: np.ndarray) -> str:
+    """HMAC-SHA256 under the path's secret key of the exact float64 bytes of ``value`` (never the value)."""
+    u = np.ascontiguousarray(np.asarray(value, dtype=float).reshape(-1) + 0.0, dtype="<f8")  # -0.0 is 0.0
+    msg = _COMMITMENT_TAG + str(u.size).encode() + b":" + u.tobytes()
+    return hmac.new(key, msg, hashlib.sha256).hexdigest()
+
+
+def _canonical_frame(frame) -> dict:
+    try:
+        return json.loads(json.dumps(frame, sort_keys=True))
+    except (TypeError, ValueError):
+        raise TypeError("frame must be a dict of public JSON values (CRS text, bounds, lattice rule, ...).") from None
+
+
+def _same_frame_value(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=0.0)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same_frame_value(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+_FRAME_NAMES = {
+    "kind": "what the frame measures (location or value)", "crs": "the CRS", "declared_bounds": "the declared bounds=",
+    "frame": "the frame kind (planar/spherical)", "working_crs": "the working plane",
+    "scale_max": "the frame's scale (CRS units per metre)", "grid": "the lattice (grid=)", "lattice": "the lattice anchor",
+}
+
+
+def value_lattice_epsilon(epsilon: float, step: float, r_max: float, resolution: float = VALUE_RESOLUTION) -> float:
+    """Effective epsilon per unit of a 1-D answer snapped to multiples of ``step`` and clamped to a range.
+
+    The one-dimensional analogue of Andres et al. 2013, Thm 4.1 (and of Mironov 2012's
+    snapping mechanism).  Model: the computed answer differs from an exact draw ``u + V``
+    (``V`` Laplace, density proportional to ``exp(-epsilon |v|)``) by at most
+    ``delta = r_max * resolution``, where ``r_max`` bounds every magnitude involved (the value,
+    the answer and the noise, for answers inside the clamped range).  The published answer is
+    the lattice node of the cell ``C`` the computed answer falls in (end cells are half-lines:
+    clamping).  ``P(out = k | u)`` lies between the exact probabilities of ``C`` shrunk and grown
+    by ``delta`` on each side; on a window of width ``step + 2 delta`` the density varies by at
+    most ``exp(epsilon (step + 2 delta))``, so the two slivers weigh at most
+    ``kappa = 2 delta exp(epsilon (step + 2 delta)) / (step - 2 delta)`` times the shrunk cell.
+    Hence ``P(out = k | u) <= exp(epsilon |u - u'|) (1 + kappa) P(out = k | u')`` and, for values
+    at least one step apart,
+
+        epsilon' = epsilon + ln(1 + kappa) / step.
+
+    For ``|u - u'| < step`` the loss exceeds ``epsilon' |u - u'|`` by at most
+    ``step (epsilon' - epsilon)``, as for locations (``docs/privacy.md``).
+
+    Parameters
+    ----------
+    epsilon : float
+        Privacy level per unit of the value.
+    step : float
+        The lattice step, in units of the value.
+    r_max : float
+        Bound on the magnitudes involved: ``max(|lo|, |hi|) + (hi - lo)`` for the range ``[lo, hi]``.
+    resolution : float, optional
+        Relative accuracy of the computed answer (default :data:`VALUE_RESOLUTION`).
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    GeoprivError
+        When the bound does not exist (the step is not above ``2 delta``): use a coarser step or a
+        smaller range.
+    """
+    epsilon = _check_level(epsilon, "epsilon")
+    step = _check_level(step, "step")
+    delta = float(r_max) * float(resolution)
+    if not step > 4.0 * delta:
+        raise GeoprivError(
+            f"the value lattice step {step:g} is too fine for a range of magnitude {float(r_max):g}: float64 answers are "
+            "only accurate to about a 2^-48 fraction of it, and no finite-precision bound exists. Use a coarser grid=, "
+            "a narrower value_range=, or a smaller epsilon."
+        )
+    kappa = 2.0 * delta * math.exp(epsilon * (step + 2.0 * delta)) / (step - 2.0 * delta)
+    return epsilon + math.log1p(kappa) / step
+
+
+def snap_values(responses, step: float, lo: float, hi: float) -> np.ndarray:
+    """Answers rounded to the nearest multiple of ``step`` and clamped to the lattice nodes in ``[lo, hi]``.
+
+    Parameters
+    ----------
+    responses : array_like
+        Raw answers (any shape).
+    step : float
+        The public lattice step.
+    lo, hi : float
+        The public range; its end nodes are ``ceil(lo / step) * step`` and ``floor(hi / step) * step``.
+
+    Returns
+    -------
+    numpy.ndarray
+        A new array of lattice nodes, each an integer multiple of ``step`` (computed as
+        ``k * step`` with integer ``k``, so equal nodes have equal bits).
+    """
+    y = np.asarray(responses, dtype=float)
+    k_lo, k_hi = math.ceil(lo / step), math.floor(hi / step)
+    if k_lo > k_hi:
+        raise GeoprivError(f"the value range holds no multiple of the step {step:g}; widen value_range= or use a finer grid=.")
+    k = np.clip(np.round(y / step), k_lo, k_hi)
+    return k * step
 
 # --------------------------------------------------------------------------------------------
 # elementary distributions
@@ -340,11 +508,20 @@ class DiffusionPath:
     Levels above ``eps_max`` are refused by :meth:`noise`: call :meth:`extend_up` (the exact
     conditional law given the path, see the module note) or build the path with a larger
     ``eps_max``.  Levels below ``eps_min`` likewise need :meth:`extend_down`.
+
+    A path answers ONE private value: :meth:`bind` ties it to the source (typed label), what is
+    released (the location, or the value of one column), a commitment to the private value
+    (HMAC-SHA256 of its exact float64 bytes under a random 32-byte key kept inside the path,
+    never the value and never an unkeyed hash, which a value with few possibilities would
+    give away) and the public frame the noise lives in.  :meth:`check_binding` and
+    :func:`diffuse` refuse any other use with :class:`~geopriv.exceptions.PathBindingError`:
+    the same noise on two different values would publish their exact difference.  Extensions,
+    pickles and saved files keep the binding.
     """
 
-    __slots__ = ("_dim", "_eps_max", "_eps_min", "_levels", "_values")
+    __slots__ = ("_binding", "_dim", "_eps_max", "_eps_min", "_key", "_levels", "_values")
 
-    def __init__(self, dim: int, eps_min: float, eps_max: float, levels, values):
+    def __init__(self, dim: int, eps_min: float, eps_max: float, levels, values, *, binding=None, key=None):
         dim = _check_dim(dim)
         eps_min = _check_level(eps_min, "eps_min")
         eps_max = _check_level(eps_max, "eps_max")
@@ -363,6 +540,19 @@ class DiffusionPath:
             raise GeoprivError("a path's jump levels must be strictly increasing inside (eps_min, eps_max].")
         levels.setflags(write=False)
         values.setflags(write=False)
+        if (binding is None) != (key is None):
+            raise GeoprivError("a path's binding and its commitment key go together: give both or neither.")
+        if binding is not None:
+            binding = dict(binding)
+            if set(binding) != set(_BINDING_FIELDS) | {"commitment"}:
+                raise GeoprivError(f"a path binding has the fields {sorted(set(_BINDING_FIELDS) | {'commitment'})}.")
+            if binding["dim"] != dim:
+                raise GeoprivError("a path binding's dimension must be the path's.")
+            if not (isinstance(key, bytes) and len(key) == 32):
+                raise GeoprivError("a path's commitment key must be 32 bytes.")
+            binding["frame"] = _canonical_frame(binding["frame"])
+        object.__setattr__(self, "_binding", binding)
+        object.__setattr__(self, "_key", key)
         object.__setattr__(self, "_dim", dim)
         object.__setattr__(self, "_eps_min", eps_min)
         object.__setattr__(self, "_eps_max", eps_max)
@@ -373,7 +563,7 @@ class DiffusionPath:
         raise AttributeError("DiffusionPath is immutable; extend_down/extend_up return a new path.")
 
     def __reduce__(self):  # pickling (e.g. to a worker process) rebuilds through __init__'s checks
-        return (DiffusionPath, (self._dim, self._eps_min, self._eps_max, self._levels, self._values))
+        return (_rebuild, (self._dim, self._eps_min, self._eps_max, self._levels, self._values, self._binding, self._key))
 
     # ---- construction ----------------------------------------------------------------------
     @classmethod
@@ -419,6 +609,7 @@ class DiffusionPath:
         return DiffusionPath(
             self._dim, eps_new_min, self._eps_max,
             np.concatenate([levels, self._levels]), np.concatenate([values[:-1], self._values]),
+            binding=self._binding, key=self._key,
         )
 
     def extend_up(self, eps_new_max: float, rng=None) -> DiffusionPath:
@@ -448,7 +639,123 @@ class DiffusionPath:
             new_values.append(v)
         levels = np.concatenate([self._levels, np.asarray(new_levels, dtype=float)])
         values = np.concatenate([self._values, np.asarray(new_values, dtype=float).reshape(-1, self._dim)])
-        return DiffusionPath(self._dim, self._eps_min, eps_new_max, levels, values)
+        return DiffusionPath(self._dim, self._eps_min, eps_new_max, levels, values, binding=self._binding, key=self._key)
+
+    # ---- binding -----------------------------------------------------------------------------
+    def bind(self, *, source, released: str, frame: dict, value) -> DiffusionPath:
+        """This path bound to what it answers (a new path; this one must be unbound).
+
+        Parameters
+        ----------
+        source : hashable
+            The label of the row whose value is released (kept typed: ``1`` and ``"1"`` differ).
+        released : str
+            :data:`LOCATION`, or :func:`value_column` of the released column.
+        frame : dict
+            Public description of the frame the noise lives in: for a location the CRS, the
+            declared bounds, the frame kind, the working plane, its scale and the lattice rule;
+            for a value its kind and lattice rule.
+        value : float or 1-D array_like
+            The private value, exactly as it is answered (in the working frame): only a keyed
+            commitment to its float64 bytes is kept.
+
+        Returns
+        -------
+        DiffusionPath
+            The same noise with the binding and a fresh random 32-byte commitment key (OS entropy).
+        """
+        if self._binding is not None:
+            raise PathBindingError("this path is already bound to a release; a path answers one value only. Draw a "
+                                   "fresh path for another one (a new release, charged again).")
+        if not isinstance(released, str):
+            raise TypeError("released must be geopriv.mechanisms.diffusion.LOCATION or value_column(column).")
+        u = np.atleast_1d(np.asarray(value, dtype=float))
+        if u.shape != (self._dim,) or not np.all(np.isfinite(u)):
+            raise GeoprivError(f"the value to bind must be {self._dim} finite number(s), as the path's dimension.")
+        key = secrets.token_bytes(32)
+        binding = {"source": typed_label(source), "released": released, "dim": self._dim,
+                   "frame": _canonical_frame(frame), "commitment": _commit(key, u)}
+        return DiffusionPath(self._dim, self._eps_min, self._eps_max, self._levels, self._values,
+                             binding=binding, key=key)
+
+    @property
+    def is_bound(self) -> bool:
+        """Whether the path is bound to a source, a released quantity, a value and a frame."""
+        return self._binding is not None
+
+    @property
+    def binding(self) -> dict | None:
+        """The public part of the binding: source (typed text), released, dim, frame.  Never the commitment or key."""
+        if self._binding is None:
+            return None
+        return json.loads(json.dumps({k: self._binding[k] for k in _BINDING_FIELDS}))
+
+    def check_value(self, value) -> None:
+        """Refuse (PathBindingError) a value other than the one this bound path was made for.
+
+        Unbound paths accept any value (the caller answers for them).  The check compares keyed
+        commitments in constant time; the message never shows either value.
+        """
+        if self._binding is None:
+            return
+        u = np.atleast_1d(np.asarray(value, dtype=float))
+        if u.shape != (self._dim,):
+            raise PathBindingError(self._binding_message(
+                [f"dimension: the path is {self._dim}-dimensional but the value has {u.size} component(s)"]))
+        if not hmac.compare_digest(_commit(self._key, u), self._binding["commitment"]):
+            raise PathBindingError(self._binding_message(
+                ["value: the private value differs from the one the path was made for (the person moved, or the value "
+                 "changed); the same noise on both would publish their exact difference"]))
+
+    def binding_differences(self, *, source, released: str, frame: dict, value) -> list:
+        """What differs between this path's binding and a proposed use: a list of texts (empty: the same).
+
+        Never names values or coordinates; names the source labels (public: they are row labels).
+        An unbound path differs from every use ("not bound").
+        """
+        if self._binding is None:
+            return ["binding: the path is not bound to any release (made by DiffusionPath.sample or the low-level "
+                    "diffuse()), so it cannot be checked against this source, value and frame"]
+        b = self._binding
+        out = []
+        if typed_label(source) != b["source"]:
+            out.append(f"source: the path answers row {b['source']}, not row {typed_label(source)}")
+        if released != b["released"]:
+            out.append(f"released: the path answers {_released_text(b['released'])}, not {_released_text(released)}")
+        u = np.atleast_1d(np.asarray(value, dtype=float))
+        if u.shape != (self._dim,):
+            out.append(f"dimension: the path is {self._dim}-dimensional but the value has {u.size} component(s)")
+        frame = _canonical_frame(frame)
+        old = b["frame"]
+        changed = [k for k in sorted(set(frame) | set(old)) if not _same_frame_value(frame.get(k), old.get(k))]
+        if changed:
+            out.append("frame: " + ", ".join(_FRAME_NAMES.get(k, k) for k in changed) + " differ(s) from the path's "
+                       "(the same noise in two frames can be solved for)")
+        if not out and not hmac.compare_digest(_commit(self._key, u), b["commitment"]):
+            out.append("value: the private value differs from the one the path was made for (the person moved, or the "
+                       "value changed); the same noise on both would publish their exact difference")
+        return out
+
+    def check_binding(self, *, source, released: str, frame: dict, value) -> None:
+        """Refuse (PathBindingError) any use other than the one this path is bound to; see :meth:`binding_differences`."""
+        diffs = self.binding_differences(source=source, released=released, frame=frame, value=value)
+        if diffs:
+            raise PathBindingError(self._binding_message(diffs))
+
+    @staticmethod
+    def _binding_message(diffs) -> str:
+        return ("this diffusion path cannot answer this release: " + "; ".join(diffs) + ". A path answers only the "
+                "value, source, column and frame it was made for. Omit path= (or --path) to draw a fresh path: a new "
+                "release, charged again.")
+
+    def fingerprint(self) -> str:
+        """SHA-256 of the path's noise, binding and key: identifies this exact path (for ledgers).  Not secret-revealing."""
+        h = hashlib.sha256(b"geopriv.diffusion.path")
+        for key, arr in sorted(self.secret_arrays().items()):
+            h.update(key.encode() + np.ascontiguousarray(arr, dtype="<f8").tobytes())
+        if self._binding is not None:
+            h.update(json.dumps(self._binding, sort_keys=True).encode() + self._key)
+        return h.hexdigest()
 
     # ---- answers -----------------------------------------------------------------------------
     def noise(self, epsilons) -> np.ndarray:
@@ -500,7 +807,7 @@ class DiffusionPath:
 
     def __repr__(self) -> str:
         return (f"DiffusionPath(dim={self._dim}, eps_min={self._eps_min:g}, eps_max={self._eps_max:g}, "
-                "<secret noise path: values not shown>)")
+                f"bound={self._binding is not None}, <secret noise path: values not shown>)")
 
     def secret_arrays(self) -> dict:
         """SECRET: copies of the jump levels (ascending) and the value on each piece.
@@ -531,6 +838,7 @@ class DiffusionPath:
         meta = {
             "format": FORMAT, "format_version": FORMAT_VERSION, "secret": SECRET_NOTICE,
             "dim": self._dim, "eps_min": self._eps_min, "eps_max": self._eps_max,
+            "binding": self._binding, "commitment_key": None if self._key is None else self._key.hex(),
         }
         meta["sha256"] = _digest(meta, arrays)
         folder = os.path.dirname(os.path.abspath(path))
@@ -581,6 +889,12 @@ class DiffusionPath:
             raise MechanismFileError(f"{path!r} is an .npz file but not a geopriv diffusion path (no metadata).") from None
         if meta.get("format") != FORMAT:
             raise MechanismFileError(f"{path!r} is not a diffusion path file (format {meta.get('format')!r}).")
+        if meta.get("format_version") == 1:
+            raise MechanismFileError(
+                f"{path!r} is a diffusion path of format version 1, which did not record what it answers (source, value, "
+                "column, frame), so it cannot be checked and is refused. Draw a fresh path (omit path= / --path): a new "
+                "release, charged again; save that one."
+            )
         if meta.get("format_version") != FORMAT_VERSION:
             raise MechanismFileError(
                 f"{path!r} has format version {meta.get('format_version')}; this geopriv reads version {FORMAT_VERSION}."
@@ -592,9 +906,16 @@ class DiffusionPath:
         if stored != _digest(meta, arrays):
             raise MechanismFileError(f"{path!r} fails its checksum; the file was changed or is corrupt.")
         try:
-            return cls(int(meta["dim"]), float(meta["eps_min"]), float(meta["eps_max"]), arrays["levels"], arrays["values"])
+            key = meta.get("commitment_key")
+            return cls(int(meta["dim"]), float(meta["eps_min"]), float(meta["eps_max"]), arrays["levels"], arrays["values"],
+                       binding=meta.get("binding"), key=None if key is None else bytes.fromhex(key))
         except (KeyError, TypeError, ValueError) as exc:
             raise MechanismFileError(f"{path!r} holds an invalid path ({type(exc).__name__}).") from None
+
+
+def _rebuild(dim, eps_min, eps_max, levels, values, binding, key):
+    """Unpickle a path through __init__'s checks (binding and key included)."""
+    return DiffusionPath(dim, eps_min, eps_max, levels, values, binding=binding, key=key)
 
 
 def _digest(meta: dict, arrays: dict) -> str:
@@ -642,8 +963,11 @@ def diffuse(value, epsilons, rng=None, *, path: DiffusionPath | None = None):
     path : DiffusionPath, optional
         The secret path already used for THIS value.  Pass it to answer further recipients
         consistently (and within the same guarantee); it is extended exactly (down or up)
-        if the new levels lie outside its range.  Using a path with another value, or a fresh
-        path with a value already released, is a new release whose epsilon adds up.
+        if the new levels lie outside its range.  A bound path (:meth:`DiffusionPath.bind`)
+        refuses any other value (:class:`~geopriv.exceptions.PathBindingError`, compared by
+        its keyed commitment); an unbound one cannot tell, and using it with another value
+        publishes the exact difference.  A fresh path for a value already released is a new
+        release whose epsilon adds up.
 
     Returns
     -------
@@ -669,10 +993,11 @@ def diffuse(value, epsilons, rng=None, *, path: DiffusionPath | None = None):
         if not isinstance(path, DiffusionPath):
             raise TypeError(f"path must be a DiffusionPath, got {type(path).__name__}.")
         if path.dim != dim:
-            raise GeoprivError(
+            raise PathBindingError(
                 f"the path is {path.dim}-dimensional but the value has {dim} component(s); a path answers only the "
-                "value it was made for."
+                "value it was made for. Draw a fresh path (omit path=): a new release, charged again."
             )
+        path.check_value(u)
         gen = None
         if eps.min() < path.eps_min or eps.max() > path.eps_max:
             gen = _gen(rng)
