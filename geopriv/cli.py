@@ -120,6 +120,16 @@ def _depth(text: str):
         raise argparse.ArgumentTypeError(f"not a depth: {text!r} (give 'auto' or a whole number of levels, e.g. 8)") from None
 
 
+def _max_cells(text: str):
+    """A positive whole number of cells (``1e9`` works), or ``none`` (--max-cells)."""
+    if str(text).strip().lower() == "none":
+        return NONE
+    value = _number(text)
+    if not (math.isfinite(value) and value >= 1 and value == int(value)):
+        raise argparse.ArgumentTypeError(f"not a number of cells: {text!r} (give e.g. 200000000, 2e8 or none)")
+    return int(value)
+
+
 def _nodata_epsilon(text: str):
     return "nearest" if str(text).strip().lower() == "nearest" else _number(text)
 
@@ -586,6 +596,9 @@ def _map_options(parser, with_from_epsilon: bool) -> None:
     _lib(g, f, "band", type=int, help="raster band to read (1-based)")
     _lib(g, f, "nodata", type=float, help="cell value meaning no data (overrides the file's)")
     _lib(g, f, "crs", help="CRS of the raster when the file has none or a wrong one")
+    _lib(g, f, "max_cells", type=_max_cells, metavar="N|none",
+         help="largest raster read, in cells (width x height), checked before any cell is decoded: a compressed "
+              "file can be tiny and decode to gigabytes; 'none' for no limit")
     g.add_argument("--regularise", type=_number, metavar="MAX_SLOPE", default=None,
                    help="PrivacyMap.regularised: lower epsilon where the noise scale changes faster than this many "
                         "metres per metre (default: not regularised)")
@@ -615,7 +628,7 @@ def _privacy_map(args):
     """The PrivacyMap the options describe (one library call, plus regularisation)."""
     from .privacy_map import PrivacyMap
 
-    common = _given(args, ("band", "nodata", "nodata_epsilon"))
+    common = _given(args, ("band", "nodata", "nodata_epsilon", "max_cells"))
     if args.crs is not None:
         common["crs"] = _check_crs(args.crs)
     if getattr(args, "from_epsilon", False):

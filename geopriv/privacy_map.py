@@ -48,9 +48,17 @@ import numpy as np
 from pyproj import CRS
 
 from .crs import ground_scale
-from .exceptions import CRSError, GeoprivError, GeoprivWarning, MissingCRSError, RasterError
+from .exceptions import CRSError, GeoprivError, GeoprivWarning, MissingCRSError, ParameterError, RasterError
 
-__all__ = ["PrivacyMap", "lipschitz_envelope", "edge_weights", "affine6", "OUTLIER_QUANTILE", "OUTLIER_MIN_CELLS"]
+__all__ = ["PrivacyMap", "lipschitz_envelope", "edge_weights", "affine6", "OUTLIER_QUANTILE", "OUTLIER_MIN_CELLS",
+           "MAX_CELLS", "check_raster_size"]
+
+#: Largest raster (width x height cells) read from a file by default.  A compressed GeoTIFF can be far
+#: smaller than its decoded size (20000 x 20000 cells of zeros compress to well under a megabyte and
+#: decode to 3.2 GB of float64, and a privacy map holds several such arrays), so the size is checked
+#: from the file's header before any cell is read.  Raise it with ``max_cells=`` (command line:
+#: ``--max-cells``) when the memory is there.
+MAX_CELLS = 10**8
 
 #: ``epsilon_range``: densities above ``outlier_factor`` times this quantile of the populated cells are outliers
 OUTLIER_QUANTILE = 0.99
@@ -66,7 +74,41 @@ class _RasterMissingCRS(MissingCRSError):
 # --------------------------------------------------------------------------------------------
 # reading rasters
 # --------------------------------------------------------------------------------------------
-def _read(raster, band, transform, crs, nodata):
+def check_raster_size(width, height, max_cells=MAX_CELLS, what: str = "The raster") -> None:
+    """Refuse a raster of more than ``max_cells`` cells before it is read.
+
+    Parameters
+    ----------
+    width, height : int
+        The raster's size in cells (from its header: ``rasterio`` reads it without decoding).
+    max_cells : int or None
+        The limit (default :data:`MAX_CELLS`, 10^8 cells); None: no limit.
+    what : str
+        How the raster is named in the message.
+
+    Raises
+    ------
+    RasterError
+        The raster has more cells than ``max_cells``; the message gives its size and how to proceed.
+    ParameterError
+        ``max_cells`` is not None or a positive integer.
+    """
+    if max_cells is None:
+        return
+    if isinstance(max_cells, bool) or not isinstance(max_cells, (int, np.integer)) or max_cells < 1:
+        raise ParameterError(f"max_cells must be a positive whole number of cells or None (no limit), got {max_cells!r}.")
+    cells = int(width) * int(height)
+    if cells > max_cells:
+        raise RasterError(
+            f"{what} has {int(width)} x {int(height)} = {cells:,} cells, more than the limit of {int(max_cells):,} "
+            f"(about {cells * 8 / 1e9:.1f} GB per float64 array once decoded; a privacy map holds several): it was not "
+            "read. Resample it to coarser cells or clip it to the study area first (e.g. gdalwarp -tr 100 100 or "
+            "-te xmin ymin xmax ymax), or raise the limit where the memory is there (max_cells=..., on the command "
+            "line --max-cells N)."
+        )
+
+
+def _read(raster, band, transform, crs, nodata, max_cells=MAX_CELLS):
     """(values float64 (ny, nx) with NaN where no data, Affine, pyproj CRS)."""
     from affine import Affine
 
@@ -75,12 +117,13 @@ def _read(raster, band, transform, crs, nodata):
 
         try:
             with rasterio.open(raster) as ds:
-                return _read(ds, band, transform, crs, nodata)
+                return _read(ds, band, transform, crs, nodata, max_cells)
         except rasterio.errors.RasterioIOError as exc:
             raise RasterError(f"Cannot open the raster {os.fspath(raster)!r}: {exc}. Pass a GeoTIFF path.") from None
     if hasattr(raster, "read") and hasattr(raster, "transform"):  # rasterio dataset
         if band < 1 or band > raster.count:
             raise RasterError(f"The raster has {raster.count} band(s); band={band} does not exist.")
+        check_raster_size(raster.width, raster.height, max_cells)  # from the header, before any cell is decoded
         arr = raster.read(band, masked=True)
         values = np.ma.filled(arr.astype(float), np.nan)
         if nodata is not None:
@@ -331,6 +374,7 @@ class PrivacyMap:
         nodata=None,
         nodata_epsilon=None,
         outlier_factor: float | None = 10.0,
+        max_cells: int | None = MAX_CELLS,
     ) -> "PrivacyMap":
         """Privacy map ``epsilon = floor + slope * density`` from a population raster.
 
@@ -379,6 +423,18 @@ class PrivacyMap:
             linear map to the largest density, outliers included.  Lower epsilon is always
             the stronger guarantee, so either choice is private; this one keeps the map
             informative.
+        max_cells : int or None
+            Largest raster read from a file or dataset, in cells (default :data:`MAX_CELLS`,
+            10^8), checked from its header before any cell is decoded: a compressed file can
+            be tiny and decode to gigabytes.  None: no limit.
+
+        Raises
+        ------
+        RasterError
+            The raster cannot be used (no valid cell, negative population, more than
+            ``max_cells`` cells, rotated, ...); the message says how to fix it.
+        ParameterError
+            Options that cannot be used together or out of range.
 
         Examples
         --------
@@ -387,9 +443,9 @@ class PrivacyMap:
         ...     "tokyo_density_200.tif",
         ...     epsilon_range=(math.log(4) / 2000, math.log(4) / 400))   # doctest: +SKIP
         """
-        values, transform, crs = _read(raster, band, transform, crs, nodata)
+        values, transform, crs = _read(raster, band, transform, crs, nodata, max_cells)
         if units not in ("per_km2", "per_cell"):
-            raise ValueError("units must be 'per_km2' (density per square km of ground) or 'per_cell' (count per cell).")
+            raise ParameterError("units must be 'per_km2' (density per square km of ground) or 'per_cell' (count per cell).")
         valid = np.isfinite(values)
         if not valid.any():
             raise RasterError(
@@ -409,10 +465,10 @@ class PrivacyMap:
             density = density / cell_km2
         if epsilon_range is not None:
             if slope is not None or floor is not None:
-                raise ValueError("Give either epsilon_range=(low, high) or slope= and floor=, not both.")
+                raise ParameterError("Give either epsilon_range=(low, high) or slope= and floor=, not both.")
             low, high = (_positive(v, "epsilon_range") for v in epsilon_range)
             if high < low:
-                raise ValueError("epsilon_range must be (low, high) with low <= high.")
+                raise ParameterError("epsilon_range must be (low, high) with low <= high.")
             dmax = float(density.max())
             if dmax <= 0:
                 raise RasterError("The raster's population is zero everywhere, so epsilon_range cannot be scaled to it.")
@@ -422,14 +478,14 @@ class PrivacyMap:
             slope = (high - low) / dref
         else:
             if slope is None or floor is None:
-                raise ValueError(
+                raise ParameterError(
                     "Say how density becomes epsilon: slope= and floor= (epsilon = floor + slope * density, per metre), "
                     "or epsilon_range=(low, high). Paper-style example: epsilon_range=(math.log(4)/2000, math.log(4)/400)."
                 )
             floor = _positive(floor, "floor")
             slope = float(slope)
             if not math.isfinite(slope) or slope < 0:
-                raise ValueError("slope must be finite and >= 0: denser areas get at least the floor epsilon.")
+                raise ParameterError("slope must be finite and >= 0: denser areas get at least the floor epsilon.")
         eps = floor + slope * density
         if epsilon_range is not None:
             eps = np.minimum(eps, high)  # outliers (above the reference density) get high
@@ -449,14 +505,16 @@ class PrivacyMap:
         return cls(eps, transform, crs, ~valid, density, info)
 
     @classmethod
-    def from_epsilon(cls, raster, *, band: int = 1, transform=None, crs=None, nodata=None, nodata_epsilon=None) -> "PrivacyMap":
+    def from_epsilon(cls, raster, *, band: int = 1, transform=None, crs=None, nodata=None, nodata_epsilon=None,
+                     max_cells: int | None = MAX_CELLS) -> "PrivacyMap":
         """Privacy map from a raster of epsilon per ground metre.
 
         No-data cells get ``nodata_epsilon`` (default: the smallest epsilon on the map, i.e.
         the strongest protection).  A GeoTIFF written by :meth:`to_geotiff` reads back as the
-        same map.
+        same map.  ``max_cells`` limits the size of a raster read from a file, as in
+        :meth:`from_population`.
         """
-        values, transform, crs = _read(raster, band, transform, crs, nodata)
+        values, transform, crs = _read(raster, band, transform, crs, nodata, max_cells)
         valid = np.isfinite(values)
         if not valid.any():
             raise RasterError("The epsilon raster has no valid cell (all no data).")
@@ -580,7 +638,7 @@ class PrivacyMap:
         if prior is None or (isinstance(prior, str) and prior == "population"):
             if self.population is None:
                 if isinstance(prior, str):
-                    raise ValueError("This map was not built from population; pass prior= as an array.")
+                    raise ParameterError("This map was not built from population; pass prior= as an array.")
                 p = (~self.nodata_mask).astype(float)
             else:
                 p = self.population.astype(float)
@@ -589,9 +647,9 @@ class PrivacyMap:
         else:
             p = np.array(prior, dtype=float)
             if p.shape != self.shape:
-                raise ValueError(f"prior must have the map's shape {self.shape}; got {p.shape}.")
+                raise ParameterError(f"prior must have the map's shape {self.shape}; got {p.shape}.")
         if not np.all(np.isfinite(p)) or (p < 0).any() or p.sum() <= 0:
-            raise ValueError("prior must be finite, >= 0 and not all zero.")
+            raise ParameterError("prior must be finite, >= 0 and not all zero.")
         return p / p.sum()
 
     def to_geotiff(self, path) -> None:
@@ -639,7 +697,7 @@ def _density_outliers(density: np.ndarray, valid: np.ndarray, factor) -> np.ndar
         return none
     factor = _positive(factor, "outlier_factor")
     if factor < 1:
-        raise ValueError("outlier_factor must be >= 1 (a multiple of the 99th percentile of the densities), or None.")
+        raise ParameterError("outlier_factor must be >= 1 (a multiple of the 99th percentile of the densities), or None.")
     populated = density[valid & (density > 0)]
     if populated.size < OUTLIER_MIN_CELLS:
         return none
@@ -664,7 +722,7 @@ def _fill_nodata(eps: np.ndarray, valid: np.ndarray, how) -> np.ndarray:
         return eps
     if isinstance(how, str):
         if how != "nearest":
-            raise ValueError('nodata_epsilon must be None, "nearest" or a number (epsilon per metre).')
+            raise ParameterError('nodata_epsilon must be None, "nearest" or a number (epsilon per metre).')
         from scipy.ndimage import distance_transform_edt
 
         idx = distance_transform_edt(~valid, return_distances=False, return_indices=True)
@@ -676,9 +734,9 @@ def _positive(value, name) -> float:
     try:
         v = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a positive number, got {value!r}.") from None
+        raise ParameterError(f"{name} must be a positive number, got {value!r}.") from None
     if not math.isfinite(v) or v <= 0:
-        raise ValueError(f"{name} must be finite and > 0, got {value!r}.")
+        raise ParameterError(f"{name} must be finite and > 0, got {value!r}.")
     return v
 
 

@@ -606,3 +606,67 @@ def test_sigterm_cleans_up_like_ctrl_c(tmp_path):
     assert "Traceback" not in err
     assert not out.exists()
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".geopriv-tmp")]
+
+
+# ---------------------------------------------------------------------------- errors: one message rule, sizes, outputs
+def test_a_tiny_file_of_a_huge_raster_is_refused_with_its_size_and_the_fix(capsys, tmp_path):
+    """20000 x 20000 cells compressed to well under 1 MB: refused from the header, not by running out of memory."""
+    path = tmp_path / "huge.tif"
+    profile = dict(driver="GTiff", height=20_000, width=20_000, count=1, dtype="uint8", crs="EPSG:30166",
+                   transform=rasterio.Affine(10.0, 0.0, 300_000.0, 0.0, -10.0, 0.0), tiled=True, blockxsize=512,
+                   blockysize=512, compress="deflate", sparse_ok=True)
+    with rasterio.open(path, "w", **profile) as ds:
+        ds.write(np.ones((512, 512), np.uint8), 1, window=Window(0, 0, 512, 512))
+    assert path.stat().st_size < 1_000_000
+    for command in ("privacy-map", "build-mechanism"):
+        out = tmp_path / ("map.tif" if command == "privacy-map" else "m.npz")
+        code, _, err = run(capsys, command, path, out, "--epsilon-range", "ln4/3000", "ln4/600")
+        line = one_line_error(err, "20000 x 20000", "--max-cells", "Resample")
+        assert code == 2 and "time stamps" not in line and not out.exists()
+
+
+def test_max_cells_option(capsys, tmp_path, small_raster):
+    out = tmp_path / "map.tif"
+    code, _, err = run(capsys, "privacy-map", small_raster, out, "--epsilon-range", "ln4/3000", "ln4/600", "--max-cells", "4")
+    one_line_error(err, "more than the limit of 4")
+    assert code == 2 and not out.exists()
+    assert run(capsys, "privacy-map", small_raster, out, "--epsilon-range", "ln4/3000", "ln4/600", "--max-cells", "none")[0] == 0
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["privacy-map", "a.tif", "b.tif", "--max-cells", "-3"])
+
+
+def test_geoprivs_own_plain_value_error_text_is_withheld_unless_it_is_a_geopriv_error(monkeypatch, capsys, homes, tmp_path):
+    """The rule is the exception's type, not where it was raised: a bare ValueError is withheld even from geopriv code."""
+    from geopriv.exceptions import GeometryError
+
+    @functools.wraps(geopriv.perturb)
+    def bare(data, **kwargs):
+        raise ValueError("bad point at -15539.1 6712903.4")  # as a forgotten raise in geopriv would
+
+    monkeypatch.setattr(geopriv, "perturb", bare)
+    code, _, err = run(capsys, "perturb", homes, tmp_path / "o.gpkg", *LN4_200)
+    line = one_line_error(err, "ValueError", "withheld", "GEOPRIV_TRACEBACK=1")
+    assert code == 2 and "-15539" not in line
+
+    @functools.wraps(geopriv.perturb)
+    def ours(data, **kwargs):
+        raise GeometryError("are outside the public area", [3, 7], "Widen --bounds.")
+
+    monkeypatch.setattr(geopriv, "perturb", ours)
+    code, _, err = run(capsys, "perturb", homes, tmp_path / "o.gpkg", *LN4_200)
+    one_line_error(err, "2 row(s) are outside the public area: labels 3, 7. Widen --bounds.")
+
+
+def test_raster_outputs_that_are_inputs_are_refused_through_links(capsys, tmp_path, small_raster):
+    raster = tmp_path / "density.tif"
+    shutil.copy(small_raster, raster)
+    before = raster.read_bytes()
+    link = tmp_path / "link.tif"
+    link.symlink_to(raster)
+    hard = tmp_path / "hard.tif"
+    os.link(raster, hard)
+    for out in (raster, link, hard):
+        code, _, err = run(capsys, "privacy-map", raster, out, "--epsilon-range", "ln4/3000", "ln4/600", "--overwrite")
+        one_line_error(err, "is the input file")
+        assert code == 2
+    assert raster.read_bytes() == before

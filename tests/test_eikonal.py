@@ -646,7 +646,7 @@ def test_consistently_tampered_weights_and_normaliser_are_refused_by_verificatio
     with pytest.raises(MechanismFileError, match="does not meet its privacy map"):
         EikonalMechanism.load(bad)  # verify=True is the default
     # the same edit on a signed file is refused by the signature even without the full check
-    tiny_mech.save(path, key="secret", compact=False)
+    tiny_mech.save(path, key="secret", compact=False, overwrite=True)
     signed_bad = _tamper(path, tmp_path / "signed_bad.npz", edit)
     with pytest.raises(MechanismFileError, match="signature"):
         EikonalMechanism.load(signed_bad, key="secret", verify=False)
@@ -1024,12 +1024,17 @@ def test_compact_file_with_a_loosened_kernel_rate_fails_verification(tmp_path, t
     path = tmp_path / "c.npz"
     tiny_mech.save(path)
 
-    def edit(arrays):
+    def edit(arrays):  # the stored kernel_epsilon edited with it: only verification can tell
         arrays["kernel_rate"] *= 3.0
+        arrays["kernel_epsilon"] *= 3.0
 
     bad = _tamper(path, tmp_path / "bad.npz", edit)
     with pytest.raises(MechanismFileError, match="normaliser|does not meet"):
         EikonalMechanism.load(bad)
+    # the rate map alone: its stored copy on the raster (kernel_epsilon) no longer agrees with it
+    only_rate = _tamper(path, tmp_path / "rate.npz", lambda a: a["kernel_rate"].__imul__(3.0))
+    with pytest.raises(MechanismFileError, match="kernel_epsilon"):
+        EikonalMechanism.load(only_rate)
 
 
 @pytest.mark.parametrize("edit, match", [

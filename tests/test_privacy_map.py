@@ -340,3 +340,38 @@ def test_a_single_fill_value_cell_is_an_outlier_and_declaring_it_is_the_fix(tmp_
     assert pm2.nodata_mask[10, 190] and pm2.info["outlier_cells"] == 0
     with pytest.raises(ValueError, match="outlier_factor"):
         PrivacyMap.from_population(path, epsilon_range=README_RANGE, nodata=big, outlier_factor=0.5)
+
+
+# ---------------------------------------------------------------------------- decoded size limit
+def _huge_sparse_geotiff(path, size=20_000):
+    """A size x size population GeoTIFF of well under a megabyte: tiled, compressed, no block written (all zero)."""
+    profile = dict(driver="GTiff", height=size, width=size, count=1, dtype="uint8", crs="EPSG:30166",
+                   transform=from_origin(300_000.0, 0.0, 10.0, 10.0), tiled=True, blockxsize=512, blockysize=512,
+                   compress="deflate", sparse_ok=True)
+    with rasterio.open(path, "w", **profile) as ds:
+        ds.write(np.ones((512, 512), np.uint8), 1, window=rasterio.windows.Window(0, 0, 512, 512))
+    return path
+
+
+def test_a_huge_raster_is_refused_from_its_header_before_any_cell_is_read(tmp_path, monkeypatch):
+    path = _huge_sparse_geotiff(tmp_path / "huge.tif")
+    assert path.stat().st_size < 1_000_000
+    reads = []
+    real_read = rasterio.io.DatasetReader.read
+    monkeypatch.setattr(rasterio.io.DatasetReader, "read", lambda self, *a, **k: reads.append(1) or real_read(self, *a, **k))
+    for build in (lambda: PrivacyMap.from_population(path, epsilon_range=(1e-4, 1e-3)),
+                  lambda: PrivacyMap.from_epsilon(path)):
+        with pytest.raises(RasterError, match="20000 x 20000") as exc:
+            build()
+        assert "Resample" in str(exc.value) and "max_cells" in str(exc.value)
+    assert reads == []  # refused before decoding
+
+
+def test_max_cells_is_the_limit_and_can_be_raised(tmp_path):
+    path = _write(tmp_path / "small.tif", np.ones((6, 8)))
+    with pytest.raises(RasterError, match="6 = 48 cells|8 x 6"):
+        PrivacyMap.from_population(path, epsilon_range=(1e-4, 1e-3), max_cells=47)
+    assert PrivacyMap.from_population(path, epsilon_range=(1e-4, 1e-3), max_cells=48).shape == (6, 8)
+    assert PrivacyMap.from_population(path, epsilon_range=(1e-4, 1e-3), max_cells=None).shape == (6, 8)
+    with pytest.raises(ValueError, match="max_cells"):
+        PrivacyMap.from_population(path, epsilon_range=(1e-4, 1e-3), max_cells=0)
