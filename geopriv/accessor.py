@@ -36,6 +36,7 @@ class PrivBase:
         bounds=None,
         region=None,
         keep=(),
+        person=None,
         max_distortion: float = DEFAULT_MAX_DISTORTION,
         progress=None,
     ):
@@ -51,9 +52,10 @@ class PrivBase:
             A prebuilt mechanism, e.g. :class:`~geopriv.EikonalMechanism` (location-dependent).
         rng : None, int or Generator
             ``None`` (default): OS entropy.  A seed is for tests and demos only.
-        grid, continuous, bounds, region, keep, max_distortion, progress
-            The public lattice, the public study area, deliberately kept columns, CRS
-            handling and a progress callback: see :func:`geopriv.perturb`.
+        grid, continuous, bounds, region, keep, person, max_distortion, progress
+            The public lattice, the public study area, deliberately kept columns, the column
+            of stable person ids (lazy releases key each row's noise by it), CRS handling and
+            a progress callback: see :func:`geopriv.perturb`.
 
         Returns
         -------
@@ -69,8 +71,8 @@ class PrivBase:
         """
         return _perturb(
             self._obj, epsilon, level=level, radius=radius, mechanism=mechanism, rng=rng, grid=grid,
-            continuous=continuous, bounds=bounds, region=region, keep=keep, max_distortion=max_distortion,
-            progress=progress,
+            continuous=continuous, bounds=bounds, region=region, keep=keep, person=person,
+            max_distortion=max_distortion, progress=progress,
         )
 
     def sanitize_traces(

@@ -13,6 +13,7 @@ __all__ = [
     "CRSError",
     "GeometryError",
     "EmptyInputError",
+    "IdentityError",
     "BudgetExceededError",
     "RasterError",
     "InfeasibleMechanismError",
@@ -67,6 +68,10 @@ class GeometryError(GeoprivError):
         labels = list(labels)
         self.labels = labels
         super().__init__(f"{len(labels)} row(s) {problem}: labels {format_labels(labels)}. {hint}")
+
+
+class IdentityError(GeometryError):
+    """Row identities that cannot key noise soundly: repeated, mixed-type, missing or positional."""
 
 
 class EmptyInputError(GeoprivError):

@@ -62,6 +62,7 @@ def perturb(
     bounds=None,
     region=None,
     keep=(),
+    person=None,
     max_distortion: float = DEFAULT_MAX_DISTORTION,
     progress=None,
 ):
@@ -104,6 +105,13 @@ def perturb(
     keep : sequence of column labels
         Attribute columns that look like locations (coordinates, WKT, ...) but that you keep
         deliberately; without it such columns are refused (:class:`~geopriv.LocationAttributeError`).
+    person : column label, optional
+        The column of stable person ids (integers or strings, unique).  A lazy release
+        (dask-geopandas) keys each row's noise by (a secret root, the person id, the row's
+        location): recomputing it on unchanged rows replays their output, and a changed row
+        draws independent noise.  Default: the index labels, refused there when they look like
+        positions (an unnamed integer index).  In memory every call draws fresh noise, and the
+        ids are only checked (integers or strings, unique).
     max_distortion : float
         Largest scale variation (default 1 %) of a projected CRS over its public area for which
         it is used as is; otherwise noise is drawn on the ellipsoid's sphere.
@@ -129,10 +137,15 @@ def perturb(
 
         return perturb_dask(
             data, epsilon, level=level, radius=radius, mechanism=mechanism, rng=rng, grid=grid,
-            continuous=continuous, bounds=bounds, region=region, keep=keep, max_distortion=max_distortion,
-            progress=progress,
+            continuous=continuous, bounds=bounds, region=region, keep=keep, person=person,
+            max_distortion=max_distortion, progress=progress,
         )
     mech = mechanism_for(epsilon, level, radius, mechanism, region)
+    if person is not None:  # the same identity rules as a lazy release, checked on the whole frame
+        from .keys import check_unique, fold_digests, identity_digests, row_identities
+
+        ids, labels = row_identities(data, person)
+        check_unique(fold_digests(*identity_digests(ids, "person id", labels)), labels)
     return release_points(
         data, mech, rng=rng, grid=grid, continuous=continuous, bounds=bounds, region=region, keep=keep,
         max_distortion=max_distortion, progress=progress,

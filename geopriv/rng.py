@@ -39,6 +39,8 @@ def make_rng(rng=None) -> RandomSource:
         return RandomSource(np.random.Generator(np.random.PCG64DXSM(np.random.SeedSequence())), False)
     if isinstance(rng, RandomSource):
         return rng
+    if getattr(rng, "per_row_streams", False):  # geopriv.keys.RowStreams: the keyed streams of a lazy release
+        return RandomSource(rng, bool(rng.seeded))
     if isinstance(rng, np.random.Generator):
         return RandomSource(rng, True)
     if isinstance(rng, np.random.SeedSequence):

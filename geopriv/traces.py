@@ -47,6 +47,7 @@ from .perturb import resolve_epsilon
 from .mechanisms.planar_laplace import discretisation_epsilon, ANGLE_RESOLUTION
 from .provenance import attach, make_record
 from .release import check_release_input
+from .keys import rows_of
 from .rng import make_rng
 
 __all__ = ["sanitize_traces", "sample_queries", "trace_ledger", "OUTPUT_COLUMNS"]
@@ -548,7 +549,8 @@ def sanitize_traces(
         # what the predictor and the tests may see: the released value, not its unrounded bits
         return frame.to_work(to_release(noisy)) / unit
 
-    run = mech.run(traces, eps, source.generator, accountant, progress=progress,
+    # rows_of: per-row keyed streams (lazy releases) follow their rows into the traces' order
+    run = mech.run(traces, eps, rows_of(source.generator, order), accountant, progress=progress,
                    **({"postprocess": released_in_work} if method == "predictive" and lattice is not None else {}))
 
     # back to the input order and CRS

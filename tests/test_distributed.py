@@ -7,10 +7,11 @@ import sys
 
 import geopandas as gpd
 import numpy as np
+import pandas as pd
 import pytest
 
 import geopriv
-from geopriv.exceptions import GeometryError, GeoprivError
+from geopriv.exceptions import GeometryError, GeoprivError, IdentityError
 from geopriv.mechanisms.planar_laplace import GeoIndistinguishability
 from tests.conftest import data_path
 
@@ -22,18 +23,18 @@ EPS = dict(level=math.log(4), radius=200)
 
 @pytest.fixture(scope="module")
 def points():
-    """20,000 points in UTM 50N with an integer index (not in spatial order)."""
+    """20,000 points in UTM 50N with a named integer index of person ids (not in spatial order)."""
     rng = np.random.default_rng(3)
     n = 20_000
     gdf = gpd.GeoDataFrame({"value": rng.integers(0, 5, n)},
                            geometry=gpd.points_from_xy(448_000 + rng.uniform(0, 8_000, n),
                                                        4_416_000 + rng.uniform(0, 8_000, n)), crs=32650)
-    return gdf
+    return gdf.rename_axis("pid")
 
 
 @pytest.fixture(scope="module")
 def deaths():
-    return gpd.read_file(data_path("soho_cholera.gpkg"), layer="deaths")
+    return gpd.read_file(data_path("soho_cholera.gpkg"), layer="deaths").rename_axis("death")
 
 
 def lazy(gdf, k):
@@ -93,8 +94,8 @@ def test_no_two_rows_share_a_stream(points):
 
 def test_duplicate_row_labels_are_refused(points):
     dup = points.iloc[:100].copy()
-    dup.index = [0] * 50 + list(range(1, 51))
-    with pytest.raises(GeoprivError, match="duplicate labels"):
+    dup.index = pd.Index([0] * 50 + list(range(1, 51)), name="pid")
+    with pytest.raises(IdentityError, match="repeated|share their person id"):
         lazy(dup, 2).priv.perturb(**EPS).compute()
 
 
@@ -198,6 +199,7 @@ def test_location_dependent_mechanism_is_partition_independent():
     xmin, ymin, xmax, ymax = pm.bounds
     pts = gpd.GeoDataFrame(geometry=gpd.points_from_xy(rng.uniform(xmin + 100, xmax - 100, 3000),
                                                        rng.uniform(ymin + 100, ymax - 100, 3000)), crs=32654)
+    pts = pts.rename_axis("pid")
     a = lazy(pts, 1).priv.perturb(mechanism=mech, rng=2).compute()
     b = lazy(pts, 7).priv.perturb(mechanism=mech, rng=2).compute(scheduler="threads")
     assert a.geometry.equals(b.geometry)

@@ -9,18 +9,20 @@ this module is).
 What goes wrong in a naive scale-out, and what is done here instead:
 
 * **A lazy release recomputed would draw fresh noise**: a second, independent release of the
-  same people.  Here the root entropy (128 bits from the OS, or the user's seed) is drawn once,
-  when the lazy release is *built*, and embedded in the graph: computing it twice gives the
-  identical points.
-* **Seeds per partition** make results depend on the partitioning and the scheduler.  Here each
-  row's noise comes from a stream keyed by (root, its public row key): rows are grouped in
-  blocks of ``BLOCK`` consecutive integer index values, block ``b`` draws from
-  ``SeedSequence(root, spawn_key=(b,))`` for all of its ``BLOCK`` slots (absent rows are filled
-  with a public dummy point and their draws discarded), and every mechanism draws a number of
-  variates that depends only on the number of rows.  So a row's noise depends on the root, its
-  key and its own location only: identical for 1 or 8 partitions and any scheduler, and no two
-  rows (distinct keys) share variates.  A non-integer index is hashed to 64-bit keys
-  (``pandas.util.hash_pandas_object``) and each row then gets its own stream (slower).
+  same people.  Here the root entropy (a :class:`geopriv.keys.SecretRoot`: 128 bits from the
+  OS, or from the user's seed) is drawn once, when the lazy release is *built*, and embedded in
+  the graph.  **The lazy result is therefore secret** (like the data): its root never shows in
+  a ``repr``, a task name or a record, but a pickle of the graph carries it.
+* **Noise keyed by position, partition or label only** is shared by rows that are not the
+  same person, or reused on changed data (the difference of two outputs would be a difference
+  of true values).  Here every row's noise is a pseudorandom function of (root, the row's
+  declared identity, the row's own coordinates) (:mod:`geopriv.keys`, proof in
+  ``docs/privacy.md``): an unchanged row replays its output, a changed or new row draws
+  independent noise, whatever the partitioning or the scheduler.  Identities (``person=`` a
+  column, or the index labels) must be integers or strings, unique over the *whole* frame: the
+  check is a reduction over every partition, computed with the release.  A ``RangeIndex``
+  (positions, as ``read_parquet`` gives for files written with ``index=False``) is refused:
+  positions are not people.
 * **``map_partitions`` without ``meta=``** runs the function on a fake partition: ``meta`` is
   always passed, and nothing is drawn when the graph is built.
 * **A budget charged inside partitions** is charged per partition or per compute: here
@@ -30,37 +32,20 @@ What goes wrong in a naive scale-out, and what is done here instead:
 """
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
-
 from ..daskhook import is_dask
 
-__all__ = ["is_dask", "root_entropy", "row_keys", "register_accessor", "BLOCK"]
-
-#: rows per keyed random stream (consecutive integer index values)
-BLOCK = 1 << 14
+__all__ = ["is_dask", "root_entropy", "register_accessor"]
 
 
 def root_entropy(rng=None):
-    """(128-bit root entropy, seeded) drawn ONCE when a lazy release is built.
+    """The :class:`~geopriv.keys.SecretRoot` of a lazy release, drawn ONCE when it is built.
 
-    ``None``: OS entropy.  An int or SeedSequence: its entropy (reproducible).  A Generator:
-    128 bits drawn from it (reproducible if it was seeded).
+    ``None``: OS entropy.  An int, SeedSequence or Generator: 128 bits drawn from it
+    (reproducible, recorded as seeded).
     """
-    from ..rng import make_rng
+    from ..keys import SecretRoot
 
-    if rng is None:
-        return int(np.random.SeedSequence().entropy), False
-    source = make_rng(rng)  # validates ints, refuses bools and RandomState
-    words = source.generator.integers(0, 2 ** 63, size=2, dtype=np.int64)
-    return (int(words[0]) << 64) | int(words[1]), True
-
-
-def row_keys(index: pd.Index):
-    """(uint64 keys, integer?) for the rows: integer labels as they are, anything else hashed."""
-    if pd.api.types.is_integer_dtype(index.dtype):
-        return np.asarray(index, dtype=np.int64).view(np.uint64), True
-    return pd.util.hash_pandas_object(index, index=False).to_numpy(dtype=np.uint64), False
+    return SecretRoot.draw(rng)
 
 
 _REGISTERED = []

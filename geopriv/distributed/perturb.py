@@ -1,9 +1,10 @@
-"""``perturb`` on dask-geopandas: the in-memory release plan, with noise keyed by row.
+"""``perturb`` on dask-geopandas: the in-memory release plan, with noise keyed by person and content.
 
 The public part of the release (frame, lattice, finite-precision bound, provenance record) is
 :func:`geopriv.release.plan_release`, built once on the client; each partition validates its
-rows and runs the plan's ``draw`` and ``finish`` with one random stream per block of row keys
-(see :mod:`geopriv.distributed`).
+rows and runs the plan's ``draw`` and ``finish`` with per-row streams keyed by (root, the row's
+identity, its coordinates) (:mod:`geopriv.keys`).  Identities are checked unique over the whole
+frame by a reduction that every output partition waits for.
 """
 from __future__ import annotations
 
@@ -14,24 +15,14 @@ import numpy as np
 import pandas as pd
 
 from ..frame import DEFAULT_MAX_DISTORTION
+from ..keys import check_unique, float_words, fold_digests, identity_digests, row_identities, row_streams
 from ..provenance import make_record
-from . import BLOCK, root_entropy, row_keys
+from . import root_entropy
 
-__all__ = ["perturb_dask", "release_partition"]
+__all__ = ["perturb_dask", "release_partition", "partition_checks", "whole_data_checks"]
 
-
-def _block_generator(root: int, block: int) -> np.random.Generator:
-    return np.random.Generator(np.random.PCG64DXSM(np.random.SeedSequence(root, spawn_key=(int(block),))))
-
-
-def _dummy_point(plan):
-    """A public point inside the release's domain, for the absent slots of a block (its draws are discarded)."""
-    area = plan.rect or plan.lattice_frame.area
-    if area is None and plan.mechanism.frame_policy == "own":
-        area = plan.mechanism.public_bounds(plan.crs)
-    if area is None:  # the whole CRS (longitude/latitude): the origin
-        return np.zeros(2)
-    return np.array([(area[0] + area[2]) / 2.0, (area[1] + area[3]) / 2.0])
+#: the purpose a perturb release's per-row keys are bound to (see geopriv.keys)
+PURPOSE = "perturb"
 
 
 @contextlib.contextmanager
@@ -48,14 +39,51 @@ def paused_cyclic_gc():
             gc.enable()
 
 
-def release_partition(part, plan, root: int, record: dict, keep=(), bounds=None, region=None):
-    """One partition's release: validation, then per block of row keys a keyed stream, draw and finish."""
+def partition_checks(part, person=None, area=None):
+    """What the whole-data checks need from one partition: (folded identity digests, touched area edges).
+
+    Refuses positional and untyped identities and duplicates inside the partition (naming rows).
+    """
+    from ..frame import touched_edges
+    from .._points import point_xy
+
+    ids, labels = row_identities(part, person, refuse_positions=True)
+    a, b = identity_digests(ids, "person id" if person is not None else "index label", labels)
+    folded = fold_digests(a, b)
+    check_unique(folded, labels)
+    touched = np.zeros(4, bool)
+    if area is not None and len(part):
+        from ..release import check_release_input
+
+        geoms, xy = check_release_input(part, (), None, None, attributes=False)
+        touched = touched_edges(xy, area)
+    return folded, touched
+
+
+def whole_data_checks(*parts, area_source=None) -> np.ndarray:
+    """The checks over ALL partitions: a declared area not taken from the data; the folded ids seen twice.
+
+    Returns the duplicated digests (sorted; usually empty): each release partition refuses its
+    rows among them, so the error names rows.
+    """
+    from ..frame import check_area_not_from_data
+
+    if area_source is not None and parts:
+        check_area_not_from_data(np.logical_or.reduce([p[1] for p in parts]), area_source)
+    arrays = [np.asarray(p[0], dtype=np.uint64) for p in parts]
+    allv = np.sort(np.concatenate(arrays)) if arrays else np.zeros(0, np.uint64)
+    return np.unique(allv[1:][allv[1:] == allv[:-1]])
+
+
+def release_partition(part, plan, root, record: dict, keep=(), bounds=None, region=None, person=None,
+                      duplicates=None):
+    """One partition's release: validation, identity checks, then per-row keyed draws and finish."""
     with paused_cyclic_gc():
-        return _release_partition(part, plan, root, record, keep, bounds, region)
+        return _release_partition(part, plan, root, record, keep, bounds, region, person, duplicates)
 
 
-def _release_partition(part, plan, root, record, keep, bounds, region):
-    from ..exceptions import GeoprivError
+def _release_partition(part, plan, root, record, keep, bounds, region, person, duplicates):
+    from ..exceptions import IdentityError
     from ..release import assemble, check_release_input
 
     if len(part) == 0:
@@ -64,33 +92,21 @@ def _release_partition(part, plan, root, record, keep, bounds, region):
         return out
     geoms, xy = check_release_input(part, keep, bounds, region)
     labels = geoms.index
+    ids, _ = row_identities(part, person, refuse_positions=True)
+    a, b = identity_digests(ids, "person id" if person is not None else "index label", labels)
+    folded = fold_digests(a, b)
+    check_unique(folded, labels)
+    if duplicates is not None and len(duplicates):
+        shared = np.isin(folded, duplicates)
+        if shared.any():
+            raise IdentityError(
+                "share their person id with rows of other partitions: two rows would answer for the same person",
+                labels[shared], "Make the ids unique over the whole data (e.g. a person id column: person='<column>').")
     plan.check_inside(xy, labels)
-    keys, integer = row_keys(labels)
-    increasing = bool(np.all(keys[1:] > keys[:-1]))  # e.g. a RangeIndex partition: no sort needed
-    order = np.arange(len(keys)) if increasing else np.argsort(keys, kind="stable")
-    if not increasing and np.any(keys[order][1:] == keys[order][:-1]):
-        raise GeoprivError(
-            "The index has duplicate labels: each row's noise is keyed by its index label, so two rows would share "
-            "their noise. Give every row a unique label first (e.g. ddf = ddf.reset_index(drop=True) before "
-            "repartitioning, or a unique id column as the index)."
-        )
-    block_size = BLOCK if integer else 1
-    blocks = keys // np.uint64(block_size)
-    slots = (keys % np.uint64(block_size)).astype(np.int64)
-    out = np.empty_like(xy)
-    dummy = _dummy_point(plan)
-    starts = np.flatnonzero(np.r_[True, blocks[order][1:] != blocks[order][:-1]])
-    bounds_ = np.r_[starts, len(order)]
-    for a, b in zip(bounds_[:-1], bounds_[1:]):
-        rows = order[a:b]
-        full = np.tile(dummy, (block_size, 1))
-        full[slots[rows]] = xy[rows]
-        named = np.full(block_size, None, dtype=object)
-        named[slots[rows]] = np.asarray(labels[rows], dtype=object)
-        work = plan.draw(full, pd.Index(named), _block_generator(root, int(blocks[rows[0]])))
-        out[rows] = plan.finish(np.array(work[slots[rows]], dtype=float))
-    result = assemble(part, geoms, out, record)
-    return result
+    streams = row_streams(root, PURPOSE, (a, b), float_words(xy))
+    work = plan.draw(xy, labels, streams)
+    out = plan.finish(np.asarray(work, dtype=float))
+    return assemble(part, geoms, out, record)
 
 
 def perturb_dask(
@@ -106,15 +122,19 @@ def perturb_dask(
     bounds=None,
     region=None,
     keep=(),
+    person=None,
     max_distortion: float = DEFAULT_MAX_DISTORTION,
     progress=None,
 ):
     """Lazy :func:`geopriv.perturb` of a dask-geopandas GeoDataFrame or GeoSeries (same parameters).
 
     Everything public is fixed now (the frame, lattice, bound and provenance record: errors in
-    the parameters are raised here, before anything is computed), and so is the root entropy:
-    computing the result twice gives the same points.  ``progress`` is ignored (use dask's
-    diagnostics).  The record is the same on every partition, with ``n`` None (the output shows it).
+    the parameters are raised here, before anything is computed), and so is the secret root:
+    computing the result twice on the same data gives the same points, and a row whose identity
+    or location changed draws new, independent noise.  ``person`` names the column of stable
+    person ids (default: the index labels, which must then not be a RangeIndex).  The returned
+    lazy object holds the root: keep it like the data.  ``progress`` is ignored (use dask's
+    diagnostics).  The record is the same on every partition, with ``n`` None.
     """
     import dask
 
@@ -128,6 +148,10 @@ def perturb_dask(
         from ..exceptions import MissingCRSError
 
         raise MissingCRSError("The dask GeoDataFrame")
+    if person is not None and (not hasattr(meta, "columns") or person not in meta.columns):
+        from ..exceptions import GeoprivError
+
+        raise GeoprivError(f"person={person!r} is not a column of the data; name the column of stable person ids.")
     # validate the schema (columns, geometry type, CRS) on the empty meta: no data is read
     try:
         check_release_input(meta, keep, bounds, region)
@@ -141,10 +165,15 @@ def perturb_dask(
     check_coordinates(np.empty((0, 2)), crs, pd.Index([]), bounds=bounds)  # CRS kind, bounds in its units
     plan = plan_release(crs, mech, grid=grid, continuous=continuous, bounds=bounds, region=region, keep=keep,
                         max_distortion=max_distortion)
-    root, seeded = root_entropy(rng)
-    record = make_record(plan.fields(), seeded=seeded, n=None)
+    root = root_entropy(rng)
+    record = make_record(plan.fields(), seeded=root.seeded, n=None)
     shipped = dask.delayed(plan, pure=True)  # the plan (and a built mechanism in it) goes to each worker once
+    area_frame = plan.frame if mech.frame_policy != "own" else plan.lattice_frame
+    declared = area_frame.area_source in ("bounds", "region") and (mech.frame_policy != "own" or bounds is not None)
+    area = area_frame.area if declared else None
+    checks = [dask.delayed(partition_checks, pure=True)(p, person, area) for p in data.to_delayed()]
+    duplicates = dask.delayed(whole_data_checks, pure=True)(*checks, area_source=area_frame.area_source if declared else None)
     out_meta = meta.copy()
     out_meta.attrs = dict(meta.attrs, geopriv=record)
-    return data.map_partitions(release_partition, shipped, root, record, tuple(keep or ()), bounds, region,
-                               meta=out_meta)
+    return data.map_partitions(release_partition, shipped, root, record, tuple(keep or ()), bounds, region, person,
+                               duplicates, meta=out_meta)

@@ -8,6 +8,8 @@ the number of people (public here), which the graph counts first.
 """
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import pandas as pd
 
@@ -15,7 +17,7 @@ from ..frame import DEFAULT_MAX_DISTORTION
 from ..provenance import make_record
 from . import root_entropy
 
-__all__ = ["synthesize_dask", "partition_histogram", "central_release"]
+__all__ = ["synthesize_dask", "partition_histogram", "partition_edges", "central_release"]
 
 _HIST_META = pd.DataFrame({"key": pd.Series([], dtype=np.uint64), "count": pd.Series([], dtype=np.int64)})
 
@@ -33,9 +35,23 @@ def partition_histogram(part, plan):
     return pd.DataFrame({"key": uniq.astype(np.uint64), "count": counts.astype(np.int64)})
 
 
-def central_release(plan, histograms, root: int, seeded: bool, like):
+def partition_edges(part, rect) -> np.ndarray:
+    """Which edges of the declared area the partition's points lie on (for the whole-data check)."""
+    from .._points import as_geoseries, point_xy
+    from ..frame import touched_edges
+
+    if len(part) == 0:
+        return np.zeros(4, bool)
+    return touched_edges(point_xy(as_geoseries(part)), rect)
+
+
+def central_release(plan, histograms, root, seeded: bool, like, edges=()):
     """Sum the histograms, draw the noise once, place the points: the one release."""
+    from ..frame import check_area_not_from_data
     from ..release import synthetic_frame
+
+    if len(edges):
+        check_area_not_from_data(np.logical_or.reduce(list(edges)), plan.area_source)
 
     hist = pd.concat(histograms, ignore_index=True) if histograms else _HIST_META.copy()
     keys = hist["key"].to_numpy(dtype=np.uint64)
@@ -43,7 +59,11 @@ def central_release(plan, histograms, root: int, seeded: bool, like):
     totals = np.bincount(inverse, weights=hist["count"].to_numpy(), minlength=len(uniq)).astype(np.int64)
     if int(totals.sum()) != plan.n_people:  # pragma: no cover - defensive: the count and the histograms disagree
         raise RuntimeError("the partitions changed between counting and histogramming; recompute from stable data.")
-    gen = np.random.Generator(np.random.PCG64DXSM(np.random.SeedSequence(root)))
+    # the noise is bound to exactly the counts it answers (the release's sufficient statistic): the
+    # same counts replay the same output, any other counts (a neighbouring dataset) draw anew
+    digest = hashlib.sha256(np.ascontiguousarray(uniq, dtype="<u8").tobytes() + b"|"
+                            + np.ascontiguousarray(totals, dtype="<i8").tobytes()).digest()
+    gen = np.random.Generator(np.random.PCG64DXSM(root.seed_for("synthesize", digest)))
     nodes, counts = plan.mechanism.leaf_counts(uniq, gen, plan.depth, counts=totals)
     out = plan.points(nodes, counts, gen)
     return synthetic_frame(like, out, plan.crs, make_record(plan.fields(), seeded=seeded, n=plan.n_out))
@@ -61,8 +81,10 @@ def synthesize_dask(data, epsilon, *, bounds=None, region=None, n=None, method="
     """Lazy :func:`geopriv.synthesize` of a dask-geopandas GeoDataFrame (same parameters).
 
     Parameters are checked now (a plan for one person is built to surface errors before anything
-    is computed), and the root entropy is drawn now: computing the result twice gives the same
-    synthetic set.  The result is a one-partition dask GeoDataFrame.
+    is computed), and the secret root is drawn now: computing the result twice on the same data
+    gives the same synthetic set, and data with other leaf counts (a neighbouring dataset) draw
+    independent noise (the noise is keyed by the root and a digest of the counts).  The lazy
+    result holds the root: keep it like the data.  The result is a one-partition dask GeoDataFrame.
     """
     import dask
     import dask_geopandas  # noqa: F401  (registers the geopandas backend of dask.dataframe)
@@ -76,13 +98,17 @@ def synthesize_dask(data, epsilon, *, bounds=None, region=None, n=None, method="
     if crs is None:
         raise MissingCRSError("The dask GeoDataFrame")
     kwargs = dict(n=n, bounds=bounds, region=region, grid=grid, placement=placement, max_distortion=max_distortion)
-    _plan(crs, mechanism, 1, kwargs)  # public checks now, not at compute time
-    root, seeded = root_entropy(rng)
+    probe = _plan(crs, mechanism, 1, kwargs)  # public checks now, not at compute time
+    root = root_entropy(rng)
+    seeded = root.seeded
     n_people = data.map_partitions(len, meta=(None, "int64")).sum().to_delayed()
     plan = dask.delayed(_plan, pure=True)(crs, mechanism, n_people, kwargs)
     hists = data.map_partitions(partition_histogram, plan, meta=_HIST_META).to_delayed()
     like = meta.iloc[:0]
-    result = dask.delayed(central_release, pure=True)(plan, hists, root, seeded, like)
+    edges = []
+    if probe.area_source in ("bounds", "region"):  # a declared area must not come from the data: ALL of it
+        edges = [dask.delayed(partition_edges, pure=True)(p, probe.rect) for p in data.to_delayed()]
+    result = dask.delayed(central_release, pure=True)(plan, hists, root, seeded, like, edges)
     import geopandas as gpd
 
     out_meta = gpd.GeoSeries([], crs=crs, name="geometry") if isinstance(meta, gpd.GeoSeries) \

@@ -13,14 +13,15 @@ released before, so a trace cannot be split across partitions.  The lazy release
    picks its ``p2p`` shuffle, which keeps its shards on the workers' local disks), the in-memory
    ``"tasks"`` shuffle is used: dask's local default, ``"disk"``, would write the true locations
    to temporary files.
-3. **One stream per bucket.**  Inside a partition, each bucket's rows are sorted canonically (by
-   trace-id hash, trace id, time stamp, then index label: an order that does not depend on the
-   partitioning) and released by the in-memory :func:`geopriv.sanitize_traces` with the random
-   stream ``SeedSequence(root, spawn_key=(bucket,))``, where ``root`` is the 128-bit entropy
-   drawn once when the lazy release is built (:func:`geopriv.distributed.root_entropy`).  So a
-   trace's noise depends only on the root, its bucket and the bucket's content: a seeded release
-   is identical for any number of partitions and any scheduler, and computing the lazy result
-   again gives the identical release.  Buckets never share a stream.
+3. **One keyed stream per trace.**  Inside a partition, each bucket's rows are sorted canonically
+   (by trace-id hash, trace id, time stamp, then index label: an order that does not depend on
+   the partitioning) and released by the in-memory :func:`geopriv.sanitize_traces` with per-row
+   streams keyed by (root, the trace's typed id, a digest of the trace's whole content, the
+   row's position in the trace) (:func:`trace_streams`, :mod:`geopriv.keys`), where ``root`` is
+   the secret drawn once when the lazy release is built.  So a trace's noise depends only on
+   the root and the trace itself: identical for any number of partitions and any scheduler,
+   a recomputation on unchanged data replays the identical release, a changed trace is a new
+   release of that trace only, and adding another user's trace to its bucket changes nothing.
 
 Budgets are per trace, reserved and spent by the mechanism inside the one call that holds the
 trace (its bucket's): each trace is charged once per computation of its bucket, never per
@@ -54,9 +55,46 @@ BUCKETS = 1024
 _BUCKET = "__geopriv_bucket__"
 
 # ---------------------------------------------------------------------------- helpers
-def bucket_generator(root: int, bucket: int) -> np.random.Generator:
-    """The random stream of one bucket: ``SeedSequence(root, spawn_key=(bucket,))``."""
-    return np.random.Generator(np.random.PCG64DXSM(np.random.SeedSequence(root, spawn_key=(int(bucket),))))
+def trace_streams(root, rows, traj_id, time):
+    """Per-row keyed streams for the rows of whole traces (in canonical order, traces contiguous).
+
+    Row ``j`` of trace ``T`` draws from a stream keyed by (root, ``"traces"``, T's typed id
+    digest, a 128-bit BLAKE2b digest of T's whole content (geometries and time stamps, in
+    order), j) (:mod:`geopriv.keys`): an unchanged trace replays its release (no new loss), a
+    changed trace is released anew with independent noise, and no other trace's rows (another
+    user's trace appended to its bucket, say) change it.
+    """
+    import hashlib
+
+    import shapely
+
+    from ..keys import identity_digests, row_streams
+    from ..traces import _seconds
+
+    n = len(rows)
+    if traj_id is None:
+        ids = pd.Index(np.zeros(n, dtype=np.int64))
+    else:
+        ids = pd.Index(rows[traj_id])
+    a, b = identity_digests(ids, "trace id", rows.index)
+    starts = np.flatnonzero(np.r_[True, (a[1:] != a[:-1]) | (b[1:] != b[:-1])]) if n else np.zeros(0, np.int64)
+    ends = np.r_[starts[1:], n]
+    geoms = rows.geometry if hasattr(rows, "geometry") else rows
+    wkb = shapely.to_wkb(np.asarray(geoms.values), hex=False)
+    secs = np.zeros(n) if time is None else np.asarray(_seconds(rows[time]), dtype=np.float64)
+    c0 = np.empty(n, np.uint64)
+    c1 = np.empty(n, np.uint64)
+    pos = np.empty(n, np.uint64)
+    for s0, e0 in zip(starts, ends):
+        h = hashlib.blake2b(digest_size=16, person=b"geopriv-trace")
+        for w in wkb[s0:e0]:
+            h.update(b"\x00" if w is None else len(w).to_bytes(4, "little") + w)
+        h.update(np.ascontiguousarray(secs[s0:e0]).tobytes())
+        d = h.digest()
+        c0[s0:e0] = int.from_bytes(d[:8], "little")
+        c1[s0:e0] = int.from_bytes(d[8:], "little")
+        pos[s0:e0] = np.arange(e0 - s0, dtype=np.uint64)
+    return row_streams(root, "traces", (a, b), [c0, c1, pos])
 
 
 def trace_hashes(ids: pd.Series) -> np.ndarray:
@@ -91,7 +129,6 @@ def _shuffle_method():
 def _canonical_order(gpart, traj_id, time, buckets_col) -> np.ndarray:
     """Row positions sorted by (bucket, trace-id hash, trace id, time stamp, index label): partition-independent."""
     from ..traces import _seconds
-    from . import row_keys
 
     n = len(gpart)
     if traj_id is None:
@@ -105,7 +142,7 @@ def _canonical_order(gpart, traj_id, time, buckets_col) -> np.ndarray:
         except TypeError:  # unorderable mixed ids (refused per bucket by sanitize_traces): hash order only
             codes = np.zeros(n, dtype=np.int64)
     secs = np.zeros(n) if time is None else _seconds(gpart[time])
-    index_keys, _ = row_keys(gpart.index)
+    index_keys = pd.util.hash_pandas_object(gpart.index, index=False).to_numpy(dtype=np.uint64)  # ties only
     return np.lexsort((index_keys, secs, codes, hashes, buckets_col))
 
 
@@ -150,7 +187,7 @@ def release_buckets(part, *, root, attrs, out_meta, geom_name, crs, series, orde
     outs = []
     for a, b in zip(starts, ends):
         rows = gpart.iloc[a:b]
-        outs.append(sanitize_traces(rows, rng=bucket_generator(root, int(buckets[a])), progress=None, **params))
+        outs.append(sanitize_traces(rows, rng=trace_streams(root, rows, traj_id, time), progress=None, **params))
     out = outs[0] if len(outs) == 1 else pd.concat(outs)
     out.attrs = dict(attrs)
     return out
@@ -250,10 +287,12 @@ def sanitize_traces_dask(
 
     See :mod:`geopriv.distributed.traces` for the design: traces are grouped whole into
     :data:`BUCKETS` public buckets by a hash of their id, the frame is shuffled on the bucket
-    (a full data exchange), and each bucket is released by the in-memory function with its own
-    stream keyed by (root, bucket).  A seeded release is identical for any partitioning and
-    scheduler; computing the result twice gives the same release (the root entropy is drawn
-    now, once), so a recomputation is a replay, not a new privacy loss.
+    (a full data exchange), and each bucket is released by the in-memory function with one
+    keyed stream per trace (root, trace id, trace content).  A seeded release is identical for
+    any partitioning and scheduler; computing the result twice on the same data gives the same
+    release (the secret root is drawn now, once), so a recomputation is a replay, not a new
+    privacy loss; a changed trace is released anew, and only it.  The lazy result holds the
+    root: keep it like the data.
 
     Everything that needs no data is checked now, before the graph is returned: the columns
     named (on the schema), ``method``, ``on_exhausted``, the budget (``epsilon`` or
@@ -376,7 +415,8 @@ def sanitize_traces_dask(
         check_noise_above_precision(eps, frame)
     else:
         lattice = public_lattice(frame, check_grid(grid, eps))
-    root, seeded = root_entropy(rng)  # the one random draw at build time
+    root = root_entropy(rng)  # the one random draw at build time (a SecretRoot: the lazy result is secret)
+    seeded = root.seeded
     record = _public_record(method=method, eps=eps, level=level, radius=radius, manager=manager, mech=mech,
                             skip_speed=skip_speed, stale_after=stale_after, on_exhausted=on_exhausted,
                             traj_id=traj_id, time=time, frame=frame, lattice=lattice, bounds=bounds, keep=keep,

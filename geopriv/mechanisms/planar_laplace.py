@@ -52,6 +52,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..keys import rows_of
+
 __all__ = [
     "PlanarLaplace",
     "polar_noise",
@@ -107,12 +109,12 @@ def spherical_radius(n: int, epsilon: float, radius: float, rng: np.random.Gener
         r = out[todo]
         with np.errstate(invalid="ignore", divide="ignore"):
             accept_p = np.where((r > 0) & (r < math.pi * radius), radius * np.sin(r / radius) / r, 0.0)
-        u = rng.random(len(todo))
+        u = rows_of(rng, todo).random(len(todo))
         reject = u >= accept_p
         if not reject.any():
             return out
         todo = todo[reject]
-        out[todo] = rng.standard_gamma(2.0, len(todo)) / epsilon
+        out[todo] = rows_of(rng, todo).standard_gamma(2.0, len(todo)) / epsilon
 
 
 def spherical_noise(lon, lat, epsilon: float, radius: float, rng: np.random.Generator):

@@ -66,6 +66,7 @@ import numpy as np
 
 from ..accounting import BudgetAccountant
 from ..exceptions import GeoprivError
+from ..keys import RowStreams, rows_of
 from .planar_laplace import check_epsilon, polar_noise, radius_quantile
 
 __all__ = [
@@ -735,6 +736,11 @@ class _RunProgress:
             self.bar.close()
 
 
+def _positions(cur) -> np.ndarray:
+    """Row positions of a step's entries (a slice or an index array)."""
+    return np.arange(cur.start, cur.stop) if isinstance(cur, slice) else np.asarray(cur)
+
+
 def _unit_noise(n, rng):
     """Planar Laplace noise for eps = 1 (Gamma(2) radius, uniform angle): divide by eps_N."""
     return polar_noise(n, 1.0, rng)
@@ -836,6 +842,11 @@ class PredictiveMechanism:
         slot = offsets[pos] + rank_of_trace[tid]  # step-major position of each row
         xy_sm = np.empty((n, 2))
         xy_sm[slot] = traces.xy
+        keyed = isinstance(rng, RowStreams)  # per-row keyed streams (lazy releases): draw for exactly these rows
+        if keyed:
+            row_of_slot = np.empty(n, dtype=np.intp)
+            row_of_slot[slot] = np.arange(n)
+            rng_sm = rng.subset(row_of_slot)
         t_sm = np.empty(n)
         t_sm[slot] = traces.times
 
@@ -931,14 +942,15 @@ class PredictiveMechanism:
             te = np.flatnonzero(tested)
             if len(te):
                 d = np.hypot(x[te, 0] - zt[te, 0], x[te, 1] - zt[te, 1])
-                easy[te] = private_test(d, mgr.threshold(eps_t[te]), eps_t[te], rng)
+                easy[te] = private_test(d, mgr.threshold(eps_t[te]), eps_t[te],
+                                        rows_of(rng_sm, _positions(cur)[te]) if keyed else rng)
             skipped = go & free
             hard = go & ~easy & ~free
             # 5. fresh planar Laplace noise for hard steps only
             z = zt
             hr = np.flatnonzero(hard)
             if len(hr):
-                noise = _unit_noise(len(hr), rng)
+                noise = _unit_noise(len(hr), rows_of(rng_sm, _positions(cur)[hr]) if keyed else rng)
                 noise /= eps_n[hr, None]
                 noise += x[hr]
                 if postprocess is not None:
@@ -1048,7 +1060,7 @@ class IndependentMechanism:
         eps_rows = np.repeat(eps, traces.lengths)
         reported = np.full((n, 2), np.nan)
         m = int(paid.sum())
-        noise = _unit_noise(m, rng)
+        noise = _unit_noise(m, rows_of(rng, np.flatnonzero(paid)))
         noise /= eps_rows[paid, None]
         noise += traces.xy[paid]
         reported[paid] = noise

@@ -12,6 +12,7 @@ import os
 import numpy as np
 
 from ...exceptions import GeometryError
+from ...keys import rows_of
 from .weights import row_blocks
 
 
@@ -202,16 +203,17 @@ def sample(mech, xy, rng: np.random.Generator, *, outside: str | None = None, ji
     chunk = 1_000_000
     for start in range(0, n, chunk):
         stop = min(n, start + chunk)
+        gen = rng if (start, stop) == (0, n) else rows_of(rng, np.arange(start, stop))  # per-row streams: these rows
         # bilinear randomised rounding: x and y rounded up independently with their fractions
-        up_x = rng.random(stop - start) < tx[start:stop]
-        up_y = rng.random(stop - start) < ty[start:stop]
+        up_x = gen.random(stop - start) < tx[start:stop]
+        up_y = gen.random(stop - start) < ty[start:stop]
         node = base[start:stop] + up_y * mech.shape[1] + up_x
-        y = mech.sample_nodes(node, rng)
+        y = mech.sample_nodes(node, gen)
         pos = mech.release_xy[y].copy()
         if jitter:
             hx, hy = mech.privacy_map.cell_size
             half = mech.output_step[y][:, None] * np.array([hx, hy]) * 0.5
-            pos += (rng.random((stop - start, 2)) * 2.0 - 1.0) * half
+            pos += (gen.random((stop - start, 2)) * 2.0 - 1.0) * half
         out[start:stop] = pos
         if progress is not None:
             progress(stop, n)

@@ -1,0 +1,407 @@
+"""Keyed noise: the one place where reusable secrets are made, bound and turned into random streams.
+
+A lazy release (dask) must give the same output when it is computed twice on the same data,
+so its randomness is fixed when it is built: a 128-bit *root* (:class:`SecretRoot`).  That
+root is a reusable secret, and a reusable secret is only sound when it is bound to exactly
+what it answers.  This module binds it: every random variate a lazy release draws for a row
+is a pseudorandom function of
+
+    (root, purpose, the row's declared identity, the row's own content)
+
+and of nothing else (not its position, its partition, the other rows or the scheduler).
+
+Derivation (the proof is in ``docs/privacy.md``, "Keyed noise")
+----------------------------------------------------------------
+1. ``purpose key = HMAC-SHA256(root, purpose)`` truncated to 128 bits: one SipHash key per kind
+   of release (``"perturb"``, ``"traces"``...), so two kinds never share a stream.
+2. ``row key = SipHash-2-4-128_{purpose key}(id_a, id_b, c_1, ..., c_m)``: the identity digest
+   (:func:`identity_digests`, type-tagged, 128 bits) and the content words (the IEEE-754 bits
+   of the row's coordinates, or a digest of a whole trace).  SipHash is a pseudorandom
+   function keyed by the secret purpose key (Aumasson and Bernstein 2012); the message has a
+   fixed number of words per purpose, and SipHash encodes the length, so distinct messages
+   are distinct inputs.
+3. ``word j of draw c = SplitMix64(k_0 + (4c + j + 1) * (k_1 | 1))`` for the row key
+   ``(k_0, k_1)``: a counter-mode stream per row (the per-row counter ``c`` advances with each
+   draw the mechanism makes *for that row*), and uniforms are ``(word >> 11) * 2^-53``, as
+   numpy's ``Generator.random``.
+
+Consequences: (a) two rows with different identities, or the same identity with different
+content, get independent-looking streams (distinct PRF inputs); (b) a row whose identity and
+content are unchanged reproduces its output exactly (a recomputation is a replay, not a new
+release); (c) a changed row is, at worst, a second release of that row with fresh noise: the
+difference of two outputs is never a difference of true values.  Identities must be unique
+over the whole data (checked by a reduction, never per partition) and typed (``1`` and ``"1"``
+are different people; ``None``, ``NaN`` and floats are refused).
+
+:class:`RowStreams` offers the part of :class:`numpy.random.Generator`'s interface that the
+mechanisms use (``random``, ``standard_exponential``, ``standard_gamma`` with integer shape,
+``laplace``), one variate per row per call, plus :meth:`RowStreams.subset` for mechanisms that
+redraw some rows (rejection loops): :func:`rows_of` is what a mechanism calls to stay correct
+with both a Generator and per-row streams.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+
+import numpy as np
+import pandas as pd
+
+from .exceptions import GeoprivError, IdentityError
+
+__all__ = [
+    "SecretRoot",
+    "RowStreams",
+    "identity_digests",
+    "fold_digests",
+    "row_streams",
+    "rows_of",
+    "siphash24_128",
+    "float_words",
+    "check_unique",
+    "row_identities",
+]
+
+_M64 = (1 << 64) - 1
+_CHUNK = 1 << 16  # rows per SipHash pass (keeps the eight working arrays in cache)
+
+# type tags of identity digests: integers keep their value in id_a and this tag in id_b
+_INT_TAG = np.uint64(0x9E3779B97F4A7C15)
+
+
+class SecretRoot:
+    """The root entropy of a lazy release.  SECRET: with it and the data anyone recomputes the noise.
+
+    128 bits from the operating system (or from a seed, for tests and demos: ``seeded``).  It
+    never appears in a ``repr``, a ``str``, a dask task name or a provenance record; it is
+    pickled only to ship the graph to dask workers, so a lazy release object (and a pickle of
+    it) must be held like the data itself.  Use it only through :meth:`purpose_key` and
+    :meth:`seed_for`, which bind it to what it answers.
+    """
+
+    __slots__ = ("_value", "seeded")
+
+    def __init__(self, value: int, seeded: bool):
+        if not isinstance(value, int) or not 0 <= value < (1 << 128):
+            raise TypeError("a SecretRoot holds a 128-bit non-negative integer.")
+        object.__setattr__(self, "_value", int(value))
+        object.__setattr__(self, "seeded", bool(seeded))
+
+    @classmethod
+    def draw(cls, rng=None) -> SecretRoot:
+        """A new root: OS entropy for ``rng=None``; else 128 bits from the (seeded) ``rng``."""
+        if rng is None:
+            return cls(int.from_bytes(os.urandom(16), "little"), False)
+        from .rng import make_rng
+
+        source = make_rng(rng)  # validates ints, refuses bools and RandomState
+        words = source.generator.integers(0, 1 << 64, size=2, dtype=np.uint64)
+        return cls((int(words[0]) << 64) | int(words[1]), True)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("SecretRoot is immutable.")
+
+    def __repr__(self) -> str:
+        return f"SecretRoot(<secret: not shown>, seeded={self.seeded})"
+
+    __str__ = __repr__
+
+    def __reduce__(self):  # dask ships graphs to workers by pickling
+        return (SecretRoot, (self._value, self.seeded))
+
+    def __dask_tokenize__(self):
+        # a one-way tag for dask's task names: the root itself never reaches a key or a log
+        return hmac.new(self._bytes(), b"geopriv dask token", hashlib.sha256).hexdigest()
+
+    def _bytes(self) -> bytes:
+        return self._value.to_bytes(16, "little")
+
+    def purpose_key(self, purpose: str) -> tuple[int, int]:
+        """The 128-bit SipHash key of one kind of release: HMAC-SHA256(root, purpose), truncated."""
+        d = hmac.new(self._bytes(), b"geopriv purpose:" + purpose.encode(), hashlib.sha256).digest()
+        return int.from_bytes(d[:8], "little"), int.from_bytes(d[8:16], "little")
+
+    def seed_for(self, purpose: str, data_digest: bytes) -> np.random.SeedSequence:
+        """A SeedSequence bound to ``purpose`` and to a digest of exactly the data it answers.
+
+        For central releases (synthesize): the noise of a release is a function of the root and
+        of its sufficient statistic, so the same counts replay and any other counts draw anew.
+        """
+        d = hmac.new(self._bytes(), b"geopriv seed:" + purpose.encode() + b"\x00" + bytes(data_digest),
+                     hashlib.sha256).digest()
+        return np.random.SeedSequence(int.from_bytes(d, "little"))
+
+
+# ----------------------------------------------------------------------------- SipHash-2-4-128
+def _rotl(x, r, tmp):
+    np.left_shift(x, np.uint64(r), out=tmp)
+    np.right_shift(x, np.uint64(64 - r), out=x)
+    x |= tmp
+
+
+def _sipround(v0, v1, v2, v3, tmp):
+    v0 += v1
+    _rotl(v1, 13, tmp)
+    v1 ^= v0
+    _rotl(v0, 32, tmp)
+    v2 += v3
+    _rotl(v3, 16, tmp)
+    v3 ^= v2
+    v0 += v3
+    _rotl(v3, 21, tmp)
+    v3 ^= v0
+    v2 += v1
+    _rotl(v1, 17, tmp)
+    v1 ^= v2
+    _rotl(v2, 32, tmp)
+
+
+def siphash24_128(key: tuple[int, int], words) -> tuple[np.ndarray, np.ndarray]:
+    """SipHash-2-4 with 128-bit output of the messages ``words`` (a list of m uint64 arrays of length n).
+
+    Message i is ``(words[0][i], ..., words[m-1][i])`` as 8m little-endian bytes; the final block
+    carries the length as in the reference implementation.  Vectorised over i.
+    """
+    k0, k1 = np.uint64(key[0] & _M64), np.uint64(key[1] & _M64)
+    words = [np.ascontiguousarray(w, dtype=np.uint64) for w in words]
+    n = len(words[0]) if words else 0
+    out0 = np.empty(n, np.uint64)
+    out1 = np.empty(n, np.uint64)
+    last = np.uint64(((8 * len(words)) & 0xFF) << 56)
+    with np.errstate(over="ignore"):
+        for a in range(0, n, _CHUNK):
+            b = min(n, a + _CHUNK)
+            m = b - a
+            v0 = np.full(m, k0 ^ np.uint64(0x736F6D6570736575))
+            v1 = np.full(m, k1 ^ np.uint64(0x646F72616E646F6D) ^ np.uint64(0xEE))
+            v2 = np.full(m, k0 ^ np.uint64(0x6C7967656E657261))
+            v3 = np.full(m, k1 ^ np.uint64(0x7465646279746573))
+            tmp = np.empty(m, np.uint64)
+            for w in words:
+                blk = w[a:b]
+                v3 ^= blk
+                _sipround(v0, v1, v2, v3, tmp)
+                _sipround(v0, v1, v2, v3, tmp)
+                v0 ^= blk
+            v3 ^= last
+            _sipround(v0, v1, v2, v3, tmp)
+            _sipround(v0, v1, v2, v3, tmp)
+            v0 ^= last
+            v2 ^= np.uint64(0xEE)
+            for _ in range(4):
+                _sipround(v0, v1, v2, v3, tmp)
+            out0[a:b] = v0 ^ v1 ^ v2 ^ v3
+            v1 ^= np.uint64(0xDD)
+            for _ in range(4):
+                _sipround(v0, v1, v2, v3, tmp)
+            out1[a:b] = v0 ^ v1 ^ v2 ^ v3
+    return out0, out1
+
+
+# ----------------------------------------------------------------------------- identities
+def identity_digests(ids, what: str = "index label", labels=None) -> tuple[np.ndarray, np.ndarray]:
+    """Type-tagged 128-bit digests (id_a, id_b) of row identities: integers or strings, nothing else.
+
+    Integers keep their exact value (``id_a``) with a fixed tag (``id_b``); strings get two
+    independent 64-bit SipHash digests (pandas' object hashing under two keys).  So ``1`` and
+    ``"1"`` differ, and no two distinct integers collide.  ``None``, ``NaN``, floats, booleans,
+    mixed types and anything else are refused (:class:`~geopriv.exceptions.IdentityError`):
+    such labels cannot name a person soundly.
+    """
+    ids = pd.Index(ids) if not isinstance(ids, pd.Index) else ids
+    shown = ids if labels is None else labels
+    if len(ids) == 0:
+        return np.zeros(0, np.uint64), np.zeros(0, np.uint64)
+    if pd.api.types.is_bool_dtype(ids.dtype):
+        raise IdentityError(f"the {what}s are booleans: they cannot tell people apart.", shown[:1], _HOW)
+    if pd.api.types.is_integer_dtype(ids.dtype) and not isinstance(ids.dtype, pd.CategoricalDtype):
+        if ids.hasnans:  # nullable integers
+            raise IdentityError(f"some {what}s are missing (NA)", shown[np.asarray(ids.isna())], _HOW)
+        if pd.api.types.is_unsigned_integer_dtype(ids.dtype):
+            vals = np.asarray(ids, dtype=np.uint64)
+            if (vals >= np.uint64(1 << 63)).any():
+                raise IdentityError(f"some {what}s are integers of 2^63 or more", shown[vals >= np.uint64(1 << 63)], _HOW)
+        a = np.asarray(ids, dtype=np.int64).view(np.uint64)
+        return a.copy(), np.full(len(ids), _INT_TAG, np.uint64)
+    values = np.asarray(ids, dtype=object)
+    is_str = np.fromiter((type(v) is str for v in values), bool, len(values))  # noqa: E721 (exact type)
+    if is_str.all():
+        s = pd.Series(values, dtype=object)
+        a = pd.util.hash_pandas_object(s, index=False, hash_key="geopriv-ident-a1").to_numpy(np.uint64)
+        b = pd.util.hash_pandas_object(s, index=False, hash_key="geopriv-ident-b2").to_numpy(np.uint64)
+        return a, b
+    is_int = np.fromiter((isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in values),
+                         bool, len(values))
+    if is_int.all():
+        return identity_digests(pd.Index(values.astype(np.int64)), what, shown)
+    bad = ~(is_str | is_int)
+    if bad.any():
+        raise IdentityError(f"some {what}s are neither integers nor strings (missing, NaN, floats or other objects)",
+                            shown[bad], _HOW)
+    raise IdentityError(f"the {what}s mix integers and strings (1 and '1' would name different people)",
+                        shown[is_int][:5], _HOW)
+
+
+_HOW = ("Declare a column of stable person ids (integers or strings, one per person, unique over the whole data) "
+        "with person='<column>', or set such a column as the index.")
+
+
+def fold_digests(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """One 64-bit value per 128-bit digest (for whole-data uniqueness checks)."""
+    with np.errstate(over="ignore"):
+        z = b.astype(np.uint64) * np.uint64(0xBF58476D1CE4E5B9)
+        z ^= z >> np.uint64(31)
+        return a.astype(np.uint64) ^ z
+
+
+def float_words(xy: np.ndarray) -> list[np.ndarray]:
+    """The IEEE-754 bits of each column of a float array (content words of a row's key)."""
+    xy = np.ascontiguousarray(xy, dtype=np.float64)
+    if xy.ndim == 1:
+        xy = xy[:, None]
+    return [np.ascontiguousarray(xy[:, j]).view(np.uint64) for j in range(xy.shape[1])]
+
+
+# ----------------------------------------------------------------------------- per-row streams
+def _splitmix(z):
+    z ^= z >> np.uint64(30)
+    z *= np.uint64(0xBF58476D1CE4E5B9)
+    z ^= z >> np.uint64(27)
+    z *= np.uint64(0x94D049BB133111EB)
+    z ^= z >> np.uint64(31)
+    return z
+
+
+class RowStreams:
+    """One keyed random stream per row, with the Generator methods geopriv's mechanisms use.
+
+    Each call draws one variate (or one row of ``size=(n, k)``) for every row of the view, from
+    that row's own counter-mode stream (module docstring); :meth:`subset` gives a view of some
+    rows sharing the counters, for rejection loops.  A row's variates therefore depend only on
+    its key and on the draws made for it, never on which other rows are drawn with it.
+    """
+
+    __slots__ = ("_k0", "_gamma", "_ctr", "_idx", "seeded")
+    per_row_streams = True  # recognised by geopriv.rng.make_rng
+
+    def __init__(self, k0: np.ndarray, k1: np.ndarray, seeded: bool = False, *, _ctr=None, _idx=None):
+        self._k0 = np.asarray(k0, np.uint64)
+        self._gamma = np.asarray(k1, np.uint64) | np.uint64(1)
+        self._ctr = np.zeros(len(self._k0), np.uint64) if _ctr is None else _ctr
+        self._idx = np.arange(len(self._k0)) if _idx is None else _idx
+        self.seeded = seeded
+
+    def __repr__(self) -> str:
+        return f"RowStreams(<{len(self)} secret keyed streams>)"
+
+    def __len__(self) -> int:
+        return len(self._idx)
+
+    def subset(self, rows) -> RowStreams:
+        """A view of the rows at positions ``rows`` of this view (integer positions or a boolean mask)."""
+        rows = np.asarray(rows)
+        if rows.dtype == bool:
+            rows = np.flatnonzero(rows)
+        return RowStreams(self._k0, self._gamma, self.seeded, _ctr=self._ctr, _idx=self._idx[rows])
+
+    def _words(self, k: int) -> np.ndarray:
+        """(n, k) fresh 64-bit words for the rows of the view; advances their counters."""
+        idx = self._idx
+        n = len(idx)
+        out = np.empty((n, k), np.uint64)
+        k0, g = self._k0[idx], self._gamma[idx]
+        with np.errstate(over="ignore"):
+            for j0 in range(0, k, 4):
+                c = self._ctr[idx]
+                for j in range(j0, min(k, j0 + 4)):
+                    z = k0 + (c * np.uint64(4) + np.uint64(j - j0 + 1)) * g
+                    out[:, j] = _splitmix(z)
+                self._ctr[idx] = c + np.uint64(1)
+        return out
+
+    def _count(self, size) -> tuple[int, tuple]:
+        if size is None:
+            size = len(self)
+        shape = (int(size),) if np.ndim(size) == 0 else tuple(int(s) for s in size)
+        if not shape or shape[0] != len(self):
+            raise RuntimeError(
+                f"keyed streams draw one variate per row: asked for shape {shape} with {len(self)} rows "
+                "(a mechanism must draw through geopriv.keys.rows_of for subsets)."
+            )
+        return int(np.prod(shape[1:], dtype=np.int64)) if len(shape) > 1 else 1, shape
+
+    def random(self, size=None, dtype=np.float64, out=None) -> np.ndarray:
+        """Uniforms on [0, 1), 53 bits, one (or one row of ``size``) per row."""
+        k, shape = self._count(size)
+        u = (self._words(k) >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
+        return u.reshape(shape)
+
+    def standard_exponential(self, size=None) -> np.ndarray:
+        """Exp(1) by inversion: -log(1 - U), finite for every word."""
+        return -np.log1p(-self.random(size))
+
+    def standard_gamma(self, shape, size=None) -> np.ndarray:
+        """Gamma(shape, 1) for an integer shape (a sum of ``shape`` exponentials: exact in law)."""
+        if float(shape) != int(shape) or shape < 1:
+            raise RuntimeError("keyed streams sample standard_gamma for integer shapes only.")
+        k, out_shape = self._count(size)
+        u = (self._words(k * int(shape)) >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
+        return (-np.log1p(-u)).reshape(len(self), k, int(shape)).sum(axis=2).reshape(out_shape)
+
+    def laplace(self, loc=0.0, scale=1.0, size=None) -> np.ndarray:
+        """Laplace(loc, scale) as loc + scale (E1 - E2) (exact in law)."""
+        k, out_shape = self._count(size)
+        u = (self._words(2 * k) >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
+        e = -np.log1p(-u).reshape(len(self), k, 2)
+        return np.asarray(loc) + np.asarray(scale) * (e[..., 0] - e[..., 1]).reshape(out_shape)
+
+
+def rows_of(gen, rows):
+    """The randomness for the rows at positions ``rows``: the generator itself, or a view of per-row streams."""
+    return gen.subset(rows) if isinstance(gen, RowStreams) else gen
+
+
+def row_streams(root: SecretRoot, purpose: str, ids: tuple[np.ndarray, np.ndarray], content) -> RowStreams:
+    """Per-row streams keyed by (root, purpose, identity digest, content words) (module docstring)."""
+    key = root.purpose_key(purpose)
+    k0, k1 = siphash24_128(key, [ids[0], ids[1], *content])
+    return RowStreams(k0, k1, root.seeded)
+
+
+def row_identities(data, person=None, *, refuse_positions: bool = False):
+    """(identities, labels) of the rows of ``data``: the ``person`` column, or the index labels.
+
+    ``refuse_positions``: an *unnamed integer* index used as identity is refused.  That is what
+    positions look like (a default ``RangeIndex``, ``read_parquet`` of files written with
+    ``index=False``, ``reset_index``, a filtered RangeIndex), and positions are not people: a
+    deleted row would hand its position, and its noise, to the next person.  A named index
+    (``set_index("pid")``; pandas may store it as a RangeIndex) or string labels are accepted
+    as declared identities.
+    """
+    labels = data.index
+    if person is None:
+        if (refuse_positions and labels.name is None and not isinstance(labels, pd.MultiIndex)
+                and pd.api.types.is_integer_dtype(labels.dtype)):
+            raise IdentityError(
+                "are named by an unnamed integer index, which looks like positions, not a stable identity: deleting a "
+                "row would move later people onto others' keys", labels[:3], _HOW)
+        return labels, labels
+    if not hasattr(data, "columns") or person not in data.columns:
+        raise GeoprivError(f"person={person!r} is not a column of the data. {_HOW}")
+    return pd.Index(data[person]), labels
+
+
+def check_unique(folded: np.ndarray, labels, what: str = "person id") -> None:
+    """Refuse duplicate identities (named by row label) in one array of folded digests."""
+    order = np.argsort(folded, kind="stable")
+    s = folded[order]
+    dup = np.zeros(len(s), bool)
+    if len(s) > 1:
+        eq = s[1:] == s[:-1]
+        dup[1:] |= eq
+        dup[:-1] |= eq
+    if dup.any():
+        raise IdentityError(f"{what}s are repeated: two rows would answer for the same person",
+                            pd.Index(labels)[np.sort(order[dup])], _HOW)
+
