@@ -75,7 +75,9 @@ import pandas as pd
 import scipy.sparse as sp
 from scipy.sparse import csgraph
 
-from .exceptions import CRSError, EmptyInputError, GeometryError, GeoprivError, GeoprivWarning, format_labels
+from .exceptions import (
+    CRSError, EmptyInputError, GeometryError, GeoprivError, GeoprivWarning, NetworkError, ParameterError, format_labels,
+)
 from .mechanisms.diffusion import DiffusionPath, diffuse
 
 __all__ = [
@@ -118,7 +120,7 @@ class Network:
         except (KeyError, TypeError):
             pos = None
         if not isinstance(pos, (int, np.integer)):
-            raise GeoprivError(
+            raise NetworkError(
                 f"source {label!r} is not a node of the graph ({self.n_nodes} nodes, e.g. "
                 f"{format_labels(self.labels[:5])}). Pass the label of the node that owns the data."
             )
@@ -141,7 +143,7 @@ def _unique_labels(labels, what: str) -> pd.Index:
     index = pd.Index(labels)
     if index.has_duplicates:
         dup = index[index.duplicated()].unique()
-        raise GeoprivError(f"{what} has duplicate node labels {format_labels(dup)}; every node needs its own label.")
+        raise NetworkError(f"{what} has duplicate node labels {format_labels(dup)}; every node needs its own label.")
     return index
 
 
@@ -154,7 +156,7 @@ def _finish(adj: sp.spmatrix, labels: pd.Index, zero_is_edge: bool = True) -> Ne
     adj = sp.csr_matrix(adj, dtype=float)
     adj.sum_duplicates()
     if zero_is_edge and np.any(adj.data == 0):
-        raise GeoprivError(
+        raise NetworkError(
             "some edges have weight 0; weights are conductances and must be > 0. Drop those edges instead."
         )
     adj.eliminate_zeros()
@@ -162,23 +164,23 @@ def _finish(adj: sp.spmatrix, labels: pd.Index, zero_is_edge: bool = True) -> Ne
     if n == 0:
         raise EmptyInputError("the graph has no nodes; give a graph with at least the source node.")
     if len(labels) != n:
-        raise GeoprivError(f"{len(labels)} node labels for a graph of {n} nodes; give one label per node.")
+        raise NetworkError(f"{len(labels)} node labels for a graph of {n} nodes; give one label per node.")
     data = adj.data
     if not np.all(np.isfinite(data)) or np.any(data < 0):
-        raise GeoprivError(
+        raise NetworkError(
             "the graph has negative, NaN or infinite edge weights; weights are conductances and must be finite "
             "and > 0 (drop an edge instead of giving it weight 0)."
         )
     diag = adj.diagonal()
     if np.any(diag != 0):
         loops = labels[np.flatnonzero(diag)]
-        raise GeoprivError(
+        raise NetworkError(
             f"the graph has self-loops at nodes {format_labels(loops)}; they have no meaning for distances. Remove "
             "them (networkx: G.remove_edges_from(nx.selfloop_edges(G)); sparse: A.setdiag(0); A.eliminate_zeros())."
         )
     asym = abs(adj - adj.T)
     if asym.nnz and asym.max() > 1e-12 * max(1.0, float(np.abs(data).max(initial=0.0))):
-        raise GeoprivError(
+        raise NetworkError(
             "the adjacency matrix is not symmetric; distances here are for undirected graphs. Symmetrise it, e.g. "
             "A = A.maximum(A.T) (an edge either way) or A = A + A.T."
         )
@@ -188,7 +190,7 @@ def _finish(adj: sp.spmatrix, labels: pd.Index, zero_is_edge: bool = True) -> Ne
 
 def _check_weights(w: np.ndarray) -> np.ndarray:
     if not (np.all(np.isfinite(w)) and np.all(w > 0)):
-        raise GeoprivError(
+        raise NetworkError(
             "edge weights must be finite and > 0 (they are conductances); drop an edge instead of giving it weight 0."
         )
     return w
@@ -217,14 +219,14 @@ def as_network(graph, *, nodes=None, points=None, tolerance: float = 0.0, weight
         return _from_networkx(graph, weight)
     if sp.issparse(graph):
         if graph.ndim != 2 or graph.shape[0] != graph.shape[1]:
-            raise GeoprivError(f"an adjacency matrix must be square, got shape {graph.shape}.")
+            raise NetworkError(f"an adjacency matrix must be square, got shape {graph.shape}.")
         labels = pd.RangeIndex(graph.shape[0]) if nodes is None else _unique_labels(nodes, "nodes")
         return _finish(graph, labels)
     if _is_geodataframe(graph):
         return _from_lines(graph, points, tolerance, weight)
     if isinstance(graph, pd.DataFrame):  # an edge table: its first two columns are the endpoints
         if graph.shape[1] < 2:
-            raise GeoprivError("an edge table needs two columns (the two ends of each edge).")
+            raise NetworkError("an edge table needs two columns (the two ends of each edge).")
         if isinstance(weight, str):
             weight = graph[weight].to_numpy()
         return _from_edges(graph.iloc[:, :2].to_numpy(), nodes, weight)
@@ -240,7 +242,7 @@ def _from_networkx(G, weight) -> Network:
     import networkx as nx  # only when the caller already uses networkx
 
     if G.is_directed():
-        raise GeoprivError(
+        raise NetworkError(
             "the networkx graph is directed; distances here are for undirected graphs. Pass G.to_undirected()."
         )
     labels = _unique_labels(list(G.nodes), "the graph")
@@ -249,7 +251,7 @@ def _from_networkx(G, weight) -> Network:
     if weight is not None:
         missing = [e for e in G.edges(data=True) if weight not in e[2]]
         if missing:
-            raise GeoprivError(
+            raise NetworkError(
                 f"{len(missing)} edge(s) have no {weight!r} attribute (e.g. between {missing[0][0]!r} and "
                 f"{missing[0][1]!r}); give every edge a weight or pass weight=None for unit weights."
             )
@@ -261,11 +263,11 @@ def _from_edges(edges, nodes, weight) -> Network:
     try:
         arr = np.asarray(edges, dtype=object) if not isinstance(edges, np.ndarray) else edges
     except ValueError:
-        raise GeoprivError("the edge list must be pairs (a, b); some entries are not pairs.") from None
+        raise NetworkError("the edge list must be pairs (a, b); some entries are not pairs.") from None
     if arr.size == 0:
         arr = np.zeros((0, 2), dtype=object)
     if arr.ndim != 2 or arr.shape[1] != 2:
-        raise GeoprivError(f"an edge list must have shape (m, 2) (one pair per edge), got shape {arr.shape}.")
+        raise NetworkError(f"an edge list must have shape (m, 2) (one pair per edge), got shape {arr.shape}.")
     flat = arr.reshape(-1)
     if nodes is None:
         ends = pd.unique(pd.Series(flat, dtype=object if arr.dtype == object else arr.dtype))
@@ -281,7 +283,7 @@ def _from_edges(edges, nodes, weight) -> Network:
     pos = labels.get_indexer(pd.Index(flat))
     if np.any(pos < 0):
         unknown = pd.unique(pd.Series(flat[pos < 0], dtype=object))
-        raise GeoprivError(
+        raise NetworkError(
             f"the edge list refers to {len(unknown)} node(s) not in nodes=: {format_labels(unknown)}. Add them to "
             "nodes= or fix the edges."
         )
@@ -291,13 +293,13 @@ def _from_edges(edges, nodes, weight) -> Network:
     else:
         w = np.asarray(weight, dtype=float).reshape(-1)
         if w.size != m:
-            raise GeoprivError(f"weight= has {w.size} values for {m} edges; give one weight per edge.")
+            raise NetworkError(f"weight= has {w.size} values for {m} edges; give one weight per edge.")
         _check_weights(w)
     i, j = pos[0::2], pos[1::2]
     n = len(labels)
     loops = i == j
     if loops.any():
-        raise GeoprivError(
+        raise NetworkError(
             f"the edge list has {int(loops.sum())} self-loop(s) (at nodes {format_labels(labels[i[loops]])}); "
             "remove them."
         )
@@ -313,7 +315,7 @@ def _from_lines(lines, points, tolerance, weight) -> Network:
     from scipy.spatial import cKDTree
 
     if points is None or not _is_geodataframe(points):
-        raise GeoprivError(
+        raise NetworkError(
             "a GeoDataFrame of lines needs points=, a GeoDataFrame of Points whose rows are the nodes the lines join."
         )
     if lines.crs != points.crs:
@@ -323,7 +325,7 @@ def _from_lines(lines, points, tolerance, weight) -> Network:
         )
     tol = float(tolerance)
     if not math.isfinite(tol) or tol < 0:
-        raise GeoprivError(f"tolerance must be finite and >= 0 (CRS units), got {tolerance!r}.")
+        raise NetworkError(f"tolerance must be finite and >= 0 (CRS units), got {tolerance!r}.")
     labels = _unique_labels(points.index, "points")
     if len(labels) == 0:
         raise EmptyInputError("points= has no rows; the graph needs at least the source node.")
@@ -352,7 +354,7 @@ def _from_lines(lines, points, tolerance, weight) -> Network:
         nearest = np.asarray(nearest).reshape(len(ends_xy), k)
         unmatched = dist[:, 0] > tol
         if unmatched.any():
-            raise GeoprivError(
+            raise NetworkError(
                 f"{int(unmatched.sum())} line(s) have an end that is not at any point "
                 f"{'exactly' if tol == 0 else f'within tolerance={tol:g}'}: labels {format_labels(lines.index[unmatched])}. "
                 "Snap the lines to the points or pass a larger tolerance= (CRS units)."
@@ -360,7 +362,7 @@ def _from_lines(lines, points, tolerance, weight) -> Network:
         if k == 2:
             ambiguous = dist[:, 1] <= tol
             if ambiguous.any():
-                raise GeoprivError(
+                raise NetworkError(
                     f"{int(ambiguous.sum())} line end(s) are within tolerance={tol:g} of two or more points: lines "
                     f"{format_labels(lines.index[ambiguous])}. Lower tolerance= or merge the duplicate points."
                 )
@@ -368,7 +370,7 @@ def _from_lines(lines, points, tolerance, weight) -> Network:
     i, j = idx
     loops = i == j
     if loops.any():
-        raise GeoprivError(
+        raise NetworkError(
             f"{int(loops.sum())} line(s) start and end at the same point (self-loops): labels "
             f"{format_labels(lines.index[loops])}. Drop them."
         )
@@ -418,9 +420,15 @@ def resistance_distance(graph, source, *, method: str = "sparse", **graph_option
     Returns
     -------
     pandas.Series of float indexed by node label, named ``"resistance"``.
+
+    Raises
+    ------
+    NetworkError
+        The graph cannot be used, or its weights span a range too wide for float64 (the
+        Laplacian is numerically singular): the message says how to rescale them.
     """
     if method not in ("sparse", "dense"):
-        raise GeoprivError(f"method must be 'sparse' or 'dense', got {method!r}.")
+        raise ParameterError(f"method must be 'sparse' or 'dense', got {method!r}.")
     net = as_network(graph, **graph_options)
     s = net.index_of(source)
     n = net.n_nodes
@@ -432,8 +440,13 @@ def resistance_distance(graph, source, *, method: str = "sparse", **graph_option
         sub = net.adjacency[members][:, members]
         lap = csgraph.laplacian(sub).tocsc()
         local_s = int(np.searchsorted(members, s))
+        if not np.all(np.isfinite(lap.data)):  # weights near the float64 limits: degrees overflow
+            raise NetworkError(_SINGULAR)
         if method == "dense":
-            gamma = np.linalg.pinv(lap.toarray(), hermitian=True)
+            try:
+                gamma = np.linalg.pinv(lap.toarray(), hermitian=True)
+            except np.linalg.LinAlgError:
+                raise NetworkError(_SINGULAR) from None
             g = np.diag(gamma)
             out[members] = g[local_s] + g - 2.0 * gamma[local_s]
             out[s] = 0.0
@@ -442,7 +455,21 @@ def resistance_distance(graph, source, *, method: str = "sparse", **graph_option
             keep[local_s] = False
             grounded = lap[keep][:, keep].tocsc()
             out[members[keep]] = _inverse_diagonal_spd(grounded)
+            if not np.all(out[members[keep]] > 0):
+                raise NetworkError(_SINGULAR)
+        if not np.all(np.isfinite(out[members])):
+            raise NetworkError(_SINGULAR)
     return pd.Series(out, index=net.labels, name="resistance")
+
+
+#: why resistance distances failed on extreme weights, and what to do (no weight is quoted: they are data)
+_SINGULAR = (
+    "the resistance distances cannot be computed: the edge weights (conductances) span a range too wide for "
+    "float64 (the largest and smallest differ by more than about 1e15, or some are near the limits of floating "
+    "point), so the network's Laplacian is numerically singular. Rescale the weights into a moderate range (e.g. "
+    "divide them by their median), merge nodes joined by edges far stronger than the rest, or drop edges far "
+    "weaker than the rest (their resistance is practically infinite); or use distance='hops'."
+)
 
 
 def _inverse_diagonal_spd(a: sp.csc_matrix) -> np.ndarray:
@@ -459,7 +486,10 @@ def _inverse_diagonal_spd(a: sp.csc_matrix) -> np.ndarray:
     n = a.shape[0]
     if n == 1:
         return np.array([1.0 / a[0, 0]])
-    lu = splu(a, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0, options={"SymmetricMode": True})
+    try:
+        lu = splu(a, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0, options={"SymmetricMode": True})
+    except RuntimeError:  # SuperLU: "Factor is exactly singular"
+        raise NetworkError(_SINGULAR) from None
     perm = lu.perm_c
     if not np.array_equal(lu.perm_r, perm):
         # SuperLU pivoted off the diagonal (not expected for an SPD matrix): factor the
@@ -467,12 +497,15 @@ def _inverse_diagonal_spd(a: sp.csc_matrix) -> np.ndarray:
         inv = np.empty(n, dtype=np.int64)
         inv[perm] = np.arange(n)
         permuted = a[inv][:, inv].tocsc()
-        lu = splu(permuted, permc_spec="NATURAL", diag_pivot_thresh=0.0, options={"SymmetricMode": True})
+        try:
+            lu = splu(permuted, permc_spec="NATURAL", diag_pivot_thresh=0.0, options={"SymmetricMode": True})
+        except RuntimeError:
+            raise NetworkError(_SINGULAR) from None
         if not np.array_equal(lu.perm_r, np.arange(n)):
-            raise GeoprivError("the grounded Laplacian could not be factorised stably; use method='dense'.")
+            raise NetworkError(_SINGULAR)
     d = lu.U.diagonal()
     if not (np.all(np.isfinite(d)) and np.all(d > 0)):
-        raise GeoprivError("the grounded Laplacian is not positive definite (numerically); use method='dense'.")
+        raise NetworkError(_SINGULAR)
     low = sp.tril(lu.L.tocsc(), k=-1).tocsc()
     low.sort_indices()
     # pattern of the permuted matrix (the factor's pattern must contain it) and symbolic closure
@@ -519,7 +552,7 @@ def _inverse_diagonal_spd(a: sp.csc_matrix) -> np.ndarray:
         want = s[ib] * n + s[ia]
         pos = np.minimum(np.searchsorted(keys, want), keys.size - 1)
         if not np.array_equal(keys[pos], want):  # the pattern is closed by construction; never silently misread
-            raise GeoprivError("internal error in selected inversion (pattern not closed); use method='dense'.")
+            raise NetworkError("internal error in selected inversion (pattern not closed); use method='dense'.")
         vals = z[pos]
         block = np.empty((m, m))
         block[ia, ib] = vals
@@ -557,9 +590,9 @@ class EpsilonSchedule:
         scalar = d.ndim == 0
         d = np.atleast_1d(d)
         if np.any(np.isnan(d)) or np.any(d < 0):
-            raise GeoprivError("distances must be >= 0 (and not NaN).")
+            raise ParameterError("distances must be >= 0 (and not NaN).")
         if np.any(np.isinf(d)):
-            raise GeoprivError(
+            raise ParameterError(
                 f"{int(np.isinf(d).sum())} distance(s) are inf: those recipients are not connected to the source and "
                 "get no answer. Drop them before asking for their epsilon (diffuse_over_network does this)."
             )
@@ -573,7 +606,7 @@ class EpsilonSchedule:
             eps = self._evaluate(d)
         if not np.all(np.isfinite(eps)) or np.any(eps <= 0):
             bad = ~np.isfinite(eps) | (eps <= 0)
-            raise GeoprivError(
+            raise ParameterError(
                 f"the epsilon function gives {int(bad.sum())} value(s) that are not finite and > 0 (e.g. at distance "
                 f"{d[bad][0]:g}); every reachable recipient needs a positive finite epsilon. Fix the function, e.g. "
                 "add a floor: lambda d: np.maximum(f(d), 1e-3)."
@@ -583,7 +616,7 @@ class EpsilonSchedule:
         rise = np.flatnonzero(es[1:] > es[:-1] * (1 + 1e-12))
         if rise.size:
             k = rise[0]
-            raise GeoprivError(
+            raise ParameterError(
                 f"the epsilon function increases with distance (eps({ds[k + 1]:g}) = {es[k + 1]:g} > eps({ds[k]:g}) = "
                 f"{es[k]:g}): a farther recipient would get a more accurate answer than a closer one. Use a "
                 "non-increasing function of distance, e.g. lambda d: np.exp(-3.3 * d + 4)."
@@ -606,9 +639,9 @@ class ExponentialEpsilon:
     def __init__(self, a: float, b: float):
         a, b = float(a), float(b)
         if not (math.isfinite(a) and math.isfinite(b)):
-            raise GeoprivError("epsilon(d) = exp(b - a d): a and b must be finite numbers.")
+            raise ParameterError("epsilon(d) = exp(b - a d): a and b must be finite numbers.")
         if a < 0:
-            raise GeoprivError(
+            raise ParameterError(
                 f"epsilon(d) = exp(b - a d) with a = {a:g} < 0 increases with distance: a farther recipient would get "
                 "a more accurate answer than a closer one. Give a >= 0."
             )
@@ -645,7 +678,7 @@ def epsilon_of_distance(spec, *, kind: str = "linear") -> EpsilonSchedule:
     if isinstance(spec, EpsilonSchedule):
         return spec
     if kind not in ("linear", "step"):
-        raise GeoprivError(f"kind must be 'linear' or 'step', got {kind!r}.")
+        raise ParameterError(f"kind must be 'linear' or 'step', got {kind!r}.")
     if callable(spec):
         return EpsilonSchedule(function=spec)
     if isinstance(spec, Mapping):
@@ -656,18 +689,18 @@ def epsilon_of_distance(spec, *, kind: str = "linear") -> EpsilonSchedule:
         xs = np.asarray(xs, dtype=float).reshape(-1)
         ys = np.asarray(ys, dtype=float).reshape(-1)
     except (TypeError, ValueError):
-        raise GeoprivError(
+        raise ParameterError(
             "spec must be a function of distance, a (distances, epsilons) pair or a {distance: epsilon} mapping."
         ) from None
     if xs.size == 0 or xs.size != ys.size:
-        raise GeoprivError(f"the table needs as many epsilons as distances (got {xs.size} and {ys.size}), at least one.")
+        raise ParameterError(f"the table needs as many epsilons as distances (got {xs.size} and {ys.size}), at least one.")
     if not (np.all(np.isfinite(xs)) and np.all(xs >= 0) and np.all(np.diff(xs) > 0)):
-        raise GeoprivError("the table's distances must be finite, >= 0 and strictly increasing.")
+        raise ParameterError("the table's distances must be finite, >= 0 and strictly increasing.")
     if not (np.all(np.isfinite(ys)) and np.all(ys > 0)):
-        raise GeoprivError("the table's epsilons must be finite and > 0.")
+        raise ParameterError("the table's epsilons must be finite and > 0.")
     if np.any(np.diff(ys) > 0):
         k = int(np.flatnonzero(np.diff(ys) > 0)[0])
-        raise GeoprivError(
+        raise ParameterError(
             f"the table's epsilon increases with distance ({ys[k]:g} at {xs[k]:g}, then {ys[k + 1]:g} at {xs[k + 1]:g}): "
             "a farther recipient would get a more accurate answer. Give non-increasing epsilons."
         )
@@ -728,7 +761,7 @@ def diffuse_over_network(graph, source, value, epsilon, *, distance: str = "hops
     Each recipient alone is ``eps(d_j)``-private; any coalition is ``max eps``-private.
     """
     if on_unreachable not in ("warn", "raise", "ignore"):
-        raise GeoprivError(f"on_unreachable must be 'warn', 'raise' or 'ignore', got {on_unreachable!r}.")
+        raise ParameterError(f"on_unreachable must be 'warn', 'raise' or 'ignore', got {on_unreachable!r}.")
     schedule = epsilon_of_distance(epsilon)
     net = as_network(graph, **graph_options)
     if distance == "hops":
@@ -736,7 +769,7 @@ def diffuse_over_network(graph, source, value, epsilon, *, distance: str = "hops
     elif distance == "resistance":
         d = resistance_distance(net, source)
     else:
-        raise GeoprivError(f"distance must be 'hops' or 'resistance', got {distance!r}.")
+        raise ParameterError(f"distance must be 'hops' or 'resistance', got {distance!r}.")
     s = net.index_of(source)
     reach = np.isfinite(d.to_numpy())
     reach[s] = False
@@ -745,7 +778,7 @@ def diffuse_over_network(graph, source, value, epsilon, *, distance: str = "hops
         msg = (f"{len(unreachable)} node(s) are not connected to source {source!r} and get no answer: "
                f"{format_labels(unreachable)}.")
         if on_unreachable == "raise":
-            raise GeoprivError(msg + " Connect them or pass on_unreachable='warn' or 'ignore'.")
+            raise NetworkError(msg + " Connect them or pass on_unreachable='warn' or 'ignore'.")
         if on_unreachable == "warn":
             warnings.warn(msg + " They are listed in result.unreachable.", UnreachableRecipientsWarning, stacklevel=2)
     if not reach.any():

@@ -332,3 +332,18 @@ def test_diffuse_over_network_uses_one_path(graph):
     again = diffuse_over_network(pairs, 0, [10.0, 20.0], eps, nodes=range(len(xy)), path=out.path, rng=5)
     assert np.array_equal(again.responses, out.responses)
     assert isinstance(again.path, DiffusionPath)
+
+
+@pytest.mark.parametrize("weights", [[1e300, 1e-300, 1.0], [1e-320, 1.0, 1.0], [1e200, 1e-200, 1e200],
+                                     [1e308, 1e308, 1e-308]], ids=["1e300-1e-300", "subnormal", "1e200", "overflow"])
+def test_extreme_weights_give_a_named_error_that_says_what_to_do(weights):
+    """Valid (finite, > 0) but extreme conductances: a NetworkError that says how to rescale, never a bare RuntimeError."""
+    from geopriv.exceptions import NetworkError
+
+    edges = np.array([[0, 1], [1, 2], [2, 3]])
+    with pytest.raises(NetworkError, match="Rescale the weights") as info:
+        resistance_distance(edges, 0, weight=np.array(weights))
+    assert isinstance(info.value, GeoprivError) and "e+" not in str(info.value) and "e-" not in str(info.value)
+    # negative control: moderate weights on the same graph
+    r = resistance_distance(edges, 0, weight=np.array([2.0, 1.0, 3.0]))
+    assert r.tolist() == pytest.approx([0.0, 0.5, 1.5, 1.5 + 1 / 3])
