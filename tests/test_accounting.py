@@ -135,3 +135,60 @@ def test_accountant_stops_a_broken_manager_before_any_draw():
     with pytest.raises(BudgetExceededError):
         PredictiveMechanism(_Overspending(accuracy=100.0)).run(tr, 1e-3, gen)
     assert gen.bit_generator.state == before  # not a single random number was drawn
+
+
+# ---------------------------------------------------------------------------- diffusion ledger (issue 30)
+def _diffusion_paths():
+    from geopriv.mechanisms.diffusion import LOCATION, diffuse, value_column
+
+    _, loc = diffuse([1.0, 2.0], [0.01], rng=1)
+    loc = loc.bind(source="a", released=LOCATION, frame={"kind": "location"}, value=[1.0, 2.0])
+    _, bit = diffuse(1.0, [1.0], rng=2)
+    bit = bit.bind(source="a", released=value_column("infected"), frame={"kind": "value"}, value=1.0)
+    return loc, bit
+
+
+def test_diffusion_ledger_refuses_a_path_bound_to_another_source_or_quantity():
+    from geopriv import DiffusionLedger
+    from geopriv.exceptions import PathBindingError
+
+    loc, bit = _diffusion_paths()
+    ledger = DiffusionLedger(total=1.0)
+    ledger.record("a", 0.01, None, loc)
+    with pytest.raises(PathBindingError, match="row str:'a'"):
+        ledger.check("b", 0.01, loc)  # would be charged to b as if it answered b
+    with pytest.raises(PathBindingError):
+        ledger.record("b", 0.02, loc, loc)
+    with pytest.raises(PathBindingError, match="infected"):
+        ledger.check("a", 0.01, loc, value="infected")
+    with pytest.raises(PathBindingError):
+        ledger.check("a", 1.0, bit)  # a value path charged as a location
+    assert ledger.spent("b") == 0.0 and ledger.spent("a") == pytest.approx(0.01)
+
+
+def test_diffusion_ledger_keeps_metres_and_value_units_apart():
+    from geopriv import DiffusionLedger
+
+    loc, bit = _diffusion_paths()
+    ledger = DiffusionLedger(total=0.05, value_total=4.0)
+    ledger.record("a", 0.01, None, loc)
+    ledger.record("a", 3.0, None, bit, value="infected")
+    assert ledger.spent("a") == pytest.approx(0.01)  # never 3.01: metres and units are not added
+    assert ledger.spent("a", value="infected") == pytest.approx(3.0)
+    frame = ledger.to_frame()
+    assert sorted(frame.released) == ["location", "value of column str:'infected'"]
+    assert set(frame.unit) == {"per ground metre", "per unit of the value"}
+    assert frame.set_index("released").loc["location", "total"] == 0.05
+    with pytest.raises(BudgetExceededError, match="infected"):
+        ledger.check("a", 1.5, None, value="infected")
+    ledger.check("a", 0.04, None)  # the location budget is its own
+    # typed sources: 1 and "1" are different people
+    ledger.record(1, 0.02, None, _bound_to(1))
+    assert ledger.spent(1) == pytest.approx(0.02) and ledger.spent("1") == 0.0
+
+
+def _bound_to(source):
+    from geopriv.mechanisms.diffusion import LOCATION, diffuse
+
+    _, fresh = diffuse([1.0, 2.0], [0.01], rng=3)
+    return fresh.bind(source=source, released=LOCATION, frame={"kind": "location"}, value=[1.0, 2.0])

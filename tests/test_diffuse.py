@@ -162,3 +162,180 @@ def test_infection_bit_with_projection(people, knn_edges):
     assert set(np.unique(res.response)) <= {0.0, 1.0}
     assert res.attrs["geopriv"]["coalition_epsilon"] == pytest.approx(res.epsilon.max())
     assert path.dim == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 30: secrets bound to what they answer, value lattice, publication order, bounds guard
+# ---------------------------------------------------------------------------------------------
+
+def test_a_path_answers_only_its_source_value_column_and_frame(people, knn_edges):
+    """Each reuse the old code accepted is refused, before any noise and any charge."""
+    from geopriv.exceptions import PathBindingError
+
+    ledger = geopriv.DiffusionLedger()
+    res, path = run(people, knn_edges, rng=1, ledger=ledger)
+    assert path.is_bound and path.binding["source"] == "str:'p0'" and path.binding["released"] == "location"
+    spent = ledger.spent("p0")
+    # another source: answers would differ by exactly u_A - u_B
+    with pytest.raises(PathBindingError, match="source") as info:
+        people.priv.diffuse(policy, source="p1", graph=knn_edges, path=path, on_unreachable="ignore", ledger=ledger)
+    assert "fresh path" in str(info.value)
+    # the same person after a move of 7 m: answers would differ by exactly the move
+    moved = people.copy()
+    moved.loc["p0", "geometry"] = __import__("shapely").Point(people.loc["p0"].geometry.x + 7.0,
+                                                              people.loc["p0"].geometry.y)
+    with pytest.raises(PathBindingError, match="value") as info:
+        run(moved, knn_edges, path=path, ledger=ledger)
+    g = people.loc["p0"].geometry
+    assert f"{g.x:.0f}" not in str(info.value) and f"{g.x + 7:.0f}" not in str(info.value)
+    # other bounds, or another CRS: the same noise in two frames
+    with pytest.raises(PathBindingError, match="bounds"):
+        run(people, knn_edges, path=path, bounds=(520000, 175000, 540000, 185000))
+    with pytest.raises(PathBindingError, match="CRS"):
+        run(people.to_crs(32630), knn_edges, path=path)
+    with pytest.raises(PathBindingError, match="lattice"):
+        run(people, knn_edges, path=path, grid=0.5)
+    # a location path does not answer a value, a value path not another column
+    flagged = people.assign(infected=1.0, exposed=1.0)
+    with pytest.raises(PathBindingError, match="released"):
+        run(flagged, knn_edges, path=path, value="infected")
+    _, bit_path = run(flagged, knn_edges, value="infected", rng=2)
+    with pytest.raises(PathBindingError, match="exposed"):
+        run(flagged, knn_edges, value="exposed", path=bit_path)
+    with pytest.raises(PathBindingError, match="value"):  # the bit changed
+        run(flagged.assign(infected=0.0), knn_edges, value="infected", path=bit_path)
+    assert ledger.spent("p0") == spent  # nothing charged by the refusals
+    # the same use still works and gives the same answers
+    again, _ = run(people, knn_edges, path=path, rng=7)
+    assert again.geometry.equals(res.geometry)
+
+
+def test_two_answers_never_differ_by_the_move(people, knn_edges):
+    """Negative control of the old leak: after a move, a second answer comes from a fresh path only."""
+    from geopriv.exceptions import PathBindingError
+
+    moved = people.copy()
+    moved.loc["p0", "geometry"] = __import__("shapely").Point(people.loc["p0"].geometry.x + 30.0,
+                                                              people.loc["p0"].geometry.y + 40.0)
+    a, path = run(people, knn_edges, rng=3)
+    with pytest.raises(PathBindingError):
+        run(moved, knn_edges, rng=3, path=path)
+    b, _ = run(moved, knn_edges, rng=4)  # what is left: a fresh, independent path
+    diff = np.column_stack([b.geometry.x - a.geometry.x, b.geometry.y - a.geometry.y])
+    assert not np.all(np.isclose(diff, [30.0, 40.0], atol=1.0))
+
+
+def test_typed_source_labels_are_different_sources(people, knn_edges):
+    from geopriv.exceptions import PathBindingError
+
+    numbered = people.reset_index(drop=True)
+    pos = {label: i for i, label in enumerate(people.index)}
+    edges = [(pos[a], pos[b]) for a, b in knn_edges]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnreachableRecipientsWarning)
+        _, path = numbered.priv.diffuse(policy, source=1, graph=edges, rng=1)
+        texted = numbered.set_axis(numbered.index.astype(str))
+        with pytest.raises(PathBindingError, match="source"):
+            texted.priv.diffuse(policy, source="1", graph=[(str(a), str(b)) for a, b in edges], path=path)
+        numbered.priv.diffuse(policy, source=np.int64(1), graph=edges, path=path)  # numpy int is int
+
+
+def test_value_answers_are_on_a_public_lattice_with_their_bound(people, knn_edges):
+    flagged = people.assign(infected=(np.arange(len(people)) % 3 == 0).astype(int))
+    schedule = lambda d: np.exp(-3.3 * np.asarray(d) + 1)  # noqa: E731
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnreachableRecipientsWarning)
+        res, _ = flagged.priv.diffuse(schedule, source="p0", graph=knn_edges, value="infected", rng=1)
+        rec = res.attrs["geopriv"]
+        step = min(1.0, 1.0 / (20.0 * res.epsilon.max()))
+        k = np.round(res.response.to_numpy() / step)
+        assert np.array_equal(res.response.to_numpy(), k * step)  # exactly the lattice nodes, bit for bit
+        assert "1-D lattice" in rec["finite_precision"] and f"{step:g}" in rec["finite_precision"]
+        assert rec["epsilon_max"] < rec["effective_epsilon"] < rec["epsilon_max"] * 1.01
+        # a declared public range clamps answers to its nodes
+        ranged, _ = geopriv.diffuse_locations(flagged, schedule, source="p0", graph=knn_edges, value="infected",
+                                              value_range=(0, 1), rng=1)
+        assert ranged.response.between(0, 1).all()
+        assert ranged.attrs["geopriv"]["effective_epsilon"] >= rec["epsilon_max"]
+        with pytest.raises(GeoprivError, match="outside the public range"):
+            geopriv.diffuse_locations(flagged.assign(infected=5), schedule, source="p0", graph=knn_edges,
+                                      value="infected", value_range=(0, 1))
+        raw, _ = geopriv.diffuse_locations(flagged, schedule, source="p0", graph=knn_edges, value="infected",
+                                           continuous=True, rng=1)
+    assert raw.attrs["geopriv"]["finite_precision"] == "none: continuous float64 output (explicitly requested)"
+    assert "effective_epsilon" not in raw.attrs["geopriv"]
+    assert not np.array_equal(raw.response.to_numpy(), np.round(raw.response.to_numpy() / step) * step)
+    with pytest.raises(GeoprivError, match="value release"):
+        geopriv.diffuse_locations(people, policy, source="p0", graph=knn_edges, continuous=True)
+
+
+def test_low_order_bits_no_longer_read_the_bit():
+    """Mironov's attack on a bit: raw float answers below 0.5 in size that are not multiples of 2^-53
+    are impossible under u = 1.  Negative control on continuous output (fixed seeds: deterministic);
+    on the lattice, answers under u = 0 and u = 1 lie on the same public set of nodes."""
+    from geopriv.mechanisms.diffusion import diffuse, snap_values
+
+    def impossible_under_one(y):
+        return (np.abs(y) < 0.5) & (y * 2.0**53 != np.round(y * 2.0**53))
+
+    zeros = np.concatenate([diffuse(0.0, [1.0], rng=seed)[0] for seed in range(400)])
+    ones = np.concatenate([diffuse(1.0, [1.0], rng=seed)[0] for seed in range(400)])
+    assert impossible_under_one(zeros).mean() > 0.15  # the old leak: u = 0 read with certainty
+    assert not impossible_under_one(ones).any()
+    step = 1.0 / 20.0
+    for y in (snap_values(zeros, step, -1e6, 1e6), snap_values(ones, step, -1e6, 1e6)):
+        assert np.array_equal(y, np.round(y / step) * step)
+    snapped = np.concatenate([snap_values(zeros, step, -1e6, 1e6), snap_values(ones, step, -1e6, 1e6)])
+    nodes = np.round(snapped / step)
+    assert np.array_equal(snapped, nodes * step)  # one lattice for both values: nothing below the step
+
+
+def test_recipients_are_published_in_label_order_whatever_the_row_order(people, knn_edges):
+    res, _ = run(people, knn_edges, rng=5)
+    shuffled = people.sample(frac=1.0, random_state=7)
+    res2, _ = run(shuffled, knn_edges, rng=5)
+    assert list(res.index) == list(res2.index) == sorted(res.index)
+    assert res.geometry.equals(res2.geometry)
+    # old behaviour as a negative control: recipients followed the input's row order
+    assert list(shuffled.index[shuffled.index.isin(res.index)]) != list(res.index)
+
+
+def test_labels_assigned_in_spatial_order_are_refused(people, knn_edges):
+    from geopriv.exceptions import LocationAttributeError
+
+    order = np.argsort(people.geometry.hilbert_distance(total_bounds=(520000, 175000, 540000, 185000)).to_numpy())
+    hilbert = people.iloc[order]
+    rename = {label: i for i, label in enumerate(hilbert.index)}  # ids assigned in Hilbert order
+    ranked = hilbert.set_axis(range(len(hilbert)))
+    edges = [(rename[a], rename[b]) for a, b in knn_edges]
+    with pytest.raises(LocationAttributeError):
+        geopriv.diffuse_locations(ranked, policy, source=rename["p0"], graph=edges, on_unreachable="ignore")
+    out, _ = geopriv.diffuse_locations(ranked, policy, source=rename["p0"], graph=edges, on_unreachable="ignore",
+                                       keep=("<index>",), rng=1)
+    assert list(out.index) == sorted(out.index)
+
+
+def test_bounds_from_the_data_are_refused_for_every_row(people, knn_edges):
+    xmin, ymin, xmax, ymax = people.total_bounds
+    g = people.loc["p0"].geometry
+    assert xmin < g.x < xmax and ymin < g.y < ymax  # the source itself touches no edge
+    with pytest.raises(GeoprivError, match="computed from the data"):
+        run(people, knn_edges, bounds=tuple(people.total_bounds))
+    out, _ = run(people, knn_edges, bounds=(520000, 175000, 540000, 185000), rng=1)  # a declared study area
+    assert len(out)
+
+
+def test_duplicate_edges_count_as_documented(people, knn_edges):
+    nx = pytest.importorskip("networkx")
+    knn_edges = sorted({tuple(sorted(e)) for e in knn_edges})  # each edge once
+    base = geopriv.network_distances(people, knn_edges, "p0", distance="resistance")
+    doubled = geopriv.network_distances(people, knn_edges + knn_edges, "p0", distance="resistance")
+    assert np.allclose(base.to_numpy(), doubled.to_numpy(), equal_nan=True)  # edge list: de-duplicated
+    multi = nx.MultiGraph()
+    multi.add_nodes_from(people.index)
+    multi.add_edges_from(knn_edges + knn_edges)
+    summed = geopriv.network_distances(people, multi, "p0", distance="resistance")
+    reach = np.isfinite(base.to_numpy())
+    assert np.allclose(summed.to_numpy()[reach], base.to_numpy()[reach] / 2)  # MultiGraph: parallel edges add up
+    hops = [geopriv.network_distances(people, g, "p0") for g in (knn_edges, knn_edges + knn_edges, multi)]
+    assert all(np.array_equal(h.to_numpy(), hops[0].to_numpy()) for h in hops)

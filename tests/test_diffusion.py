@@ -429,3 +429,115 @@ def test_project_discrete():
     # the paper's infection bit: a recipient with a large epsilon mostly gets the truth
     y, _ = diffuse(1.0, np.full(1, 15.0), rng=8)
     assert project_discrete(y, [0, 1])[0] in (0.0, 1.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# binding (issue 30): a path answers one source, one released quantity, one value, one frame
+# ---------------------------------------------------------------------------------------------
+
+FRAME = {"kind": "location", "crs": "EPSG:27700", "declared_bounds": None, "frame": "planar",
+         "working_crs": "EPSG:27700", "scale_max": 1.0004, "grid": "auto", "lattice": "planar"}
+
+
+def _bound(value=(530000.0, 181000.0), source="a", rng=11):
+    from geopriv.mechanisms.diffusion import LOCATION
+
+    _, path = diffuse(list(value), [0.01, 0.02], rng=rng)
+    return path.bind(source=source, released=LOCATION, frame=FRAME, value=value)
+
+
+def test_low_level_diffuse_refuses_another_value_for_a_bound_path():
+    from geopriv.exceptions import PathBindingError
+
+    path = _bound()
+    y, _ = diffuse([530000.0, 181000.0], [0.01], path=path)  # the same value: fine
+    with pytest.raises(PathBindingError, match="value") as info:
+        diffuse([530001.0, 181000.0], [0.01], path=path)  # one metre away: would publish the exact move
+    assert "530001" not in str(info.value) and "530000" not in str(info.value)
+    assert diffuse(0.0, [1.0], rng=1)[1].is_bound is False
+    bit = diffuse(1.0, [1.0], rng=2)[1]
+    bound_bit = bit.bind(source=1, released="value of column str:'infected'", frame={"kind": "value", "grid": "auto"},
+                         value=1.0)
+    with pytest.raises(PathBindingError):  # a value with two possibilities: the commitment is keyed
+        diffuse(0.0, [1.0], path=bound_bit)
+    with pytest.raises(PathBindingError, match="already bound"):
+        bound_bit.bind(source=2, released="location", frame={}, value=1.0)
+
+
+def test_binding_differences_name_what_differs_never_values():
+    from geopriv.mechanisms.diffusion import LOCATION, value_column
+
+    path = _bound()
+    same = dict(source="a", released=LOCATION, frame=FRAME, value=(530000.0, 181000.0))
+    assert path.binding_differences(**same) == []
+    assert "source" in path.binding_differences(**{**same, "source": "b"})[0]
+    assert "int:1" in " ".join(_bound(source=1).binding_differences(**{**same, "source": "1"}))  # 1 and "1" differ
+    assert _bound(source=np.int64(1)).binding_differences(**{**same, "source": 1}) == []
+    assert "released" in path.binding_differences(**{**same, "released": value_column("x")})[0]
+    assert "bounds" in path.binding_differences(**{**same, "frame": {**FRAME, "declared_bounds": [0, 0, 1, 1]}})[0]
+    assert "CRS" in path.binding_differences(**{**same, "frame": {**FRAME, "crs": "EPSG:32630"}})[0]
+    assert "lattice" in path.binding_differences(**{**same, "frame": {**FRAME, "grid": 0.5}})[0]
+    assert "value" in path.binding_differences(**{**same, "value": (530000.0, 181000.5)})[0]
+    assert "dimension" in path.binding_differences(**{**same, "value": 1.0})[0]
+    assert "not bound" in diffuse(1.0, [1.0], rng=1)[1].binding_differences(**same)[0]
+
+
+def test_binding_survives_extension_pickle_save_and_load(tmp_path):
+    from geopriv.exceptions import PathBindingError
+    from geopriv.mechanisms.diffusion import LOCATION
+
+    path = _bound()
+    same = dict(source="a", released=LOCATION, frame=FRAME, value=(530000.0, 181000.0))
+    for p in (path.extend_down(0.001, rng=1), path.extend_up(0.5, rng=2), pickle.loads(pickle.dumps(path))):
+        assert p.binding == path.binding and p.binding_differences(**same) == []
+    target = tmp_path / "bound.npz"
+    path.save(target)
+    loaded = DiffusionPath.load(target)
+    assert loaded.binding == path.binding and loaded.binding_differences(**same) == []
+    assert loaded.fingerprint() == path.fingerprint()
+    with pytest.raises(PathBindingError, match="source"):
+        loaded.check_binding(**{**same, "source": "b"})
+    with pytest.raises(PathBindingError, match="value"):
+        diffuse([530000.0, 181001.0], [0.01], path=loaded)
+    # the binding is covered by the checksum
+    with np.load(target) as z:
+        data = {k: z[k] for k in z.files}
+    import json
+
+    meta = json.loads(str(data["meta"]))
+    meta["binding"]["source"] = "str:'b'"
+    data["meta"] = np.array(json.dumps(meta))
+    np.savez(tmp_path / "rebound.npz", **data)
+    with pytest.raises(MechanismFileError, match="checksum"):
+        DiffusionPath.load(tmp_path / "rebound.npz")
+    # files of format version 1 (no binding) are refused with the fix
+    meta = json.loads(str(data["meta"]))
+    meta = {k: v for k, v in meta.items() if k not in ("binding", "commitment_key")}
+    meta["format_version"] = 1
+    data["meta"] = np.array(json.dumps(meta))
+    np.savez(tmp_path / "old.npz", **data)
+    with pytest.raises(MechanismFileError, match="version 1.*fresh path"):
+        DiffusionPath.load(tmp_path / "old.npz")
+
+
+def test_repr_and_binding_show_no_key_or_commitment(tmp_path):
+    path = _bound()
+    text = repr(path) + str(path.describe()) + str(path.binding)
+    key = path._key.hex()  # noqa: SLF001 (white-box: the secret must not leak)
+    assert key not in text and path._binding["commitment"] not in text  # noqa: SLF001
+    assert "530000" not in text and "bound=True" in repr(path)
+    assert set(path.binding) == {"source", "released", "dim", "frame"}
+
+
+def test_value_lattice_bound():
+    from geopriv.mechanisms.diffusion import snap_values, value_lattice_epsilon
+
+    eps, step = 2.0, 1.0 / 40.0
+    r = 3 * step * 2.0**32
+    eff = value_lattice_epsilon(eps, step, r)
+    assert eps < eff < eps * 1.01
+    assert value_lattice_epsilon(eps, step, 3.0) < eff  # a smaller range, a smaller term
+    with pytest.raises(GeoprivError, match="too fine"):
+        value_lattice_epsilon(eps, 1e-12, 1e6)
+    y = snap_values([-3.0, 0.0126, 0.49, 7.0], 0.025, 0.0, 1.0)
+    assert np.array_equal(y, np.array([0, 1, 20, 40]) * 0.025)
