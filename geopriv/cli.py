@@ -1088,10 +1088,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "and recovers the true location. Keep it private (written readable by you only), only to "
                         "answer more recipients of this source later with --path (default: not saved)")
     g.add_argument("--path", metavar="FILE.npz",
-                   help="answer from a secret path saved earlier with --save-path for the same source, CRS and "
-                        "--bounds: the answers agree with the earlier ones and only an epsilon above the earlier "
-                        "largest is spent again (save the possibly extended path back with --save-path). Without "
-                        "it every run draws a fresh path: a new release that spends its epsilon again")
+                   help="answer from a secret path saved earlier with --save-path: the answers agree with the earlier "
+                        "ones and only an epsilon above the earlier largest is spent again (save the possibly extended "
+                        "path back with --save-path). The path is bound to its source, to the location or --value "
+                        "column, to the true value and to the CRS, --bounds and --grid: any other use is refused. "
+                        "Without it every run draws a fresh path: a new release that spends its epsilon again")
     g = f.add_argument_group("public frame and output lattice (locations)")
     _lib(g, dl, "grid", type=_grid, metavar="METRES|auto",
          help="step in ground metres of the public lattice answers are snapped to ('auto': 1 m, finer for a large epsilon)")

@@ -137,8 +137,9 @@ def test_line_network_in_another_crs_and_ids_from_a_field(capsys, tmp_path, net)
     assert code == 0, err
     back = geopriv.io.read_vector(out)
     reached = net.reached(0)
-    assert back.recipient.tolist() == [f"p{i}" for i in reached]
-    assert np.array_equal(back.network_distance.to_numpy(), net.hops[0, reached])
+    by_label = sorted(reached, key=lambda i: f"p{i}")  # published in label order, not the input's row order
+    assert back.recipient.tolist() == [f"p{i}" for i in by_label]
+    assert np.array_equal(back.network_distance.to_numpy(), net.hops[0, by_label])
     record = json.loads(sidecar_path(out).read_text())  # formats other than GeoPackage: the sidecar
     assert record["recipients"] == len(reached) and record["seeded"] is True
     # the same network as a table of person ids in named columns: the same recipients and distances
@@ -246,6 +247,47 @@ def test_a_location_path_does_not_answer_a_value(capsys, tmp_path, net):
                        "--value", "infected", "--epsilon-exp", "3.3", "4", "--path", secret)
     one_line_error(err, "2-dimensional")
     assert code == 2 and snapshot(tmp_path) == before
+
+
+# ---------------------------------------------------------------------------- binding (issue 30)
+@pytest.mark.parametrize("change, needle", [
+    (["--source", "1"], "source"),
+    (["--bounds", "-16000", "6711000", "-14000", "6714000"], "bounds"),
+    (["--grid", "0.5"], "lattice"),
+])
+def test_a_path_file_answers_only_its_source_and_frame(capsys, tmp_path, net, change, needle):
+    secret = tmp_path / "path.npz"
+    code, _, err = run(capsys, *diffuse(net, tmp_path / "a.gpkg", *TABLE, "--save-path", secret))
+    assert code == 0, err
+    args = diffuse(net, tmp_path / "b.gpkg", *TABLE, "--path", secret)
+    for flag in change[::2]:  # replace the flag's value(s)
+        i = args.index(flag) if flag in args else None
+        if i is not None:
+            del args[i:i + (5 if flag == "--bounds" else 2)]
+    args += change
+    before = snapshot(tmp_path)
+    code, _, err = run(capsys, *args)
+    one_line_error(err, needle)
+    assert code == 2 and "fresh path" in err and snapshot(tmp_path) == before
+    assert "-15" not in err.replace("-15800", "").replace("-16000", "")  # no coordinate in the message
+
+
+def test_a_value_path_file_refuses_a_changed_value(capsys, tmp_path, net):
+    secret = tmp_path / "bit.npz"
+    code, _, err = run(capsys, "diffuse", net.input, tmp_path / "bit.csv", "--source", "1", "--edges", net.edges,
+                       "--value", "infected", "--epsilon-exp", "3.3", "4", "--save-path", secret)
+    assert code == 0, err
+    table = pd.read_csv(tmp_path / "bit.csv")
+    step = min(1.0, 1.0 / (20.0 * table.epsilon.max()))
+    assert np.array_equal(table.response.to_numpy(), np.round(table.response.to_numpy() / step) * step)
+    flipped = tmp_path / "flipped.gpkg"
+    people = net.people.copy()
+    people["infected"] = 1 - people["infected"]
+    people.to_file(flipped, engine="pyogrio")
+    code, _, err = run(capsys, "diffuse", flipped, tmp_path / "bit2.csv", "--source", "1", "--edges", net.edges,
+                       "--value", "infected", "--epsilon-exp", "3.3", "4", "--path", secret)
+    one_line_error(err, "value")
+    assert code == 2 and not (tmp_path / "bit2.csv").exists()
 
 
 # ---------------------------------------------------------------------------- unreachable people

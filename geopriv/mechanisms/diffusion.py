@@ -99,8 +99,17 @@ recovers ``u`` exactly (the paper's Figure 6 caption).  Keep it with the data ow
 ``repr`` and :meth:`DiffusionPath.describe` show only public parameters; the saved file says it
 is secret and is created with owner-only permissions.  Reusing one path for the same value is
 what makes coalitions harmless: a FRESH path for the same value is a new release whose
-epsilon adds to the old one.  Privacy accounting (recording the largest epsilon released per
+epsilon adds to the old one.  Reusing it for ANOTHER value publishes the exact difference of
+the two values, so :meth:`DiffusionPath.bind` ties a path to its source (typed label), what it
+releases, a keyed commitment to the value (HMAC-SHA256 under a random 32-byte key held in the
+path), its dimension and its public frame; :func:`diffuse` refuses a bound path for another
+value and :meth:`DiffusionPath.check_binding` any other use
+(:class:`~geopriv.exceptions.PathBindingError`).  The binding is saved with the path (format
+version 2, under the checksum).  Privacy accounting (recording the largest epsilon released per
 path) is done by the caller, not here.
+
+Value answers leave :func:`geopriv.diffuse_locations` through a public 1-D lattice
+(:func:`snap_values`), with the finite-precision term of :func:`value_lattice_epsilon`.
 """
 from __future__ import annotations
 
