@@ -209,3 +209,112 @@ def test_location_dependent_mechanism_is_partition_independent():
     c = lazy(pts, 7).priv.perturb(mechanism=on_demand, rng=2).compute(scheduler="threads")
     assert a.geometry.equals(c.geometry)
     assert a.attrs["geopriv"]["between_nodes"] == "bilinear randomised rounding"
+
+
+# ------------------------------------------------------------------ keyed noise (issue 30)
+def test_a_person_who_moved_gets_new_noise_not_the_old_noise_moved(points):
+    """Difference attack: recompute the same lazy release on data where everybody moved by d."""
+    released = lazy(points, 4).priv.perturb(epsilon=0.01, grid=0.01, rng=9)
+    before = released.compute()
+    moved = points.copy()
+    moved["geometry"] = points.geometry.translate(25.0, -10.0)
+    after = lazy(moved, 4).priv.perturb(epsilon=0.01, grid=0.01, rng=9).compute()
+    dx = after.geometry.x.to_numpy() - before.geometry.x.to_numpy()
+    dy = after.geometry.y.to_numpy() - before.geometry.y.to_numpy()
+    exact = (np.abs(dx - 25.0) < 0.02) & (np.abs(dy + 10.0) < 0.02)
+    assert exact.sum() == 0  # on cd3bacf every row gave exactly the move
+    # independent noise: var(dx) is twice the noise variance (3 / eps^2 per axis for planar Laplace)
+    assert 0.9 < np.var(dx) / (2 * 3 / 0.01**2) < 1.1
+
+
+def test_a_deleted_row_hands_nobody_its_noise(points):
+    """With person ids, deleting one person changes nobody else's output (a position would shift everybody)."""
+    ref = lazy(points, 3).priv.perturb(**EPS, rng=4).compute()
+    fewer = points.drop(index=points.index[10])
+    out = lazy(fewer, 3).priv.perturb(**EPS, rng=4).compute()
+    assert out.geometry.equals(ref.geometry.drop(index=points.index[10]))
+
+
+def test_positions_are_refused_and_a_person_column_is_the_fix(points, tmp_path):
+    plain = points.reset_index(drop=True)
+    with pytest.raises(IdentityError, match="person="):
+        lazy(plain, 2).priv.perturb(**EPS).compute()
+    # read_parquet over files written with index=False: every file restarts at 0
+    plain.iloc[:100].to_parquet(tmp_path / "a.parquet", index=False)
+    plain.iloc[100:200].to_parquet(tmp_path / "b.parquet", index=False)
+    files = dask_geopandas.read_parquet(str(tmp_path / "*.parquet"))
+    with pytest.raises(IdentityError):
+        files.priv.perturb(**EPS).compute()
+    with_ids = points.reset_index()  # pid as a column
+    a = lazy(with_ids, 3).priv.perturb(**EPS, person="pid", rng=2).compute()
+    b = lazy(with_ids.iloc[::-1], 5).priv.perturb(**EPS, person="pid", rng=2).compute().loc[a.index]
+    assert a.geometry.equals(b.geometry)
+    with pytest.raises(GeoprivError, match="not a column"):
+        lazy(with_ids, 2).priv.perturb(**EPS, person="nope")
+
+
+def test_ids_repeated_across_partitions_are_refused(points):
+    import dask.dataframe as dd
+
+    d = lazy(points.iloc[:1000], 2)
+    with pytest.raises(IdentityError, match="share their person id|repeated"):
+        dd.concat([d, d]).priv.perturb(**EPS).compute()
+
+
+def test_mixed_and_missing_labels_are_refused_or_kept_apart(deaths):
+    mixed = deaths.iloc[:6].copy()
+    mixed.index = pd.Index([1, 2, 3, "1", "2", "3"], dtype=object, name="who")
+    # (dask may convert an object index to strings, making 1 and "1" equal: then they are repeated ids)
+    with pytest.raises(IdentityError, match="mix integers and strings|repeated"):
+        dask_geopandas.from_geopandas(mixed, npartitions=1, sort=False).priv.perturb(**EPS).compute()
+    # 1 in one partition and "1" in another: two people, two streams (typed digests)
+    ints = deaths.iloc[:3].copy()
+    ints.index = pd.Index([1, 2, 3], name="who")
+    strs = deaths.iloc[:3].copy()
+    strs.index = pd.Index(["1", "2", "3"], name="who")
+    import dask.dataframe as dd
+
+    parts = [dask_geopandas.from_geopandas(g, npartitions=1, sort=False) for g in (ints, strs)]
+    out = dd.concat(parts).priv.perturb(epsilon=0.01, grid=0.01, rng=1).compute()
+    assert not np.array_equal(out.geometry.x.to_numpy()[:3], out.geometry.x.to_numpy()[3:])
+    missing = deaths.iloc[:4].copy()
+    missing.index = pd.Index(["a", None, "c", float("nan")], dtype=object, name="who")
+    with pytest.raises(IdentityError, match="neither integers nor strings"):
+        dask_geopandas.from_geopandas(missing, npartitions=2, sort=False).priv.perturb(**EPS).compute()
+
+
+def test_bounds_from_the_data_are_refused_over_all_partitions(points):
+    """Each partition touches at most one edge of total_bounds; the whole data touch four."""
+    srt = points.iloc[np.argsort(points.geometry.x.to_numpy())]  # partitions are x-slices
+    srt = srt.set_index(pd.Index(np.arange(len(srt)), name="pid"))
+    with pytest.raises(GeoprivError, match="computed from the data"):
+        lazy(srt, 8).priv.perturb(**EPS, bounds=tuple(points.total_bounds)).compute()
+    with pytest.raises(GeoprivError, match="computed from the data"):
+        lazy(srt, 8).priv.synthesize(1.0, bounds=tuple(points.total_bounds)).compute()
+
+
+def test_the_lazy_release_does_not_show_its_root(points):
+    import contextlib
+    import io
+
+    from geopriv.keys import SecretRoot
+
+    released = lazy(points.iloc[:100], 2).priv.perturb(**EPS)
+    roots = [v for v in released.expr.operands if isinstance(v, SecretRoot)]
+    assert len(roots) == 1
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        released.expr.pprint()
+    text = buf.getvalue() + repr(dict(released.dask))
+    assert str(roots[0]._value) not in text and format(roots[0]._value, "x") not in text
+
+
+def test_synthesize_on_a_neighbouring_dataset_draws_new_noise(deaths):
+    """Removing one person must not leave 1995 of 2000 points in place (the rest would localise them)."""
+    full = lazy(deaths, 2).priv.synthesize(2.0, bounds=SOHO, rng=4, grid=0.01)
+    a = full.compute()
+    b = lazy(deaths.iloc[1:], 2).priv.synthesize(2.0, bounds=SOHO, rng=4, grid=0.01).compute()
+    shared = set(map(tuple, np.column_stack([a.geometry.x, a.geometry.y]).round(3))) & \
+        set(map(tuple, np.column_stack([b.geometry.x, b.geometry.y]).round(3)))
+    assert len(shared) < 0.05 * len(a)
+    assert a.geometry.equals(full.compute().geometry)  # the same data: a replay

@@ -278,3 +278,26 @@ def test_a_location_column_is_refused_when_computed(trips):
         run(lazy)
     out = run(geopriv.sanitize_traces(ddf(leaky, 2), rng=1, keep=["easting"], **KW))
     assert out.attrs["geopriv"]["kept_columns"] == ["easting"]
+
+
+# ---------------------------------------------------------------------------- keyed per trace (issue 30)
+def test_a_trace_added_to_a_bucket_leaves_the_other_traces_alone(trips):
+    """Appending another user's trace (whatever bucket it hashes to) re-draws nothing that did not change,
+    and a changed trace is released anew (its noise is not the old noise moved by the change)."""
+    trip_ids = trips["trip"].unique()
+    base = trips[trips["trip"] != trip_ids[0]]
+    before = run(geopriv.sanitize_traces(ddf(base, 3), rng=5, **KW))
+    after = run(geopriv.sanitize_traces(ddf(trips, 4), rng=5, **KW)).loc[before.index]
+    assert_same_release(before, after)
+    # one trace moved by 30 m east: only its rows change, and never by exactly the move
+    moved = trips.copy()
+    sel = moved["trip"] == trip_ids[1]
+    moved.loc[sel, "geometry"] = moved.loc[sel].geometry.translate(30.0, 0.0)
+    ref = run(geopriv.sanitize_traces(ddf(trips, 4), rng=5, **KW))
+    out = run(geopriv.sanitize_traces(ddf(moved, 4), rng=5, **KW)).loc[ref.index]
+    assert_same_release(ref[~sel.loc[ref.index]], out[~sel.loc[ref.index]])
+    both = sel.loc[ref.index] & ref.geometry.notna() & out.geometry.notna()
+    dx = out.geometry[both].x.to_numpy() - ref.geometry[both].x.to_numpy()
+    dy = out.geometry[both].y.to_numpy() - ref.geometry[both].y.to_numpy()
+    assert both.sum() >= 5
+    assert not np.any((np.abs(dx - 30.0) < 1e-6) & (np.abs(dy) < 1e-6))
