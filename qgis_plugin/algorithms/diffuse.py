@@ -81,15 +81,18 @@ looking at individual points (a city or study-region boundary, round numbers); n
 (refused). Answers are snapped to a <b>public lattice</b> (advanced: <b>grid step</b> in ground metres; empty: 1 m,
 finer for a large epsilon) and the finite-precision bound is reported per recipient.</p>
 <p><b>Output</b>: one point per recipient, in the people layer's CRS, with <b>recipient</b> (its id),
-<b>network_distance</b>, <b>epsilon_per_m</b> and <b>effective_epsilon_per_m</b>; no other attribute. The
+<b>network_distance</b>, <b>epsilon_per_m</b> and <b>effective_epsilon_per_m</b>; no other attribute. Recipients
+are written in the order of their ids, never in the layer's feature order (which is often spatial); ids assigned in
+spatial order are refused, because they are published. The
 provenance (log and <b>PROVENANCE</b>) records the epsilon range, the coalition epsilon, the distance, the number of
 recipients and of unreachable people, the frame and the lattice.</p>
 <p><b>The noise path is not saved</b>: with it anyone would remove the noise from every answer. So every run is a
 <b>fresh release</b> that spends its epsilon again, and a group holding answers from two runs may average them. To
 answer people who join later from the same path (consistently, without spending again below the largest epsilon)
 use the library (<code>geopriv.diffuse_locations(..., path=...)</code>) or the command line
-(<code>geopriv diffuse --save-path</code> / <code>--path</code>), which keep the secret path in a private file. They
-can also release an attribute's value (e.g. an infection bit) instead of the location. Leave the <b>random seed</b>
+(<code>geopriv diffuse --save-path</code> / <code>--path</code>), which keep the secret path in a private file and
+refuse it for any other person, value, CRS, study area or grid. They can also release an attribute's value (e.g. an
+infection bit) instead of the location. Leave the <b>random seed</b>
 empty for a real release.</p>"""
 
     INPUT = "INPUT"

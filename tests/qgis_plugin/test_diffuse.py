@@ -136,10 +136,11 @@ def test_csv_table_of_ids_from_a_field_and_the_exponential_form(run, soho):
     out = result["OUTPUT"]
     values = table(out)
     assert out.fields().names() == FIELDS and out.crs().authid() == "EPSG:3857"
-    assert values["recipient"] == [f"p{i}" for i in soho.reached()]
+    by_id = sorted(soho.reached(), key=lambda i: f"p{i}")  # in id order, never the layer's feature order
+    assert values["recipient"] == [f"p{i}" for i in by_id]
     d = np.array(values["network_distance"])
     assert np.allclose(values["epsilon_per_m"], 0.03 * np.exp(-0.5 * d), rtol=1e-12)
-    assert np.all(d <= soho.hops[0, soho.reached()] + 1e-9)  # resistance <= hops
+    assert np.all(d <= soho.hops[0, by_id] + 1e-9)  # resistance <= hops
     assert json.loads(result["PROVENANCE"])["distance"] == "resistance"
 
 
@@ -268,3 +269,25 @@ def test_parameters_follow_the_library(provider):
     assert alg.parameterDefinition("TOLERANCE").defaultValue() == library["tolerance"].default
     help_text = alg.shortHelpString()
     assert "not saved" in help_text and "fresh release" in help_text and "closest" in help_text
+
+
+# ---------------------------------------------------------------------------- publication order (issue 30)
+def test_recipients_follow_their_ids_not_the_layers_feature_order(run, soho):
+    """The same people in another feature order (ids from the id field): the same output order and answers."""
+    order = np.random.default_rng(3).permutation(soho.n)
+    feats = list(soho.people.getFeatures())
+    shuffled = memory_layer([feats[i].geometry().asWkt(17) for i in order], crs="EPSG:3857",
+                            fields=(("person", "string"),), values=[(f"p{i}",) for i in order])
+    common = dict(ID_FIELD="person", SOURCE="p0", NETWORK=None, EDGES=soho.csv, EDGE_FROM="who", EDGE_TO="whom",
+                  SEED=4)
+    a = diffuse(run, soho, **common)["OUTPUT"]
+    b = diffuse(run, soho, INPUT=shuffled, **common)["OUTPUT"]
+    assert table(a)["recipient"] == table(b)["recipient"] == sorted(table(a)["recipient"])
+    assert np.array_equal(points_xy(a), points_xy(b))
+
+
+def test_no_path_is_taken_or_kept(provider):
+    """QGIS draws a fresh, bound path every run and never keeps one: no parameter takes a path file."""
+    alg = provider.algorithm("diffuse")
+    names = [p.name().lower() for p in alg.parameterDefinitions()]
+    assert not any("path" in n for n in names)
