@@ -10,7 +10,9 @@ the CRS's ellipsoid).  Coordinates in a CRS are not ground metres in general:
 :func:`ground_scale` measures a CRS's local linear scale (CRS units per ground metre, every
 direction) with 1 m geodesic offsets on its ellipsoid; :mod:`geopriv.frame` uses it over
 *public* areas only (a CRS's area of use, the user's declared bounds) to fix the frame and
-lattice of a release.  :func:`local_aeqd` builds an azimuthal equidistant CRS.
+lattice of a release.  :func:`local_aeqd` builds an azimuthal equidistant CRS;
+:func:`central_meridian` reads the central meridian of a Transverse Mercator CRS (UTM,
+Gauss-Krüger, most national grids), whose scale grows with the distance from it.
 """
 from __future__ import annotations
 
@@ -21,7 +23,10 @@ from pyproj import CRS, Transformer
 
 from .exceptions import CRSError, MissingCRSError
 
-__all__ = ["local_aeqd", "ground_scale", "as_crs"]
+__all__ = ["local_aeqd", "ground_scale", "as_crs", "central_meridian"]
+
+#: EPSG method names of the Transverse Mercator family (UTM, Gauss-Krüger, national grids)
+TRANSVERSE_MERCATOR_METHODS = ("Transverse Mercator", "Transverse Mercator (South Orientated)")
 
 
 def as_crs(crs) -> CRS:
@@ -41,6 +46,38 @@ def local_aeqd(lon: float, lat: float, geodetic: CRS | None = None) -> CRS:
         e = geodetic.ellipsoid
         ellps = f"+a={e.semi_major_metre!r} +rf={e.inverse_flattening!r}" if e.inverse_flattening else f"+R={e.semi_major_metre!r}"
     return CRS.from_proj4(f"+proj=aeqd +lat_0={lat!r} +lon_0={lon!r} +x_0=0 +y_0=0 {ellps} +units=m +no_defs +type=crs")
+
+
+def central_meridian(crs):
+    """The central meridian (degrees, on the CRS's own datum) of a Transverse Mercator CRS, or None.
+
+    Parameters
+    ----------
+    crs : anything pyproj reads
+        A CRS; only a projected CRS whose conversion is one of the Transverse Mercator methods
+        (UTM, Gauss-Krüger, most national grids) has one.
+
+    Returns
+    -------
+    float or None
+        The "Longitude of natural origin" parameter in degrees; None for any other CRS (other
+        projections, a derived or engineering CRS, a parameter in another angular unit).
+    """
+    crs = as_crs(crs)
+    if crs.is_bound:
+        crs = crs.source_crs
+    if crs is None or not crs.is_projected:
+        return None
+    op = crs.coordinate_operation
+    if op is None or op.method_name not in TRANSVERSE_MERCATOR_METHODS:
+        return None
+    for p in op.params:
+        if p.name == "Longitude of natural origin":
+            if (p.unit_name or "").lower() != "degree":
+                return None
+            lon0 = float(p.value)
+            return lon0 if np.isfinite(lon0) and -180.0 <= lon0 <= 180.0 else None
+    return None
 
 
 def ground_scale(crs, x, y):

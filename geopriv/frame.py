@@ -12,7 +12,13 @@ Frames
     A projected CRS is used as is when its local linear scale (CRS units per ground metre,
     every direction, measured with 1 m geodesic offsets on its ellipsoid) varies by at most
     ``max_distortion`` over its public area: the declared bounds / region, or else the CRS's
-    area of use (``pyproj.CRS.area_of_use``, transformed to CRS coordinates).  epsilon is
+    public domain (:func:`default_area`): for a Transverse Mercator CRS (UTM, Gauss-Krüger,
+    most national grids) its *scale band* (:func:`scale_band_bounds`: the latitudes of its area
+    of use, and eastings as far either side of the central meridian as the scale stays within
+    ``max_distortion``, so data stored in a zone beyond its EPSG area of use, as is routine,
+    release without ``bounds=``), for any other projection its area of use
+    (``pyproj.CRS.area_of_use``, transformed to CRS coordinates).  Both are functions of the
+    CRS and ``max_distortion`` alone.  epsilon is
     converted with the *largest* scale over that area (plus a 1e-5 safety margin for the
     sampling of the scale), so for two inputs in the area, CRS distance <= scale_max * ground
     distance and the planar guarantee per CRS unit implies the stated one per ground metre.
@@ -53,7 +59,7 @@ import numpy as np
 import pyproj
 from pyproj import CRS, Transformer
 
-from .crs import as_crs, ground_scale, local_aeqd
+from .crs import as_crs, central_meridian, ground_scale, local_aeqd
 from .exceptions import CRSError, DistortionWarning, GeometryError, GeoprivError
 from .mechanisms.planar_laplace import ANGLE_RESOLUTION, check_epsilon, discretisation_epsilon
 
@@ -68,6 +74,8 @@ __all__ = [
     "finite_precision_epsilon",
     "declared_bounds",
     "area_of_use_bounds",
+    "scale_band_bounds",
+    "default_area",
     "sphere_radius",
     "check_grid",
     "check_noise_above_precision",
@@ -225,6 +233,127 @@ def _scale_over(crs: CRS, b):
     return float(smax.max()) * (1 + _SCALE_MARGIN), float(smin.min())
 
 
+def _lipschitz_over(crs: CRS, b):
+    """(scale_max, scale_min) over the rectangle ``b``: local scales and long chords (as a frame uses them), or None."""
+    s = _scale_over(crs, b)
+    if s is None:
+        return None
+    try:
+        chord = _chord_ratio(crs, b)
+    except pyproj.exceptions.ProjError:
+        return None
+    return max(s[0], chord * (1 + _SCALE_MARGIN)), s[1]
+
+
+def scale_band_bounds(crs, max_distortion: float = DEFAULT_MAX_DISTORTION):
+    """The scale band of a Transverse Mercator CRS: its public domain beyond the area of use.
+
+    The scale of a Transverse Mercator projection (UTM, Gauss-Krüger, most national grids)
+    grows with the distance from its central meridian, almost independently of latitude, so
+    the set where it stays within a tolerance is a band of eastings around the meridian.  The
+    band is the rectangle in CRS coordinates
+
+        [x_cm - w, x_cm + w] x [ymin, ymax]
+
+    where ``x_cm`` is the central meridian's easting, ``[ymin, ymax]`` the northings of the
+    CRS's area of use, and ``w`` the widest half-width (found by bisection, then rounded down
+    to three significant digits) for which the frame's own measure of the scale over the
+    rectangle, local scales and long chords as in :func:`public_frame`, varies by at most
+    ``max_distortion``.  It holds the area of use.  A function of the CRS and
+    ``max_distortion`` only, never of data: anyone can recompute it.
+
+    Parameters
+    ----------
+    crs : anything pyproj reads
+        The data's CRS.
+    max_distortion : float
+        The largest relative scale variation allowed over the band (the frame's tolerance).
+
+    Returns
+    -------
+    tuple or None
+        ``(xmin, ymin, xmax, ymax)`` in ``crs``; None when the CRS is not a Transverse Mercator
+        with an area of use, or when its area of use alone exceeds the tolerance.
+    """
+    crs = as_crs(crs)
+    return _scale_band_cached(crs.to_wkt(), float(max_distortion))
+
+
+@functools.lru_cache(maxsize=64)
+def _scale_band_cached(wkt: str, max_distortion: float):
+    crs = CRS.from_wkt(wkt)
+    lon0 = central_meridian(crs)
+    aou = area_of_use_bounds(crs)
+    if lon0 is None or aou is None or crs.area_of_use is None:
+        return None
+    try:
+        geodetic = _geodetic(crs)
+        lats = np.linspace(crs.area_of_use.south, crs.area_of_use.north, 5)
+        xs, _ = Transformer.from_crs(geodetic, crs, always_xy=True).transform(np.full(5, lon0), lats)
+    except (pyproj.exceptions.ProjError, CRSError):
+        return None
+    xs = np.asarray(xs, dtype=float)
+    # the central meridian must be a line of constant x (x is the easting, or westing): else no band
+    if not np.isfinite(xs).all() or np.ptp(xs) > 1e-6 * (aou[2] - aou[0]):
+        return None
+    xc = float(np.mean(xs))
+    ymin, ymax = aou[1], aou[3]
+
+    def within(half):
+        s = _lipschitz_over(crs, (xc - half, ymin, xc + half, ymax))
+        return s is not None and s[0] / s[1] - 1 <= max_distortion
+
+    inner = max(xc - aou[0], aou[2] - xc)  # the band must hold the area of use
+    if not inner > 0 or not within(inner):
+        return None
+    lo = inner
+    s_cm = _scale_over(crs, aou)
+    # a first guess: k / k0 - 1 ~ x^2 / (2 R^2) on the sphere, with x in CRS units (s_cm[1] per metre)
+    guess = s_cm[1] * sphere_radius(crs) * math.sqrt(2.0 * max_distortion) if s_cm else 2.0 * inner
+    hi = max(2.0 * guess, 1.25 * inner)
+    for _ in range(4):
+        if not within(hi):
+            break
+        lo, hi = hi, 2.0 * hi
+    else:  # pragma: no cover - the scale of a Transverse Mercator grows without bound
+        hi = lo
+    while hi - lo > 1e-3 * lo:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if within(mid) else (lo, mid)
+    step = 10.0 ** (math.floor(math.log10(lo)) - 2)  # three significant digits: a readable, public number
+    half = max(math.floor(lo / step) * step, inner)
+    if not within(half):  # pragma: no cover - the measure is monotone in the half-width
+        half = lo
+    return (xc - half, ymin, xc + half, ymax)
+
+
+def default_area(crs, max_distortion: float = DEFAULT_MAX_DISTORTION):
+    """The public domain of a projected CRS when no ``bounds=`` are declared, and its source.
+
+    Parameters
+    ----------
+    crs : anything pyproj reads
+        The data's CRS.
+    max_distortion : float
+        The frame's tolerance for scale variation (it sets the width of a scale band).
+
+    Returns
+    -------
+    tuple
+        ``(rectangle, source)``: the scale band (:func:`scale_band_bounds`, source
+        ``"crs_scale_band"``) for a Transverse Mercator CRS, else the area of use
+        (:func:`area_of_use_bounds`, ``"area_of_use"``); ``(None, "none")`` without either.
+        Synthetic releases (:func:`geopriv.synthesize`) do not use it: their domain is the area
+        of use, whose cells a wider domain would only coarsen (see ``docs/privacy.md``).
+    """
+    crs = as_crs(crs)
+    band = scale_band_bounds(crs, max_distortion)
+    if band is not None:
+        return band, "crs_scale_band"
+    aou = area_of_use_bounds(crs)
+    return (aou, "area_of_use") if aou is not None else (None, "none")
+
+
 @dataclass(frozen=True)
 class PublicFrame:
     """Where noise is drawn, from public information only.
@@ -243,7 +372,7 @@ class PublicFrame:
         The public area (xmin, ymin, xmax, ymax) in input-CRS coordinates inputs must lie in;
         None: the whole CRS (spherical frame without declared bounds).
     area_source : str
-        "bounds", "region", "area_of_use" or "none".
+        "bounds", "region", "crs_scale_band" (:func:`scale_band_bounds`), "area_of_use" or "none".
     sphere_radius : float or None
         spherical: R in metres.
     """
@@ -329,6 +458,8 @@ class PublicFrame:
                 "bounds": "the declared bounds=",
                 "region": "the bounding box of region=",
                 "area_of_use": f"the area of use of {self.input_crs.name}",
+                "crs_scale_band": f"the public domain of {self.input_crs.name} (the latitudes of its area of use, "
+                                  "as far east and west of its central meridian as its scale stays within max_distortion=)",
             }.get(self.area_source, "the public area")
             raise GeometryError(
                 f"lie outside {where}, where the release's scale and lattice are fixed", labels[out],
@@ -336,7 +467,7 @@ class PublicFrame:
                 "looking at individual points), reproject to a CRS whose area of use holds the data, or drop those rows."
                 + (f" If the coordinates are not really in {self.input_crs.name}, the CRS label is wrong: set the one "
                    "they are in with gdf.set_crs(..., allow_override=True) (not to_crs)."
-                   if self.area_source == "area_of_use" else ""),
+                   if self.area_source in ("area_of_use", "crs_scale_band") else ""),
             )
 
     def r_max_metres(self) -> float:
@@ -357,6 +488,8 @@ class PublicFrame:
             "frame_area": self.area_source,
             "distortion": round(self.distortion, 6),
         }
+        if self.area_source == "crs_scale_band":  # computed by geopriv from the CRS: recorded so anyone can check it
+            d["public_area"] = [float(v) for v in self.area]
         if self.kind == "planar" and not self.same:
             d["working_crs"] = self.work_crs.to_string()  # centred on the declared bounds: public
         if self.kind == "spherical":
@@ -369,8 +502,7 @@ def _public_frame_cached(wkt: str, area, area_source: str, max_distortion: float
     crs = CRS.from_wkt(wkt)
     geodetic = _geodetic(crs)
     if crs.is_projected:
-        b = area if area is not None else area_of_use_bounds(crs)
-        src = area_source if area is not None else "area_of_use"
+        b, src = (area, area_source) if area is not None else default_area(crs, max_distortion)
         if b is not None:
             s = _scale_over(crs, b)
             if s is not None and s[0] / s[1] - 1 <= max_distortion:

@@ -87,7 +87,7 @@ def test_scale_factors_are_what_geodesy_says():
 def test_frame_choice_and_provenance():
     utm = _points(32650, 116.4, 39.9, n=200)
     rec = geopriv.perturb(utm, EPS, rng=1).attrs["geopriv"]
-    assert rec["frame"] == "planar" and rec["frame_area"] == "area_of_use" and "working_crs" not in rec
+    assert rec["frame"] == "planar" and rec["frame_area"] == "crs_scale_band" and "working_crs" not in rec
     merc = _points(3857, 18.96, 69.65, n=200)
     rec = geopriv.perturb(merc, EPS, rng=1).attrs["geopriv"]
     assert rec["frame"] == "spherical" and rec["mechanism"] == "spherical_laplace"
@@ -141,3 +141,14 @@ def test_traces_frame_needs_declared_bounds_for_lonlat():
     back = frame.from_work(frame.to_work(xy))
     assert np.allclose(back, xy, atol=1e-10)
     assert "+lat_0=39.9" in frame.work_crs.to_proj4()  # centred on the declared area, never the data
+
+
+def test_central_meridian_of_transverse_mercator_crss_only():
+    from geopriv.crs import central_meridian
+
+    assert central_meridian(32650) == 117.0 and central_meridian("EPSG:25832") == 9.0  # UTM
+    assert central_meridian(31468) == 12.0 and central_meridian(27700) == -2.0  # Gauss-Krüger, British National Grid
+    assert central_meridian(2046) == 15.0  # Transverse Mercator (South Orientated)
+    assert central_meridian("+proj=utm +zone=50 +datum=WGS84 +type=crs") == 117.0
+    for other in (2154, 3857, 4326, 2056):  # Lambert conformal conic, Web Mercator, lon/lat, oblique Mercator
+        assert central_meridian(other) is None

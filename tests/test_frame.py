@@ -17,9 +17,12 @@ EPS = math.log(4) / 200
 
 def test_frames_from_public_information():
     utm = public_frame(32650)
-    assert utm.kind == "planar" and utm.same and utm.area_source == "area_of_use"
-    # UTM's scale over its zone: 0.9996 on the central meridian to about 1.001 at the edges
-    assert 0.9995 < utm.scale_min < 0.9997 and 1.0005 < utm.scale_max < 1.0015
+    assert utm.kind == "planar" and utm.same and utm.area_source == "crs_scale_band"
+    # UTM's scale over its scale band: 0.9996 on the central meridian to 1 % more at its edges
+    assert 0.9995 < utm.scale_min < 0.9997 and 1.009 < utm.scale_max <= utm.scale_min * 1.01
+    # a smaller tolerance narrows the band; over the zone's area of use alone: 0.9996 to about 1.001
+    narrow = public_frame(32650, max_distortion=0.002)
+    assert narrow.area_source == "crs_scale_band" and 1.0005 < narrow.scale_max < 1.0016
     feet = public_frame(2263)
     assert feet.kind == "planar" and feet.scale_max == pytest.approx(1 / 0.3048006096, rel=1e-3)
     for crs in (4326, 3857):
@@ -139,3 +142,77 @@ def test_area_side_of_a_rectangle_around_the_globe_is_not_zero():
     assert area_side_metres(4326, (-180, -90, 180, 90)) == pytest.approx(20_003_931, rel=1e-3)  # meridian
     assert area_side_metres(4326, (-180, -1, 180, 1)) == pytest.approx(221_000, rel=0.01)
     assert area_side_metres(32630, (400_000, 4_400_000, 410_000, 4_420_000)) == pytest.approx(10_000, rel=1e-3)
+
+
+# ---------------------------------------------------------------------------- the scale band of a zone CRS
+def _geodesic_ratio(crs, frame, rng, n=20_000):
+    """Largest CRS distance / geodesic distance over random pairs of the frame's area, corners and edges included."""
+    xmin, ymin, xmax, ymax = frame.area
+    edge = np.linspace(0.0, 1.0, 41)
+    ex = np.concatenate([xmin + edge * (xmax - xmin), xmin + edge * (xmax - xmin), np.full(41, xmin), np.full(41, xmax)])
+    ey = np.concatenate([np.full(41, ymin), np.full(41, ymax), ymin + edge * (ymax - ymin), ymin + edge * (ymax - ymin)])
+    i, j = np.triu_indices(len(ex), 1)
+    x1 = np.concatenate([ex[i], rng.uniform(xmin, xmax, n)])
+    y1 = np.concatenate([ey[i], rng.uniform(ymin, ymax, n)])
+    x2 = np.concatenate([ex[j], rng.uniform(xmin, xmax, n)])
+    y2 = np.concatenate([ey[j], rng.uniform(ymin, ymax, n)])
+    to_geo = pyproj.Transformer.from_crs(crs, crs.geodetic_crs, always_xy=True)
+    lon1, lat1 = to_geo.transform(x1, y1)
+    lon2, lat2 = to_geo.transform(x2, y2)
+    d = crs.geodetic_crs.get_geod().inv(lon1, lat1, lon2, lat2)[2]
+    ok = d > 1.0
+    return float(np.max(np.hypot(x2 - x1, y2 - y1)[ok] / d[ok]))
+
+
+@pytest.mark.parametrize("epsg", [32650, 25832, 31468])
+def test_scale_bound_holds_over_the_whole_scale_band(epsg):
+    """UTM 50N, ETRS89 / UTM 32N, Gauss-Krüger zone 4: the frame's domain is the scale band around the central
+    meridian, and scale_max (epsilon's conversion) bounds the scale everywhere in it: PROJ's own point scale factors
+    (``Proj.get_factors``) on a dense grid, and CRS distance / geodesic distance for long chords."""
+    from geopriv.frame import DEFAULT_MAX_DISTORTION, area_of_use_bounds
+
+    crs = pyproj.CRS.from_epsg(epsg)
+    f = public_frame(epsg)
+    assert f.kind == "planar" and f.same and f.area_source == "crs_scale_band"
+    xmin, ymin, xmax, ymax = f.area
+    aou = area_of_use_bounds(crs)
+    assert xmin < aou[0] and aou[2] < xmax and (ymin, ymax) == (aou[1], aou[3])  # wider than the area of use
+    gx, gy = np.meshgrid(np.linspace(xmin, xmax, 401), np.linspace(ymin, ymax, 301))
+    lon, lat = pyproj.Transformer.from_crs(crs, crs.geodetic_crs, always_xy=True).transform(gx.ravel(), gy.ravel())
+    factors = pyproj.Proj(crs).get_factors(lon, lat)
+    k_max, k_min = float(np.max(factors.tissot_semimajor)), float(np.min(factors.tissot_semiminor))
+    assert np.isfinite(k_max) and k_max <= f.scale_max and k_min >= f.scale_min * (1 - 1e-7)  # get_factors: numerical derivatives
+    assert _geodesic_ratio(crs, f, np.random.default_rng(epsg)) <= f.scale_max
+    # within the tolerance, and the widest band within it: 1 % wider, the frame's measure leaves the tolerance
+    assert f.distortion <= DEFAULT_MAX_DISTORTION and k_max / k_min - 1 > 0.8 * DEFAULT_MAX_DISTORTION
+    xc, w = (xmin + xmax) / 2, (xmax - xmin) / 2
+    assert public_frame(epsg, bounds=(xc - 1.01 * w, ymin, xc + 1.01 * w, ymax)).distortion > DEFAULT_MAX_DISTORTION
+
+
+def test_scale_band_is_public_and_recorded():
+    """The band is a function of the CRS and the tolerance alone, recorded with its source; other projections
+    keep their area of use."""
+    from geopriv.frame import area_of_use_bounds, scale_band_bounds
+
+    f = public_frame(32650)
+    d = f.describe()
+    assert d["frame_area"] == "crs_scale_band" and d["public_area"] == list(f.area)
+    assert scale_band_bounds(32650) == f.area and scale_band_bounds("EPSG:32650", 0.01) == f.area
+    # eastings round to three significant digits either side of the false easting: readable, recomputable
+    assert f.area[0] == 500_000 - (f.area[2] - 500_000) and f.area[2] % 1_000 == 0
+    # Beijing's data range (110.7-122.7 E at 40 N) lies inside; 30 degrees from the meridian does not
+    x, _ = pyproj.Transformer.from_crs(4326, 32650, always_xy=True).transform([110.7, 122.7, 147.0], [40.0, 40.0, 40.0])
+    assert f.area[0] < x[0] and x[1] < f.area[2] < x[2]
+    # trace releases (a plane needed) use it too
+    assert public_frame(32650, planar_only=True).area_source == "crs_scale_band"
+    # a smaller tolerance: a narrower band, still holding the area of use; one the area of use exceeds: no band
+    narrow = scale_band_bounds(32650, 0.002)
+    assert f.area[0] < narrow[0] <= area_of_use_bounds(pyproj.CRS(32650))[0]
+    assert scale_band_bounds(32650, 0.001) is None and public_frame(32650, max_distortion=0.001).kind == "spherical"
+    # other projections: today's area of use (Lambert-93, a state plane in feet), or the sphere (Web Mercator)
+    for epsg in (2154, 2263):
+        assert scale_band_bounds(epsg) is None and public_frame(epsg).area_source == "area_of_use"
+    assert scale_band_bounds(3857) is None and public_frame(3857).kind == "spherical"
+    # a southern zone and a south-orientated Transverse Mercator (x grows westwards) have bands too
+    assert public_frame(32733).area_source == "crs_scale_band"
+    assert public_frame(2046).area_source == "crs_scale_band"

@@ -194,3 +194,57 @@ def test_empirical_privacy_between_neighbouring_inputs():
 
     assert max_excess(eps, 31) <= 0
     assert max_excess(eps * 1.6, 31) > 0
+
+
+# ---------------------------------------------------------------------------- zone CRSs beyond their area of use
+def _around(crs, lon, lat, n=200, spread=0.2, seed=11, prefix="p"):
+    """``n`` points in random order around (lon, lat) degrees, in ``crs``, labelled prefix0, prefix1..."""
+    rng = np.random.default_rng(seed)
+    pts = gpd.GeoDataFrame(geometry=gpd.points_from_xy(lon + rng.uniform(-spread, spread, n),
+                                                       lat + rng.uniform(-spread, spread, n)), crs=4326)
+    return pts.set_axis([f"{prefix}{i}" for i in range(n)]).to_crs(crs)
+
+
+def test_etrs89_utm32_points_in_eastern_germany_release_without_bounds():
+    """ETRS89 / UTM 32N (EPSG:25832) holds all of Germany; its EPSG area of use stops at 12 E.  Around 14.5 E the
+    scale is still within 1 %: released, epsilon converted with the largest scale over the whole scale band."""
+    pts = _around(25832, 14.5, 51.0)
+    out = pts.priv.perturb(epsilon=EPS, rng=1)
+    rec = out.attrs["geopriv"]
+    frame = geopriv.public_frame(25832)
+    assert len(out) == len(pts) and out.index.equals(pts.index)
+    assert rec["frame"] == "planar" and rec["frame_area"] == "crs_scale_band" and rec["declared_bounds"] is None
+    assert rec["public_area"] == list(frame.area) and rec["epsilon_per_work_unit"] == pytest.approx(EPS / frame.scale_max)
+    assert frame.scale_max > 1.009  # the band's edge, not the scale around 14.5 E (about 1.003)
+    moved = out.distance(pts)
+    assert 0 < moved.median() < 20 * 2 / EPS  # noise, not a copy and not a far-away point
+
+
+def test_utm50_points_across_the_beijing_data_range_release():
+    """GeoLife's Beijing fixes span 110.7-122.7 E; UTM 50N's area of use is 114-120 E.  Points at 110.9 E and
+    122.5 E release without bounds=, their outputs inside the public band."""
+    pts = pd.concat([_around(32650, 110.9, 40.0, n=100, spread=0.05, prefix="w"),
+                     _around(32650, 122.5, 40.0, n=100, spread=0.05, seed=12, prefix="e")])
+    pts = pts.sample(frac=1.0, random_state=3).reset_index(drop=True)  # labels that do not sort west from east
+    out = pts.priv.perturb(epsilon=EPS, rng=2)
+    assert len(out) == 200 and out.attrs["geopriv"]["frame_area"] == "crs_scale_band"
+    xmin, ymin, xmax, ymax = geopriv.public_frame(32650).area
+    assert out.geometry.x.between(xmin, xmax).all() and out.geometry.y.between(ymin, ymax).all()
+    assert out.distance(pts).median() < 20 * 2 / EPS
+
+
+def test_points_far_from_the_central_meridian_are_refused_by_label_only():
+    """30 degrees east of UTM 50N's meridian the scale is about 13 % off: that row alone is refused, by its label,
+    without its coordinates; the rows at 110.9 E are not named."""
+    pts = pd.concat([_around(32650, 116.4, 40.0, n=50), _around(32650, 110.9, 40.0, n=5, spread=0.01, prefix="w"),
+                     _around(32650, 147.0, 40.0, n=1, spread=0.0, prefix="far")])
+    labels = [f"r{i}" for i in np.random.default_rng(4).permutation(len(pts))]  # labels in no spatial order
+    far = labels[-1]
+    pts = pts.set_axis(labels).sample(frac=1.0, random_state=4)
+    with pytest.raises(GeometryError, match=r"^1 row\(s\) lie outside the public domain of WGS 84 / UTM zone 50N") as info:
+        pts.priv.perturb(epsilon=EPS, rng=1)
+    msg = str(info.value)
+    assert info.value.labels == [far] and f"'{far}'" in msg and "max_distortion" in msg and "bounds=" in msg
+    x, y = pts.geometry.loc[far].x, pts.geometry.loc[far].y
+    for v in (x, y):
+        assert f"{v:.0f}"[:4] not in msg and f"{v / 1000:.0f}"[:4] not in msg
