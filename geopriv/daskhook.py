@@ -7,12 +7,32 @@ functions dispatch on dask frames in any case.
 """
 from __future__ import annotations
 
+import importlib
 import importlib.abc
 import importlib.util
 import sys
 
 
-__all__ = ["is_dask"]
+__all__ = ["is_dask", "register_lazy", "lazy"]
+
+#: the lazy forms of the release functions, registered by ``geopriv.distributed`` when it loads
+_LAZY: dict = {}
+
+
+def register_lazy(name: str, fn) -> None:
+    """Register ``fn`` as the lazy (dask) form of the release function ``name`` (called by ``geopriv.distributed``)."""
+    _LAZY[name] = fn
+
+
+def lazy(name: str):
+    """The lazy form of ``name``: the core dispatches dask frames here and never imports ``geopriv.distributed``.
+
+    The extension registers itself when it is imported, which the import hook below does as soon
+    as ``dask_geopandas`` is; for a dask frame built without it, it is loaded here by name.
+    """
+    if name not in _LAZY:
+        importlib.import_module(__package__ + ".distributed")
+    return _LAZY[name]
 
 
 def is_dask(obj) -> bool:
@@ -21,10 +41,8 @@ def is_dask(obj) -> bool:
 
 
 def _register():
-    try:
-        from .distributed import register_accessor
-
-        register_accessor()
+    try:  # the extension registers its accessor and lazy functions when it loads
+        importlib.import_module(__package__ + ".distributed")
     except ImportError:  # pragma: no cover - dask without dataframe support
         pass
 

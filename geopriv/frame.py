@@ -65,6 +65,8 @@ from .mechanisms.planar_laplace import ANGLE_RESOLUTION, check_epsilon, discreti
 
 __all__ = [
     "PublicFrame",
+    "touched_edges",
+    "check_area_not_from_data",
     "public_frame",
     "Lattice",
     "public_lattice",
@@ -354,6 +356,33 @@ def default_area(crs, max_distortion: float = DEFAULT_MAX_DISTORTION):
     return (aou, "area_of_use") if aou is not None else (None, "none")
 
 
+def touched_edges(xy: np.ndarray, area) -> np.ndarray:
+    """Which of the 4 edges (xmin, xmax, ymin, ymax) of ``area`` some point lies on (to 1e-9 of its size)."""
+    xmin, ymin, xmax, ymax = area
+    tx, ty = 1e-9 * max(xmax - xmin, 1.0), 1e-9 * max(ymax - ymin, 1.0)
+    if not len(xy):
+        return np.zeros(4, bool)
+    return np.array([bool(np.any(np.abs(v - e) <= t)) for v, e, t in (
+        (xy[:, 0], xmin, tx), (xy[:, 0], xmax, tx), (xy[:, 1], ymin, ty), (xy[:, 1], ymax, ty))])
+
+
+def check_area_not_from_data(touched, source: str = "bounds") -> None:
+    """Refuse a declared area (``bounds=``, or ``region=``'s box) that points touch on 2 or more edges.
+
+    ``touched`` are the 4 flags of :func:`touched_edges` over ALL the data (OR-ed over partitions):
+    an area computed from the data (``gdf.total_bounds``, the points' convex hull) would be
+    published with the release, and with it the data's extreme coordinates.
+    """
+    n = int(np.count_nonzero(touched))
+    if n >= 2:
+        what = "bounds=" if source == "bounds" else "region= (its bounding box)"
+        raise GeoprivError(
+            f"{what} look computed from the data: points lie exactly on {n} of its edges, and the area is "
+            "published with the release. Declare a study area chosen without looking at the points (a "
+            "municipality's or a map sheet's extent, or round numbers well outside the data)."
+        )
+
+
 @dataclass(frozen=True)
 class PublicFrame:
     """Where noise is drawn, from public information only.
@@ -441,17 +470,8 @@ class PublicFrame:
         if self.area is None:
             return
         xmin, ymin, xmax, ymax = self.area
-        if self.area_source == "bounds" and len(xy):
-            # bounds= taken from the data (gdf.total_bounds) would publish its extreme coordinates
-            tx, ty = 1e-9 * max(xmax - xmin, 1.0), 1e-9 * max(ymax - ymin, 1.0)
-            touched = sum(bool(np.any(np.abs(v - e) <= t)) for v, e, t in (
-                (xy[:, 0], xmin, tx), (xy[:, 0], xmax, tx), (xy[:, 1], ymin, ty), (xy[:, 1], ymax, ty)))
-            if touched >= 2:
-                raise GeoprivError(
-                    f"bounds= look computed from the data: points lie exactly on {touched} of its edges, and bounds= are "
-                    "published with the release. Declare a study area chosen without looking at the points (a "
-                    "municipality's or a map sheet's extent, or round numbers well outside the data)."
-                )
+        if self.area_source in ("bounds", "region") and len(xy):
+            check_area_not_from_data(touched_edges(xy, self.area), self.area_source)
         out = (xy[:, 0] < xmin) | (xy[:, 0] > xmax) | (xy[:, 1] < ymin) | (xy[:, 1] > ymax)
         if out.any():
             where = {

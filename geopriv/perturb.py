@@ -6,7 +6,7 @@ the public frame and lattice, draws the noise, snaps it and writes the provenanc
 """
 from __future__ import annotations
 
-from .daskhook import is_dask
+from .daskhook import is_dask, lazy
 from .frame import DEFAULT_MAX_DISTORTION
 from .mechanisms.planar_laplace import GeoIndistinguishability, check_epsilon
 from .release import release_points
@@ -133,9 +133,7 @@ def perturb(
     >>> out = gdf.priv.perturb(level=math.log(4), radius=200)       # the same  # doctest: +SKIP
     """
     if is_dask(data):
-        from .distributed.perturb import perturb_dask
-
-        return perturb_dask(
+        return lazy("perturb")(
             data, epsilon, level=level, radius=radius, mechanism=mechanism, rng=rng, grid=grid,
             continuous=continuous, bounds=bounds, region=region, keep=keep, person=person,
             max_distortion=max_distortion, progress=progress,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .daskhook import is_dask
+from .daskhook import is_dask, lazy
 from .exceptions import GeometryError
 from .frame import DEFAULT_MAX_DISTORTION
 from .mechanisms.private_measure import PrivateMeasure
@@ -91,9 +91,7 @@ def synthesize(
     >>> synth = deaths.priv.synthesize(1.0, bounds=(-16500, 6710000, -15500, 6711000))  # doctest: +SKIP
     """
     if is_dask(data):
-        from .distributed.synthesize import synthesize_dask
-
-        return synthesize_dask(
+        return lazy("synthesize")(
             data, epsilon, bounds=bounds, region=region, n=n, method=method, depth=depth, placement=placement,
             grid=grid, rng=rng, max_distortion=max_distortion, progress=progress,
         )

@@ -22,7 +22,7 @@ from pyproj import CRS, Transformer
 
 from ._points import as_geoseries, point_xy
 from .accounting import BudgetAccountant
-from .daskhook import is_dask
+from .daskhook import is_dask, lazy
 from .frame import (
     DEFAULT_MAX_DISTORTION,
     check_grid,
@@ -50,7 +50,8 @@ from .release import check_release_input
 from .keys import rows_of
 from .rng import make_rng
 
-__all__ = ["sanitize_traces", "sample_queries", "trace_ledger", "OUTPUT_COLUMNS"]
+__all__ = ["sanitize_traces", "sample_queries", "trace_ledger", "OUTPUT_COLUMNS", "ledger_from_columns", "ledger_rows",
+           "finish_ledger", "trace_record"]
 
 _PANDAS3 = int(pd.__version__.split(".")[0]) >= 3
 
@@ -469,9 +470,7 @@ def sanitize_traces(
     >>> geopriv.trace_ledger(out)                                                   # doctest: +SKIP
     """
     if is_dask(data):  # lazy, one release whatever the partitioning: geopriv.distributed.traces
-        from .distributed.traces import sanitize_traces_dask
-
-        return sanitize_traces_dask(
+        return lazy("sanitize_traces")(
             data, epsilon, traj_id=traj_id, time=time, level=level, radius=radius, method=method, budget=budget,
             rate=rate, accuracy=accuracy, skip_speed=skip_speed, stale_after=stale_after, predictor=predictor,
             on_exhausted=on_exhausted, eta=eta, gamma=gamma, delta=delta, prediction_rate=prediction_rate, rng=rng,
@@ -676,18 +675,14 @@ def trace_ledger(result) -> pd.DataFrame:
     On dask (:mod:`geopriv.distributed.traces`): a lazy release gives a lazy ledger, a computed
     one a DataFrame, both built from the release's columns (``tests``, ``spent_test`` and
     ``spent_noise`` are missing for the predictive mechanism there: see
-    :func:`geopriv.distributed.traces.ledger_from_columns`).
+    :func:`ledger_from_columns`).
     """
     if is_dask(result):  # a lazy release: a lazy ledger (geopriv.distributed.traces.trace_ledger_dask)
-        from .distributed.traces import trace_ledger_dask
-
-        return trace_ledger_dask(result)
+        return lazy("trace_ledger")(result)
     rec = getattr(result, "attrs", {}).get("geopriv") or {}
     led = rec.get("ledger")
     if led is None and "ledger" in rec and str(rec.get("mechanism", "")).endswith("_trace"):
         # a computed dask release: its record carries no per-bucket ledgers; the columns give the ledger
-        from .distributed.traces import ledger_from_columns
-
         return ledger_from_columns(result)
     if led is None:
         raise GeoprivError(
@@ -900,3 +895,81 @@ def sample_queries(
         parsed = tcol if pd.api.types.is_datetime64_any_dtype(tcol) else pd.to_datetime(tcol, utc=True, format="mixed")
         out[time] = parsed.min() + pd.to_timedelta(np.round(qt * 1e6).astype(np.int64), unit="us")
     return out
+
+
+# ---------------------------------------------------------------------------- ledgers from columns
+def ledger_rows(part, traj_id):
+    """Per-row indicators of the ledger (summed per trace): the key, counts by status, epsilon spent."""
+    status = part["status"].astype(object).to_numpy()
+    released = status != "exhausted"
+    key = part[traj_id] if traj_id is not None else pd.Series(np.zeros(len(part), dtype=np.int64), index=part.index)
+    return pd.DataFrame({
+        "key": key.to_numpy(),
+        "queries": np.ones(len(part), dtype=np.int64),
+        "released": released.astype(np.int64),
+        "noise": (status == "noise").astype(np.int64),
+        "predicted": (status == "predicted").astype(np.int64),
+        "skipped": (status == "skipped").astype(np.int64),
+        "exhausted": (~released).astype(np.int64),
+        "spent": part["epsilon_spent"].to_numpy(dtype=float),
+    }, index=pd.RangeIndex(len(part)))
+
+
+def finish_ledger(sums, record):
+    """The ledger's columns from the per-trace sums (as geopriv.trace_ledger has them)."""
+    traj_id = record.get("traj_id")
+    budget = float(record["epsilon_per_m"])
+    sums = sums.sort_index()
+    n = len(sums)
+    released = sums["released"].to_numpy(dtype=np.int64)
+    # the accountant's running sum never exceeds the budget; summed again here, rounding could pass it by an ulp
+    spent = np.minimum(sums["spent"].to_numpy(dtype=float), budget)
+    independent = record.get("method") == "independent"
+    easy = released - sums["noise"].to_numpy(dtype=np.int64)
+    out = pd.DataFrame({
+        "queries": sums["queries"].to_numpy(dtype=np.int64),
+        "released": released,
+        "noise": sums["noise"].to_numpy(dtype=np.int64),
+        "predicted": sums["predicted"].to_numpy(dtype=np.int64),
+        "skipped": sums["skipped"].to_numpy(dtype=np.int64),
+        "exhausted": sums["exhausted"].to_numpy(dtype=np.int64),
+        # which noise rows ran a (failed) test, and the test/noise split, are not in the output's columns
+        "tests": pd.array(np.zeros(n, dtype=np.int64) if independent else [pd.NA] * n, dtype="Int64"),
+        "budget": np.full(n, budget),
+        "spent": spent,
+        "remaining": np.maximum(budget - spent, 0.0),
+        "spent_test": np.zeros(n) if independent else np.full(n, np.nan),
+        "spent_noise": spent.copy() if independent else np.full(n, np.nan),
+        "prediction_rate": np.divide(easy, released, out=np.zeros(n), where=released > 0),
+        "budget_rate": spent / (budget * np.maximum(released, 1)),
+    }, index=pd.Index(sums.index if traj_id is not None else [None] * n, name=traj_id or "trace"))
+    return out
+
+
+def trace_record(obj):
+    """The provenance record of a trace release (refused when ``obj`` carries none)."""
+    rec = (getattr(obj, "attrs", None) or {}).get("geopriv") or {}
+    if not str(rec.get("mechanism", "")).endswith("_trace"):
+        raise GeoprivError(
+            "This object carries no trace release record: it is not (or no longer) a result of sanitize_traces. "
+            "The record lives in result.attrs['geopriv']; some operations drop attrs, so read the ledger right after "
+            "releasing."
+        )
+    return rec
+
+
+def ledger_from_columns(result) -> pd.DataFrame:
+    """The per-trace ledger of a computed release, from its columns (trace id, status, epsilon_spent).
+
+    Counts by status, ``budget`` (the record's ``epsilon_per_m``), ``spent`` (sum of
+    ``epsilon_spent``: the accountant's Lemma 1 sum, up to rounding, capped at the budget),
+    ``remaining``, ``prediction_rate`` and ``budget_rate`` are exact.  ``tests``,
+    ``spent_test`` and ``spent_noise`` are exact for ``method="independent"`` (no tests) and
+    missing (NA/NaN) for the predictive mechanism: whether a noisy row ran a failed test first,
+    and how its ``epsilon_spent`` splits between test and noise, is not in the output.
+    """
+    rec = trace_record(result)
+    traj_id = rec.get("traj_id")
+    rows = ledger_rows(result, traj_id)
+    sums = rows.groupby("key", sort=True).sum()
+    return finish_ledger(sums, rec)

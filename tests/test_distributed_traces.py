@@ -22,7 +22,8 @@ import geopriv
 dask = pytest.importorskip("dask")
 dask_geopandas = pytest.importorskip("dask_geopandas")
 
-from geopriv.distributed.traces import BUCKETS, ledger_from_columns, sanitize_traces_dask, trace_ledger_dask  # noqa: E402
+from geopriv.distributed.traces import BUCKETS, sanitize_traces_dask, trace_ledger_dask  # noqa: E402
+from geopriv.traces import ledger_from_columns  # noqa: E402
 from geopriv.exceptions import GeoprivError, LocationAttributeError  # noqa: E402
 
 EPS = math.log(10) / 100

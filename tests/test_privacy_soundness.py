@@ -710,7 +710,7 @@ def test_geometry_errors_hold_no_coordinates(deaths, madrid):
     msgs.append(_message(lambda: geopriv.sanitize_traces(u.assign(user=0, t=np.arange(len(u)) * 1.0), traj_id="user", time="t",
                                                          level=math.log(10), radius=100, rate=0.1,
                                                          bounds=(698600, 5710600, 699000, 5711000))))
-    both = pd.concat([deaths, madrid.to_crs(3857)], ignore_index=True).to_crs(32631)  # London / Madrid: outside zone 31
+    both = pd.concat([deaths, madrid.to_crs(3857)], ignore_index=True).to_crs(32633)  # London / Madrid: outside zone 33's band
     msgs.append(_message(lambda: geopriv.perturb(both, level=LN4, radius=200)))
     nan = g.copy()
     nan.loc[5, "geometry"] = shapely.Point(np.nan, np.nan)

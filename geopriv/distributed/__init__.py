@@ -64,6 +64,21 @@ def register_accessor() -> None:
     _REGISTERED.append(True)
 
 
+def _register_lazy() -> None:
+    """Register the lazy release functions with the core's dispatcher (geopriv.daskhook.lazy)."""
+    from ..daskhook import register_lazy
+    from .perturb import perturb_dask
+    from .synthesize import synthesize_dask
+    from .traces import sanitize_traces_dask, trace_ledger_dask
+
+    register_lazy("perturb", perturb_dask)
+    register_lazy("synthesize", synthesize_dask)
+    register_lazy("sanitize_traces", sanitize_traces_dask)
+    register_lazy("trace_ledger", trace_ledger_dask)
+
+
+_register_lazy()
+
 try:  # importing this module asks for dask: register the accessor now
     register_accessor()
 except ImportError:  # pragma: no cover - geopriv[dask] not installed

@@ -45,7 +45,7 @@ from pandas.api.extensions import no_default
 
 from ..frame import DEFAULT_MAX_DISTORTION
 
-__all__ = ["sanitize_traces_dask", "trace_ledger_dask", "ledger_from_columns", "release_buckets", "BUCKETS"]
+__all__ = ["sanitize_traces_dask", "trace_ledger_dask", "release_buckets", "BUCKETS"]
 
 #: Number of public buckets traces are grouped in (trace-id hash modulo BUCKETS).  A public
 #: constant: changing it changes which traces share a random stream, so seeded releases differ.
@@ -444,84 +444,6 @@ def sanitize_traces_dask(
 
 
 # ---------------------------------------------------------------------------- the ledger
-def _ledger_rows(part, traj_id):
-    """Per-row indicators of the ledger (summed per trace): the key, counts by status, epsilon spent."""
-    status = part["status"].astype(object).to_numpy()
-    released = status != "exhausted"
-    key = part[traj_id] if traj_id is not None else pd.Series(np.zeros(len(part), dtype=np.int64), index=part.index)
-    return pd.DataFrame({
-        "key": key.to_numpy(),
-        "queries": np.ones(len(part), dtype=np.int64),
-        "released": released.astype(np.int64),
-        "noise": (status == "noise").astype(np.int64),
-        "predicted": (status == "predicted").astype(np.int64),
-        "skipped": (status == "skipped").astype(np.int64),
-        "exhausted": (~released).astype(np.int64),
-        "spent": part["epsilon_spent"].to_numpy(dtype=float),
-    }, index=pd.RangeIndex(len(part)))
-
-
-def _finish_ledger(sums, record):
-    """The ledger's columns from the per-trace sums (as geopriv.trace_ledger has them)."""
-    traj_id = record.get("traj_id")
-    budget = float(record["epsilon_per_m"])
-    sums = sums.sort_index()
-    n = len(sums)
-    released = sums["released"].to_numpy(dtype=np.int64)
-    # the accountant's running sum never exceeds the budget; summed again here, rounding could pass it by an ulp
-    spent = np.minimum(sums["spent"].to_numpy(dtype=float), budget)
-    independent = record.get("method") == "independent"
-    easy = released - sums["noise"].to_numpy(dtype=np.int64)
-    out = pd.DataFrame({
-        "queries": sums["queries"].to_numpy(dtype=np.int64),
-        "released": released,
-        "noise": sums["noise"].to_numpy(dtype=np.int64),
-        "predicted": sums["predicted"].to_numpy(dtype=np.int64),
-        "skipped": sums["skipped"].to_numpy(dtype=np.int64),
-        "exhausted": sums["exhausted"].to_numpy(dtype=np.int64),
-        # which noise rows ran a (failed) test, and the test/noise split, are not in the output's columns
-        "tests": pd.array(np.zeros(n, dtype=np.int64) if independent else [pd.NA] * n, dtype="Int64"),
-        "budget": np.full(n, budget),
-        "spent": spent,
-        "remaining": np.maximum(budget - spent, 0.0),
-        "spent_test": np.zeros(n) if independent else np.full(n, np.nan),
-        "spent_noise": spent.copy() if independent else np.full(n, np.nan),
-        "prediction_rate": np.divide(easy, released, out=np.zeros(n), where=released > 0),
-        "budget_rate": spent / (budget * np.maximum(released, 1)),
-    }, index=pd.Index(sums.index if traj_id is not None else [None] * n, name=traj_id or "trace"))
-    return out
-
-
-def _record_of(obj):
-    rec = (getattr(obj, "attrs", None) or {}).get("geopriv") or {}
-    if not str(rec.get("mechanism", "")).endswith("_trace"):
-        from ..exceptions import GeoprivError
-
-        raise GeoprivError(
-            "This object carries no trace release record: it is not (or no longer) a result of sanitize_traces. "
-            "The record lives in result.attrs['geopriv']; some operations drop attrs, so read the ledger right after "
-            "releasing."
-        )
-    return rec
-
-
-def ledger_from_columns(result) -> pd.DataFrame:
-    """The per-trace ledger of a computed release, from its columns (trace id, status, epsilon_spent).
-
-    Counts by status, ``budget`` (the record's ``epsilon_per_m``), ``spent`` (sum of
-    ``epsilon_spent``: the accountant's Lemma 1 sum, up to rounding, capped at the budget),
-    ``remaining``, ``prediction_rate`` and ``budget_rate`` are exact.  ``tests``,
-    ``spent_test`` and ``spent_noise`` are exact for ``method="independent"`` (no tests) and
-    missing (NA/NaN) for the predictive mechanism: whether a noisy row ran a failed test first,
-    and how its ``epsilon_spent`` splits between test and noise, is not in the output.
-    """
-    rec = _record_of(result)
-    traj_id = rec.get("traj_id")
-    rows = _ledger_rows(result, traj_id)
-    sums = rows.groupby("key", sort=True).sum()
-    return _finish_ledger(sums, rec)
-
-
 def trace_ledger_dask(result):
     """The per-trace ledger of the whole release, as one table.
 
@@ -541,15 +463,16 @@ def trace_ledger_dask(result):
     output from the release.
     """
     from ..daskhook import is_dask
+    from ..traces import finish_ledger, ledger_from_columns, ledger_rows, trace_record
 
     if not is_dask(result):
         return ledger_from_columns(result)
-    rec = _record_of(result._meta)
+    rec = trace_record(result._meta)
     traj_id = rec.get("traj_id")
     cols = [c for c in (traj_id, "status", "epsilon_spent") if c is not None]
-    rows_meta = _ledger_rows(result._meta[cols], traj_id)
-    rows = result[cols].map_partitions(_ledger_rows, traj_id, meta=rows_meta)
+    rows_meta = ledger_rows(result._meta[cols], traj_id)
+    rows = result[cols].map_partitions(ledger_rows, traj_id, meta=rows_meta)
     sums = rows.groupby("key", sort=False).sum(split_out=1)
     sums_meta = rows_meta.groupby("key").sum()
-    ledger_meta = _finish_ledger(sums_meta, rec)
-    return sums.map_partitions(_finish_ledger, rec, meta=ledger_meta)
+    ledger_meta = finish_ledger(sums_meta, rec)
+    return sums.map_partitions(finish_ledger, rec, meta=ledger_meta)

@@ -310,7 +310,7 @@ def test_default_output_lies_on_the_public_lattice(run, alg_id):
     layer, xs, ys = utm_layer(fields=(("trace", "integer"),), values=[[1]] * 30)
     result = run(alg_id, release_params(alg_id, layer, EPSILON=0.5, RATE=0.05))
     record = json.loads(result["PROVENANCE"])
-    assert record["frame"] == "planar" and record["frame_area"] == "area_of_use"
+    assert record["frame"] == "planar" and record["frame_area"] == "crs_scale_band"
     assert "working_crs" not in record  # UTM 50N is used as is
     assert record["lattice"] == "CRS origin" and record["grid_m"] > 0
     step = record["grid_m"] * geopriv.public_frame(UTM).scale_min  # from the CRS and the grid only
