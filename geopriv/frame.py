@@ -61,7 +61,7 @@ from pyproj import CRS, Transformer
 
 from .crs import as_crs, central_meridian, ground_scale, local_aeqd
 from .exceptions import CRSError, DistortionWarning, GeometryError, GeoprivError
-from .mechanisms.planar_laplace import ANGLE_RESOLUTION, check_epsilon, discretisation_epsilon
+from .precision import ANGLE_RESOLUTION, check_epsilon, discretisation_epsilon
 
 __all__ = [
     "PublicFrame",

@@ -62,6 +62,7 @@ from .frame import (
     public_lattice,
     truncate_and_snap,
 )
+from .progress import progress_callback
 from .provenance import attach, make_record
 from .rng import make_rng
 
@@ -96,23 +97,6 @@ def check_release_input(data, keep=(), bounds=None, region=None, allow_order=(),
     if attributes:
         check_location_attributes(data, keep=tuple(keep or ()), allow_order=tuple(allow_order))
     return geoms, xy
-
-
-def progress_callback(progress, total, desc="perturb"):
-    """(callback(done, total) or None, tqdm bar or None) from a ``progress=`` argument."""
-    if progress is None or progress is False:
-        return None, None
-    if callable(progress):
-        return progress, None
-    from tqdm.auto import tqdm
-
-    bar = tqdm(total=total, unit="pt", unit_scale=True, desc=desc, disable=None)
-
-    def update(done, total_):
-        bar.n = done
-        bar.refresh()
-
-    return update, bar
 
 
 def _region_geometry(region, crs):

@@ -53,6 +53,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..keys import rows_of
+from ..precision import ANGLE_RESOLUTION, check_epsilon, discretisation_epsilon
 
 __all__ = [
     "PlanarLaplace",
@@ -65,26 +66,6 @@ __all__ = [
     "check_epsilon",
     "GeoIndistinguishability",
 ]
-
-ANGLE_RESOLUTION = 2.0 * math.pi * 2.0**-52
-
-
-def check_epsilon(epsilon, name: str = "epsilon") -> float:
-    """Validate a privacy parameter: a finite number > 0 (no code path may release a true location)."""
-    if isinstance(epsilon, (bool, np.bool_)):
-        raise TypeError(f"{name} must be a positive number, not a bool ({epsilon!r}).")
-    try:
-        value = float(epsilon)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a positive number, got {epsilon!r}.") from None
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(
-            f"{name} must be finite and > 0 (got {epsilon!r}); 0 or negative would mean no or undefined noise and "
-            "infinity would release true locations. Typical values: level ln(4) within radius 200 m, "
-            "i.e. epsilon = math.log(4) / 200 per metre."
-        )
-    return value
-
 
 def polar_noise(n: int, epsilon: float, rng: np.random.Generator) -> np.ndarray:
     """``n`` draws of planar Laplace noise with ``epsilon`` per unit, as an (n, 2) array."""
@@ -161,22 +142,6 @@ def radius_quantile(delta, epsilon: float):
     arg = np.maximum((delta - 1.0) / math.e, -1.0 / math.e)
     w = np.where(delta > 0, lambertw(arg, k=-1).real, -1.0)
     return -(w + 1.0) / check_epsilon(epsilon)
-
-
-def discretisation_epsilon(epsilon: float, step: float, r_max: float, angle_resolution: float = ANGLE_RESOLUTION) -> float:
-    """Effective epsilon of the discretised, truncated mechanism (Andrés et al. 2013, Thm 4.1).
-
-    All lengths in the same unit as ``1/epsilon``.  Raises ValueError when the bound does not
-    exist (grid too fine for the region: q <= 2 e^{eps u}).
-    """
-    q = step / (r_max * angle_resolution)
-    k = 2.0 * math.exp(epsilon * step)
-    if q <= k:
-        raise ValueError(
-            f"Grid step too small for the region: the finite-precision bound needs step / (r_max * {angle_resolution:.2e}) "
-            f"> 2 exp(epsilon * step). Use a coarser grid or a smaller region."
-        )
-    return epsilon + math.log((q + k) / (q - k)) / step
 
 
 @dataclass(frozen=True)

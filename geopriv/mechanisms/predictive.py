@@ -709,13 +709,13 @@ def _generator(rng) -> np.random.Generator:
 class _RunProgress:
     """``progress(done, total)`` from a run's loop: rows whose step is decided, about 100 reports and a last one.
 
-    ``progress`` is None, True (a tqdm bar) or a callable, as :func:`geopriv.release.progress_callback`
+    ``progress`` is None, True (a tqdm bar) or a callable, as :func:`geopriv.progress.progress_callback`
     takes it; a callable may raise to cancel the run (it is called between steps, when the
     accountant's ledger is settled, so a cancelled run has spent exactly what it drew).
     """
 
     def __init__(self, progress, total, desc="sanitize_traces"):
-        from ..release import progress_callback
+        from ..progress import progress_callback
 
         self.callback, self.bar = progress_callback(progress, total, desc=desc)
         self.total = int(total)
