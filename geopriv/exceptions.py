@@ -13,13 +13,11 @@ __all__ = [
     "CRSError",
     "GeometryError",
     "EmptyInputError",
-    "IdentityError",
     "BudgetExceededError",
     "RasterError",
     "InfeasibleMechanismError",
     "MechanismFileError",
     "LocationAttributeError",
-    "PathBindingError",
     "InputError",
     "OutputError",
     "ParameterError",
@@ -29,6 +27,7 @@ __all__ = [
     "DistortionWarning",
     "format_labels",
     "user_message",
+    "shows_message",
 ]
 
 
@@ -68,10 +67,6 @@ class GeometryError(GeoprivError):
         labels = list(labels)
         self.labels = labels
         super().__init__(f"{len(labels)} row(s) {problem}: labels {format_labels(labels)}. {hint}")
-
-
-class IdentityError(GeometryError):
-    """Row identities that cannot key noise soundly: repeated, mixed-type, missing or positional."""
 
 
 class EmptyInputError(GeoprivError):
@@ -127,16 +122,44 @@ class NetworkError(GeoprivError):
     distances cannot be computed accurately."""
 
 
-class PathBindingError(GeoprivError):
-    """A secret diffusion path was offered for another source, value, column, dimension or frame than it answers."""
-
-
 class GeoprivWarning(UserWarning):
     """Base class of geopriv's warnings."""
 
 
 class DistortionWarning(GeoprivWarning):
     """The CRS scale varies over the data: the guarantee holds, some points get more noise."""
+
+
+def shows_message(exc: BaseException) -> bool:
+    """Whether :func:`user_message` shows ``exc``'s own text (geopriv's errors) rather than withholding it."""
+    return isinstance(exc, (GeoprivError, GeoprivWarning)) or _plain_error_raised_by_geopriv(exc)
+
+
+def _plain_error_raised_by_geopriv(exc: BaseException) -> bool:
+    """Transitional: a plain ``ValueError``/``TypeError`` that geopriv's own code raised with its own text.
+
+    Every error geopriv raises is to become a named :class:`GeoprivError` subclass; until the
+    remaining ``raise ValueError(...)`` statements of the release modules (``planar_laplace``,
+    ``frame``, ``traces``, ``predictive``, ``release``, ``synthesize``, ``metrics``, ...) are
+    converted, their messages are still shown when all of these hold: the type is exactly the
+    builtin ``ValueError`` or ``TypeError`` (no subclass from another library), the innermost
+    frame of the traceback is a ``raise`` statement in geopriv's own source, and it was not raised
+    while handling another exception (whose text it might carry).  Anything else is withheld.
+    """
+    if type(exc) not in (ValueError, TypeError) or exc.__context__ is not None or exc.__cause__ is not None:
+        return False
+    import traceback
+    from pathlib import Path
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return False
+    last = frames[-1]
+    try:
+        inside = Path(last.filename).resolve().is_relative_to(Path(__file__).resolve().parent)
+    except (OSError, ValueError):  # pragma: no cover
+        return False
+    return inside and (last.line or "").lstrip().startswith("raise")
 
 
 #: what went wrong in a foreign library, by its top-level module: how to proceed (no data values)
@@ -160,7 +183,9 @@ def user_message(exc: BaseException, debug_hint: str = "rerun with GEOPRIV_TRACE
 
     geopriv's own errors and warnings (:class:`GeoprivError`, :class:`GeoprivWarning` and their
     subclasses) are written by geopriv to name row labels, never coordinates: their message is
-    shown, on one line.  Any other exception (pandas, pyproj, numpy, GDAL, a bare ``ValueError``)
+    shown, on one line (so, for now, is a plain ``ValueError``/``TypeError`` raised by a
+    ``raise`` statement of geopriv's not yet converted to a named class, outside any exception
+    handler).  Any other exception (pandas, pyproj, numpy, GDAL, a bare ``ValueError``)
     may quote values from the data in its text, so only its type, the library it comes from and a
     generic hint are shown; the text is withheld.  An :class:`OSError` with a file name shows the
     operating system's reason and the file name (both written by the user or the system, not
@@ -186,7 +211,7 @@ def user_message(exc: BaseException, debug_hint: str = "rerun with GEOPRIV_TRACE
     >>> user_message(ValueError("could not convert string to float: '51.5123'"))[:43]
     'an error in Python (ValueError): its messag'
     """
-    if isinstance(exc, (GeoprivError, GeoprivWarning)):
+    if shows_message(exc):
         text = " ".join(line.strip() for line in str(exc).strip().splitlines() if line.strip())
         return text or type(exc).__name__
     if isinstance(exc, OSError) and exc.strerror and exc.filename and type(exc).__module__ == "builtins":

@@ -636,7 +636,7 @@ def test_max_cells_option(capsys, tmp_path, small_raster):
 
 
 def test_geoprivs_own_plain_value_error_text_is_withheld_unless_it_is_a_geopriv_error(monkeypatch, capsys, homes, tmp_path):
-    """The rule is the exception's type, not where it was raised: a bare ValueError is withheld even from geopriv code."""
+    """The rule is the exception's type: a bare ValueError's text is withheld (a GeoprivError's is shown)."""
     from geopriv.exceptions import GeometryError
 
     @functools.wraps(geopriv.perturb)

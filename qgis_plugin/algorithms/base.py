@@ -3,8 +3,10 @@
 A subclass sets its names and help, declares its parameters in ``initAlgorithm`` (with the
 helpers here for the common ones) and implements ``compute(parameters, context, feedback)``:
 read the inputs with :meth:`read_layer` / :meth:`raster_path`, make *one* geopriv call,
-write the outputs with :meth:`write_points` / :meth:`write_table`.  The base turns geopriv's
-errors into :class:`QgsProcessingException` with the library's message, its warnings into
+write the outputs with :meth:`write_points` / :meth:`write_table`, after refusing outputs that
+are inputs (:meth:`check_outputs`).  The base turns every error into a
+:class:`QgsProcessingException` whose text is ``geopriv.exceptions.user_message`` (geopriv's own
+messages shown, other libraries' texts withheld: they may quote data values), its warnings into
 feedback warnings, drives the progress bar and honours cancellation (see :meth:`release`).
 
 A release is exactly one geopriv call on the whole layer (:meth:`release`): the library owns
@@ -127,10 +129,26 @@ def _json_value(value):
     return str(value)
 
 
-def _geopriv_errors():
-    import geopriv
+#: how a QGIS user sees the text of an error whose message the plugin withholds
+DEBUG_HINT = ("set the environment variable GEOPRIV_TRACEBACK=1 before starting QGIS and run it again to see it "
+              "(it may show values from your data)")
 
-    return (geopriv.GeoprivError, ValueError, TypeError, KeyError, OSError)
+
+def error_message(exc) -> str:
+    """The text QGIS shows for an exception: ``geopriv.exceptions.user_message`` (shared with the command line).
+
+    geopriv's own errors show their message (plus what to do in QGIS); any other exception
+    (pandas, pyproj, numpy, GDAL, a bare ValueError) shows its type and a generic sentence,
+    never its text, which may quote data values such as coordinates.
+    """
+    from geopriv.exceptions import shows_message, user_message
+
+    message = user_message(exc, debug_hint=DEBUG_HINT)
+    if shows_message(exc):
+        hint = qgis_hint(exc, message)
+        if hint:
+            message = f"{message} {hint}"
+    return message
 
 
 class GeoprivAlgorithm(QgsProcessingAlgorithm):
@@ -194,12 +212,10 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
                 ) from None
             except QgsProcessingException:
                 raise
-            except _geopriv_errors() as exc:
-                message = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
-                hint = qgis_hint(exc, message)
-                if hint:
-                    message = f"{message} {hint}"
-                raise QgsProcessingException(f"{self.displayName()}: {message}") from exc
+            except Exception as exc:  # one rule for every error: geopriv's messages shown, foreign texts withheld
+                if os.environ.get("GEOPRIV_TRACEBACK", "") not in ("", "0"):
+                    raise
+                raise QgsProcessingException(f"{self.displayName()}: {error_message(exc)}") from None
         import geopriv
 
         seen = set()
@@ -486,6 +502,37 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
         return layer.source().split("|")[0], layer.crs()
 
     # --- outputs -----------------------------------------------------------------------------
+    def input_files(self, parameters, context, names) -> list:
+        """The files behind the layer and file parameters ``names`` that are set (for :meth:`check_outputs`)."""
+        files = []
+        for name in names:
+            if not self.is_set(parameters, name):
+                continue
+            kind = self.parameterDefinition(name).type()
+            if kind == "file":
+                source = self.parameterAsFile(parameters, name, context)
+            else:
+                layer = (self.parameterAsRasterLayer(parameters, name, context) if kind == "raster"
+                         else self.parameterAsVectorLayer(parameters, name, context))
+                source = layer.source() if layer is not None else None
+            if source:
+                files.append(source.split("|")[0])  # "in.gpkg|layername=a": the file
+        return files
+
+    def check_outputs(self, outputs, inputs) -> None:
+        """Refuse an output that is one of the inputs (the same file, a hard link or a symbolic link to it).
+
+        ``outputs`` are output paths (empty and None entries are skipped), ``inputs`` the input
+        files (:meth:`input_files`).  ``processing.run`` does not ask before replacing a file,
+        so this is checked before any work, with :func:`geopriv.io.check_output_not_input`,
+        the check the command line makes.
+        """
+        from geopriv.io import check_output_not_input
+
+        for out in outputs:
+            if out:
+                check_output_not_input(str(out).split("|")[0], inputs)
+
     def write_points(self, parameters, name, context, data: PointData, result, new_columns=(), feedback=None,
                      progress=(90.0, 100.0)):
         """Write geopriv's result as a point layer in the input's CRS.

@@ -147,8 +147,9 @@ same parameters.</p>"""
         self.addOutput(QgsProcessingOutputNumber("EPSILON_MAX", "Largest epsilon per metre"))
 
     def compute(self, parameters, context, feedback):
+        out = self.parameterAsOutputLayer(parameters, self.OUTPUT, context)
+        self.check_outputs([out], self.input_files(parameters, context, [self.POPULATION]))  # before any work
         privacy_map = self.privacy_map(parameters, context, feedback)
         self.check_cancelled(feedback)
-        out = self.parameterAsOutputLayer(parameters, self.OUTPUT, context)
         privacy_map.to_geotiff(out)
         return {self.OUTPUT: out, "EPSILON_MIN": privacy_map.epsilon_min, "EPSILON_MAX": privacy_map.epsilon_max}

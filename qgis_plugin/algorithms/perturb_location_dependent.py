@@ -218,12 +218,17 @@ mechanism exists for the options, the message says which option to change.</p>
     def compute(self, parameters, context, feedback):
         import geopriv
 
+        saved = self.parameterAsFileOutput(parameters, self.SAVE_MECHANISM, context)
+        # before any work: neither the mechanism file nor the points may replace an input
+        inputs = self.input_files(parameters, context, [self.INPUT, self.POPULATION, self.MECHANISM_FILE])
+        self.check_outputs([saved, self.parameterAsOutputLayer(parameters, self.OUTPUT, context)], inputs)
         data = self.read_layer(parameters, self.INPUT, context, feedback, all_fields=True)
         options = self.release_options(parameters, context, feedback, data, geopriv.perturb)
         mechanism = self.mechanism(parameters, context, feedback)
-        saved = self.parameterAsFileOutput(parameters, self.SAVE_MECHANISM, context)
         if saved:
-            digest = mechanism.save(saved)
+            # a QGIS file destination: the dialog asks before replacing a file (inputs were refused above);
+            # written atomically, and a symbolic link there is replaced, never written through
+            digest = mechanism.save(saved, overwrite=True)
             feedback.pushInfo(f"Saved the mechanism to {saved} (SHA-256 {digest})")
         rng = self.random_source(parameters, context, feedback)
 

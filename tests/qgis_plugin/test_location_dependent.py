@@ -5,8 +5,10 @@ second; the full raster takes minutes, which is what saving a mechanism is for).
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -322,3 +324,97 @@ def test_a_build_without_options_is_the_librarys_default_build(run, monkeypatch,
         run("perturblocationdependent", {"INPUT": points, "POPULATION": small_raster, "OUTSIDE": 1, "SEED": 1,
                                          "MAX_STEP": index, "OUTPUT": "TEMPORARY_OUTPUT"})
         assert seen[-1]["max_step"] == step
+
+
+# ---------------------------------------------------------------------------- outputs that are inputs, error texts
+@pytest.fixture
+def points_file(tmp_path, small_raster):
+    """30 points inside the small raster, in random order, as a GeoPackage file (an input on disk)."""
+    import geopandas as gpd
+    import rasterio
+
+    with rasterio.open(small_raster) as ds:
+        left, bottom, right, top = ds.bounds
+        crs = ds.crs.to_wkt()
+    rng = np.random.default_rng(5)
+    xy = rng.uniform([left, bottom], [right, top], size=(30, 2)) * 0.8 + 0.1 * np.array([left + right, bottom + top])
+    path = tmp_path / "points.gpkg"
+    gpd.GeoDataFrame({"k": np.arange(30)}, geometry=gpd.points_from_xy(*xy.T), crs=crs).to_file(path)
+    return str(path)
+
+
+def test_build_privacy_map_refuses_to_write_over_its_input_raster(run, small_raster, tmp_path):
+    import os
+    import shutil
+
+    from qgis.core import QgsProcessingException
+
+    raster = tmp_path / "density.tif"
+    shutil.copy(small_raster, raster)
+    before = raster.read_bytes()
+    (tmp_path / "link.tif").symlink_to(raster)
+    os.link(raster, tmp_path / "hard.tif")
+    for out in (raster, tmp_path / "link.tif", tmp_path / "hard.tif"):
+        with pytest.raises(QgsProcessingException, match="is the input file"):
+            run("buildprivacymap", {"POPULATION": str(raster), "OUTPUT": str(out)})
+    assert raster.read_bytes() == before
+    other = tmp_path / "map.tif"  # negative control
+    assert run("buildprivacymap", {"POPULATION": str(raster), "OUTPUT": str(other)})["OUTPUT"] == str(other)
+
+
+def test_perturb_location_dependent_refuses_outputs_that_are_inputs(run, built, points_file, small_raster, tmp_path):
+    from qgis.core import QgsProcessingException
+
+    _, mechanism_file = built
+    link = tmp_path / "link.npz"
+    link.symlink_to(points_file)
+    protected = {p: Path(p).read_bytes() for p in (points_file, small_raster, mechanism_file)}
+    cases = [
+        {"POPULATION": small_raster, "SAVE_MECHANISM": points_file},  # the mechanism over the input layer
+        {"POPULATION": small_raster, "SAVE_MECHANISM": str(link)},  # ... through a symbolic link
+        {"POPULATION": small_raster, "SAVE_MECHANISM": small_raster},  # over the population raster
+        {"MECHANISM_FILE": mechanism_file, "SAVE_MECHANISM": mechanism_file},  # over the mechanism it loads
+        {"POPULATION": small_raster, "OUTPUT": points_file},  # the released points over the true ones
+    ]
+    for params in cases:
+        with pytest.raises(QgsProcessingException, match="is the input file"):
+            run("perturblocationdependent", {"INPUT": points_file, "SEED": 1, "OUTPUT": "TEMPORARY_OUTPUT", **params})
+    assert all(Path(p).read_bytes() == data for p, data in protected.items())
+
+
+def test_foreign_error_texts_are_withheld_and_geoprivs_own_are_shown(run, small_raster, monkeypatch):
+    """A pandas/pyproj/numpy text can quote data values (coordinates): QGIS shows the type only."""
+    import geopriv
+    import pandas as pd
+    from qgis.core import QgsProcessingException
+
+    original = geopriv.PrivacyMap.from_population
+
+    @functools.wraps(original)  # the algorithm reads the library's defaults from the signature
+    def leaky(*args, **kwargs):
+        pd.to_datetime(pd.Series(["-15539.127 not a date"]), format="%Y")  # pandas quotes the value
+
+    with pytest.raises(ValueError, match="-15539"):
+        leaky()
+    monkeypatch.setattr(geopriv.PrivacyMap, "from_population", leaky)
+    with pytest.raises(QgsProcessingException) as info:
+        run("buildprivacymap", {"POPULATION": small_raster, "OUTPUT": "TEMPORARY_OUTPUT"})
+    text = str(info.value)
+    assert "-15539" not in text and "ValueError" in text and "withheld" in text and "GEOPRIV_TRACEBACK" in text
+
+    @functools.wraps(original)
+    def bare(*args, **kwargs):
+        raise ValueError("no density at 6712903.4, 51.51")  # a bare ValueError: withheld as well
+
+    monkeypatch.setattr(geopriv.PrivacyMap, "from_population", bare)
+    with pytest.raises(QgsProcessingException) as info:
+        run("buildprivacymap", {"POPULATION": small_raster, "OUTPUT": "TEMPORARY_OUTPUT"})
+    assert "6712903" not in str(info.value) and "ValueError" in str(info.value)
+
+    @functools.wraps(original)
+    def ours(*args, **kwargs):
+        raise geopriv.RasterError("The raster has 3 band(s); band=4 does not exist.")
+
+    monkeypatch.setattr(geopriv.PrivacyMap, "from_population", ours)
+    with pytest.raises(QgsProcessingException, match="band=4 does not exist"):
+        run("buildprivacymap", {"POPULATION": small_raster, "OUTPUT": "TEMPORARY_OUTPUT"})
