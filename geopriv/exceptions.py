@@ -13,11 +13,13 @@ __all__ = [
     "CRSError",
     "GeometryError",
     "EmptyInputError",
+    "IdentityError",
     "BudgetExceededError",
     "RasterError",
     "InfeasibleMechanismError",
     "MechanismFileError",
     "LocationAttributeError",
+    "PathBindingError",
     "InputError",
     "OutputError",
     "ParameterError",
@@ -67,6 +69,10 @@ class GeometryError(GeoprivError):
         labels = list(labels)
         self.labels = labels
         super().__init__(f"{len(labels)} row(s) {problem}: labels {format_labels(labels)}. {hint}")
+
+
+class IdentityError(GeometryError):
+    """Row identities that cannot key noise soundly: repeated, mixed-type, missing or positional."""
 
 
 class EmptyInputError(GeoprivError):
@@ -120,6 +126,10 @@ class UsageError(GeoprivError):
 class NetworkError(GeoprivError):
     """A network (graph) that cannot be used: unknown nodes, bad weights, or weights so extreme that its
     distances cannot be computed accurately."""
+
+
+class PathBindingError(GeoprivError):
+    """A secret diffusion path was offered for another source, value, column, dimension or frame than it answers."""
 
 
 class GeoprivWarning(UserWarning):
