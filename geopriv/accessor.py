@@ -199,6 +199,8 @@ class PrivBase:
         distance: str = "hops",
         value=None,
         support=None,
+        value_range=None,
+        continuous: bool = False,
         path=None,
         rng=None,
         bounds=None,
@@ -208,6 +210,7 @@ class PrivBase:
         on_unreachable: str = "warn",
         tolerance: float = 0.0,
         weight=None,
+        keep=(),
     ):
         """Release one row's location to the rest of its network, graded by distance: ``geopriv.diffuse_locations(obj, ...)``.
 
@@ -219,10 +222,14 @@ class PrivBase:
             Index label of the row whose location is released.
         graph : networkx graph, edge list, sparse matrix or GeoDataFrame of lines
             The network between the rows (nodes named by index labels).
-        distance, value, support, path, rng, bounds, grid, max_distortion, ledger, on_unreachable, tolerance, weight
-            Hops or resistance; a column value instead of the location (and its projection);
-            the secret path of an earlier release; randomness, public area and lattice; the
-            budget ledger; unconnected rows; graph matching: see :func:`geopriv.diffuse_locations`.
+        distance, value, support, value_range, continuous, path, rng, bounds, grid, max_distortion, ledger
+            Hops or resistance; a column value instead of the location (its projection, its
+            public range, unrounded output on request); the secret path of an earlier release
+            of this same source and frame; randomness, public area and lattice; the budget
+            ledger: see :func:`geopriv.diffuse_locations`.
+        on_unreachable, tolerance, weight, keep
+            Unconnected rows; graph matching; an index kept deliberately although it puts the
+            rows in spatial order.
 
         Returns
         -------
@@ -238,8 +245,9 @@ class PrivBase:
         """
         return _diffuse_locations(
             self._obj, epsilon, source=source, graph=graph, distance=distance, value=value, support=support,
-            path=path, rng=rng, bounds=bounds, grid=grid, max_distortion=max_distortion, ledger=ledger,
-            on_unreachable=on_unreachable, tolerance=tolerance, weight=weight,
+            value_range=value_range, continuous=continuous, path=path, rng=rng, bounds=bounds, grid=grid,
+            max_distortion=max_distortion, ledger=ledger, on_unreachable=on_unreachable, tolerance=tolerance,
+            weight=weight, keep=keep,
         )
 
     def ledger(self):
