@@ -93,8 +93,9 @@ def make_points(spec, seed=0):
     _count_generation()
     n = stop - start
     xy = _clustered_xy(np.random.default_rng([seed, i]), n, seed)
+    # a named index of person ids (an unnamed integer index looks like positions and is refused)
     return gpd.GeoDataFrame(geometry=gpd.points_from_xy(xy[:, 0], xy[:, 1]), crs=CRS,
-                            index=pd.RangeIndex(start, stop))
+                            index=pd.RangeIndex(start, stop, name="pid"))
 
 
 def make_traces(spec, length=5, seed=1):
