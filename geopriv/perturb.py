@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from .daskhook import is_dask, lazy
 from .frame import DEFAULT_MAX_DISTORTION
+from .mechanisms.base import PointMechanism, check_mechanism
 from .mechanisms.planar_laplace import GeoIndistinguishability, check_epsilon
 from .release import release_points
 
@@ -21,7 +22,7 @@ def mechanism_for(epsilon=None, level=None, radius=None, mechanism=None, region=
             raise ValueError("A prebuilt mechanism carries its own privacy level: do not also pass epsilon/level/radius.")
         if region is not None:
             raise ValueError("region= applies to planar Laplace only; the mechanism defines its own outputs.")
-        return mechanism
+        return check_mechanism(mechanism, PointMechanism)
     return GeoIndistinguishability(
         resolve_epsilon(epsilon, level, radius),
         level=None if level is None else float(level),

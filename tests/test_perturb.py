@@ -248,3 +248,21 @@ def test_points_far_from_the_central_meridian_are_refused_by_label_only():
     x, y = pts.geometry.loc[far].x, pts.geometry.loc[far].y
     for v in (x, y):
         assert f"{v:.0f}"[:4] not in msg and f"{v / 1000:.0f}"[:4] not in msg
+
+
+def test_a_mechanism_missing_part_of_the_contract_is_refused_by_name(utm_points):
+    """mechanisms.base.PointMechanism is checked when a mechanism is passed in (issue 30)."""
+    import geopriv
+    from geopriv.mechanisms.base import PointMechanism, check_mechanism
+
+    class Half:
+        frame_policy = "metric"
+
+        def release(self, xy, frame, rng, labels=None):
+            return xy
+
+    with pytest.raises(TypeError, match="lacks describe, finite_precision, grid_epsilon_per_m"):
+        geopriv.perturb(utm_points, mechanism=Half())
+    mech = geopriv.PlanarLaplace  # a class of the wrong kind (no frame_policy)
+    with pytest.raises(TypeError, match="PointMechanism"):
+        check_mechanism(mech(1.0), PointMechanism)
