@@ -51,7 +51,9 @@ tree (the only public code we found leaves it unnormalised).  In 1-D the split i
 **Exactness.**  The counts and differences are integers, so the noise is the *discrete*
 Laplace (two-sided geometric) distribution ``P(k) ~ exp(-|k| / scale)``, for which the density
 ratio argument above is exact: no floating-point output of the mechanism exists to attack
-(Mironov 2012).  Everything after the noisy tree is post-processing: the top-down
+(Mironov 2012).  The noise itself is drawn exactly (:mod:`geopriv.mechanisms.discrete`: integer
+draws and rational arithmetic, the law of the float ``scale``'s exact binary value; not numpy's
+floating-point ``geometric``).  Everything after the noisy tree is post-processing: the top-down
 reconstruction (each node's consistent count is split between its children by the noisy
 difference or the noisy child counts, clipped to [0, count] with randomised rounding), the
 placement of each synthetic point uniformly inside its leaf (or at its centre) and the
@@ -68,6 +70,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+
+from .discrete import sample_discrete_laplace
 
 __all__ = [
     "PrivateMeasure",
@@ -180,16 +184,30 @@ def _cells(keys, p, dim):
 
 # --------------------------------------------------------------------------- noise and scales
 def discrete_laplace(scale: float, size, rng: np.random.Generator) -> np.ndarray:
-    """Two-sided geometric noise, P(k) proportional to exp(-|k| / scale), as int64.
+    """Two-sided geometric noise, P(k) proportional to exp(-|k| / scale), as int64, exactly.
 
-    The difference of two i.i.d. geometric variables with success probability 1 - exp(-1/scale).
+    Parameters
+    ----------
+    scale : float or Fraction
+        The scale ``t``; a float is taken at its exact binary value.
+    size : int
+        Number of draws.
+    rng : numpy.random.Generator
+        Only ``rng.integers`` is called (integer bounds).
+
+    Returns
+    -------
+    numpy.ndarray
+        int64 noise of length ``size``.
+
+    Notes
+    -----
+    Drawn by :func:`geopriv.mechanisms.discrete.sample_discrete_laplace` (Canonne, Kamath and
+    Steinke 2020): integer draws and rational arithmetic only, so the law is exactly the
+    discrete Laplace law of the exact scale; numpy's ``geometric`` (a floating-point inversion
+    of a 53-bit uniform) is not used.
     """
-    size = int(size)
-    if size == 0:
-        return np.zeros(0, dtype=np.int64)
-    q = -math.expm1(-1.0 / float(scale))
-    g = rng.geometric(q, size=(2, size))
-    return (g[0] - g[1]).astype(np.int64)
+    return sample_discrete_laplace(scale, int(size), rng)
 
 
 def level_scales(method: str, depth: int, epsilon: float, dim: int) -> np.ndarray:
