@@ -19,7 +19,12 @@ from scipy import stats
 
 import geopriv.mechanisms.private_measure as pm
 from geopriv.exceptions import ParameterError
-from geopriv.mechanisms.discrete import MAX_SCALE, SMALL, exact_scale, sample_discrete_laplace
+from geopriv.mechanisms.discrete import (
+    MAX_SCALE,
+    SMALL,
+    exact_scale,
+    sample_discrete_laplace,
+)
 
 ALPHA = 1e-4
 N = 10 ** 6

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..exceptions import ParameterError
 
-__all__ = ["sample_discrete_laplace", "exact_scale", "MAX_SCALE", "SMALL"]
+__all__ = ["MAX_SCALE", "SMALL", "exact_scale", "sample_discrete_laplace"]
 
 #: largest scale accepted: the output is int64, and below this scale a draw beyond the int64
 #: range has probability under exp(-2**10) (one is refused, never wrapped, see below)
