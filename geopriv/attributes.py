@@ -22,7 +22,7 @@ What is detected
 ----------------
 For a GeoDataFrame every attribute column other than the active geometry is checked, and the
 index; for a GeoSeries only the index.  Other geometry-dtype columns are refused elsewhere
-(:func:`geopriv._points.check_no_other_geometries`) and ignored here.
+(:func:`geopriv.points.check_no_other_geometries`) and ignored here.
 
 1. Numeric (integer or float, not boolean) columns whose values are *close to the points'
    coordinates*, compared with the points' x and y in the data's own CRS, in EPSG:4326

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from pyproj import CRS, Transformer
 
-from ._points import as_geoseries, point_xy
+from .points import as_geoseries, point_xy
 from .exceptions import CRSError, GeoprivError
 
 __all__ = ["displacement", "utility_report", "wasserstein", "wasserstein_bound", "ground_distance"]

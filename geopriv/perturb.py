@@ -9,7 +9,8 @@ from __future__ import annotations
 from .daskhook import is_dask, lazy
 from .frame import DEFAULT_MAX_DISTORTION
 from .mechanisms.base import PointMechanism, check_mechanism
-from .mechanisms.planar_laplace import GeoIndistinguishability, check_epsilon
+from .mechanisms.planar_laplace import GeoIndistinguishability
+from .precision import resolve_epsilon
 from .release import release_points
 
 __all__ = ["perturb", "resolve_epsilon", "mechanism_for"]
@@ -28,26 +29,6 @@ def mechanism_for(epsilon=None, level=None, radius=None, mechanism=None, region=
         level=None if level is None else float(level),
         radius_m=None if radius is None else float(radius),
     )
-
-
-def resolve_epsilon(epsilon=None, level=None, radius=None) -> float:
-    """Epsilon per ground metre from ``epsilon`` or from ``level`` within ``radius`` metres.
-
-    ``level=math.log(4), radius=200`` means: two locations 200 m apart are at most 4 times
-    more or less likely to produce any output, i.e. epsilon = ln(4) / 200 per metre.
-    """
-    if epsilon is not None:
-        if level is not None or radius is not None:
-            raise ValueError("Give either epsilon (per metre) or level and radius (metres), not both.")
-        return check_epsilon(epsilon)
-    if level is None or radius is None:
-        raise ValueError(
-            "Say how much privacy: epsilon=<loss per metre>, or level=<loss> and radius=<metres> "
-            "(e.g. level=math.log(4), radius=200 for 'ln 4 within 200 m')."
-        )
-    level = check_epsilon(level, "level")
-    radius = check_epsilon(radius, "radius (metres)")
-    return check_epsilon(level / radius, "level / radius")
 
 
 def perturb(

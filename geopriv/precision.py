@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-__all__ = ["ANGLE_RESOLUTION", "check_epsilon", "discretisation_epsilon"]
+__all__ = ["ANGLE_RESOLUTION", "check_epsilon", "discretisation_epsilon", "resolve_epsilon"]
 
 #: the angular resolution of a float64 angle on [0, 2 pi): the theta step of Thm 4.1
 ANGLE_RESOLUTION = 2.0 * math.pi * 2.0**-52
@@ -48,3 +48,23 @@ def discretisation_epsilon(epsilon: float, step: float, r_max: float, angle_reso
             f"> 2 exp(epsilon * step). Use a coarser grid or a smaller region."
         )
     return epsilon + math.log((q + k) / (q - k)) / step
+
+
+def resolve_epsilon(epsilon=None, level=None, radius=None) -> float:
+    """Epsilon per ground metre from ``epsilon`` or from ``level`` within ``radius`` metres.
+
+    ``level=math.log(4), radius=200`` means: two locations 200 m apart are at most 4 times
+    more or less likely to produce any output, i.e. epsilon = ln(4) / 200 per metre.
+    """
+    if epsilon is not None:
+        if level is not None or radius is not None:
+            raise ValueError("Give either epsilon (per metre) or level and radius (metres), not both.")
+        return check_epsilon(epsilon)
+    if level is None or radius is None:
+        raise ValueError(
+            "Say how much privacy: epsilon=<loss per metre>, or level=<loss> and radius=<metres> "
+            "(e.g. level=math.log(4), radius=200 for 'ln 4 within 200 m')."
+        )
+    level = check_epsilon(level, "level")
+    radius = check_epsilon(radius, "radius (metres)")
+    return check_epsilon(level / radius, "level / radius")

@@ -46,7 +46,7 @@ import shapely
 from geopandas.array import GeometryArray
 from pyproj import Transformer
 
-from ._points import as_geoseries, check_coordinates, check_no_other_geometries, point_xy
+from .points import as_geoseries, check_coordinates, check_no_other_geometries, point_xy
 from .crs import as_crs
 from .exceptions import CRSError, GeometryError, GeoprivError, MissingCRSError
 from .frame import (
@@ -66,7 +66,7 @@ from .progress import progress_callback
 from .provenance import attach, make_record
 from .rng import make_rng
 
-__all__ = ["release_points", "plan_release", "ReleasePlan", "plan_synthetic", "SyntheticPlan", "synthetic_frame", "release_synthetic", "release_diffusion", "assemble", "CHUNK", "check_release_input", "public_area"]
+__all__ = ["release_points", "plan_release", "ReleasePlan", "plan_synthetic", "SyntheticPlan", "synthetic_frame", "release_synthetic", "release_diffusion", "assemble", "CHUNK", "check_release_input", "public_area", "TracePlan", "plan_traces"]
 
 CHUNK = 1_000_000
 _COPY_ON_WRITE = int(pd.__version__.split(".")[0]) >= 3
@@ -78,7 +78,7 @@ def check_release_input(data, keep=(), bounds=None, region=None, allow_order=(),
     Before anything is projected: a geographic or projected CRS, finite points within its valid
     range (longitude/latitude in range; no longitude/latitude degrees labelled as a projected CRS
     whose area of use is far from its origin, nor such ``bounds=``), see
-    :func:`geopriv._points.check_coordinates`; a ``region=`` in another CRS must be
+    :func:`geopriv.points.check_coordinates`; a ``region=`` in another CRS must be
     transformable into the data's (PROJ errors become :class:`~geopriv.exceptions.CRSError`);
     no location-bearing attributes and no row order, index or column that puts the rows in
     spatial order (:mod:`geopriv.attributes`), except the public ordering columns ``allow_order``.
@@ -665,3 +665,121 @@ def release_diffusion(
     fields.update(lattice.describe())
     fields["declared_bounds"] = None if bounds is None else [float(v) for v in declared_bounds(crs, bounds, None)]
     return out, effective, new_path, fields, source_rng.seeded
+
+
+@dataclasses.dataclass(frozen=True)
+class TracePlan:
+    """Everything public about a trace release, fixed before any trace is looked at.
+
+    Built by :func:`plan_traces` from the CRS and the public parameters only: the mechanism
+    and its budget manager, the planar frame (traces need a plane), the lattice and its
+    finite-precision text, and the provenance fields.  The in-memory
+    :func:`geopriv.sanitize_traces` and the lazy one (:mod:`geopriv.distributed.traces`, which
+    runs the in-memory function per bucket) share it: one source for the record.
+    """
+
+    mechanism: object
+    manager: object
+    method: str
+    epsilon_per_m: float
+    level: object
+    radius: object
+    frame: PublicFrame
+    lattice: object
+    bounds: object
+    keep: tuple
+    traj_id: object
+    time: object
+    on_exhausted: str
+    skip_speed: object
+    stale_after: object
+
+    @property
+    def unit(self) -> float:
+        """Working units per 'conservative metre' (distances there are <= ground distances)."""
+        return self.frame.scale_max
+
+    def to_release(self, work_m):
+        """Work metres -> released coordinates in the input CRS: truncated and snapped (a fresh array)."""
+        return truncate_and_snap(self.frame.from_work(work_m * self.unit), self.frame.area, self.lattice)
+
+    def finite_precision_text(self) -> str:
+        from .precision import ANGLE_RESOLUTION, discretisation_epsilon
+
+        if self.lattice is None:
+            return "none: continuous float64 output (explicitly requested), no finite-precision bound"
+        r_max = self.frame.r_max_metres()
+        eps = self.epsilon_per_m
+        per_draw = discretisation_epsilon(eps, self.lattice.min_cell_m, r_max, ANGLE_RESOLUTION) - eps
+        return (f"snapped to a public {self.lattice.grid_m:g} m lattice; each noisy draw's epsilon grows by at most "
+                f"{per_draw:.3g} per metre (Andres et al. 2013 Thm 4.1, r_max {r_max:.4g} m)")
+
+    def fields(self, *, traces=None, n_released=None, ledger=None) -> dict:
+        """The provenance fields; ``traces``, ``n_released`` and ``ledger`` are None for a lazy release."""
+        from .mechanisms.predictive import FixedRate, FixedUtility
+
+        mgr = self.manager
+        fields = dict(
+            mechanism=f"{self.method}_trace",
+            definition="epsilon * d_inf per trace (Chatzikokolakis et al. 2014, Thm 3.1); epsilon is each trace's total",
+            epsilon_per_m=self.epsilon_per_m,
+            level=None if self.level is None else float(self.level),
+            radius_m=None if self.radius is None else float(self.radius),
+            method=self.method,
+            budget="fixed_rate" if isinstance(mgr, FixedRate) else "fixed_utility",
+            budget_config={"eta": float(mgr.eta), "gamma": float(mgr.gamma), "delta": float(mgr.delta)},
+            rate=float(mgr.rate) if isinstance(mgr, FixedRate) else None,
+            accuracy_m=float(mgr.accuracy) if isinstance(mgr, FixedUtility) else None,
+            skip_speed_mps=None if self.skip_speed is None else float(self.skip_speed),
+            stale_after_s=None if self.stale_after is None else float(self.stale_after),
+            predictor=None if self.method == "independent" else self.mechanism.predictor.name,
+            on_exhausted=self.on_exhausted,
+            traces=traces,
+            n_released=n_released,
+            traj_id=self.traj_id,
+            time=self.time,
+            ledger=ledger,
+            finite_precision=self.finite_precision_text(),
+            declared_bounds=None if self.bounds is None else [float(v) for v in self.frame.area],
+            kept_columns=sorted(str(k) for k in self.keep),
+            **self.frame.describe(),
+        )
+        if self.lattice is not None:
+            fields.update(self.lattice.describe())
+        return fields
+
+
+def plan_traces(crs, epsilon=None, *, level=None, radius=None, method="predictive", budget="fixed_rate", rate=None,
+                accuracy=None, skip_speed=None, stale_after=None, predictor="parrot", on_exhausted="empty",
+                eta=None, gamma=None, delta=None, prediction_rate=None, bounds=None, grid="auto",
+                continuous: bool = False, keep=(), max_distortion: float = DEFAULT_MAX_DISTORTION, traj_id=None,
+                time=None) -> TracePlan:
+    """The public part of a trace release (no data involved): parameters checked, frame and lattice fixed."""
+    from .mechanisms.predictive import IndependentMechanism, PredictiveMechanism, TimeSkip, budget_manager
+    from .precision import resolve_epsilon
+
+    if method not in ("predictive", "independent"):
+        raise ValueError(f"method must be 'predictive' or 'independent', got {method!r}.")
+    if on_exhausted not in ("empty", "last"):
+        raise ValueError(f"on_exhausted must be 'empty' (no geometry) or 'last' (last released point), got {on_exhausted!r}.")
+    eps = resolve_epsilon(epsilon, level, radius)
+    manager = budget_manager(budget, rate, accuracy, eta, gamma, delta, prediction_rate)
+    if method == "independent":
+        if skip_speed is not None or stale_after is not None or predictor not in ("parrot", None):
+            raise ValueError("skip_speed, stale_after and predictor apply to method='predictive' only.")
+        mech = IndependentMechanism(manager)
+    else:
+        if skip_speed is not None and time is None:
+            raise ValueError("skip_speed needs time stamps: pass time='<column>'.")
+        if stale_after is not None and time is None:
+            raise ValueError("stale_after needs time stamps: pass time='<column>'.")
+        mech = PredictiveMechanism(manager, predictor=predictor,
+                                   skip=None if skip_speed is None else TimeSkip(skip_speed), stale_after=stale_after)
+    frame = public_frame(crs, bounds=bounds, max_distortion=max_distortion, planar_only=True)
+    lattice = None
+    if continuous:
+        check_noise_above_precision(eps, frame)  # no draw spends more than the trace's total
+    else:
+        lattice = public_lattice(frame, check_grid(grid, eps))
+    return TracePlan(mech, manager, method, eps, level, radius, frame, lattice, bounds, tuple(keep or ()), traj_id,
+                     time, on_exhausted, skip_speed, stale_after)

@@ -20,47 +20,29 @@ import shapely
 from pandas.api.extensions import no_default
 from pyproj import CRS, Transformer
 
-from ._points import as_geoseries, point_xy
+from .points import as_geoseries, point_xy
 from .accounting import BudgetAccountant
 from .daskhook import is_dask, lazy
-from .frame import (
-    DEFAULT_MAX_DISTORTION,
-    check_grid,
-    check_noise_above_precision,
-    truncate_and_snap,
-    public_frame,
-    public_lattice,
-)
+from .frame import DEFAULT_MAX_DISTORTION
 from .exceptions import GeoprivError, LocationAttributeError, format_labels
-from .mechanisms.predictive import (
-    EXHAUSTED,
-    NOISE,
-    STATUS_NAMES,
-    FixedRate,
-    FixedUtility,
-    IndependentMechanism,
-    PredictiveMechanism,
-    TimeSkip,
-    Traces,
-)
-from .perturb import resolve_epsilon
-from .mechanisms.planar_laplace import discretisation_epsilon, ANGLE_RESOLUTION
+from .mechanisms.predictive import EXHAUSTED, NOISE, STATUS_NAMES, Traces
 from .provenance import attach, make_record
-from .release import check_release_input
+from .release import check_release_input, plan_traces
 from .keys import rows_of
 from .rng import make_rng
 
 __all__ = ["sanitize_traces", "sample_queries", "trace_ledger", "OUTPUT_COLUMNS", "ledger_from_columns", "ledger_rows",
-           "finish_ledger", "trace_record"]
+           "finish_ledger", "trace_record", "check_output_columns", "column_of", "time_seconds", "PANDAS3"]
 
-_PANDAS3 = int(pd.__version__.split(".")[0]) >= 3
+PANDAS3 = int(pd.__version__.split(".")[0]) >= 3
 
 #: Columns :func:`sanitize_traces` adds to its result.
 OUTPUT_COLUMNS = ("predicted", "status", "epsilon_spent")
 
 
 # ---------------------------------------------------------------------------- input helpers
-def _column(data, name, what, hint):
+def column_of(data, name, what, hint):
+    """The column ``name`` of ``data``, or a GeoprivError naming the columns there are (and ``hint``)."""
     if name not in data.columns:
         cols = [c for c in data.columns if c != data.geometry.name]
         raise GeoprivError(
@@ -69,7 +51,7 @@ def _column(data, name, what, hint):
     return data[name]
 
 
-def _seconds(col: pd.Series, what: str = "time") -> np.ndarray:
+def time_seconds(col: pd.Series, what: str = "time") -> np.ndarray:
     """Time stamps as float seconds (relative to the earliest); NaT/NaN named by row label."""
     s = col
     if pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s):
@@ -107,7 +89,7 @@ def _layout(data, geoms, traj_id, time):
     else:
         if not isinstance(data, gpd.GeoDataFrame):
             raise GeoprivError("traj_id and time name columns: pass a GeoDataFrame, not a GeoSeries.")
-        ids = _column(data, traj_id, "trace id (traj_id)",
+        ids = column_of(data, traj_id, "trace id (traj_id)",
                       "Name the column that says which trace (user, trajectory) each row belongs to, "
                       "or pass traj_id=None if all rows are one trace.")
         if traj_id == data.geometry.name or isinstance(ids.dtype, gpd.array.GeometryDtype):
@@ -145,42 +127,15 @@ def _layout(data, geoms, traj_id, time):
     else:
         if not isinstance(data, gpd.GeoDataFrame):
             raise GeoprivError("traj_id and time name columns: pass a GeoDataFrame, not a GeoSeries.")
-        secs = _seconds(_column(data, time, "time",
+        secs = time_seconds(column_of(data, time, "time",
                                 "Name the column of time stamps (datetimes or seconds), or pass time=None if the "
                                 "rows are already in query order within each trace (then skip_speed cannot be used)."))
     order = np.lexsort((np.arange(n), secs, codes))  # stable: ties in time keep the input order
     return codes, uniques, secs, order
 
 
-def _manager(budget, rate, accuracy, eta, gamma, delta, prediction_rate):
-    if isinstance(budget, (FixedRate, FixedUtility)):
-        if rate is not None or accuracy is not None:
-            raise ValueError("A budget manager object carries its own rate or accuracy: do not also pass rate=/accuracy=.")
-        return budget
-    if budget == "fixed_rate":
-        if accuracy is not None:
-            raise ValueError("accuracy= goes with budget='fixed_utility'; fixed_rate takes rate= (fraction per query).")
-        if rate is None:
-            raise ValueError(
-                "budget='fixed_rate' needs rate=: the fraction of each trace's budget a query may spend on average, "
-                "e.g. rate=0.033 for about 30 queries (the paper's setting)."
-            )
-        return FixedRate(rate=rate, eta=eta, gamma=gamma, delta=delta, prediction_rate=prediction_rate)
-    if budget == "fixed_utility":
-        if rate is not None:
-            raise ValueError("rate= goes with budget='fixed_rate'; fixed_utility takes accuracy= (metres).")
-        if accuracy is None:
-            raise ValueError(
-                "budget='fixed_utility' needs accuracy=: the radius in metres within which a hard query's release "
-                "falls with probability delta (0.9), e.g. accuracy=3000 (the paper's setting)."
-            )
-        return FixedUtility(accuracy=accuracy, eta=eta, gamma=gamma, delta=delta)
-    raise ValueError(
-        f"budget must be 'fixed_rate', 'fixed_utility' or a FixedRate/FixedUtility manager, got {budget!r}."
-    )
-
-
-def _check_output_columns(data):
+def check_output_columns(data):
+    """Refuse data that already has a column sanitize_traces adds (``OUTPUT_COLUMNS``)."""
     if isinstance(data, gpd.GeoDataFrame):
         clash = [c for c in OUTPUT_COLUMNS if c in data.columns]
         if clash:
@@ -501,38 +456,17 @@ def sanitize_traces(
     order_cols = tuple(c for c in (traj_id, time) if c is not None and c in cols)
     keep_all = tuple(keep or ()) + (() if order_cols else ("<row order>",))
     geoms, xy = check_release_input(data, keep_all, bounds, None, allow_order=order_cols)
-    _check_output_columns(data)
-    if method not in ("predictive", "independent"):
-        raise ValueError(f"method must be 'predictive' or 'independent', got {method!r}.")
-    if on_exhausted not in ("empty", "last"):
-        raise ValueError(f"on_exhausted must be 'empty' (no geometry) or 'last' (last released point), got {on_exhausted!r}.")
-    eps = resolve_epsilon(epsilon, level, radius)
-    manager = _manager(budget, rate, accuracy, eta, gamma, delta, prediction_rate)
-    if method == "independent":
-        if skip_speed is not None or stale_after is not None or predictor not in ("parrot", None):
-            raise ValueError("skip_speed, stale_after and predictor apply to method='predictive' only.")
-        mech = IndependentMechanism(manager)
-    else:
-        if skip_speed is not None and time is None:
-            raise ValueError("skip_speed needs time stamps: pass time='<column>'.")
-        if stale_after is not None and time is None:
-            raise ValueError("stale_after needs time stamps: pass time='<column>'.")
-        mech = PredictiveMechanism(
-            manager,
-            predictor=predictor,
-            skip=None if skip_speed is None else TimeSkip(skip_speed),
-            stale_after=stale_after,
-        )
+    check_output_columns(data)
+    # everything public (mechanism, budget manager, frame, lattice, record) from the one trace plan
+    plan = plan_traces(geoms.crs, epsilon, level=level, radius=radius, method=method, budget=budget, rate=rate,
+                       accuracy=accuracy, skip_speed=skip_speed, stale_after=stale_after, predictor=predictor,
+                       on_exhausted=on_exhausted, eta=eta, gamma=gamma, delta=delta, prediction_rate=prediction_rate,
+                       bounds=bounds, grid=grid, continuous=continuous, keep=keep, max_distortion=max_distortion,
+                       traj_id=traj_id, time=time)
+    mech, eps, frame, lattice = plan.mechanism, plan.epsilon_per_m, plan.frame, plan.lattice
     codes, uniques, secs, order = _layout(data, geoms, traj_id, time)
     source = make_rng(rng)
-
-    frame = public_frame(geoms.crs, bounds=bounds, max_distortion=max_distortion, planar_only=True)
     frame.check_inside(xy, geoms.index)
-    lattice = None
-    if continuous:
-        check_noise_above_precision(eps, frame)  # no draw spends more than the trace's total
-    else:
-        lattice = public_lattice(frame, check_grid(grid, eps))
     # "conservative metres": working units / scale_max, so a distance here is <= the ground distance
     # (see geopriv.frame), and epsilon per metre here is perturb's epsilon per working unit.
     unit = frame.scale_max
@@ -540,9 +474,7 @@ def sanitize_traces(
     lengths = np.bincount(codes, minlength=len(uniques)).astype(np.int64)
     traces = Traces.from_lengths(work, secs[order], lengths)
     accountant = BudgetAccountant(np.full(len(uniques), eps), labels=list(uniques))
-    def to_release(work_m):
-        """Work metres -> the released coordinates in the input CRS: truncated and snapped (public)."""
-        return truncate_and_snap(frame.from_work(work_m * unit), frame.area, lattice)  # a fresh array
+    to_release = plan.to_release  # work metres -> released coordinates: truncated and snapped (public)
 
     def released_in_work(noisy):
         # what the predictor and the tests may see: the released value, not its unrounded bits
@@ -576,47 +508,12 @@ def sanitize_traces(
     else:  # a GeoSeries: one trace (traj_id=None) in row order (time=None); columns need a frame
         out = gpd.GeoDataFrame(geometry=new_geoms.rename(geoms.name or "geometry"))
     out["predicted"] = (status != NOISE) & (status != EXHAUSTED)
-    out["status"] = pd.Series(np.asarray(STATUS_NAMES, dtype=object)[status], index=out.index).astype("str" if _PANDAS3 else object)
+    out["status"] = pd.Series(np.asarray(STATUS_NAMES, dtype=object)[status], index=out.index).astype("str" if PANDAS3 else object)
     out["epsilon_spent"] = eps_row
 
     ledger = _ledger_dict(run, uniques, traj_id)
     rel = status != EXHAUSTED
-    if lattice is not None:
-        # Thm 4.1 of Andres et al. per noisy draw
-        r_max = frame.r_max_metres()
-        # the overhead grows with the draw's epsilon: the trace's total bounds every draw's
-        per_draw = discretisation_epsilon(eps, lattice.min_cell_m, r_max, ANGLE_RESOLUTION) - eps
-        fp_text = (f"snapped to a public {lattice.grid_m:g} m lattice; each noisy draw's epsilon grows by at most "
-                   f"{per_draw:.3g} per metre (Andres et al. 2013 Thm 4.1, r_max {r_max:.4g} m)")
-    else:
-        fp_text = "none: continuous float64 output (explicitly requested), no finite-precision bound"
-    fields = dict(
-        mechanism=f"{method}_trace",
-        definition="epsilon * d_inf per trace (Chatzikokolakis et al. 2014, Thm 3.1); epsilon is each trace's total",
-        epsilon_per_m=eps,
-        level=None if level is None else float(level),
-        radius_m=None if radius is None else float(radius),
-        method=method,
-        budget="fixed_rate" if isinstance(manager, FixedRate) else "fixed_utility",
-        budget_config={"eta": float(manager.eta), "gamma": float(manager.gamma), "delta": float(manager.delta)},
-        rate=float(manager.rate) if isinstance(manager, FixedRate) else None,
-        accuracy_m=float(manager.accuracy) if isinstance(manager, FixedUtility) else None,
-        skip_speed_mps=None if skip_speed is None else float(skip_speed),
-        stale_after_s=None if stale_after is None else float(stale_after),
-        predictor=None if method == "independent" else mech.predictor.name,
-        on_exhausted=on_exhausted,
-        traces=len(uniques),
-        n_released=int(rel.sum()),
-        traj_id=traj_id,
-        time=time,
-        ledger=ledger,
-        finite_precision=fp_text,
-        declared_bounds=None if bounds is None else [float(v) for v in frame.area],
-        kept_columns=sorted(str(k) for k in (keep or ())),
-        **frame.describe(),
-    )
-    if lattice is not None:
-        fields.update(lattice.describe())
+    fields = plan.fields(traces=len(uniques), n_released=int(rel.sum()), ledger=ledger)
     record = make_record(fields, seeded=source.seeded, n=len(out))
     out = attach(out, data, record)
     if layout is not None:

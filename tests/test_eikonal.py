@@ -990,7 +990,7 @@ def test_sampling_tables_are_the_per_row_cumulative_sums(tokyo_mech):
             np.cumsum(m.weights[m.indices[lo:hi]] * m.kernel[lo:hi], out=ref[lo:hi])
             ref[lo:hi] /= m.normaliser[r]
     for block, threads in ((1, 1), (1000, 1), (1000, 3), (10**9, 2)):  # one row per block, many, all; threads
-        assert np.array_equal(sampling._row_cdf(ip, m.indices, m.kernel, m.weights, m.normaliser, block, threads), ref)
+        assert np.array_equal(sampling.row_cdf(ip, m.indices, m.kernel, m.weights, m.normaliser, block, threads), ref)
 
 
 # ============================================================================ compact files (kernels recomputed at load)

@@ -368,7 +368,7 @@ def test_quantised_graph_gives_the_same_travel_times_both_ways(pair):
     assert pr["graph_bits"] == kernels_mod.GRAPH_BITS
     differ = {}
     for bits in (None, pr["graph_bits"]):
-        G = kernels_mod._stencil_graph(pr["kp"], *pr["cell"], bits)
+        G = kernels_mod.stencil_graph(pr["kp"], *pr["cell"], bits)
         src = np.arange(0, G.shape[0], 11)
         forward = dijkstra(G, indices=src)
         backward = dijkstra(G, indices=np.arange(G.shape[0]))[:, src].T
@@ -376,7 +376,7 @@ def test_quantised_graph_gives_the_same_travel_times_both_ways(pair):
     assert differ[pr["graph_bits"]] == 0
     assert differ[None] > 0.1  # the control: without quantisation the directions disagree
     # rounding down: no edge longer than before, none shorter by a quantum or more
-    G0 = kernels_mod._stencil_graph(pr["kp"], *pr["cell"], None)
+    G0 = kernels_mod.stencil_graph(pr["kp"], *pr["cell"], None)
     Gq = ondemand.graph(held)
     q = kernels_mod.graph_quantum(G0.data.max(), pr["graph_bits"])
     assert np.all(Gq.data <= G0.data) and np.all(G0.data - Gq.data < q)
@@ -395,7 +395,7 @@ def test_rows_from_the_nodes_are_the_verified_rows_bit_for_bit(pair):
         ondemand.rows(lazy, [0], method="fast")
     # a graph that is not quantised is refused (its sums depend on the direction of the search)
     pr = ondemand.problem(lazy)
-    raw = kernels_mod._stencil_graph(pr["kp"], *pr["cell"], None)
+    raw = kernels_mod.stencil_graph(pr["kp"], *pr["cell"], None)
     with pytest.raises(ValueError, match="multiples"):
         kernels_mod.kernel_rows(pr["kp"], pr["shape"], pr["P"], pr["oi"], pr["oj"], pr["apex_t"], pr["cap"], [0], raw,
                                 pr["graph_bits"])

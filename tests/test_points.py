@@ -1,4 +1,4 @@
-"""Impossible coordinates and CRSs are refused before anything is projected (geopriv._points).
+"""Impossible coordinates and CRSs are refused before anything is projected (geopriv.points).
 
 Every case uses the shipped real data (GeoLife sample in Beijing, Soho cholera deaths) with
 the mistake users make: metres labelled EPSG:4326, a latitude of 95, degrees labelled as a
@@ -19,7 +19,7 @@ import shapely
 from pyproj import CRS
 
 import geopriv
-from geopriv._points import check_coordinates, check_crs_kind
+from geopriv.points import check_coordinates, check_crs_kind
 from geopriv.exceptions import CRSError, GeometryError
 
 EPS = math.log(4) / 200

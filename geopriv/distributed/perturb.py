@@ -45,7 +45,6 @@ def partition_checks(part, person=None, area=None):
     Refuses positional and untyped identities and duplicates inside the partition (naming rows).
     """
     from ..frame import touched_edges
-    from .._points import point_xy
 
     ids, labels = row_identities(part, person, refuse_positions=True)
     a, b = identity_digests(ids, "person id" if person is not None else "index label", labels)
@@ -160,7 +159,7 @@ def perturb_dask(
 
         if not isinstance(exc, EmptyInputError):
             raise
-    from .._points import check_coordinates
+    from ..points import check_coordinates
 
     check_coordinates(np.empty((0, 2)), crs, pd.Index([]), bounds=bounds)  # CRS kind, bounds in its units
     plan = plan_release(crs, mech, grid=grid, continuous=continuous, bounds=bounds, region=region, keep=keep,

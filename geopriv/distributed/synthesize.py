@@ -37,7 +37,7 @@ def partition_histogram(part, plan):
 
 def partition_edges(part, rect) -> np.ndarray:
     """Which edges of the declared area the partition's points lie on (for the whole-data check)."""
-    from .._points import as_geoseries, point_xy
+    from ..points import as_geoseries, point_xy
     from ..frame import touched_edges
 
     if len(part) == 0:

@@ -69,7 +69,7 @@ def trace_streams(root, rows, traj_id, time):
     import shapely
 
     from ..keys import identity_digests, row_streams
-    from ..traces import _seconds
+    from ..traces import time_seconds
 
     n = len(rows)
     if traj_id is None:
@@ -81,7 +81,7 @@ def trace_streams(root, rows, traj_id, time):
     ends = np.r_[starts[1:], n]
     geoms = rows.geometry if hasattr(rows, "geometry") else rows
     wkb = shapely.to_wkb(np.asarray(geoms.values), hex=False)
-    secs = np.zeros(n) if time is None else np.asarray(_seconds(rows[time]), dtype=np.float64)
+    secs = np.zeros(n) if time is None else np.asarray(time_seconds(rows[time]), dtype=np.float64)
     c0 = np.empty(n, np.uint64)
     c1 = np.empty(n, np.uint64)
     pos = np.empty(n, np.uint64)
@@ -128,7 +128,7 @@ def _shuffle_method():
 
 def _canonical_order(gpart, traj_id, time, buckets_col) -> np.ndarray:
     """Row positions sorted by (bucket, trace-id hash, trace id, time stamp, index label): partition-independent."""
-    from ..traces import _seconds
+    from ..traces import time_seconds
 
     n = len(gpart)
     if traj_id is None:
@@ -141,7 +141,7 @@ def _canonical_order(gpart, traj_id, time, buckets_col) -> np.ndarray:
             codes, _ = pd.factorize(ids, sort=True)
         except TypeError:  # unorderable mixed ids (refused per bucket by sanitize_traces): hash order only
             codes = np.zeros(n, dtype=np.int64)
-    secs = np.zeros(n) if time is None else _seconds(gpart[time])
+    secs = np.zeros(n) if time is None else time_seconds(gpart[time])
     index_keys = pd.util.hash_pandas_object(gpart.index, index=False).to_numpy(dtype=np.uint64)  # ties only
     return np.lexsort((index_keys, secs, codes, hashes, buckets_col))
 
@@ -198,7 +198,7 @@ def _empty_output(meta, series, geom_name, crs):
     """The output schema: the input's columns plus predicted (bool), status (str), epsilon_spent (float)."""
     import geopandas as gpd
 
-    from ..traces import _PANDAS3
+    from ..traces import PANDAS3
 
     if series:
         out = gpd.GeoDataFrame(geometry=gpd.GeoSeries(meta.iloc[:0].values, index=meta.index[:0], crs=crs,
@@ -206,53 +206,9 @@ def _empty_output(meta, series, geom_name, crs):
     else:
         out = meta.iloc[:0].copy()
     out["predicted"] = pd.Series([], dtype=bool, index=out.index)
-    out["status"] = pd.Series([], dtype="str" if _PANDAS3 else object, index=out.index)
+    out["status"] = pd.Series([], dtype="str" if PANDAS3 else object, index=out.index)
     out["epsilon_spent"] = pd.Series([], dtype=float, index=out.index)
     return out
-
-
-def _public_record(*, method, eps, level, radius, manager, mech, skip_speed, stale_after, on_exhausted, traj_id, time,
-                   frame, lattice, bounds, keep, seeded):
-    """The provenance record of the release, from public parameters only (as sanitize_traces builds it)."""
-    from ..mechanisms.planar_laplace import ANGLE_RESOLUTION, discretisation_epsilon
-    from ..mechanisms.predictive import FixedRate, FixedUtility
-    from ..provenance import make_record
-
-    if lattice is not None:
-        r_max = frame.r_max_metres()
-        per_draw = discretisation_epsilon(eps, lattice.min_cell_m, r_max, ANGLE_RESOLUTION) - eps
-        fp_text = (f"snapped to a public {lattice.grid_m:g} m lattice; each noisy draw's epsilon grows by at most "
-                   f"{per_draw:.3g} per metre (Andres et al. 2013 Thm 4.1, r_max {r_max:.4g} m)")
-    else:
-        fp_text = "none: continuous float64 output (explicitly requested), no finite-precision bound"
-    fields = dict(
-        mechanism=f"{method}_trace",
-        definition="epsilon * d_inf per trace (Chatzikokolakis et al. 2014, Thm 3.1); epsilon is each trace's total",
-        epsilon_per_m=eps,
-        level=None if level is None else float(level),
-        radius_m=None if radius is None else float(radius),
-        method=method,
-        budget="fixed_rate" if isinstance(manager, FixedRate) else "fixed_utility",
-        budget_config={"eta": float(manager.eta), "gamma": float(manager.gamma), "delta": float(manager.delta)},
-        rate=float(manager.rate) if isinstance(manager, FixedRate) else None,
-        accuracy_m=float(manager.accuracy) if isinstance(manager, FixedUtility) else None,
-        skip_speed_mps=None if skip_speed is None else float(skip_speed),
-        stale_after_s=None if stale_after is None else float(stale_after),
-        predictor=None if method == "independent" else mech.predictor.name,
-        on_exhausted=on_exhausted,
-        traces=None,  # per bucket: the output's trace ids show it
-        n_released=None,  # the output's status column shows it
-        traj_id=traj_id,
-        time=time,
-        ledger=None,  # trace_ledger_dask(result): computed from the output's columns
-        finite_precision=fp_text,
-        declared_bounds=None if bounds is None else [float(v) for v in frame.area],
-        kept_columns=sorted(str(k) for k in (keep or ())),
-        **frame.describe(),
-    )
-    if lattice is not None:
-        fields.update(lattice.describe())
-    return make_record(fields, seeded=seeded, n=None)
 
 
 def sanitize_traces_dask(
@@ -322,14 +278,11 @@ def sanitize_traces_dask(
     import dask  # noqa: F401  (the dask extra is needed)
     import geopandas as gpd
 
-    from .._points import check_coordinates
+    from ..points import check_coordinates
     from ..exceptions import EmptyInputError, GeoprivError, MissingCRSError
-    from ..frame import check_grid, check_noise_above_precision, public_frame, public_lattice
-    from ..mechanisms.predictive import IndependentMechanism, PredictiveMechanism, TimeSkip
-    from ..perturb import resolve_epsilon
-    from ..provenance import attach
-    from ..release import check_release_input
-    from ..traces import _check_output_columns, _column, _manager
+    from ..provenance import attach, make_record
+    from ..release import check_release_input, plan_traces
+    from ..traces import check_output_columns, column_of
     from . import root_entropy
 
     meta = data._meta
@@ -371,13 +324,13 @@ def sanitize_traces_dask(
                                   "belongs to, or pass traj_id=None if all rows are one trace."),
                                  (time, "time", "Name the column of time stamps (datetimes or seconds).")):
             if name is not None:
-                _column(meta, name, what, hint)
+                column_of(meta, name, what, hint)
         if traj_id is not None and (traj_id == geom_name or isinstance(meta[traj_id].dtype, gpd.array.GeometryDtype)):
             raise GeoprivError(
                 f"traj_id={traj_id!r} names a geometry column: every location would become its own trace id, "
                 "published in the ledger. Name the column that identifies the user or trajectory."
             )
-        _check_output_columns(meta)
+        check_output_columns(meta)
     order_cols = tuple(c for c in (traj_id, time) if c is not None)
     keep_all = tuple(keep or ()) + (() if order_cols else ("<row order>",))
     try:
@@ -389,38 +342,15 @@ def sanitize_traces_dask(
 
     check_location_attributes(meta, keep=keep_all, allow_order=order_cols)  # keep names (no rows: nothing else)
 
-    # the parameters, as sanitize_traces checks them
-    if method not in ("predictive", "independent"):
-        raise ValueError(f"method must be 'predictive' or 'independent', got {method!r}.")
-    if on_exhausted not in ("empty", "last"):
-        raise ValueError(
-            f"on_exhausted must be 'empty' (no geometry) or 'last' (last released point), got {on_exhausted!r}."
-        )
-    eps = resolve_epsilon(epsilon, level, radius)
-    manager = _manager(budget, rate, accuracy, eta, gamma, delta, prediction_rate)
-    if method == "independent":
-        if skip_speed is not None or stale_after is not None or predictor not in ("parrot", None):
-            raise ValueError("skip_speed, stale_after and predictor apply to method='predictive' only.")
-        mech = IndependentMechanism(manager)
-    else:
-        if skip_speed is not None and time is None:
-            raise ValueError("skip_speed needs time stamps: pass time='<column>'.")
-        if stale_after is not None and time is None:
-            raise ValueError("stale_after needs time stamps: pass time='<column>'.")
-        mech = PredictiveMechanism(manager, predictor=predictor,
-                                   skip=None if skip_speed is None else TimeSkip(skip_speed), stale_after=stale_after)
-    frame = public_frame(crs, bounds=bounds, max_distortion=max_distortion, planar_only=True)
-    lattice = None
-    if continuous:
-        check_noise_above_precision(eps, frame)
-    else:
-        lattice = public_lattice(frame, check_grid(grid, eps))
+    # the parameters, the frame, the lattice and the record: the in-memory release's own plan
+    plan = plan_traces(crs, epsilon, level=level, radius=radius, method=method, budget=budget, rate=rate,
+                       accuracy=accuracy, skip_speed=skip_speed, stale_after=stale_after, predictor=predictor,
+                       on_exhausted=on_exhausted, eta=eta, gamma=gamma, delta=delta, prediction_rate=prediction_rate,
+                       bounds=bounds, grid=grid, continuous=continuous, keep=keep, max_distortion=max_distortion,
+                       traj_id=traj_id, time=time)
     root = root_entropy(rng)  # the one random draw at build time (a SecretRoot: the lazy result is secret)
-    seeded = root.seeded
-    record = _public_record(method=method, eps=eps, level=level, radius=radius, manager=manager, mech=mech,
-                            skip_speed=skip_speed, stale_after=stale_after, on_exhausted=on_exhausted,
-                            traj_id=traj_id, time=time, frame=frame, lattice=lattice, bounds=bounds, keep=keep,
-                            seeded=seeded)
+    # traces, n_released and the ledger: per bucket, the output's columns show them (trace_ledger_dask)
+    record = make_record(plan.fields(), seeded=root.seeded, n=None)
 
     out_meta = _empty_output(meta, series, geom_name, crs)
     out_meta = attach(out_meta, meta, record)

@@ -70,6 +70,7 @@ from ..keys import RowStreams, rows_of
 from .planar_laplace import check_epsilon, polar_noise, radius_quantile
 
 __all__ = [
+    "budget_manager",
     "noise_constant",
     "theta_constant",
     "min_prediction_rate",
@@ -1068,3 +1069,32 @@ class IndependentMechanism:
         eps_noise = np.where(paid, eps_rows, 0.0)
         return TraceRun(reported, status, np.zeros(n, dtype=bool), np.zeros(n), eps_noise, totals, acc.spent.copy(),
                         traces.lengths.copy(), {"mechanism": "independent"})
+
+
+def budget_manager(budget, rate, accuracy, eta, gamma, delta, prediction_rate):
+    """The budget manager of a trace release: ``budget`` as a name (with ``rate=`` or ``accuracy=``) or a manager."""
+    if isinstance(budget, (FixedRate, FixedUtility)):
+        if rate is not None or accuracy is not None:
+            raise ValueError("A budget manager object carries its own rate or accuracy: do not also pass rate=/accuracy=.")
+        return budget
+    if budget == "fixed_rate":
+        if accuracy is not None:
+            raise ValueError("accuracy= goes with budget='fixed_utility'; fixed_rate takes rate= (fraction per query).")
+        if rate is None:
+            raise ValueError(
+                "budget='fixed_rate' needs rate=: the fraction of each trace's budget a query may spend on average, "
+                "e.g. rate=0.033 for about 30 queries (the paper's setting)."
+            )
+        return FixedRate(rate=rate, eta=eta, gamma=gamma, delta=delta, prediction_rate=prediction_rate)
+    if budget == "fixed_utility":
+        if rate is not None:
+            raise ValueError("rate= goes with budget='fixed_rate'; fixed_utility takes accuracy= (metres).")
+        if accuracy is None:
+            raise ValueError(
+                "budget='fixed_utility' needs accuracy=: the radius in metres within which a hard query's release "
+                "falls with probability delta (0.9), e.g. accuracy=3000 (the paper's setting)."
+            )
+        return FixedUtility(accuracy=accuracy, eta=eta, gamma=gamma, delta=delta)
+    raise ValueError(
+        f"budget must be 'fixed_rate', 'fixed_utility' or a FixedRate/FixedUtility manager, got {budget!r}."
+    )

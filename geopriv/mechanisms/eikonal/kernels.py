@@ -33,7 +33,7 @@ _RADII = np.unique(np.round(4 * 1.06 ** np.arange(90)).astype(int))
 CHUNK = 256
 
 #: bits of an edge weight kept below the largest weight's leading bit (the weights are rounded
-#: down to multiples of a power of two, see :func:`_stencil_graph`)
+#: down to multiples of a power of two, see :func:`stencil_graph`)
 GRAPH_BITS = 30
 
 
@@ -197,7 +197,7 @@ def exact_limit(graph, bits: int | None) -> float:
     return math.ldexp(graph_quantum(wmax, bits), 53) - 2.0 * wmax
 
 
-def _stencil_graph(kp: np.ndarray, hy: float, hx: float, bits: int | None = None):
+def stencil_graph(kp: np.ndarray, hy: float, hx: float, bits: int | None = None):
     """Sparse 16-neighbour grid graph; edge weight = integral of the rate along the segment.
 
     ``bits`` (new builds: :data:`GRAPH_BITS`; None for mechanisms of earlier versions): each
@@ -474,7 +474,7 @@ def kernel_pass(kp, shape, cell, P, oi, oj, apex_t, cap, solver, n_jobs, progres
     chunk's (filtered) entries as it arrives, in any order (a reduction over the entries that
     the workers do not do: expected errors, posterior means); with ``hold=False`` the chunk is
     then dropped.  ``graph``: the stencil graph of ``kp`` if the caller has it (solver "graph"),
-    else built with ``graph_bits`` (:func:`_stencil_graph`).
+    else built with ``graph_bits`` (:func:`stencil_graph`).
     """
     import scipy.sparse as sp
     from scipy.ndimage import minimum_filter
@@ -500,7 +500,7 @@ def kernel_pass(kp, shape, cell, P, oi, oj, apex_t, cap, solver, n_jobs, progres
         mins = {R: minimum_filter(kf, size=2 * R + 1, mode="nearest") for R in radii}
         g.update(kf=kf, mins=mins, weights_edges=edge_weights(kp, hy, hx))
     else:
-        g.update(graph=_stencil_graph(kp, hy, hx, graph_bits) if graph is None else graph, to_domain=_to_domain(shape, P, NX, NY))
+        g.update(graph=stencil_graph(kp, hy, hx, graph_bits) if graph is None else graph, to_domain=_to_domain(shape, P, NX, NY))
     total = LogRatioExtremes((ny, nx), track=extremes == "track") if extremes else None
     rowsum = np.zeros(ny * nx) if weights is not None else None
     nnz = 0
@@ -574,7 +574,7 @@ def outputs_reaching(kp, shape, cell, P, oi, oj, apex_t, cap, solver, nodes, gra
     reach = np.sqrt(cap * cap + 2.0 * cap * np.asarray(apex_t, np.float64))
     limit = float(reach.max()) * (1 + 1e-9) + 1e-9
     gi, gj = np.divmod(nodes, nx)
-    G = _stencil_graph(kp, hy, hx, graph_bits) if graph is None else graph
+    G = stencil_graph(kp, hy, hx, graph_bits) if graph is None else graph
     D = dijkstra(G, directed=True, indices=(gi + P) * NX + (gj + P), limit=limit, min_only=True)
     d = D[np.asarray(oi, np.int64) * NX + np.asarray(oj, np.int64)]
     return np.flatnonzero(d <= reach * (1 + 1e-9) + 1e-9)
@@ -582,7 +582,7 @@ def outputs_reaching(kp, shape, cell, P, oi, oj, apex_t, cap, solver, nodes, gra
 
 def searchable(graph, graph_bits: int | None, limit: float) -> bool:
     """True when Dijkstra sums on ``graph`` are exact up to ``limit``: its weights are multiples of the
-    quantum of ``graph_bits`` (:func:`_stencil_graph`) and ``limit`` is below :func:`exact_limit`.
+    quantum of ``graph_bits`` (:func:`stencil_graph`) and ``limit`` is below :func:`exact_limit`.
     O(edges): callers that search often check once (:func:`.ondemand.can_solve_rows`)."""
     if graph_bits is None or not limit < exact_limit(graph, graph_bits):
         return False
@@ -632,7 +632,7 @@ def kernel_rows(kp, shape, P, oi, oj, apex_t, cap, nodes, graph, graph_bits,
     Returns CSR arrays over every raster node (rows not asked for are empty): ``indptr``,
     ``indices`` (output numbers, ascending in each row) and the kernel values (float32), entry
     for entry those of the columns :func:`kernel_pass` computes.  On a quantised graph
-    (``graph_bits``, :func:`_stencil_graph`) travel times are exact sums, so d(u, y) searched from
+    (``graph_bits``, :func:`stencil_graph`) travel times are exact sums, so d(u, y) searched from
     u is the float d(y, u) searched from y; the values are then formed by the same operations
     as :func:`_kernel_columns_graph`'s.  A graph that is not quantised (mechanisms of earlier
     versions) is refused: its sums depend on the direction of the search (``checked=True``: the
@@ -659,7 +659,7 @@ def kernel_rows(kp, shape, P, oi, oj, apex_t, cap, nodes, graph, graph_bits,
     limit = T + float(a.max()) + 1e-9 if len(a) else T
     if not checked and not searchable(graph, graph_bits, limit):
         raise ValueError("kernel_rows needs a quantised graph (weights multiples of its quantum: "
-                         f"_stencil_graph(kp, hy, hx, {graph_bits})) whose path sums are exact up to the kernels' reach.")
+                         f"stencil_graph(kp, hy, hx, {graph_bits})) whose path sums are exact up to the kernels' reach.")
     nodes = np.unique(np.asarray(nodes, np.int64))
     n = ny * nx
     gi, gj = np.divmod(nodes, nx)

@@ -59,10 +59,10 @@ def graph(mech):
     """The stencil graph of ``mech``'s kernel rate map (public data; built once per mechanism object)."""
     g = mech.__dict__.get("_graph")
     if g is None:
-        from .kernels import _stencil_graph
+        from .kernels import stencil_graph
 
         pr = problem(mech)
-        g = mech.__dict__["_graph"] = _stencil_graph(pr["kp"], *pr["cell"], pr["graph_bits"])
+        g = mech.__dict__["_graph"] = stencil_graph(pr["kp"], *pr["cell"], pr["graph_bits"])
     return g
 
 
@@ -230,7 +230,7 @@ class RowCache:
 
     def ensure(self, mech, nodes) -> RowView:
         """A snapshot holding the rows of ``nodes`` (computing the missing ones)."""
-        from .sampling import _row_cdf
+        from .sampling import row_cdf
 
         nodes = np.unique(np.asarray(nodes, np.int64))
         with self._lock:
@@ -248,7 +248,7 @@ class RowCache:
                 old = _select_rows(old, have)
                 self.view = view = RowView(mech, *old, have.copy())
             ip, ix, ker = rows(mech, missing)
-            cdf = _row_cdf(ip, ix, ker, mech.weights, mech.normaliser)  # the new rows only (row-local)
+            cdf = row_cdf(ip, ix, ker, mech.weights, mech.normaliser)  # the new rows only (row-local)
             have[missing] = True
             merged = merge_rows(old, (ip, ix, ker, cdf)) if view.nnz else (ip, ix, ker, cdf)
             self.view = RowView(mech, *merged, have)

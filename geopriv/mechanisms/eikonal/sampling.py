@@ -86,7 +86,7 @@ TABLE_BLOCK = 4_000_000
 def tables(mech):
     """Per-row cumulative probabilities (row-local, float64) and the floor sampler."""
     n = len(mech.normaliser)
-    cdf = _row_cdf(mech.indptr, mech.indices, mech.kernel, mech.weights, mech.normaliser)
+    cdf = row_cdf(mech.indptr, mech.indices, mech.kernel, mech.weights, mech.normaliser)
     ip = mech.indptr
     sparse_mass = np.zeros(n)
     nonempty = ip[1:] > ip[:-1]
@@ -109,7 +109,7 @@ def floor_tables(mech):
     return floor_mass, cumw
 
 
-def _row_cdf(ip, idx, ker, w, s, block: int = TABLE_BLOCK, threads: int | None = None) -> np.ndarray:
+def row_cdf(ip, idx, ker, w, s, block: int = TABLE_BLOCK, threads: int | None = None) -> np.ndarray:
     """cumsum(w[idx] * ker) / s within each row, in float64 (bit for bit the per-row computation).
 
     Products and divisions run over blocks of rows at once; only the accumulation is per row
