@@ -42,10 +42,14 @@ def paused_cyclic_gc():
 def partition_checks(part, person=None, area=None):
     """What the whole-data checks need from one partition: (folded identity digests, touched area edges).
 
+    ``part`` is the partition, or only what the checks read of it (the id column, or the index
+    alone: a column projection, so that a real source reads just that column for the checks).
     Refuses positional and untyped identities and duplicates inside the partition (naming rows).
     """
     from ..frame import touched_edges
 
+    if isinstance(part, pd.Index):
+        part = pd.DataFrame(index=part)
     ids, labels = row_identities(part, person, refuse_positions=True)
     a, b = identity_digests(ids, "person id" if person is not None else "index label", labels)
     folded = fold_digests(a, b)
@@ -170,7 +174,14 @@ def perturb_dask(
     area_frame = plan.frame if mech.frame_policy != "own" else plan.lattice_frame
     declared = area_frame.area_source in ("bounds", "region") and (mech.frame_policy != "own" or bounds is not None)
     area = area_frame.area if declared else None
-    checks = [dask.delayed(partition_checks, pure=True)(p, person, area) for p in data.to_delayed()]
+    # the checks read only what they need (dask projects the columns down to the source: a parquet
+    # read of the id column or the index), so the data are not held in memory until the reduction ends
+    if area is not None:
+        geom = meta.geometry.name if hasattr(meta, "geometry") else None
+        src = data if geom is None else data[[c for c in (person, geom) if c is not None]]
+    else:
+        src = data[[person]] if person is not None else data.index
+    checks = [dask.delayed(partition_checks, pure=True)(p, person, area) for p in src.to_delayed()]
     duplicates = dask.delayed(whole_data_checks, pure=True)(*checks, area_source=area_frame.area_source if declared else None)
     out_meta = meta.copy()
     out_meta.attrs = dict(meta.attrs, geopriv=record)
