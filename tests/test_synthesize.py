@@ -156,3 +156,14 @@ def test_wasserstein_bound_is_above_the_exact_value(deaths):
     assert geopriv.wasserstein_bound(deaths, syn) == pytest.approx(exact, rel=1e-6)  # few cells: exact
     assert geopriv.wasserstein_bound(deaths, syn, cells=16) >= exact - 1e-9
     assert geopriv.wasserstein_bound(deaths, syn, cells=100) >= exact - 1e-9
+
+
+def test_a_region_taken_from_the_data_is_refused(deaths):
+    """region=box(*total_bounds) or the points' convex hull would publish the data's extent (issue 30, class 6)."""
+    with pytest.raises(GeoprivError, match="computed from the data"):
+        geopriv.synthesize(deaths, 1.0, region=shapely.box(*deaths.total_bounds), rng=1)
+    with pytest.raises(GeoprivError, match="computed from the data"):
+        geopriv.synthesize(deaths, 1.0, region=deaths.union_all().convex_hull, rng=1)
+    # negative control: a region chosen from outside the data (round numbers around Soho) is accepted
+    out = geopriv.synthesize(deaths, 1.0, region=shapely.box(*SOHO_BOUNDS), rng=1)
+    assert len(out) == len(deaths)
