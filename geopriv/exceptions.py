@@ -14,6 +14,7 @@ __all__ = [
     "GeometryError",
     "EmptyInputError",
     "IdentityError",
+    "StaleReleaseError",
     "BudgetExceededError",
     "RasterError",
     "InfeasibleMechanismError",
@@ -71,8 +72,22 @@ class GeometryError(GeoprivError):
         super().__init__(f"{len(labels)} row(s) {problem}: labels {format_labels(labels)}. {hint}")
 
 
-class IdentityError(GeometryError):
-    """Row identities that cannot key noise soundly: repeated, mixed-type, missing or positional."""
+class IdentityError(GeoprivError):
+    """Row identities that cannot key noise soundly: repeated, mixed-type, missing or positional.
+
+    Names the rows by label when the labels are integers or strings; labels of any other type
+    (floats: possibly coordinates) are counted, never shown.
+    """
+
+    def __init__(self, problem: str, labels: Iterable | None, hint: str, count: int | None = None):
+        self.labels = None if labels is None else list(labels)
+        n = count if count is not None else (len(self.labels) if self.labels is not None else 0)
+        shown = "" if self.labels is None else f": labels {format_labels(self.labels)}"
+        super().__init__(f"{n} row(s) {problem}{shown}. {hint}")
+
+
+class StaleReleaseError(GeoprivError):
+    """A lazy release computed on data other than the data it was built on (it answers those only)."""
 
 
 class EmptyInputError(GeoprivError):

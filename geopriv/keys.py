@@ -214,14 +214,14 @@ def identity_digests(ids, what: str = "index label", labels=None) -> tuple[np.nd
     if len(ids) == 0:
         return np.zeros(0, np.uint64), np.zeros(0, np.uint64)
     if pd.api.types.is_bool_dtype(ids.dtype):
-        raise IdentityError(f"the {what}s are booleans: they cannot tell people apart.", shown[:1], _HOW)
+        raise IdentityError(f"have boolean {what}s: they cannot tell people apart", None, _HOW, count=len(ids))
     if pd.api.types.is_integer_dtype(ids.dtype) and not isinstance(ids.dtype, pd.CategoricalDtype):
         if ids.hasnans:  # nullable integers
-            raise IdentityError(f"some {what}s are missing (NA)", shown[np.asarray(ids.isna())], _HOW)
+            raise IdentityError(f"have missing {what}s (NA)", shown[np.asarray(ids.isna())], _HOW)
         if pd.api.types.is_unsigned_integer_dtype(ids.dtype):
             vals = np.asarray(ids, dtype=np.uint64)
             if (vals >= np.uint64(1 << 63)).any():
-                raise IdentityError(f"some {what}s are integers of 2^63 or more", shown[vals >= np.uint64(1 << 63)], _HOW)
+                raise IdentityError(f"have {what}s of 2^63 or more", shown[vals >= np.uint64(1 << 63)], _HOW)
         a = np.asarray(ids, dtype=np.int64).view(np.uint64)
         return a.copy(), np.full(len(ids), _INT_TAG, np.uint64)
     values = np.asarray(ids, dtype=object)
@@ -234,13 +234,17 @@ def identity_digests(ids, what: str = "index label", labels=None) -> tuple[np.nd
     is_int = np.fromiter((isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in values),
                          bool, len(values))
     if is_int.all():
-        return identity_digests(pd.Index(values.astype(np.int64)), what, shown)
+        try:
+            as_int = values.astype(np.int64)
+        except OverflowError:
+            raise IdentityError(f"have integer {what}s beyond 64 bits", None, _HOW, count=len(values)) from None
+        return identity_digests(pd.Index(as_int), what, shown)
     bad = ~(is_str | is_int)
-    if bad.any():
-        raise IdentityError(f"some {what}s are neither integers nor strings (missing, NaN, floats or other objects)",
-                            shown[bad], _HOW)
-    raise IdentityError(f"the {what}s mix integers and strings (1 and '1' would name different people)",
-                        shown[is_int][:5], _HOW)
+    if bad.any():  # not shown: floats may be coordinates
+        raise IdentityError(f"have {what}s that are neither integers nor strings (missing, NaN, floats or other "
+                            "objects; not shown)", None, _HOW, count=int(bad.sum()))
+    raise IdentityError(f"have integer {what}s among string ones (1 and '1' would name different people)",
+                        shown[is_int], _HOW)
 
 
 _HOW = ("Declare a column of stable person ids (integers or strings, one per person, unique over the whole data) "
@@ -297,6 +301,17 @@ class RowStreams:
 
     def __len__(self) -> int:
         return len(self._idx)
+
+    def digest(self) -> tuple[int, int, int]:
+        """(rows, sum of first key words, sum of second key words) mod 2^64: a keyed multiset hash of the rows.
+
+        Order-independent; equal for two sets of rows (of the same purpose and root) iff they hold
+        the same (identity, content) rows, up to the PRF's collisions.  Binds a lazy release to the
+        data it was built on (:mod:`geopriv.distributed`).  Secret, like the root.
+        """
+        idx = self._idx
+        with np.errstate(over="ignore"):
+            return (len(idx), int(self._k0[idx].sum(dtype=np.uint64)), int(self._gamma[idx].sum(dtype=np.uint64)))
 
     def subset(self, rows) -> RowStreams:
         """A view of the rows at positions ``rows`` of this view (integer positions or a boolean mask)."""

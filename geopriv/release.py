@@ -54,12 +54,14 @@ from .frame import (
     PublicFrame,
     area_of_use_bounds,
     area_side_metres,
+    check_area_not_from_data,
     check_grid,
     check_noise_above_precision,
     declared_bounds,
     public_frame,
     proj_errors,
     public_lattice,
+    touched_edges,
     truncate_and_snap,
 )
 from .progress import progress_callback
@@ -191,7 +193,14 @@ class ReleasePlan:
     from_work: object
 
     def check_inside(self, xy, labels) -> None:
-        """Refuse rows outside the public area (names rows); the mechanism checks its own domain."""
+        """Refuse rows outside the public area (names rows); the mechanism checks its own domain.
+
+        A ``region=`` whose bounding box the points touch on two or more edges is refused too (it
+        was taken from the data: ``box(*total_bounds)``, the convex hull); outputs truncated into it
+        would publish its edges.
+        """
+        if self.region_geom is not None and len(xy):
+            check_area_not_from_data(touched_edges(xy, self.region_geom.bounds), "region")
         if self.mechanism.frame_policy != "own":
             self.frame.check_inside(xy, labels)
         elif self.bounds is not None:

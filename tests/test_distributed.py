@@ -129,14 +129,13 @@ def test_meta_is_given_and_nothing_is_drawn_at_build(points):
     assert calls and list(out.columns) == list(points.columns) and out.crs == points.crs
 
 
-def test_errors_in_parameters_come_at_build_and_errors_in_rows_name_them(points):
+def test_errors_in_parameters_and_rows_come_at_build_and_name_rows(points):
     with pytest.raises(ValueError):
         lazy(points, 2).priv.perturb(epsilon=-1)  # before anything is computed
     with pytest.raises(ValueError, match="coarser than the noise"):
         lazy(points, 2).priv.perturb(**EPS, grid=5000)
-    released = lazy(points, 2).priv.perturb(**EPS, bounds=(448_000, 4_416_000, 452_000, 4_424_100))
-    with pytest.raises(GeometryError, match="labels"):
-        released.compute()
+    with pytest.raises(GeometryError, match="labels"):  # rows are checked when the release is built
+        lazy(points, 2).priv.perturb(**EPS, bounds=(448_000, 4_416_000, 452_000, 4_424_100))
 
 
 def test_same_provenance_as_in_memory(points):
@@ -182,9 +181,8 @@ def test_synthesize_parameters_checked_at_build(deaths):
         lazy(deaths, 2).priv.synthesize(1.0, bounds=SOHO, method="nope")
     with pytest.raises(ValueError, match="epsilon"):
         lazy(deaths, 2).priv.synthesize(0.0, bounds=SOHO)
-    bad = lazy(deaths, 2).priv.synthesize(1.0, bounds=(-15800, 6711900, -15000, 6713300))
-    with pytest.raises(GeometryError, match="outside"):
-        bad.compute()
+    with pytest.raises(GeometryError, match="outside"):  # rows are checked when the release is built
+        lazy(deaths, 2).priv.synthesize(1.0, bounds=(-15800, 6711900, -15000, 6713300))
 
 
 def test_location_dependent_mechanism_is_partition_independent():
@@ -265,7 +263,7 @@ def test_mixed_and_missing_labels_are_refused_or_kept_apart(deaths):
     mixed = deaths.iloc[:6].copy()
     mixed.index = pd.Index([1, 2, 3, "1", "2", "3"], dtype=object, name="who")
     # (dask may convert an object index to strings, making 1 and "1" equal: then they are repeated ids)
-    with pytest.raises(IdentityError, match="mix integers and strings|repeated"):
+    with pytest.raises(IdentityError, match="integer index labels among string|repeated"):
         dask_geopandas.from_geopandas(mixed, npartitions=1, sort=False).priv.perturb(**EPS).compute()
     missing = deaths.iloc[:4].copy()
     missing["who"] = pd.Series(["a", None, "c", float("nan")], dtype=object, index=missing.index)
@@ -275,10 +273,21 @@ def test_mixed_and_missing_labels_are_refused_or_kept_apart(deaths):
 
 def test_bounds_from_the_data_are_refused_over_all_partitions(points):
     """Each partition touches at most one edge of total_bounds; the whole data touch four."""
-    srt = points.iloc[np.argsort(points.geometry.x.to_numpy())]  # partitions are x-slices
-    srt = srt.set_index(pd.Index(np.arange(len(srt)), name="pid"))
+    # partitions are x-slices (pid ranges), rows within a slice in random order (no spatial row order)
+    order = np.argsort(points.geometry.x.to_numpy())
+    rng = np.random.default_rng(0)
+    pid = np.empty(len(points), dtype=np.int64)
+    for chunk in np.array_split(np.arange(len(points)), 8):
+        pid[order[chunk]] = rng.permutation(chunk)
+    srt = points.set_index(pd.Index(pid, name="pid")).sort_index()
     with pytest.raises(GeoprivError, match="computed from the data"):
         lazy(srt, 8).priv.perturb(**EPS, bounds=tuple(points.total_bounds)).compute()
+    import shapely
+
+    with pytest.raises(GeoprivError, match="computed from the data"):  # region= too (review finding)
+        lazy(srt, 8).priv.perturb(**EPS, region=shapely.box(*points.total_bounds)).compute()
+    with pytest.raises(GeoprivError, match="computed from the data"):
+        lazy(srt.geometry, 8).priv.perturb(**EPS, bounds=tuple(points.total_bounds)).compute()  # a GeoSeries
     with pytest.raises(GeoprivError, match="computed from the data"):
         lazy(srt, 8).priv.synthesize(1.0, bounds=tuple(points.total_bounds)).compute()
 
@@ -308,3 +317,33 @@ def test_synthesize_on_a_neighbouring_dataset_draws_new_noise(deaths):
         set(map(tuple, np.column_stack([b.geometry.x, b.geometry.y]).round(3)))
     assert len(shared) < 0.05 * len(a)
     assert a.geometry.equals(full.compute().geometry)  # the same data: a replay
+
+
+def test_a_lazy_release_refuses_data_changed_since_it_was_built(points, tmp_path):
+    """Recomputed on changed data, content-keyed noise would show exactly which rows changed (review finding):
+    the release is bound to the data it was built on."""
+    from geopriv.exceptions import StaleReleaseError
+
+    pts = points.iloc[:2000].reset_index()
+    pts.iloc[:1000].to_parquet(tmp_path / "a.parquet")
+    pts.iloc[1000:].to_parquet(tmp_path / "b.parquet")
+    released = dask_geopandas.read_parquet(str(tmp_path / "*.parquet")).priv.perturb(**EPS, person="pid")
+    first = released.compute()
+    assert first.geometry.equals(released.compute().geometry)  # the same data: a replay
+    moved = pts.iloc[1000:].copy()
+    moved.loc[moved.index[0], "geometry"] = moved.geometry.iloc[0].buffer(0.001).centroid  # a millimetre
+    moved.to_parquet(tmp_path / "b.parquet")
+    with pytest.raises(StaleReleaseError, match="partition 1"):
+        released.compute()
+
+
+def test_a_lazy_synthesize_refuses_data_changed_since_it_was_built(deaths, tmp_path):
+    from geopriv.exceptions import StaleReleaseError
+
+    deaths.iloc[:150].to_parquet(tmp_path / "a.parquet", index=False)
+    deaths.iloc[150:].to_parquet(tmp_path / "b.parquet", index=False)
+    synth = dask_geopandas.read_parquet(str(tmp_path / "*.parquet")).priv.synthesize(2.0, bounds=SOHO)
+    assert synth.compute().geometry.equals(synth.compute().geometry)
+    deaths.iloc[:149].to_parquet(tmp_path / "a.parquet", index=False)  # one person fewer
+    with pytest.raises(StaleReleaseError):
+        synth.compute()

@@ -93,9 +93,13 @@ def test_identities_are_typed():
     assert (a[0][0], a[1][0]) != (b[0][0], b[1][0])  # 1 and "1" are different people
     ints = identity_digests(pd.Index(np.arange(1000)))
     assert len(np.unique(fold_digests(*ints))) == 1000
-    for bad in ([None, 1], [float("nan"), 2.0], [1.5, 2.5], [True, False], [1, "1"]):
-        with pytest.raises(IdentityError, match="labels"):
+    for bad in ([None, 1], [float("nan"), 2.0], [1.5, 2.5], [True, False], [1, "1"], [2**70, 1]):
+        with pytest.raises(IdentityError, match="row"):
             identity_digests(pd.Index(bad, dtype=object) if bad[0] is not True else pd.Index(bad))
+    # float labels may be coordinates: counted, never shown
+    with pytest.raises(IdentityError) as err:
+        identity_digests(pd.Index([500016.52763552853, 5700001.25]))
+    assert "500016" not in str(err.value) and "5700001" not in str(err.value)
 
 
 def test_duplicates_named_by_label():

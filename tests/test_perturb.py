@@ -266,3 +266,18 @@ def test_a_mechanism_missing_part_of_the_contract_is_refused_by_name(utm_points)
     mech = geopriv.PlanarLaplace  # a class of the wrong kind (no frame_policy)
     with pytest.raises(TypeError, match="PointMechanism"):
         check_mechanism(mech(1.0), PointMechanism)
+
+
+def test_a_region_taken_from_the_data_is_refused(utm_points):
+    """perturb(region=box(*total_bounds)) would publish the data's extent through truncation (review finding)."""
+    import shapely
+
+    import geopriv
+    from geopriv.exceptions import GeoprivError
+
+    for region in (shapely.box(*utm_points.total_bounds), utm_points.union_all().convex_hull):
+        with pytest.raises(GeoprivError, match="computed from the data"):
+            geopriv.perturb(utm_points, epsilon=0.01, region=region)
+    x0, y0, x1, y1 = utm_points.total_bounds
+    out = geopriv.perturb(utm_points, epsilon=0.01, region=shapely.box(x0 - 500, y0 - 500, x1 + 500, y1 + 500))
+    assert len(out) == len(utm_points)  # negative control: a region from outside the data

@@ -39,75 +39,86 @@ def paused_cyclic_gc():
             gc.enable()
 
 
-def partition_checks(part, person=None, area=None):
-    """What the whole-data checks need from one partition: (folded identity digests, touched area edges).
+def _rows(part, plan, root, keep, bounds, region, person):
+    """Validate one partition's rows exactly as its release does; its points, identity digests, xy and streams."""
+    from ..release import check_release_input
 
-    ``part`` is the partition, or only what the checks read of it (the id column, or the index
-    alone: a column projection, so that a real source reads just that column for the checks).
-    Refuses positional and untyped identities and duplicates inside the partition (naming rows).
+    geoms, xy = check_release_input(part, keep, bounds, region)  # attributes first: no coordinate reaches a message
+    labels = geoms.index
+    ids, _ = row_identities(part, person, refuse_positions=True)
+    a, b = identity_digests(ids, "person id" if person is not None else "index label", labels)
+    check_unique(fold_digests(a, b), labels)
+    plan.check_inside(xy, labels)
+    return geoms, (a, b), xy, row_streams(root, PURPOSE, (a, b), float_words(xy))
+
+
+def partition_checks(part, plan, root, keep=(), bounds=None, region=None, person=None, areas=()):
+    """Build time, one partition: the rows validated, and what binds and checks the whole release.
+
+    Returns (folded identity digests, the edges of each declared area its points touch, the
+    partition's digest (rows, keyed multiset hash of (identity, content))).
     """
     from ..frame import touched_edges
 
-    if isinstance(part, pd.Index):
-        part = pd.DataFrame(index=part)
+    if len(part) == 0:
+        return np.zeros(0, np.uint64), np.zeros((len(areas), 4), bool), (0, 0, 0)
+    _, (a, b), xy, streams = _rows(part, plan, root, keep, bounds, region, person)
+    touched = np.array([touched_edges(xy, rect) for rect, _ in areas], dtype=bool).reshape(len(areas), 4)
+    return fold_digests(a, b), touched, streams.digest()
+
+
+def duplicate_labels(part, person, duplicates):
+    """Build time, when ids repeat across partitions: the labels of this partition's rows among them."""
+    if len(part) == 0:
+        return []
     ids, labels = row_identities(part, person, refuse_positions=True)
-    a, b = identity_digests(ids, "person id" if person is not None else "index label", labels)
-    folded = fold_digests(a, b)
-    check_unique(folded, labels)
-    touched = np.zeros(4, bool)
-    if area is not None and len(part):
-        from ..release import check_release_input
-
-        geoms, xy = check_release_input(part, (), None, None, attributes=False)
-        touched = touched_edges(xy, area)
-    return folded, touched
+    folded = fold_digests(*identity_digests(ids, "person id" if person is not None else "index label", labels))
+    return list(labels[np.isin(folded, duplicates)])
 
 
-def whole_data_checks(*parts, area_source=None) -> np.ndarray:
-    """The checks over ALL partitions: a declared area not taken from the data; the folded ids seen twice.
-
-    Returns the duplicated digests (sorted; usually empty): each release partition refuses its
-    rows among them, so the error names rows.
-    """
+def whole_data_checks(checks, areas=()) -> np.ndarray:
+    """The checks over ALL partitions: no declared area taken from the data; the folded ids seen twice."""
     from ..frame import check_area_not_from_data
 
-    if area_source is not None and parts:
-        check_area_not_from_data(np.logical_or.reduce([p[1] for p in parts]), area_source)
-    arrays = [np.asarray(p[0], dtype=np.uint64) for p in parts]
+    for k, (_, source) in enumerate(areas):
+        check_area_not_from_data(np.logical_or.reduce([c[1][k] for c in checks]), source)
+    arrays = [np.asarray(c[0], dtype=np.uint64) for c in checks]
     allv = np.sort(np.concatenate(arrays)) if arrays else np.zeros(0, np.uint64)
     return np.unique(allv[1:][allv[1:] == allv[:-1]])
 
 
 def release_partition(part, plan, root, record: dict, keep=(), bounds=None, region=None, person=None,
-                      duplicates=None):
-    """One partition's release: validation, identity checks, then per-row keyed draws and finish."""
+                      digests=None, partition_info=None):
+    """One partition's release: the rows validated and checked against the build's digest, then keyed draws."""
     with paused_cyclic_gc():
-        return _release_partition(part, plan, root, record, keep, bounds, region, person, duplicates)
+        return _release_partition(part, plan, root, record, keep, bounds, region, person, digests, partition_info)
 
 
-def _release_partition(part, plan, root, record, keep, bounds, region, person, duplicates):
-    from ..exceptions import IdentityError
-    from ..release import assemble, check_release_input
+def check_binding(digest, digests, partition_info) -> None:
+    """Refuse a partition whose rows are not the rows this lazy release was built on (StaleReleaseError)."""
+    from ..exceptions import StaleReleaseError
+
+    number = None if partition_info is None else partition_info.get("number")
+    if digests is None or number is None or number >= len(digests) or tuple(digests[number]) != tuple(digest):
+        raise StaleReleaseError(
+            f"partition {number} holds other rows than when this lazy release was built: a lazy release answers "
+            "exactly the data it was built on (recomputed on changed data, it would show which rows changed, or "
+            "spend the budget again unnoticed). Build a new release for the new data (a new release: it spends "
+            "the budget again), and compute or persist a release once."
+        )
+
+
+def _release_partition(part, plan, root, record, keep, bounds, region, person, digests, partition_info):
+    from ..release import assemble
 
     if len(part) == 0:
+        check_binding((0, 0, 0), digests, partition_info)
         out = part.copy()
         out.attrs = dict(part.attrs, geopriv=record)
         return out
-    geoms, xy = check_release_input(part, keep, bounds, region)
-    labels = geoms.index
-    ids, _ = row_identities(part, person, refuse_positions=True)
-    a, b = identity_digests(ids, "person id" if person is not None else "index label", labels)
-    folded = fold_digests(a, b)
-    check_unique(folded, labels)
-    if duplicates is not None and len(duplicates):
-        shared = np.isin(folded, duplicates)
-        if shared.any():
-            raise IdentityError(
-                "share their person id with rows of other partitions: two rows would answer for the same person",
-                labels[shared], "Make the ids unique over the whole data (e.g. a person id column: person='<column>').")
-    plan.check_inside(xy, labels)
-    streams = row_streams(root, PURPOSE, (a, b), float_words(xy))
-    work = plan.draw(xy, labels, streams)
+    geoms, _, xy, streams = _rows(part, plan, root, keep, bounds, region, person)
+    check_binding(streams.digest(), digests, partition_info)
+    work = plan.draw(xy, geoms.index, streams)
     out = plan.finish(np.asarray(work, dtype=float))
     return assemble(part, geoms, out, record)
 
@@ -132,12 +143,15 @@ def perturb_dask(
     """Lazy :func:`geopriv.perturb` of a dask-geopandas GeoDataFrame or GeoSeries (same parameters).
 
     Everything public is fixed now (the frame, lattice, bound and provenance record: errors in
-    the parameters are raised here, before anything is computed), and so is the secret root:
-    computing the result twice on the same data gives the same points, and a row whose identity
-    or location changed draws new, independent noise.  ``person`` names the column of stable
-    person ids (default: the index labels, which must then not be a RangeIndex).  The returned
-    lazy object holds the root: keep it like the data.  ``progress`` is ignored (use dask's
-    diagnostics).  The record is the same on every partition, with ``n`` None.
+    the parameters are raised here), and so is the secret root.  Building also reads the data
+    once (no noise is drawn): every row is validated, the whole data are checked (person ids
+    unique over all partitions, declared ``bounds=``/``region=`` not taken from the data), and
+    each partition's digest is recorded.  Computing the result replays the same points on the
+    same data and refuses partitions whose rows changed (:class:`~geopriv.exceptions.StaleReleaseError`):
+    a recompute on changed data would show which rows changed.  ``person`` names the column of
+    stable person ids (default: the index labels, refused when they look like positions).  The
+    returned lazy object holds the root: keep it like the data.  ``progress`` is ignored (use
+    dask's diagnostics).  The record is the same on every partition, with ``n`` None.
     """
     import dask
 
@@ -171,19 +185,32 @@ def perturb_dask(
     root = root_entropy(rng)
     record = make_record(plan.fields(), seeded=root.seeded, n=None)
     shipped = dask.delayed(plan, pure=True)  # the plan (and a built mechanism in it) goes to each worker once
+    # build time: every row validated once and the whole data checked (ids unique over ALL partitions,
+    # declared bounds= / region= not taken from the data), and each partition's digest recorded: the
+    # release answers exactly these data, and refuses other rows when computed (StaleReleaseError)
+    from ..frame import declared_bounds
+
     area_frame = plan.frame if mech.frame_policy != "own" else plan.lattice_frame
-    declared = area_frame.area_source in ("bounds", "region") and (mech.frame_policy != "own" or bounds is not None)
-    area = area_frame.area if declared else None
-    # the checks read only what they need (dask projects the columns down to the source: a parquet
-    # read of the id column or the index), so the data are not held in memory until the reduction ends
-    if area is not None:
-        geom = meta.geometry.name if hasattr(meta, "geometry") else None
-        src = data if geom is None else data[[c for c in (person, geom) if c is not None]]
-    else:
-        src = data[[person]] if person is not None else data.index
-    checks = [dask.delayed(partition_checks, pure=True)(p, person, area) for p in src.to_delayed()]
-    duplicates = dask.delayed(whole_data_checks, pure=True)(*checks, area_source=area_frame.area_source if declared else None)
+    areas = []
+    if area_frame.area_source == "bounds" and (mech.frame_policy != "own" or bounds is not None):
+        areas.append((area_frame.area, "bounds"))
+    if region is not None:
+        areas.append((declared_bounds(crs, None, region), "region"))
+    keep = tuple(keep or ())
+    parts = data.to_delayed()
+    checks = dask.compute(*[dask.delayed(partition_checks, pure=True)(p, plan, root, keep, bounds, region, person,
+                                                                      tuple(areas)) for p in parts])
+    duplicates = whole_data_checks(checks, tuple(areas))
+    if len(duplicates):
+        from ..exceptions import IdentityError
+
+        found = [lab for labs in dask.compute(*[dask.delayed(duplicate_labels)(p, person, duplicates) for p in parts])
+                 for lab in labs]
+        raise IdentityError("share their person id with rows of other partitions: two rows would answer for the same "
+                            "person", found, "Make the ids unique over the whole data (a person id column: "
+                            "person='<column>').")
+    digests = tuple(tuple(c[2]) for c in checks)
     out_meta = meta.copy()
     out_meta.attrs = dict(meta.attrs, geopriv=record)
-    return data.map_partitions(release_partition, shipped, root, record, tuple(keep or ()), bounds, region, person,
-                               duplicates, meta=out_meta)
+    return data.map_partitions(release_partition, shipped, root, record, keep, bounds, region, person, digests,
+                               meta=out_meta)

@@ -17,41 +17,59 @@ from ..frame import DEFAULT_MAX_DISTORTION
 from ..provenance import make_record
 from . import root_entropy
 
-__all__ = ["synthesize_dask", "partition_histogram", "partition_edges", "central_release"]
+__all__ = ["synthesize_dask", "partition_checks", "partition_histogram", "central_release"]
 
 _HIST_META = pd.DataFrame({"key": pd.Series([], dtype=np.uint64), "count": pd.Series([], dtype=np.int64)})
 
 
-def partition_histogram(part, plan):
-    """Leaf counts of one partition's rows (validated, inside the public area); nothing is drawn."""
-    from ..mechanisms.private_measure import leaf_keys
+PURPOSE = "synthesize-bind"  # the key the partitions' digests are bound to (geopriv.keys)
+
+
+def _xy(part, plan):
     from ..release import check_release_input
 
-    if len(part) == 0:
-        return _HIST_META.copy()
     geoms, xy = check_release_input(part, (), plan.bounds, None, attributes=False)
+    return geoms, xy
+
+
+def _digest(xy, root):
+    """The partition's keyed multiset digest of its points (order-independent)."""
+    from ..keys import float_words, row_streams
+
+    n = len(xy)
+    zeros = (np.zeros(n, np.uint64), np.zeros(n, np.uint64))
+    return row_streams(root, PURPOSE, zeros, float_words(xy)).digest()
+
+
+def partition_checks(part, plan, root):
+    """Build time, one partition: its rows validated (inside the public area), its area edges and its digest."""
+    from ..frame import touched_edges
+
+    if len(part) == 0:
+        return 0, np.zeros(4, bool), (0, 0, 0)
+    geoms, xy = _xy(part, plan)
+    plan.unit(xy, geoms.index)  # refuses rows outside the public area, naming them
+    return len(xy), touched_edges(xy, plan.rect), _digest(xy, root)
+
+
+def partition_histogram(part, plan, root=None, digests=None, partition_info=None):
+    """Leaf counts of one partition's rows, after checking they are the rows the release was built on."""
+    from ..mechanisms.private_measure import leaf_keys
+    from .perturb import check_binding
+
+    if len(part) == 0:
+        check_binding((0, 0, 0), digests, partition_info)
+        return _HIST_META.copy()
+    geoms, xy = _xy(part, plan)
+    check_binding(_digest(xy, root), digests, partition_info)
     keys = leaf_keys(plan.unit(xy, geoms.index), plan.depth)
     uniq, counts = np.unique(keys, return_counts=True)
     return pd.DataFrame({"key": uniq.astype(np.uint64), "count": counts.astype(np.int64)})
 
 
-def partition_edges(part, rect) -> np.ndarray:
-    """Which edges of the declared area the partition's points lie on (for the whole-data check)."""
-    from ..points import as_geoseries, point_xy
-    from ..frame import touched_edges
-
-    if len(part) == 0:
-        return np.zeros(4, bool)
-    return touched_edges(point_xy(as_geoseries(part)), rect)
-
-
-def central_release(plan, histograms, root, seeded: bool, like, edges=()):
+def central_release(plan, histograms, root, seeded: bool, like):
     """Sum the histograms, draw the noise once, place the points: the one release."""
-    from ..frame import check_area_not_from_data
     from ..release import synthetic_frame
-
-    if len(edges):
-        check_area_not_from_data(np.logical_or.reduce(list(edges)), plan.area_source)
 
     hist = pd.concat(histograms, ignore_index=True) if histograms else _HIST_META.copy()
     keys = hist["key"].to_numpy(dtype=np.uint64)
@@ -80,11 +98,12 @@ def synthesize_dask(data, epsilon, *, bounds=None, region=None, n=None, method="
                     progress=None):
     """Lazy :func:`geopriv.synthesize` of a dask-geopandas GeoDataFrame (same parameters).
 
-    Parameters are checked now (a plan for one person is built to surface errors before anything
-    is computed), and the secret root is drawn now: computing the result twice on the same data
-    gives the same synthetic set, and data with other leaf counts (a neighbouring dataset) draw
-    independent noise (the noise is keyed by the root and a digest of the counts).  The lazy
-    result holds the root: keep it like the data.  The result is a one-partition dask GeoDataFrame.
+    Parameters are checked now, and the secret root is drawn now.  Building reads the data once
+    (no noise is drawn): rows validated, people counted, a declared area checked against all the
+    data, each partition's digest recorded.  Computing the result twice on the same data gives
+    the same synthetic set; partitions whose rows changed are refused
+    (:class:`~geopriv.exceptions.StaleReleaseError`).  The noise is keyed by the root and a digest
+    of the counts.  The lazy result holds the root: keep it like the data.  The result is a one-partition dask GeoDataFrame.
     """
     import dask
     import dask_geopandas  # noqa: F401  (registers the geopandas backend of dask.dataframe)
@@ -98,17 +117,21 @@ def synthesize_dask(data, epsilon, *, bounds=None, region=None, n=None, method="
     if crs is None:
         raise MissingCRSError("The dask GeoDataFrame")
     kwargs = dict(n=n, bounds=bounds, region=region, grid=grid, placement=placement, max_distortion=max_distortion)
-    probe = _plan(crs, mechanism, 1, kwargs)  # public checks now, not at compute time
+    probe = _plan(crs, mechanism, 1, kwargs)  # public checks first, before any data is read
     root = root_entropy(rng)
     seeded = root.seeded
-    n_people = data.map_partitions(len, meta=(None, "int64")).sum().to_delayed()
-    plan = dask.delayed(_plan, pure=True)(crs, mechanism, n_people, kwargs)
-    hists = data.map_partitions(partition_histogram, plan, meta=_HIST_META).to_delayed()
+    # build time: every row validated, the number of people counted, a declared area checked against
+    # ALL the data, and each partition's digest recorded (the release answers exactly these data)
+    from ..frame import check_area_not_from_data
+
+    checks = dask.compute(*[dask.delayed(partition_checks, pure=True)(p, probe, root) for p in data.to_delayed()])
+    if probe.area_source in ("bounds", "region") and checks:
+        check_area_not_from_data(np.logical_or.reduce([c[1] for c in checks]), probe.area_source)
+    plan = _plan(crs, mechanism, sum(c[0] for c in checks), kwargs)
+    digests = tuple(tuple(c[2]) for c in checks)
+    hists = data.map_partitions(partition_histogram, plan, root, digests, meta=_HIST_META).to_delayed()
     like = meta.iloc[:0]
-    edges = []
-    if probe.area_source in ("bounds", "region"):  # a declared area must not come from the data: ALL of it
-        edges = [dask.delayed(partition_edges, pure=True)(p, probe.rect) for p in data.to_delayed()]
-    result = dask.delayed(central_release, pure=True)(plan, hists, root, seeded, like, edges)
+    result = dask.delayed(central_release, pure=True)(plan, hists, root, seeded, like)
     import geopandas as gpd
 
     out_meta = gpd.GeoSeries([], crs=crs, name="geometry") if isinstance(meta, gpd.GeoSeries) \
