@@ -83,18 +83,17 @@ def test_import_geopriv_does_not_import_dask():
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 
-def test_nothing_is_computed_at_build_time_and_bad_parameters_raise_then(trips):
-    """A frame whose partitions raise when computed: building the release computes none of them
-    (meta is passed, nothing is drawn from the data); a bad parameter raises at build time."""
+def test_bad_parameters_raise_before_any_data_is_read(trips):
+    """A frame whose partitions raise when computed: every bad parameter raises its own error before any
+    partition is read; a good build reads the data once (to bind the release to them: issue 30)."""
 
     def boom(part):
         raise RuntimeError("a partition was computed")
 
     d = ddf(trips, 3)
     poisoned = d.map_partitions(boom, meta=d._meta)
-    lazy = geopriv.sanitize_traces(poisoned, rng=1, **KW)  # builds without computing anything
     with pytest.raises(RuntimeError, match="a partition was computed"):
-        run(lazy)
+        geopriv.sanitize_traces(poisoned, rng=1, **KW)  # the build reads the data (no noise is drawn)
     bad = [
         (dict(KW, rate=None), ValueError, "rate"),
         (dict(KW, rate=1.5), ValueError, "rate"),
@@ -302,3 +301,29 @@ def test_a_trace_added_to_a_bucket_leaves_the_other_traces_alone(trips):
     dy = out.geometry[both].y.to_numpy() - ref.geometry[both].y.to_numpy()
     assert both.sum() >= 5
     assert not np.any((np.abs(dx - 30.0) < 1e-6) & (np.abs(dy) < 1e-6))
+
+
+def test_review_findings_on_the_lazy_trace_release(trips, tmp_path):
+    """Issue 30 review: a vectorised custom predictor would make a trace's release depend on its bucket
+    neighbours; bounds= from the data must be checked over all buckets; a build answers its data only."""
+    from geopriv.exceptions import StaleReleaseError
+
+    def crowd(run):
+        return np.repeat(run.last_reported.mean(0, keepdims=True), len(run), 0)
+
+    with pytest.raises(GeoprivError, match="custom vectorised predictor"):
+        geopriv.sanitize_traces(ddf(trips, 2), rng=1, **dict(KW, predictor=crowd))
+    per_trace = geopriv.mechanisms.predictive.per_trace_predictor(lambda rep, hard, times: rep[-1])
+    run(geopriv.sanitize_traces(ddf(trips, 2), rng=1, **dict(KW, predictor=per_trace)))  # per trace: accepted
+    with pytest.raises(GeoprivError, match="computed from the data"):
+        geopriv.sanitize_traces(ddf(trips, 4), rng=1, **dict(KW, bounds=tuple(trips.total_bounds)))
+    files = trips.reset_index(names="fix")
+    files.iloc[:3000].to_parquet(tmp_path / "a.parquet", index=False)
+    files.iloc[3000:].to_parquet(tmp_path / "b.parquet", index=False)
+    lazy = geopriv.sanitize_traces(dask_geopandas.read_parquet(str(tmp_path / "*.parquet")), rng=1, **KW)
+    run(lazy)
+    changed = files.iloc[3000:].copy()
+    changed["geometry"] = changed.geometry.translate(1.0, 0.0)  # every fix of the second file moved a metre
+    changed.to_parquet(tmp_path / "b.parquet", index=False)
+    with pytest.raises(StaleReleaseError):
+        run(lazy)

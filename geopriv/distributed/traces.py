@@ -51,6 +51,9 @@ __all__ = ["sanitize_traces_dask", "trace_ledger_dask", "release_buckets", "BUCK
 #: constant: changing it changes which traces share a random stream, so seeded releases differ.
 BUCKETS = 1024
 
+#: the key the input partitions' digests are bound to (geopriv.keys)
+BIND_PURPOSE = "traces-bind"
+
 #: the temporary column that carries each row's bucket through the shuffle
 _BUCKET = "__geopriv_bucket__"
 
@@ -275,7 +278,6 @@ def sanitize_traces_dask(
       ``n_released`` and ``ledger`` None; the ledger is :func:`trace_ledger_dask`
       (``geopriv.trace_ledger(result)``).
     """
-    import dask  # noqa: F401  (the dask extra is needed)
     import geopandas as gpd
 
     from ..points import check_coordinates
@@ -342,6 +344,15 @@ def sanitize_traces_dask(
 
     check_location_attributes(meta, keep=keep_all, allow_order=order_cols)  # keep names (no rows: nothing else)
 
+    # a vectorised custom predictor sees every trace of a bucket at once: one trace's tests, and so the
+    # scale its (keyed, replayed) noise is drawn at, would depend on the others in its bucket
+    if callable(predictor) and not isinstance(predictor, str) and not getattr(predictor, "per_trace", False):
+        raise GeoprivError(
+            "On a dask GeoDataFrame a custom vectorised predictor is refused: it sees all the traces of a bucket at "
+            "once, so a trace's release would depend on other people's traces. Use predictor='parrot' or "
+            "'cluster_mean', wrap a per-trace function with geopriv.mechanisms.predictive.per_trace_predictor, or "
+            "release in memory."
+        )
     # the parameters, the frame, the lattice and the record: the in-memory release's own plan
     plan = plan_traces(crs, epsilon, level=level, radius=radius, method=method, budget=budget, rate=rate,
                        accuracy=accuracy, skip_speed=skip_speed, stale_after=stale_after, predictor=predictor,
@@ -360,6 +371,19 @@ def sanitize_traces_dask(
                   predictor=predictor, on_exhausted=on_exhausted, eta=eta, gamma=gamma, delta=delta,
                   prediction_rate=prediction_rate, bounds=bounds, grid=grid, continuous=continuous,
                   keep=tuple(keep or ()), max_distortion=max_distortion)
+    # build time: each input partition's digest (the release answers exactly these data, and refuses other
+    # rows when computed), and declared bounds= checked against ALL the data (a bucket sees only part of it)
+    import dask
+
+    from ..frame import check_area_not_from_data
+
+    rect = plan.frame.area if bounds is not None else None
+    checks = dask.compute(*[dask.delayed(trace_partition_checks, pure=True)(p, root, traj_id, time, geom_name, crs,
+                                                                            series, rect) for p in data.to_delayed()])
+    if rect is not None and checks:
+        check_area_not_from_data(np.logical_or.reduce([c[0] for c in checks]), "bounds")
+    digests = tuple(tuple(c[1]) for c in checks)
+    data = data.map_partitions(verify_partition, root, traj_id, time, geom_name, crs, series, digests, meta=meta)
     ordered = traj_id is None and time is None
     if traj_id is None:  # one trace, one bucket: gather it in row order
         staged = data.repartition(npartitions=1)
@@ -371,6 +395,42 @@ def sanitize_traces_dask(
     return staged.map_partitions(release_buckets, root=root, attrs=attrs, out_meta=out_meta.iloc[:0],
                                  geom_name=geom_name, crs=crs, series=series, ordered=ordered, params=params,
                                  meta=out_meta)
+
+
+def _trace_rows(part, traj_id, time, geom_name, crs, series, root):
+    """(xy, keyed digest) of one input partition's rows: (trace id, location, time stamp) per row."""
+    from ..keys import float_words, identity_digests, row_streams
+    from ..points import as_geoseries, point_xy
+
+    gpart = _as_geo(part, geom_name, crs, series)
+    xy = point_xy(as_geoseries(gpart))
+    n = len(xy)
+    if traj_id is None:
+        a, b = np.zeros(n, np.uint64), np.zeros(n, np.uint64)
+    else:
+        a, b = identity_digests(pd.Index(gpart[traj_id]), "trace id", gpart.index)
+    t = np.zeros(n, np.uint64) if time is None else \
+        pd.util.hash_pandas_object(gpart[time], index=False).to_numpy(dtype=np.uint64)
+    return xy, row_streams(root, BIND_PURPOSE, (a, b), [*float_words(xy), t]).digest()
+
+
+def trace_partition_checks(part, root, traj_id, time, geom_name, crs, series, rect=None):
+    """Build time, one input partition: its digest, and the edges of declared bounds= its points touch."""
+    from ..frame import touched_edges
+
+    if len(part) == 0:
+        return np.zeros(4, bool), (0, 0, 0)
+    xy, digest = _trace_rows(part, traj_id, time, geom_name, crs, series, root)
+    return (touched_edges(xy, rect) if rect is not None else np.zeros(4, bool)), digest
+
+
+def verify_partition(part, root, traj_id, time, geom_name, crs, series, digests, partition_info=None):
+    """Compute time, one input partition: refuse rows other than those the release was built on."""
+    from .perturb import check_binding
+
+    digest = (0, 0, 0) if len(part) == 0 else _trace_rows(part, traj_id, time, geom_name, crs, series, root)[1]
+    check_binding(digest, digests, partition_info)
+    return part
 
 
 # ---------------------------------------------------------------------------- the ledger

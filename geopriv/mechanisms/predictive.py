@@ -476,6 +476,7 @@ def per_trace_predictor(fn: Callable) -> Callable:
         return np.array([np.asarray(fn(rep[j], hard[j], times[j]), dtype=float).reshape(2) for j in range(len(run))])
 
     predictor.__name__ = getattr(fn, "__name__", "per_trace")
+    predictor.per_trace = True  # each trace's prediction depends on its own public run only
     return predictor
 
 
