@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from .attributes import INDEX, check_location_attributes
-from .exceptions import EmptyInputError, GeoprivError, format_labels
+from .exceptions import EmptyInputError, GeoprivError, IdentityError, format_labels
 from .frame import DEFAULT_MAX_DISTORTION
 from .network import UnreachableRecipientsWarning, as_network, epsilon_of_distance, hop_distance, resistance_distance
 from .provenance import attach, make_record
@@ -273,8 +273,12 @@ def diffuse_locations(
     if source not in data.index:
         raise GeoprivError(f"source {source!r} is not a row label of the layer. Pass the index label of the person "
                            "whose location is released.")
-    if data.index.is_unique:
-        source = data.index[data.index.get_loc(source)]  # the label as stored (its type is part of a path's binding)
+    if not data.index.is_unique:  # recipients are named (and published) by label: one label, one person
+        dup = data.index[data.index.duplicated(keep=False)]
+        raise IdentityError("share their index label: recipients are named, and published, by label",
+                            list(dict.fromkeys(dup)), "Give every person a unique label "
+                            "(gdf.sample(frac=1).reset_index(drop=True), or a unique id column as the index).")
+    source = data.index[data.index.get_loc(source)]  # the label as stored (its type is part of a path's binding)
     if path is not None:
         from .mechanisms.diffusion import DiffusionPath
 
@@ -282,7 +286,7 @@ def diffuse_locations(
             raise TypeError(f"path must be a DiffusionPath (the secret path of an earlier release), got {type(path).__name__}.")
     d = network_distances(data, graph, source, distance=distance, tolerance=tolerance, weight=weight)
     order = recipient_order(data.index)
-    if INDEX not in keep and data.index.is_unique:
+    if INDEX not in keep:
         # the recipients' labels and their order are published: they must not follow the locations
         check_location_attributes(data.geometry.iloc[order])
     d = d.iloc[order]

@@ -339,3 +339,15 @@ def test_duplicate_edges_count_as_documented(people, knn_edges):
     assert np.allclose(summed.to_numpy()[reach], base.to_numpy()[reach] / 2)  # MultiGraph: parallel edges add up
     hops = [geopriv.network_distances(people, g, "p0") for g in (knn_edges, knn_edges + knn_edges, multi)]
     assert all(np.array_equal(h.to_numpy(), hops[0].to_numpy()) for h in hops)
+
+
+def test_a_repeated_label_is_refused_for_value_releases_too(people, knn_edges):
+    """Review finding: a value release skipped the label-order check when the index was not unique, and an
+    index of rounded coordinates (with repeats) published every recipient's x."""
+    from geopriv.exceptions import IdentityError
+
+    leaky = people.assign(infected=1)
+    leaky.index = [f"x{int(x // 100)}" if i else "p0" for i, x in enumerate(people.geometry.x)]
+    edges = [(leaky.index[people.index.get_loc(a)], leaky.index[people.index.get_loc(b)]) for a, b in knn_edges]
+    with pytest.raises(IdentityError, match="share their index label"):
+        geopriv.diffuse_locations(leaky, policy, source="p0", graph=edges, value="infected", rng=1)
