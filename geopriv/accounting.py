@@ -270,12 +270,12 @@ class DiffusionLedger:
 
     @staticmethod
     def _what(value) -> str:
-        from .mechanisms.diffusion import LOCATION, value_column
+        from .keys import LOCATION, value_column
 
         return LOCATION if value is None else value_column(value)
 
     def _key(self, source, value):
-        from .mechanisms.diffusion import typed_label
+        from .keys import typed_label
 
         return (typed_label(source), self._what(value))
 
@@ -284,7 +284,7 @@ class DiffusionLedger:
 
     def _check_binding(self, source, value, path) -> None:
         from .exceptions import PathBindingError
-        from .mechanisms.diffusion import typed_label
+        from .keys import typed_label
 
         if path is None or not getattr(path, "is_bound", False):
             return
@@ -352,7 +352,7 @@ class DiffusionLedger:
 
     def to_frame(self) -> pd.DataFrame:
         """One row per (source, released): unit, paths, spent (sum of each path's largest epsilon), total, remaining."""
-        from .mechanisms.diffusion import LOCATION
+        from .keys import LOCATION
 
         rows = []
         for (_, what), (source, _, entries) in self._entries.items():

@@ -61,6 +61,9 @@ __all__ = [
     "float_words",
     "check_unique",
     "row_identities",
+    "typed_label",
+    "value_column",
+    "LOCATION",
 ]
 
 _M64 = (1 << 64) - 1
@@ -245,6 +248,45 @@ def identity_digests(ids, what: str = "index label", labels=None) -> tuple[np.nd
                             "objects; not shown)", None, _HOW, count=int(bad.sum()))
     raise IdentityError(f"have integer {what}s among string ones (1 and '1' would name different people)",
                         shown[is_int], _HOW)
+
+
+#: What a diffusion path (or a ledger entry) releases when it answers a location, not a column's value
+LOCATION = "location"
+
+
+def _plain_label(label):
+    if isinstance(label, np.generic):
+        return label.item()
+    if isinstance(label, tuple):
+        return tuple(_plain_label(x) for x in label)
+    return label
+
+
+def typed_label(label) -> str:
+    """A row or column label as typed text: ``1`` -> ``"int:1"``, ``"1"`` -> ``"str:'1'"``.
+
+    Labels that compare or hash equal across types (``1``, ``1.0``, ``True``, ``"1"``) name
+    different rows of different indexes, so a binding keeps their type.  numpy scalars count as
+    their Python type (``np.int64(1)`` is ``int:1``), and tuples (MultiIndex labels) are typed
+    element by element.
+
+    Parameters
+    ----------
+    label : hashable
+
+    Returns
+    -------
+    str
+    """
+    label = _plain_label(label)
+    if isinstance(label, tuple):
+        return "tuple:(" + ", ".join(typed_label(x) for x in label) + ")"
+    return f"{type(label).__name__}:{label!r}"
+
+
+def value_column(column) -> str:
+    """What a path releases when it answers the value of attribute ``column`` (typed, see :func:`typed_label`)."""
+    return f"value of column {typed_label(column)}"
 
 
 _HOW = ("Declare a column of stable person ids (integers or strings, one per person, unique over the whole data) "

@@ -125,6 +125,7 @@ import numpy as np
 from scipy import special, stats
 
 from ..exceptions import GeoprivError, MechanismFileError, PathBindingError
+from ..keys import LOCATION, typed_label, value_column
 from ..rng import make_rng
 
 __all__ = [
@@ -151,7 +152,6 @@ PAPER = "Koufogiannis and Pappas, 'Diffusing private data over networks' (Algori
 FORMAT = "geopriv.diffusion_path"
 FORMAT_VERSION = 2
 #: What a path releases when it answers a location (see :meth:`DiffusionPath.bind`).
-LOCATION = "location"
 #: Relative resolution of a computed value answer in the 1-D finite-precision bound
 #: (:func:`value_lattice_epsilon`): 2^-48, i.e. 16 ulps of the largest magnitude involved.
 VALUE_RESOLUTION = 2.0**-48
@@ -221,41 +221,6 @@ def _gen(rng) -> np.random.Generator:
 # --------------------------------------------------------------------------------------------
 # binding: what a path answers
 # --------------------------------------------------------------------------------------------
-
-def _plain(label):
-    if isinstance(label, np.generic):
-        return label.item()
-    if isinstance(label, tuple):
-        return tuple(_plain(x) for x in label)
-    return label
-
-
-def typed_label(label) -> str:
-    """A row or column label as typed text: ``1`` -> ``"int:1"``, ``"1"`` -> ``"str:'1'"``.
-
-    Labels that compare or hash equal across types (``1``, ``1.0``, ``True``, ``"1"``) name
-    different rows of different indexes, so a binding keeps their type.  numpy scalars count as
-    their Python type (``np.int64(1)`` is ``int:1``), and tuples (MultiIndex labels) are typed
-    element by element.
-
-    Parameters
-    ----------
-    label : hashable
-
-    Returns
-    -------
-    str
-    """
-    label = _plain(label)
-    if isinstance(label, tuple):
-        return "tuple:(" + ", ".join(typed_label(x) for x in label) + ")"
-    return f"{type(label).__name__}:{label!r}"
-
-
-def value_column(column) -> str:
-    """What a path releases when it answers the value of attribute ``column`` (typed, see :func:`typed_label`)."""
-    return f"value of column {typed_label(column)}"
-
 
 def _released_text(released: str) -> str:
     return "the location" if released == LOCATION else released
