@@ -22,6 +22,8 @@ a single budget) and works on many labels at once with numpy arrays:
 """
 from __future__ import annotations
 
+from .exceptions import ParameterError
+
 from collections.abc import Iterable
 
 import numpy as np
@@ -35,9 +37,9 @@ __all__ = ["BudgetAccountant", "DiffusionLedger"]
 def _positive_totals(total, n):
     arr = np.array(total, dtype=float, copy=True).reshape(-1) if np.ndim(total) else np.full(n, float(total))
     if arr.shape != (n,):
-        raise ValueError(f"total must be a number or one number per label ({n}), got shape {np.shape(total)}.")
+        raise ParameterError(f"total must be a number or one number per label ({n}), got shape {np.shape(total)}.")
     if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
-        raise ValueError(
+        raise ParameterError(
             "Every total budget must be finite and > 0 (epsilon per metre), e.g. math.log(10) / 100 for "
             "'ln 10 within 100 m over the whole trace'."
         )
@@ -71,7 +73,7 @@ class BudgetAccountant:
         self._labels = list(labels)
         n = len(self._labels)
         if n == 0:
-            raise ValueError("An accountant needs at least one label (one budget).")
+            raise ParameterError("An accountant needs at least one label (one budget).")
         self._total = _positive_totals(total, n)
         self._spent = np.zeros(n)
         self._reserved = np.zeros(n)
@@ -124,9 +126,9 @@ class BudgetAccountant:
             rows = rows.astype(np.intp, copy=False)
         amounts = np.broadcast_to(np.asarray(amounts, dtype=float), rows.shape)
         if not np.all(np.isfinite(amounts)) or np.any(amounts < 0):
-            raise ValueError("Amounts of budget must be finite and >= 0.")
+            raise ParameterError("Amounts of budget must be finite and >= 0.")
         if not assume_unique and len(np.unique(rows)) != len(rows):
-            raise ValueError("Each label may appear once per call; add the amounts first.")
+            raise ParameterError("Each label may appear once per call; add the amounts first.")
         return rows, amounts
 
     def headroom(self, rows=None) -> np.ndarray:

@@ -83,6 +83,8 @@ tolerances and fractions only.
 """
 from __future__ import annotations
 
+from .exceptions import ParameterError, ParameterTypeError
+
 import functools
 import itertools
 import math
@@ -273,7 +275,7 @@ def check_location_attributes(data, *, keep=(), allow_order=(), check_order=True
     unknown = [k for k in keep if k not in (INDEX, ROW_ORDER) and not _in_labels(k, valid)]
     if unknown:
         what = f"columns {valid!r}" if valid else "no columns (it is a GeoSeries)"
-        raise ValueError(
+        raise ParameterError(
             f"keep={unknown!r} names no column of the data: it has {what}, "
             f"{INDEX!r} stands for its index and {ROW_ORDER!r} for the order of its rows. Fix the "
             "spelling or remove them from keep."
@@ -281,7 +283,7 @@ def check_location_attributes(data, *, keep=(), allow_order=(), check_order=True
     unknown = [k for k in allow_order if not _in_labels(k, valid)]
     if unknown:
         what = f"columns {valid!r}" if valid else "no columns (it is a GeoSeries)"
-        raise ValueError(f"allow_order={unknown!r} names no column of the data: it has {what}.")
+        raise ParameterError(f"allow_order={unknown!r} names no column of the data: it has {what}.")
     found = _find(data, crs=None, skip=keep, rank_exempt=allow_order)
     ordered = {}
     if check_order:
@@ -298,7 +300,7 @@ def check_location_attributes(data, *, keep=(), allow_order=(), check_order=True
 
 def _check_type(data) -> None:
     if not isinstance(data, (gpd.GeoDataFrame, gpd.GeoSeries)):
-        raise TypeError(f"data must be a GeoDataFrame or GeoSeries, got {type(data).__name__}.")
+        raise ParameterTypeError(f"data must be a GeoDataFrame or GeoSeries, got {type(data).__name__}.")
 
 
 def _normalise_keep(keep) -> list:
@@ -968,7 +970,7 @@ def _order_xy(data, xy, positions):
     if xy is not None:
         xy = np.asarray(xy, dtype=float)
         if xy.ndim != 2 or xy.shape[0] != len(data) or xy.shape[1] < 2:
-            raise ValueError(f"xy must be an (n, 2) array of the {len(data):,} rows' coordinates.")
+            raise ParameterError(f"xy must be an (n, 2) array of the {len(data):,} rows' coordinates.")
         return xy[positions, 0], xy[positions, 1]
     if isinstance(data, gpd.GeoSeries):
         geoms = data

@@ -21,6 +21,8 @@ attribute columns are not checked because none is released.
 """
 from __future__ import annotations
 
+from .exceptions import ParameterTypeError
+
 import warnings
 
 import geopandas as gpd
@@ -254,7 +256,7 @@ def diffuse_locations(
         The index labels (published) are in spatial order or hold coordinates.
     """
     if not isinstance(data, gpd.GeoDataFrame):
-        raise TypeError("diffuse_locations needs a GeoDataFrame of the people (one point per row).")
+        raise ParameterTypeError("diffuse_locations needs a GeoDataFrame of the people (one point per row).")
     if on_unreachable not in ("warn", "raise", "ignore"):
         raise GeoprivError(f"on_unreachable must be 'warn', 'raise' or 'ignore', got {on_unreachable!r}.")
     if support is not None and value is None:
@@ -265,7 +267,7 @@ def diffuse_locations(
     if isinstance(continuous, (np.bool_,)):
         continuous = bool(continuous)
     if not isinstance(continuous, bool):
-        raise TypeError("continuous must be True or False.")
+        raise ParameterTypeError("continuous must be True or False.")
     keep = (keep,) if isinstance(keep, str) else tuple(keep or ())
     if any(k != INDEX for k in keep):
         raise GeoprivError(f"keep= can only hold {INDEX!r} here (the recipients' labels): no column is released.")
@@ -283,7 +285,7 @@ def diffuse_locations(
         from .mechanisms.diffusion import DiffusionPath
 
         if not isinstance(path, DiffusionPath):
-            raise TypeError(f"path must be a DiffusionPath (the secret path of an earlier release), got {type(path).__name__}.")
+            raise ParameterTypeError(f"path must be a DiffusionPath (the secret path of an earlier release), got {type(path).__name__}.")
     d = network_distances(data, graph, source, distance=distance, tolerance=tolerance, weight=weight)
     order = recipient_order(data.index)
     if INDEX not in keep:
@@ -345,7 +347,7 @@ def _value_lattice(grid, eps_max, value_range):
         step = default_grid(eps_max)
     else:
         if isinstance(grid, (bool, np.bool_)):
-            raise TypeError("grid must be a number (the value lattice step) or 'auto', not a bool.")
+            raise ParameterTypeError("grid must be a number (the value lattice step) or 'auto', not a bool.")
         try:
             step = float(grid)
         except (TypeError, ValueError):

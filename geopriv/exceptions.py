@@ -24,6 +24,7 @@ __all__ = [
     "InputError",
     "OutputError",
     "ParameterError",
+    "ParameterTypeError",
     "UsageError",
     "NetworkError",
     "GeoprivWarning",
@@ -134,6 +135,10 @@ class ParameterError(GeoprivError):
     """An option (keyword argument, command-line option, QGIS parameter) with a value that cannot be used."""
 
 
+class ParameterTypeError(TypeError):
+    """An option of the wrong type: a ``TypeError`` (as Python's own checks raise), written by geopriv, so shown."""
+
+
 class UsageError(GeoprivError):
     """Options that do not go together, or a required option missing (the command line's errors)."""
 
@@ -156,35 +161,13 @@ class DistortionWarning(GeoprivWarning):
 
 
 def shows_message(exc: BaseException) -> bool:
-    """Whether :func:`user_message` shows ``exc``'s own text (geopriv's errors) rather than withholding it."""
-    return isinstance(exc, (GeoprivError, GeoprivWarning)) or _plain_error_raised_by_geopriv(exc)
+    """Whether :func:`user_message` shows ``exc``'s own text: geopriv's errors and warnings, nothing else.
 
-
-def _plain_error_raised_by_geopriv(exc: BaseException) -> bool:
-    """Transitional: a plain ``ValueError``/``TypeError`` that geopriv's own code raised with its own text.
-
-    Every error geopriv raises is to become a named :class:`GeoprivError` subclass; until the
-    remaining ``raise ValueError(...)`` statements of the release modules (``planar_laplace``,
-    ``frame``, ``traces``, ``predictive``, ``release``, ``synthesize``, ``metrics``, ...) are
-    converted, their messages are still shown when all of these hold: the type is exactly the
-    builtin ``ValueError`` or ``TypeError`` (no subclass from another library), the innermost
-    frame of the traceback is a ``raise`` statement in geopriv's own source, and it was not raised
-    while handling another exception (whose text it might carry).  Anything else is withheld.
+    Every error geopriv raises is one of its named classes (:class:`GeoprivError` and its
+    subclasses, :class:`ParameterTypeError`); a plain ``ValueError`` or ``TypeError`` comes from
+    another library (or Python) and may quote data values, so its text is withheld.
     """
-    if type(exc) not in (ValueError, TypeError) or exc.__context__ is not None or exc.__cause__ is not None:
-        return False
-    import traceback
-    from pathlib import Path
-
-    frames = traceback.extract_tb(exc.__traceback__)
-    if not frames:
-        return False
-    last = frames[-1]
-    try:
-        inside = Path(last.filename).resolve().is_relative_to(Path(__file__).resolve().parent)
-    except (OSError, ValueError):  # pragma: no cover
-        return False
-    return inside and (last.line or "").lstrip().startswith("raise")
+    return isinstance(exc, (GeoprivError, GeoprivWarning, ParameterTypeError))
 
 
 #: what went wrong in a foreign library, by its top-level module: how to proceed (no data values)

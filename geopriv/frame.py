@@ -49,6 +49,8 @@ from ground metres with the public scale, never with anything measured at the da
 """
 from __future__ import annotations
 
+from .exceptions import ParameterError, ParameterTypeError
+
 import contextlib
 import functools
 import math
@@ -157,10 +159,10 @@ def declared_bounds(crs, bounds=None, region=None):
 
     if bounds is not None:
         if isinstance(bounds, (bool, np.bool_)) or len(bounds) != 4:
-            raise ValueError("bounds must be (xmin, ymin, xmax, ymax) in the data's CRS.")
+            raise ParameterError("bounds must be (xmin, ymin, xmax, ymax) in the data's CRS.")
         b = tuple(float(v) for v in bounds)
         if not all(math.isfinite(v) for v in b) or b[0] >= b[2] or b[1] >= b[3]:
-            raise ValueError("bounds must be finite with xmin < xmax and ymin < ymax, in the data's CRS.")
+            raise ParameterError("bounds must be finite with xmin < xmax and ymin < ymax, in the data's CRS.")
         return b
     if region is None:
         return None
@@ -180,9 +182,9 @@ def declared_bounds(crs, bounds=None, region=None):
                 tb = t.transform_bounds(*tb, densify_pts=21)
         b = tuple(float(v) for v in tb)
     else:
-        raise TypeError("region must be a shapely (Multi)Polygon in the data's CRS, or a GeoSeries/GeoDataFrame with a CRS.")
+        raise ParameterTypeError("region must be a shapely (Multi)Polygon in the data's CRS, or a GeoSeries/GeoDataFrame with a CRS.")
     if not all(math.isfinite(v) for v in b) or b[0] >= b[2] or b[1] >= b[3]:
-        raise ValueError("region must be a polygon with positive area (it is the public area of the release).")
+        raise ParameterError("region must be a polygon with positive area (it is the public area of the release).")
     return tuple(float(v) for v in b)
 
 
@@ -580,7 +582,7 @@ def public_frame(crs, *, bounds=None, region=None, max_distortion: float = DEFAU
     crs = as_crs(crs)
     max_distortion = float(max_distortion)
     if not (max_distortion >= 0 and math.isfinite(max_distortion)):
-        raise ValueError("max_distortion must be a finite number >= 0.")
+        raise ParameterError("max_distortion must be a finite number >= 0.")
     area = declared_bounds(crs, bounds, None)
     source = "bounds" if bounds is not None else "none"
     with proj_errors(crs, "fix the public frame of the release (its scale over the public area)"):
@@ -704,13 +706,13 @@ def check_grid(grid, epsilon_per_m: float):
     """Validate a grid argument: "auto" -> default_grid(epsilon); a positive number of metres."""
     if isinstance(grid, str):
         if grid != "auto":
-            raise ValueError(f"grid must be a number of metres or 'auto', got {grid!r}.")
+            raise ParameterError(f"grid must be a number of metres or 'auto', got {grid!r}.")
         return default_grid(epsilon_per_m)
     if isinstance(grid, (bool, np.bool_)):
-        raise TypeError("grid must be a number of metres (or 'auto'), not a bool.")
+        raise ParameterTypeError("grid must be a number of metres (or 'auto'), not a bool.")
     grid = check_epsilon(grid, "grid (metres)")
     if 2.0 / epsilon_per_m < grid:
-        raise ValueError(
+        raise ParameterError(
             f"The grid of {grid:g} m is coarser than the noise (mean radius {2.0 / epsilon_per_m:.3g} m): most releases "
             "would snap back to the true point's own cell. Use a grid well below 2/epsilon, or a smaller epsilon."
         )
@@ -762,7 +764,7 @@ def check_noise_above_precision(epsilon_per_m: float, frame: PublicFrame) -> Non
     """Refuse an epsilon whose noise (mean radius 2/epsilon) is below 2^12 ulps of the coordinates."""
     ulp_m = precision_metres(frame)
     if 2.0 / float(epsilon_per_m) < _MIN_STEP_ULPS * ulp_m:
-        raise ValueError(
+        raise ParameterError(
             f"epsilon {epsilon_per_m:g} per metre asks for noise ({2.0 / epsilon_per_m:.3g} m) below the precision of "
             f"coordinates in {frame.input_crs.name}: the release would be the true location up to rounding. "
             "Use a smaller epsilon."

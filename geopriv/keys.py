@@ -41,6 +41,8 @@ with both a Generator and per-row streams.
 """
 from __future__ import annotations
 
+from .exceptions import ParameterTypeError
+
 import hashlib
 import hmac
 import os
@@ -87,7 +89,7 @@ class SecretRoot:
 
     def __init__(self, value: int, seeded: bool):
         if not isinstance(value, int) or not 0 <= value < (1 << 128):
-            raise TypeError("a SecretRoot holds a 128-bit non-negative integer.")
+            raise ParameterTypeError("a SecretRoot holds a 128-bit non-negative integer.")
         object.__setattr__(self, "_value", int(value))
         object.__setattr__(self, "seeded", bool(seeded))
 

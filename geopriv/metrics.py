@@ -12,6 +12,8 @@
 """
 from __future__ import annotations
 
+from .exceptions import ParameterError, ParameterTypeError
+
 import geopandas as gpd
 import numpy as np
 import pandas as pd
@@ -85,10 +87,10 @@ DEFAULT_QUANTILE = 0.9
 
 def _check_quantile(quantile) -> float:
     if isinstance(quantile, bool) or not isinstance(quantile, (int, float, np.integer, np.floating)):
-        raise TypeError(f"quantile must be a number strictly between 0 and 1, got {type(quantile).__name__}.")
+        raise ParameterTypeError(f"quantile must be a number strictly between 0 and 1, got {type(quantile).__name__}.")
     quantile = float(quantile)
     if not 0 < quantile < 1:
-        raise ValueError("quantile must be strictly between 0 and 1 (e.g. 0.9: alpha is the radius containing "
+        raise ParameterError("quantile must be strictly between 0 and 1 (e.g. 0.9: alpha is the radius containing "
                          "90 % of the displacements).")
     return quantile
 
@@ -106,7 +108,7 @@ def _renamed_delta(quantile, delta, stacklevel: int):
         stacklevel=stacklevel,
     )
     if quantile != DEFAULT_QUANTILE:
-        raise TypeError("Give quantile= only (delta= is its deprecated name), not both.")
+        raise ParameterTypeError("Give quantile= only (delta= is its deprecated name), not both.")
     return delta
 
 
@@ -175,7 +177,7 @@ def wasserstein(a, b, *, max_points: int = 20_000) -> float:
     ga = as_geoseries(a, "first point set")
     gb = as_geoseries(b, "second point set")
     if len(ga) > max_points or len(gb) > max_points:
-        raise ValueError(
+        raise ParameterError(
             f"wasserstein() builds a {len(ga)} x {len(gb)} cost matrix; that is over max_points={max_points}. "
             "Subsample both sets (gdf.sample(n)) or use geopriv.wasserstein_bound, or raise max_points if you have the memory."
         )

@@ -65,6 +65,8 @@ distances rather than invent a level for them.
 """
 from __future__ import annotations
 
+from .exceptions import ParameterTypeError
+
 import math
 import warnings
 from collections.abc import Callable, Mapping
@@ -232,7 +234,7 @@ def as_network(graph, *, nodes=None, points=None, tolerance: float = 0.0, weight
         return _from_edges(graph.iloc[:, :2].to_numpy(), nodes, weight)
     if isinstance(graph, (np.ndarray, list, tuple)):
         return _from_edges(graph, nodes, weight)
-    raise TypeError(
+    raise ParameterTypeError(
         "graph must be a networkx graph, a square scipy.sparse adjacency matrix, an (m, 2) edge list, or a "
         f"GeoDataFrame of LineStrings with points=; got {type(graph).__name__}."
     )

@@ -6,6 +6,8 @@ Errors are ValueErrors that show an example.
 """
 from __future__ import annotations
 
+from .exceptions import ParameterError
+
 import math
 import re
 
@@ -24,7 +26,7 @@ def parse_number(text) -> float:
         if den:
             value /= float(den)
     except (ValueError, ZeroDivisionError):
-        raise ValueError(f"not a number: {text!r} (give e.g. 0.0069, ln4 or ln4/200)") from None
+        raise ParameterError(f"not a number: {text!r} (give e.g. 0.0069, ln4 or ln4/200)") from None
     return value
 
 
@@ -32,7 +34,7 @@ def parse_epsilon_pair(text) -> tuple[float, float]:
     """``D:EPSILON``: a network distance and the epsilon there, e.g. ``2:ln4/200``."""
     d, sep, e = str(text).strip().partition(":")
     if not sep:
-        raise ValueError(f"not a DISTANCE:EPSILON pair: {text!r} (give e.g. 1:ln4/50 or 0.5:0.02)")
+        raise ParameterError(f"not a DISTANCE:EPSILON pair: {text!r} (give e.g. 1:ln4/50 or 0.5:0.02)")
     return parse_number(d), parse_number(e)
 
 
@@ -40,6 +42,6 @@ def parse_epsilon_table(text) -> tuple[list, list]:
     """``"1:ln4/50 4:ln4/2000"`` (pairs separated by spaces, commas or semicolons) -> (distances, epsilons), sorted."""
     pairs = [parse_epsilon_pair(item) for item in re.split(r"[\s,;]+", str(text).strip()) if item]
     if not pairs:
-        raise ValueError("the epsilon table is empty (give e.g. 1:ln4/50 4:ln4/2000)")
+        raise ParameterError("the epsilon table is empty (give e.g. 1:ln4/50 4:ln4/2000)")
     pairs.sort()
     return [d for d, _ in pairs], [e for _, e in pairs]

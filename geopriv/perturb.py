@@ -6,6 +6,8 @@ the public frame and lattice, draws the noise, snaps it and writes the provenanc
 """
 from __future__ import annotations
 
+from .exceptions import ParameterError
+
 from .daskhook import is_dask, lazy
 from .frame import DEFAULT_MAX_DISTORTION
 from .mechanisms.base import PointMechanism, check_mechanism
@@ -20,9 +22,9 @@ def mechanism_for(epsilon=None, level=None, radius=None, mechanism=None, region=
     """The mechanism a :func:`perturb` call releases with: ``mechanism``, or planar Laplace at the resolved epsilon."""
     if mechanism is not None:
         if epsilon is not None or level is not None or radius is not None:
-            raise ValueError("A prebuilt mechanism carries its own privacy level: do not also pass epsilon/level/radius.")
+            raise ParameterError("A prebuilt mechanism carries its own privacy level: do not also pass epsilon/level/radius.")
         if region is not None:
-            raise ValueError("region= applies to planar Laplace only; the mechanism defines its own outputs.")
+            raise ParameterError("region= applies to planar Laplace only; the mechanism defines its own outputs.")
         return check_mechanism(mechanism, PointMechanism)
     return GeoIndistinguishability(
         resolve_epsilon(epsilon, level, radius),

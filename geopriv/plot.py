@@ -5,6 +5,8 @@ matplotlib Figure and, with ``path=``, also writes it (PNG by extension).
 """
 from __future__ import annotations
 
+from .exceptions import ParameterError
+
 import numpy as np
 
 __all__ = ["plot_release", "plot_privacy_map", "plot_mechanism"]
@@ -125,7 +127,7 @@ def plot_privacy_map(privacy_map, *, ax=None, points=None, path=None, title=None
     """
     plt = _plt()
     if per not in ("km", "m"):
-        raise ValueError("per must be 'km' or 'm'.")
+        raise ParameterError("per must be 'km' or 'm'.")
     factor = 1000.0 if per == "km" else 1.0
     if ax is None:
         fig, ax = plt.subplots(figsize=(6.5, 5.5))
@@ -198,7 +200,7 @@ def plot_mechanism(mechanism, points, *, path=None, log: bool = True, title=None
     plt = _plt()
     pts = np.atleast_2d(np.asarray(points, float))
     if len(pts) > 6:
-        raise ValueError("plot_mechanism draws at most 6 locations; pass fewer points.")
+        raise ParameterError("plot_mechanism draws at most 6 locations; pass fewer points.")
     n = len(pts) + 1
     cols = min(n, 4)
     rows = int(np.ceil(n / cols))

@@ -4,6 +4,8 @@ Errors name row labels, never coordinates, and say how to fix the input.
 """
 from __future__ import annotations
 
+from .exceptions import ParameterTypeError
+
 import math
 
 import geopandas as gpd
@@ -36,7 +38,7 @@ def as_geoseries(data, what: str = "data") -> gpd.GeoSeries:
     elif isinstance(data, gpd.GeoSeries):
         geoms = data
     else:
-        raise TypeError(
+        raise ParameterTypeError(
             f"{what} must be a GeoDataFrame or GeoSeries, got {type(data).__name__}. "
             "Build one with geopandas.GeoDataFrame(df, geometry=geopandas.points_from_xy(x, y), crs=...)."
         )

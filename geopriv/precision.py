@@ -7,6 +7,8 @@ for why the float output needs a lattice at all).
 """
 from __future__ import annotations
 
+from .exceptions import ParameterError, ParameterTypeError
+
 import math
 
 import numpy as np
@@ -20,13 +22,13 @@ ANGLE_RESOLUTION = 2.0 * math.pi * 2.0**-52
 def check_epsilon(epsilon, name: str = "epsilon") -> float:
     """Validate a privacy parameter: a finite number > 0 (no code path may release a true location)."""
     if isinstance(epsilon, (bool, np.bool_)):
-        raise TypeError(f"{name} must be a positive number, not a bool ({epsilon!r}).")
+        raise ParameterTypeError(f"{name} must be a positive number, not a bool ({epsilon!r}).")
     try:
         value = float(epsilon)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a positive number, got {epsilon!r}.") from None
+        raise ParameterError(f"{name} must be a positive number, got {epsilon!r}.") from None
     if not math.isfinite(value) or value <= 0:
-        raise ValueError(
+        raise ParameterError(
             f"{name} must be finite and > 0 (got {epsilon!r}); 0 or negative would mean no or undefined noise and "
             "infinity would release true locations. Typical values: level ln(4) within radius 200 m, "
             "i.e. epsilon = math.log(4) / 200 per metre."
@@ -43,7 +45,7 @@ def discretisation_epsilon(epsilon: float, step: float, r_max: float, angle_reso
     q = step / (r_max * angle_resolution)
     k = 2.0 * math.exp(epsilon * step)
     if q <= k:
-        raise ValueError(
+        raise ParameterError(
             f"Grid step too small for the region: the finite-precision bound needs step / (r_max * {angle_resolution:.2e}) "
             f"> 2 exp(epsilon * step). Use a coarser grid or a smaller region."
         )
@@ -58,10 +60,10 @@ def resolve_epsilon(epsilon=None, level=None, radius=None) -> float:
     """
     if epsilon is not None:
         if level is not None or radius is not None:
-            raise ValueError("Give either epsilon (per metre) or level and radius (metres), not both.")
+            raise ParameterError("Give either epsilon (per metre) or level and radius (metres), not both.")
         return check_epsilon(epsilon)
     if level is None or radius is None:
-        raise ValueError(
+        raise ParameterError(
             "Say how much privacy: epsilon=<loss per metre>, or level=<loss> and radius=<metres> "
             "(e.g. level=math.log(4), radius=200 for 'ln 4 within 200 m')."
         )

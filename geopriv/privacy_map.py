@@ -38,6 +38,8 @@ whose 1/epsilon is ``max_slope``-Lipschitz on the 8-neighbour grid.
 """
 from __future__ import annotations
 
+from .exceptions import ParameterTypeError
+
 import json
 import math
 import os
@@ -139,7 +141,7 @@ def _read(raster, band, transform, crs, nodata, max_cells=MAX_CELLS):
             try:
                 values = np.array(raster, dtype=float)
             except (TypeError, ValueError):
-                raise TypeError(
+                raise ParameterTypeError(
                     "raster must be a GeoTIFF path, an open rasterio dataset, or a 2-D array with transform= and crs=."
                 ) from None
         if values.ndim == 3 and values.shape[0] >= band:

@@ -13,6 +13,8 @@ Two datasets released with the same public parameters give identical records apa
 """
 from __future__ import annotations
 
+from .exceptions import ParameterTypeError
+
 import datetime as _dt
 import math
 
@@ -107,7 +109,7 @@ def _check_value(key, value):
         for k, v in value.items()
     ):
         return
-    raise TypeError(f"provenance field {key!r} must be a plain scalar or a list of scalars, got {type(value).__name__}")
+    raise ParameterTypeError(f"provenance field {key!r} must be a plain scalar or a list of scalars, got {type(value).__name__}")
 
 
 def make_record(fields: dict, *, seeded: bool, n: int | None) -> dict:
@@ -119,7 +121,7 @@ def make_record(fields: dict, *, seeded: bool, n: int | None) -> dict:
     record = {}
     for key, value in fields.items():
         if key not in ALLOWED_FIELDS:
-            raise TypeError(
+            raise ParameterTypeError(
                 f"provenance field {key!r} is not in geopriv.provenance.ALLOWED_FIELDS; only public fields may be "
                 "published with a release"
             )

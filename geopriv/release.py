@@ -35,6 +35,8 @@ A mechanism passed here is a small immutable object with
 """
 from __future__ import annotations
 
+from .exceptions import ParameterError, ParameterTypeError
+
 import dataclasses
 import math
 from concurrent.futures import ThreadPoolExecutor
@@ -111,7 +113,7 @@ def _region_geometry(region, crs):
             raise MissingCRSError("The region")
         geom = region.to_crs(crs).union_all()
     if geom.is_empty or geom.area <= 0:
-        raise ValueError("region must be a polygon with positive area (it is the area outputs are kept in).")
+        raise ParameterError("region must be a polygon with positive area (it is the area outputs are kept in).")
     shapely.prepare(geom)
     return geom
 
@@ -140,7 +142,7 @@ def _truncate(xy, region, lattice):
     d[~ok] = np.inf
     best = d.argmin(axis=1)
     if not np.isfinite(d[np.arange(len(idx)), best]).all():
-        raise ValueError("The region is too thin for the grid: no grid node inside it near its boundary. Use a finer grid.")
+        raise ParameterError("The region is too thin for the grid: no grid node inside it near its boundary. Use a finer grid.")
     out[idx] = cand[np.arange(len(idx)), best]
     return out
 
@@ -159,7 +161,7 @@ def _check_region_holds_lattice(region, lattice):
     cand = lattice.snap(pts)[:, None, :] + offs[None, :, :]
     ok = shapely.contains_xy(region, cand[..., 0], cand[..., 1]).any(axis=1)
     if not ok.all():
-        raise ValueError("The region is too thin for the grid: parts of it hold no lattice node. Use a finer grid or a wider region.")
+        raise ParameterError("The region is too thin for the grid: parts of it hold no lattice node. Use a finer grid or a wider region.")
 
 
 def _own_frame(mechanism, crs) -> PublicFrame:
@@ -263,9 +265,9 @@ def plan_release(
     """The public frame, lattice, finite-precision bound and transforms of a release (no data involved)."""
     crs = as_crs(crs)
     if isinstance(continuous, (bool, np.bool_)) is False:
-        raise TypeError("continuous must be True or False.")
+        raise ParameterTypeError("continuous must be True or False.")
     if continuous and not (isinstance(grid, str) and grid == "auto"):
-        raise ValueError("continuous=True releases unrounded coordinates; do not also pass grid=.")
+        raise ParameterError("continuous=True releases unrounded coordinates; do not also pass grid=.")
 
     # 1. the public frame
     if mechanism.frame_policy == "own":
@@ -282,7 +284,7 @@ def plan_release(
     if region_geom is not None and lattice_frame.area is not None:
         rb, ab = region_geom.bounds, lattice_frame.area
         if rb[0] < ab[0] or rb[1] < ab[1] or rb[2] > ab[2] or rb[3] > ab[3]:
-            raise ValueError(
+            raise ParameterError(
                 "region= extends beyond the public area of the release (declared bounds= or the CRS's area of use); "
                 "clip the region to it or declare bounds= that hold it."
             )
@@ -295,7 +297,7 @@ def plan_release(
         if area is not None:
             side = area_side_metres(crs, area)
             if grid_m > side:
-                raise ValueError(
+                raise ParameterError(
                     f"The grid of {grid_m:g} m is coarser than the declared area (its shorter side is about {side:.3g} m): "
                     "every release would be the same few nodes. Use a finer grid or a larger area."
                 )
@@ -492,10 +494,10 @@ def plan_synthetic(crs, mechanism, n_people: int, *, n=None, bounds=None, region
         n_out = int(n_people)
     else:
         if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 1:
-            raise ValueError(f"n (the number of synthetic points) must be a positive integer, got {n!r}.")
+            raise ParameterError(f"n (the number of synthetic points) must be a positive integer, got {n!r}.")
         n_out = int(n)
     if placement not in ("uniform", "centre"):
-        raise ValueError(f"placement must be 'uniform' (uniform inside each cell) or 'centre', got {placement!r}.")
+        raise ParameterError(f"placement must be 'uniform' (uniform inside each cell) or 'centre', got {placement!r}.")
     rect, area_source = public_area(crs, bounds, region)
     frame = public_frame(crs, bounds=rect, max_distortion=max_distortion)
     region_geom = _region_geometry(region, crs)
@@ -504,12 +506,12 @@ def plan_synthetic(crs, mechanism, n_people: int, *, n=None, bounds=None, region
     leaf_side_m = area_side_metres(crs, rect) / float(1 << order)
     if isinstance(grid, str):
         if grid != "auto":
-            raise ValueError(f"grid must be a number of metres or 'auto', got {grid!r}.")
+            raise ParameterError(f"grid must be a number of metres or 'auto', got {grid!r}.")
         grid_m = min(DEFAULT_GRID_M, leaf_side_m / 20.0)
     else:
         if isinstance(grid, (bool, np.bool_)) or not isinstance(grid, (int, float, np.integer, np.floating)) \
                 or not math.isfinite(float(grid)) or grid <= 0:
-            raise ValueError("grid must be a positive number of metres (or 'auto').")
+            raise ParameterError("grid must be a positive number of metres (or 'auto').")
         grid_m = float(grid)
     lattice = public_lattice(frame, grid_m)
     if region_geom is not None:
@@ -638,7 +640,7 @@ def release_diffusion(
     eff_unique = np.array([finite_precision_epsilon(e, frame, lattice) for e in unique])
     effective = eff_unique[np.searchsorted(unique, eps)]
     if path is not None and not isinstance(path, DiffusionPath):
-        raise TypeError(f"path must be a DiffusionPath (the secret path of an earlier release), got {type(path).__name__}.")
+        raise ParameterTypeError(f"path must be a DiffusionPath (the secret path of an earlier release), got {type(path).__name__}.")
     u = np.array(frame.to_work(xy[[pos]], labels[[pos]])[0], dtype=float)
     binding = {
         "kind": "location",
@@ -768,20 +770,20 @@ def plan_traces(crs, epsilon=None, *, level=None, radius=None, method="predictiv
     from .precision import resolve_epsilon
 
     if method not in ("predictive", "independent"):
-        raise ValueError(f"method must be 'predictive' or 'independent', got {method!r}.")
+        raise ParameterError(f"method must be 'predictive' or 'independent', got {method!r}.")
     if on_exhausted not in ("empty", "last"):
-        raise ValueError(f"on_exhausted must be 'empty' (no geometry) or 'last' (last released point), got {on_exhausted!r}.")
+        raise ParameterError(f"on_exhausted must be 'empty' (no geometry) or 'last' (last released point), got {on_exhausted!r}.")
     eps = resolve_epsilon(epsilon, level, radius)
     manager = budget_manager(budget, rate, accuracy, eta, gamma, delta, prediction_rate)
     if method == "independent":
         if skip_speed is not None or stale_after is not None or predictor not in ("parrot", None):
-            raise ValueError("skip_speed, stale_after and predictor apply to method='predictive' only.")
+            raise ParameterError("skip_speed, stale_after and predictor apply to method='predictive' only.")
         mech = IndependentMechanism(manager)
     else:
         if skip_speed is not None and time is None:
-            raise ValueError("skip_speed needs time stamps: pass time='<column>'.")
+            raise ParameterError("skip_speed needs time stamps: pass time='<column>'.")
         if stale_after is not None and time is None:
-            raise ValueError("stale_after needs time stamps: pass time='<column>'.")
+            raise ParameterError("stale_after needs time stamps: pass time='<column>'.")
         mech = PredictiveMechanism(manager, predictor=predictor,
                                    skip=None if skip_speed is None else TimeSkip(skip_speed), stale_after=stale_after)
     frame = public_frame(crs, bounds=bounds, max_distortion=max_distortion, planar_only=True)

@@ -12,6 +12,8 @@ recorded, because anyone holding it could regenerate the noise and subtract it.
 """
 from __future__ import annotations
 
+from .exceptions import ParameterError, ParameterTypeError
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,16 +48,16 @@ def make_rng(rng=None) -> RandomSource:
     if isinstance(rng, np.random.SeedSequence):
         return RandomSource(np.random.Generator(np.random.PCG64DXSM(rng)), True)
     if isinstance(rng, (bool, np.bool_)):
-        raise TypeError("rng must be None, an int seed, a SeedSequence or a numpy Generator, not a bool.")
+        raise ParameterTypeError("rng must be None, an int seed, a SeedSequence or a numpy Generator, not a bool.")
     if isinstance(rng, (int, np.integer)):
         if rng < 0:
-            raise ValueError("An int seed for rng must be >= 0.")
+            raise ParameterError("An int seed for rng must be >= 0.")
         return RandomSource(np.random.Generator(np.random.PCG64DXSM(int(rng))), True)
     if isinstance(rng, np.random.RandomState):
-        raise TypeError(
+        raise ParameterTypeError(
             "rng=RandomState is the legacy global-style API; pass np.random.default_rng(seed) or an int seed, "
             "or leave rng=None for OS entropy."
         )
-    raise TypeError(
+    raise ParameterTypeError(
         f"rng must be None (OS entropy), an int seed, a SeedSequence or a numpy Generator; got {type(rng).__name__}."
     )

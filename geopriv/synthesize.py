@@ -9,6 +9,8 @@ module hands it to the one release path (:func:`geopriv.release.release_syntheti
 """
 from __future__ import annotations
 
+from .exceptions import ParameterError
+
 import numpy as np
 
 from .daskhook import is_dask, lazy
@@ -125,7 +127,7 @@ def synthesize_xy(xy, epsilon, *, bounds, n=None, method: str = "srw", depth="au
     flat = arr.ndim == 1
     dim = 1 if flat or arr.shape[1] == 1 else 2
     if arr.ndim > 2 or (arr.ndim == 2 and arr.shape[1] not in (1, 2)):
-        raise ValueError("xy must have shape (n,), (n, 1) or (n, 2).")
+        raise ParameterError("xy must have shape (n,), (n, 1) or (n, 2).")
     arr = arr.reshape(-1, dim)
     if len(arr) == 0:
         from .exceptions import EmptyInputError
@@ -133,10 +135,10 @@ def synthesize_xy(xy, epsilon, *, bounds, n=None, method: str = "srw", depth="au
         raise EmptyInputError("xy has no rows: there is nothing to synthesise.")
     b = np.asarray(bounds, dtype=float).reshape(-1)
     if b.shape != (2 * dim,) or not np.all(np.isfinite(b)):
-        raise ValueError(f"bounds must be {'(lo, hi)' if dim == 1 else '(xmin, ymin, xmax, ymax)'} for {dim}-D values.")
+        raise ParameterError(f"bounds must be {'(lo, hi)' if dim == 1 else '(xmin, ymin, xmax, ymax)'} for {dim}-D values.")
     lo, hi = b[:dim], b[dim:]
     if np.any(lo >= hi):
-        raise ValueError("bounds must have lo < hi on every axis.")
+        raise ParameterError("bounds must have lo < hi on every axis.")
     bad = ~np.isfinite(arr).all(axis=1) | np.any(arr < lo, axis=1) | np.any(arr > hi, axis=1)
     if bad.any():
         raise GeometryError("lie outside bounds= (or are not finite)", np.flatnonzero(bad).tolist(),
@@ -144,9 +146,9 @@ def synthesize_xy(xy, epsilon, *, bounds, n=None, method: str = "srw", depth="au
                             "or drop those rows.")
     mech = PrivateMeasure(epsilon, method=method, depth=depth, dim=dim)
     if n is not None and (isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 1):
-        raise ValueError(f"n (the number of synthetic points) must be a positive integer, got {n!r}.")
+        raise ParameterError(f"n (the number of synthetic points) must be a positive integer, got {n!r}.")
     if placement not in ("uniform", "centre"):
-        raise ValueError(f"placement must be 'uniform' or 'centre', got {placement!r}.")
+        raise ParameterError(f"placement must be 'uniform' or 'centre', got {placement!r}.")
     unit_out, _ = mech.sample_unit((arr - lo) / (hi - lo), make_rng(rng).generator, n_out=n, placement=placement)
     out = lo + unit_out * (hi - lo)
     return out[:, 0] if flat else out

@@ -10,6 +10,8 @@ with the paper's sampling protocol (sec. 5), so its evaluation can be reproduced
 """
 from __future__ import annotations
 
+from .exceptions import ParameterError, ParameterTypeError
+
 import math
 import sys
 
@@ -182,7 +184,7 @@ def _collection_frame(mpd, collection, traj_id, time, keep):
             "pass movingpandas.TrajectoryCollection([trajectory])."
         )
     if time is not no_default:
-        raise ValueError(
+        raise ParameterError(
             "A TrajectoryCollection's time stamps are its trajectories' DatetimeIndex: do not pass time= "
             "(it names a column of a GeoDataFrame)."
         )
@@ -438,12 +440,12 @@ def sanitize_traces(
         data, traj_id, time, layout = _collection_frame(mpd, data, traj_id, time, keep)
     elif isinstance(data, gpd.GeoDataFrame):
         if traj_id is no_default:
-            raise TypeError(
+            raise ParameterTypeError(
                 "sanitize_traces needs traj_id=: the column that says which trace (user, trajectory) each row "
                 "belongs to (one budget per trace), or traj_id=None if all rows are one trace."
             )
         if time is no_default:
-            raise TypeError(
+            raise ParameterTypeError(
                 "sanitize_traces needs time=: the column of time stamps that orders each trace, or time=None if the "
                 "rows are already in query order."
             )
@@ -618,9 +620,9 @@ def _time_unit_seconds(time_unit, numeric: bool, name) -> float:
     if time_unit is None:
         return 1.0
     if not isinstance(time_unit, str) or time_unit not in TIME_UNITS:
-        raise ValueError(f"time_unit must be None or one of {sorted(TIME_UNITS)}, got {time_unit!r}.")
+        raise ParameterError(f"time_unit must be None or one of {sorted(TIME_UNITS)}, got {time_unit!r}.")
     if not numeric:
-        raise ValueError(
+        raise ParameterError(
             f"time_unit applies to numeric time columns only; {name!r} holds datetimes or text, which carry their own "
             "unit. Leave time_unit=None."
         )
@@ -709,13 +711,13 @@ def sample_queries(
         label in ``data``).
     """
     if not 0 <= float(p) <= 1:
-        raise ValueError("p (probability of a jump) must be in [0, 1].")
+        raise ParameterError("p (probability of a jump) must be in [0, 1].")
     for name, v in (("short", short), ("jump", jump), ("max_speed", max_speed), ("speed_window", speed_window),
                     ("max_gap", max_gap)):
         if not (math.isfinite(float(v)) and float(v) > 0):
-            raise ValueError(f"{name} must be a positive number.")
+            raise ParameterError(f"{name} must be a positive number.")
     if not 0 <= float(jitter) < 1:
-        raise ValueError("jitter (relative standard deviation of the intervals) must be in [0, 1).")
+        raise ParameterError("jitter (relative standard deviation of the intervals) must be in [0, 1).")
     geoms = as_geoseries(data)
     if not isinstance(data, gpd.GeoDataFrame):
         raise GeoprivError("sample_queries needs a GeoDataFrame with trajectory id and time columns.")

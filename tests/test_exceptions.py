@@ -31,11 +31,10 @@ def test_foreign_texts_are_withheld_by_type():
     assert "--debug" in user_message(RuntimeError(COORDINATE), debug_hint="rerun with --debug to see it")
 
 
-def test_a_plain_error_quoting_a_foreign_one_is_withheld_even_from_geopriv():
-    """Raised while handling another exception (whose text it might carry): withheld."""
-    exc = _caught(lambda: geopriv.mechanisms.planar_laplace.check_epsilon(f"{COORDINATE}x"))
-    assert type(exc) is ValueError and exc.__context__ is not None
-    assert COORDINATE not in user_message(exc)
+def test_a_plain_value_error_is_withheld_wherever_it_comes_from():
+    """Every error geopriv raises is a named class; a plain ValueError is foreign (Python, numpy...)."""
+    exc = _caught(lambda: float(f"{COORDINATE}x"))
+    assert type(exc) is ValueError and COORDINATE not in user_message(exc)
 
 
 def test_geoprivs_own_errors_are_shown_on_one_line():
@@ -49,10 +48,25 @@ def test_geoprivs_own_errors_are_shown_on_one_line():
     assert isinstance(ParameterError("x"), ValueError)  # `except ValueError` callers keep working
 
 
-def test_plain_value_error_of_geopriv_not_yet_converted_is_shown():
-    """Transitional: a plain ValueError from a ``raise`` of geopriv's own, outside any handler."""
+def test_geoprivs_parameter_errors_are_named_and_shown():
+    """No plain ValueError/TypeError is raised by geopriv itself any more (issue 30: named classes)."""
+    from geopriv.exceptions import ParameterTypeError
+
     exc = _caught(lambda: geopriv.mechanisms.planar_laplace.check_epsilon(-1.0))
-    assert type(exc) is ValueError and "epsilon must be finite and > 0" in user_message(exc)
+    assert isinstance(exc, ParameterError) and "epsilon must be finite and > 0" in user_message(exc)
+    exc = _caught(lambda: geopriv.mechanisms.planar_laplace.check_epsilon(True))
+    assert isinstance(exc, ParameterTypeError) and isinstance(exc, TypeError) and "bool" in user_message(exc)
+
+
+def test_no_plain_value_or_type_error_is_raised_by_geopriv():
+    import pathlib
+    import re
+
+    root = pathlib.Path(geopriv.__file__).parent
+    plain = [f"{p.relative_to(root)}:{i}" for p in root.rglob("*.py") if p.name != "exceptions.py"
+             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if re.search(r"raise (ValueError|TypeError)\(", line)]
+    assert not plain, plain
 
 
 def test_files_are_named_with_the_systems_reason():

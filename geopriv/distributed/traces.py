@@ -39,6 +39,8 @@ concatenated.  The per-trace ledger of the whole release is :func:`trace_ledger_
 """
 from __future__ import annotations
 
+from ..exceptions import ParameterError, ParameterTypeError
+
 import numpy as np
 import pandas as pd
 from pandas.api.extensions import no_default
@@ -298,17 +300,17 @@ def sanitize_traces_dask(
             raise GeoprivError("traj_id and time name columns: pass a GeoDataFrame, not a GeoSeries.")
     else:
         if traj_id is no_default:
-            raise TypeError(
+            raise ParameterTypeError(
                 "sanitize_traces needs traj_id=: the column that says which trace (user, trajectory) each row "
                 "belongs to (one budget per trace), or traj_id=None if all rows are one trace."
             )
         if time is no_default:
-            raise TypeError(
+            raise ParameterTypeError(
                 "sanitize_traces needs time=: the column of time stamps that orders each trace, or time=None if the "
                 "rows are already in query order."
             )
         if traj_id is not None and time is None:
-            raise ValueError(
+            raise ParameterError(
                 "On a dask GeoDataFrame, time=None (rows already in query order) works only with traj_id=None: the "
                 "shuffle that brings each trace into one partition does not keep the row order. Pass "
                 "time='<column>' (time stamps or sequence numbers)."

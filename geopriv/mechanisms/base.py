@@ -19,6 +19,8 @@ anything is computed, instead of an ``AttributeError`` in the middle of a releas
 """
 from __future__ import annotations
 
+from ..exceptions import ParameterTypeError
+
 from typing import Protocol, runtime_checkable
 
 __all__ = ["PointMechanism", "TraceMechanism", "MeasureMechanism", "DiffusionNoise", "check_mechanism"]
@@ -86,11 +88,11 @@ def check_mechanism(obj, protocol, what: str = "mechanism"):
     ]
     missing = [n for n in dict.fromkeys(names) if not hasattr(obj, n)]
     if missing:
-        raise TypeError(
+        raise ParameterTypeError(
             f"{what} {type(obj).__name__} is not a {protocol.__name__}: it lacks {', '.join(missing)}. "
             f"See geopriv.mechanisms.base.{protocol.__name__} for the contract."
         )
     if protocol is PointMechanism and getattr(obj, "frame_policy", None) not in _FRAME_POLICIES:
-        raise TypeError(f"{what} {type(obj).__name__}.frame_policy must be one of {_FRAME_POLICIES}, "
+        raise ParameterTypeError(f"{what} {type(obj).__name__}.frame_policy must be one of {_FRAME_POLICIES}, "
                         f"got {getattr(obj, 'frame_policy', None)!r}.")
     return obj

@@ -113,6 +113,8 @@ Value answers leave :func:`geopriv.diffuse_locations` through a public 1-D latti
 """
 from __future__ import annotations
 
+from ..exceptions import ParameterTypeError
+
 import hashlib
 import hmac
 import json
@@ -170,7 +172,7 @@ SECRET_NOTICE = (
 
 def _check_dim(dim) -> int:
     if isinstance(dim, (bool, np.bool_)) or not isinstance(dim, (int, np.integer)):
-        raise TypeError(f"dim must be a positive int (the dimension of the private value), got {type(dim).__name__}.")
+        raise ParameterTypeError(f"dim must be a positive int (the dimension of the private value), got {type(dim).__name__}.")
     if dim < 1:
         raise GeoprivError(f"dim must be >= 1 (the dimension of the private value), got {dim}.")
     return int(dim)
@@ -178,7 +180,7 @@ def _check_dim(dim) -> int:
 
 def _check_level(eps, name: str) -> float:
     if isinstance(eps, (bool, np.bool_)):
-        raise TypeError(f"{name} must be a positive number, not a bool.")
+        raise ParameterTypeError(f"{name} must be a positive number, not a bool.")
     try:
         value = float(eps)
     except (TypeError, ValueError):
@@ -237,7 +239,7 @@ def _canonical_frame(frame) -> dict:
     try:
         return json.loads(json.dumps(frame, sort_keys=True))
     except (TypeError, ValueError):
-        raise TypeError("frame must be a dict of public JSON values (CRS text, bounds, lattice rule, ...).") from None
+        raise ParameterTypeError("frame must be a dict of public JSON values (CRS text, bounds, lattice rule, ...).") from None
 
 
 def _same_frame_value(a, b) -> bool:
@@ -642,7 +644,7 @@ class DiffusionPath:
             raise PathBindingError("this path is already bound to a release; a path answers one value only. Draw a "
                                    "fresh path for another one (a new release, charged again).")
         if not isinstance(released, str):
-            raise TypeError("released must be geopriv.mechanisms.diffusion.LOCATION or value_column(column).")
+            raise ParameterTypeError("released must be geopriv.mechanisms.diffusion.LOCATION or value_column(column).")
         u = np.atleast_1d(np.asarray(value, dtype=float))
         if u.shape != (self._dim,) or not np.all(np.isfinite(u)):
             raise GeoprivError(f"the value to bind must be {self._dim} finite number(s), as the path's dimension.")
@@ -965,7 +967,7 @@ def diffuse(value, epsilons, rng=None, *, path: DiffusionPath | None = None):
         path = DiffusionPath.sample(dim, float(eps.max()), float(eps.min()), rng)
     else:
         if not isinstance(path, DiffusionPath):
-            raise TypeError(f"path must be a DiffusionPath, got {type(path).__name__}.")
+            raise ParameterTypeError(f"path must be a DiffusionPath, got {type(path).__name__}.")
         if path.dim != dim:
             raise PathBindingError(
                 f"the path is {path.dim}-dimensional but the value has {dim} component(s); a path answers only the "

@@ -100,6 +100,8 @@ nodes: a discrete problem, which favours coarse grids (a cell may hide a whole n
 """
 from __future__ import annotations
 
+from ..exceptions import ParameterError, ParameterTypeError
+
 import dataclasses
 import logging
 import math
@@ -161,7 +163,7 @@ def coarsen(privacy_map: PrivacyMap, factor: int, *, trim: bool = False) -> Priv
         (the people living in the block).  A block is no data only if all its cells are.
     """
     if isinstance(factor, bool) or not isinstance(factor, (int, np.integer)) or factor < 1:
-        raise ValueError(f"factor must be an integer >= 1; got {factor!r}.")
+        raise ParameterError(f"factor must be an integer >= 1; got {factor!r}.")
     factor = int(factor)
     ny, nx = privacy_map.shape
     cy, cx = ny // factor, nx // factor
@@ -233,7 +235,7 @@ def coarsen_to(privacy_map: PrivacyMap, shape) -> PrivacyMap:
     except (TypeError, ValueError):
         bad = True
     if bad:
-        raise ValueError(f"shape must be two integers (rows, columns); got {shape!r}.")
+        raise ParameterError(f"shape must be two integers (rows, columns); got {shape!r}.")
     ny, nx = privacy_map.shape
     if not (2 <= cy <= ny and 2 <= cx <= nx):
         raise RasterError(f"Cannot coarsen a {ny} x {nx} grid to {cy} x {cx}: each size must be between 2 and the fine size.")
@@ -556,7 +558,7 @@ def _solve_colgen(pm: PrivacyMap, prior: np.ndarray, out_ij: np.ndarray, lp_allo
     ny, nx = pm.shape
     inside = (out_ij[:, 0] >= 0) & (out_ij[:, 0] < ny) & (out_ij[:, 1] >= 0) & (out_ij[:, 1] < nx)
     if not inside.all():
-        raise ValueError("solver='colgen' needs pad=0 (outputs on the map's nodes).")
+        raise ParameterError("solver='colgen' needs pad=0 (outputs on the map's nodes).")
     D = dijkstra(G, directed=True, indices=out_ij[:, 0] * nx + out_ij[:, 1])  # (m, n)
     free = np.flatnonzero(np.asarray(prior, float).ravel() == 0).astype(np.int32)  # rows without prior weight
     problem = {"C": C, "cone_lp": _cone_matrix(pm, lp_allowed)}
@@ -756,7 +758,7 @@ def _max_ratio(P: np.ndarray, pm: PrivacyMap, floor: float = VERIFY_FLOOR):
     ny, nx = pm.shape
     m = P.shape[1]
     if P.shape[0] != ny * nx:
-        raise ValueError(f"The mechanism has {P.shape[0]} inputs; the map has {ny} x {nx} = {ny * nx} nodes.")
+        raise ParameterError(f"The mechanism has {P.shape[0]} inputs; the map has {ny} x {nx} = {ny * nx} nodes.")
     Pg = P.reshape(ny, nx, m)
     with np.errstate(divide="ignore"):
         L = np.log(np.maximum(Pg, 0.0))
@@ -818,7 +820,7 @@ class OptimalMechanism:
             object.__setattr__(self, name, arr)
         n = self.privacy_map.shape[0] * self.privacy_map.shape[1]
         if self.probs.shape != (n, len(self.output_xy)):
-            raise ValueError(f"probs must be (n_inputs={n}, n_outputs={len(self.output_xy)}); got {self.probs.shape}.")
+            raise ParameterError(f"probs must be (n_inputs={n}, n_outputs={len(self.output_xy)}); got {self.probs.shape}.")
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -956,32 +958,32 @@ def optimal_mechanism(
     import scipy.optimize
 
     if not isinstance(privacy_map, PrivacyMap):
-        raise TypeError("privacy_map must be a geopriv.PrivacyMap.")
+        raise ParameterTypeError("privacy_map must be a geopriv.PrivacyMap.")
     if isinstance(pad, bool) or not isinstance(pad, (int, np.integer)) or pad < 0:
-        raise ValueError(f"pad must be an integer >= 0; got {pad!r}.")
+        raise ParameterError(f"pad must be an integer >= 0; got {pad!r}.")
     if solver not in SOLVERS:
-        raise ValueError(f"solver must be one of {SOLVERS}; got {solver!r}.")
+        raise ParameterError(f"solver must be one of {SOLVERS}; got {solver!r}.")
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or n_jobs < 1:
-        raise ValueError(f"n_jobs must be an integer >= 1 (worker processes for solver='colgen'); got {n_jobs!r}.")
+        raise ParameterError(f"n_jobs must be an integer >= 1 (worker processes for solver='colgen'); got {n_jobs!r}.")
     pad = int(pad)
     margin = float(margin)
     if not 0.0 <= margin < 1.0:
-        raise ValueError(f"margin must be in [0, 1); got {margin!r}.")
+        raise ParameterError(f"margin must be in [0, 1); got {margin!r}.")
     t_start = time.perf_counter()
     pm = privacy_map
     size = lp_size(pm.shape, pad)
     if window is not None:
         if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
-            raise ValueError(f"window must be an integer >= 1 (cells) or None; got {window!r}.")
+            raise ParameterError(f"window must be an integer >= 1 (cells) or None; got {window!r}.")
         window = int(window)
     out_ij, _ = _output_grid(pm.shape, pad)
     win = _window(pm.shape, out_ij, window)
     if win is not None:
         size["lp_variables"] = int(win.sum())
     if solver == "colgen" and window is not None:
-        raise ValueError("window restricts the LP for the other solvers; solver='colgen' solves the full problem (leave window=None).")
+        raise ParameterError("window restricts the LP for the other solvers; solver='colgen' solves the full problem (leave window=None).")
     if solver == "colgen" and pad:
-        raise ValueError("solver='colgen' needs pad=0 (outputs on the map's nodes).")
+        raise ParameterError("solver='colgen' needs pad=0 (outputs on the map's nodes).")
     if solver != "colgen" and size.get("lp_variables", size["variables"]) > max_variables:
         ny, nx = pm.shape
         f = 2

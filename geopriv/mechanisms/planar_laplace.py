@@ -47,6 +47,8 @@ number of draws depends only on the radii drawn, never on x.
 """
 from __future__ import annotations
 
+from ..exceptions import ParameterError
+
 import math
 from dataclasses import dataclass
 
@@ -138,7 +140,7 @@ def radius_quantile(delta, epsilon: float):
 
     delta = np.asarray(delta, dtype=float)
     if np.any((delta < 0) | (delta >= 1)):
-        raise ValueError("delta must be in [0, 1).")
+        raise ParameterError("delta must be in [0, 1).")
     arg = np.maximum((delta - 1.0) / math.e, -1.0 / math.e)
     w = np.where(delta > 0, lambertw(arg, k=-1).real, -1.0)
     return -(w + 1.0) / check_epsilon(epsilon)
@@ -206,7 +208,7 @@ class GeoIndistinguishability:
     def check_frame(self, frame) -> None:
         """Refuse parameters this frame cannot honour (called before any noise is drawn)."""
         if frame.kind == "spherical" and self.epsilon_per_m * math.pi * frame.sphere_radius < 8.0:
-            raise ValueError(
+            raise ParameterError(
                 f"epsilon {self.epsilon_per_m:g} per metre asks for noise spread over the whole globe (mean radius "
                 f"{2 / self.epsilon_per_m / 1000:.3g} km): no location information would be left. Use a larger epsilon."
             )

@@ -58,6 +58,8 @@ the entries of step i of the traces still running form one contiguous block.
 """
 from __future__ import annotations
 
+from ..exceptions import ParameterError, ParameterTypeError
+
 import math
 from dataclasses import dataclass, field
 from typing import Callable
@@ -113,7 +115,7 @@ def noise_constant(delta: float = 0.9) -> float:
 def theta_constant(delta: float = 0.9) -> float:
     """c_theta(delta) = -ln(2 (1 - delta)): P(Lap(1) <= c_theta) = delta (one-sided), delta >= 0.5."""
     if isinstance(delta, bool) or not 0.5 < delta < 1:
-        raise ValueError("delta must be in (0.5, 1) (the paper uses 0.9): at 0.5 or below the test threshold vanishes.")
+        raise ParameterError("delta must be in (0.5, 1) (the paper uses 0.9): at 0.5 or below the test threshold vanishes.")
     return -math.log(2.0 * (1.0 - delta))
 
 
@@ -128,7 +130,7 @@ def min_prediction_rate(eta: float = 0.5, gamma: float = 0.8, delta: float = 0.9
 def _check_unit(value, name, low=0.0, high=1.0, low_open=True):
     v = float(value)
     if not (low < v <= high if low_open else low <= v <= high) or not math.isfinite(v):
-        raise ValueError(f"{name} must be in {'(' if low_open else '['}{low}, {high}], got {value!r}.")
+        raise ParameterError(f"{name} must be in {'(' if low_open else '['}{low}, {high}], got {value!r}.")
     return v
 
 
@@ -143,7 +145,7 @@ def private_test(distance, threshold, epsilon, rng: np.random.Generator) -> np.n
     distance = np.asarray(distance, dtype=float)
     epsilon = np.asarray(epsilon, dtype=float)
     if np.any(~np.isfinite(epsilon)) or np.any(epsilon <= 0):
-        raise ValueError("The test's epsilon must be finite and > 0 (a skipped test is not drawn at all).")
+        raise ParameterError("The test's epsilon must be finite and > 0 (a skipped test is not drawn at all).")
     return distance <= rng.laplace(threshold, 1.0 / epsilon, distance.shape)
 
 
@@ -166,7 +168,7 @@ class PrivateTest:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, "test epsilon"))
         t = float(self.threshold)
         if not math.isfinite(t):
-            raise ValueError("The threshold must be finite (a skipped test is not a PrivateTest).")
+            raise ParameterError("The threshold must be finite (a skipped test is not a PrivateTest).")
         object.__setattr__(self, "threshold", t)
 
     def __call__(self, x, prediction, rng: np.random.Generator) -> np.ndarray:
@@ -218,7 +220,7 @@ class _Manager:
         object.__setattr__(self, "eta", _check_unit(self.eta, "eta"))
         object.__setattr__(self, "gamma", _check_unit(self.gamma, "gamma"))
         if isinstance(self.delta, bool) or not 0.5 < float(self.delta) < 1:
-            raise ValueError(
+            raise ParameterError(
                 "delta must be in (0.5, 1) (the paper uses 0.9): at 0.5 or below the private test's threshold vanishes."
             )
         object.__setattr__(self, "delta", float(self.delta))
@@ -347,13 +349,13 @@ class FixedRate(_Manager):
         object.__setattr__(self, "rate", _check_unit(self.rate, "rate (fraction of the budget per query)"))
         pr = float(self.prediction_rate)
         if not 0 <= pr < 1:
-            raise ValueError("prediction_rate must be in [0, 1).")
+            raise ParameterError("prediction_rate must be in [0, 1).")
         if not float(self.prior_weight) > 0:
-            raise ValueError("prior_weight must be > 0.")
+            raise ParameterError("prior_weight must be > 0.")
         if not 0 < float(self.min_step) <= 1 / self.rate:
-            raise ValueError("min_step must be > 0 (a fraction of the per-query budget rate * total).")
+            raise ParameterError("min_step must be > 0 (a fraction of the per-query budget rate * total).")
         if self.horizon is not None and not (math.isfinite(float(self.horizon)) and float(self.horizon) >= 1):
-            raise ValueError("horizon must be None or a number of steps >= 1.")
+            raise ParameterError("horizon must be None or a number of steps >= 1.")
 
     def step_budget(self, state: StepState):
         """rho_i = remaining / max(1/rate - i, 1): the rate that spends what is left over the planned queries.
@@ -514,7 +516,7 @@ class ClusterMean:
 
     def __post_init__(self):
         if not (math.isfinite(float(self.merge)) and float(self.merge) > 0):
-            raise ValueError("merge must be a positive number of standard deviations.")
+            raise ParameterError("merge must be a positive number of standard deviations.")
 
     def initial(self, n):
         return {"mean": np.full((n, 2), np.nan), "w": np.zeros(n)}
@@ -559,7 +561,7 @@ def resolve_predictor(predictor):
     if isinstance(predictor, str):
         if predictor == "cluster_mean":
             return ClusterMean()
-        raise ValueError(
+        raise ParameterError(
             f"Unknown predictor {predictor!r}: use 'parrot' (last reported point), 'cluster_mean', or a callable "
             "taking a geopriv.mechanisms.predictive.PublicRun and returning an (m, 2) array."
         )
@@ -567,7 +569,7 @@ def resolve_predictor(predictor):
         return predictor
     if callable(predictor):
         return _CustomPredictor(predictor)
-    raise TypeError("predictor must be 'parrot', 'cluster_mean' or a callable on the public run.")
+    raise ParameterTypeError("predictor must be 'parrot', 'cluster_mean' or a callable on the public run.")
 
 
 # ---------------------------------------------------------------------------- traces
@@ -589,18 +591,18 @@ class Traces:
         starts = np.asarray(self.starts, dtype=np.int64)
         lengths = np.asarray(self.lengths, dtype=np.int64)
         if xy.ndim != 2 or xy.shape[1] != 2 or times.shape != (len(xy),):
-            raise ValueError("xy must be (n, 2) and times (n,).")
+            raise ParameterError("xy must be (n, 2) and times (n,).")
         if starts.shape != lengths.shape or np.any(lengths < 1) or lengths.sum() != len(xy):
-            raise ValueError("starts/lengths must describe non-empty traces covering every row.")
+            raise ParameterError("starts/lengths must describe non-empty traces covering every row.")
         if len(starts) and (starts[0] != 0 or np.any(starts[1:] != np.cumsum(lengths)[:-1])):
-            raise ValueError("traces must be contiguous and in order: starts = cumsum of lengths.")
+            raise ParameterError("traces must be contiguous and in order: starts = cumsum of lengths.")
         if not np.all(np.isfinite(xy)) or not np.all(np.isfinite(times)):
-            raise ValueError("coordinates and times must be finite.")
+            raise ParameterError("coordinates and times must be finite.")
         if len(xy) > 1:
             same = np.repeat(np.arange(len(starts)), lengths)
             back = (np.diff(times) < 0) & (same[1:] == same[:-1])
             if back.any():
-                raise ValueError("times must be non-decreasing within each trace (sort each trace by time).")
+                raise ParameterError("times must be non-decreasing within each trace (sort each trace by time).")
         for name, v in (("xy", xy), ("times", times), ("starts", starts), ("lengths", lengths)):
             object.__setattr__(self, name, v)
 
@@ -689,16 +691,16 @@ def _budgets(total, accountant, n):
     """Each trace's total budget and the accountant holding it (made from ``total`` if not given)."""
     if accountant is not None:
         if len(accountant) != n:
-            raise ValueError(f"The accountant must hold one budget per trace ({n}), it holds {len(accountant)}.")
+            raise ParameterError(f"The accountant must hold one budget per trace ({n}), it holds {len(accountant)}.")
         totals = np.array(accountant.total)
         if total is not None and not np.allclose(np.broadcast_to(np.asarray(total, dtype=float), (n,)), totals, rtol=1e-12):
-            raise ValueError("total disagrees with the accountant's totals: pass one or the other.")
+            raise ParameterError("total disagrees with the accountant's totals: pass one or the other.")
         return totals, accountant
     if total is None:
-        raise ValueError("Give each trace's total budget (epsilon per metre) as total=, or an accountant=.")
+        raise ParameterError("Give each trace's total budget (epsilon per metre) as total=, or an accountant=.")
     totals = np.broadcast_to(np.asarray(total, dtype=float), (n,)).copy()
     if not np.all(np.isfinite(totals)) or np.any(totals <= 0):
-        raise ValueError("Every trace's total budget must be finite and > 0 (epsilon per metre).")
+        raise ParameterError("Every trace's total budget must be finite and > 0 (epsilon per metre).")
     return totals, BudgetAccountant(totals)
 
 
@@ -777,10 +779,10 @@ class PredictiveMechanism:
 
     def __post_init__(self):
         if not isinstance(self.manager, (FixedUtility, FixedRate)):
-            raise TypeError("manager must be a FixedUtility or FixedRate budget manager.")
+            raise ParameterTypeError("manager must be a FixedUtility or FixedRate budget manager.")
         object.__setattr__(self, "predictor", resolve_predictor(self.predictor))
         if self.skip is not None and not isinstance(self.skip, TimeSkip):
-            raise TypeError("skip must be a TimeSkip or None.")
+            raise ParameterTypeError("skip must be a TimeSkip or None.")
         if self.stale_after is not None:
             object.__setattr__(self, "stale_after", check_epsilon(self.stale_after, "stale_after (seconds)"))
 
@@ -1019,7 +1021,7 @@ class IndependentMechanism:
 
     def __post_init__(self):
         if not isinstance(self.manager, (FixedUtility, FixedRate)):
-            raise TypeError("manager must be a FixedUtility or FixedRate budget manager.")
+            raise ParameterTypeError("manager must be a FixedUtility or FixedRate budget manager.")
 
     def per_query_epsilon(self, totals):
         if isinstance(self.manager, FixedRate):
@@ -1076,26 +1078,26 @@ def budget_manager(budget, rate, accuracy, eta, gamma, delta, prediction_rate):
     """The budget manager of a trace release: ``budget`` as a name (with ``rate=`` or ``accuracy=``) or a manager."""
     if isinstance(budget, (FixedRate, FixedUtility)):
         if rate is not None or accuracy is not None:
-            raise ValueError("A budget manager object carries its own rate or accuracy: do not also pass rate=/accuracy=.")
+            raise ParameterError("A budget manager object carries its own rate or accuracy: do not also pass rate=/accuracy=.")
         return budget
     if budget == "fixed_rate":
         if accuracy is not None:
-            raise ValueError("accuracy= goes with budget='fixed_utility'; fixed_rate takes rate= (fraction per query).")
+            raise ParameterError("accuracy= goes with budget='fixed_utility'; fixed_rate takes rate= (fraction per query).")
         if rate is None:
-            raise ValueError(
+            raise ParameterError(
                 "budget='fixed_rate' needs rate=: the fraction of each trace's budget a query may spend on average, "
                 "e.g. rate=0.033 for about 30 queries (the paper's setting)."
             )
         return FixedRate(rate=rate, eta=eta, gamma=gamma, delta=delta, prediction_rate=prediction_rate)
     if budget == "fixed_utility":
         if rate is not None:
-            raise ValueError("rate= goes with budget='fixed_rate'; fixed_utility takes accuracy= (metres).")
+            raise ParameterError("rate= goes with budget='fixed_rate'; fixed_utility takes accuracy= (metres).")
         if accuracy is None:
-            raise ValueError(
+            raise ParameterError(
                 "budget='fixed_utility' needs accuracy=: the radius in metres within which a hard query's release "
                 "falls with probability delta (0.9), e.g. accuracy=3000 (the paper's setting)."
             )
         return FixedUtility(accuracy=accuracy, eta=eta, gamma=gamma, delta=delta)
-    raise ValueError(
+    raise ParameterError(
         f"budget must be 'fixed_rate', 'fixed_utility' or a FixedRate/FixedUtility manager, got {budget!r}."
     )

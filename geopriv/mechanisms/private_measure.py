@@ -66,6 +66,8 @@ Generator.  Public areas, CRSs, lattices and provenance are :mod:`geopriv.releas
 """
 from __future__ import annotations
 
+from ..exceptions import ParameterError, ParameterTypeError
+
 import math
 from dataclasses import dataclass
 
@@ -303,18 +305,18 @@ class PrivateMeasure:
     def __post_init__(self):
         eps = self.epsilon
         if isinstance(eps, (bool, np.bool_)) or not isinstance(eps, (int, float, np.integer, np.floating)):
-            raise TypeError(f"epsilon must be a positive number, got {type(eps).__name__}.")
+            raise ParameterTypeError(f"epsilon must be a positive number, got {type(eps).__name__}.")
         if not math.isfinite(float(eps)) or float(eps) <= 0:
-            raise ValueError("epsilon must be finite and > 0 (e.g. epsilon=1.0).")
+            raise ParameterError("epsilon must be finite and > 0 (e.g. epsilon=1.0).")
         object.__setattr__(self, "epsilon", float(eps))
         if self.method not in METHODS:
-            raise ValueError(f"method must be one of {METHODS}, got {self.method!r}.")
+            raise ParameterError(f"method must be one of {METHODS}, got {self.method!r}.")
         if self.dim not in (1, 2):
-            raise ValueError("dim must be 1 or 2 (points on a line or in the plane).")
+            raise ParameterError("dim must be 1 or 2 (points on a line or in the plane).")
         if self.depth != "auto":
             d = self.depth
             if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)) or not 1 <= int(d) <= MAX_DEPTH[self.dim]:
-                raise ValueError(f"depth must be 'auto' or an integer from 1 to {MAX_DEPTH[self.dim]}, got {d!r}.")
+                raise ParameterError(f"depth must be 'auto' or an integer from 1 to {MAX_DEPTH[self.dim]}, got {d!r}.")
             object.__setattr__(self, "depth", int(d))
 
     def resolved_depth(self, n: int) -> int:
@@ -346,7 +348,7 @@ class PrivateMeasure:
             keys = keys[order]
             weights = np.asarray(counts, dtype=np.int64)[order]
             if np.any(weights < 0) or np.any(keys[1:] == keys[:-1]):
-                raise ValueError("counts must be >= 0, one per distinct leaf key.")
+                raise ParameterError("counts must be >= 0, one per distinct leaf key.")
             cum = np.concatenate([[0], np.cumsum(weights)])
             n = int(cum[-1])
         L = self.resolved_depth(n) if depth is None else int(depth)

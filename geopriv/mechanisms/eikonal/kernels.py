@@ -14,6 +14,8 @@ once through the pool's initializer (every start method works: ``spawn`` on Wind
 """
 from __future__ import annotations
 
+from ...exceptions import ParameterError
+
 import math
 import time
 from dataclasses import dataclass
@@ -658,7 +660,7 @@ def kernel_rows(kp, shape, P, oi, oj, apex_t, cap, nodes, graph, graph_bits,
     a = np.asarray(apex_t, np.float64)
     limit = T + float(a.max()) + 1e-9 if len(a) else T
     if not checked and not searchable(graph, graph_bits, limit):
-        raise ValueError("kernel_rows needs a quantised graph (weights multiples of its quantum: "
+        raise ParameterError("kernel_rows needs a quantised graph (weights multiples of its quantum: "
                          f"stencil_graph(kp, hy, hx, {graph_bits})) whose path sums are exact up to the kernels' reach.")
     nodes = np.unique(np.asarray(nodes, np.int64))
     n = ny * nx

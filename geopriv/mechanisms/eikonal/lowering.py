@@ -7,6 +7,8 @@ side.  :func:`output_levels` thins the output lattice where the noise is wide.
 """
 from __future__ import annotations
 
+from ...exceptions import ParameterError
+
 import math
 
 import numpy as np
@@ -49,7 +51,7 @@ def lower_rate(kp: np.ndarray, hy: float, hx: float, smooth, despeckle: int, jum
     if smooth:
         k = float(smooth)
         if not (math.isfinite(k) and k > 0):
-            raise ValueError("smooth must be a number > 0 (e.g. 0.3), or None.")
+            raise ParameterError("smooth must be a number > 0 (e.g. 0.3), or None.")
         lh, lv, ld = hx, hy, math.hypot(hx, hy)
         shp = out.shape
         w = (

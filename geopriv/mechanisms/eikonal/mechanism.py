@@ -5,6 +5,8 @@ exact; each step lives in its own module and this class strings them together.
 """
 from __future__ import annotations
 
+from ...exceptions import ParameterError, ParameterTypeError
+
 import math
 import time
 from dataclasses import dataclass
@@ -98,9 +100,9 @@ class EikonalMechanism:
 
     def __post_init__(self):
         if self.outside not in ("error", "clamp"):
-            raise ValueError("outside must be 'error' (default) or 'clamp'.")
+            raise ParameterError("outside must be 'error' (default) or 'clamp'.")
         if self.remap_xy is not None and np.shape(self.remap_xy) != (len(self.weights), 2):
-            raise ValueError("remap_xy must have one (x, y) row per output.")
+            raise ParameterError("remap_xy must have one (x, y) row per output.")
         for name in ("kernel_epsilon", "output_ij", "output_step", "weights", "indptr", "indices", "kernel", "normaliser", "remap_xy",
                      "kernel_rate", "output_apex"):
             arr = getattr(self, name)
@@ -229,7 +231,7 @@ class EikonalMechanism:
         ``privacy_map`` itself, so every option trades utility or time, never the guarantee.
         """
         if not isinstance(privacy_map, PrivacyMap):
-            raise TypeError("privacy_map must be a geopriv.PrivacyMap (PrivacyMap.from_population(...) or from_epsilon(...)).")
+            raise ParameterTypeError("privacy_map must be a geopriv.PrivacyMap (PrivacyMap.from_population(...) or from_epsilon(...)).")
         options = dict(
             smooth=smooth, despeckle=despeckle, jump=jump, cap=cap, output_spacing=output_spacing, max_step=max_step,
             pad=pad, apex=apex, max_iter=max_iter, solve_cap=solve_cap, solver=solver, n_jobs=n_jobs, progress=progress,
@@ -238,7 +240,7 @@ class EikonalMechanism:
         if not isinstance(margin, str):
             return cls._build(privacy_map, margin=margin, margin_rule="given", **options)
         if margin != "auto":
-            raise ValueError('margin must be "auto" (default), a number in (0, 1) or an array of the map\'s shape.')
+            raise ParameterError('margin must be "auto" (default), a number in (0, 1) or an array of the map\'s shape.')
         per_cell = auto_margin(privacy_map)  # a function of the public map only, as is the fallback below
         if np.all(per_cell == AUTO_MARGIN):  # cells shorter than the noise length: the uniform margin
             return cls._build(privacy_map, margin=AUTO_MARGIN, **options,
@@ -258,22 +260,22 @@ class EikonalMechanism:
         """:meth:`build` with a given margin (a number or a per-cell array); ``margin_rule`` says where it came from."""
         marr = np.asarray(margin, dtype=float)
         if marr.ndim not in (0, 2) or (marr.ndim == 2 and marr.shape != privacy_map.shape):
-            raise ValueError(f"margin must be a number or an array of the map's shape {privacy_map.shape}.")
+            raise ParameterError(f"margin must be a number or an array of the map's shape {privacy_map.shape}.")
         if not (np.all(np.isfinite(marr)) and np.all(marr > 0) and np.all(marr < 1)):
-            raise ValueError("margin must be in (0, 1), e.g. 0.05 (5 % of the privacy loss kept for normalisation).")
+            raise ParameterError("margin must be in (0, 1), e.g. 0.05 (5 % of the privacy loss kept for normalisation).")
         for name, v in (("cap", cap), ("output_spacing", output_spacing), ("pad", pad)):
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-                raise ValueError(f"{name} must be a finite number > 0.")
+                raise ParameterError(f"{name} must be a finite number > 0.")
         if solver not in ("graph", "fmm"):
-            raise ValueError("solver must be 'graph' (Dijkstra, default) or 'fmm' (fast marching).")
+            raise ParameterError("solver must be 'graph' (Dijkstra, default) or 'fmm' (fast marching).")
         if kernels not in KERNELS:
-            raise ValueError("kernels must be 'held' (default: every kernel entry kept in memory) or 'on_demand' "
+            raise ParameterError("kernels must be 'held' (default: every kernel entry kept in memory) or 'on_demand' "
                              "(none kept: for rasters whose kernels do not fit in memory).")
         if apex < 0 or not math.isfinite(apex):
-            raise ValueError("apex must be >= 0.")
+            raise ParameterError("apex must be >= 0.")
         if max_step is not None:
             if isinstance(max_step, bool) or not isinstance(max_step, (int, np.integer)) or max_step < 1 or max_step & (max_step - 1):
-                raise ValueError("max_step must be a power of two >= 1 (1, 2, 4, ...), or None (no cap: the spacing follows 1/epsilon).")
+                raise ParameterError("max_step must be a power of two >= 1 (1, 2, 4, ...), or None (no cap: the spacing follows 1/epsilon).")
             max_step = int(max_step)
         timings = {}
         t_start = time.perf_counter()
@@ -473,9 +475,9 @@ class EikonalMechanism:
         from scipy.ndimage import maximum_filter, uniform_filter
 
         if not (0 < floor <= ceiling < 1):
-            raise ValueError("Need 0 < floor <= ceiling < 1 (margins are shares of the privacy loss).")
+            raise ParameterError("Need 0 < floor <= ceiling < 1 (margins are shares of the privacy loss).")
         if not factor > 1:
-            raise ValueError("factor must be > 1: the new margin must leave room above the measured share.")
+            raise ParameterError("factor must be > 1: the new margin must leave room above the measured share.")
         size = max(1, int(size))
         m = np.clip(factor * maximum_filter(self.normaliser_share(), size=size, mode="nearest"), floor, ceiling)
         return np.clip(uniform_filter(m, size=size, mode="nearest"), floor, ceiling)

@@ -18,6 +18,8 @@ values the build verified:
 """
 from __future__ import annotations
 
+from ...exceptions import ParameterError
+
 import math
 
 import numpy as np
@@ -28,7 +30,7 @@ from .kernels import kernel_pass, kernel_rows, outputs_reaching, searchable
 def problem(mech) -> dict:
     """The arguments of :func:`.kernels.kernel_pass` that define ``mech``'s kernels (public parameters only)."""
     if mech.kernel_rate is None or mech.output_apex is None:
-        raise ValueError("This mechanism does not know its kernel rate map (a full file of an earlier version): "
+        raise ParameterError("This mechanism does not know its kernel rate map (a full file of an earlier version): "
                          "its kernels cannot be recomputed. Load it with kernels='held' or rebuild it.")
     pm = mech.privacy_map
     hx, hy = pm.cell_size
@@ -111,7 +113,7 @@ def rows(mech, nodes, method: str = "auto") -> tuple[np.ndarray, np.ndarray, np.
     nodes per worker on).
     """
     if method not in ROW_METHODS:
-        raise ValueError(f"method must be one of {ROW_METHODS}")
+        raise ParameterError(f"method must be one of {ROW_METHODS}")
     pm = mech.privacy_map
     n = pm.shape[0] * pm.shape[1]
     nodes = np.unique(np.asarray(nodes, np.int64))
@@ -121,7 +123,7 @@ def rows(mech, nodes, method: str = "auto") -> tuple[np.ndarray, np.ndarray, np.
     G = graph(mech) if pr["solver"] == "graph" else None
     by_nodes = method == "nodes" or (method == "auto" and can_solve_rows(mech))
     if method == "nodes" and not can_solve_rows(mech):
-        raise ValueError("This mechanism's kernels cannot be searched from the input nodes (built by an earlier "
+        raise ParameterError("This mechanism's kernels cannot be searched from the input nodes (built by an earlier "
                          "version, or with solver='fmm'): use method='columns'.")
     jobs = max(1, n_jobs(mech))
     outs = None
@@ -152,7 +154,7 @@ def merge_rows(a, b):
     ip1, ip2 = a[0], b[0]
     c1, c2 = np.diff(ip1), np.diff(ip2)
     if np.any((c1 > 0) & (c2 > 0)):
-        raise ValueError("merge_rows: both arrays hold entries for the same row")
+        raise ParameterError("merge_rows: both arrays hold entries for the same row")
     ip = np.zeros(len(ip1), np.int64)
     np.cumsum(c1 + c2, out=ip[1:])
     out = [np.empty(int(ip[-1]), x.dtype) for x in a[1:]]

@@ -8,6 +8,8 @@ the normaliser against the weights and kernels, and re-runs the verification.
 """
 from __future__ import annotations
 
+from ...exceptions import ParameterError, ParameterTypeError
+
 import errno
 import hashlib
 import hmac
@@ -153,7 +155,7 @@ def load(
 ):
     """Read a mechanism file as ``cls`` (:meth:`EikonalMechanism.load`, where the checks are documented)."""
     if kernels not in ("held", "on_demand"):
-        raise ValueError("kernels must be 'held' (default) or 'on_demand'.")
+        raise ParameterError("kernels must be 'held' (default) or 'on_demand'.")
     from affine import Affine
 
     path = os.fspath(path)
@@ -408,8 +410,8 @@ def hmac_key(key) -> bytes:
     if isinstance(key, str):
         key = key.encode("utf-8")
     if not isinstance(key, (bytes, bytearray, memoryview)):
-        raise TypeError("key must be bytes or str (a secret kept apart from the mechanism files).")
+        raise ParameterTypeError("key must be bytes or str (a secret kept apart from the mechanism files).")
     key = bytes(key)
     if not key:
-        raise ValueError("key must not be empty.")
+        raise ParameterError("key must not be empty.")
     return key

@@ -6,6 +6,8 @@ output's position (or its remapped one) is jittered within its lattice box.
 """
 from __future__ import annotations
 
+from ...exceptions import ParameterError
+
 import math
 import os
 
@@ -194,7 +196,7 @@ def sample(mech, xy, rng: np.random.Generator, *, outside: str | None = None, ji
     """
     outside = mech.outside if outside is None else outside
     if outside not in ("error", "clamp"):
-        raise ValueError("outside must be 'error' (default) or 'clamp'.")
+        raise ParameterError("outside must be 'error' (default) or 'clamp'.")
     xy = np.asarray(xy, float)
     n = len(xy)
     labels = np.arange(n) if labels is None else labels

@@ -8,6 +8,8 @@ distribution before anything is computed from them.
 """
 from __future__ import annotations
 
+from ...exceptions import ParameterError
+
 import math
 import time
 
@@ -87,7 +89,7 @@ def verify(mech, extremes=None, rowsum=None, progress=None) -> VerifyReport:
     if extremes is None:
         extremes = extremes_from_arrays(mech)
     elif tuple(extremes.shape) != (ny, nx):
-        raise ValueError(f"extremes are for a {extremes.shape} raster, the mechanism's is {(ny, nx)}")
+        raise ParameterError(f"extremes are for a {extremes.shape} raster, the mechanism's is {(ny, nx)}")
     # max over outputs of |alpha_y - d| = max(hi - d, d - lo), with hi >= 0 >= lo
     for (sa, sb), iw, hi, lo in zip(slices, inv, extremes.hi, extremes.lo):
         d = lns[sa] - lns[sb]
