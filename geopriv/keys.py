@@ -63,6 +63,8 @@ __all__ = [
     "float_words",
     "check_unique",
     "row_identities",
+    "Binding",
+    "shown_labels",
     "typed_label",
     "value_column",
     "LOCATION",
@@ -127,6 +129,11 @@ class SecretRoot:
         d = hmac.new(self._bytes(), b"geopriv purpose:" + purpose.encode(), hashlib.sha256).digest()
         return int.from_bytes(d[:8], "little"), int.from_bytes(d[8:16], "little")
 
+    def seal(self, purpose: str, digest) -> str:
+        """A one-way tag of a data digest: HMAC-SHA256(root, purpose, digest).  Reveals nothing of the keys."""
+        msg = b"geopriv seal:" + purpose.encode() + b"\x00" + ",".join(str(int(v)) for v in digest).encode()
+        return hmac.new(self._bytes(), msg, hashlib.sha256).hexdigest()
+
     def seed_for(self, purpose: str, data_digest: bytes) -> np.random.SeedSequence:
         """A SeedSequence bound to ``purpose`` and to a digest of exactly the data it answers.
 
@@ -136,6 +143,61 @@ class SecretRoot:
         d = hmac.new(self._bytes(), b"geopriv seed:" + purpose.encode() + b"\x00" + bytes(data_digest),
                      hashlib.sha256).digest()
         return np.random.SeedSequence(int.from_bytes(d, "little"))
+
+
+class Binding:
+    """The sealed digests of the partitions a lazy release was built on.  SECRET-derived; never shown.
+
+    Holds one :meth:`SecretRoot.seal` tag per partition, in partition order.  :meth:`check`
+    accepts a partition whose rows seal to one of them: the partition numbers dask passes
+    change under partition selection (``.partitions[i]``), and a partition equal to any built
+    one is a replay, since noise is keyed per row.  ``ordered=True`` (rows whose order is the
+    release's order: one trace without ids or time stamps) demands the same partition number.
+    """
+
+    __slots__ = ("_tags", "_purpose", "_ordered")
+
+    def __init__(self, root: SecretRoot, purpose: str, digests, ordered: bool = False):
+        object.__setattr__(self, "_purpose", purpose)
+        object.__setattr__(self, "_tags", tuple(root.seal(purpose, d) for d in digests))
+        object.__setattr__(self, "_ordered", bool(ordered))
+
+    def __setattr__(self, name, value):
+        raise AttributeError("Binding is immutable.")
+
+    def __repr__(self) -> str:
+        return f"Binding(<{len(self._tags)} sealed partition digests>)"
+
+    __str__ = __repr__
+
+    def __reduce__(self):
+        return (_rebuild_binding, (self._tags, self._purpose, self._ordered))
+
+    def __dask_tokenize__(self):
+        return hashlib.sha256("|".join(self._tags).encode()).hexdigest()
+
+    def check(self, root: SecretRoot, digest, number=None) -> None:
+        """Refuse (StaleReleaseError) rows other than those of a partition the release was built on."""
+        from .exceptions import StaleReleaseError
+
+        tag = root.seal(self._purpose, digest)
+        ok = (number is not None and number < len(self._tags) and self._tags[number] == tag) if self._ordered \
+            else tag in self._tags
+        if not ok:
+            raise StaleReleaseError(
+                "a partition holds other rows than when this lazy release was built: a lazy release answers exactly "
+                "the data it was built on (recomputed on changed data, it would show which rows changed, or spend "
+                "the budget again unnoticed). Build a new release for the new data (it spends the budget again), "
+                "and compute or persist a release once."
+            )
+
+
+def _rebuild_binding(tags, purpose, ordered):
+    out = Binding.__new__(Binding)
+    object.__setattr__(out, "_tags", tuple(tags))
+    object.__setattr__(out, "_purpose", purpose)
+    object.__setattr__(out, "_ordered", ordered)
+    return out
 
 
 # ----------------------------------------------------------------------------- SipHash-2-4-128
@@ -451,6 +513,14 @@ def row_identities(data, person=None, *, refuse_positions: bool = False):
     return pd.Index(data[person]), labels
 
 
+def shown_labels(labels):
+    """The labels to name in a message, or None when they may be coordinates (anything but integers or strings)."""
+    labels = pd.Index(labels)
+    if pd.api.types.is_integer_dtype(labels.dtype) or all(type(v) is str for v in labels):  # noqa: E721
+        return labels
+    return None
+
+
 def check_unique(folded: np.ndarray, labels, what: str = "person id") -> None:
     """Refuse duplicate identities (named by row label) in one array of folded digests."""
     order = np.argsort(folded, kind="stable")
@@ -461,6 +531,7 @@ def check_unique(folded: np.ndarray, labels, what: str = "person id") -> None:
         dup[1:] |= eq
         dup[:-1] |= eq
     if dup.any():
-        raise IdentityError(f"{what}s are repeated: two rows would answer for the same person",
-                            pd.Index(labels)[np.sort(order[dup])], _HOW)
+        rows = pd.Index(labels)[np.sort(order[dup])]
+        raise IdentityError(f"have {what}s that repeat: two rows would answer for the same person",
+                            shown_labels(rows), _HOW, count=len(rows))
 

@@ -95,7 +95,7 @@ def test_no_two_rows_share_a_stream(points):
 def test_duplicate_row_labels_are_refused(points):
     dup = points.iloc[:100].copy()
     dup.index = pd.Index([0] * 50 + list(range(1, 51)), name="pid")
-    with pytest.raises(IdentityError, match="repeated|share their person id"):
+    with pytest.raises(IdentityError, match="repeat|share their person id"):
         lazy(dup, 2).priv.perturb(**EPS).compute()
 
 
@@ -255,7 +255,7 @@ def test_ids_repeated_across_partitions_are_refused(points):
     import dask.dataframe as dd
 
     d = lazy(points.iloc[:1000], 2)
-    with pytest.raises(IdentityError, match="share their person id|repeated"):
+    with pytest.raises(IdentityError, match="share their person id|repeat"):
         dd.concat([d, d]).priv.perturb(**EPS).compute()
 
 
@@ -263,7 +263,7 @@ def test_mixed_and_missing_labels_are_refused_or_kept_apart(deaths):
     mixed = deaths.iloc[:6].copy()
     mixed.index = pd.Index([1, 2, 3, "1", "2", "3"], dtype=object, name="who")
     # (dask may convert an object index to strings, making 1 and "1" equal: then they are repeated ids)
-    with pytest.raises(IdentityError, match="integer index labels among string|repeated"):
+    with pytest.raises(IdentityError, match="integer index labels among string|repeat"):
         dask_geopandas.from_geopandas(mixed, npartitions=1, sort=False).priv.perturb(**EPS).compute()
     missing = deaths.iloc[:4].copy()
     missing["who"] = pd.Series(["a", None, "c", float("nan")], dtype=object, index=missing.index)
@@ -333,7 +333,7 @@ def test_a_lazy_release_refuses_data_changed_since_it_was_built(points, tmp_path
     moved = pts.iloc[1000:].copy()
     moved.loc[moved.index[0], "geometry"] = moved.geometry.iloc[0].buffer(0.001).centroid  # a millimetre
     moved.to_parquet(tmp_path / "b.parquet")
-    with pytest.raises(StaleReleaseError, match="partition 1"):
+    with pytest.raises(StaleReleaseError, match="other rows than when this lazy release was built"):
         released.compute()
 
 
@@ -347,3 +347,27 @@ def test_a_lazy_synthesize_refuses_data_changed_since_it_was_built(deaths, tmp_p
     deaths.iloc[:149].to_parquet(tmp_path / "a.parquet", index=False)  # one person fewer
     with pytest.raises(StaleReleaseError):
         synth.compute()
+
+
+def test_the_binding_is_sealed_and_partition_selection_works(points, tmp_path):
+    """Second review: the digests were printed by expr.pprint() (one row: its noise key), and selecting
+    partitions (.partitions[i], tail) of an unchanged release was refused."""
+    import contextlib
+    import io
+
+    pts = points.iloc[:3].reset_index()
+    for i in range(3):
+        pts.iloc[[i]].to_parquet(tmp_path / f"p{i}.parquet")
+    released = dask_geopandas.read_parquet(str(tmp_path / "*.parquet")).priv.perturb(**EPS, person="pid", rng=3)
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        released.expr.pprint()
+    from geopriv.keys import Binding, RowStreams, SecretRoot
+
+    assert "sealed partition digests" in buf.getvalue() or "Binding" not in buf.getvalue()
+    binding = [v for v in released.expr.operands if isinstance(v, Binding)]
+    assert binding and all(len(t) == 64 for t in binding[0]._tags)  # HMAC tags, not sums of keys
+    whole = released.compute()
+    assert released.partitions[2].compute().geometry.equals(whole.geometry.iloc[[2]])
+    assert released.tail(1).geometry.equals(whole.geometry.iloc[[2]])
+    assert isinstance(SecretRoot, type) and isinstance(RowStreams, type)

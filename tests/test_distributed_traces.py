@@ -327,3 +327,30 @@ def test_review_findings_on_the_lazy_trace_release(trips, tmp_path):
     changed.to_parquet(tmp_path / "b.parquet", index=False)
     with pytest.raises(StaleReleaseError):
         run(lazy)
+
+
+def test_the_trace_binding_covers_what_the_noise_depends_on(tmp_path):
+    """Second review: with no ids and no time stamps the row order is the query order, and a Z change or a
+    reordering must be refused (the digest ignored both and the trace was re-released with fresh noise)."""
+    import geopandas as gpd
+
+    from geopriv.exceptions import StaleReleaseError
+
+    rng = np.random.default_rng(4)
+    xy = np.column_stack([rng.uniform(450_000, 452_000, 10), rng.uniform(4_420_000, 4_422_000, 10)])
+    g = gpd.GeoDataFrame(geometry=gpd.points_from_xy(xy[:, 0], xy[:, 1], np.ones(10)), crs=32650)
+    g.iloc[:5].to_parquet(tmp_path / "a.parquet", index=False)
+    g.iloc[5:].to_parquet(tmp_path / "b.parquet", index=False)
+    kw = dict(traj_id=None, time=None, epsilon=EPS, rate=0.2, bounds=BEIJING_UTM, rng=1)
+    lazy = geopriv.sanitize_traces(dask_geopandas.read_parquet(str(tmp_path / "*.parquet")), **kw)
+    run(lazy)
+    g.iloc[5:].iloc[::-1].to_parquet(tmp_path / "b.parquet", index=False)  # the same rows, reordered
+    with pytest.raises(StaleReleaseError):
+        run(lazy)
+    g.iloc[5:].to_parquet(tmp_path / "b.parquet", index=False)
+    run(lazy)  # restored: a replay
+    moved = g.iloc[5:].copy()
+    moved["geometry"] = gpd.points_from_xy(xy[5:, 0], xy[5:, 1], np.full(5, 7.0))  # only Z changed
+    moved.to_parquet(tmp_path / "b.parquet", index=False)
+    with pytest.raises(StaleReleaseError):
+        run(lazy)

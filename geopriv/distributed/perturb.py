@@ -15,7 +15,16 @@ import numpy as np
 import pandas as pd
 
 from ..frame import DEFAULT_MAX_DISTORTION
-from ..keys import check_unique, float_words, fold_digests, identity_digests, row_identities, row_streams
+from ..keys import (
+    Binding,
+    check_unique,
+    float_words,
+    fold_digests,
+    identity_digests,
+    row_identities,
+    row_streams,
+    shown_labels,
+)
 from ..provenance import make_record
 from . import root_entropy
 
@@ -94,30 +103,25 @@ def release_partition(part, plan, root, record: dict, keep=(), bounds=None, regi
         return _release_partition(part, plan, root, record, keep, bounds, region, person, digests, partition_info)
 
 
-def check_binding(digest, digests, partition_info) -> None:
-    """Refuse a partition whose rows are not the rows this lazy release was built on (StaleReleaseError)."""
+def check_binding(root, digest, binding, partition_info=None) -> None:
+    """Refuse rows other than those of a partition the release was built on (:meth:`geopriv.keys.Binding.check`)."""
     from ..exceptions import StaleReleaseError
 
-    number = None if partition_info is None else partition_info.get("number")
-    if digests is None or number is None or number >= len(digests) or tuple(digests[number]) != tuple(digest):
-        raise StaleReleaseError(
-            f"partition {number} holds other rows than when this lazy release was built: a lazy release answers "
-            "exactly the data it was built on (recomputed on changed data, it would show which rows changed, or "
-            "spend the budget again unnoticed). Build a new release for the new data (a new release: it spends "
-            "the budget again), and compute or persist a release once."
-        )
+    if binding is None:
+        raise StaleReleaseError("this lazy release carries no binding to its data; build it again.")
+    binding.check(root, digest, None if partition_info is None else partition_info.get("number"))
 
 
 def _release_partition(part, plan, root, record, keep, bounds, region, person, digests, partition_info):
     from ..release import assemble
 
     if len(part) == 0:
-        check_binding((0, 0, 0), digests, partition_info)
+        check_binding(root, (0, 0, 0), digests, partition_info)
         out = part.copy()
         out.attrs = dict(part.attrs, geopriv=record)
         return out
     geoms, _, xy, streams = _rows(part, plan, root, keep, bounds, region, person)
-    check_binding(streams.digest(), digests, partition_info)
+    check_binding(root, streams.digest(), digests, partition_info)
     work = plan.draw(xy, geoms.index, streams)
     out = plan.finish(np.asarray(work, dtype=float))
     return assemble(part, geoms, out, record)
@@ -207,9 +211,9 @@ def perturb_dask(
         found = [lab for labs in dask.compute(*[dask.delayed(duplicate_labels)(p, person, duplicates) for p in parts])
                  for lab in labs]
         raise IdentityError("share their person id with rows of other partitions: two rows would answer for the same "
-                            "person", found, "Make the ids unique over the whole data (a person id column: "
-                            "person='<column>').")
-    digests = tuple(tuple(c[2]) for c in checks)
+                            "person", shown_labels(found), "Make the ids unique over the whole data (a person id "
+                            "column: person='<column>').", count=len(found))
+    digests = Binding(root, PURPOSE, [c[2] for c in checks])  # sealed: one-way tags, never shown
     out_meta = meta.copy()
     out_meta.attrs = dict(meta.attrs, geopriv=record)
     return data.map_partitions(release_partition, shipped, root, record, keep, bounds, region, person, digests,

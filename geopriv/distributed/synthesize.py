@@ -58,10 +58,10 @@ def partition_histogram(part, plan, root=None, digests=None, partition_info=None
     from .perturb import check_binding
 
     if len(part) == 0:
-        check_binding((0, 0, 0), digests, partition_info)
+        check_binding(root, (0, 0, 0), digests, partition_info)
         return _HIST_META.copy()
     geoms, xy = _xy(part, plan)
-    check_binding(_digest(xy, root), digests, partition_info)
+    check_binding(root, _digest(xy, root), digests, partition_info)
     keys = leaf_keys(plan.unit(xy, geoms.index), plan.depth)
     uniq, counts = np.unique(keys, return_counts=True)
     return pd.DataFrame({"key": uniq.astype(np.uint64), "count": counts.astype(np.int64)})
@@ -128,7 +128,9 @@ def synthesize_dask(data, epsilon, *, bounds=None, region=None, n=None, method="
     if probe.area_source in ("bounds", "region") and checks:
         check_area_not_from_data(np.logical_or.reduce([c[1] for c in checks]), probe.area_source)
     plan = _plan(crs, mechanism, sum(c[0] for c in checks), kwargs)
-    digests = tuple(tuple(c[2]) for c in checks)
+    from ..keys import Binding
+
+    digests = Binding(root, PURPOSE, [c[2] for c in checks])  # sealed: one-way tags, never shown
     hists = data.map_partitions(partition_histogram, plan, root, digests, meta=_HIST_META).to_delayed()
     like = meta.iloc[:0]
     result = dask.delayed(central_release, pure=True)(plan, hists, root, seeded, like)

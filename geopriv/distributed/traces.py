@@ -384,7 +384,10 @@ def sanitize_traces_dask(
                                                                             series, rect) for p in data.to_delayed()])
     if rect is not None and checks:
         check_area_not_from_data(np.logical_or.reduce([c[0] for c in checks]), "bounds")
-    digests = tuple(tuple(c[1]) for c in checks)
+    from ..keys import Binding
+
+    # sealed one-way tags; in row order (one trace without ids or time stamps) each partition keeps its place
+    digests = Binding(root, BIND_PURPOSE, [c[1] for c in checks], ordered=traj_id is None and time is None)
     data = data.map_partitions(verify_partition, root, traj_id, time, geom_name, crs, series, digests, meta=meta)
     ordered = traj_id is None and time is None
     if traj_id is None:  # one trace, one bucket: gather it in row order
@@ -400,8 +403,15 @@ def sanitize_traces_dask(
 
 
 def _trace_rows(part, traj_id, time, geom_name, crs, series, root):
-    """(xy, keyed digest) of one input partition's rows: (trace id, location, time stamp) per row."""
-    from ..keys import float_words, identity_digests, row_streams
+    """(xy, keyed digest) of one input partition's rows: everything a trace's noise key depends on.
+
+    Per row: the trace id, the geometry's WKB (Z included), the time stamp, the index label (it
+    breaks ties in the canonical order) and, when the row order is the query order (no trace id,
+    no time stamps), the row's position.
+    """
+    import shapely
+
+    from ..keys import identity_digests, row_streams
     from ..points import as_geoseries, point_xy
 
     gpart = _as_geo(part, geom_name, crs, series)
@@ -411,9 +421,17 @@ def _trace_rows(part, traj_id, time, geom_name, crs, series, root):
         a, b = np.zeros(n, np.uint64), np.zeros(n, np.uint64)
     else:
         a, b = identity_digests(pd.Index(gpart[traj_id]), "trace id", gpart.index)
+    geoms = gpart.geometry if hasattr(gpart, "geometry") else gpart
+    wkb = pd.Series(shapely.to_wkb(np.asarray(geoms.values), hex=False), dtype=object)
+    w0 = pd.util.hash_pandas_object(wkb, index=False, hash_key="geopriv-wkb-aaa1").to_numpy(dtype=np.uint64)
+    w1 = pd.util.hash_pandas_object(wkb, index=False, hash_key="geopriv-wkb-bbb2").to_numpy(dtype=np.uint64)
     t = np.zeros(n, np.uint64) if time is None else \
         pd.util.hash_pandas_object(gpart[time], index=False).to_numpy(dtype=np.uint64)
-    return xy, row_streams(root, BIND_PURPOSE, (a, b), [*float_words(xy), t]).digest()
+    label = pd.util.hash_pandas_object(gpart.index.to_series(), index=False).to_numpy(dtype=np.uint64)
+    words = [w0, w1, t, label]
+    if traj_id is None and time is None:
+        words.append(np.arange(n, dtype=np.uint64))
+    return xy, row_streams(root, BIND_PURPOSE, (a, b), words).digest()
 
 
 def trace_partition_checks(part, root, traj_id, time, geom_name, crs, series, rect=None):
@@ -426,12 +444,12 @@ def trace_partition_checks(part, root, traj_id, time, geom_name, crs, series, re
     return (touched_edges(xy, rect) if rect is not None else np.zeros(4, bool)), digest
 
 
-def verify_partition(part, root, traj_id, time, geom_name, crs, series, digests, partition_info=None):
+def verify_partition(part, root, traj_id, time, geom_name, crs, series, binding, partition_info=None):
     """Compute time, one input partition: refuse rows other than those the release was built on."""
     from .perturb import check_binding
 
     digest = (0, 0, 0) if len(part) == 0 else _trace_rows(part, traj_id, time, geom_name, crs, series, root)[1]
-    check_binding(digest, digests, partition_info)
+    check_binding(root, digest, binding, partition_info)
     return part
 
 
