@@ -336,9 +336,9 @@ def _cmd_synthesize(args) -> int:
 
 
 # ---------------------------------------------------------------------------- diffuse
-_DIFFUSE_OPTIONS = ("distance", "on_unreachable", "tolerance", "value", "support", "grid", "bounds", "max_distortion",
-                    "rng")
-_LOCATION_ONLY = (("--grid", "grid"), ("--bounds", "bounds"), ("--max-distortion", "max_distortion"))
+_DIFFUSE_OPTIONS = ("distance", "on_unreachable", "tolerance", "value", "support", "value_range", "continuous", "grid",
+                    "bounds", "max_distortion", "rng")
+_LOCATION_ONLY = (("--bounds", "bounds"), ("--max-distortion", "max_distortion"))
 
 
 def _epsilon_pair(text: str):
@@ -485,6 +485,9 @@ def _check_diffuse_args(args) -> None:
     if args.value is None:
         if args.support is not None:
             raise CLIError("--support rounds released values: give --value COLUMN too (locations are not rounded)")
+        if args.value_range is not None or args.continuous:
+            raise CLIError("--value-range and --continuous apply to --value releases (locations are always snapped to "
+                           "the --grid lattice)")
     else:
         given = [flag for flag, name in _LOCATION_ONLY if getattr(args, name) is not None]
         if given:
@@ -1082,6 +1085,12 @@ def build_parser() -> argparse.ArgumentParser:
     _lib(g, dl, "support", nargs="+", type=_number, metavar="V",
          help="with --value: round each answer to the nearest of these values, e.g. --support 0 1 for a bit "
               "(post-processing: the same guarantee)")
+    _lib(g, dl, "value_range", nargs=2, type=_number, metavar=("LO", "HI"),
+         help="with --value: the public range of the value, chosen without looking at the data; answers are "
+              "clamped to the lattice in it (default: a wide range around 0)")
+    _lib(g, dl, "continuous", action="store_true",
+         help="with --value and no --support: publish raw float answers instead of snapping them to the public "
+              "lattice; their low-order bits can give the value away (Mironov 2012), recorded as unbounded")
     g = f.add_argument_group("the secret noise path")
     g.add_argument("--save-path", metavar="FILE.npz",
                    help="SAVES THE SECRET NOISE PATH: anyone holding this file removes the noise from every answer "
@@ -1095,7 +1104,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "Without it every run draws a fresh path: a new release that spends its epsilon again")
     g = f.add_argument_group("public frame and output lattice (locations)")
     _lib(g, dl, "grid", type=_grid, metavar="METRES|auto",
-         help="step in ground metres of the public lattice answers are snapped to ('auto': 1 m, finer for a large epsilon)")
+         help="step of the public lattice answers are snapped to, in ground metres (in the value's units for a value "
+              "release) ('auto': 1, "
+              "finer for a large epsilon)")
     _lib(g, dl, "bounds", type=float, nargs=4, metavar=("XMIN", "YMIN", "XMAX", "YMAX"),
          help="public study area in the input's CRS, chosen without looking at the points (needed for "
               "longitude/latitude and Web Mercator; default: the CRS's area of use)")

@@ -388,7 +388,8 @@ def test_edge_table_with_ids_that_are_not_people(capsys, tmp_path, net):
     (["--source", "0", "--edges", "EDGES", "--epsilon-table", "1-0.01"], ["DISTANCE:EPSILON"]),
     (["--source", "0", "--edges", "EDGES", "--epsilon-table", "1:x"], ["not a number"]),
     (["--source", "0", "--edges", "EDGES", *TABLE, "--value", "infected"], ["must end in .csv"]),
-    (["--source", "0", "--edges", "EDGES", *TABLE, "--value", "infected", "--grid", "5"], ["--grid", "location"]),
+    (["--source", "0", "--edges", "EDGES", *TABLE, "--continuous"], ["--continuous apply to --value"]),
+    (["--source", "0", "--edges", "EDGES", *TABLE, "--value-range", "0", "1"], ["--value-range", "--value"]),
     (["--source", "0", "--edges", "EDGES", *TABLE, "--value", "infected", "--bounds", *map(str, BOUNDS)],
      ["--bounds apply to location releases"]),
     (["--source", "0", "--edges", "EDGES", *TABLE, "--distance", "euclid"], ["--distance"]),
@@ -451,3 +452,19 @@ def test_help_has_examples_the_librarys_defaults_and_says_the_path_is_secret(cap
     assert "exp(B - A d)" in flat and "must not increase with distance" in flat
     code, out, _ = run(capsys, "--help")
     assert "diffuse" in out
+
+
+def test_value_releases_take_the_librarys_lattice_options(capsys, tmp_path, net):
+    """--grid, --value-range and --continuous: the library's value lattice from the command line (issue 30)."""
+    code, _, err = run(capsys, "diffuse", net.input, tmp_path / "a.csv", "--source", "1", "--edges", net.edges,
+                       "--value", "infected", "--epsilon-exp", "3.3", "4", "--grid", "0.25", "--value-range", "-2", "3",
+                       "--seed", "1")
+    assert code == 0, err
+    table = pd.read_csv(tmp_path / "a.csv", float_precision="round_trip")
+    r = table.response.to_numpy()
+    assert np.array_equal(r, np.round(r / 0.25) * 0.25) and r.min() >= -2 and r.max() <= 3
+    code, _, err = run(capsys, "diffuse", net.input, tmp_path / "b.csv", "--source", "1", "--edges", net.edges,
+                       "--value", "infected", "--epsilon-exp", "3.3", "4", "--continuous", "--seed", "1")
+    assert code == 0, err
+    r = pd.read_csv(tmp_path / "b.csv", float_precision="round_trip").response.to_numpy()
+    assert not np.array_equal(r, np.round(r / 0.05) * 0.05)  # raw floats, on explicit request
