@@ -22,14 +22,12 @@ a single budget) and works on many labels at once with numpy arrays:
 """
 from __future__ import annotations
 
-from .exceptions import ParameterError
-
 from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
 
-from .exceptions import BudgetExceededError, GeoprivError, format_labels
+from .exceptions import BudgetExceededError, GeoprivError, ParameterError, format_labels
 
 __all__ = ["BudgetAccountant", "DiffusionLedger"]
 

@@ -83,8 +83,6 @@ tolerances and fractions only.
 """
 from __future__ import annotations
 
-from .exceptions import ParameterError, ParameterTypeError
-
 import functools
 import itertools
 import math
@@ -100,7 +98,7 @@ from pyproj import CRS, Transformer
 from pyproj.exceptions import CRSError as _PyprojCRSError
 from pyproj.exceptions import ProjError as _ProjError
 
-from .exceptions import LocationAttributeError
+from .exceptions import LocationAttributeError, ParameterError, ParameterTypeError
 
 __all__ = ["INDEX", "ROW_ORDER", "check_location_attributes", "find_location_columns", "order_leaks"]
 

@@ -21,8 +21,6 @@ attribute columns are not checked because none is released.
 """
 from __future__ import annotations
 
-from .exceptions import ParameterTypeError
-
 import warnings
 
 import geopandas as gpd
@@ -30,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from .attributes import INDEX, check_location_attributes
-from .exceptions import EmptyInputError, GeoprivError, IdentityError, format_labels
+from .exceptions import EmptyInputError, GeoprivError, IdentityError, ParameterTypeError, format_labels
 from .frame import DEFAULT_MAX_DISTORTION
 from .network import UnreachableRecipientsWarning, as_network, epsilon_of_distance, hop_distance, resistance_distance
 from .provenance import attach, make_record

@@ -49,8 +49,6 @@ from ground metres with the public scale, never with anything measured at the da
 """
 from __future__ import annotations
 
-from .exceptions import ParameterError, ParameterTypeError
-
 import contextlib
 import functools
 import math
@@ -62,7 +60,7 @@ import pyproj
 from pyproj import CRS, Transformer
 
 from .crs import as_crs, central_meridian, ground_scale, local_aeqd
-from .exceptions import CRSError, DistortionWarning, GeometryError, GeoprivError
+from .exceptions import CRSError, DistortionWarning, GeometryError, GeoprivError, ParameterError, ParameterTypeError
 from .precision import ANGLE_RESOLUTION, check_epsilon, discretisation_epsilon
 
 __all__ = [

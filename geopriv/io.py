@@ -378,6 +378,46 @@ def read_vector(path, layer: str | None = None, *, crs=None, what: str = "input"
 
 
 # ---------------------------------------------------------------------------- writing
+def write_new_file(path, write, *, overwrite: bool = False, exists=None, prefix: str = ".geopriv-",
+                   mode: int | None = None) -> None:
+    """Write ``path`` atomically: ``write(binary file)`` into a temporary file in the same folder, synced, then moved.
+
+    Never replaces an existing file (or link) unless ``overwrite``: the temporary file is hard-linked
+    into place ("create, never clobber"; a file system without hard links is checked first), and a
+    link at ``path`` is replaced, never written through.  ``exists(path)`` gives the exception to
+    raise for an existing file.  The temporary file is created owner-only; ``mode`` (e.g. ``0o644``
+    less the umask) widens it for files that are not secret.  A failed write leaves no temporary.
+    """
+    import tempfile
+
+    path = os.fspath(path)
+    exists = exists or (lambda p: FileExistsError(f"{p!r} exists; pass overwrite=True to replace it."))
+    if not overwrite and os.path.lexists(path):
+        raise exists(path)
+    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=os.path.dirname(os.path.abspath(path)))
+    try:
+        if mode is not None and hasattr(os, "fchmod"):
+            os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                raise exists(path) from None
+            except OSError:  # a file system without hard links: check, then move
+                if os.path.lexists(path):
+                    raise exists(path) from None
+                os.replace(tmp, path)
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+
+
 def _record_json(record, indent=None) -> str:
     return json.dumps(record, indent=indent, default=str)
 

@@ -41,8 +41,6 @@ with both a Generator and per-row streams.
 """
 from __future__ import annotations
 
-from .exceptions import ParameterTypeError
-
 import hashlib
 import hmac
 import os
@@ -50,7 +48,7 @@ import os
 import numpy as np
 import pandas as pd
 
-from .exceptions import GeoprivError, IdentityError
+from .exceptions import GeoprivError, IdentityError, ParameterTypeError
 
 __all__ = [
     "SecretRoot",

@@ -12,15 +12,13 @@
 """
 from __future__ import annotations
 
-from .exceptions import ParameterError, ParameterTypeError
-
 import geopandas as gpd
 import numpy as np
 import pandas as pd
 from pyproj import CRS, Transformer
 
+from .exceptions import CRSError, GeoprivError, ParameterError, ParameterTypeError
 from .points import as_geoseries, point_xy
-from .exceptions import CRSError, GeoprivError
 
 __all__ = ["displacement", "utility_report", "wasserstein", "wasserstein_bound", "ground_distance"]
 

@@ -65,8 +65,6 @@ distances rather than invent a level for them.
 """
 from __future__ import annotations
 
-from .exceptions import ParameterTypeError
-
 import math
 import warnings
 from collections.abc import Callable, Mapping
@@ -78,7 +76,14 @@ import scipy.sparse as sp
 from scipy.sparse import csgraph
 
 from .exceptions import (
-    CRSError, EmptyInputError, GeometryError, GeoprivError, GeoprivWarning, NetworkError, ParameterError, format_labels,
+    CRSError,
+    EmptyInputError,
+    GeometryError,
+    GeoprivWarning,
+    NetworkError,
+    ParameterError,
+    ParameterTypeError,
+    format_labels,
 )
 from .mechanisms.diffusion import DiffusionPath, diffuse
 

@@ -6,10 +6,10 @@ Errors are ValueErrors that show an example.
 """
 from __future__ import annotations
 
-from .exceptions import ParameterError
-
 import math
 import re
+
+from .exceptions import ParameterError
 
 __all__ = ["parse_number", "parse_epsilon_pair", "parse_epsilon_table"]
 

@@ -6,9 +6,8 @@ the public frame and lattice, draws the noise, snaps it and writes the provenanc
 """
 from __future__ import annotations
 
-from .exceptions import ParameterError
-
 from .daskhook import is_dask, lazy
+from .exceptions import ParameterError
 from .frame import DEFAULT_MAX_DISTORTION
 from .mechanisms.base import PointMechanism, check_mechanism
 from .mechanisms.planar_laplace import GeoIndistinguishability

@@ -5,9 +5,9 @@ matplotlib Figure and, with ``path=``, also writes it (PNG by extension).
 """
 from __future__ import annotations
 
-from .exceptions import ParameterError
-
 import numpy as np
+
+from .exceptions import ParameterError
 
 __all__ = ["plot_release", "plot_privacy_map", "plot_mechanism"]
 

@@ -4,8 +4,6 @@ Errors name row labels, never coordinates, and say how to fix the input.
 """
 from __future__ import annotations
 
-from .exceptions import ParameterTypeError
-
 import math
 
 import geopandas as gpd
@@ -13,7 +11,7 @@ import numpy as np
 import shapely
 
 from .crs import as_crs
-from .exceptions import CRSError, EmptyInputError, GeometryError, GeoprivError, MissingCRSError
+from .exceptions import CRSError, EmptyInputError, GeometryError, GeoprivError, MissingCRSError, ParameterTypeError
 
 __all__ = ["as_geoseries", "point_xy", "check_no_other_geometries", "check_crs_kind", "check_coordinates"]
 

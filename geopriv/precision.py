@@ -7,11 +7,11 @@ for why the float output needs a lattice at all).
 """
 from __future__ import annotations
 
-from .exceptions import ParameterError, ParameterTypeError
-
 import math
 
 import numpy as np
+
+from .exceptions import ParameterError, ParameterTypeError
 
 __all__ = ["ANGLE_RESOLUTION", "check_epsilon", "discretisation_epsilon", "resolve_epsilon"]
 

@@ -38,8 +38,6 @@ whose 1/epsilon is ``max_slope``-Lipschitz on the 8-neighbour grid.
 """
 from __future__ import annotations
 
-from .exceptions import ParameterTypeError
-
 import json
 import math
 import os
@@ -50,7 +48,15 @@ import numpy as np
 from pyproj import CRS
 
 from .crs import ground_scale
-from .exceptions import CRSError, GeoprivError, GeoprivWarning, MissingCRSError, ParameterError, RasterError
+from .exceptions import (
+    CRSError,
+    GeoprivError,
+    GeoprivWarning,
+    MissingCRSError,
+    ParameterError,
+    ParameterTypeError,
+    RasterError,
+)
 
 __all__ = ["PrivacyMap", "lipschitz_envelope", "edge_weights", "affine6", "OUTLIER_QUANTILE", "OUTLIER_MIN_CELLS",
            "MAX_CELLS", "check_raster_size"]

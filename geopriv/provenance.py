@@ -13,12 +13,11 @@ Two datasets released with the same public parameters give identical records apa
 """
 from __future__ import annotations
 
-from .exceptions import ParameterTypeError
-
 import datetime as _dt
 import math
 
 from ._version import __version__
+from .exceptions import ParameterTypeError
 
 __all__ = ["make_record", "attach", "ALLOWED_FIELDS"]
 

@@ -35,8 +35,6 @@ A mechanism passed here is a small immutable object with
 """
 from __future__ import annotations
 
-from .exceptions import ParameterError, ParameterTypeError
-
 import dataclasses
 import math
 from concurrent.futures import ThreadPoolExecutor
@@ -48,9 +46,8 @@ import shapely
 from geopandas.array import GeometryArray
 from pyproj import Transformer
 
-from .points import as_geoseries, check_coordinates, check_no_other_geometries, point_xy
 from .crs import as_crs
-from .exceptions import CRSError, GeometryError, GeoprivError, MissingCRSError
+from .exceptions import CRSError, GeometryError, GeoprivError, MissingCRSError, ParameterError, ParameterTypeError
 from .frame import (
     DEFAULT_MAX_DISTORTION,
     PublicFrame,
@@ -60,12 +57,13 @@ from .frame import (
     check_grid,
     check_noise_above_precision,
     declared_bounds,
-    public_frame,
     proj_errors,
+    public_frame,
     public_lattice,
     touched_edges,
     truncate_and_snap,
 )
+from .points import as_geoseries, check_coordinates, check_no_other_geometries, point_xy
 from .progress import progress_callback
 from .provenance import attach, make_record
 from .rng import make_rng

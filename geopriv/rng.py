@@ -12,11 +12,11 @@ recorded, because anyone holding it could regenerate the noise and subtract it.
 """
 from __future__ import annotations
 
-from .exceptions import ParameterError, ParameterTypeError
-
 from dataclasses import dataclass
 
 import numpy as np
+
+from .exceptions import ParameterError, ParameterTypeError
 
 __all__ = ["RandomSource", "make_rng"]
 

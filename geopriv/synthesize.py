@@ -9,12 +9,10 @@ module hands it to the one release path (:func:`geopriv.release.release_syntheti
 """
 from __future__ import annotations
 
-from .exceptions import ParameterError
-
 import numpy as np
 
 from .daskhook import is_dask, lazy
-from .exceptions import GeometryError
+from .exceptions import GeometryError, ParameterError
 from .frame import DEFAULT_MAX_DISTORTION
 from .mechanisms.private_measure import PrivateMeasure
 from .release import release_synthetic

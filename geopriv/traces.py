@@ -10,8 +10,6 @@ with the paper's sampling protocol (sec. 5), so its evaluation can be reproduced
 """
 from __future__ import annotations
 
-from .exceptions import ParameterError, ParameterTypeError
-
 import math
 import sys
 
@@ -22,15 +20,15 @@ import shapely
 from pandas.api.extensions import no_default
 from pyproj import CRS, Transformer
 
-from .points import as_geoseries, point_xy
 from .accounting import BudgetAccountant
 from .daskhook import is_dask, lazy
+from .exceptions import GeoprivError, LocationAttributeError, ParameterError, ParameterTypeError, format_labels
 from .frame import DEFAULT_MAX_DISTORTION
-from .exceptions import GeoprivError, LocationAttributeError, format_labels
+from .keys import rows_of
 from .mechanisms.predictive import EXHAUSTED, NOISE, STATUS_NAMES, Traces
+from .points import as_geoseries, point_xy
 from .provenance import attach, make_record
 from .release import check_release_input, plan_traces
-from .keys import rows_of
 from .rng import make_rng
 
 __all__ = ["sanitize_traces", "sample_queries", "trace_ledger", "OUTPUT_COLUMNS", "ledger_from_columns", "ledger_rows",

@@ -39,12 +39,11 @@ concatenated.  The per-trace ledger of the whole release is :func:`trace_ledger_
 """
 from __future__ import annotations
 
-from ..exceptions import ParameterError, ParameterTypeError
-
 import numpy as np
 import pandas as pd
 from pandas.api.extensions import no_default
 
+from ..exceptions import ParameterError, ParameterTypeError
 from ..frame import DEFAULT_MAX_DISTORTION
 
 __all__ = ["sanitize_traces_dask", "trace_ledger_dask", "release_buckets", "BUCKETS"]
@@ -282,8 +281,8 @@ def sanitize_traces_dask(
     """
     import geopandas as gpd
 
-    from ..points import check_coordinates
     from ..exceptions import EmptyInputError, GeoprivError, MissingCRSError
+    from ..points import check_coordinates
     from ..provenance import attach, make_record
     from ..release import check_release_input, plan_traces
     from ..traces import check_output_columns, column_of

@@ -19,9 +19,9 @@ anything is computed, instead of an ``AttributeError`` in the middle of a releas
 """
 from __future__ import annotations
 
-from ..exceptions import ParameterTypeError
-
 from typing import Protocol, runtime_checkable
+
+from ..exceptions import ParameterTypeError
 
 __all__ = ["PointMechanism", "TraceMechanism", "MeasureMechanism", "DiffusionNoise", "check_mechanism"]
 

@@ -113,20 +113,18 @@ Value answers leave :func:`geopriv.diffuse_locations` through a public 1-D latti
 """
 from __future__ import annotations
 
-from ..exceptions import ParameterTypeError
-
 import hashlib
 import hmac
 import json
 import math
 import os
 import secrets
-import tempfile
 
 import numpy as np
 from scipy import special, stats
 
-from ..exceptions import GeoprivError, MechanismFileError, PathBindingError
+from ..exceptions import GeoprivError, MechanismFileError, ParameterTypeError, PathBindingError
+from ..io import write_new_file
 from ..keys import LOCATION, typed_label, value_column
 from ..rng import make_rng
 
@@ -817,27 +815,10 @@ class DiffusionPath:
             "binding": self._binding, "commitment_key": None if self._key is None else self._key.hex(),
         }
         meta["sha256"] = _digest(meta, arrays)
-        folder = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(prefix=".geopriv-diffusion-", suffix=".npz.tmp", dir=folder)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                np.savez(fh, meta=np.array(json.dumps(meta)), SECRET=np.array(SECRET_NOTICE), **arrays)
-                fh.flush()
-                os.fsync(fh.fileno())
-            if overwrite:
-                os.replace(tmp, path)
-            else:
-                try:
-                    os.link(tmp, path)  # atomic "create, never clobber"
-                except FileExistsError:
-                    raise FileExistsError(f"{path!r} exists; pass overwrite=True to replace it.") from None
-                except OSError:  # file system without hard links: check, then replace
-                    if os.path.exists(path):
-                        raise FileExistsError(f"{path!r} exists; pass overwrite=True to replace it.") from None
-                    os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        # owner-only (the temporary file's mode): the path is secret
+        write_new_file(path, lambda fh: np.savez(fh, meta=np.array(json.dumps(meta)), SECRET=np.array(SECRET_NOTICE),
+                                                 **arrays),
+                       overwrite=overwrite, prefix=".geopriv-diffusion-")
         return path
 
     @classmethod

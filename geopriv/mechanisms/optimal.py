@@ -100,8 +100,6 @@ nodes: a discrete problem, which favours coarse grids (a cell may hide a whole n
 """
 from __future__ import annotations
 
-from ..exceptions import ParameterError, ParameterTypeError
-
 import dataclasses
 import logging
 import math
@@ -110,9 +108,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..exceptions import InfeasibleMechanismError, RasterError
+from ..exceptions import InfeasibleMechanismError, ParameterError, ParameterTypeError, RasterError
 from ..privacy_map import PrivacyMap
-from .grid import allowed as _allowed, edge_list, edge_slices as _edge_slices, mean_ground_scale as _mean_ground_scale
+from .grid import allowed as _allowed
+from .grid import edge_list
+from .grid import edge_slices as _edge_slices
+from .grid import mean_ground_scale as _mean_ground_scale
 from .pool import process_pool, worker_state
 
 __all__ = ["OptimalMechanism", "optimal_mechanism", "coarsen", "coarsen_to", "lp_size", "SOLVERS"]
@@ -545,8 +546,8 @@ def _solve_colgen(pm: PrivacyMap, prior: np.ndarray, out_ij: np.ndarray, lp_allo
     and the repair renormalises the rows.
     """
     import highspy
-    from scipy.sparse.csgraph import dijkstra
     import scipy.sparse as sp
+    from scipy.sparse.csgraph import dijkstra
 
     t0 = time.perf_counter()
     C = _cost(pm, prior, out_ij)

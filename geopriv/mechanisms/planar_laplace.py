@@ -47,13 +47,12 @@ number of draws depends only on the radii drawn, never on x.
 """
 from __future__ import annotations
 
-from ..exceptions import ParameterError
-
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..exceptions import ParameterError
 from ..keys import rows_of
 from ..precision import ANGLE_RESOLUTION, check_epsilon, discretisation_epsilon
 

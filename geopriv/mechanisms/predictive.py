@@ -58,8 +58,6 @@ the entries of step i of the traces still running form one contiguous block.
 """
 from __future__ import annotations
 
-from ..exceptions import ParameterError, ParameterTypeError
-
 import math
 from dataclasses import dataclass, field
 from typing import Callable
@@ -67,7 +65,7 @@ from typing import Callable
 import numpy as np
 
 from ..accounting import BudgetAccountant
-from ..exceptions import GeoprivError
+from ..exceptions import GeoprivError, ParameterError, ParameterTypeError
 from ..keys import RowStreams, rows_of
 from .planar_laplace import check_epsilon, polar_noise, radius_quantile
 

@@ -66,13 +66,12 @@ Generator.  Public areas, CRSs, lattices and provenance are :mod:`geopriv.releas
 """
 from __future__ import annotations
 
-from ..exceptions import ParameterError, ParameterTypeError
-
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..exceptions import ParameterError, ParameterTypeError
 from .discrete import sample_discrete_laplace
 
 __all__ = [

@@ -205,6 +205,10 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
+                # no output may be one of the inputs (same file, or a link to it): processing.run does not ask
+                self.check_outputs(self.output_files(parameters, context), self.input_files(
+                    parameters, context, [d.name() for d in self.parameterDefinitions()
+                                          if d.type() in ("source", "vector", "raster", "file")]))
                 results = self.compute(parameters, context, feedback)
             except Cancelled:
                 raise QgsProcessingException(
@@ -517,6 +521,18 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
                 source = layer.source() if layer is not None else None
             if source:
                 files.append(source.split("|")[0])  # "in.gpkg|layername=a": the file
+        return files
+
+    def output_files(self, parameters, context) -> list:
+        """The files every destination parameter that is set will write (memory and temporary outputs excluded)."""
+        files = []
+        for d in self.parameterDefinitions():
+            if not d.isDestination() or not self.is_set(parameters, d.name()):
+                continue
+            dest = (self.parameterAsFileOutput(parameters, d.name(), context) if d.type() == "fileDestination"
+                    else self.parameterAsOutputLayer(parameters, d.name(), context))
+            if dest and not str(dest).startswith(("memory:", "TEMPORARY_OUTPUT")):
+                files.append(str(dest))
         return files
 
     def check_outputs(self, outputs, inputs) -> None:

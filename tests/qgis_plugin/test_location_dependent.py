@@ -418,3 +418,20 @@ def test_foreign_error_texts_are_withheld_and_geoprivs_own_are_shown(run, small_
     monkeypatch.setattr(geopriv.PrivacyMap, "from_population", ours)
     with pytest.raises(QgsProcessingException, match="band=4 does not exist"):
         run("buildprivacymap", {"POPULATION": small_raster, "OUTPUT": "TEMPORARY_OUTPUT"})
+
+
+@pytest.mark.parametrize("alg_id, extra", [
+    ("perturbpoints", {"EPSILON": 0.05}),
+    ("synthesize", {"EPSILON": 1.0}),
+])
+def test_every_algorithm_refuses_an_output_over_its_input(run, points_file, tmp_path, alg_id, extra):
+    """The base checks every destination against every input before any work (issue 30: was two algorithms)."""
+    from qgis.core import QgsProcessingException
+
+    before = Path(points_file).read_bytes()
+    link = tmp_path / "link.gpkg"
+    link.symlink_to(points_file)
+    for out in (points_file, str(link)):
+        with pytest.raises(QgsProcessingException, match="is the input file"):
+            run(alg_id, {"INPUT": points_file, "SEED": 1, "OUTPUT": out, **extra})
+    assert Path(points_file).read_bytes() == before

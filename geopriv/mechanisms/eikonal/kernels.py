@@ -14,14 +14,13 @@ once through the pool's initializer (every start method works: ``spawn`` on Wind
 """
 from __future__ import annotations
 
-from ...exceptions import ParameterError
-
 import math
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
+from ...exceptions import ParameterError
 from ...privacy_map import edge_weights, lipschitz_envelope
 from ..grid import edge_slices, edge_window
 from ..pool import can_start_workers, process_pool, startup_seconds, worker_state

@@ -7,12 +7,11 @@ side.  :func:`output_levels` thins the output lattice where the noise is wide.
 """
 from __future__ import annotations
 
-from ...exceptions import ParameterError
-
 import math
 
 import numpy as np
 
+from ...exceptions import ParameterError
 from ...privacy_map import PrivacyMap, lipschitz_envelope
 
 #: ``margin="auto"``: share of the loss kept for normalisation per noise length ...

@@ -5,8 +5,6 @@ exact; each step lives in its own module and this class strings them together.
 """
 from __future__ import annotations
 
-from ...exceptions import ParameterError, ParameterTypeError
-
 import math
 import time
 from dataclasses import dataclass
@@ -14,17 +12,15 @@ from functools import cached_property
 
 import numpy as np
 
-from ...exceptions import CRSError, InfeasibleMechanismError
+from ...exceptions import CRSError, InfeasibleMechanismError, ParameterError, ParameterTypeError
 from ...privacy_map import PrivacyMap, edge_weights
 from ..grid import allowed as grid_allowed
 from ..grid import edge_slices, mean_ground_scale
-from . import persistence, sampling, verification
-from . import ondemand
+from . import ondemand, persistence, sampling, verification
 from .kernels import GRAPH_BITS, compute_kernels, kernel_pass
 from .lowering import AUTO_MARGIN, AUTO_MARGIN_FLOOR, auto_margin, lower_rate, output_levels
 from .report import VerifyReport
 from .weights import column_sums, kernel_products, max_normaliser_share, refine_weights, relative_share, solve_weights
-
 
 #: how a mechanism keeps its kernels (:meth:`EikonalMechanism.build`, :meth:`EikonalMechanism.load`)
 KERNELS = ("held", "on_demand")

@@ -18,12 +18,11 @@ values the build verified:
 """
 from __future__ import annotations
 
-from ...exceptions import ParameterError
-
 import math
 
 import numpy as np
 
+from ...exceptions import ParameterError
 from .kernels import kernel_pass, kernel_rows, outputs_reaching, searchable
 
 

@@ -8,19 +8,17 @@ the normaliser against the weights and kernels, and re-runs the verification.
 """
 from __future__ import annotations
 
-from ...exceptions import ParameterError, ParameterTypeError
-
 import errno
 import hashlib
 import hmac
 import json
 import math
 import os
-import tempfile
 
 import numpy as np
 
-from ...exceptions import MechanismFileError, OutputError, ParameterError
+from ...exceptions import MechanismFileError, OutputError, ParameterError, ParameterTypeError
+from ...io import write_new_file
 from ...privacy_map import PrivacyMap, affine6
 from .kernels import compute_kernels
 from .report import NORMALISER_RTOL, TOLERANCE, VerifyReport
@@ -105,29 +103,9 @@ def save(
     meta["sha256"] = digest
     if mac is not None:
         meta["hmac_sha256"] = mac
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".geopriv-eikonal-", suffix=".npz.tmp", dir=folder)
-    try:
-        if hasattr(os, "fchmod"):  # mkstemp creates it owner-only; a mechanism is not secret: the usual mode
-            os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, meta=np.array(json.dumps(meta, default=json_default)), **arrays)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if overwrite:
-            os.replace(tmp, path)
-        else:
-            try:
-                os.link(tmp, path)  # atomic "create, never clobber"
-            except FileExistsError:
-                raise _exists(path) from None
-            except OSError:  # a file system without hard links: check, then move
-                if os.path.lexists(path):
-                    raise _exists(path) from None
-                os.replace(tmp, path)
-    finally:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
+    # a mechanism is not secret: the usual mode, not the temporary file's owner-only one
+    write_new_file(path, lambda fh: np.savez(fh, meta=np.array(json.dumps(meta, default=json_default)), **arrays),
+                   overwrite=overwrite, exists=_exists, prefix=".geopriv-eikonal-", mode=0o666 & ~_umask())
     return digest
 
 

@@ -6,14 +6,12 @@ output's position (or its remapped one) is jittered within its lattice box.
 """
 from __future__ import annotations
 
-from ...exceptions import ParameterError
-
 import math
 import os
 
 import numpy as np
 
-from ...exceptions import GeometryError
+from ...exceptions import GeometryError, ParameterError
 from ...keys import rows_of
 from .weights import row_blocks
 

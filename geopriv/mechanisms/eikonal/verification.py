@@ -8,14 +8,12 @@ distribution before anything is computed from them.
 """
 from __future__ import annotations
 
-from ...exceptions import ParameterError
-
 import math
 import time
 
 import numpy as np
 
-from ...exceptions import MechanismFileError
+from ...exceptions import MechanismFileError, ParameterError
 from ..grid import allowed as grid_allowed
 from ..grid import edge_slices
 from .kernels import LogRatioExtremes
