@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import re
 import sys
+from pathlib import Path
 
 MIN_GEOPRIV_VERSION = "0.1.0"
 DOCS = "docs/qgis.md in the geopriv source tree"
@@ -21,30 +22,60 @@ def _version_tuple(text: str) -> tuple:
 
 def install_hint() -> str:
     return (
-        f"Install geopriv >= {MIN_GEOPRIV_VERSION} into the Python that QGIS runs ({sys.executable}, "
-        f"Python {sys.version_info.major}.{sys.version_info.minor}), then restart QGIS. "
-        "Debian/Ubuntu: python3 -m pip install --user --break-system-packages "
-        "-c constraints/floor.txt <geopriv source folder or wheel> (the constraints keep NumPy below 2, "
-        "which Debian's GDAL bindings need). Windows: from the OSGeo4W Shell, python -m pip install "
-        "<geopriv source folder or wheel>. macOS (QGIS.app): /Applications/QGIS.app/Contents/MacOS/bin/python3 "
-        f"-m pip install <geopriv source folder or wheel>. Details: {DOCS}."
+        "In QGIS Desktop the plugin offers to install what is missing (a message at start-up, or "
+        "Plugins > geopriv > Install requirements); it installs into this QGIS profile and never replaces "
+        "the PROJ, GDAL or NumPy QGIS ships. From a terminal, with the Python that QGIS runs "
+        f"(Python {sys.version_info.major}.{sys.version_info.minor}): python3 -m pip install --user --no-deps "
+        "-r <plugin folder>/requirements.txt <plugin folder>/wheels/geopriv-*.whl (Debian/Ubuntu: add "
+        "--break-system-packages, and sudo apt install python3-pyproj). Details: " + DOCS + "."
     )
+
+
+def dependencies_dir() -> Path:
+    """The QGIS profile's folder for geopriv and the requirements the plugin installs (see installer.py)."""
+    from qgis.core import QgsApplication
+
+    from .installer import DEPENDENCIES_FOLDER
+
+    return Path(QgsApplication.qgisSettingsDirPath()) / "python" / DEPENDENCIES_FOLDER
+
+
+def check_binaries():
+    """Raise ImportError if importing geopriv would load a second PROJ into QGIS (a pip pyproj wheel).
+
+    Checked without importing anything compiled: importing such a pyproj inside QGIS Desktop aborts
+    the whole application (std::bad_alloc), so it must be found before ``import geopriv``.
+    """
+    from .installer import QGIS_PACKAGES, bundled_proj
+
+    for module in ("pyproj",):
+        if bundled_proj(module):
+            import importlib.util
+
+            where = Path(importlib.util.find_spec(module).origin).parent.parent
+            raise ImportError(
+                f"QGIS would import a {module} that carries its own copy of PROJ (a pip wheel, in {where}); "
+                "loading it inside QGIS crashes QGIS. Remove it from that folder (python3 -m pip uninstall "
+                f"{module}) and use the {module} that comes with QGIS ({QGIS_PACKAGES[module]}).")
 
 
 def check_geopriv():
     """Raise ImportError with installation instructions unless a compatible geopriv is importable."""
+    check_binaries()
     try:
         import geopriv
     except ImportError as exc:
-        raise ImportError(f"The geopriv plugin needs the geopriv Python library, which QGIS cannot import ({exc}). "
-                          + install_hint()) from exc
+        raise _cannot_import(exc) from exc
     version = getattr(geopriv, "__version__", "0")
     if _version_tuple(version) < _version_tuple(MIN_GEOPRIV_VERSION):
         raise ImportError(f"The geopriv plugin needs geopriv >= {MIN_GEOPRIV_VERSION}; QGIS imports geopriv "
                           f"{version} from {geopriv.__file__}. " + install_hint())
     from .provider import ALGORITHMS
 
-    missing = sorted({name for alg in ALGORITHMS for name in alg.GEOPRIV_API if not hasattr(geopriv, name)})
+    try:  # geopriv imports each name's module on first use: its dependencies (numpy, GeoPandas, ...) load here
+        missing = sorted({name for alg in ALGORITHMS for name in alg.GEOPRIV_API if not hasattr(geopriv, name)})
+    except ImportError as exc:
+        raise _cannot_import(exc) from exc
     if missing:
         raise ImportError(f"The geopriv {version} that QGIS imports ({geopriv.__file__}) lacks {', '.join(missing)}, "
                           "which this plugin calls: it is older than the plugin. " + install_hint())
@@ -55,6 +86,11 @@ def check_geopriv():
         raise ImportError(f"The geopriv {version} that QGIS imports ({geopriv.__file__}) lacks {', '.join(lacking)}, "
                           "which this plugin passes: it is older than the plugin. " + install_hint())
     return geopriv
+
+
+def _cannot_import(exc: ImportError) -> ImportError:
+    return ImportError(f"The geopriv plugin needs the geopriv Python library, which QGIS cannot import ({exc}). "
+                       + install_hint())
 
 
 def _takes(function, keyword: str) -> bool:

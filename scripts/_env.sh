@@ -19,20 +19,28 @@ make_env() {
   "$python" -m venv $venv_flags "$env"
   "$env/bin/python" -m pip install -q --upgrade pip >&2
   "$env/bin/python" -m pip install -q "$@" -e "$ROOT[all,test]" >&2
+  if [ "$venv_flags" = "--system-site-packages" ] && [ -d /usr/share/proj ]; then
+    # Debian's pyproj looks for PROJ's data under sys.prefix: show it the system's (never set PROJ_DATA
+    # globally: rasterio's wheel carries its own PROJ, whose data must stay its own)
+    mkdir -p "$env/share" && ln -sfn /usr/share/proj "$env/share/proj"
+  fi
   echo "$want" > "$stamp"
 }
 
-# Debian's QGIS (python3-qgis) for the plugin tests and the floor environment.
+# Debian's QGIS for the plugin tests and the floor environment: the Python bindings (python3-qgis, with
+# its pyproj and NumPy), and QGIS Desktop itself under Xvfb (tests/qgis_plugin/test_desktop.py).
+QGIS_PACKAGES="qgis python3-qgis qgis-providers python3-pyproj python3-numpy python3-venv python3-pip xvfb xauth"
 ensure_qgis() {
-  if /usr/bin/python3 -c "import qgis.core, osgeo.gdal_array" >/dev/null 2>&1; then
+  if /usr/bin/python3 -c "import qgis.core, osgeo.gdal_array, pyproj, numpy" >/dev/null 2>&1 \
+     && command -v qgis >/dev/null && command -v xvfb-run >/dev/null; then
     return 0
   fi
   if [ "$(id -u)" != 0 ]; then
-    echo "QGIS's Python bindings are missing: run 'sudo apt-get install python3-qgis qgis-providers' (Debian/Ubuntu), then retry." >&2
+    echo "QGIS is missing: run 'sudo apt-get install $QGIS_PACKAGES' (Debian/Ubuntu), then retry." >&2
     exit 1
   fi
-  echo ">> installing QGIS from Debian packages (python3-qgis qgis-providers)" >&2
+  echo ">> installing QGIS from Debian packages ($QGIS_PACKAGES)" >&2
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq >&2
-  apt-get install -y -qq --no-install-recommends python3-qgis qgis-providers python3-venv >/dev/null
+  apt-get install -y -qq --no-install-recommends $QGIS_PACKAGES >/dev/null
 }

@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import argparse
 import configparser
+import os
 import re
+import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -58,9 +61,25 @@ def plugin_files():
         yield path, f"{FOLDER}/{path.relative_to(PLUGIN_DIR).as_posix()}"
 
 
+def library_wheel(folder: Path) -> Path:
+    """Build the geopriv wheel (pure Python, no dependencies bundled) into ``folder``."""
+    env = dict(os.environ, SOURCE_DATE_EPOCH="1577836800", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(folder), str(ROOT)],
+                          capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        raise SystemExit("building the geopriv wheel failed:\n" + done.stderr[-2000:])
+    wheels = sorted(folder.glob("geopriv-*.whl"))
+    if len(wheels) != 1 or not wheels[0].name.startswith(f"geopriv-{library_version()}-"):
+        raise SystemExit(f"expected one geopriv-{library_version()} wheel, pip wrote {[w.name for w in wheels]}")
+    return wheels[0]
+
+
 def build(out: Path) -> Path:
     check_metadata(ROOT / "metadata.txt")
     entries = list(plugin_files())
+    scratch = tempfile.TemporaryDirectory()
+    wheel = library_wheel(Path(scratch.name))
+    entries.append((wheel, f"{FOLDER}/wheels/{wheel.name}"))
     entries.append((ROOT / "metadata.txt", f"{FOLDER}/metadata.txt"))
     entries.append((ROOT / "LICENSE", f"{FOLDER}/LICENSE"))
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -72,6 +91,7 @@ def build(out: Path) -> Path:
             info.external_attr = 0o644 << 16
             zf.writestr(info, source.read_bytes())
     tmp.replace(out)  # atomic: a concurrent reader never sees half a zip
+    scratch.cleanup()
     return out
 
 

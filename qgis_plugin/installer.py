@@ -1,0 +1,322 @@
+"""Install what the plugin needs into QGIS's Python, without ever loading a second PROJ or GDAL there.
+
+QGIS ships its own compiled geospatial libraries (PROJ, GDAL, GEOS) and the Python bindings built
+against them (``osgeo``, ``pyproj`` on Debian/Ubuntu, OSGeo4W and the macOS bundle), and NumPy.
+pip's ``pyproj`` and ``pyogrio`` wheels carry private copies of PROJ, GDAL, SQLite and curl;
+imported into the QGIS Desktop process they abort it (``std::bad_alloc``: QGIS 3.22, Debian 12).
+So the installer
+
+* takes ``numpy`` and ``pyproj`` from QGIS (lines marked ``# from QGIS`` in ``requirements.txt``):
+  when they are missing or too old it says which package of the QGIS distribution to install and
+  installs nothing;
+* installs the other requirements (wheels without a PROJ or GDAL of their own, and rasterio, whose
+  wheel is tested inside QGIS Desktop) and the geopriv wheel shipped in the plugin zip, with
+  ``--no-deps`` (exactly the list, so pip never pulls a pyproj or pyogrio wheel in), into a folder
+  of the QGIS profile that the plugin puts first on ``sys.path``; the system's own packages are
+  never touched;
+* never imports a compiled module to decide what is missing: versions are read from the installed
+  distributions' metadata.
+
+This module uses the standard library only and no Qt: the dialog (``setup_dialog.py``) and the
+tests call :func:`plan` and :func:`install`.
+"""
+from __future__ import annotations
+
+import glob
+import importlib.metadata
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REQUIREMENTS = HERE / "requirements.txt"
+WHEELS = HERE / "wheels"
+#: the folder of the QGIS profile the dependencies go to (``<profile>/python/<this>``)
+DEPENDENCIES_FOLDER = "geopriv-dependencies"
+FROM_QGIS = "from QGIS"
+OPTIONAL = "optional"
+#: what to install when a library that must come from QGIS is missing or too old
+QGIS_PACKAGES = {
+    "numpy": "Debian/Ubuntu: sudo apt install python3-numpy; Windows: the OSGeo4W package python3-numpy; "
+             "macOS: a newer QGIS.app",
+    "pyproj": "Debian/Ubuntu: sudo apt install python3-pyproj; Windows: the OSGeo4W package python3-pyproj; "
+              "macOS: a newer QGIS.app",
+}
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """One line of ``requirements.txt``: a distribution, its version bounds and where it comes from."""
+
+    name: str
+    specifiers: tuple  # ((operator, version text), ...)
+    from_qgis: bool = False
+    optional: bool = False
+
+    @property
+    def spec(self) -> str:
+        """The requirement as pip reads it, e.g. ``pandas>=2.2.3,<3``."""
+        return self.name + ",".join(op + version for op, version in self.specifiers)
+
+    def satisfied_by(self, version: str | None) -> bool:
+        """Whether an installed ``version`` (``None``: not installed) meets every bound."""
+        if version is None:
+            return False
+        have = version_tuple(version)
+        for op, bound in self.specifiers:
+            want = version_tuple(bound)
+            width = max(len(have), len(want))
+            a, b = have + (0,) * (width - len(have)), want + (0,) * (width - len(want))
+            ok = {">=": a >= b, ">": a > b, "<": a < b, "<=": a <= b, "==": a == b, "!=": a != b}[op]
+            if not ok:
+                return False
+        return True
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What an installation would do: requirements to install, and those only QGIS can provide."""
+
+    install: tuple = ()          # Requirement objects pip installs into the profile folder
+    from_qgis: tuple = ()        # (Requirement, installed version or None) QGIS must provide
+    geopriv_missing: bool = False
+
+    @property
+    def needed(self) -> bool:
+        return bool(self.install or self.from_qgis or self.geopriv_missing)
+
+    @property
+    def possible(self) -> bool:
+        """Whether the installer can finish the job (nothing is missing that only QGIS provides)."""
+        return not self.from_qgis
+
+    def describe(self) -> str:
+        """A short, readable account for the dialog."""
+        lines = []
+        if self.from_qgis:
+            lines.append("These come with QGIS and cannot be installed by the plugin:")
+            for requirement, version in self.from_qgis:
+                have = f"version {version} found" if version else "not found"
+                lines.append(f"  {requirement.spec} ({have}). {QGIS_PACKAGES.get(requirement.name, '')}")
+        names = [r.name for r in self.install] + (["geopriv"] if self.geopriv_missing else [])
+        if names:
+            lines.append("To install into this QGIS profile: " + ", ".join(names) + ".")
+        return "\n".join(lines) if lines else "Everything the plugin needs is installed."
+
+
+@dataclass
+class Outcome:
+    """What :func:`install` did: success, the log, where it installed."""
+
+    ok: bool
+    target: Path
+    log: list = field(default_factory=list)
+    warnings: list = field(default_factory=list)
+
+    def summary(self) -> str:
+        if self.ok:
+            return " ".join([f"Installed into {self.target}."] + self.warnings)
+        return "The installation failed; nothing in QGIS was changed. " + (self.log[-1] if self.log else "")
+
+
+def version_tuple(text: str) -> tuple:
+    """``'2.2.3'`` -> ``(2, 2, 3)``; pre-release and local parts are ignored."""
+    match = re.match(r"\s*v?(\d+(?:\.\d+)*)", text)
+    return tuple(int(part) for part in match.group(1).split(".")) if match else (0,)
+
+
+def read_requirements(path: Path = REQUIREMENTS) -> list:
+    """Parse ``requirements.txt`` (names, ``>=``/``<``/``==`` bounds, the ``# from QGIS`` marker)."""
+    requirements = []
+    for raw in Path(path).read_text(encoding="utf-8").splitlines():
+        line, _, comment = raw.partition("#")
+        line = line.strip()
+        if not line:
+            continue
+        match = re.fullmatch(r"([A-Za-z0-9_.\-]+)\s*((?:[<>=!]=?\s*[\w.]+\s*,?\s*)*)", line)
+        if not match:
+            raise ValueError(f"{path}: cannot read requirement line {raw!r}")
+        specifiers = tuple(re.findall(r"([<>=!]=?)\s*([\w.]+)", match.group(2)))
+        marker = comment.strip().lower()
+        requirements.append(Requirement(match.group(1), specifiers, marker.startswith(FROM_QGIS.lower()),
+                                        marker.startswith(OPTIONAL)))
+    return requirements
+
+
+def installed_version(name: str, path: list | None = None) -> str | None:
+    """The version of distribution ``name`` the first entry of ``path`` (default ``sys.path``) holding it gives."""
+    for dist in importlib.metadata.distributions(path=sys.path if path is None else path):
+        dist_name = dist.metadata["Name"] or ""
+        if re.sub(r"[-_.]+", "-", dist_name).lower() == re.sub(r"[-_.]+", "-", name).lower():
+            return dist.version
+    return None
+
+
+def plan(requirements: list | None = None, path: list | None = None, need_geopriv: bool = True) -> Plan:
+    """What must be installed for the plugin to work in this Python (reads metadata; imports nothing)."""
+    requirements = read_requirements() if requirements is None else requirements
+    install, from_qgis = [], []
+    for requirement in requirements:
+        version = installed_version(requirement.name, path)
+        if requirement.satisfied_by(version):
+            continue
+        (from_qgis.append((requirement, version)) if requirement.from_qgis else install.append(requirement))
+    have, wheel = installed_version("geopriv", path), geopriv_wheel()
+    shipped = wheel.name.split("-")[1] if wheel is not None else None
+    geopriv_missing = need_geopriv and (have is None or (shipped is not None and
+                                                         version_tuple(have) < version_tuple(shipped)))
+    return Plan(tuple(install), tuple(from_qgis), geopriv_missing)
+
+
+def python_executable() -> str | None:
+    """The Python interpreter of the running QGIS (``sys.executable`` is QGIS itself inside QGIS)."""
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    exe = Path(sys.executable)
+    candidates = []
+    if exe.name.lower().startswith("python"):
+        candidates.append(exe)
+    for prefix in (Path(sys.exec_prefix), Path(sys.base_exec_prefix)):
+        candidates += [prefix / "bin" / f"python{version}", prefix / "bin" / "python3",  # Linux, macOS bundle
+                       prefix / "python.exe", prefix / "python3.exe",                   # OSGeo4W, Windows installer
+                       prefix.parent / "bin" / f"python{version}"]
+    candidates += [exe.parent / "bin" / "python3", exe.parent / "python3", exe.parent / "python.exe"]
+    for candidate in candidates:
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    return None
+
+
+def pip_command(python: str) -> list | None:
+    """How to run pip with ``python``: its own pip, else the pip wheel Debian ships with python3-venv."""
+    probe = subprocess.run([python, "-m", "pip", "--version"], capture_output=True, text=True, timeout=120)
+    if probe.returncode == 0:
+        return [python, "-m", "pip"]
+    for wheel in sorted(glob.glob("/usr/share/python-wheels/pip-*.whl"), reverse=True):
+        return [python, os.path.join(wheel, "pip")]
+    return None
+
+
+def geopriv_wheel(folder: Path = WHEELS) -> Path | None:
+    """The geopriv wheel shipped in the plugin zip (``wheels/geopriv-*.whl``)."""
+    wheels = sorted(Path(folder).glob("geopriv-*.whl"))
+    return wheels[-1] if wheels else None
+
+
+def activate(target: Path) -> bool:
+    """Put the profile's dependency folder first on ``sys.path`` (if it exists); True if it was added."""
+    target = str(target)
+    if not os.path.isdir(target) or target in sys.path:
+        return False
+    sys.path.insert(0, target)
+    importlib.invalidate_caches()
+    return True
+
+
+def install(the_plan: Plan, target: Path, wheel: Path | None = None, python: str | None = None,
+            progress=None, timeout: float = 1800) -> Outcome:
+    """Install ``the_plan`` into ``target`` with pip (``--no-deps``, binary wheels only); never raises.
+
+    ``progress(percent, text)`` is called as the work goes.  Nothing outside ``target`` is written;
+    a failed installation leaves ``target`` as it was (pip writes into a staging folder first).
+    """
+    target = Path(target)
+    outcome = Outcome(False, target)
+    report = progress or (lambda percent, text: None)
+    if not the_plan.possible:
+        outcome.log.append(the_plan.describe())
+        return outcome
+    python = python or python_executable()
+    if python is None:
+        outcome.log.append("QGIS's Python interpreter was not found; install the requirements from a terminal "
+                           "(docs/qgis.md).")
+        return outcome
+    pip = pip_command(python)
+    if pip is None:
+        outcome.log.append("pip is not available to QGIS's Python: install it (Debian/Ubuntu: "
+                           "sudo apt install python3-pip) and try again.")
+        return outcome
+    specs = [r.spec for r in the_plan.install if not r.optional]
+    optional = [r.spec for r in the_plan.install if r.optional]
+    if the_plan.geopriv_missing:
+        wheel = wheel or geopriv_wheel()
+        if wheel is None:
+            outcome.log.append("this plugin zip holds no geopriv wheel; install geopriv from a terminal (docs/qgis.md).")
+            return outcome
+        specs.append(str(wheel))
+    if not specs and not optional:
+        outcome.ok = True
+        return outcome
+    staging = target.with_name(target.name + ".part")
+    _remove_tree(staging)
+    if target.exists():  # keep what is there; pip adds to a copy of it
+        import shutil
+
+        shutil.copytree(target, staging)
+    total = len(specs) + len(optional)
+    counter = [0]
+
+    def pip_run(requirements: list, binary_only: bool) -> int:
+        command = pip + ["install", "--no-deps", "--upgrade", "--target", str(staging), "--disable-pip-version-check",
+                         "--no-input", "--progress-bar", "off"]
+        command += (["--only-binary", ":all:"] if binary_only else []) + requirements
+        try:
+            with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+                for line in proc.stdout:
+                    line = line.rstrip()
+                    outcome.log.append(line)
+                    if line.startswith(("Collecting", "Processing")):
+                        counter[0] += 1
+                        report(5 + int(85 * counter[0] / total), line)
+                proc.wait(timeout=timeout)
+                return proc.returncode
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            outcome.log.append(f"pip could not run ({type(exc).__name__})")
+            return -1
+
+    report(5, f"installing {total} package(s) with pip")
+    if specs:
+        code = pip_run(specs, binary_only=True)
+        if code != 0:
+            outcome.log.append(f"pip failed (exit code {code}); see the log above")
+            _remove_tree(staging)
+            return outcome
+    for spec in optional:  # built from source if there is no wheel; the plugin works without it
+        if pip_run([spec], binary_only=False) != 0:
+            name = re.match(r"[A-Za-z0-9_.\-]+", spec).group(0)
+            outcome.warnings.append(
+                f"{name} could not be installed (it is built from source: a C/C++ compiler is needed; on "
+                f"Debian/Ubuntu: sudo apt install python3-{name}, or g++ and python3-dev, then install again); "
+                "the algorithms that need it will say so.")
+    report(95, "moving the installed packages into place")
+    if target.exists():
+        old = target.with_name(target.name + ".old")
+        _remove_tree(old)
+        target.rename(old)
+        staging.rename(target)
+        _remove_tree(old)
+    else:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging.rename(target)
+    report(100, "done")
+    outcome.ok = True
+    return outcome
+
+
+def bundled_proj(module: str = "pyproj") -> bool:
+    """Whether the importable ``module`` is a pip wheel carrying its own PROJ/GDAL (found without importing it)."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.origin:
+        return False
+    package = Path(spec.origin).parent
+    return any(p.exists() for p in (package / "proj_dir", package.with_name(package.name + ".libs"),
+                                    package / ".dylibs", package / "gdal_data"))
+
+
+def _remove_tree(path: Path) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
