@@ -40,7 +40,7 @@ def dependencies_dir() -> Path:
     return Path(QgsApplication.qgisSettingsDirPath()) / "python" / DEPENDENCIES_FOLDER
 
 
-def check_binaries():
+def check_binaries(modules=("pyproj",)):
     """Raise ImportError if importing geopriv would load a second PROJ into QGIS (a pip pyproj wheel).
 
     Checked without importing anything compiled: importing such a pyproj inside QGIS Desktop aborts
@@ -48,7 +48,7 @@ def check_binaries():
     """
     from .installer import QGIS_PACKAGES, bundled_proj
 
-    for module in ("pyproj",):
+    for module in modules:
         if bundled_proj(module):
             import importlib.util
 
@@ -56,7 +56,7 @@ def check_binaries():
             raise ImportError(
                 f"QGIS would import a {module} that carries its own copy of PROJ (a pip wheel, in {where}); "
                 "loading it inside QGIS crashes QGIS. Remove it from that folder (python3 -m pip uninstall "
-                f"{module}) and use the {module} that comes with QGIS ({QGIS_PACKAGES[module]}).")
+                f"{module}) and use the {module} that comes with QGIS ({QGIS_PACKAGES.get(module, 'its package')}).")
 
 
 def check_geopriv():

@@ -24,9 +24,13 @@ from .layers import pyproj_crs
 
 UNITS = ["per_km2", "per_cell"]
 LN4 = math.log(4.0)
-# The epsilon range has no default in the library (PrivacyMap.from_population requires a rule); the plugin's is
-# the paper-style example of its docstring: ln 4 within 2,000 m where nobody lives, within 400 m at the densest.
-EPSILON_RANGE = (LN4 / 2000, LN4 / 400)
+
+
+def suggested_range():
+    """The library's suggested epsilon range (ln 4 within 3,000 m to 600 m): the README's and the CLI's examples."""
+    from geopriv.defaults import SUGGESTED_EPSILON_RANGE
+
+    return SUGGESTED_EPSILON_RANGE
 
 
 def map_default(parameter):
@@ -39,7 +43,7 @@ MAP_HELP = """<p>The <b>privacy map</b> gives every location its own privacy lev
 from population density (Koufogiannis and Pappas, <i>Location-dependent privacy</i>): where many people live, a
 small perturbation already hides a person, so epsilon can be larger (less noise) there. Epsilon grows linearly
 with density: either from <b>epsilon where nobody lives</b> to <b>epsilon at the highest density</b> of the raster
-(the default, ln 4 within 2,000 m to ln 4 within 400 m), or, when both are set, as <b>floor</b> + <b>slope</b>
+(the default, ln 4 within 3,000 m to ln 4 within 600 m), or, when both are set, as <b>floor</b> + <b>slope</b>
 &times; density. Cells without data count as empty by default: they get the lowest epsilon, the strongest
 protection. If no data means a place where nobody can be (sea, lakes), choose <b>the level of the nearest cell
 with data</b> for them: then a dense coast is not forced to blend down to the sea's level (less noise there), and
@@ -76,11 +80,13 @@ class PrivacyMapParameters:
             self.UNITS, "Raster values are", ["People per km\u00b2 of ground", "People per cell"],
             defaultValue=UNITS.index(map_default("units"))))
         self.addParameter(QgsProcessingParameterNumber(
-            self.EPSILON_LOW, "Epsilon where nobody lives (per metre; default ln 4 within 2,000 m)",
-            QgsProcessingParameterNumber.Double, defaultValue=EPSILON_RANGE[0], minValue=0.0))
+            self.EPSILON_LOW, "Epsilon where nobody lives (per ground metre; default ln 4 within "
+            f"{LN4 / suggested_range()[0]:,.0f} m)",
+            QgsProcessingParameterNumber.Double, defaultValue=suggested_range()[0], minValue=0.0))
         self.addParameter(QgsProcessingParameterNumber(
-            self.EPSILON_HIGH, "Epsilon at the raster's highest density (per metre; default ln 4 within 400 m)",
-            QgsProcessingParameterNumber.Double, defaultValue=EPSILON_RANGE[1], minValue=0.0))
+            self.EPSILON_HIGH, "Epsilon at the raster's highest density (per ground metre; default ln 4 within "
+            f"{LN4 / suggested_range()[1]:,.0f} m)",
+            QgsProcessingParameterNumber.Double, defaultValue=suggested_range()[1], minValue=0.0))
         self.addParameter(QgsProcessingParameterEnum(
             self.NODATA, "No-data cells are",
             ["Unknown or empty: strongest protection (epsilon where nobody lives)",
@@ -88,10 +94,10 @@ class PrivacyMapParameters:
             defaultValue=self.NODATA_RULES.index(map_default("nodata_epsilon"))))
         advanced = [
             QgsProcessingParameterNumber(
-                self.FLOOR, "Floor: epsilon per metre at zero density (with slope, replaces the range)",
+                self.FLOOR, "Floor: epsilon per ground metre at zero density (with slope, replaces the range)",
                 QgsProcessingParameterNumber.Double, defaultValue=None, optional=True, minValue=0.0),
             QgsProcessingParameterNumber(
-                self.SLOPE, "Slope: extra epsilon per metre for each person per km\u00b2 (with floor)",
+                self.SLOPE, "Slope: extra epsilon per ground metre for each person per km\u00b2 (with floor)",
                 QgsProcessingParameterNumber.Double, defaultValue=None, optional=True, minValue=0.0),
             QgsProcessingParameterNumber(
                 self.REGULARISE, "Regularise: largest change of the noise scale (metres per metre; empty: none)",
