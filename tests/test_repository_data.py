@@ -30,3 +30,12 @@ def test_no_test_reads_outside_the_repository():
         assert ROOT in folder.parents
     assert data_path("soho_cholera.gpkg").parent == ROOT / "geopriv" / "data"
     assert data_path("geolife_sample.gpkg").parent == TESTS / "data"
+
+
+def test_shipped_geopackages_are_version_1_2_which_qgis_3_22_opens_without_a_warning():
+    import sqlite3
+
+    for folder in DATA_DIRS:
+        for path in sorted(Path(folder).glob("*.gpkg")):
+            with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+                assert db.execute("pragma user_version").fetchone()[0] == 10200, path.name
