@@ -40,6 +40,16 @@ empty, by feature order (as written by the perturbation algorithms). The layers 
     NUMBERS = {"n": "N", "mean_m": "MEAN_M", "median_m": "MEDIAN_M", "alpha": "ALPHA_M", "max_m": "MAX_M",
                "mse_m2": "MSE_M2", "rmse_m": "RMSE_M"}
 
+    def checkParameterValues(self, parameters, context):  # noqa: N802
+        """The dialog proposes the active layer for both inputs: comparing a layer with itself is refused at once."""
+        original = self.parameterAsVectorLayer(parameters, self.ORIGINAL, context)
+        released = self.parameterAsVectorLayer(parameters, self.RELEASED, context)
+        if original is not None and released is not None and (
+                original.id() == released.id() or original.source() == released.source()):
+            return False, ("'Original points' and 'Released points' are the same layer: choose the released layer "
+                           "(the output of a geopriv algorithm) as 'Released points'.")
+        return super().checkParameterValues(parameters, context)
+
     def initAlgorithm(self, config=None):  # noqa: N802
         import inspect
 

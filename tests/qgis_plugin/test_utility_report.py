@@ -128,3 +128,15 @@ def test_quantile_parameter_and_its_former_id(run, soho_release, provider):
     with pytest.raises(QgsProcessingException, match="QUANTILE only"):
         run("utilityreport", {"ORIGINAL": original, "RELEASED": soho_release, "DELTA": 0.5, "QUANTILE": 0.5,
                               "OUTPUT": "TEMPORARY_OUTPUT"})
+
+
+def test_the_same_layer_as_both_inputs_is_refused_before_the_run(provider):
+    from qgis.core import QgsProcessingContext
+
+    from qgis_helpers import data_path
+
+    alg = provider.algorithm("utilityreport")
+    source = data_path("soho_cholera.gpkg", "deaths")
+    ok, message = alg.checkParameterValues({"ORIGINAL": source, "RELEASED": source, "OUTPUT": "TEMPORARY_OUTPUT"},
+                                           QgsProcessingContext())
+    assert not ok and "same layer" in message
