@@ -37,6 +37,8 @@ REQUIREMENTS = HERE / "requirements.txt"
 WHEELS = HERE / "wheels"
 #: the folder of the QGIS profile the dependencies go to (``<profile>/python/<this>``)
 DEPENDENCIES_FOLDER = "geopriv-dependencies"
+#: geopriv's ``requires-python`` (pyproject.toml): a QGIS running an older Python cannot use it
+MIN_PYTHON = (3, 11)
 FROM_QGIS = "from QGIS"
 OPTIONAL = "optional"
 #: what to install when a library that must come from QGIS is missing or too old
@@ -84,6 +86,7 @@ class Plan:
     install: tuple = ()          # Requirement objects pip installs into the profile folder
     from_qgis: tuple = ()        # (Requirement, installed version or None) QGIS must provide
     geopriv_missing: bool = False
+    python: tuple = MIN_PYTHON   # the Python QGIS runs (major, minor)
 
     @property
     def needed(self) -> bool:
@@ -92,11 +95,15 @@ class Plan:
     @property
     def possible(self) -> bool:
         """Whether the installer can finish the job (nothing is missing that only QGIS provides)."""
-        return not self.from_qgis
+        return not self.from_qgis and tuple(self.python) >= MIN_PYTHON
 
     def describe(self) -> str:
         """A short, readable account for the dialog."""
         lines = []
+        if tuple(self.python) < MIN_PYTHON:
+            lines.append(f"This QGIS runs Python {self.python[0]}.{self.python[1]}; geopriv needs Python "
+                         f"{MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer: use a newer QGIS (Debian 12, Ubuntu 24.04, "
+                         "a current OSGeo4W or QGIS.app).")
         if self.from_qgis:
             lines.append("These come with QGIS and cannot be installed by the plugin:")
             for requirement, version in self.from_qgis:
@@ -169,7 +176,7 @@ def plan(requirements: list | None = None, path: list | None = None, need_geopri
     shipped = wheel.name.split("-")[1] if wheel is not None else None
     geopriv_missing = need_geopriv and (have is None or (shipped is not None and
                                                          version_tuple(have) < version_tuple(shipped)))
-    return Plan(tuple(install), tuple(from_qgis), geopriv_missing)
+    return Plan(tuple(install), tuple(from_qgis), geopriv_missing, tuple(sys.version_info[:2]))
 
 
 def python_executable() -> str | None:

@@ -98,3 +98,11 @@ def test_activate_puts_the_profile_folder_first(installer, tmp_path, monkeypatch
     assert not installer.activate(tmp_path / "missing")
     assert installer.activate(tmp_path) and sys.path[0] == str(tmp_path)
     assert not installer.activate(tmp_path)  # once
+
+
+def test_an_old_python_is_refused_with_the_way_out(installer, tmp_path):
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["requires-python"] == ">=%d.%d" % installer.MIN_PYTHON
+    old = installer.Plan(python=(3, 10))
+    assert not old.possible and "Python 3.10" in old.describe()
+    assert not installer.install(old, tmp_path / "target").ok and not (tmp_path / "target").exists()
