@@ -1,0 +1,281 @@
+"""The README and docs/*.md run verbatim: every fenced code block is executed as written.
+
+A reader pastes the examples of one page into one session, in order, in a folder holding the files
+the pages read: the data shipped in ``geopriv/data/`` and ``tests/data/``.  So, per Markdown file:
+
+* a temporary working directory gets copies of those files;
+* its ```python blocks run in order in one namespace (like one interpreter session);
+* its ```bash / ```sh / ```console blocks run with ``bash -e`` in the same directory, with this
+  interpreter's ``bin`` directory first on PATH (the ``geopriv`` a user types, not
+  ``python -m geopriv.cli``).
+
+A block that cannot run in a test (installing system packages, starting QGIS Desktop, another
+operating system, ``pip install``) is skipped only when the Markdown says so right before it, in a
+visible HTML comment on the line above the fence::
+
+    <!-- not run: installs system packages -->
+
+and blocks that need QGIS's Processing framework (``processing.run``) are marked::
+
+    <!-- runs in QGIS -->
+
+they run in a headless QGIS with the geopriv provider where QGIS imports (the QGIS environment of
+scripts/test.sh) and are skipped, with that reason, elsewhere.  Every skipped block is listed by
+pytest's ``-ra`` summary (id ``file:line``).  A fence without a language, an unknown language, or a
+marker not followed by a block fails :func:`test_every_block_is_run_or_marked`.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+#: the files the examples read, copied into each page's working directory
+DATA_DIRS = (ROOT / "geopriv" / "data", ROOT / "tests" / "data")
+
+PYTHON = {"python", "py", "pycon"}
+SHELL = {"bash", "sh", "console", "shell"}
+#: fenced blocks that are not code to run (output, configuration)
+NOT_CODE = {"text", "toml", "ini", "json", "yaml", "csv", "output"}
+
+FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>```+|~~~+)\s*(?P<lang>[\w+-]*)\s*$")
+NOT_RUN = re.compile(r"^\s*<!--\s*not run:\s*(?P<reason>.+?)\s*-->\s*$")
+IN_QGIS = re.compile(r"^\s*<!--\s*runs in QGIS\s*-->\s*$")
+ANY_MARKER = re.compile(r"^\s*<!--\s*(not run|runs in QGIS)\b")
+
+#: timeout of one shell block, seconds
+SHELL_TIMEOUT = 300
+
+
+@dataclass
+class Block:
+    page: Path
+    line: int  # 1-based line of the opening fence
+    lang: str
+    source: str
+    not_run: str | None = None  # the marker's reason
+    in_qgis: bool = False
+
+    @property
+    def id(self) -> str:
+        return f"{self.page.relative_to(ROOT).as_posix()}:{self.line}"
+
+
+@dataclass
+class Page:
+    blocks: list[Block] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def parse(page: Path) -> Page:
+    """The fenced blocks of one Markdown file, with their markers, and what is malformed."""
+    lines = page.read_text(encoding="utf-8").splitlines()
+    out = Page()
+    rel = page.relative_to(ROOT).as_posix()
+    i = 0
+    while i < len(lines):
+        m = FENCE.match(lines[i])
+        if not m:
+            if ANY_MARKER.match(lines[i]):
+                nxt = next((j for j in range(i + 1, len(lines)) if lines[j].strip()), None)
+                if nxt is None or not FENCE.match(lines[nxt]) or nxt != i + 1:
+                    out.problems.append(f"{rel}:{i + 1}: a marker must be the line right before a fenced block")
+                elif not (NOT_RUN.match(lines[i]) or IN_QGIS.match(lines[i])):
+                    out.problems.append(f"{rel}:{i + 1}: malformed marker {lines[i].strip()!r} "
+                                        "(<!-- not run: REASON --> or <!-- runs in QGIS -->)")
+            i += 1
+            continue
+        indent, fence, lang = m["indent"], m["fence"], m["lang"].lower()
+        start = i
+        body = []
+        i += 1
+        while i < len(lines) and not lines[i].strip().startswith(fence):
+            line = lines[i]
+            body.append(line[len(indent):] if line.startswith(indent) else line.lstrip())
+            i += 1
+        if i == len(lines):
+            out.problems.append(f"{rel}:{start + 1}: fence never closed")
+        i += 1
+        prev = lines[start - 1] if start > 0 else ""
+        nr, qg = NOT_RUN.match(prev), IN_QGIS.match(prev)
+        if not lang:
+            out.problems.append(f"{rel}:{start + 1}: fenced block without a language (```python, ```bash, ```text ...)")
+            continue
+        if lang not in PYTHON | SHELL | NOT_CODE:
+            out.problems.append(f"{rel}:{start + 1}: unknown language {lang!r}: cannot tell whether to run it")
+            continue
+        if lang in NOT_CODE:
+            if nr or qg:
+                out.problems.append(f"{rel}:{start + 1}: a marker on a ```{lang} block, which is never run")
+            continue
+        if qg and lang not in PYTHON:
+            out.problems.append(f"{rel}:{start + 1}: <!-- runs in QGIS --> is for ```python blocks")
+        out.blocks.append(Block(page, start + 1, lang, "\n".join(body) + "\n",
+                                not_run=nr["reason"] if nr else None, in_qgis=bool(qg)))
+    return out
+
+
+PARSED = {page: parse(page) for page in PAGES}
+BLOCKS = [block for page in PAGES for block in PARSED[page].blocks]
+
+
+def test_every_block_is_run_or_marked():
+    """Each fenced block is code we run, or visibly marked; the pages hold blocks at all."""
+    problems = [p for page in PAGES for p in PARSED[page].problems]
+    assert not problems, "\n".join(problems)
+    assert len(BLOCKS) >= 30, f"only {len(BLOCKS)} code blocks found: is the parser broken?"
+    skipped = [b for b in BLOCKS if b.not_run]
+    # the run/skip inventory, for the log (pytest -rA or -s shows it)
+    print(f"{len(BLOCKS)} blocks: {len(BLOCKS) - len(skipped)} run, {len(skipped)} marked not run")
+    for b in skipped:
+        print(f"  not run  {b.id}: {b.not_run}")
+    # a page's blocks are never all skipped: a marker is for the exception
+    assert len(skipped) <= len(BLOCKS) // 4, "more than a quarter of the blocks are marked not run"
+
+
+def qgis_available() -> bool:
+    try:
+        import qgis.core  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+# ------------------------------------------------------------------------------------------ sessions
+class Session:
+    """One reader's session on one page: a working directory and a Python namespace."""
+
+    def __init__(self, page: Path, root: Path):
+        self.dir = root / page.stem
+        self.dir.mkdir()
+        for folder in DATA_DIRS:
+            for f in sorted(folder.iterdir()):
+                if f.is_file() and f.suffix in {".gpkg", ".tif", ".csv", ".parquet", ".geojson"}:
+                    shutil.copy2(f, self.dir / f.name)
+        self.namespace: dict = {"__name__": "__main__"}
+        self.done: set[int] = set()  # lines of the Python blocks already run
+
+    def run_python(self, block: Block) -> None:
+        code = compile(block.source, block.id, "exec")
+        cwd = os.getcwd()
+        os.chdir(self.dir)
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                exec(code, self.namespace)
+        finally:
+            os.chdir(cwd)
+            self.done.add(block.line)
+        for w in caught:  # a reader sees them: so does the test log, but they do not fail the block
+            warnings.warn(f"{block.id}: {w.category.__name__}: {w.message}", UserWarning, stacklevel=2)
+
+
+_SESSIONS: dict[Path, Session] = {}
+
+
+@pytest.fixture(scope="session")
+def docs_root(tmp_path_factory):
+    return tmp_path_factory.mktemp("docs")
+
+
+def session_for(page: Path, root: Path) -> Session:
+    if page not in _SESSIONS:
+        _SESSIONS[page] = Session(page, root)
+    return _SESSIONS[page]
+
+
+def shell_env(home: Path) -> dict:
+    env = dict(os.environ)
+    # the interpreter's own bin directory (not resolved: a venv's python is a symlink), where `geopriv` is
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    env["GEOPRIV_HOME"] = str(home)
+    env.setdefault("MPLBACKEND", "Agg")
+    env.pop("PYTHONPATH", None)
+    return env
+
+
+def shell_source(block: Block) -> str:
+    if block.lang != "console":
+        return block.source
+    # $ commands only; other lines are their output
+    return "\n".join(line[2:] for line in block.source.splitlines() if line.startswith("$ ")) + "\n"
+
+
+_QGIS_PROCESSING = None
+
+
+def qgis_processing():
+    """A headless QGIS with Processing and the geopriv provider (as tests/qgis_plugin/conftest.py)."""
+    global _QGIS_PROCESSING
+    if _QGIS_PROCESSING is None:
+        import importlib.util
+
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+        from qgis.core import QgsApplication
+
+        app = QgsApplication([], False)
+        app.initQgis()
+        plugins = os.path.join(QgsApplication.pkgDataPath(), "python", "plugins")
+        if plugins not in sys.path:
+            sys.path.append(plugins)
+        from processing.core.Processing import Processing
+
+        Processing.initialize()
+        if "geopriv_qgis" not in sys.modules:
+            spec = importlib.util.spec_from_file_location(
+                "geopriv_qgis", ROOT / "qgis_plugin" / "__init__.py",
+                submodule_search_locations=[str(ROOT / "qgis_plugin")])
+            module = importlib.util.module_from_spec(spec)
+            sys.modules["geopriv_qgis"] = module
+            spec.loader.exec_module(module)
+        plugin = sys.modules["geopriv_qgis"].classFactory(None)
+        plugin.initProcessing()
+        import processing
+
+        _QGIS_PROCESSING = (app, plugin, processing)
+    return _QGIS_PROCESSING[2]
+
+
+# ------------------------------------------------------------------------------------------ the test
+@pytest.mark.parametrize("block", BLOCKS, ids=[b.id for b in BLOCKS])
+def test_block_runs_verbatim(block: Block, docs_root, geopriv_home, monkeypatch):
+    if block.not_run:
+        pytest.skip(f"{block.id} not run: {block.not_run}")
+    if block.in_qgis and not qgis_available():
+        pytest.skip(f"{block.id} runs in QGIS: QGIS's Python bindings are not importable here")
+    session = session_for(block.page, docs_root)
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    if block.lang in SHELL:
+        result = subprocess.run(["bash", "-e", "-c", shell_source(block)], cwd=session.dir,
+                                env=shell_env(geopriv_home), capture_output=True, text=True,
+                                timeout=SHELL_TIMEOUT)
+        assert result.returncode == 0, (f"{block.id} exited with {result.returncode}\n"
+                                        f"--- stdout\n{result.stdout[-4000:]}\n--- stderr\n{result.stderr[-4000:]}")
+        return
+    # a page's Python blocks run in order in one namespace: run the earlier ones first if this test
+    # was selected alone (pytest -k), as a reader would have pasted them
+    for earlier in PARSED[block.page].blocks:
+        if earlier is block:
+            break
+        if (earlier.lang in PYTHON and earlier.line not in session.done and not earlier.not_run
+                and (qgis_available() or not earlier.in_qgis)):
+            try:
+                run_block_python(session, earlier)
+            except Exception:  # noqa: BLE001 - its own test reports it
+                pass
+    run_block_python(session, block)
+
+
+def run_block_python(session: Session, block: Block) -> None:
+    if block.in_qgis and "processing" not in session.namespace:
+        session.namespace["processing"] = qgis_processing()  # the QGIS Python console imports it
+    session.run_python(block)
