@@ -132,7 +132,7 @@ def test_every_block_is_run_or_marked():
     """Each fenced block is code we run, or visibly marked; the pages hold blocks at all."""
     problems = [p for page in PAGES for p in PARSED[page].problems]
     assert not problems, "\n".join(problems)
-    assert len(BLOCKS) >= 30, f"only {len(BLOCKS)} code blocks found: is the parser broken?"
+    assert len(BLOCKS) >= 20, f"only {len(BLOCKS)} code blocks found: is the parser broken?"
     skipped = [b for b in BLOCKS if b.not_run]
     # the run/skip inventory, for the log (pytest -rA or -s shows it)
     print(f"{len(BLOCKS)} blocks: {len(BLOCKS) - len(skipped)} run, {len(skipped)} marked not run")
