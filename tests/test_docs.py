@@ -19,13 +19,14 @@ and blocks that need QGIS's Processing framework (``processing.run``) are marked
 
     <!-- runs in QGIS -->
 
-they run in a headless QGIS with the geopriv provider where QGIS imports (the QGIS environment of
-scripts/test.sh) and are skipped, with that reason, elsewhere.  Every skipped block is listed by
+they are marked ``qgis`` and run in a headless QGIS with the geopriv provider where QGIS imports (the
+QGIS environment of scripts/test.sh); elsewhere they are deselected (``-m "not qgis"``) or skipped.  Every skipped block is listed by
 pytest's ``-ra`` summary (id ``file:line``).  A fence without a language, an unknown language, or a
 marker not followed by a block fails :func:`test_every_block_is_run_or_marked`.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -138,6 +139,9 @@ def test_every_block_is_run_or_marked():
     print(f"{len(BLOCKS)} blocks: {len(BLOCKS) - len(skipped)} run, {len(skipped)} marked not run")
     for b in skipped:
         print(f"  not run  {b.id}: {b.not_run}")
+    for b in BLOCKS:
+        if b.in_qgis:
+            print(f"  in QGIS  {b.id} (marked qgis: runs in the QGIS environment only)")
     # a page's blocks are never all skipped: a marker is for the exception
     assert len(skipped) <= len(BLOCKS) // 4, "more than a quarter of the blocks are marked not run"
 
@@ -171,7 +175,7 @@ class Session:
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                exec(code, self.namespace)
+                exec(code, self.namespace)  # noqa: S102 - running the docs is the point
         finally:
             os.chdir(cwd)
             self.done.add(block.line)
@@ -214,7 +218,11 @@ _QGIS_PROCESSING = None
 
 
 def qgis_processing():
-    """A headless QGIS with Processing and the geopriv provider (as tests/qgis_plugin/conftest.py)."""
+    """Processing in a headless QGIS with the geopriv provider (as tests/qgis_plugin/conftest.py).
+
+    In the QGIS environment the whole suite runs in one process: a QgsApplication and the provider
+    already started by tests/qgis_plugin are reused (a process has one QgsApplication).
+    """
     global _QGIS_PROCESSING
     if _QGIS_PROCESSING is None:
         import importlib.util
@@ -222,23 +230,27 @@ def qgis_processing():
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
         from qgis.core import QgsApplication
 
-        app = QgsApplication([], False)
-        app.initQgis()
+        app = QgsApplication.instance()
+        if app is None:
+            app = QgsApplication([], False)
+            app.initQgis()
         plugins = os.path.join(QgsApplication.pkgDataPath(), "python", "plugins")
         if plugins not in sys.path:
             sys.path.append(plugins)
         from processing.core.Processing import Processing
 
         Processing.initialize()
-        if "geopriv_qgis" not in sys.modules:
-            spec = importlib.util.spec_from_file_location(
-                "geopriv_qgis", ROOT / "qgis_plugin" / "__init__.py",
-                submodule_search_locations=[str(ROOT / "qgis_plugin")])
-            module = importlib.util.module_from_spec(spec)
-            sys.modules["geopriv_qgis"] = module
-            spec.loader.exec_module(module)
-        plugin = sys.modules["geopriv_qgis"].classFactory(None)
-        plugin.initProcessing()
+        plugin = None
+        if QgsApplication.processingRegistry().providerById("geopriv") is None:
+            if "geopriv_qgis" not in sys.modules:
+                spec = importlib.util.spec_from_file_location(
+                    "geopriv_qgis", ROOT / "qgis_plugin" / "__init__.py",
+                    submodule_search_locations=[str(ROOT / "qgis_plugin")])
+                module = importlib.util.module_from_spec(spec)
+                sys.modules["geopriv_qgis"] = module
+                spec.loader.exec_module(module)
+            plugin = sys.modules["geopriv_qgis"].classFactory(None)
+            plugin.initProcessing()
         import processing
 
         _QGIS_PROCESSING = (app, plugin, processing)
@@ -246,7 +258,8 @@ def qgis_processing():
 
 
 # ------------------------------------------------------------------------------------------ the test
-@pytest.mark.parametrize("block", BLOCKS, ids=[b.id for b in BLOCKS])
+@pytest.mark.parametrize("block", [pytest.param(b, id=b.id, marks=[pytest.mark.qgis] if b.in_qgis else [])
+                                   for b in BLOCKS])
 def test_block_runs_verbatim(block: Block, docs_root, geopriv_home, monkeypatch):
     if block.not_run:
         pytest.skip(f"{block.id} not run: {block.not_run}")
@@ -255,7 +268,7 @@ def test_block_runs_verbatim(block: Block, docs_root, geopriv_home, monkeypatch)
     session = session_for(block.page, docs_root)
     monkeypatch.setenv("MPLBACKEND", "Agg")
     if block.lang in SHELL:
-        result = subprocess.run(["bash", "-e", "-c", shell_source(block)], cwd=session.dir,
+        result = subprocess.run(["bash", "-e", "-c", shell_source(block)], check=False, cwd=session.dir,
                                 env=shell_env(geopriv_home), capture_output=True, text=True,
                                 timeout=SHELL_TIMEOUT)
         assert result.returncode == 0, (f"{block.id} exited with {result.returncode}\n"
@@ -268,14 +281,30 @@ def test_block_runs_verbatim(block: Block, docs_root, geopriv_home, monkeypatch)
             break
         if (earlier.lang in PYTHON and earlier.line not in session.done and not earlier.not_run
                 and (qgis_available() or not earlier.in_qgis)):
-            try:
+            with contextlib.suppress(Exception):  # its own test reports it
                 run_block_python(session, earlier)
-            except Exception:  # noqa: BLE001 - its own test reports it
-                pass
     run_block_python(session, block)
 
 
 def run_block_python(session: Session, block: Block) -> None:
     if block.in_qgis and "processing" not in session.namespace:
         session.namespace["processing"] = qgis_processing()  # the QGIS Python console imports it
-    session.run_python(block)
+    try:
+        session.run_python(block)
+    finally:
+        if block is [b for b in PARSED[block.page].blocks if b.lang in PYTHON][-1]:
+            close_clusters(session.namespace)  # the reader's session ends with the page
+
+
+def close_clusters(namespace: dict) -> None:
+    """Close the dask clients and clusters a page started (their worker processes would outlive it)."""
+    for value in list(namespace.values()):
+        if type(value).__module__.startswith("distributed") and type(value).__name__ in {"Client", "LocalCluster"}:
+            value.close()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_all_clusters():
+    yield
+    for session in _SESSIONS.values():
+        close_clusters(session.namespace)
