@@ -2,40 +2,122 @@
 
 ``import geopriv`` registers the ``priv`` accessor: ``gdf.priv.perturb(...)`` is
 ``geopriv.perturb(gdf, ...)``.
+
+``import geopriv`` itself imports no third-party package (issue 31: start-up in a few hundredths of
+a second, for the command line and QGIS too): each public name is imported from its module when it
+is first used (PEP 562 ``__getattr__``), and ``gdf.priv`` is registered the moment pandas is
+imported, or now if it already is (``geopriv.importhook``; ``ddf.priv`` the same way when
+dask_geopandas is, ``geopriv.daskhook``).
 """
-from ._version import __version__
+import importlib
+import sys
+import types
+
 from . import daskhook  # noqa: F401  (ddf.priv on dask-geopandas frames, without importing dask here)
-from . import accessor as _accessor  # noqa: F401  (registers gdf.priv)
-from .frame import PublicFrame, public_frame
+from ._version import __version__
 from .exceptions import (
     BudgetExceededError,
     CRSError,
     DistortionWarning,
+    Fix,
     GeometryError,
     GeoprivError,
     GeoprivWarning,
     InfeasibleMechanismError,
     LocationAttributeError,
+    LowUtilityWarning,
     MechanismFileError,
     MissingCRSError,
     RasterError,
+    WeakProtectionWarning,
 )
-from .mechanisms.planar_laplace import PlanarLaplace
-from .mechanisms.eikonal import EikonalMechanism
-from .mechanisms.optimal import OptimalMechanism, optimal_mechanism
-from .privacy_map import PrivacyMap
-from .metrics import displacement, utility_report, wasserstein, wasserstein_bound
-from .perturb import perturb, resolve_epsilon
-from .rng import make_rng
-from .accounting import BudgetAccountant
-from .mechanisms.predictive import FixedRate, FixedUtility
-from .traces import sample_queries, sanitize_traces, trace_ledger
-from .synthesize import synthesize, synthesize_xy
-from .mechanisms.private_measure import PrivateMeasure
-from .mechanisms.diffusion import DiffusionPath, diffuse, project_discrete
-from .network import epsilon_of_distance, hop_distance, resistance_distance, diffuse_over_network
-from .diffuse import diffuse_locations, network_distances
-from .accounting import DiffusionLedger
+from .importhook import when_imported
+
+#: each public name that is not imported above, and the module it is imported from on first use
+_LAZY = {
+    "PublicFrame": ".frame",
+    "public_frame": ".frame",
+    "PlanarLaplace": ".mechanisms.planar_laplace",
+    "EikonalMechanism": ".mechanisms.eikonal",
+    "OptimalMechanism": ".mechanisms.optimal",
+    "optimal_mechanism": ".mechanisms.optimal",
+    "PrivacyMap": ".privacy_map",
+    "displacement": ".metrics",
+    "utility_report": ".metrics",
+    "wasserstein": ".metrics",
+    "wasserstein_bound": ".metrics",
+    "perturb": ".perturb",
+    "resolve_epsilon": ".perturb",
+    "make_rng": ".rng",
+    "BudgetAccountant": ".accounting",
+    "DiffusionLedger": ".accounting",
+    "FixedRate": ".mechanisms.predictive",
+    "FixedUtility": ".mechanisms.predictive",
+    "sample_queries": ".traces",
+    "sanitize_traces": ".traces",
+    "trace_ledger": ".traces",
+    "synthesize": ".synthesize",
+    "synthesize_xy": ".synthesize",
+    "PrivateMeasure": ".mechanisms.private_measure",
+    "DiffusionPath": ".mechanisms.diffusion",
+    "diffuse": ".mechanisms.diffusion",
+    "project_discrete": ".mechanisms.diffusion",
+    "epsilon_of_distance": ".network",
+    "hop_distance": ".network",
+    "resistance_distance": ".network",
+    "diffuse_over_network": ".network",
+    "diffuse_locations": ".diffuse",
+    "network_distances": ".diffuse",
+}
+
+#: the core's modules, imported on first attribute access as ``import geopriv`` used to import them all
+#: (``geopriv.cli``, ``geopriv.plot`` and ``geopriv.distributed`` are imported by name, as before)
+_SUBMODULES = frozenset({
+    "accessor", "accounting", "attributes", "crs", "daskhook", "defaults", "diffuse", "exceptions", "frame",
+    "importhook", "io", "keys", "mechanisms", "metrics", "network", "parsing", "perturb", "points", "precision",
+    "privacy_map", "progress", "provenance", "release", "rng", "synthesize", "traces",
+})
+
+#: public functions named like a module: ``geopriv.perturb`` is the function, never the module
+_SHADOWED = frozenset(_LAZY) & _SUBMODULES
+
+
+class _Package(types.ModuleType):
+    """geopriv's module type: importing ``geopriv.perturb`` (the module) keeps ``geopriv.perturb`` the function.
+
+    The import system binds each submodule on its package when it is first imported; before the
+    names were lazy, ``from .perturb import perturb`` here rebound them afterwards.
+    """
+
+    def __setattr__(self, name, value):
+        if name in _SHADOWED and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
+
+def __getattr__(name):
+    module = _LAZY.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(module, __name__), name)
+        globals()[name] = value  # once: later look-ups do not come here
+        return value
+    if name in _SUBMODULES:
+        return importlib.import_module("." + name, __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__) | _SUBMODULES)
+
+
+def _register_accessor():
+    importlib.import_module(".accessor", __name__)  # registers gdf.priv and s.priv on pandas' classes
+
+
+when_imported("pandas", _register_accessor)
 
 __all__ = [
     "__version__",
@@ -83,4 +165,7 @@ __all__ = [
     "MechanismFileError",
     "GeoprivWarning",
     "DistortionWarning",
+    "WeakProtectionWarning",
+    "LowUtilityWarning",
+    "Fix",
 ]

@@ -3,18 +3,17 @@
 Thin and stateless: every method is a docstring and one call of a public function, with that
 function's signature (names, defaults and kinds; tests/test_accessor.py checks they never drift):
 ``epsilon`` is the one argument that may be given by position, everything else by keyword.
+
+``import geopriv`` imports this module as soon as pandas is imported (``geopriv.importhook``), so
+it imports nothing else heavy: each method imports its function when it is called, and the
+defaults come from ``geopriv.defaults``.
 """
 from __future__ import annotations
 
 import pandas as pd
 from pandas.api.extensions import no_default
 
-from . import metrics as _metrics
-from .frame import DEFAULT_MAX_DISTORTION
-from .perturb import perturb as _perturb
-from . import traces as _traces
-from .synthesize import synthesize as _synthesize
-from .diffuse import diffuse_locations as _diffuse_locations
+from .defaults import DEFAULT_MAX_DISTORTION, DEFAULT_QUANTILE
 
 __all__ = ["PrivAccessor"]
 
@@ -69,7 +68,9 @@ class PrivBase:
         geopriv.EikonalMechanism.build : A location-dependent mechanism for ``mechanism=``.
         PrivAccessor.utility_report : How far the released points moved.
         """
-        return _perturb(
+        from .perturb import perturb
+
+        return perturb(
             self._obj, epsilon, level=level, radius=radius, mechanism=mechanism, rng=rng, grid=grid,
             continuous=continuous, bounds=bounds, region=region, keep=keep, person=person,
             max_distortion=max_distortion, progress=progress,
@@ -136,7 +137,9 @@ class PrivBase:
         geopriv.sample_queries : Query traces from raw GPS fixes, as in the paper.
         PrivAccessor.ledger : The per-trace budget ledger of the result.
         """
-        return _traces.sanitize_traces(
+        from .traces import sanitize_traces
+
+        return sanitize_traces(
             self._obj, epsilon, traj_id=traj_id, time=time, level=level, radius=radius, method=method,
             budget=budget, rate=rate, accuracy=accuracy, skip_speed=skip_speed, stale_after=stale_after,
             predictor=predictor, on_exhausted=on_exhausted, eta=eta, gamma=gamma, delta=delta,
@@ -185,7 +188,9 @@ class PrivBase:
         geopriv.synthesize_xy : The same for plain coordinate arrays.
         geopriv.wasserstein : How close the synthetic set is to the true one.
         """
-        return _synthesize(
+        from .synthesize import synthesize
+
+        return synthesize(
             self._obj, epsilon, bounds=bounds, region=region, n=n, method=method, depth=depth, placement=placement,
             grid=grid, rng=rng, max_distortion=max_distortion, progress=progress,
         )
@@ -243,7 +248,9 @@ class PrivBase:
         geopriv.diffuse : The same for a plain value and a list of epsilons.
         geopriv.DiffusionLedger : A budget that charges each path its largest epsilon.
         """
-        return _diffuse_locations(
+        from .diffuse import diffuse_locations
+
+        return diffuse_locations(
             self._obj, epsilon, source=source, graph=graph, distance=distance, value=value, support=support,
             value_range=value_range, continuous=continuous, path=path, rng=rng, bounds=bounds, grid=grid,
             max_distortion=max_distortion, ledger=ledger, on_unreachable=on_unreachable, tolerance=tolerance,
@@ -264,7 +271,9 @@ class PrivBase:
         geopriv.trace_ledger : The function this calls, with every column described.
         PrivAccessor.sanitize_traces : The release that writes the ledger.
         """
-        return _traces.trace_ledger(self._obj)
+        from .traces import trace_ledger
+
+        return trace_ledger(self._obj)
 
     def displacement(self, released):
         """Ground distance in metres from each point to its released version: :func:`geopriv.displacement`.
@@ -284,9 +293,11 @@ class PrivBase:
         geopriv.displacement : the function this calls.
         utility_report : statistics of these distances.
         """
-        return _metrics.displacement(self._obj, released)
+        from .metrics import displacement
 
-    def utility_report(self, released, quantile: float = _metrics.DEFAULT_QUANTILE, *, delta=None):
+        return displacement(self._obj, released)
+
+    def utility_report(self, released, quantile: float = DEFAULT_QUANTILE, *, delta=None):
         """Displacement statistics against ``released``: :func:`geopriv.utility_report`.
 
         Parameters
@@ -311,8 +322,10 @@ class PrivBase:
         displacement : the per-row distances.
         geopriv.wasserstein : a distance between point sets, without matching rows.
         """
-        quantile = _metrics._renamed_delta(quantile, delta, stacklevel=3)
-        return _metrics.utility_report(self._obj, released, quantile)
+        from . import metrics
+
+        quantile = metrics._renamed_delta(quantile, delta, stacklevel=3)
+        return metrics.utility_report(self._obj, released, quantile)
 
 
 @pd.api.extensions.register_dataframe_accessor("priv")

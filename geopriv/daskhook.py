@@ -1,17 +1,15 @@
 """Register ``.priv`` on dask-geopandas frames without importing dask.
 
 ``import geopriv`` must not import dask (it is an optional extra).  If ``dask_geopandas`` is
-already imported, the accessor is registered now; otherwise a one-shot import hook registers it
-right after ``dask_geopandas`` is first imported.  ``geopriv.perturb(ddf, ...)`` and the other
+already imported, the accessor is registered now; otherwise an import hook
+(:func:`geopriv.importhook.when_imported`) registers it right after ``dask_geopandas`` is first imported.  ``geopriv.perturb(ddf, ...)`` and the other
 functions dispatch on dask frames in any case.
 """
 from __future__ import annotations
 
 import importlib
-import importlib.abc
-import importlib.util
-import sys
 
+from .importhook import when_imported
 
 __all__ = ["is_dask", "register_lazy", "lazy"]
 
@@ -47,29 +45,4 @@ def _register():
         pass
 
 
-class _RegisterAfterImport(importlib.abc.MetaPathFinder):
-    """Wraps the loader of ``dask_geopandas`` so that the accessor is registered once it has loaded."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name != "dask_geopandas":
-            return None
-        if self in sys.meta_path:
-            sys.meta_path.remove(self)  # one shot; and no recursion in the lookup below
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        loader = spec.loader
-        original = loader.exec_module
-
-        def exec_module(module):
-            original(module)
-            _register()
-
-        loader.exec_module = exec_module
-        return spec
-
-
-if "dask_geopandas" in sys.modules:
-    _register()
-elif not any(isinstance(f, _RegisterAfterImport) for f in sys.meta_path):
-    sys.meta_path.insert(0, _RegisterAfterImport())
+when_imported("dask_geopandas", _register)

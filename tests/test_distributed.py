@@ -148,7 +148,8 @@ def test_same_provenance_as_in_memory(points):
 def test_on_a_local_cluster_of_processes(points):
     """Worker processes: the plan and the mechanism are pickled and shipped; still the same release."""
     distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+    # the dashboard on any free port: the default 8787 may be another cluster's (a UserWarning then)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
             distributed.Client(cluster) as client:
         out = lazy(points, 6).priv.perturb(**EPS, rng=9).compute()
         syn = lazy(points, 6).priv.synthesize(1.0, bounds=(447_000, 4_415_000, 457_000, 4_425_000), rng=9).compute()

@@ -60,12 +60,41 @@ def test_class_factory_says_what_to_install_when_geopriv_is_missing(plugin, monk
         compat.check_geopriv()
 
 
-def test_class_factory_names_missing_library_functions(plugin, monkeypatch):
+def test_class_factory_says_what_to_install_when_a_dependency_of_geopriv_is_missing(plugin, monkeypatch):
+    """``import geopriv`` imports no dependency: a missing one shows when the plugin's names are looked up."""
+    import sys
+    import types
+
     import geopriv
 
     from geopriv_qgis import compat
 
-    monkeypatch.delattr(geopriv, "utility_report")
+    def missing(name):
+        raise ModuleNotFoundError("No module named 'geopandas'", name="geopandas")
+
+    broken = types.ModuleType("geopriv")
+    broken.__file__, broken.__version__, broken.__getattr__ = geopriv.__file__, geopriv.__version__, missing
+    monkeypatch.setitem(sys.modules, "geopriv", broken)
+    with pytest.raises(ImportError, match=r"which QGIS cannot import \(No module named 'geopandas'\)"):
+        compat.check_geopriv()
+
+
+def test_class_factory_names_missing_library_functions(plugin, monkeypatch):
+    import sys
+    import types
+
+    import geopriv
+
+    from geopriv_qgis import compat
+
+    # an older geopriv, without utility_report (geopriv's own names are imported on first use: a
+    # deleted one would come back, so the older version is a module of its own)
+    older = types.ModuleType("geopriv")
+    older.__file__, older.__version__ = geopriv.__file__, geopriv.__version__
+    for name in geopriv.__all__:
+        if name != "utility_report":
+            setattr(older, name, getattr(geopriv, name))
+    monkeypatch.setitem(sys.modules, "geopriv", older)
     with pytest.raises(ImportError, match="lacks utility_report"):
         compat.check_geopriv()
 
