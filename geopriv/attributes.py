@@ -98,9 +98,10 @@ from pyproj import CRS, Transformer
 from pyproj.exceptions import CRSError as _PyprojCRSError
 from pyproj.exceptions import ProjError as _ProjError
 
-from .exceptions import LocationAttributeError, ParameterError, ParameterTypeError
+from .exceptions import Fix, LocationAttributeError, ParameterError, ParameterTypeError
 
-__all__ = ["INDEX", "ROW_ORDER", "check_location_attributes", "find_location_columns", "order_leaks"]
+__all__ = ["INDEX", "ROW_ORDER", "check_location_attributes", "find_location_columns", "order_leaks",
+           "row_order_fix", "drop_columns_fix", "index_fix"]
 
 #: The label standing for the index in results and in ``keep``.
 INDEX = "<index>"
@@ -274,9 +275,11 @@ def check_location_attributes(data, *, keep=(), allow_order=(), check_order=True
     if unknown:
         what = f"columns {valid!r}" if valid else "no columns (it is a GeoSeries)"
         raise ParameterError(
-            f"keep={unknown!r} names no column of the data: it has {what}, "
-            f"{INDEX!r} stands for its index and {ROW_ORDER!r} for the order of its rows. Fix the "
-            "spelling or remove them from keep."
+            f"The kept column(s) {unknown!r} name no column of the data: it has {what}, "
+            f"{INDEX!r} stands for its index and {ROW_ORDER!r} for the order of its rows.",
+            fix=Fix("fix_keep", python="Fix the spelling or remove them from keep=.",
+                    cli="Fix the spelling or remove them from --keep.",
+                    qgis=f"Fix the advanced parameter '{QGIS_KEEP_LABEL}'."),
         )
     unknown = [k for k in allow_order if not _in_labels(k, valid)]
     if unknown:
@@ -289,7 +292,8 @@ def check_location_attributes(data, *, keep=(), allow_order=(), check_order=True
         for label, reason in ordered.items():
             found[label] = f"{found[label]}; also {reason}" if label in found else reason
     if found:
-        raise LocationAttributeError(_message(found, ordered), found)
+        message, fix = _message(found, ordered)
+        raise LocationAttributeError(message, found, fix=fix)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1279,37 +1283,83 @@ def _order_text(lead: str, pairs: str, hit) -> str:
 # the error message
 
 
-def _message(found: dict, ordered=()) -> str:
+#: what the QGIS dialogs call the parameters that keep columns and the row order (qgis_plugin/algorithms/base.py)
+QGIS_KEEP_LABEL = "Keep these attribute columns"
+QGIS_KEEP_ORDER_LABEL = "The row order is public (keep it)"
+
+
+def _cli_flags(flag: str, labels) -> str:
+    return " ".join(f"{flag} {shlex.quote(str(label))}" for label in labels)
+
+
+def row_order_fix() -> Fix:
+    """How to fix a release refused for its row order (:data:`ROW_ORDER`), per front end."""
+    return Fix(
+        "shuffle_rows",
+        python="Shuffle the rows and renumber them before releasing: gdf = gdf.sample(frac=1).reset_index(drop=True); "
+               f"if the order is public anyway, keep it deliberately: keep=[{ROW_ORDER!r}].",
+        cli=f"Add --shuffle to release the rows in a random order; if the order is public anyway, keep it deliberately "
+            f"with --keep {shlex.quote(ROW_ORDER)}.",
+        qgis="Shuffle the features with the 'Order by expression' algorithm and the expression randf(), after "
+             "removing any id field numbered in the old order (a GeoPackage's 'fid' too) with 'Drop field(s)'; if the "
+             f"order is public anyway, tick the advanced parameter '{QGIS_KEEP_ORDER_LABEL}' (KEEP_ORDER).",
+    )
+
+
+def drop_columns_fix(columns, shuffled_too: bool = False) -> Fix:
+    """How to fix a release refused for location-bearing ``columns``, per front end.
+
+    ``shuffled_too``: some of them put the rows in spatial order when sorted by them, which a
+    shuffle does not change.
+    """
+    columns = list(columns)
+    note = " (shuffling the rows does not help: sorted by them, the rows are in spatial order)" if shuffled_too else ""
+    return Fix(
+        "drop_columns",
+        python=f"Drop them before releasing: gdf = gdf.drop(columns={columns!r}){note}; if they are not really "
+               f"locations, keep them deliberately: keep={columns!r}.",
+        cli=f"Drop them with {_cli_flags('--drop', columns)}{note}; if they are not really locations, keep them "
+            f"deliberately with {_cli_flags('--keep', columns)}.",
+        qgis=f"Remove them with the 'Drop field(s)' algorithm{note}; if they are not really locations, "
+             f"choose them in the advanced parameter '{QGIS_KEEP_LABEL}'.",
+    )
+
+
+def index_fix() -> Fix:
+    """How to fix a release refused for its index (:data:`INDEX`), per front end."""
+    return Fix(
+        "replace_index",
+        python=f"Replace it before releasing: gdf = gdf.reset_index(drop=True); if it is not really a location, keep "
+               f"it deliberately: keep=[{INDEX!r}].",
+        cli=f"Add --shuffle (it also renumbers the rows, replacing the index); if it is not really a location, keep it "
+            f"deliberately with --keep {shlex.quote(INDEX)}.",
+        qgis="In QGIS the index is the feature ids: save the layer without its 'fid' field ('Drop field(s)'), so its "
+             "features are numbered afresh.",
+    )
+
+
+def _short(reason: str) -> str:
+    """A reason without its figures (they stay in ``LocationAttributeError.reasons``): one clause per finding."""
+    return " and ".join(part.split(" (")[0] for part in reason.split("; also "))
+
+
+def _message(found: dict, ordered=()) -> tuple[str, Fix]:
+    """The problem, short (the figures are in the reasons), and how to fix it, per front end."""
     columns = [label for label in found if label not in (INDEX, ROW_ORDER)]
-    shuffle_note = ""
-    if any(_in_labels(label, columns) for label in ordered):
-        shuffle_note = (" (shuffling the rows does not help: a column that puts the rows in spatial order "
-                        "when they are sorted by it still does after a shuffle)")
-    parts = []
+    parts, fixes = [], []
     if ROW_ORDER in found:
         parts.append(
-            f"The row order gives the true locations away: {found[ROW_ORDER]}. A release keeps the row order, so it "
-            "would publish the order of the true points, and averaging each released point with its "
-            "neighbours in that order cancels much of the noise. Shuffle the rows and renumber them "
-            "before releasing: gdf = gdf.sample(frac=1).reset_index(drop=True). If the order is public "
-            f"anyway, keep it deliberately: keep=[{ROW_ORDER!r}] (Python), --keep '{ROW_ORDER}' (command "
-            f"line), or list {ROW_ORDER} in the \"Keep these attribute columns\" option (QGIS)."
+            f"The row order gives the true locations away: {_short(found[ROW_ORDER])}, and a release keeps the row "
+            "order, so it would publish the order of the true points (averaging neighbours cancels much of the noise)."
         )
+        fixes.append(row_order_fix())
     if columns:
-        listed = "; ".join(f"{label!r} {found[label]}" for label in columns)
-        cli = " ".join(f"--keep {shlex.quote(str(label))}" for label in columns)
-        parts.append(
-            f"{len(columns)} attribute column(s) would be released unchanged next to the perturbed "
-            f"geometry and give the true locations away: {listed}. Drop them before releasing: "
-            f"gdf = gdf.drop(columns={columns!r}){shuffle_note}. If they are not really locations, "
-            f"keep them deliberately: keep={columns!r} (Python), {cli} (command line), or list them in the "
-            "\"Keep these attribute columns\" option (QGIS)."
-        )
+        listed = "; ".join(f"{label!r} {_short(found[label])}" for label in columns)
+        parts.append(f"{len(columns)} attribute column(s) would be released unchanged and give the true locations "
+                     f"away: {listed}.")
+        fixes.append(drop_columns_fix(columns, shuffled_too=any(_in_labels(label, columns) for label in ordered)))
     if INDEX in found:
-        parts.append(
-            f"The index would be released unchanged and gives the true locations away ({found[INDEX]}). "
-            "Replace it before releasing: gdf = gdf.reset_index(drop=True). If it is not really a "
-            f"location, keep it deliberately: keep=[{INDEX!r}] (Python), --keep '{INDEX}' (command "
-            f"line), or list {INDEX} in the \"Keep these attribute columns\" option (QGIS)."
-        )
-    return " ".join(parts)
+        parts.append("The index would be released unchanged and gives the true locations away: "
+                     f"{_short(found[INDEX])}.")
+        fixes.append(index_fix())
+    return " ".join(parts), Fix.join(*fixes)

@@ -55,13 +55,35 @@ class CLIError(UsageError):
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (``geopriv: error: ...``, exit 2) and examples kept as written."""
+    """argparse with one-line errors (``geopriv: error: ...``, exit 2) and examples kept as written.
 
-    def __init__(self, *args, **kwargs):
+    ``arguments``: a function that adds a command's options, called the first time this parser
+    parses or shows its help (see :func:`build_parser`).
+    """
+
+    def __init__(self, *args, arguments=None, **kwargs):
+        self._arguments = arguments
         kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
         if kwargs.get("description"):  # wrapped here: the raw formatter keeps the examples' layout
             kwargs["description"] = textwrap.fill(kwargs["description"], 88)
         super().__init__(*args, **kwargs)
+
+    def _add_arguments(self) -> None:
+        add, self._arguments = self._arguments, None
+        if add is not None:
+            add(self)
+
+    def parse_known_args(self, args=None, namespace=None):
+        self._add_arguments()
+        return super().parse_known_args(args, namespace)
+
+    def format_usage(self):
+        self._add_arguments()
+        return super().format_usage()
+
+    def format_help(self):
+        self._add_arguments()
+        return super().format_help()
 
     def error(self, message):  # noqa: D102 - argparse API
         self.exit(EXIT_BAD_INPUT, f"geopriv: error: {message} (see: {self.prog} --help)\n")
@@ -193,11 +215,8 @@ def _check_privacy(args) -> None:
     from .mechanisms.planar_laplace import check_epsilon
 
     for flag, value in (("--epsilon", args.epsilon), ("--level", args.level), ("--radius", args.radius)):
-        if value is not None:
-            try:
-                check_epsilon(value, flag[2:])
-            except ValueError as exc:  # the library's check of a number given here: its text names the option only
-                raise CLIError(str(exc)) from None
+        if value is not None:  # the library's check (its message names the option; main shows the cli advice)
+            check_epsilon(value, flag[2:])
 
 
 def _privacy_kwargs(args) -> dict:
@@ -232,11 +251,17 @@ def _check_raster(path: str, what: str) -> None:
         raise CLIError(f"cannot read the {what} {path}: not a raster GDAL can open (give a GeoTIFF)") from None
 
 
-def _read(path, layer=None, crs=None, what="input", flag="--crs"):
-    """geopriv.io.read_vector, with the command line's hint for files without a CRS."""
+def _read(path, layer=None, crs=None, what="input", flag="--crs", xy=None, layer_flag="--layer"):
+    """geopriv.io.read_vector, with the command line's hints for files without a CRS and for layers."""
+    from .exceptions import InputError
     from .io import read_vector
 
-    gdf = read_vector(path, layer, crs=crs, what=what)
+    try:
+        gdf = read_vector(path, layer, crs=crs, what=what, xy=xy)
+    except InputError as exc:  # the layers (file structure, not data) and the option that chooses one
+        if getattr(exc, "layers", None) is None or layer_flag == "--layer":
+            raise
+        raise CLIError(f"{exc.problem}; choose one with {layer_flag} NAME") from None
     if gdf.crs is None:
         fix = (f"give the CRS its coordinates are in with {flag}, e.g. {flag} EPSG:4326 for longitude/latitude"
                if flag else "give a file that has one (GeoPackage, GeoJSON, Shapefile with .prj, ...)")
@@ -246,6 +271,56 @@ def _read(path, layer=None, crs=None, what="input", flag="--crs"):
 
 def _rng_note(record) -> str:
     return " [seeded: reproducible, not for real releases]" if record.get("seeded") else ""
+
+
+def _shuffle_generator():
+    """What --shuffle draws from: fresh OS entropy on every run, never --seed (tests replace this function)."""
+    import numpy as np
+
+    return np.random.default_rng()
+
+
+def _rows(gdf, args, needed=()):
+    """The rows and columns to release: without the --drop columns, in a random order with --shuffle.
+
+    ``needed``: (option, column) pairs the release reads, which cannot be dropped.  The shuffle
+    renumbers the rows (the old positions are not kept anywhere: the index is replaced, and
+    nothing records the permutation), so the released order tells nothing about the true one.
+    """
+    drop = list(dict.fromkeys(getattr(args, "drop", None) or ()))
+    if drop:
+        by_name = {str(c): c for c in gdf.columns if c != gdf.geometry.name}
+        unknown = [c for c in drop if c not in by_name]
+        if unknown:
+            shown = ", ".join(repr(c) for c in by_name) or "none"
+            raise CLIError(f"--drop {unknown[0]!r}: the input has no such attribute column; its columns are: {shown}")
+        used = [(flag, c) for flag, c in needed if c is not None and str(c) in drop]
+        if used:
+            raise CLIError(f"--drop {used[0][1]!r}: it is the {used[0][0]} column the release needs")
+        gdf = gdf.drop(columns=[by_name[c] for c in drop])
+    if getattr(args, "shuffle", False):
+        if any(str(k) == "<row order>" for k in (args.keep or ())):
+            raise CLIError("--shuffle and --keep '<row order>' contradict each other: shuffle the rows, or keep their "
+                           "order deliberately")
+        order = _shuffle_generator().permutation(len(gdf))
+        gdf = gdf.iloc[order].reset_index(drop=True)
+    return gdf
+
+
+def _shuffled(out, args):
+    """Record in the release's provenance that its rows were shuffled (not how: the permutation is gone)."""
+    if getattr(args, "shuffle", False):
+        out.attrs["geopriv"] = dict(out.attrs["geopriv"], row_order="shuffled")
+    return out
+
+
+def _rows_note(args) -> str:
+    parts = []
+    if getattr(args, "drop", None):
+        parts.append(f"without column(s) {', '.join(dict.fromkeys(args.drop))}")
+    if getattr(args, "shuffle", False):
+        parts.append("rows in a random order")
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 # ---------------------------------------------------------------------------- perturb
@@ -273,11 +348,16 @@ def _cmd_perturb(args) -> int:
             io.check_input(path, what)
     io.check_output(args.output, args.out_layer, args.overwrite, protect=inputs)
 
-    gdf = _read(args.input, args.layer, crs)
+    gdf = _rows(_read(args.input, args.layer, crs, xy=args.xy), args)
     kwargs = _given(args, ("rng", "grid", "continuous", "bounds", "keep", "max_distortion"))
     if args.region is not None:
         kwargs["region"] = _read(args.region, what="region", flag=None)
     if args.mechanism is not None:
+        if args.outside != "clamp":  # from the file's public map alone: before a load that may verify it in full
+            try:
+                geopriv.EikonalMechanism.check_points(args.mechanism, gdf)
+            except geopriv.MechanismFileError:
+                pass  # an unreadable file: the load below says precisely what is wrong with it
         mech = geopriv.EikonalMechanism.load(args.mechanism, progress=True if getattr(args, "progress", False) else None,
                                              **_given(args, ("kernels", "n_jobs")))
         if args.outside is not None and args.outside != mech.outside:
@@ -287,16 +367,17 @@ def _cmd_perturb(args) -> int:
         kwargs["mechanism"] = mech
     else:
         kwargs.update(_privacy_kwargs(args))
-    out = geopriv.perturb(gdf, progress=True if args.progress else None, **kwargs)
+    out = _shuffled(geopriv.perturb(gdf, progress=True if args.progress else None, **kwargs), args)
     io.write_vector(out, args.output, layer=args.out_layer, overwrite=args.overwrite, protect=inputs)
     rec = out.attrs["geopriv"]
     if "epsilon_per_m" in rec:
         eff = rec.get("effective_epsilon_per_m")
-        how = (f"epsilon {rec['epsilon_per_m']:.6g} per metre "
+        how = (f"epsilon {rec['epsilon_per_m']:.6g} per ground metre "
                + (f"(effective {eff:.6g})" if eff else "(continuous: no finite-precision bound)"))
     else:
         how = f"location-dependent epsilon {rec['epsilon_min_per_m']:.4g} .. {rec['epsilon_max_per_m']:.4g} per metre"
-    print(f"released {rec['n']} points to {args.output}: {how}, CRS {rec['input_crs']}{_rng_note(rec)}", file=sys.stderr)
+    print(f"released {rec['n']} points to {args.output}{_rows_note(args)}: {how}, CRS {rec['input_crs']}"
+          f"{_rng_note(rec)}", file=sys.stderr)
     return 0
 
 
@@ -315,7 +396,7 @@ def _cmd_synthesize(args) -> int:
         io.check_input(args.region, "region")
     io.check_output(args.output, args.out_layer, args.overwrite, protect=inputs)
 
-    gdf = _read(args.input, args.layer, crs)
+    gdf = _rows(_read(args.input, args.layer, crs, xy=args.xy), args)
     kwargs = _given(args, _SYNTH_OPTIONS)
     if args.region is not None:
         kwargs["region"] = _read(args.region, what="region", flag=None)
@@ -463,7 +544,7 @@ def _read_lines(args, crs):
     """The --network line layer in the people's CRS; single-part MultiLineStrings become LineStrings."""
     import shapely
 
-    lines = _read(args.network, args.network_layer, what="network", flag=None)
+    lines = _read(args.network, args.network_layer, what="network", flag=None, layer_flag="--network-layer")
     if lines.crs != crs:
         lines = lines.to_crs(crs)
     g = lines.geometry.values
@@ -522,7 +603,7 @@ def _cmd_diffuse(args) -> int:
                                          overwrite=args.overwrite, protect=[args.input, graph_file, args.output])
     old = geopriv.DiffusionPath.load(args.path) if args.path is not None else None  # verified before any work
 
-    people, id_kind = _people_ids(_read(args.input, args.layer, crs), args.id_field)
+    people, id_kind = _people_ids(_read(args.input, args.layer, crs, xy=args.xy), args.id_field)
     try:
         source = _as_ids([args.source], people.index, "--source")[0]
     except CLIError:
@@ -589,9 +670,10 @@ def _map_options(parser, with_from_epsilon: bool) -> None:
     f = PrivacyMap.from_population
     g = parser.add_argument_group("how population density becomes epsilon per metre (PrivacyMap.from_population)")
     g.add_argument("--epsilon-range", nargs=2, type=_number, metavar=("LOW", "HIGH"), default=None,
-                   help="epsilon per metre where nobody lives and at the raster's highest density, e.g. ln4/3000 ln4/600")
-    _lib(g, f, "slope", type=_number, help="with --floor: extra epsilon per metre for each person per km2")
-    _lib(g, f, "floor", type=_number, help="with --slope: epsilon per metre where nobody lives")
+                   help="epsilon per ground metre where nobody lives and at the raster's highest density, e.g. "
+                        "ln4/3000 ln4/600 (ln 4 within 3 km and within 600 m)")
+    _lib(g, f, "slope", type=_number, help="with --floor: extra epsilon per ground metre for each person per km2")
+    _lib(g, f, "floor", type=_number, help="with --slope: epsilon per ground metre where nobody lives")
     _lib(g, f, "units", choices=("per_km2", "per_cell"), help="what a cell value is: people per km2 of ground, or per cell")
     _lib(g, f, "nodata_epsilon", type=_nodata_epsilon, metavar="nearest|EPSILON",
          help="epsilon of no-data cells: 'nearest' (the nearest cell with data: for sea and lakes) or a number; "
@@ -697,6 +779,9 @@ def _cmd_sanitize_traces(args) -> int:
     _check_privacy(args)
     if args.rate is not None and args.accuracy is not None:
         raise CLIError("give either --rate (budget fixed_rate) or --accuracy (budget fixed_utility), not both")
+    if args.shuffle and args.time is None:
+        raise CLIError("--shuffle with --time '': without time stamps the rows' order is the query order, which a "
+                       "shuffle would destroy; give the time stamp column with --time")
     crs = _check_crs(args.crs)
     inputs = [args.input]
     io.check_input(args.input)
@@ -708,10 +793,12 @@ def _cmd_sanitize_traces(args) -> int:
         if os.path.realpath(os.path.abspath(ledger_dest)) == os.path.realpath(os.path.abspath(target.path)):
             raise CLIError("--ledger must be another file than OUT")
 
-    gdf = _read(args.input, args.layer, crs)
+    gdf = _rows(_read(args.input, args.layer, crs, xy=args.xy), args,
+                needed=(("--traj-id", args.traj_id), ("--time", args.time)))
     kwargs = _given(args, _TRACE_OPTIONS + ("rng", "grid", "continuous", "bounds", "keep", "max_distortion"))
-    out = geopriv.sanitize_traces(gdf, traj_id=args.traj_id, time=args.time, progress=True if args.progress else None,
-                                  **_privacy_kwargs(args), **kwargs)
+    out = _shuffled(geopriv.sanitize_traces(gdf, traj_id=args.traj_id, time=args.time,
+                                            progress=True if args.progress else None, **_privacy_kwargs(args),
+                                            **kwargs), args)
     ledger = geopriv.trace_ledger(out)
     with io.Staging() as stage:  # both outputs, or neither
         stage.vector(out, io.check_output(args.output, args.out_layer, args.overwrite, protect=inputs))
@@ -721,7 +808,7 @@ def _cmd_sanitize_traces(args) -> int:
     rec = out.attrs["geopriv"]
     print(
         f"released {rec['n_released']} of {rec['n']} queries in {rec['traces']} trace(s) to {args.output}"
-        + (f" (ledger: {args.ledger})" if args.ledger else "")
+        + _rows_note(args) + (f" (ledger: {args.ledger})" if args.ledger else "")
         + f": {rec['method']}, {rec['budget']}, epsilon {rec['epsilon_per_m']:.6g} per metre per trace{_rng_note(rec)}",
         file=sys.stderr,
     )
@@ -736,7 +823,7 @@ def _cmd_sample_queries(args) -> int:
     inputs = [args.input]
     io.check_input(args.input)
     io.check_output(args.output, args.out_layer, args.overwrite, protect=inputs)
-    gdf = _read(args.input, args.layer, crs)
+    gdf = _read(args.input, args.layer, crs, xy=args.xy)
     kwargs = _given(args, ("p", "short", "jump", "jitter", "max_speed", "speed_window", "max_gap", "time_unit", "rng"))
     out = geopriv.sample_queries(gdf, traj_id=args.traj_id, time=args.time, **kwargs)
     io.write_vector(out, args.output, layer=args.out_layer, overwrite=args.overwrite, protect=inputs)
@@ -758,17 +845,30 @@ def _cmd_report(args) -> int:
     if args.quantile is not None and not 0 < args.quantile < 1:
         raise CLIError("--quantile: the quantile must be strictly between 0 and 1 (e.g. 0.9: alpha is the radius "
                        "containing 90 % of the displacements)")
+    if args.wasserstein and (args.quantile is not None or args.id is not None):
+        raise CLIError("--wasserstein compares the two point sets as wholes: no rows are matched (--id) and there are "
+                       "no displacements (--quantile)")
     crs = _check_crs(args.crs)
     released_crs = _check_crs(args.released_crs)
     io.check_input(args.true, "true")
     io.check_input(args.released, "released")
-    true = _read(args.true, args.layer, crs, what="true")
-    released = _read(args.released, args.released_layer, released_crs, what="released", flag="--released-crs")
+    true = _read(args.true, args.layer, crs, what="true", xy=args.xy)
+    released = _read(args.released, args.released_layer, released_crs, what="released", flag="--released-crs",
+                     layer_flag="--released-layer")
+    record = io.read_provenance(args.released, args.released_layer)  # public: what the release published
+    if args.wasserstein:
+        return _report_wasserstein(true, released, args)
+    if record is not None and record.get("row_order") == "shuffled" and args.id is None:
+        raise CLIError(f"the rows of {args.released} were shuffled by the release (--shuffle), so they cannot be "
+                       "matched with the true rows by their order: match them by an id column kept through the "
+                       "release with --id COLUMN, or compare the two point sets with --wasserstein")
     if args.id is not None:
         for what, gdf in (("true", true), ("released", released)):
             if args.id not in gdf.columns:
                 raise CLIError(f"the {what} file has no column {args.id!r} (--id)")
         true, released = true.set_index(args.id), released.set_index(args.id)
+    if record is not None:  # the library refuses what its record rules out (displacements of a synthetic set)
+        released.attrs["geopriv"] = record
     report = geopriv.utility_report(true, released, **_given(args, ("quantile",)))
     values = {k: (int(v) if k == "n" else float(v)) for k, v in report.items()}
     if args.json:
@@ -779,6 +879,28 @@ def _cmd_report(args) -> int:
         for k, v in values.items():
             note = f"   radius containing {100 * share:g} % of the displacements" if k == q else ""
             print(f"{k:<12} {v:.6g}{note}")
+    return 0
+
+
+def _report_wasserstein(true, released, args) -> int:
+    """--wasserstein: the earth mover's distance between the two point sets, in metres (no rows matched)."""
+    import geopriv
+
+    exact = max(len(true), len(released)) <= inspect.signature(geopriv.wasserstein).parameters["max_points"].default
+    try:
+        value = geopriv.wasserstein(true, released) if exact else geopriv.wasserstein_bound(true, released)
+    except ImportError:
+        raise CLIError("--wasserstein needs the POT library: pip install 'geopriv[metrics]' (or pip install "
+                       "pot)") from None
+    key = "wasserstein_m" if exact else "wasserstein_bound_m"
+    values = {"n_true": len(true), "n_released": len(released), key: float(value)}
+    if args.json:
+        print(json.dumps(values))
+    else:
+        what = ("earth mover's distance between the two point sets" if exact
+                else "an upper bound on the earth mover's distance (sets too large for the exact one)")
+        for k, v in values.items():
+            print(f"{k:<19} {v:.6g}" + (f"   {what}, ground metres" if k == key else ""))
     return 0
 
 
@@ -824,6 +946,9 @@ def _input_options(p, out_layer: bool = True) -> None:
     g = p.add_argument_group("files")
     g.add_argument("--layer", help="input layer (files with several layers need it)")
     g.add_argument("--crs", help="CRS the input's coordinates are in, for files without one (CSV) or with a wrong one")
+    g.add_argument("--xy", nargs=2, metavar=("X_COLUMN", "Y_COLUMN"),
+                   help="build the input points from these two columns instead of the file's geometry, e.g. a CSV "
+                        "of longitude/latitude: --xy lon lat --crs EPSG:4326 (the columns are not released)")
     if out_layer:
         g.add_argument("--out-layer", help="GeoPackage output layer (default: the file name); the file's other layers are kept")
     g.add_argument("--overwrite", action="store_true",
@@ -831,11 +956,27 @@ def _input_options(p, out_layer: bool = True) -> None:
                         "an existing GeoPackage without it")
 
 
-def _privacy_options(p, func, title) -> None:
+def _privacy_options(p, func, title, whole: str = "") -> None:
     g = p.add_argument_group(title)
-    g.add_argument("--epsilon", type=_number, help="privacy loss per ground metre, e.g. 0.0069 or ln4/200")
-    g.add_argument("--level", type=_number, help="privacy level within --radius, e.g. ln4 or 1.386")
-    g.add_argument("--radius", type=_number, help="radius in metres for --level")
+    g.add_argument("--level", type=_number, help=f"privacy level{whole} within --radius, e.g. ln4 or 1.386 "
+                                                 "(dimensionless: the log of a probability ratio)")
+    g.add_argument("--radius", type=_number, metavar="METRES", help="radius in ground metres for --level, e.g. 200")
+    g.add_argument("--epsilon", type=_number, metavar="PER_METRE",
+                   help=f"instead of --level/--radius: privacy loss{whole} per ground metre (= level / radius), e.g. "
+                        "ln4/200 = 0.0069; ln4 alone would be ln 4 within 1 m, almost no protection")
+
+
+def _rows_options(p, shuffle: bool = True) -> None:
+    g = p.add_argument_group("rows and columns released" if shuffle else "columns read")
+    g.add_argument("--drop", action="append", metavar="COLUMN",
+                   help="leave this attribute column out of the release, e.g. one that holds the true locations "
+                        "(repeatable)" if shuffle else "leave this column out of the input, e.g. a second geometry "
+                                                        "column (repeatable)")
+    if not shuffle:
+        return
+    g.add_argument("--shuffle", action="store_true",
+                   help="release the rows in a random order (fresh OS entropy, not --seed; renumbered, the old order "
+                        "is not kept anywhere), for inputs listed in a spatial order; 'geopriv report' then needs --id")
 
 
 def _release_options(p, func) -> None:
@@ -858,8 +999,11 @@ EPILOG_PERTURB = """examples:
   # ln 4 within 200 m: two places 200 m apart are at most 4 times more or less likely to give any output
   geopriv perturb homes.gpkg homes_private.gpkg --level ln4 --radius 200
 
-  # epsilon per metre, a 25 m public lattice, outputs kept inside a study area
-  geopriv perturb homes.shp out.geojson --epsilon ln4/200 --grid 25 --region area.gpkg
+  # a 25 m public lattice, outputs kept inside a study area (--epsilon ln4/200 per ground metre is the same privacy)
+  geopriv perturb homes.shp out.geojson --level ln4 --radius 200 --grid 25 --region area.gpkg
+
+  # a CSV of longitude/latitude listed street by street: shuffle the rows, leave an address column out
+  geopriv perturb homes.csv out.gpkg --xy lon lat --crs EPSG:4326 --level ln4 --radius 200 --shuffle --drop address
 
   # add a layer to an existing GeoPackage (its other layers are kept; --overwrite replaces only this one)
   geopriv perturb homes.gpkg project.gpkg --level ln4 --radius 200 --out-layer homes_private
@@ -869,8 +1013,9 @@ EPILOG_PERTURB = """examples:
 """
 
 EPILOG_SYNTHESIZE = """examples:
-  # as many synthetic points as people, epsilon 1 for the whole set (dimensionless: one person's location may
-  # be replaced anywhere in the public area); the study area is public, never computed from the points
+  # as many synthetic points as people, epsilon 1 for the whole set (dimensionless, total: not per metre; one
+  # person's location may be replaced anywhere in the public area); the study area is public, never computed
+  # from the points
   geopriv synthesize homes.gpkg synthetic.gpkg --epsilon 1 --bounds 440000 4400000 470000 4430000
 
   # the private measure mechanism, 10,000 points drawn from the private measure (no extra privacy loss)
@@ -940,6 +1085,9 @@ EPILOG_REPORT = """examples:
   geopriv report homes.gpkg homes_private.gpkg
   # rows matched by an id column; alpha_0.5_m is then the median displacement
   geopriv report homes.gpkg homes_private.geojson --id home_id --quantile 0.5 --json
+
+  # a synthetic set (geopriv synthesize) belongs to nobody: compare the distributions, not rows
+  geopriv report homes.gpkg synthetic.gpkg --wasserstein
 """
 
 EPILOG_DEMO = """examples:
@@ -948,9 +1096,12 @@ EPILOG_DEMO = """examples:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The command line's parser; each command's options are added when that command is parsed or shown.
+
+    The options read the library's defaults from its signatures, which imports the library (numpy,
+    GeoPandas, ...): ``geopriv --help``, ``--version`` and a mistyped command import none of it.
+    """
     import geopriv
-    from .mechanisms.eikonal import EikonalMechanism
-    from .mechanisms.eikonal.mechanism import KERNELS
 
     parser = _Parser(
         prog="geopriv", description="Location privacy with formal guarantees (geopriv's library, on files).",
@@ -960,13 +1111,57 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"geopriv {geopriv.__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    # perturb
-    p = sub.add_parser("perturb", help="release points with geo-indistinguishability, or a location-dependent mechanism",
-                       description="Release point locations: geopriv.perturb (planar Laplace noise per ground metre, "
-                                   "or a saved location-dependent mechanism).", epilog=EPILOG_PERTURB)
+    sub.add_parser("perturb", help="release points with geo-indistinguishability, or a location-dependent mechanism",
+                   description="Release point locations: geopriv.perturb (planar Laplace noise per ground metre, "
+                               "or a saved location-dependent mechanism).", epilog=EPILOG_PERTURB,
+                   arguments=_perturb_arguments)
+    sub.add_parser("synthesize", help="release a synthetic point set with epsilon-differential privacy (private measure)",
+                   description="Release synthetic points: geopriv.synthesize (a private measure of the whole point "
+                               "set over a public area: super-regular random walk on a Hilbert curve, or the private "
+                               "measure mechanism). The output is a new layer of synthetic points; attributes are "
+                               "not carried over.", epilog=EPILOG_SYNTHESIZE, arguments=_synthesize_arguments)
+    sub.add_parser("diffuse", help="release one person's location (or value) to everyone connected to her in a "
+                                   "network, more accurately to closer people (private Markov jump process)",
+                   description="Graded release over a public network: geopriv.diffuse_locations (Koufogiannis and "
+                               "Pappas' private Markov jump process). The person --source's location is told to "
+                               "every other person connected to her, each at epsilon(d) per metre for their "
+                               "network distance d (never more accurate for a farther person), all from ONE secret "
+                               "noise path: any group of recipients pooling their answers learns no more than its "
+                               "closest member. People not connected to her get no answer.", epilog=EPILOG_DIFFUSE,
+                   arguments=_diffuse_arguments)
+    sub.add_parser("privacy-map", help="population raster -> privacy map GeoTIFF (epsilon per metre)",
+                   description="Build a privacy map from a population raster: geopriv.PrivacyMap.from_population, "
+                               "written with to_geotiff.", epilog=EPILOG_PRIVACY_MAP, arguments=_privacy_map_arguments)
+    sub.add_parser("build-mechanism", help="population or privacy-map raster -> saved location-dependent mechanism",
+                   description="Build and verify a location-dependent mechanism: geopriv.EikonalMechanism.build, "
+                               "saved with save() for 'geopriv perturb --mechanism'.", epilog=EPILOG_BUILD,
+                   arguments=_build_mechanism_arguments)
+    sub.add_parser("sanitize-traces", help="release location traces within a budget per trace (predictive mechanism)",
+                   description="Release location traces: geopriv.sanitize_traces (one budget per trace, spent by "
+                               "the predictive mechanism or independent noise).", epilog=EPILOG_TRACES,
+                   arguments=_sanitize_traces_arguments)
+    sub.add_parser("sample-queries", help="raw GPS trajectories -> query traces (the paper's sampling protocol)",
+                   description="Turn GPS fixes into query traces: geopriv.sample_queries (Chatzikokolakis et al. "
+                               "2014, sec. 5). Not a release: the output holds true locations.", epilog=EPILOG_SAMPLE,
+                   arguments=_sample_queries_arguments)
+    sub.add_parser("report", help="displacement statistics (ground metres) between a true and a released file",
+                   description="Displacement statistics: geopriv.utility_report (n, mean, median, alpha, max, "
+                               "MSE, RMSE in ground metres).", epilog=EPILOG_REPORT, arguments=_report_arguments)
+    sub.add_parser("demo", help="perturb the shipped Soho cholera points; write a GeoPackage and a PNG map",
+                   description="The Quickstart demo on shipped data (John Snow's Soho cholera deaths, EPSG:3857).",
+                   epilog=EPILOG_DEMO, arguments=_demo_arguments)
+    return parser
+
+
+def _perturb_arguments(p) -> None:
+    import geopriv
+    from .mechanisms.eikonal import EikonalMechanism
+    from .mechanisms.eikonal.mechanism import LOAD_KERNELS
+
     p.add_argument("input", help="input points (any OGR format: .gpkg, .shp, .geojson, .fgb, .csv with WKT, .parquet)")
     p.add_argument("output", help="output file; format from the extension: .gpkg .geojson .json .fgb .shp .csv .parquet")
-    _privacy_options(p, geopriv.perturb, "privacy (give --epsilon, or --level and --radius, or --mechanism)")
+    _privacy_options(p, geopriv.perturb, "privacy (give --level and --radius, or --epsilon per ground metre, or "
+                                         "--mechanism)")
     g = p.add_argument_group("location-dependent privacy")
     g.add_argument("--mechanism", metavar="FILE.npz", help="a mechanism saved by 'geopriv build-mechanism' (verified on load)")
     g.add_argument("--outside", choices=("error", "clamp"),
@@ -974,31 +1169,31 @@ def build_parser() -> argparse.ArgumentParser:
                         "the nearest point of the raster (clamp) (default: the mechanism's, error)")
     g.add_argument("--remap", action="store_true",
                    help="release each output's posterior mean under the population (same guarantee, lower error)")
-    _lib(g, EikonalMechanism.load, "kernels", choices=KERNELS,
+    _lib(g, EikonalMechanism.load, "kernels", choices=LOAD_KERNELS,
          help="held: recompute and keep every kernel entry; on_demand: keep none, recompute only the rows the points "
-              "need (large rasters; a few points cost a few shortest-path searches)")
+              "need (large rasters; a few points cost a few shortest-path searches); auto: on_demand for a file you "
+              "verified before (stamped: no kernel solve at load), held otherwise")
     _lib(g, EikonalMechanism.load, "n_jobs", type=int, help="worker processes for the mechanism's kernel solves")
     _release_options(p, geopriv.perturb)
     p.add_argument("--region", help="vector file of the public polygon outputs are kept in")
+    _rows_options(p)
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     _input_options(p)
     p.set_defaults(func=_cmd_perturb)
 
-    # synthesize
+
+def _synthesize_arguments(y) -> None:
+    import geopriv
     from .mechanisms.private_measure import METHODS
 
     sy = geopriv.synthesize
-    y = sub.add_parser("synthesize", help="release a synthetic point set with epsilon-differential privacy (private measure)",
-                       description="Release synthetic points: geopriv.synthesize (a private measure of the whole point "
-                                   "set over a public area: super-regular random walk on a Hilbert curve, or the private "
-                                   "measure mechanism). The output is a new layer of synthetic points; attributes are "
-                                   "not carried over.", epilog=EPILOG_SYNTHESIZE)
     y.add_argument("input", help="input points (any OGR format: .gpkg, .shp, .geojson, .fgb, .csv with WKT, .parquet)")
     y.add_argument("output", help="output file; format from the extension: .gpkg .geojson .json .fgb .shp .csv .parquet")
     g = y.add_argument_group("privacy (one person's location replaced anywhere in the public area; the number of "
                              "people is public)")
-    g.add_argument("--epsilon", type=_number, required=True,
-                   help="differential privacy loss of the whole release, dimensionless (not per metre), e.g. 1 or ln3")
+    g.add_argument("--epsilon", type=_number, required=True, metavar="TOTAL",
+                   help="differential privacy loss of the whole release, dimensionless (total; not per metre, unlike "
+                        "perturb's), e.g. 1 or ln3")
     g = y.add_argument_group("public area and synthetic points")
     _lib(g, sy, "bounds", type=float, nargs=4, metavar=("XMIN", "YMIN", "XMAX", "YMAX"),
          help="public area in the input's CRS, chosen without looking at the points (never derived from the data: "
@@ -1019,23 +1214,18 @@ def build_parser() -> argparse.ArgumentParser:
          help="largest scale variation of a projected CRS over the public area for which it is used as is")
     _lib(g, sy, "rng", "--seed", type=int, metavar="SEED", show_default=False,
          help="seed (rng=) for reproducible tests and demos only; recorded as seeded (default: OS entropy)")
+    _rows_options(y, shuffle=False)
     y.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     _input_options(y)
     y.set_defaults(func=_cmd_synthesize)
 
-    # diffuse
+
+def _diffuse_arguments(f) -> None:
+    import geopriv
     from .diffuse import DISTANCES
     from .network import epsilon_of_distance
 
     dl = geopriv.diffuse_locations
-    f = sub.add_parser("diffuse", help="release one person's location (or value) to everyone connected to her in a "
-                                       "network, more accurately to closer people (private Markov jump process)",
-                       description="Graded release over a public network: geopriv.diffuse_locations (Koufogiannis and "
-                                   "Pappas' private Markov jump process). The person --source's location is told to "
-                                   "every other person connected to her, each at epsilon(d) per metre for their "
-                                   "network distance d (never more accurate for a farther person), all from ONE secret "
-                                   "noise path: any group of recipients pooling their answers learns no more than its "
-                                   "closest member. People not connected to her get no answer.", epilog=EPILOG_DIFFUSE)
     f.add_argument("input", help="the people: one point per person (any OGR format: .gpkg, .shp, .geojson, .fgb, .csv "
                                  "with WKT, .parquet)")
     f.add_argument("output", help="the answers, one point per recipient with its id (recipient), network_distance, "
@@ -1069,15 +1259,17 @@ def build_parser() -> argparse.ArgumentParser:
          help="people not connected to the source get no answer: name them in a warning, stop, or stay quiet")
     g = f.add_argument_group("privacy as a function of the network distance d (give --epsilon-table or --epsilon-exp)")
     g.add_argument("--epsilon-table", nargs="+", type=_epsilon_pair, metavar="D:EPSILON",
-                   help="epsilon at network distances, per metre (per unit of --value), e.g. 1:ln4/50 4:ln4/2000: "
+                   help="epsilon at network distances, per ground metre (per unit of --value), e.g. 1:ln4/50 "
+                        "4:ln4/2000 (ln 4 within 50 m at 1 hop): "
                         "between the distances as --epsilon-kind says, the first epsilon below the first distance, the "
                         "last beyond the last; epsilon must not increase with distance")
     _lib(g, epsilon_of_distance, "kind", "--epsilon-kind", choices=("linear", "step"),
          help="--epsilon-table between its distances: linear interpolation, or step (each epsilon from its distance "
               "up to the next)")
     g.add_argument("--epsilon-exp", nargs=2, type=_number, metavar=("A", "B"),
-                   help="epsilon(d) = exp(B - A d), Koufogiannis and Pappas' form (their example: 3.3 4, for a "
-                        "bit); A >= 0; B takes ln: --epsilon-exp 0.5 ln0.03 is 0.03 * exp(-0.5 d) per metre")
+                   help="epsilon(d) = exp(B - A d) per ground metre (per unit of --value), Koufogiannis and Pappas' "
+                        "form (their example: 3.3 4, for a bit); A >= 0; B takes ln: --epsilon-exp 0.5 ln0.03 is "
+                        "0.03 * exp(-0.5 d) per ground metre")
     g = f.add_argument_group("release an attribute's value instead of the location")
     _lib(g, dl, "value", metavar="COLUMN",
          help="release this numeric column's value at the source (e.g. an infection bit 0/1): epsilon is then per "
@@ -1117,20 +1309,19 @@ def build_parser() -> argparse.ArgumentParser:
     _input_options(f)
     f.set_defaults(func=_cmd_diffuse)
 
-    # privacy-map
-    m = sub.add_parser("privacy-map", help="population raster -> privacy map GeoTIFF (epsilon per metre)",
-                       description="Build a privacy map from a population raster: geopriv.PrivacyMap.from_population, "
-                                   "written with to_geotiff.", epilog=EPILOG_PRIVACY_MAP)
+
+def _privacy_map_arguments(m) -> None:
     m.add_argument("raster", help="population density raster (GeoTIFF, projected CRS)")
     m.add_argument("output", help="privacy map GeoTIFF (.tif)")
     _map_options(m, with_from_epsilon=False)
     m.add_argument("--overwrite", action="store_true", help="replace OUTPUT if it exists")
     m.set_defaults(func=_cmd_privacy_map)
 
-    # build-mechanism
-    b = sub.add_parser("build-mechanism", help="population or privacy-map raster -> saved location-dependent mechanism",
-                       description="Build and verify a location-dependent mechanism: geopriv.EikonalMechanism.build, "
-                                   "saved with save() for 'geopriv perturb --mechanism'.", epilog=EPILOG_BUILD)
+
+def _build_mechanism_arguments(b) -> None:
+    from .mechanisms.eikonal import EikonalMechanism
+    from .mechanisms.eikonal.mechanism import KERNELS
+
     b.add_argument("raster", help="population raster (with --epsilon-range or --slope/--floor) or a privacy map (--from-epsilon)")
     b.add_argument("output", help="mechanism file (.npz)")
     _map_options(b, with_from_epsilon=True)
@@ -1157,18 +1348,19 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
     b.set_defaults(func=_cmd_build_mechanism)
 
-    # sanitize-traces
+
+def _sanitize_traces_arguments(t) -> None:
+    import geopriv
+
     st = geopriv.sanitize_traces
-    t = sub.add_parser("sanitize-traces", help="release location traces within a budget per trace (predictive mechanism)",
-                       description="Release location traces: geopriv.sanitize_traces (one budget per trace, spent by "
-                                   "the predictive mechanism or independent noise).", epilog=EPILOG_TRACES)
     t.add_argument("input", help="points of the traces (any OGR format, .parquet)")
     t.add_argument("output", help="output file; format from the extension")
     t.add_argument("--traj-id", required=True, type=_column, metavar="COLUMN",
                    help="trace id column: one budget per trace ('' : all rows are one trace)")
     t.add_argument("--time", required=True, type=_column, metavar="COLUMN",
                    help="time stamp column (datetimes, ISO text or seconds; '' : rows are in query order)")
-    _privacy_options(t, st, "budget of each whole trace (give --epsilon, or --level and --radius)")
+    _privacy_options(t, st, "budget of each whole trace (give --level and --radius, or --epsilon per ground metre)",
+                     whole=" of each whole trace")
     g = t.add_argument_group("mechanism and budget manager")
     _lib(g, st, "method", choices=("predictive", "independent"), help="predictive mechanism or independent noise")
     _lib(g, st, "budget", choices=("fixed_rate", "fixed_utility"), help="budget manager")
@@ -1185,15 +1377,16 @@ def build_parser() -> argparse.ArgumentParser:
     _lib(g, st, "prediction_rate", type=float, help="fixed_rate: prior prediction rate")
     _release_options(t, st)
     t.add_argument("--ledger", metavar="LEDGER.csv", help="also write the per-trace budget ledger (geopriv.trace_ledger) as CSV")
+    _rows_options(t)
     t.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     _input_options(t)
     t.set_defaults(func=_cmd_sanitize_traces)
 
-    # sample-queries
+
+def _sample_queries_arguments(s) -> None:
+    import geopriv
+
     sq = geopriv.sample_queries
-    s = sub.add_parser("sample-queries", help="raw GPS trajectories -> query traces (the paper's sampling protocol)",
-                       description="Turn GPS fixes into query traces: geopriv.sample_queries (Chatzikokolakis et al. "
-                                   "2014, sec. 5). Not a release: the output holds true locations.", epilog=EPILOG_SAMPLE)
     s.add_argument("input", help="GPS fixes (any OGR format, .parquet)")
     s.add_argument("output", help="query points; format from the extension")
     s.add_argument("--traj-id", required=True, metavar="COLUMN", help="trajectory id column")
@@ -1212,53 +1405,59 @@ def build_parser() -> argparse.ArgumentParser:
     _input_options(s)
     s.set_defaults(func=_cmd_sample_queries)
 
-    # report
-    r = sub.add_parser("report", help="displacement statistics (ground metres) between a true and a released file",
-                       description="Displacement statistics: geopriv.utility_report (n, mean, median, alpha, max, "
-                                   "MSE, RMSE in ground metres).", epilog=EPILOG_REPORT)
+
+def _report_arguments(r) -> None:
+    import geopriv
+
     r.add_argument("true", help="the original points")
     r.add_argument("released", help="their release (rows matched by --id, or by order)")
     r.add_argument("--layer", help="layer of the true file")
     r.add_argument("--released-layer", help="layer of the released file")
     r.add_argument("--crs", help="CRS of the true file's coordinates, when it has none (CSV) or a wrong one")
+    r.add_argument("--xy", nargs=2, metavar=("X_COLUMN", "Y_COLUMN"),
+                   help="build the true points from these two columns of the true file (e.g. --xy lon lat)")
     r.add_argument("--released-crs", help="CRS of the released file's coordinates, when it has none (CSV) or a wrong one")
     r.add_argument("--id", metavar="COLUMN", help="column matching rows of the two files (default: row order)")
     _lib(r, geopriv.utility_report, "quantile", type=float,
          help="alpha is the radius containing this share of the displacements (not a privacy parameter)")
     r.add_argument("--delta", type=float, default=None, help=argparse.SUPPRESS)  # deprecated name of --quantile
+    r.add_argument("--wasserstein", action="store_true",
+                   help="print the Wasserstein-1 (earth mover's) distance in ground metres between the two point sets "
+                        "instead: no rows are matched, so it also compares a synthetic set (needs pip install "
+                        "'geopriv[metrics]')")
     r.add_argument("--json", action="store_true", help="print the statistics as one JSON object")
     r.set_defaults(func=_cmd_report)
 
-    # demo
-    d = sub.add_parser("demo", help="perturb the shipped Soho cholera points; write a GeoPackage and a PNG map",
-                       description="The Quickstart demo on shipped data (John Snow's Soho cholera deaths, EPSG:3857).",
-                       epilog=EPILOG_DEMO)
+
+def _demo_arguments(d) -> None:
     d.add_argument("--out", default="out", help="output folder (default: out); its files are replaced")
     d.add_argument("--radius", type=float, default=50.0, help="metres within which the level is ln 4 (default 50)")
     d.add_argument("--seed", type=int, default=None, help="seed for a reproducible picture (default: OS entropy)")
     d.set_defaults(func=_cmd_demo)
-    return parser
 
 
 # ---------------------------------------------------------------------------- errors and warnings
 def _message(exc: BaseException) -> str:
     """The one line printed for ``exc``: :func:`geopriv.exceptions.user_message` (shared with QGIS)."""
-    return user_message(exc, debug_hint="set GEOPRIV_TRACEBACK=1 to see it")
+    return user_message(exc, "cli", debug_hint="set GEOPRIV_TRACEBACK=1 to see it")
 
 
 _SHOWN: set = set()
+#: warning lines of this run, printed once the command has succeeded (a failed run says one thing: its error)
+_PENDING: list = []
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
-    """One line per warning on stderr: geopriv's text; for other libraries' warnings, their type and origin once."""
+    """One line per warning on stderr once the command succeeded: geopriv's text (with the command line's advice);
+    for other libraries' warnings, their type and origin once."""
     from .exceptions import GeoprivWarning
 
     try:
         ours = issubclass(category, GeoprivWarning) or Path(filename).resolve().is_relative_to(_PACKAGE_DIR)
     except (OSError, ValueError):  # pragma: no cover
         ours = False
-    if ours:
-        text = " ".join(str(message).split())
+    if ours:  # with the command line's advice when it carries a fix (a GeoprivWarning instance)
+        text = " ".join((user_message(message, "cli") if isinstance(message, GeoprivWarning) else str(message)).split())
     else:
         parts = Path(filename).parts
         origin = parts[parts.index("site-packages") + 1] if "site-packages" in parts[:-1] else Path(filename).stem
@@ -1266,7 +1465,7 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
     if text in _SHOWN:
         return
     _SHOWN.add(text)
-    print(f"geopriv: warning: {text}", file=sys.stderr)
+    _PENDING.append(f"geopriv: warning: {text}")
 
 
 def _sigterm_as_interrupt():
@@ -1289,14 +1488,14 @@ def _sigterm_as_interrupt():
 def main(argv=None) -> int:
     """Run the command line; returns the exit code (0, or 2 for bad input)."""
     _sigterm_as_interrupt()
-    try:
-        parser = build_parser()  # imports the library: Ctrl-C here is no traceback either
+    try:  # parsing a command's options imports the library: Ctrl-C there is no traceback either
+        args = build_parser().parse_args(argv)
     except KeyboardInterrupt:
         print("geopriv: interrupted; no output was written or replaced", file=sys.stderr)
         return EXIT_INTERRUPTED
-    args = parser.parse_args(argv)
     debug = os.environ.get("GEOPRIV_TRACEBACK", "") not in ("", "0")
     _SHOWN.clear()
+    _PENDING.clear()
     try:
         with warnings.catch_warnings():
             from .exceptions import GeoprivWarning
@@ -1304,7 +1503,10 @@ def main(argv=None) -> int:
             warnings.simplefilter("default", GeoprivWarning)  # shown once, as one line, never raised
             if not debug:
                 warnings.showwarning = _show_warning
-            return args.func(args)
+            code = args.func(args)
+        for line in _PENDING:
+            print(line, file=sys.stderr)
+        return code
     except KeyboardInterrupt:
         print("geopriv: interrupted; no output was written or replaced", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -21,7 +21,7 @@ import numpy as np
 import pyproj
 from pyproj import CRS, Transformer
 
-from .exceptions import CRSError, MissingCRSError
+from .exceptions import CRSError, Fix, MissingCRSError
 
 __all__ = ["local_aeqd", "ground_scale", "as_crs", "central_meridian"]
 
@@ -118,6 +118,11 @@ def ground_scale(crs, x, y):
     if not (np.all(np.isfinite(smax)) and np.all(smin > 0)):
         raise CRSError(
             f"The CRS {crs.name!r} is degenerate or undefined over the data's extent (e.g. a pole or outside "
-            "its area of use). Reproject the data to a local projected CRS, e.g. gdf.to_crs(gdf.estimate_utm_crs())."
+            "its area of use).",
+            fix=Fix("reproject", python="Reproject the data to a local projected CRS, e.g. "
+                                        "gdf.to_crs(gdf.estimate_utm_crs()).",
+                    cli="Reproject the file to a local projected CRS (e.g. its UTM zone) first.",
+                    qgis="Reproject the layer to a local projected CRS (e.g. its UTM zone) with 'Reproject "
+                         "layer'."),
         )
     return smax, smin

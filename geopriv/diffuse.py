@@ -27,8 +27,10 @@ import geopandas as gpd
 import numpy as np
 import pandas as pd
 
-from .attributes import INDEX, check_location_attributes
-from .exceptions import EmptyInputError, GeoprivError, IdentityError, ParameterTypeError, format_labels
+from .attributes import INDEX, ROW_ORDER, check_location_attributes
+from .exceptions import (
+    EmptyInputError, Fix, GeoprivError, IdentityError, LocationAttributeError, ParameterTypeError, format_labels,
+)
 from .frame import DEFAULT_MAX_DISTORTION
 from .network import UnreachableRecipientsWarning, as_network, epsilon_of_distance, hop_distance, resistance_distance
 from .provenance import attach, make_record
@@ -37,6 +39,16 @@ from .release import release_diffusion
 __all__ = ["diffuse_locations", "network_distances", "recipient_order", "VALUE_RANGE_STEPS"]
 
 DISTANCES = ("hops", "resistance")
+#: how to fix recipients' labels that give the locations away (they are published, in their order)
+_LABELS_FIX = Fix(
+    "relabel_people",
+    python="Label the people with ids not assigned in spatial order (e.g. a random id column as the index, with the "
+           f"graph's nodes named by it); if the labels are public anyway, keep them deliberately: keep=[{INDEX!r}].",
+    cli="Name the people with --id-field COLUMN, a column of ids not assigned in spatial order (the default ids are "
+        "row numbers), used by --source and the network too.",
+    qgis="Choose an 'Id field of the people' whose values were not assigned in spatial order (the default "
+         "ids are feature ids), used by the source and the network too.",
+)
 #: Without ``value_range=``, value answers are clamped to +-(VALUE_RANGE_STEPS * step): a public
 #: range from the lattice step alone (2^32 steps), over which the 1-D finite-precision term is
 #: about 0.2 % of epsilon at the default step.
@@ -276,8 +288,11 @@ def diffuse_locations(
     if not data.index.is_unique:  # recipients are named (and published) by label: one label, one person
         dup = data.index[data.index.duplicated(keep=False)]
         raise IdentityError("share their index label: recipients are named, and published, by label",
-                            list(dict.fromkeys(dup)), "Give every person a unique label "
-                            "(gdf.sample(frac=1).reset_index(drop=True), or a unique id column as the index).")
+                            list(dict.fromkeys(dup)), Fix(
+                                "unique_labels", python="Give every person a unique label (a unique id column as the "
+                                "index, or gdf.sample(frac=1).reset_index(drop=True)).",
+                                cli="Give every person a unique id (--id-field).",
+                                qgis="Give every person a unique id ('Id field of the people')."))
     source = data.index[data.index.get_loc(source)]  # the label as stored (its type is part of a path's binding)
     if path is not None:
         from .mechanisms.diffusion import DiffusionPath
@@ -288,7 +303,15 @@ def diffuse_locations(
     order = recipient_order(data.index)
     if INDEX not in keep:
         # the recipients' labels and their order are published: they must not follow the locations
-        check_location_attributes(data.geometry.iloc[order])
+        try:
+            check_location_attributes(data.geometry.iloc[order])
+        except LocationAttributeError as exc:  # the fix is the labels, not the rows' order
+            raise LocationAttributeError(
+                "The recipients' labels give the true locations away: they are published, in their order, and "
+                + ("they hold locations" if set(exc.reasons) - {ROW_ORDER} else "sorted by them the people are in "
+                   "spatial order") + " (" + "; ".join(r.split(" (")[0] for r in exc.reasons.values()) + ").",
+                exc.reasons, fix=_LABELS_FIX,
+            ) from None
     d = d.iloc[order]
     reach = np.isfinite(d.to_numpy())
     reach[d.index.get_loc(source)] = False
@@ -298,7 +321,9 @@ def diffuse_locations(
         msg = (f"{len(unreachable)} row(s) are not connected to the source in the graph and get no answer: "
                f"labels {format_labels(unreachable)}.")
         if on_unreachable == "raise":
-            raise GeoprivError(msg + " Connect them, or pass on_unreachable='warn' or 'ignore'.")
+            raise GeoprivError(msg, fix=Fix(
+                "connect", python="Connect them, or pass on_unreachable='warn' or 'ignore'.",
+                cli="Connect them, or give --on-unreachable warn or ignore.", qgis="Connect them."))
         if on_unreachable == "warn":  # after the release: a call that fails says one thing only
             pending_warning = msg
     if not reach.any():
@@ -390,8 +415,13 @@ def _diffuse_value(data, source, column, support, value_range, continuous, grid,
         if not lo <= u <= hi:
             raise GeoprivError(
                 f"the value of column {column!r} at the source row {source!r} lies outside the public range "
-                + ("value_range=" if declared else f"+-{hi:g} (the default: {VALUE_RANGE_STEPS:g} lattice steps)")
-                + ". Declare value_range=(lo, hi) covering every possible value, chosen without looking at the data."
+                + ("declared" if declared else f"+-{hi:g} (the default: {VALUE_RANGE_STEPS:g} lattice steps)") + ".",
+                fix=Fix("value_range", python="Declare value_range=(lo, hi) covering every possible value, chosen "
+                                              "without looking at the data.",
+                        cli="Declare --value-range LO HI covering every possible value, chosen without looking at the "
+                            "data.",
+                        qgis="Declare a public range covering every possible value, chosen without looking at the "
+                             "data."),
             )
         r_max = max(abs(lo), abs(hi)) + (hi - lo)
         unique = np.unique(eps)

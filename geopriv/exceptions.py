@@ -2,12 +2,22 @@
 
 Every message says what is wrong *and how to fix it*.  Messages name row labels, never
 coordinates: an error log must not become a leak of the locations it was protecting.
+
+How to fix it depends on where the user is: a Python caller drops a column with
+``gdf.drop(columns=...)``, a command-line user with ``--drop``, a QGIS user with the 'Drop
+field(s)' algorithm.  So an error (or warning) carries its fix apart from its problem, as a
+:class:`Fix` with one short sentence per front end (``exc.fix``), and
+``user_message(exc, front_end)`` renders the problem with that front end's advice only.
+``str(exc)`` is the problem with the Python advice: what a library caller reads.
 """
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Iterable
 
 __all__ = [
+    "FRONT_ENDS",
+    "Fix",
     "GeoprivError",
     "MissingCRSError",
     "CRSError",
@@ -29,6 +39,8 @@ __all__ = [
     "NetworkError",
     "GeoprivWarning",
     "DistortionWarning",
+    "WeakProtectionWarning",
+    "LowUtilityWarning",
     "format_labels",
     "user_message",
     "shows_message",
@@ -44,8 +56,98 @@ def format_labels(labels: Iterable, limit: int = 10) -> str:
     return shown
 
 
+#: the front ends an error's fix is written for: the Python API, the command line, the QGIS plugin
+FRONT_ENDS = ("python", "cli", "qgis")
+
+
+class Fix(namedtuple("Fix", ("kind", "python", "cli", "qgis"), defaults=("", "", ""))):
+    """How to fix an error (or act on a warning), written once per front end (immutable).
+
+    Parameters
+    ----------
+    kind : str
+        A stable, machine-readable name of the fix (``"shuffle_rows"``, ``"drop_columns"``,
+        ``"set_crs"``, ...; joined fixes: ``"shuffle_rows+drop_columns"``), for programs that
+        act on errors.
+    python, cli, qgis : str
+        The advice in each front end's own terms (Python calls and keywords; command-line
+        options; QGIS algorithms and parameter labels as the dialogs show them), one or two short
+        sentences.  Empty: that front end has nothing to add to the problem (it never falls back
+        to another front end's advice, which its user could not follow).
+
+    Like the messages, a fix names columns, options and CRSs, never coordinates.
+
+    Examples
+    --------
+    >>> fix = Fix("drop_columns", python="Drop them: gdf = gdf.drop(columns=['lon']).",
+    ...           cli="Drop them with --drop lon.", qgis="Remove them with the 'Drop field(s)' algorithm.")
+    >>> fix.text("cli")
+    'Drop them with --drop lon.'
+    """
+
+    __slots__ = ()  # a named tuple (no dataclasses import: ``import geopriv`` stays light)
+
+    def text(self, front_end: str = "python") -> str:
+        """The advice for ``front_end`` (one of :data:`FRONT_ENDS`); empty when it has none."""
+        if front_end not in FRONT_ENDS:
+            raise ParameterError(f"front_end must be one of {', '.join(map(repr, FRONT_ENDS))}, not {front_end!r}.")
+        return getattr(self, front_end)
+
+    @classmethod
+    def same(cls, kind: str, text: str) -> Fix:
+        """A fix worded the same in every front end (no option, keyword or dialog in it)."""
+        return cls(kind, text, text, text)
+
+    @classmethod
+    def join(cls, *fixes: Fix | None) -> Fix | None:
+        """One fix from several (each front end's sentences in order); None when there are none."""
+        fixes = [f for f in fixes if f is not None]
+        if not fixes:
+            return None
+        if len(fixes) == 1:
+            return fixes[0]
+        texts = {fe: " ".join(t for t in (getattr(f, fe) for f in fixes) if t) for fe in FRONT_ENDS}
+        return cls("+".join(f.kind for f in fixes), **texts)
+
+
+def _with_advice(problem: str, fix: Fix | None, front_end: str) -> str:
+    advice = fix.text(front_end) if fix is not None else ""
+    if not (problem and advice):
+        return problem or advice
+    # the command line's messages are written without a final period; the advice is a sentence of its own
+    return f"{problem}{' ' if problem.rstrip().endswith(('.', '!', '?', ':')) else '. '}{advice}"
+
+
 class GeoprivError(ValueError):
-    """Base class of geopriv's errors (a ValueError: bad input, nothing was released)."""
+    """Base class of geopriv's errors (a ValueError: bad input, nothing was released).
+
+    ``fix`` (a :class:`Fix`, or None) is how to fix it, per front end; ``problem`` is the message
+    without it, and ``str(exc)`` the problem with the Python advice.
+    """
+
+    def __init__(self, *args, fix: Fix | None = None):
+        super().__init__(*args)
+        self.fix = fix
+
+    @property
+    def problem(self) -> str:
+        """What is wrong, without the advice."""
+        return super().__str__()
+
+    def __str__(self):
+        return _with_advice(self.problem, getattr(self, "fix", None), "python")
+
+
+def _set_crs_fix(what: str = "the data") -> Fix:
+    return Fix(
+        "set_crs",
+        python="Set the CRS the coordinates are really in, e.g. gdf = gdf.set_crs('EPSG:4326') for "
+               "longitude/latitude or gdf.set_crs(32650) for UTM zone 50N metres, then call again.",
+        cli=f"Give the CRS the coordinates of {what} are really in with --crs, e.g. --crs EPSG:4326 for "
+            "longitude/latitude or --crs EPSG:32650 for UTM zone 50N metres.",
+        qgis="Set the layer's CRS to the one its coordinates are in (Layer Properties > Source, or the "
+             "'Assign projection' algorithm), then run again.",
+    )
 
 
 class MissingCRSError(GeoprivError):
@@ -54,9 +156,7 @@ class MissingCRSError(GeoprivError):
     def __init__(self, what: str = "the GeoDataFrame"):
         super().__init__(
             f"{what} has no CRS, so geopriv cannot tell how far a metre is and cannot honour "
-            "an epsilon per metre. Set the CRS the coordinates are really in, e.g. "
-            "gdf = gdf.set_crs('EPSG:4326') for longitude/latitude or gdf.set_crs(32650) for "
-            "UTM zone 50N metres, then call again."
+            "an epsilon per metre.", fix=_set_crs_fix(what[:1].lower() + what[1:])
         )
 
 
@@ -67,10 +167,14 @@ class CRSError(GeoprivError):
 class GeometryError(GeoprivError):
     """Geometries the mechanism cannot release (not points, empty, missing, non-finite)."""
 
-    def __init__(self, problem: str, labels: Iterable, hint: str):
+    def __init__(self, problem: str, labels: Iterable, hint: str | Fix):
         labels = list(labels)
         self.labels = labels
-        super().__init__(f"{len(labels)} row(s) {problem}: labels {format_labels(labels)}. {hint}")
+        message = f"{len(labels)} row(s) {problem}: labels {format_labels(labels)}."
+        if isinstance(hint, Fix):  # the advice, per front end
+            super().__init__(message, fix=hint)
+        else:  # advice that holds in every front end, part of the message
+            super().__init__(f"{message} {hint}")
 
 
 class IdentityError(GeoprivError):
@@ -80,11 +184,14 @@ class IdentityError(GeoprivError):
     (floats: possibly coordinates) are counted, never shown.
     """
 
-    def __init__(self, problem: str, labels: Iterable | None, hint: str, count: int | None = None):
+    def __init__(self, problem: str, labels: Iterable | None, hint: str | Fix, count: int | None = None):
         self.labels = None if labels is None else list(labels)
         n = count if count is not None else (len(self.labels) if self.labels is not None else 0)
         shown = "" if self.labels is None else f": labels {format_labels(self.labels)}"
-        super().__init__(f"{n} row(s) {problem}{shown}. {hint}")
+        if isinstance(hint, Fix):
+            super().__init__(f"{n} row(s) {problem}{shown}.", fix=hint)
+        else:
+            super().__init__(f"{n} row(s) {problem}{shown}. {hint}")
 
 
 class StaleReleaseError(GeoprivError):
@@ -118,9 +225,9 @@ class LocationAttributeError(GeoprivError):
     flagged; neither the reasons nor the message contain coordinate values.
     """
 
-    def __init__(self, message: str, reasons: dict | None = None):
+    def __init__(self, message: str, reasons: dict | None = None, fix: Fix | None = None):
         self.reasons = dict(reasons or {})
-        super().__init__(message)
+        super().__init__(message, fix=fix)
 
 
 class InputError(GeoprivError):
@@ -153,11 +260,31 @@ class PathBindingError(GeoprivError):
 
 
 class GeoprivWarning(UserWarning):
-    """Base class of geopriv's warnings."""
+    """Base class of geopriv's warnings; like an error, one may carry a :class:`Fix` (``fix``)."""
+
+    def __init__(self, *args, fix: Fix | None = None):
+        super().__init__(*args)
+        self.fix = fix
+
+    @property
+    def problem(self) -> str:
+        """What the warning says, without the advice."""
+        return super().__str__()
+
+    def __str__(self):
+        return _with_advice(self.problem, getattr(self, "fix", None), "python")
 
 
 class DistortionWarning(GeoprivWarning):
     """The CRS scale varies over the data: the guarantee holds, some points get more noise."""
+
+
+class WeakProtectionWarning(GeoprivWarning):
+    """A release whose noise is so small that it protects almost nothing (:func:`geopriv.precision.check_noise_scale`)."""
+
+
+class LowUtilityWarning(GeoprivWarning):
+    """A release whose noise is larger than the declared study area: almost no utility is left."""
 
 
 def shows_message(exc: BaseException) -> bool:
@@ -186,8 +313,13 @@ _LIBRARY_NAMES = {"builtins": "Python", "osgeo": "GDAL", "pyogrio": "GDAL (pyogr
                   "rasterio": "GDAL (rasterio)"}
 
 
-def user_message(exc: BaseException, debug_hint: str = "rerun with GEOPRIV_TRACEBACK=1 to see it") -> str:
+def user_message(exc: BaseException, front_end: str = "python",
+                 debug_hint: str = "rerun with GEOPRIV_TRACEBACK=1 to see it") -> str:
     """The one-line text shown to a user for ``exc`` (the command line and the QGIS plugin).
+
+    An error or warning that carries a :class:`Fix` is shown as its problem followed by the
+    advice for ``front_end`` only (``"python"``, ``"cli"`` or ``"qgis"``): a command-line user
+    never reads Python code, a QGIS user never reads command-line options.
 
     geopriv's own errors and warnings (:class:`GeoprivError`, :class:`GeoprivWarning` and their
     subclasses) are written by geopriv to name row labels, never coordinates: their message is
@@ -202,7 +334,9 @@ def user_message(exc: BaseException, debug_hint: str = "rerun with GEOPRIV_TRACE
     Parameters
     ----------
     exc : BaseException
-        The exception to describe.
+        The exception to describe (also a warning, e.g. the ``message`` of a caught warning).
+    front_end : {"python", "cli", "qgis"}
+        Whose advice to show, for errors and warnings that carry a :class:`Fix`.
     debug_hint : str, optional
         How the user can see the withheld text (the command line: ``GEOPRIV_TRACEBACK=1``; QGIS:
         the Python console).
@@ -219,8 +353,12 @@ def user_message(exc: BaseException, debug_hint: str = "rerun with GEOPRIV_TRACE
     >>> user_message(ValueError("could not convert string to float: '51.5123'"))[:43]
     'an error in Python (ValueError): its messag'
     """
+    if front_end not in FRONT_ENDS:
+        raise ParameterError(f"front_end must be one of {', '.join(map(repr, FRONT_ENDS))}, not {front_end!r}.")
     if shows_message(exc):
-        text = " ".join(line.strip() for line in str(exc).strip().splitlines() if line.strip())
+        fix = getattr(exc, "fix", None)
+        text = _with_advice(exc.problem, fix, front_end) if isinstance(fix, Fix) else str(exc)
+        text = " ".join(line.strip() for line in text.strip().splitlines() if line.strip())
         return text or type(exc).__name__
     if isinstance(exc, OSError) and exc.strerror and exc.filename and type(exc).__module__ == "builtins":
         return f"{exc.strerror}: {exc.filename}"

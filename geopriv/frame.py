@@ -60,7 +60,8 @@ import pyproj
 from pyproj import CRS, Transformer
 
 from .crs import as_crs, central_meridian, ground_scale, local_aeqd
-from .exceptions import CRSError, DistortionWarning, GeometryError, GeoprivError, ParameterError, ParameterTypeError
+from .defaults import DEFAULT_MAX_DISTORTION  # re-exported: the frame's own default
+from .exceptions import CRSError, DistortionWarning, Fix, GeometryError, GeoprivError, ParameterError, ParameterTypeError
 from .precision import ANGLE_RESOLUTION, check_epsilon, discretisation_epsilon
 
 __all__ = [
@@ -80,15 +81,15 @@ __all__ = [
     "default_area",
     "sphere_radius",
     "check_grid",
+    "area_diameter_metres",
     "check_noise_above_precision",
     "area_side_metres",
     "clamp_to_area",
     "proj_errors",
+    "declare_area_fix",
+    "REGION_CRS_FIX",
 ]
 
-#: A projected CRS whose scale varies by at most this much over its public area is used as is.
-#: Variation costs utility only (noise is scaled for the largest scale), never privacy.
-DEFAULT_MAX_DISTORTION = 0.01
 #: Default lattice step in ground metres (smaller when epsilon asks for it, see default_grid).
 DEFAULT_GRID_M = 1.0
 _SAMPLES = 33
@@ -107,8 +108,45 @@ def _crs_name(crs) -> str:
     return name
 
 
+#: the study area is public: said with each way to declare it
+_PUBLIC = "(public: chosen without looking at individual points)"
+#: what to do about coordinates PROJ cannot handle in the data's CRS
+_CHECK_CRS = Fix(
+    "check_crs",
+    python="Check that the data's CRS is the one the coordinates are really in (gdf.set_crs(..., allow_override=True) "
+           "if not), or reproject the data to EPSG:4326 or a projected CRS in metres, e.g. "
+           "gdf.to_crs(gdf.estimate_utm_crs()).",
+    cli="Check that the input's CRS is the one its coordinates are really in (give it with --crs if not), or "
+        "reproject the file to EPSG:4326 or a projected CRS in metres first.",
+    qgis="Check that the layer's CRS is the one its coordinates are really in ('Assign projection' if not), "
+         "or reproject the layer to EPSG:4326 or a projected CRS in metres ('Reproject layer').",
+)
+#: a region in another CRS than the data
+REGION_CRS_FIX = Fix(
+    "reproject_region", python="Reproject the region to the data's CRS first: region.to_crs(gdf.crs).",
+    cli="Reproject the --region file to the input's CRS first.",
+    qgis="Reproject the region layer to the input layer's CRS first ('Reproject layer').",
+)
+
+
+def declare_area_fix(alternative: str = "") -> Fix:
+    """Declare a public study area, per front end (``alternative``: "reproject" adds that way out)."""
+    fix = Fix(
+        "declare_bounds",
+        python=f"Declare your study area with bounds=(xmin, ymin, xmax, ymax) in the data's CRS {_PUBLIC}.",
+        cli=f"Declare your study area with --bounds XMIN YMIN XMAX YMAX in the input's CRS {_PUBLIC}.",
+        qgis=f"Set the 'Public study area' parameter {_PUBLIC}.",
+    )
+    if alternative == "reproject":
+        fix = Fix.join(fix, Fix("reproject", python="Or reproject the data to a local projected CRS (its UTM zone, a "
+                                                    "national grid): gdf.to_crs(gdf.estimate_utm_crs()).",
+                                cli="Or reproject the file to a local projected CRS (its UTM zone, a national grid).",
+                                qgis="Or reproject the layer to a local projected CRS ('Reproject layer')."))
+    return fix
+
+
 @contextlib.contextmanager
-def proj_errors(crs, doing: str, *, detail: bool = False, fix: str | None = None):
+def proj_errors(crs, doing: str, *, detail: bool = False, fix: str | Fix | None = None):
     """Turn PROJ's errors (pyproj ``ProjError`` / ``CRSError``) raised inside into a geopriv :class:`CRSError`.
 
     The message names the CRS and what was being done, and says how to fix it.  PROJ's own text
@@ -121,12 +159,8 @@ def proj_errors(crs, doing: str, *, detail: bool = False, fix: str | None = None
     except (pyproj.exceptions.ProjError, pyproj.exceptions.CRSError) as exc:
         why = f" PROJ says: {exc}" if detail else ""
         doing = doing() if callable(doing) else doing  # messages can be costly to build: only on the error path
-        fix = fix or (
-            "Check that the data's CRS is the one the coordinates are really in (gdf.set_crs(..., allow_override=True) "
-            "if not), or reproject the data to EPSG:4326 or a projected CRS in metres, e.g. "
-            "gdf.to_crs(gdf.estimate_utm_crs())."
-        )
-        raise CRSError(f"PROJ cannot {doing} for {_crs_name(crs)!r} ({type(exc).__name__}).{why} {fix}") from None
+        fix = Fix.same("check_crs", fix) if isinstance(fix, str) else fix or _CHECK_CRS
+        raise CRSError(f"PROJ cannot {doing} for {_crs_name(crs)!r} ({type(exc).__name__}).{why}", fix=fix) from None
 
 
 def _geodetic(crs: CRS) -> CRS:
@@ -174,7 +208,7 @@ def declared_bounds(crs, bounds=None, region=None):
         tb = region.total_bounds
         if not as_crs(region.crs).equals(crs):
             with proj_errors(crs, f"relate the region's CRS {_crs_name(as_crs(region.crs))!r} to the data's CRS", detail=True,
-                             fix="Reproject the region to the data's CRS first: region.to_crs(gdf.crs)."):
+                             fix=REGION_CRS_FIX):
                 t = Transformer.from_crs(region.crs, crs, always_xy=True)
             with proj_errors(crs, "transform the region's bounding box into the data's CRS"):
                 tb = t.transform_bounds(*tb, densify_pts=21)
@@ -375,9 +409,9 @@ def check_area_not_from_data(touched, source: str = "bounds") -> None:
     """
     n = int(np.count_nonzero(touched))
     if n >= 2:
-        what = "bounds=" if source == "bounds" else "region= (its bounding box)"
+        what = "The declared study area" if source == "bounds" else "The region's bounding box"
         raise GeoprivError(
-            f"{what} look computed from the data: points lie exactly on {n} of its edges, and the area is "
+            f"{what} looks computed from the data: points lie exactly on {n} of its edges, and the area is "
             "published with the release. Declare a study area chosen without looking at the points (a "
             "municipality's or a map sheet's extent, or round numbers well outside the data)."
         )
@@ -442,14 +476,14 @@ class PublicFrame:
         if bad.any():
             if labels is not None:
                 raise GeometryError(
-                    f"cannot be expressed in {_crs_name(dst)!r} (PROJ returned infinity)", np.asarray(labels)[bad],
-                    f"Check that the coordinates are really in {_crs_name(self.input_crs)!r} and lie where it is defined "
-                    "(set the right CRS with gdf.set_crs(..., allow_override=True) if not), or drop those rows.",
+                    f"cannot be expressed in {_crs_name(dst)!r} (PROJ returned infinity): they lie where "
+                    f"{_crs_name(self.input_crs)!r} is not defined", np.asarray(labels)[bad],
+                    Fix.join(_CHECK_CRS, Fix("drop_rows", python="Or drop those rows.", cli="Or fix those rows.",
+                                             qgis="Or fix those features.")),
                 )
             raise CRSError(
                 f"{int(bad.sum())} {what} cannot be expressed in {_crs_name(dst)!r} (PROJ returned infinity): they lie "
-                f"where {_crs_name(src)!r} is not defined. Check that the data's CRS is right and that the points lie in "
-                "the declared bounds=, or reproject the data to EPSG:4326 or a projected CRS in metres."
+                f"where {_crs_name(src)!r} is not defined.", fix=_CHECK_CRS,
             )
         return out
 
@@ -475,19 +509,34 @@ class PublicFrame:
         out = (xy[:, 0] < xmin) | (xy[:, 0] > xmax) | (xy[:, 1] < ymin) | (xy[:, 1] > ymax)
         if out.any():
             where = {
-                "bounds": "the declared bounds=",
-                "region": "the bounding box of region=",
+                "bounds": "the declared study area",
+                "region": "the bounding box of the region",
                 "area_of_use": f"the area of use of {self.input_crs.name}",
                 "crs_scale_band": f"the public domain of {self.input_crs.name} (the latitudes of its area of use, "
-                                  "as far east and west of its central meridian as its scale stays within max_distortion=)",
+                                  "as far east and west of its central meridian as its scale stays within the "
+                                  "allowed distortion)",
             }.get(self.area_source, "the public area")
+            label = self.area_source in ("area_of_use", "crs_scale_band")
+            band = self.area_source == "crs_scale_band"
             raise GeometryError(
-                f"lie outside {where}, where the release's scale and lattice are fixed", labels[out],
-                "Declare bounds=(xmin, ymin, xmax, ymax) covering your study area (it is public: choose it without "
-                "looking at individual points), reproject to a CRS whose area of use holds the data, or drop those rows."
-                + (f" If the coordinates are not really in {self.input_crs.name}, the CRS label is wrong: set the one "
-                   "they are in with gdf.set_crs(..., allow_override=True) (not to_crs)."
-                   if self.area_source in ("area_of_use", "crs_scale_band") else ""),
+                f"lie outside {where}, where the release's scale and lattice are fixed", labels[out], Fix(
+                    "declare_bounds",
+                    python=f"Declare bounds=(xmin, ymin, xmax, ymax) covering your study area {_PUBLIC}, reproject "
+                           "to a CRS whose area of use holds the data, or drop those rows."
+                           + (" (Or allow more scale distortion with max_distortion=.)" if band else "")
+                           + (f" If the coordinates are not really in {self.input_crs.name}, the CRS label is wrong: "
+                              "set the one they are in with gdf.set_crs(..., allow_override=True) (not to_crs)."
+                              if label else ""),
+                    cli=f"The labels are row numbers, from 0. Declare --bounds XMIN YMIN XMAX YMAX covering your study "
+                        f"area {_PUBLIC}, reproject the file to a CRS whose area of use holds the data, or remove "
+                        "those rows." + (" (Or allow more scale distortion with --max-distortion.)" if band else "")
+                        + (f" If the coordinates are not really in {self.input_crs.name}, give the CRS they are in "
+                           "with --crs." if label else ""),
+                    qgis=f"In QGIS, the labels are feature ids. Set the 'Public study area' parameter to cover your "
+                         f"study area {_PUBLIC}, reproject the layer to a CRS whose area of use holds the data, or "
+                         "remove those features." + (f" If the coordinates are not really in {self.input_crs.name}, "
+                                                     "assign the layer the CRS they are in ('Assign projection')."
+                                                     if label else "")),
             )
 
     def r_max_metres(self) -> float:
@@ -530,17 +579,15 @@ def _public_frame_cached(wkt: str, area, area_source: str, max_distortion: float
                 return PublicFrame(crs, "planar", crs, smax, s[1], b, src)
             if planar_only and area is None and s is not None:
                 raise CRSError(
-                    f"{crs.name} distorts ground distances by {100 * (s[0] / s[1] - 1):.1f} % over its area of use. "
-                    "Declare your study area with bounds=(xmin, ymin, xmax, ymax) (public: chosen without looking at "
-                    "individual points) so that noise can be drawn in a frame fixed by it, or reproject the data to a "
-                    "local projected CRS (UTM, a national grid)."
+                    f"{crs.name} distorts ground distances by {100 * (s[0] / s[1] - 1):.1f} % over its area of use, "
+                    "and this release needs a plane: a frame fixed by a declared study area.",
+                    fix=declare_area_fix("reproject"),
                 )
     if planar_only:
         if area is None:
             raise CRSError(
-                f"Traces in {crs.name} need a planar frame fixed by public information: declare your study area with "
-                "bounds=(xmin, ymin, xmax, ymax) in the data's CRS (public: chosen without looking at individual "
-                "points), or reproject the data to a projected CRS such as its UTM zone."
+                f"This release of data in {crs.name} needs a planar frame fixed by public information: a declared "
+                "study area.", fix=declare_area_fix("reproject"),
             )
         lon, lat = Transformer.from_crs(crs, geodetic, always_xy=True).transform(*_grid(area, 9))
         lon, lat = np.asarray(lon), np.asarray(lat)
@@ -677,8 +724,8 @@ def public_lattice(frame: PublicFrame, grid_m: float) -> Lattice:
         s = _scale_over(crs, area) if area is not None else None
         if s is None:
             raise CRSError(
-                f"{crs.name} has no area of use over which its scale can be bounded, so no public lattice can be fixed. "
-                "Declare bounds=(xmin, ymin, xmax, ymax), or reproject the data to EPSG:4326 or a UTM zone."
+                f"{crs.name} has no area of use over which its scale can be bounded, so no public lattice can be "
+                "fixed.", fix=declare_area_fix("reproject"),
             )
         smax, smin = s
     step = grid_m * smin
@@ -717,11 +764,8 @@ def check_grid(grid, epsilon_per_m: float):
     return grid
 
 
-def area_side_metres(crs, area) -> float:
-    """The shorter side of a rectangle (xmin, ymin, xmax, ymax) in ``crs``, in ground metres.
-
-    Measured geodesically along the rectangle's two mid-lines (public: the rectangle is).
-    """
+def _area_sides_metres(crs, area) -> np.ndarray:
+    """The ground lengths of a rectangle's two mid-lines (horizontal, vertical), in metres."""
     crs = as_crs(crs)
     geodetic = _geodetic(crs)
     xmin, ymin, xmax, ymax = area
@@ -734,8 +778,24 @@ def area_side_metres(crs, area) -> float:
     geod = geodetic.get_geod()
     d = np.array([geod.line_length(np.asarray(hx), np.asarray(hy)), geod.line_length(np.asarray(vx), np.asarray(vy))])
     if not np.all(np.isfinite(d)):
-        raise CRSError(f"The declared area is not valid in {crs.name}; check that bounds= are in the data's CRS.")
-    return float(d.min())
+        raise CRSError(f"The declared area is not valid in {crs.name}; check that the study area is in the data's CRS.")
+    return d
+
+
+def area_side_metres(crs, area) -> float:
+    """The shorter side of a rectangle (xmin, ymin, xmax, ymax) in ``crs``, in ground metres.
+
+    Measured geodesically along the rectangle's two mid-lines (public: the rectangle is).
+    """
+    return float(_area_sides_metres(crs, area).min())
+
+
+def area_diameter_metres(crs, area) -> float:
+    """About the diameter of a rectangle (xmin, ymin, xmax, ymax) in ``crs``, in ground metres (public).
+
+    The hypotenuse of its two mid-lines' geodesic lengths.
+    """
+    return float(np.hypot(*_area_sides_metres(crs, area)))
 
 
 def precision_metres(frame: PublicFrame) -> float:

@@ -52,7 +52,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .exceptions import InputError, OutputError
+from .exceptions import Fix, InputError, OutputError
 
 __all__ = [
     "FORMATS",
@@ -65,6 +65,7 @@ __all__ = [
     "check_file_output",
     "check_output_not_input",
     "read_vector",
+    "read_provenance",
     "write_vector",
     "sidecar_path",
 ]
@@ -84,6 +85,11 @@ SHAPEFILE_PARTS = (".shp", ".shx", ".dbf", ".prj", ".cpg")
 #: index files of a Shapefile that would describe the old data: removed when it is replaced
 SHAPEFILE_STALE = (".qix", ".sbn", ".sbx")
 SIDECAR_SUFFIX = ".geopriv.json"
+
+
+#: how to replace an existing output
+_OVERWRITE = Fix("overwrite", python="Pass overwrite=True to replace it.", cli="Pass --overwrite to replace it.",
+                 qgis="Choose another output file.")
 
 
 def _formats_text() -> str:
@@ -270,8 +276,7 @@ def check_output(path, layer: str | None = None, overwrite: bool = False, protec
             layers = [str(n) for n in pyogrio.list_layers(dest)[:, 0]]
         except Exception:  # not a GeoPackage we can open: only --overwrite may replace the whole file
             if not overwrite:
-                raise OutputError(f"{shown} exists (and is not a readable GeoPackage); pass --overwrite "
-                                  "(overwrite=True) to replace it") from None
+                raise OutputError(f"{shown} exists (and is not a readable GeoPackage)", fix=_OVERWRITE) from None
             return OutputTarget(dest, driver, name, keep_file=False, replaces=True, shown=shown)
         for journal in ("-wal", "-journal"):
             if Path(str(dest) + journal).exists():
@@ -282,14 +287,18 @@ def check_output(path, layer: str | None = None, overwrite: bool = False, protec
         exists = name.lower() in {n.lower() for n in layers}
         if exists and not overwrite:
             raise OutputError(
-                f"{shown} already has a layer {name!r}; pass --overwrite (overwrite=True) to replace that layer "
-                "(the file's other layers are kept), or choose another layer name (--out-layer, layer=)"
+                f"{shown} already has a layer {name!r}",
+                fix=Fix("overwrite", python="Pass overwrite=True to replace that layer (the file's other layers are "
+                                           "kept), or choose another layer name (layer=).",
+                        cli="Pass --overwrite to replace that layer (the file's other layers are kept), or choose "
+                            "another layer name with --out-layer.",
+                        qgis="Choose another layer name, or let QGIS replace the layer."),
             )
         return OutputTarget(dest, driver, name, keep_file=True, replaces=exists, shown=shown)
 
     existing = [p for p in files if p.exists()]
     if existing and not overwrite:
-        raise OutputError(f"{shown} exists; pass --overwrite (overwrite=True) to replace it")
+        raise OutputError(f"{shown} exists", fix=_OVERWRITE)
     return OutputTarget(dest, driver, None, keep_file=False, replaces=bool(existing), shown=shown)
 
 
@@ -307,7 +316,7 @@ def check_file_output(path, *, suffixes: Iterable[str], what: str, overwrite: bo
     _check_directory(dest, shown)
     _check_protect([dest], protect, shown)
     if dest.exists() and not overwrite:
-        raise OutputError(f"{shown} exists; pass --overwrite (overwrite=True) to replace it")
+        raise OutputError(f"{shown} exists", fix=_OVERWRITE)
     return dest
 
 
@@ -322,18 +331,49 @@ def check_input(path, what: str = "input") -> Path:
 
 
 # ---------------------------------------------------------------------------- reading
-def read_vector(path, layer: str | None = None, *, crs=None, what: str = "input"):
+def _layer_fix() -> Fix:
+    return Fix("choose_layer", python="Choose one with layer=.", cli="Choose one with --layer NAME.",
+               qgis="Choose the layer to use.")
+
+
+def _xy_points(table, xy, where: str):
+    """``table`` with points from its columns ``xy`` (x, y), which are dropped (they hold the true locations)."""
+    import geopandas as gpd
+    import pandas as pd
+
+    names = [str(c) for c in table.columns]
+    x, y = (str(c) for c in xy)
+    missing = [c for c in (x, y) if c not in names]
+    if missing or x == y:
+        problem = (f"{where} has no column {missing[0]!r}" if missing else
+                   f"the x and y columns of {where} are the same column {x!r}")
+        raise InputError(f"{problem}; its columns are: " + (", ".join(repr(n) for n in names) or "none"),
+                         fix=Fix("xy_columns", python="Give xy=(x column, y column), e.g. xy=('lon', 'lat').",
+                                 cli="Give --xy X_COLUMN Y_COLUMN, e.g. --xy lon lat.", qgis=""))
+    table = table.copy()
+    table.columns = names
+    # text that is not a number (and empty cells) becomes NaN: such rows are refused by the release, named
+    xs = pd.to_numeric(table[x], errors="coerce").to_numpy(dtype=float)
+    ys = pd.to_numeric(table[y], errors="coerce").to_numpy(dtype=float)
+    return gpd.GeoDataFrame(table.drop(columns=[x, y]), geometry=gpd.points_from_xy(xs, ys))
+
+
+def read_vector(path, layer: str | None = None, *, crs=None, what: str = "input", xy=None):
     """Read a vector file (any OGR format, or GeoParquet) as a GeoDataFrame, with checks.
 
-    * a file with several layers needs ``layer`` (no silent choice of the first one);
+    * a file with several layers needs ``layer`` (no silent choice of the first one); a layer
+      that does not exist is refused, listing the layers that do (file structure, not data);
     * CSV: the geometry is read from a ``WKT`` column, which is not kept as an attribute (it
       would hold the true locations), and column types are detected (numbers, date-times);
+    * ``xy=(x column, y column)``: the points are built from these two numeric columns instead
+      (a CSV of longitude/latitude, a table of eastings/northings; any table format), which are
+      not kept as attributes; cells that are not numbers give points the release refuses, by row;
     * ``crs``: the CRS the coordinates are really in, for files without one (CSV) or with a
       wrong one (it replaces the file's; coordinates are not converted).
 
     Coordinates that cannot be in the CRS (metres labelled EPSG:4326, latitude 95) are refused
-    by the release itself, naming rows.  Errors (:class:`InputError`) name the file and its
-    layers, never data values.
+    by the release itself, naming rows.  Errors (:class:`InputError`) name the file, its
+    layers and columns, never data values.
     """
     import geopandas as gpd
     import pyogrio
@@ -341,30 +381,56 @@ def read_vector(path, layer: str | None = None, *, crs=None, what: str = "input"
     p = check_input(path, what)
     shown = os.fspath(path)
     where = f"{what} {shown}" + (f" layer {layer!r}" if layer is not None else "")
+    if xy is not None and (isinstance(xy, (str, bytes)) or len(xy) != 2):
+        raise InputError(f"xy must name two columns (x, then y), got {xy!r}",
+                         fix=Fix("xy_columns", python="E.g. xy=('lon', 'lat').", cli="E.g. --xy lon lat.", qgis=""))
     if p.suffix.lower() == ".parquet":
         if layer is not None:
-            raise InputError(f"GeoParquet has no layers; drop the layer name for {shown}")
+            raise InputError(f"GeoParquet has no layers; drop the layer name for {shown}",
+                             fix=Fix("choose_layer", python="Leave layer= out.", cli="Leave --layer out.", qgis=""))
         try:
-            gdf = gpd.read_parquet(p)
+            if xy is not None:
+                import pandas as pd
+
+                gdf = _xy_points(pd.read_parquet(p), xy, where)
+            else:
+                gdf = gpd.read_parquet(p)
         except ImportError:
             raise InputError("reading GeoParquet (.parquet) needs pyarrow: pip install pyarrow") from None
     else:
         try:
-            if layer is None:
-                layers = pyogrio.list_layers(p)
-                if len(layers) > 1:
-                    names = ", ".join(repr(str(n)) for n in layers[:20, 0])
-                    raise InputError(f"{shown} has {len(layers)} layers ({names}); choose one with --layer (layer=)")
+            if layer is None and len(layers := [str(n) for n in pyogrio.list_layers(p)[:, 0]]) > 1:
+                names = ", ".join(repr(n) for n in layers[:20]) + (", ..." if len(layers) > 20 else "")
+                error = InputError(f"{shown} has {len(layers)} layers ({names})", fix=_layer_fix())
+                error.layers = layers
+                raise error
             csv = p.suffix.lower() == ".csv"  # WKT column as geometry (not kept as text), typed columns
             options = {"KEEP_GEOM_COLUMNS": "NO", "AUTODETECT_TYPE": "YES"} if csv else {}
-            gdf = pyogrio.read_dataframe(p, layer=layer, **options)
+            if xy is not None:
+                gdf = _xy_points(pyogrio.read_dataframe(p, layer=layer, read_geometry=False, **options), xy, where)
+            else:
+                gdf = pyogrio.read_dataframe(p, layer=layer, **options)
         except (pyogrio.errors.DataSourceError, pyogrio.errors.DataLayerError) as exc:
             # opening errors are about the file or the layer (GDAL's text names the path), not its data
+            if layer is not None and isinstance(exc, pyogrio.errors.DataLayerError):
+                try:
+                    layers = [str(n) for n in pyogrio.list_layers(p)[:, 0]]
+                except (pyogrio.errors.DataSourceError, pyogrio.errors.DataLayerError):
+                    layers = None
+                if layers is not None and layer not in layers:
+                    names = ", ".join(repr(n) for n in layers[:20]) + (", ..." if len(layers) > 20 else "")
+                    error = InputError(f"{shown} has no layer {layer!r}; its layers are: {names}", fix=_layer_fix())
+                    error.layers = layers
+                    raise error from None
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise InputError(f"cannot read {where}: {first}") from None
     if not isinstance(gdf, gpd.GeoDataFrame):
-        hint = " (CSV files need a column named WKT holding the geometry)" if p.suffix.lower() == ".csv" else ""
-        raise InputError(f"{where} has no geometry{hint}")
+        csv = p.suffix.lower() == ".csv"
+        raise InputError(f"{where} has no geometry" + (" (a CSV file needs a column named WKT holding the geometry, "
+                                                       "or two columns of coordinates)" if csv else ""),
+                         fix=Fix("xy_columns", python="Give xy=(x column, y column), e.g. xy=('lon', 'lat').",
+                                 cli="Give its coordinate columns with --xy X_COLUMN Y_COLUMN (and --crs), e.g. "
+                                     "--xy lon lat --crs EPSG:4326.", qgis="") if csv else None)
     if crs is not None:
         from pyproj import CRS
         from pyproj.exceptions import CRSError as ProjCRSError
@@ -375,6 +441,33 @@ def read_vector(path, layer: str | None = None, *, crs=None, what: str = "input"
             raise InputError(f"the CRS {crs!r} is not one pyproj knows (give e.g. EPSG:4326 or 32631)") from None
         gdf = gdf.set_crs(crs, allow_override=True)
     return gdf
+
+
+def read_provenance(path, layer: str | None = None) -> dict | None:
+    """The release record written with a vector file (GeoPackage layer metadata, else ``OUT.geopriv.json``), or None.
+
+    What :func:`write_vector` wrote: public fields only (see :mod:`geopriv.provenance`).  A file
+    without a record, or with one that cannot be read, gives None.
+    """
+    import pyogrio
+
+    p = Path(path)
+    text = None
+    if p.suffix.lower() == ".gpkg":
+        try:
+            text = (pyogrio.read_info(p, layer=layer).get("layer_metadata") or {}).get("geopriv")
+        except (pyogrio.errors.DataSourceError, pyogrio.errors.DataLayerError):
+            return None
+    elif sidecar_path(p).is_file():
+        try:
+            text = sidecar_path(p).read_text(encoding="utf-8")
+        except OSError:
+            return None
+    try:
+        record = json.loads(text) if text else None
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
 
 
 # ---------------------------------------------------------------------------- writing
@@ -523,6 +616,8 @@ class Staging:
                 kwargs["layer"] = target.layer
                 if record is not None:
                     kwargs["layer_metadata"] = {"geopriv": _record_json(record)}
+                if not target.keep_file:  # QGIS 3.22 (GDAL 3.6) warns on every open of a GeoPackage 1.4 file
+                    kwargs["dataset_options"] = {"VERSION": "1.2"}
                 if target.keep_file:
                     st = os.stat(dest)
                     self._unchanged.append((dest, (st.st_ino, st.st_size, st.st_mtime_ns)))

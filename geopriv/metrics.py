@@ -17,10 +17,11 @@ import numpy as np
 import pandas as pd
 from pyproj import CRS, Transformer
 
-from .exceptions import CRSError, GeoprivError, ParameterError, ParameterTypeError
+from .defaults import DEFAULT_QUANTILE  # re-exported
+from .exceptions import CRSError, Fix, GeoprivError, ParameterError, ParameterTypeError
 from .points import as_geoseries, point_xy
 
-__all__ = ["displacement", "utility_report", "wasserstein", "wasserstein_bound", "ground_distance"]
+__all__ = ["displacement", "utility_report", "wasserstein", "wasserstein_bound", "ground_distance", "is_synthetic"]
 
 
 def _lonlat(geoms: gpd.GeoSeries, xy: np.ndarray):
@@ -74,13 +75,34 @@ def displacement(true, released) -> pd.Series:
     Series
         ``displacement_m``: geodesic distance on ``true``'s ellipsoid, indexed like ``true``.
     """
+    _refuse_synthetic(released)
     a, b = _aligned(true, released)
     xy_a = point_xy(a, "true data")
     xy_b = point_xy(b, "released data")
     return pd.Series(ground_distance(a, xy_a, xy_b), index=a.index, name="displacement_m")
 
 
-DEFAULT_QUANTILE = 0.9
+def is_synthetic(record) -> bool:
+    """Whether a release record (``attrs["geopriv"]``, or the one read from a file) is a synthetic point set.
+
+    Synthetic points (:func:`geopriv.synthesize`) belong to nobody: the i-th synthetic point is
+    not the i-th person's, so displacements between them mean nothing.
+    """
+    return isinstance(record, dict) and "n_people" in record
+
+
+def _refuse_synthetic(released) -> None:
+    if is_synthetic(getattr(released, "attrs", {}).get("geopriv")):
+        raise GeoprivError(
+            "The released points are a synthetic set (made by synthesize): they are nobody's, so no row of it is the "
+            "release of a row of the true data, and displacements between them mean nothing.",
+            fix=Fix("compare_distributions",
+                    python="Compare the two point sets as distributions: geopriv.wasserstein(true, released) (metres; "
+                           "geopriv.wasserstein_bound for large sets).",
+                    cli="Compare the two point sets as distributions: add --wasserstein (metres).",
+                    qgis="Compare the two layers as distributions (e.g. counts per zone, or distances to a "
+                         "facility), not feature by feature."),
+        )
 
 
 def _check_quantile(quantile) -> float:
@@ -176,8 +198,10 @@ def wasserstein(a, b, *, max_points: int = 20_000) -> float:
     gb = as_geoseries(b, "second point set")
     if len(ga) > max_points or len(gb) > max_points:
         raise ParameterError(
-            f"wasserstein() builds a {len(ga)} x {len(gb)} cost matrix; that is over max_points={max_points}. "
-            "Subsample both sets (gdf.sample(n)) or use geopriv.wasserstein_bound, or raise max_points if you have the memory."
+            f"wasserstein() builds a {len(ga)} x {len(gb)} cost matrix; that is over max_points={max_points}.",
+            fix=Fix("subsample", python="Subsample both sets (gdf.sample(n)) or use geopriv.wasserstein_bound, or raise "
+                                        "max_points if you have the memory.",
+                    cli="The command line then reports wasserstein_bound_m, an upper bound.", qgis=""),
         )
     wa, wb = _local_metric(ga, gb)
     cost = ot.dist(wa, wb, metric="euclidean")

@@ -50,6 +50,7 @@ from pyproj import CRS
 from .crs import ground_scale
 from .exceptions import (
     CRSError,
+    Fix,
     GeoprivError,
     GeoprivWarning,
     MissingCRSError,
@@ -75,8 +76,8 @@ OUTLIER_MIN_CELLS = 100
 
 
 class _RasterMissingCRS(MissingCRSError):
-    def __init__(self, message: str):  # noqa: D107 - same class, raster-specific advice
-        GeoprivError.__init__(self, message)
+    def __init__(self, message: str, fix=None):  # noqa: D107 - same class, raster-specific advice
+        GeoprivError.__init__(self, message, fix=fix)
 
 
 # --------------------------------------------------------------------------------------------
@@ -163,9 +164,13 @@ def _read(raster, band, transform, crs, nodata, max_cells=MAX_CELLS):
         raise RasterError(f"The raster must be 2-D with at least 2 x 2 cells; got shape {values.shape}.")
     if crs is None:
         raise _RasterMissingCRS(
-            "The raster has no CRS, so geopriv cannot tell how large its cells are on the ground. "
-            "Pass crs= with the CRS it is really in (e.g. crs='EPSG:30166'), or fix the file with "
-            "gdal_edit.py -a_srs EPSG:xxxx file.tif."
+            "The raster has no CRS, so geopriv cannot tell how large its cells are on the ground.",
+            fix=Fix("set_crs", python="Pass crs= with the CRS it is really in (e.g. crs='EPSG:30166'), or fix the file "
+                                      "with gdal_edit.py -a_srs EPSG:xxxx file.tif.",
+                    cli="Give the CRS it is really in with --crs (e.g. --crs EPSG:30166), or fix the file with "
+                        "gdal_edit.py -a_srs EPSG:xxxx file.tif.",
+                    qgis="Set the raster layer's CRS to the one it is really in (Layer Properties > Source, "
+                         "or 'Assign projection')."),
         )
     crs = CRS.from_user_input(crs)
     if not crs.is_projected:
@@ -183,9 +188,15 @@ def _read(raster, band, transform, crs, nodata, max_cells=MAX_CELLS):
     if infinite.any():
         raise RasterError(
             f"{int(infinite.sum())} cell(s) of the raster are infinite ({_first_cell(infinite)}, counted from the "
-            "raster's first row and column). A population or epsilon must be a finite number. If they mean 'no data', "
-            "declare it: pass nodata=<that value> (np.inf works), set it in the file (gdal_edit.py -a_nodata), or fill "
-            "the cells with NaN; otherwise fix them, e.g. with a raster calculator."
+            "raster's first row and column). A population or epsilon must be a finite number.",
+            fix=Fix("nodata", python="If they mean 'no data', declare it: pass nodata=<that value> (np.inf works), set "
+                                     "it in the file (gdal_edit.py -a_nodata), or fill the cells with NaN; otherwise "
+                                     "fix them, e.g. with a raster calculator.",
+                    cli="If they mean 'no data', declare it: --nodata inf, or set it in the file (gdal_edit.py "
+                        "-a_nodata); otherwise fix them, e.g. with a raster calculator.",
+                    qgis="If they mean 'no data', save the raster with that no-data value ('Translate (convert "
+                         "format)', 'Assign a specified nodata value'); otherwise fix them with the 'Raster "
+                         "calculator'."),
         )
     if transform.e > 0:  # south-up: flip to north-up
         values = values[::-1].copy()
@@ -712,15 +723,19 @@ def _density_outliers(density: np.ndarray, valid: np.ndarray, factor) -> np.ndar
     reference = float(np.quantile(populated, OUTLIER_QUANTILE, method="lower"))
     outliers = valid & (density > factor * reference)
     if outliers.any():
-        warnings.warn(
+        warnings.warn(GeoprivWarning(
             f"{int(outliers.sum())} cell(s) of the population raster are more than {factor:g} times denser than its "
-            f"99th percentile ({_first_cell(outliers)}); scaled to them, epsilon_range would flatten the whole map to "
-            "about its low end. They are treated as outliers: they get the high epsilon and the range is scaled to the "
-            "densest other cell. If they are an undeclared no-data value, pass nodata=<that value>; if they are real, "
-            "pass outlier_factor=None (plain linear map) or give slope= and floor= instead.",
-            GeoprivWarning,
-            stacklevel=3,
-        )
+            f"99th percentile ({_first_cell(outliers)}); scaled to them, the epsilon range would flatten the whole map "
+            "to about its low end. They are treated as outliers: they get the high epsilon and the range is scaled to "
+            "the densest other cell.",
+            fix=Fix("outliers", python="If they are an undeclared no-data value, pass nodata=<that value>; if they are "
+                                       "real, pass outlier_factor=None (plain linear map) or give slope= and floor= "
+                                       "instead.",
+                    cli="If they are an undeclared no-data value, give --nodata <that value>; if they are real, give "
+                        "--slope and --floor instead.",
+                    qgis="If they are an undeclared no-data value, save the raster with that no-data value first; if "
+                         "they are real, set the floor and the slope instead."),
+        ), stacklevel=3)
     return outliers
 
 

@@ -44,6 +44,8 @@ ALLOWED_FIELDS = {
     "declared_bounds": "the user's declared public area",
     "region": "whether outputs were truncated to a user-given region",
     "kept_columns": "attribute columns the user deliberately kept",
+    "row_order": "'shuffled' when the rows were released in a random order (the command line's --shuffle; the "
+                 "permutation is not kept)",
     "outside": "how inputs outside the mechanism's domain are handled",
     # location-dependent mechanism
     "epsilon_min_per_m": "privacy map minimum",

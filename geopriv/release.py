@@ -47,15 +47,18 @@ from geopandas.array import GeometryArray
 from pyproj import Transformer
 
 from .crs import as_crs
-from .exceptions import CRSError, GeometryError, GeoprivError, MissingCRSError, ParameterError, ParameterTypeError
+from .exceptions import CRSError, Fix, GeometryError, GeoprivError, MissingCRSError, ParameterError, ParameterTypeError
 from .frame import (
     DEFAULT_MAX_DISTORTION,
+    REGION_CRS_FIX,
     PublicFrame,
+    area_diameter_metres,
     area_of_use_bounds,
     area_side_metres,
     check_area_not_from_data,
     check_grid,
     check_noise_above_precision,
+    declare_area_fix,
     declared_bounds,
     proj_errors,
     public_frame,
@@ -64,6 +67,7 @@ from .frame import (
     truncate_and_snap,
 )
 from .points import as_geoseries, check_coordinates, check_no_other_geometries, point_xy
+from .precision import check_noise_scale
 from .progress import progress_callback
 from .provenance import attach, make_record
 from .rng import make_rng
@@ -94,7 +98,7 @@ def check_release_input(data, keep=(), bounds=None, region=None, allow_order=(),
     if isinstance(region, (gpd.GeoSeries, gpd.GeoDataFrame)) and region.crs is not None:
         if not as_crs(region.crs).equals(geoms.crs):
             with proj_errors(geoms.crs, f"relate the region's CRS {as_crs(region.crs).name!r} to the data's CRS",
-                             detail=True, fix="Give the region in the data's CRS (region.to_crs(gdf.crs)), or check both CRSs."):
+                             detail=True, fix=REGION_CRS_FIX):
                 Transformer.from_crs(region.crs, geoms.crs, always_xy=True)
     if attributes:
         check_location_attributes(data, keep=tuple(keep or ()), allow_order=tuple(allow_order))
@@ -203,22 +207,30 @@ class ReleasePlan:
             check_area_not_from_data(touched_edges(xy, self.region_geom.bounds), "region")
         if self.mechanism.frame_policy != "own":
             self.frame.check_inside(xy, labels)
-        elif self.bounds is not None:
+            return
+        if self.bounds is not None:
             self.lattice_frame.check_inside(xy, labels)
+        check_domain = getattr(self.mechanism, "check_domain", None)
+        if check_domain is not None and len(xy):  # every row, before any is drawn (e.g. outside a privacy map)
+            check_domain(self._work_xy(xy, labels), labels, self.crs)
+
+    def _work_xy(self, xy, labels):
+        """Rows ``xy`` (input CRS) in the frame's working CRS (refused where they cannot be expressed there)."""
+        if self.to_work is None:
+            return xy
+        x, y = self.to_work.transform(xy[:, 0], xy[:, 1])
+        chunk = np.column_stack([x, y])
+        bad = ~np.isfinite(chunk).all(axis=1)
+        if bad.any():
+            raise GeometryError(
+                f"cannot be expressed in the working frame ({self.frame.work_crs.name})", labels[bad],
+                f"Check that the coordinates are really in {self.crs.name}: they must lie within its valid range.",
+            )
+        return chunk
 
     def draw(self, xy, labels, gen):
         """The mechanism's output for rows ``xy`` (input CRS) in the frame's coordinates."""
-        chunk = xy
-        if self.to_work is not None:
-            x, y = self.to_work.transform(chunk[:, 0], chunk[:, 1])
-            chunk = np.column_stack([x, y])
-            bad = ~np.isfinite(chunk).all(axis=1)
-            if bad.any():
-                raise GeometryError(
-                    f"cannot be expressed in the working frame ({self.frame.work_crs.name})", labels[bad],
-                    f"Check that the coordinates are really in {self.crs.name}: they must lie within its valid range.",
-                )
-        return self.mechanism.release(chunk, self.frame, gen, labels=labels)
+        return self.mechanism.release(self._work_xy(xy, labels), self.frame, gen, labels=labels)
 
     def finish(self, out):
         """Back in the input CRS, truncated to the public area / region and snapped (a fresh array)."""
@@ -265,7 +277,11 @@ def plan_release(
     if isinstance(continuous, (bool, np.bool_)) is False:
         raise ParameterTypeError("continuous must be True or False.")
     if continuous and not (isinstance(grid, str) and grid == "auto"):
-        raise ParameterError("continuous=True releases unrounded coordinates; do not also pass grid=.")
+        raise ParameterError("A continuous release (unrounded coordinates) has no lattice step.", fix=Fix(
+            "continuous_or_grid", python="Do not pass grid= with continuous=True.",
+            cli="Do not give --grid with --continuous.",
+            qgis="Leave the 'Grid step of the released points' parameter empty with the 'Continuous output' "
+                 "parameter."))
 
     # 1. the public frame
     if mechanism.frame_policy == "own":
@@ -283,8 +299,10 @@ def plan_release(
         rb, ab = region_geom.bounds, lattice_frame.area
         if rb[0] < ab[0] or rb[1] < ab[1] or rb[2] > ab[2] or rb[3] > ab[3]:
             raise ParameterError(
-                "region= extends beyond the public area of the release (declared bounds= or the CRS's area of use); "
-                "clip the region to it or declare bounds= that hold it."
+                "The region extends beyond the public area of the release (the declared study area, or the CRS's area "
+                "of use).", fix=Fix("region_in_area", python="Clip the region to it, or declare bounds= that hold it.",
+                                    cli="Clip the --region to it, or declare --bounds that hold it.",
+                                    qgis="Clip the region to it, or set a 'Public study area' that holds it."),
             )
 
     # 2. the public lattice and the finite-precision bound, before any noise is drawn
@@ -304,6 +322,10 @@ def plan_release(
     if continuous:
         check_noise_above_precision(mechanism.grid_epsilon_per_m(), lattice_frame)
         effective, fp_text = None, "none: continuous float64 output (explicitly requested), no finite-precision bound"
+    if mechanism.frame_policy != "own" and isinstance(getattr(mechanism, "epsilon_per_m", None), float):
+        # how much the noise protects and tells, from public parameters only (a warning)
+        check_noise_scale(mechanism.epsilon_per_m, grid_m=None if lattice is None else lattice.grid_m,
+                          area_m=_declared_diameter(crs, bounds, region))
 
     if hasattr(mechanism, "check_frame"):
         mechanism.check_frame(frame)
@@ -317,6 +339,12 @@ def plan_release(
     from_work = None if frame.same else Transformer.from_crs(frame.work_crs, crs, always_xy=True)
     return ReleasePlan(mechanism, crs, frame, lattice_frame, lattice, region_geom, rect, effective, fp_text, bounds,
                        region is not None, tuple(keep or ()), to_work, from_work)
+
+
+def _declared_diameter(crs, bounds, region):
+    """The declared study area's diameter in ground metres (bounds=, else region='s box), or None (public)."""
+    area = declared_bounds(crs, bounds, region)
+    return None if area is None else area_diameter_metres(crs, area)
 
 
 def release_points(
@@ -421,9 +449,8 @@ def public_area(crs, bounds=None, region=None):
     rect = area_of_use_bounds(crs)
     if rect is None:
         raise CRSError(
-            f"{crs.name} has no area of use (or it crosses the antimeridian), so the release has no public area. "
-            "Declare bounds=(xmin, ymin, xmax, ymax) in the data's CRS: your study area, chosen without looking at "
-            "individual points."
+            f"{crs.name} has no area of use (or it crosses the antimeridian), so the release has no public area.",
+            fix=declare_area_fix(),
         )
     return rect, "area_of_use"
 
@@ -577,6 +604,15 @@ def synthetic_frame(data, out, crs, record):
     return attach(result, data, record)
 
 
+#: how a graded release's epsilons are given, per front end
+_SCHEDULE_FIX = Fix(
+    "epsilon_schedule",
+    python="Epsilon is per ground metre: e.g. math.log(4) / 50 at 1 hop is ln 4 within 50 m.",
+    cli="The --epsilon-table epsilons are per ground metre: e.g. 1:ln4/50 is ln 4 within 50 m at 1 hop.",
+    qgis="The epsilon table's epsilons are per ground metre: e.g. 1:ln4/50 is ln 4 within 50 m at 1 hop.",
+)
+
+
 def release_diffusion(
     data,
     source,
@@ -633,6 +669,8 @@ def release_diffusion(
         frame.check_inside(xy[within], labels[within])
     frame.check_inside(xy[[pos]], labels[[pos]])
     grid_m = check_grid(grid, float(eps.max()))
+    check_noise_scale(float(eps.max()), grid_m=grid_m, area_m=_declared_diameter(crs, bounds, None),
+                      what="the most accurate answer", fix=_SCHEDULE_FIX)
     lattice = public_lattice(frame, grid_m)
     unique = np.unique(eps)
     eff_unique = np.array([finite_precision_epsilon(e, frame, lattice) for e in unique])
@@ -758,6 +796,10 @@ class TracePlan:
         return fields
 
 
+_TIME_FIX = Fix("time_column", python="Pass time='<column>'.", cli="Give the time stamp column with --time COLUMN.",
+               qgis="Choose the 'Time field'.")
+
+
 def plan_traces(crs, epsilon=None, *, level=None, radius=None, method="predictive", budget="fixed_rate", rate=None,
                 accuracy=None, skip_speed=None, stale_after=None, predictor="parrot", on_exhausted="empty",
                 eta=None, gamma=None, delta=None, prediction_rate=None, bounds=None, grid="auto",
@@ -775,13 +817,19 @@ def plan_traces(crs, epsilon=None, *, level=None, radius=None, method="predictiv
     manager = budget_manager(budget, rate, accuracy, eta, gamma, delta, prediction_rate)
     if method == "independent":
         if skip_speed is not None or stale_after is not None or predictor not in ("parrot", None):
-            raise ParameterError("skip_speed, stale_after and predictor apply to method='predictive' only.")
+            raise ParameterError("The time skip rule, the staleness rule and the predictor apply to the predictive "
+                                 "method only.", fix=Fix(
+                                     "predictive_only", python="Leave skip_speed, stale_after and predictor out with "
+                                                               "method='independent'.",
+                                     cli="Leave --skip-speed, --stale-after and --predictor out with --method "
+                                         "independent.",
+                                     qgis="Leave them empty with 'Independent planar Laplace noise'."))
         mech = IndependentMechanism(manager)
     else:
         if skip_speed is not None and time is None:
-            raise ParameterError("skip_speed needs time stamps: pass time='<column>'.")
+            raise ParameterError("The time skip rule (skip_speed) needs time stamps.", fix=_TIME_FIX)
         if stale_after is not None and time is None:
-            raise ParameterError("stale_after needs time stamps: pass time='<column>'.")
+            raise ParameterError("The staleness rule (stale_after) needs time stamps.", fix=_TIME_FIX)
         mech = PredictiveMechanism(manager, predictor=predictor,
                                    skip=None if skip_speed is None else TimeSkip(skip_speed), stale_after=stale_after)
     frame = public_frame(crs, bounds=bounds, max_distortion=max_distortion, planar_only=True)
@@ -790,5 +838,7 @@ def plan_traces(crs, epsilon=None, *, level=None, radius=None, method="predictiv
         check_noise_above_precision(eps, frame)  # no draw spends more than the trace's total
     else:
         lattice = public_lattice(frame, check_grid(grid, eps))
+    check_noise_scale(eps, grid_m=None if lattice is None else lattice.grid_m,
+                      area_m=_declared_diameter(crs, bounds, None), what="each trace's whole budget")
     return TracePlan(mech, manager, method, eps, level, radius, frame, lattice, bounds, tuple(keep or ()), traj_id,
                      time, on_exhausted, skip_speed, stale_after)

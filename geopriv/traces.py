@@ -22,7 +22,7 @@ from pyproj import CRS, Transformer
 
 from .accounting import BudgetAccountant
 from .daskhook import is_dask, lazy
-from .exceptions import GeoprivError, LocationAttributeError, ParameterError, ParameterTypeError, format_labels
+from .exceptions import Fix, GeoprivError, LocationAttributeError, ParameterError, ParameterTypeError, format_labels
 from .frame import DEFAULT_MAX_DISTORTION
 from .keys import rows_of
 from .mechanisms.predictive import EXHAUSTED, NOISE, STATUS_NAMES, Traces
@@ -41,13 +41,35 @@ OUTPUT_COLUMNS = ("predicted", "status", "epsilon_spent")
 
 
 # ---------------------------------------------------------------------------- input helpers
+#: a trace id column that is missing
+TRAJ_ID_FIX = Fix(
+    "traj_id_column",
+    python="Name the column that says which trace (user, trajectory) each row belongs to, or pass traj_id=None if "
+           "all rows are one trace.",
+    cli="Name the column that says which trace (user, trajectory) each row belongs to with --traj-id COLUMN, or give "
+        "--traj-id '' if all rows are one trace.",
+    qgis="Choose the 'Trace id field' that says which trace (user, trajectory) each point belongs to, or leave it "
+         "empty if all points are one trace.",
+)
+#: a time column that is missing
+TIME_FIX = Fix(
+    "time_column",
+    python="Name the column of time stamps (datetimes or seconds), or pass time=None if the rows are already in query "
+           "order within each trace (then skip_speed cannot be used).",
+    cli="Name the column of time stamps (datetimes or seconds) with --time COLUMN, or give --time '' if the rows are "
+        "already in query order within each trace (then --skip-speed cannot be used).",
+    qgis="Choose the 'Time field', or leave it empty if the features are already in query order within each trace.",
+)
+
+
 def column_of(data, name, what, hint):
-    """The column ``name`` of ``data``, or a GeoprivError naming the columns there are (and ``hint``)."""
+    """The column ``name`` of ``data``, or a GeoprivError naming the columns there are (and ``hint``, a str or Fix)."""
     if name not in data.columns:
         cols = [c for c in data.columns if c != data.geometry.name]
-        raise GeoprivError(
-            f"The {what} column {name!r} is not in the data (columns: {cols}). {hint}"
-        )
+        problem = f"The {what} column {name!r} is not in the data (columns: {cols})."
+        if isinstance(hint, Fix):
+            raise GeoprivError(problem, fix=hint)
+        raise GeoprivError(f"{problem} {hint}")
     return data[name]
 
 
@@ -89,27 +111,31 @@ def _layout(data, geoms, traj_id, time):
     else:
         if not isinstance(data, gpd.GeoDataFrame):
             raise GeoprivError("traj_id and time name columns: pass a GeoDataFrame, not a GeoSeries.")
-        ids = column_of(data, traj_id, "trace id (traj_id)",
-                      "Name the column that says which trace (user, trajectory) each row belongs to, "
-                      "or pass traj_id=None if all rows are one trace.")
+        ids = column_of(data, traj_id, "trace id", TRAJ_ID_FIX)
         if traj_id == data.geometry.name or isinstance(ids.dtype, gpd.array.GeometryDtype):
             raise GeoprivError(
-                f"traj_id={traj_id!r} names a geometry column: every location would become its own trace id, "
-                "published in the ledger. Name the column that identifies the user or trajectory."
+                f"The trace id column {traj_id!r} is a geometry column: every location would become its own trace id, "
+                "published in the ledger.", fix=TRAJ_ID_FIX,
             )
         from .attributes import find_location_columns
 
         if find_location_columns(data[[traj_id, data.geometry.name]].set_geometry(data.geometry.name)):
             raise GeoprivError(
                 f"The trace id column {traj_id!r} looks like locations (coordinates, WKT, ...); trace ids are "
-                "published with the release and in its ledger. Use an opaque id (e.g. pd.factorize(...)[0])."
+                "published with the release and in its ledger.",
+                fix=Fix("opaque_ids", python="Use an opaque id (e.g. pd.factorize(...)[0]).",
+                        cli="Use a column of opaque ids (numbers or names that say nothing about places).",
+                        qgis="Use a field of opaque ids (numbers or names that say nothing about places)."),
             )
         if ids.dtype == object:
             kinds = {type(v).__name__ for v in ids.dropna().to_numpy()}
             if len(kinds) > 1:
                 raise GeoprivError(
                     f"The trace id column {traj_id!r} mixes types {sorted(kinds)}: ids such as '1' and 1 would get "
-                    f"two budgets for what may be one user. Convert it to one type, e.g. gdf[{traj_id!r}].astype(str)."
+                    "two budgets for what may be one user.",
+                    fix=Fix("one_type", python=f"Convert it to one type, e.g. gdf[{traj_id!r}].astype(str).",
+                            cli="Store the column with one type in the file (e.g. text).",
+                            qgis="Convert the field to one type (e.g. text, with 'Refactor fields')."),
                 )
         missing = ids.isna().to_numpy()
         if missing.any():
@@ -127,9 +153,7 @@ def _layout(data, geoms, traj_id, time):
     else:
         if not isinstance(data, gpd.GeoDataFrame):
             raise GeoprivError("traj_id and time name columns: pass a GeoDataFrame, not a GeoSeries.")
-        secs = time_seconds(column_of(data, time, "time",
-                                "Name the column of time stamps (datetimes or seconds), or pass time=None if the "
-                                "rows are already in query order within each trace (then skip_speed cannot be used)."))
+        secs = time_seconds(column_of(data, time, "time", TIME_FIX))
     order = np.lexsort((np.arange(n), secs, codes))  # stable: ties in time keep the input order
     return codes, uniques, secs, order
 
@@ -140,8 +164,12 @@ def check_output_columns(data):
         clash = [c for c in OUTPUT_COLUMNS if c in data.columns]
         if clash:
             raise GeoprivError(
-                f"The data already has column(s) {clash} that sanitize_traces adds. Rename them first, e.g. "
-                f"gdf.rename(columns={{{clash[0]!r}: {clash[0] + '_in'!r}}}), or drop them."
+                f"The data already has column(s) {clash} that the trace release adds.",
+                fix=Fix("rename_columns", python=f"Rename them first, e.g. gdf.rename(columns={{{clash[0]!r}: "
+                                                 f"{clash[0] + '_in'!r}}}), or drop them.",
+                        cli="Rename them in the file, or leave them out with " + " ".join(f"--drop {c}" for c in clash)
+                            + ".",
+                        qgis="Rename them ('Rename field') or remove them ('Drop field(s)') first."),
             )
 
 
@@ -621,8 +649,8 @@ def _time_unit_seconds(time_unit, numeric: bool, name) -> float:
         raise ParameterError(f"time_unit must be None or one of {sorted(TIME_UNITS)}, got {time_unit!r}.")
     if not numeric:
         raise ParameterError(
-            f"time_unit applies to numeric time columns only; {name!r} holds datetimes or text, which carry their own "
-            "unit. Leave time_unit=None."
+            f"A time unit applies to numeric time columns only; {name!r} holds datetimes or text, which carry their "
+            "own unit.", fix=Fix("time_unit", python="Leave time_unit=None.", cli="Leave --time-unit out.", qgis=""),
         )
     return TIME_UNITS[time_unit]
 
@@ -639,9 +667,10 @@ def _check_seconds_plausible(t: np.ndarray, codes: np.ndarray, name) -> None:
             f"The time column {name!r} holds numbers that, read as seconds, lie after the year 5000: they look like "
             f"epoch {dict(ms='milliseconds', us='microseconds', ns='nanoseconds')[unit]}, and sampled as seconds the "
             f"protocol's intervals would be {dict(ms='1,000', us='a million', ns='a billion')[unit]} times too short "
-            "(thousands of queries too many). Pass "
-            f"time_unit={unit!r}, or convert the column to datetimes first: "
-            f"gdf[{name!r}] = pd.to_datetime(gdf[{name!r}], unit={unit!r}, utc=True)."
+            "(thousands of queries too many).",
+            fix=Fix("time_unit", python=f"Pass time_unit={unit!r}, or convert the column to datetimes first: "
+                                        f"gdf[{name!r}] = pd.to_datetime(gdf[{name!r}], unit={unit!r}, utc=True).",
+                    cli=f"Give --time-unit {unit}.", qgis=""),
         )
     same = codes[1:] == codes[:-1]
     steps = np.diff(t)[same]
@@ -650,9 +679,11 @@ def _check_seconds_plausible(t: np.ndarray, codes: np.ndarray, name) -> None:
         raise GeoprivError(
             f"Consecutive fixes are a median of less than a millisecond apart when the time column {name!r} is read as "
             "seconds: the numbers look like days or hours (e.g. GeoLife's or Excel's fractional days since 1899-12-30), "
-            "and sampling them as seconds would draw almost no queries. Pass time_unit='D' (or 'h'), or convert the "
-            f"column to datetimes first: gdf[{name!r}] = pd.to_datetime(gdf[{name!r}], unit='D', origin='1899-12-30', "
-            "utc=True)."
+            "and sampling them as seconds would draw almost no queries.",
+            fix=Fix("time_unit", python=f"Pass time_unit='D' (or 'h'), or convert the column to datetimes first: "
+                                        f"gdf[{name!r}] = pd.to_datetime(gdf[{name!r}], unit='D', origin='1899-12-30', "
+                                        "utc=True).",
+                    cli="Give --time-unit D (or h).", qgis=""),
         )
 
 
@@ -762,7 +793,8 @@ def sample_queries(
         raise GeoprivError(
             f"The trajectories last so long in seconds that sampling would draw more than {_MAX_CANDIDATES:,} query "
             f"times (a query every {short:g} s). Check the unit of the time column {time!r}: numbers are read as "
-            "seconds unless time_unit= says otherwise (e.g. time_unit='ms'); or split the trajectories."
+            "seconds unless a time unit says otherwise; or split the trajectories.",
+            fix=Fix("time_unit", python="E.g. time_unit='ms'.", cli="E.g. --time-unit ms.", qgis=""),
         )
     gaps = np.where(gen.random(per.sum()) < p, jump, short)
     if jitter > 0:

@@ -46,6 +46,15 @@ def pytest_collection_modifyitems(config, items):
             raise pytest.UsageError(f"GEOPRIV_REQUIRE_QGIS=1 but QGIS cannot be imported: {exc}")
 
 
+@pytest.fixture(autouse=True)
+def geopriv_home(tmp_path_factory, monkeypatch):
+    """Each test has its own, empty geopriv data directory (verification stamps and their key):
+    nothing is written to the real one, and no test finds another test's stamps."""
+    home = tmp_path_factory.mktemp("geopriv-home")
+    monkeypatch.setenv("GEOPRIV_HOME", str(home))
+    return home
+
+
 @pytest.fixture(scope="session")
 def soho():
     """324 Soho cholera deaths, EPSG:3857 (Web Mercator at 51.5 N: 1.61 CRS units per metre)."""

@@ -579,12 +579,21 @@ def test_error_names_columns_and_fixes_without_coordinates(shuffled):
     err = info.value
     assert isinstance(err, GeoprivError) and isinstance(err, ValueError)
     assert set(err.reasons) == {"lon", "lat", "wkt", INDEX}
-    msg = str(err)
+    msg = str(err)  # the library's text: the problem and the Python fix
     for expected in ("'lon'", "'lat'", "'wkt'", "longitude", "WKT",
                      "gdf.drop(columns=['lon', 'lat', 'wkt'])", "keep=['lon', 'lat', 'wkt']",
-                     "--keep lon --keep lat --keep wkt", "Keep these attribute columns",
                      "gdf.reset_index(drop=True)", "keep=['<index>']"):
         assert expected in msg, expected
+    assert "--keep" not in msg and "QGIS" not in msg
+    # each front end reads its own fix only (geopriv.exceptions.user_message)
+    from geopriv.exceptions import user_message
+
+    cli, qgis = user_message(err, "cli"), user_message(err, "qgis")
+    for expected in ("--drop lon --drop lat --drop wkt", "--keep lon --keep lat --keep wkt", "--keep '<index>'"):
+        assert expected in cli, expected
+    assert "'Drop field(s)'" in qgis and "'Keep these attribute columns'" in qgis
+    assert "gdf." not in cli + qgis and "keep=" not in cli + qgis and "--" not in qgis
+    assert err.fix.kind == "drop_columns+replace_index"
     # no coordinate value leaks into the message (nor into the reasons)
     text = msg + " ".join(err.reasons.values())
     for i in range(0, len(gdf), 7):
@@ -612,7 +621,7 @@ def test_keep(shuffled):
 
 def test_keep_unknown_column(shuffled):
     deaths = shuffled
-    with pytest.raises(ValueError, match=r"keep=\['Lon'\] names no column.*'Id', 'Count', 'geometry'"):
+    with pytest.raises(ValueError, match=r"kept column\(s\) \['Lon'\] name no column.*'Id', 'Count', 'geometry'.*keep="):
         check_location_attributes(deaths, keep=["Lon"])
     with pytest.raises(ValueError, match="GeoSeries"):
         check_location_attributes(deaths.geometry, keep=["Id"])

@@ -133,7 +133,7 @@ def test_points_outside_bounds_are_refused_naming_rows(capsys, tmp_path):
     out = tmp_path / "synthetic.gpkg"
     code, _, err = run(capsys, "synthesize", SOHO, out, "--layer", "deaths", "--epsilon", "1",
                        "--bounds", -15000, 6711900, -14600, 6713300)
-    line = one_line_error(err, "row(s) lie outside the declared bounds", "labels ")
+    line = one_line_error(err, "row(s) lie outside the declared study area", "--bounds", "labels ")
     assert code == 2
     assert not out.exists() and list(tmp_path.iterdir()) == []
     for value in ("-15539", "6712903", "51.51", "-0.13"):  # rows are named, never coordinates

@@ -77,3 +77,146 @@ def test_files_are_named_with_the_systems_reason():
 @pytest.mark.parametrize("exc", [MemoryError(), MemoryError("x" * 10)])
 def test_memory_errors_say_what_to_do(exc):
     assert "not enough memory" in user_message(exc)
+
+
+# ---------------------------------------------------------------------------- fixes per front end (issue 31)
+def test_a_fix_is_immutable_and_rendered_per_front_end():
+    import pickle
+
+    from geopriv.exceptions import FRONT_ENDS, Fix
+
+    fix = Fix("drop_columns", python="gdf = gdf.drop(columns=['lon']).", cli="--drop lon.", qgis="'Drop field(s)'.")
+    with pytest.raises(AttributeError):
+        fix.cli = "x"
+    exc = GeoprivError("'lon' holds longitudes.", fix=fix)
+    assert str(exc) == "'lon' holds longitudes. gdf = gdf.drop(columns=['lon'])."  # the library's text: Python
+    assert exc.problem == "'lon' holds longitudes." and exc.fix is fix
+    assert [user_message(exc, fe) for fe in FRONT_ENDS] == [
+        "'lon' holds longitudes. gdf = gdf.drop(columns=['lon']).", "'lon' holds longitudes. --drop lon.",
+        "'lon' holds longitudes. 'Drop field(s)'."]
+    with pytest.raises(ParameterError, match="front_end"):
+        user_message(exc, "R")
+    # a front end without advice shows the problem only, never another front end's advice
+    assert user_message(GeoprivError("No layer.", fix=Fix("k", python="layer=", cli="--layer")), "qgis") == "No layer."
+    # a problem written without a final period (the command line's style) gets one before the advice
+    assert user_message(OutputError("out.gpkg exists", fix=Fix("k", cli="Pass --overwrite.")), "cli") == \
+        "out.gpkg exists. Pass --overwrite."
+    back = pickle.loads(pickle.dumps(exc))  # dask sends errors between processes
+    assert back.fix == fix and str(back) == str(exc)
+    joined = Fix.join(fix, None, Fix.same("shuffle_rows", "Shuffle."))
+    assert joined.kind == "drop_columns+shuffle_rows" and joined.text("qgis") == "'Drop field(s)'. Shuffle."
+    assert Fix.join(None) is None and Fix.join(fix) is fix
+
+
+def _converted_errors():
+    """geopriv errors a command-line or QGIS user meets, each raised by the library itself."""
+    import math
+
+    import geopandas as gpd
+    import numpy as np
+
+    from geopriv.precision import check_epsilon
+
+    deaths = gpd.read_file(pathlib.Path(geopriv.__file__).parent / "data" / "soho_cholera.gpkg", layer="deaths")
+    lonlat = deaths.geometry.to_crs(4326)
+    ordered = deaths.iloc[np.argsort(deaths.geometry.x.to_numpy())].reset_index(drop=True)
+    with_lon = deaths.assign(lon=lonlat.x, lat=lonlat.y)
+    multi = deaths.copy()
+    multi.loc[3, "geometry"] = shapely.MultiPoint([(0, 0), (1, 1)])
+    degrees = deaths.to_crs(4326).set_crs(3857, allow_override=True)  # longitude/latitude labelled Web Mercator
+    far = deaths.copy()
+    far.loc[5, "geometry"] = shapely.Point(0, 0)
+    kw = dict(level=math.log(4), radius=200, rng=1)
+    return {
+        "row order": lambda: geopriv.perturb(ordered, **kw),
+        "location columns": lambda: geopriv.perturb(with_lon, **kw),
+        "unknown keep": lambda: geopriv.perturb(deaths, keep=["Lon"], **kw),
+        "no CRS": lambda: geopriv.perturb(deaths.set_crs(None, allow_override=True), **kw),
+        "MultiPoint": lambda: geopriv.perturb(multi, **kw),
+        "metres as degrees": lambda: geopriv.perturb(deaths.set_crs(4326, allow_override=True), **kw),
+        "degrees as Web Mercator": lambda: geopriv.perturb(degrees, keep=["Id"], **kw),
+        "outside the study area": lambda: geopriv.perturb(far, bounds=(-16000, 6711000, -14000, 6714000), **kw),
+        "epsilon 0": lambda: check_epsilon(0.0),
+        "traces need a plane": lambda: geopriv.sanitize_traces(deaths.to_crs(4326).assign(u=1, t=0.0), traj_id="u",
+                                                               time="t", rate=0.1, **kw),
+        "missing trace id": lambda: geopriv.sanitize_traces(deaths, traj_id="user", time=None, rate=0.1,
+                                                            bounds=(-16000, 6711000, -14000, 6714000), **kw),
+        "continuous and grid": lambda: geopriv.perturb(deaths, continuous=True, grid=5, **kw),
+    }
+
+
+import pathlib  # noqa: E402 - used by the table above
+
+import shapely  # noqa: E402
+
+
+@pytest.mark.parametrize("case", sorted(_converted_errors()))
+def test_each_front_end_reads_only_its_own_advice(case):
+    import re
+
+    from geopriv.exceptions import Fix
+
+    exc = _caught(_converted_errors()[case])
+    assert isinstance(exc, GeoprivError) and isinstance(exc.fix, Fix), (case, exc)
+    python, cli, qgis = (user_message(exc, fe) for fe in ("python", "cli", "qgis"))
+    assert python == " ".join(str(exc).split())  # the library's own text is the Python one
+    python_code = re.compile(r"gdf\.|\b[a-z_]+=[\[('<\w]|math\.log")  # calls and keyword arguments
+    for text in (cli, qgis):
+        assert not python_code.search(text), (case, text)
+    assert "--" not in qgis and "command line" not in qgis, (case, qgis)
+    assert "QGIS" not in cli and "(Python)" not in cli, (case, cli)
+    assert exc.fix.cli and exc.fix.qgis, case  # every one of these has advice for both front ends
+    if case == "missing trace id":
+        assert "--traj-id" in cli and "'Trace id field'" in qgis and "traj_id=None" in python
+    assert len(cli) < 800 and len(qgis) < 800, (case, len(cli), len(qgis))  # short: not the 1,900-character wall
+
+
+# ---------------------------------------------------------------------------- noise-scale warnings (issue 31)
+def test_noise_scale_warnings_come_from_public_parameters_only():
+    import math
+    import warnings
+
+    from geopriv.exceptions import LowUtilityWarning, WeakProtectionWarning
+    from geopriv.precision import PROTECTION_FLOOR_M, check_noise_scale, expected_displacement
+
+    assert PROTECTION_FLOOR_M == 10.0 and expected_displacement(0.2) == pytest.approx(10.0)
+    with pytest.warns(WeakProtectionWarning) as caught:  # ln 4 read as epsilon per metre: 1.44 m on average
+        assert check_noise_scale(math.log(4)) == pytest.approx(2 / math.log(4))
+    (w,) = caught
+    assert "1.44 m on average" in str(w.message) and "level=math.log(4), radius=200" in str(w.message)
+    assert w.filename == __file__  # attributed to the caller, not to geopriv
+    cli, qgis = user_message(w.message, "cli"), user_message(w.message, "qgis")
+    assert "--level ln4 --radius 200" in cli and "math." not in cli and "level=" not in cli
+    assert "'Epsilon' empty" in qgis and "--" not in qgis and "math." not in qgis
+    with pytest.warns(WeakProtectionWarning, match="less than the public lattice step of 25 m"):
+        check_noise_scale(0.1, grid_m=25)  # 20 m of noise on a 25 m lattice
+    with pytest.warns(LowUtilityWarning, match=r"2,000 m on average .* diameter of 500 m"):
+        check_noise_scale(0.001, area_m=500.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_noise_scale(math.log(4) / 200, grid_m=1.0, area_m=5_000.0)  # ln 4 within 200 m in a 5 km area: fine
+        check_noise_scale(0.001)  # no declared area: no utility check
+
+
+def test_releases_warn_about_their_noise_scale():
+    import math
+    import warnings
+
+    import geopandas as gpd
+
+    from geopriv.exceptions import LowUtilityWarning, WeakProtectionWarning
+
+    deaths = gpd.read_file(pathlib.Path(geopriv.__file__).parent / "data" / "soho_cholera.gpkg", layer="deaths")
+    soho = (-15800, 6711900, -14600, 6713300)
+    with pytest.warns(WeakProtectionWarning, match="0.01 m on average"):
+        geopriv.perturb(deaths, epsilon=200, rng=1)
+    with pytest.warns(LowUtilityWarning):
+        geopriv.perturb(deaths, epsilon=1e-4, bounds=soho, rng=1)  # 20 km of noise over a 1.8 km area
+    with pytest.warns(WeakProtectionWarning, match="Each trace's whole budget"):
+        geopriv.sanitize_traces(deaths.assign(u=deaths.index % 5), traj_id="u", time=None, epsilon=1.0, rate=0.5,
+                                bounds=soho, rng=1, keep=["<row order>"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", WeakProtectionWarning)
+        warnings.simplefilter("error", LowUtilityWarning)
+        geopriv.perturb(deaths, level=math.log(4), radius=200, rng=1)
+        geopriv.perturb(deaths, level=math.log(4), radius=200, bounds=soho, rng=1)

@@ -107,7 +107,7 @@ def test_points_outside_the_public_area_are_refused_by_label():
     with pytest.raises(GeometryError, match="'far'") as info:
         geopriv.perturb(pts, EPS, rng=1)
     assert "9000000" not in str(info.value) and "448000" not in str(info.value)
-    with pytest.raises(GeometryError, match="declared bounds"):
+    with pytest.raises(GeometryError, match="declared study area"):
         geopriv.perturb(pts.iloc[:1], EPS, rng=1, bounds=(0, 0, 100_000, 100_000))
 
 

@@ -412,3 +412,15 @@ def test_an_interrupt_right_after_the_staging_directory_is_made_leaves_nothing(t
             stage.file(tmp_path / "out.csv", lambda tmp: tmp.write_text("a\n"))
     monkeypatch.undo()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_new_geopackage_is_version_1_2(tmp_path):
+    """QGIS 3.22 (GDAL 3.6) warns on every open of a GeoPackage 1.4, GDAL >= 3.7's default."""
+    import sqlite3
+
+    from geopriv.io import write_vector
+    from shapely.geometry import Point
+
+    out = write_vector(gpd.GeoDataFrame({"a": [1]}, geometry=[Point(0, 0)], crs=32650), tmp_path / "o.gpkg")
+    with sqlite3.connect(out) as db:
+        assert db.execute("pragma user_version").fetchone()[0] == 10200

@@ -172,10 +172,14 @@ def test_flatgeobuf_written_by_gdal_is_in_spatial_order(tmp_path):
     with pytest.raises(LocationAttributeError) as info:
         check_location_attributes(back)
     assert set(info.value.reasons) == {ROW_ORDER}
-    message = str(info.value)
-    for expected in ("gdf = gdf.sample(frac=1).reset_index(drop=True)", "keep=['<row order>']",
-                     "--keep '<row order>'", "Keep these attribute columns"):
+    message = str(info.value)  # the library's text: the Python fix
+    for expected in ("gdf = gdf.sample(frac=1).reset_index(drop=True)", "keep=['<row order>']"):
         assert expected in message, expected
+    from geopriv.exceptions import user_message
+
+    cli, qgis = user_message(info.value, "cli"), user_message(info.value, "qgis")
+    assert "--shuffle" in cli and "--keep '<row order>'" in cli and "gdf." not in cli
+    assert "randf()" in qgis and "'The row order is public (keep it)'" in qgis and "--" not in qgis and "gdf." not in qgis
     # the fix from the message works; keeping the order deliberately works
     check_location_attributes(back.sample(frac=1).reset_index(drop=True))
     check_location_attributes(back, keep=[ROW_ORDER])

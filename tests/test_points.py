@@ -120,7 +120,7 @@ def test_degrees_labelled_as_utm_are_refused_with_a_label_hint(fixes):
         assert "label is probably wrong" in msg and "set_crs('EPSG:4326', allow_override=True)" in msg
         _assert_no_coordinates(msg, wrong)
     # with the README's lon/lat study area copied as bounds= the mistake is caught too
-    with pytest.raises(CRSError, match="declared bounds= are within a few hundred units of the origin"):
+    with pytest.raises(CRSError, match="declared study area is within a few hundred units of the origin"):
         wrong.priv.perturb(epsilon=EPS, rng=1, bounds=BEIJING)
     # one mislabelled row among real UTM coordinates is named
     utm = fixes.to_crs(32650)

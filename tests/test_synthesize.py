@@ -75,7 +75,7 @@ def test_bounds_taken_from_the_data_are_refused(deaths):
 
 
 def test_points_outside_the_bounds_are_refused_by_row(deaths):
-    with pytest.raises(GeometryError, match="outside the declared bounds") as err:
+    with pytest.raises(GeometryError, match="outside the declared study area") as err:
         deaths.priv.synthesize(1.0, bounds=(-15800, 6711900, -15000, 6713300))
     message = str(err.value)
     assert "labels" in message and "6712" not in message and "-15" not in message.split("labels")[1][:40]

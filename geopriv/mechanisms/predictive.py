@@ -65,7 +65,7 @@ from typing import Callable
 import numpy as np
 
 from ..accounting import BudgetAccountant
-from ..exceptions import GeoprivError, ParameterError, ParameterTypeError
+from ..exceptions import Fix, GeoprivError, ParameterError, ParameterTypeError
 from ..keys import RowStreams, rows_of
 from .planar_laplace import check_epsilon, polar_noise, radius_quantile
 
@@ -1072,6 +1072,16 @@ class IndependentMechanism:
                         traces.lengths.copy(), {"mechanism": "independent"})
 
 
+#: the two budget managers and what each takes
+_BUDGET_FIX = Fix(
+    "budget", python="budget='fixed_rate' takes rate= (e.g. rate=0.033); budget='fixed_utility' takes accuracy= "
+                     "(e.g. accuracy=3000).",
+    cli="--budget fixed_rate takes --rate (e.g. --rate 0.033); --budget fixed_utility takes --accuracy (e.g. "
+        "--accuracy 3000).",
+    qgis="'Fixed rate' takes the budget rate; 'Fixed utility' takes the accuracy in metres.",
+)
+
+
 def budget_manager(budget, rate, accuracy, eta, gamma, delta, prediction_rate):
     """The budget manager of a trace release: ``budget`` as a name (with ``rate=`` or ``accuracy=``) or a manager."""
     if isinstance(budget, (FixedRate, FixedUtility)):
@@ -1080,20 +1090,22 @@ def budget_manager(budget, rate, accuracy, eta, gamma, delta, prediction_rate):
         return budget
     if budget == "fixed_rate":
         if accuracy is not None:
-            raise ParameterError("accuracy= goes with budget='fixed_utility'; fixed_rate takes rate= (fraction per query).")
+            raise ParameterError("An accuracy goes with the fixed utility budget manager; fixed rate takes a rate "
+                                 "(fraction per query).", fix=_BUDGET_FIX)
         if rate is None:
             raise ParameterError(
-                "budget='fixed_rate' needs rate=: the fraction of each trace's budget a query may spend on average, "
-                "e.g. rate=0.033 for about 30 queries (the paper's setting)."
+                "The fixed rate budget manager needs a rate: the fraction of each trace's budget a query may spend on "
+                "average, e.g. 0.033 for about 30 queries (the paper's setting).", fix=_BUDGET_FIX,
             )
         return FixedRate(rate=rate, eta=eta, gamma=gamma, delta=delta, prediction_rate=prediction_rate)
     if budget == "fixed_utility":
         if rate is not None:
-            raise ParameterError("rate= goes with budget='fixed_rate'; fixed_utility takes accuracy= (metres).")
+            raise ParameterError("A rate goes with the fixed rate budget manager; fixed utility takes an accuracy "
+                                 "(metres).", fix=_BUDGET_FIX)
         if accuracy is None:
             raise ParameterError(
-                "budget='fixed_utility' needs accuracy=: the radius in metres within which a hard query's release "
-                "falls with probability delta (0.9), e.g. accuracy=3000 (the paper's setting)."
+                "The fixed utility budget manager needs an accuracy: the radius in metres within which a hard query's "
+                "release falls with probability delta (0.9), e.g. 3000 (the paper's setting).", fix=_BUDGET_FIX,
             )
         return FixedUtility(accuracy=accuracy, eta=eta, gamma=gamma, delta=delta)
     raise ParameterError(

@@ -21,6 +21,7 @@ import inspect
 import json
 import math
 import os
+import re
 import warnings
 
 import numpy as np
@@ -36,6 +37,7 @@ from qgis.core import (
     QgsProcessingParameterExtent,
     QgsProcessingParameterField,
     QgsProcessingParameterNumber,
+    QgsProcessingParameterString,
     QgsWkbTypes,
 )
 from qgis.PyQt.QtGui import QIcon
@@ -137,18 +139,27 @@ DEBUG_HINT = ("set the environment variable GEOPRIV_TRACEBACK=1 before starting 
 def error_message(exc) -> str:
     """The text QGIS shows for an exception: ``geopriv.exceptions.user_message`` (shared with the command line).
 
-    geopriv's own errors show their message (plus what to do in QGIS); any other exception
-    (pandas, pyproj, numpy, GDAL, a bare ValueError) shows its type and a generic sentence,
-    never its text, which may quote data values such as coordinates.
+    geopriv's own errors show their problem and what to do in QGIS only (the library's fix for
+    the ``"qgis"`` front end: no Python code, no command-line options); errors that carry no fix
+    get the hints of :func:`qgis_hint`.  Any other exception (pandas, pyproj, numpy, GDAL, a bare
+    ValueError) shows its type and a generic sentence, never its text, which may quote data
+    values such as coordinates.
     """
-    from geopriv.exceptions import shows_message, user_message
+    from geopriv.exceptions import Fix, shows_message, user_message
 
-    message = user_message(exc, debug_hint=DEBUG_HINT)
-    if shows_message(exc):
+    message = user_message(exc, front_end="qgis", debug_hint=DEBUG_HINT)
+    if shows_message(exc) and not isinstance(getattr(exc, "fix", None), Fix):
         hint = qgis_hint(exc, message)
         if hint:
             message = f"{message} {hint}"
     return message
+
+
+def warning_message(warning) -> str:
+    """The text QGIS logs for a caught geopriv warning: its problem and what to do in QGIS."""
+    from geopriv.exceptions import user_message
+
+    return f"{warning.category.__name__}: {user_message(warning.message, front_end='qgis')}"
 
 
 class GeoprivAlgorithm(QgsProcessingAlgorithm):
@@ -189,7 +200,8 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
         return self.GROUP_ID
 
     def shortHelpString(self):  # noqa: N802
-        return self.HELP
+        """The help panel's text: HELP with its source line breaks removed (QGIS makes every line a paragraph)."""
+        return re.sub(r"\s*\n\s*", " ", self.HELP).strip()
 
     def icon(self):
         return QIcon(ICON)
@@ -224,12 +236,13 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
 
         seen = set()
         for warning in caught:
-            text = f"{warning.category.__name__}: {warning.message}"
+            ours = issubclass(warning.category, geopriv.GeoprivWarning)
+            text = warning_message(warning) if ours else f"{warning.category.__name__}: {warning.message}"
             if text in seen:
                 continue
             seen.add(text)
-            if issubclass(warning.category, geopriv.GeoprivWarning):
-                feedback.pushWarning(text)  # geopriv's own warnings are meant for the user
+            if ours:
+                feedback.pushWarning(text)  # geopriv's own warnings are meant for the user (with the QGIS advice)
             else:
                 feedback.pushDebugInfo(f"{text} ({warning.filename}:{warning.lineno})")
         feedback.setProgress(100)
@@ -301,16 +314,22 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
         """LEVEL within RADIUS (metres), or EPSILON per metre (optional; replaces them when set)."""
         label = level_label or f"Privacy level within the radius ({level:.4g} = ln {math.exp(level):.4g}: " \
                                f"at most {math.exp(level):.4g} times more likely)"
-        param = QgsProcessingParameterNumber(self.LEVEL, label, QgsProcessingParameterNumber.Double,
-                                             defaultValue=level, minValue=0.0)
+        # text, so that "ln4" is exactly ln 4 (a number field would show and record 1.386294)
+        base = math.exp(level)
+        default = f"ln{round(base)}" if abs(math.log(round(base)) - level) < 1e-12 else repr(level)
+        param = QgsProcessingParameterString(self.LEVEL, label, defaultValue=default)
         param.setHelp("Privacy loss allowed between two locations that are 'radius' metres apart: "
-                      "epsilon = level / radius per metre.")
+                      "epsilon = level / radius per metre. A number, or ln4 / ln(4) for exactly ln 4.")
         self.addParameter(param)
         self.addParameter(QgsProcessingParameterNumber(
             self.RADIUS, "Radius (metres)", QgsProcessingParameterNumber.Double, defaultValue=radius, minValue=0.0))
-        self.addParameter(QgsProcessingParameterNumber(
-            self.EPSILON, epsilon_label or "Epsilon (privacy loss per metre; if set, replaces level and radius)",
-            QgsProcessingParameterNumber.Double, defaultValue=None, optional=True, minValue=0.0))
+        epsilon = QgsProcessingParameterNumber(
+            self.EPSILON, epsilon_label or "Epsilon (privacy loss per ground metre; if set, replaces level and radius)",
+            QgsProcessingParameterNumber.Double, defaultValue=None, optional=True, minValue=0.0)
+        epsilon.setHelp("Per ground metre: epsilon = level / radius, e.g. 0.0069 for ln 4 within 200 m. The level "
+                        "itself (1.386 = ln 4) given as epsilon would be ln 4 within 1 m: almost no protection (a "
+                        "warning says so).")
+        self.addParameter(epsilon)
 
     def privacy(self, parameters, context, feedback) -> dict:
         """geopriv keyword arguments: ``epsilon=`` if EPSILON is set, else ``level=`` and ``radius=``."""
@@ -318,7 +337,9 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
         if epsilon is not None:
             feedback.pushInfo(f"Using epsilon = {epsilon:g} per metre; level and radius are ignored.")
             return {"epsilon": epsilon}
-        return {"level": self.parameterAsDouble(parameters, self.LEVEL, context),
+        from geopriv.parsing import parse_number
+
+        return {"level": parse_number(self.parameterAsString(parameters, self.LEVEL, context)),
                 "radius": self.parameterAsDouble(parameters, self.RADIUS, context)}
 
     def add_release_parameters(self, input_name: str, function: str, grid_help: str, bounds_help: str,

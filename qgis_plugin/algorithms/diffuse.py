@@ -159,14 +159,16 @@ empty for a real release.</p>"""
             ["hops: edges on a shortest path", "resistance: effective resistance (counts every path)"],
             defaultValue=self.DISTANCES.index(library_default("diffuse_locations", "distance"))))
         table = QgsProcessingParameterString(
-            self.EPSILON_TABLE, "Epsilon per metre by network distance: distance:epsilon pairs, e.g. 1:ln4/50 "
+            self.EPSILON_TABLE, "Epsilon per ground metre by network distance: distance:epsilon pairs, e.g. 1:ln4/50 "
                                 "4:ln4/2000 (or give A and B)", defaultValue=None, optional=True)
         table.setHelp("Epsilon must not increase with distance. Between the distances: linear interpolation (advanced: "
                       "steps); the first epsilon below the first distance, the last beyond the last. 'ln' and '/' are "
                       "understood: ln4/50 is ln(4)/50.")
         self.addParameter(table)
-        for name, label in ((self.EXP_A, "A in epsilon(d) = exp(B - A d) per metre (>= 0: decrease per unit of distance)"),
-                            (self.EXP_B, "B in epsilon(d) = exp(B - A d) per metre (ln of epsilon at distance 0)")):
+        for name, label in ((self.EXP_A, "A in epsilon(d) = exp(B - A d) per ground metre (>= 0: decrease per unit "
+                                          "of distance)"),
+                            (self.EXP_B, "B in epsilon(d) = exp(B - A d) per ground metre (ln of epsilon at "
+                                         "distance 0)")):
             self.addParameter(QgsProcessingParameterNumber(name, label, QgsProcessingParameterNumber.Double,
                                                            defaultValue=None, optional=True))
         bounds = QgsProcessingParameterExtent(self.BOUNDS, BOUNDS_LABEL, defaultValue=None, optional=True)

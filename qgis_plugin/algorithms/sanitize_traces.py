@@ -104,7 +104,7 @@ trace and drive the optional time skip rule). Leave the <b>random seed</b> empty
         self.add_privacy_parameters(
             level=LN10, radius=100.0,
             level_label="Privacy level of each whole trace within the radius (2.303 = ln 10)",
-            epsilon_label="Epsilon per trace (privacy loss per metre; if set, replaces level and radius)")
+            epsilon_label="Epsilon per trace (privacy loss per ground metre; if set, replaces level and radius)")
         self.addParameter(QgsProcessingParameterEnum(
             self.BUDGET, "Budget manager", ["Fixed rate (budget rate per point)", "Fixed utility (accuracy in metres)"],
             defaultValue=self.BUDGETS.index(default("budget"))))

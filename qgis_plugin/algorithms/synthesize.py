@@ -85,7 +85,7 @@ scales, the public area and the lattice. Leave the <b>random seed</b> empty for 
         self.addParameter(QgsProcessingParameterFeatureSource(self.INPUT, "Point layer (one point per person)",
                                                               [TYPE_POINTS]))
         epsilon = QgsProcessingParameterNumber(
-            self.EPSILON, "Epsilon (differential privacy of the whole release; dimensionless, not per metre)",
+            self.EPSILON, "Epsilon (dimensionless (total): differential privacy of the whole release, not per metre)",
             QgsProcessingParameterNumber.Double, defaultValue=DEFAULT_EPSILON, minValue=0.0)
         epsilon.setHelp("One person's location replaced anywhere in the public area changes the probability of any "
                         f"synthetic set by at most exp(epsilon). The library has no default; {DEFAULT_EPSILON:g} is the "

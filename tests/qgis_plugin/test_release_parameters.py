@@ -254,7 +254,8 @@ def test_bounds_excluding_points_location_dependent(run, tokyo_mechanism):
         run("perturblocationdependent", release_params("perturblocationdependent", layer, tokyo_mechanism,
                                                        BOUNDS=bounds))
     message = str(refused.value)
-    assert "lie outside the declared bounds=" in message
+    assert "lie outside the declared study area" in message and "'Public study area'" in message
+    assert "bounds=" not in message and "--bounds" not in message
     assert "labels " + ", ".join(str(i) for i in sorted(ids[xs > cut])[:10]) in message
     for text in coordinate_texts(xs, ys):
         assert text not in message
@@ -375,3 +376,22 @@ def test_location_dependent_takes_grid_and_continuous(run, tokyo_mechanism):
     assert gridded["grid_m"] == 25.0 and "25 m lattice" in gridded["finite_precision"]
     continuous = json.loads(run("perturblocationdependent", dict(params, CONTINUOUS=True))["PROVENANCE"])
     assert continuous["finite_precision"].startswith("none: continuous") and "grid_m" not in continuous
+
+
+def test_a_level_typed_as_ln4_is_exactly_ln4(provider, run):
+    import math
+
+    alg = provider.algorithm("perturbpoints")
+    assert alg.parameterDefinition("LEVEL").defaultValue() == "ln4"
+    result = run("perturbpoints", {"INPUT": data_path("soho_cholera.gpkg", "deaths"), "LEVEL": "ln4", "RADIUS": 200.0,
+                                   "SEED": 1, "OUTPUT": "TEMPORARY_OUTPUT"})
+    assert result["EPSILON_PER_M"] == math.log(4) / 200  # exactly, not 1.386294 / 200
+    numeric = run("perturbpoints", {"INPUT": data_path("soho_cholera.gpkg", "deaths"), "LEVEL": math.log(4),
+                                    "RADIUS": 200.0, "SEED": 1, "OUTPUT": "TEMPORARY_OUTPUT"})
+    assert numeric["EPSILON_PER_M"] == math.log(4) / 200  # a float passed by processing.run keeps its precision
+
+
+def test_help_panels_are_real_paragraphs(provider):
+    for alg in provider.algorithms():
+        text = alg.shortHelpString()
+        assert "\n" not in text, alg.id()  # QGIS turns every source line into its own paragraph

@@ -103,7 +103,8 @@ def test_points_outside_the_area_are_refused_naming_feature_ids(run, tmp_path):
         synthesize(run, BOUNDS=narrow, OUTPUT=str(target))
     message = str(refused.value)
     assert message.startswith("Synthesize points (differential privacy, private measure): ")
-    assert "row(s) lie outside the declared bounds=" in message and "labels " in message
+    assert "row(s) lie outside the declared study area" in message and "labels " in message
+    assert "'Public study area'" in message and "bounds=" not in message and "--" not in message
     assert "the labels are feature ids" in message and "'Public study area' parameter" in message
     ids = {f.id() for f in vector(data_path(*SOHO)).getFeatures() if f.geometry().asPoint().x() < -15000}
     shown = message.split("labels ", 1)[1].split(".", 1)[0]
