@@ -185,7 +185,7 @@ def test_parameters_are_the_librarys(provider):
     assert "area of use" in bounds.help() and "without looking at individual points" in bounds.help()
     assert alg.parameterDefinition("KEEP_ORDER") is None  # nothing of the input's order is released
     text = alg.shortHelpString()
-    for phrase in ("dimensionless", "not per metre", "any</i> other location in the", "number of\npeople is public",
+    for phrase in ("dimensionless", "not per metre", "any</i> other location in the", "number of people is public",
                    "attributes are not carried over", "area of use"):
         assert phrase in text, phrase
 
