@@ -53,8 +53,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--size", type=int, default=20, help="coarse grid size (default 20; the paper used 35)")
     ap.add_argument("--time-limit", type=float, default=600.0, help="HiGHS time limit in seconds (default 600)")
-    ap.add_argument("--solver", default="highs", choices=list(SOLVERS))
-    ap.add_argument("--method", default="highs", choices=["highs", "highs-ds", "highs-ipm"], help="scipy method for --solver highs")
+    ap.add_argument("--solver", default=None, choices=list(SOLVERS), help="default: the library's (optimal_mechanism)")
+    ap.add_argument("--method", default=None, choices=["highs", "highs-ds", "highs-ipm"], help="scipy method for --solver highs")
     ap.add_argument("--window", type=int, default=None, help="LP variables only within this many cells of their output")
     ap.add_argument("--margin", type=float, default=1e-4)
     ap.add_argument("--max-variables", type=int, default=2_000_000)
@@ -73,9 +73,9 @@ def main(argv=None):
     mech = None
     t0 = time.perf_counter()
     try:
+        chosen = {k: v for k, v in (("solver", args.solver), ("method", args.method)) if v is not None}
         mech = optimal_mechanism(pm, time_limit=args.time_limit, max_variables=args.max_variables, margin=args.margin,
-                                 solver=args.solver, method=args.method, window=args.window,
-                                 n_jobs=args.n_jobs)
+                                 window=args.window, n_jobs=args.n_jobs, **chosen)
         total = time.perf_counter() - t0
         pr = mech.params
         o_mse, v = mech.expected_mse(), mech.verify()
@@ -107,7 +107,7 @@ def main(argv=None):
                f"| {mech.seconds:.1f} | {total:.1f} | {v:.6f} | {o_mse / lap:.4f} | {pr['dual_bound'] / lap:.4f} | {pr['gap']:.2%} "
                f"| {e_nj / lap:.4f} | {e_j / lap:.4f} | {e_nj / o_mse:.2f} (<= {e_nj / pr['dual_bound']:.2f}) | {esecs:.1f} |")
     else:
-        row = (f"| {args.size} x {args.size} | {size['variables']:,} | {size['constraints']:,} | {args.solver} | "
+        row = (f"| {args.size} x {args.size} | {size['variables']:,} | {size['constraints']:,} | {args.solver or 'auto'} | "
                f"{args.window or '-'} | not solved ({total:.0f} s) | | | | | | {e_nj / lap:.4f} | {e_j / lap:.4f} | | {esecs:.1f} |")
     print(MD_HEADER + row)
     if args.md:

@@ -310,14 +310,17 @@ def test_save_load_round_trip(tmp_path, tokyo_mech):
     path = tmp_path / "mech.npz"
     digest = tokyo_mech.save(path)
     assert digest == tokyo_mech.mechanism_id
-    back = EikonalMechanism.load(path, privacy_map=tokyo_mech.privacy_map)
+    back = EikonalMechanism.load(path, privacy_map=tokyo_mech.privacy_map, kernels="held")
     assert back.mechanism_id == tokyo_mech.mechanism_id
     np.testing.assert_array_equal(back.weights, tokyo_mech.weights)
     np.testing.assert_array_equal(back.kernel, tokyo_mech.kernel)
     assert back.report.max_ratio == tokyo_mech.report.max_ratio
     xy = np.column_stack([tokyo_mech.privacy_map.node_x[10:30], tokyo_mech.privacy_map.node_y[10:30]])
     np.testing.assert_array_equal(back.sample(xy, np.random.default_rng(3)), tokyo_mech.sample(xy, np.random.default_rng(3)))
-    assert EikonalMechanism.load(path, verify=True).report.ok
+    # saved after a verified build: stamped, so the default load solves nothing (rows on demand), same draws
+    again = EikonalMechanism.load(path, verify=True)
+    assert again.report.ok and again.verification == "stamp" and not again.kernels_held
+    np.testing.assert_array_equal(again.sample(xy, np.random.default_rng(3)), tokyo_mech.sample(xy, np.random.default_rng(3)))
 
 
 def test_corrupt_truncated_and_mismatched_files_are_refused(tmp_path, tokyo_mech, tiny_mech):
@@ -403,8 +406,13 @@ def test_points_outside_the_raster_name_their_rows(tokyo_mech, tokyo_points):
     assert "0.0" not in str(exc.value)  # rows are named, coordinates never
     # Beijing points (CRS mismatch with the map): all outside, a clear error
     beijing = gpd.GeoDataFrame(geometry=gpd.points_from_xy([448_000, 449_000], [4_416_000, 4_417_000]), crs=32650)
-    with pytest.raises(GeometryError, match="outside the mechanism's extent"):
+    with pytest.raises(GeometryError, match="outside the mechanism's privacy map") as exc:
         beijing.priv.perturb(mechanism=tokyo_mech, rng=1)
+    # plain labels, both CRSs named, and that geopriv reprojected the points; Python advice in the library
+    msg = str(exc.value)
+    assert "labels 0, 1." in msg and "np.int64" not in msg and exc.value.labels == [0, 1]
+    assert "EPSG:32650" in msg and "EPSG:30166" in msg and "reprojected" in msg
+    assert "mech.with_outside('clamp')" in msg and "--outside" not in msg
     # documented fallback: clamp to the raster
     out = pts.priv.perturb(mechanism=tokyo_mech.with_outside("clamp"), rng=1)
     assert out.attrs["geopriv"]["outside"] == "clamp"
@@ -1003,7 +1011,9 @@ def test_compact_file_is_small_and_loads_the_same_kernels(tmp_path, tiny_mech):
     with np.load(compact) as z:
         assert not {"indptr", "indices", "kernel"} & set(z.files)
         assert json.loads(str(z["meta"]))["format_version"] == eik.COMPACT_VERSION
-    back = EikonalMechanism.load(compact, privacy_map=tiny_mech.privacy_map)
+    # verify="full": verified again although stamped at save (the default would solve no kernel at all)
+    back = EikonalMechanism.load(compact, privacy_map=tiny_mech.privacy_map, verify="full")
+    assert back.verification == "full" and back.kernels_held
     for name in ("indptr", "indices", "kernel", "weights", "normaliser", "output_ij"):
         assert np.array_equal(getattr(back, name), getattr(tiny_mech, name)), name
     assert back.report.ok and back.mechanism_id == tiny_mech.mechanism_id

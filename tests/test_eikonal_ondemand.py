@@ -144,13 +144,13 @@ def test_compact_file_loads_on_demand(pair, tmp_path):
     lazy.save(path)
     with pytest.raises(ValueError, match="compact"):
         lazy.save(tmp_path / "full.npz", compact=False)
-    m = EikonalMechanism.load(path, privacy_map=pm, kernels="on_demand")
-    assert not m.kernels_held and m.report.ok
+    m = EikonalMechanism.load(path, privacy_map=pm, kernels="on_demand", verify="full")  # verified, though stamped
+    assert not m.kernels_held and m.report.ok and m.verification == "full"
     assert m.report.max_ratio == pytest.approx(lazy.report.max_ratio, rel=1e-12)
     m2 = EikonalMechanism.load(path, privacy_map=pm, kernels="on_demand", verify=False)
     assert not m2.kernels_held
     # the held load of the same file has the held build's kernels
-    h = EikonalMechanism.load(path, privacy_map=pm)
+    h = EikonalMechanism.load(path, privacy_map=pm, kernels="held")
     assert np.array_equal(h.kernel, held.kernel) and np.array_equal(h.indices, held.indices)
     # full files hold kernels: on demand needs a compact one
     full = tmp_path / "full.npz"

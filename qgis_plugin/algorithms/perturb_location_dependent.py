@@ -178,7 +178,14 @@ mechanism exists for the options, the message says which option to change.</p>
         kernels = self.kernel_modes()[self.parameterAsEnum(parameters, self.KERNELS, context)]
         if path:
             feedback.pushInfo(f"Loading the mechanism from {path}")
-            # with the library's default verification; a compact file's kernels are recomputed here
+            # with the library's default verification (none again for a file this user verified before);
+            # KERNELS absent (a script leaving it out): the library's default for loads
+            if self.KERNELS not in parameters:
+                import inspect
+
+                from geopriv.mechanisms.eikonal import persistence
+
+                kernels = inspect.signature(persistence.load).parameters["kernels"].default
             mechanism = geopriv.EikonalMechanism.load(path, progress=self.progress_callback(feedback, 10, 70),
                                                       kernels=kernels)
         else:

@@ -175,7 +175,7 @@ def test_points_outside_the_raster(run, built):
 
     _, saved = built
     london = data_path("soho_cholera.gpkg", "deaths")
-    with pytest.raises(QgsProcessingException, match=r"outside (the mechanism's extent|the declared bounds=)"):
+    with pytest.raises(QgsProcessingException, match=r"outside (the mechanism's privacy map|the declared study area)"):
         run("perturblocationdependent", {"INPUT": london, "MECHANISM_FILE": saved, "OUTPUT": "TEMPORARY_OUTPUT"})
     out = run("perturblocationdependent", {"INPUT": london, "MECHANISM_FILE": saved, "OUTSIDE": 1,
                                            "OUTPUT": "TEMPORARY_OUTPUT"})["OUTPUT"]

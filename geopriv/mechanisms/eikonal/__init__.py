@@ -110,6 +110,7 @@ Package layout (one module per step, in the order a build runs them)
 ``verification``  the guarantee recomputed from exactly what is sampled;
 ``sampling``      locations to nodes to outputs to released positions;
 ``persistence``   full and compact files, checksums and signatures;
+``stamps``        verification stamps: a file verified once is not verified again by the same user;
 ``ondemand``      kernels recomputed when needed instead of held (rows for sampling, passes);
 ``mechanism``     :class:`EikonalMechanism`, which strings them together;
 ``report``        :class:`VerifyReport`.

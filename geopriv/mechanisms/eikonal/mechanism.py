@@ -24,6 +24,9 @@ from .weights import column_sums, kernel_products, max_normaliser_share, refine_
 
 #: how a mechanism keeps its kernels (:meth:`EikonalMechanism.build`, :meth:`EikonalMechanism.load`)
 KERNELS = ("held", "on_demand")
+#: ... and :meth:`EikonalMechanism.load`'s choices: "auto" (its default) holds them, unless this user
+#: verified the file before (a stamp): then none is computed at load (on demand)
+LOAD_KERNELS = persistence.LOAD_KERNELS
 #: weight refinements (one pass of kernel solves each) an on-demand build makes where a held one
 #: would polish its weights on the full kernels
 ON_DEMAND_REFINES = 2
@@ -412,6 +415,7 @@ class EikonalMechanism:
                     f"Raise margin (now {float(np.max(marr)):g}), smooth the map (smooth=0.5) or use finer outputs (max_step=1)."
                 )
             object.__setattr__(mech, "report", report)
+            object.__setattr__(mech, "_verification", "full")
         timings["total_s"] = time.perf_counter() - t_start
         params["timings"] = timings
         return mech
@@ -531,7 +535,7 @@ class EikonalMechanism:
 
     def _carry(self, new) -> None:
         """Caches and runtime settings that a copy with another release rule keeps (same kernels)."""
-        for k in ("sampling_tables", "_row_cache", "_n_jobs", "_mp_context", "_graph", "_rows_searchable"):
+        for k in ("sampling_tables", "_row_cache", "_n_jobs", "_mp_context", "_graph", "_rows_searchable", "_verification"):
             if k in self.__dict__:
                 new.__dict__[k] = self.__dict__[k]
 
@@ -550,6 +554,19 @@ class EikonalMechanism:
         return persistence.digest(persistence.file_arrays(self, compact), persistence.file_meta(self, include_report=False, compact=compact))
 
     # ------------------------------------------------------------------ verify
+    @property
+    def verification(self) -> str | None:
+        """How this mechanism's guarantee was established in this process.
+
+        ``"full"``: :meth:`build` verified it, or :meth:`load` verified the file (kernels,
+        normaliser and every edge of the raster).  ``"stamp"``: :meth:`load` found your stamp of an
+        earlier full verification of exactly this file's content (made by ``save`` after a build,
+        or by an earlier load; :mod:`~geopriv.mechanisms.eikonal.stamps`) and did not repeat it.
+        None: not verified (``build(..., verify=False)``, ``load(..., verify=False)``, or made by
+        hand).  Only a verified mechanism's saved file is stamped.
+        """
+        return self.__dict__.get("_verification")
+
     def verify(self) -> VerifyReport:
         """Realised local Lipschitz constant of ln P(Q(u)=y) over all neighbouring node pairs and outputs.
 
@@ -615,6 +632,54 @@ class EikonalMechanism:
         uniformly within its lattice box.  ``xy`` is not modified.
         """
         return sampling.sample(self, xy, rng, outside=outside, jitter=jitter, labels=labels, progress=progress)
+
+    def check_domain(self, xy, labels, crs=None) -> None:
+        """Refuse locations outside the map's raster, before anything is sampled (``outside="error"``).
+
+        ``xy`` ((n, 2)) in the map's CRS, ``labels`` the rows' labels; ``crs`` the CRS the points
+        were given in (named in the message when it is not the map's).  The release path calls
+        this for every row before it draws any (:class:`~geopriv.exceptions.GeometryError`
+        naming the rows; nothing is computed from the kernels first).
+        """
+        if self.outside != "error":
+            return
+        out = sampling.outside_map(self.privacy_map, np.asarray(xy, float))
+        if out.any():
+            raise sampling.outside_error(self.privacy_map, np.asarray(labels, dtype=object)[out], crs)
+
+    @staticmethod
+    def check_points(source, points) -> None:
+        """Refuse the rows of ``points`` outside the privacy map of ``source``, reading nothing else.
+
+        ``source`` is a mechanism or the path of a saved one, of which only the public map is read
+        (no checksum, no verification, no kernel): a front end calls this before a :meth:`load`
+        that may verify the file in full (about half a minute at 200 x 200), so that points
+        outside the map are refused at once.  ``points`` (GeoDataFrame or GeoSeries of points) are
+        reprojected to the map's CRS first, as the release does.
+
+        Raises
+        ------
+        GeometryError
+            Rows outside the map (named by label; both CRSs named when they differ), or not points.
+        MissingCRSError
+            ``points`` without a CRS.
+        """
+        from pyproj import Transformer
+
+        from ...exceptions import MissingCRSError
+        from ...points import as_geoseries, point_xy
+
+        pm = source.privacy_map if isinstance(source, EikonalMechanism) else persistence.read_map(source)
+        geoms = as_geoseries(points)
+        if geoms.crs is None:
+            raise MissingCRSError("the points")
+        xy = point_xy(geoms)
+        if not pm.crs.equals(geoms.crs):
+            x, y = Transformer.from_crs(geoms.crs, pm.crs, always_xy=True).transform(xy[:, 0], xy[:, 1])
+            xy = np.column_stack([x, y])
+        out = sampling.outside_map(pm, xy)
+        if out.any():
+            raise sampling.outside_error(pm, geoms.index[out], geoms.crs)
 
     def with_outside(self, outside: str) -> "EikonalMechanism":
         """The same mechanism with another rule for points outside the raster.
@@ -764,6 +829,10 @@ class EikonalMechanism:
         ``overwrite=True``; a symbolic link at ``path`` is then replaced itself, never written
         through.
 
+        A mechanism verified in this process (:attr:`verification`: built with ``verify=True``,
+        or loaded) also leaves your stamp of the written content in your data directory (never
+        in the file), so that :meth:`load` of this file by you need not verify it again.
+
         Parameters
         ----------
         path : str or os.PathLike
@@ -799,8 +868,8 @@ class EikonalMechanism:
 
     @classmethod
     def load(
-        cls, path, *, privacy_map: PrivacyMap | None = None, verify: bool = True, key: bytes | str | None = None,
-        n_jobs: int = 1, progress=None, mp_context=None, kernels: str = "held",
+        cls, path, *, privacy_map: PrivacyMap | None = None, verify: bool | str = True, key: bytes | str | None = None,
+        n_jobs: int = 1, progress=None, mp_context=None, kernels: str = "auto",
     ) -> "EikonalMechanism":
         """Read a mechanism written by :meth:`save`.
 
@@ -809,10 +878,18 @@ class EikonalMechanism:
         used (``n_jobs`` worker processes, ``progress`` as in :meth:`build`), so what is sampled is
         exactly what is checked below.
 
-        Whatever the options, the file's SHA-256 checksum is checked (accidental corruption),
-        every array sampling uses is checked for validity (finite, non-negative weights and
-        kernel values, indices in range, ...), and the normaliser is recomputed from the
-        weights and kernels and must match the stored one (to 1e-10, relative).
+        Whatever the options, the file's SHA-256 checksum is checked (accidental corruption).  A
+        file is then verified in full: every array sampling uses is checked for validity
+        (finite, non-negative weights and kernel values, indices in range, ...), the normaliser
+        is recomputed from the weights and kernels and must match the stored one (to 1e-10,
+        relative), and :meth:`verify` is re-run, **unless you verified exactly this content
+        before**: a full verification that passes (at :meth:`build`, remembered by :meth:`save`,
+        or at an earlier load) leaves a stamp, an HMAC-SHA256 of the file's content digest under
+        a secret key of yours (:mod:`~geopriv.mechanisms.eikonal.stamps`, kept in your data
+        directory, ``$GEOPRIV_HOME``; never in the file).  A stamped compact file loads in a
+        fraction of a second with no kernel solve (``kernels="auto"``); a file changed in any
+        way, one made or verified by someone else, or one of an earlier version is verified in
+        full, as before, and stamped if it passes.  :attr:`verification` says which happened.
 
         Parameters
         ----------
@@ -820,11 +897,12 @@ class EikonalMechanism:
             If given, the file must have been built for this exact map (same epsilon grid,
             transform and CRS), else :class:`MechanismFileError`.  Without it, the guarantee is
             verified against the map stored in the file: pass the map you mean to honour.
-        verify : bool
+        verify : bool or "full"
             True (default): re-run :meth:`verify` on the loaded arrays, the full check of the
             realised ratio against the map (about as long as it took in ``build``: a load of
             the 1.4 GB file of a 200 x 200 map took 16-30 s on 2 cores, against 4-7 s with
-            ``verify=False``).  False: skip it and trust the stored report; the checks above still
+            ``verify=False``), unless your stamp says this content passed it before.  ``"full"``:
+            re-run it even then.  False: skip it and trust the stored report; the checks above still
             run, but a file whose weights and normaliser were both edited consistently is then
             caught only by a key (below) or by ``verify=True``.
         key : bytes or str, optional
@@ -832,11 +910,15 @@ class EikonalMechanism:
             valid HMAC-SHA256 under it, else :class:`MechanismFileError` (unsigned, changed
             after signing, or another key).  Without a key a signed file loads with the checks
             above.
-        kernels : {"held", "on_demand"}
-            ``"held"`` (default): recompute (compact file) or read (full file) every kernel
-            entry and keep it.  ``"on_demand"`` (compact files): keep none; the checks above
-            run over one pass of kernel solves that holds nothing, and sampling recomputes the
-            rows it draws from (see :meth:`build`).
+        kernels : {"auto", "held", "on_demand"}
+            ``"held"``: recompute (compact file) or read (full file) every kernel entry and keep
+            it.  ``"on_demand"`` (compact files): keep none; the checks above run over one pass of
+            kernel solves that holds nothing (none for a stamped file), and sampling recomputes
+            the rows it draws from, bit for bit the verified values (see :meth:`build`; a few
+            points cost a few shortest-path searches, a city-wide release about one pass).
+            ``"auto"`` (default): ``"on_demand"`` for a compact file you stamped (nothing to
+            verify, so nothing to solve at load), ``"held"`` otherwise (the verification
+            computes every kernel anyway).
 
         Raises
         ------

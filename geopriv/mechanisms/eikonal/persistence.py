@@ -1,10 +1,13 @@
-"""Eikonal mechanism files: save, load, checksums and signatures.
+"""Eikonal mechanism files: save, load, checksums, signatures and verification stamps.
 
 Two layouts: full files store the kernels (version 1); compact files (version 2, the default)
 store the kernel rate map, outputs, apex radii and options instead, and the kernels are
 recomputed at load by :func:`.kernels.compute_kernels`, the build's own function.  Either
 way, the load checks the checksum (and signature, with a key), every array sampling uses,
-the normaliser against the weights and kernels, and re-runs the verification.
+the normaliser against the weights and kernels, and re-runs the verification, unless this
+user's stamp (:mod:`.stamps`) says that exactly this content passed that verification before
+(at build and save, or at an earlier load): a stamped compact file then loads without any
+kernel solve, its rows computed when a release needs them (:mod:`.ondemand`).
 """
 from __future__ import annotations
 
@@ -20,12 +23,15 @@ import numpy as np
 from ...exceptions import MechanismFileError, OutputError, ParameterError, ParameterTypeError
 from ...io import write_new_file
 from ...privacy_map import PrivacyMap, affine6
+from . import stamps
 from .kernels import compute_kernels
 from .report import NORMALISER_RTOL, TOLERANCE, VerifyReport
 from .verification import check_arrays, exact_normaliser, normaliser_mismatch
 from .verification import verify as verify_mechanism
 
 FORMAT = "geopriv.eikonal"
+#: how :meth:`EikonalMechanism.load` may keep the kernels ("auto": held, or on demand for a stamped compact file)
+LOAD_KERNELS = ("auto", "held", "on_demand")
 FORMAT_VERSION = 1  # full files: the kernels are stored
 COMPACT_VERSION = 2  # compact files: the kernels are recomputed from the stored kernel rate map at load
 
@@ -99,14 +105,25 @@ def save(
         raise _exists(path)
     arrays = file_arrays(mech, compact=compact)
     meta = file_meta(mech, compact=compact)
-    digest, mac = digests(arrays, file_meta(mech, include_report=False, compact=compact), None if key is None else hmac_key(key))
+    digest, mac, content = digests(arrays, file_meta(mech, include_report=False, compact=compact),
+                                   None if key is None else hmac_key(key), content_meta=content_meta(meta))
     meta["sha256"] = digest
     if mac is not None:
         meta["hmac_sha256"] = mac
     # a mechanism is not secret: the usual mode, not the temporary file's owner-only one
     write_new_file(path, lambda fh: np.savez(fh, meta=np.array(json.dumps(meta, default=json_default)), **arrays),
                    overwrite=overwrite, exists=_exists, prefix=".geopriv-eikonal-", mode=0o666 & ~_umask())
+    if stampable(mech):
+        # this process verified these arrays (build, or a load that verified or found a stamp), and the
+        # file's report is that verification's: remember it, so a load of this content need not repeat it
+        stamps.stamp(content)
     return digest
+
+
+def stampable(mech) -> bool:
+    """True when ``mech``'s guarantee was established in this process (:attr:`EikonalMechanism.verification`)
+    and its report says it holds: a file saved from it may be stamped."""
+    return mech.verification in ("full", "stamp") and mech.report is not None and mech.report.ok
 
 
 def _exists(path: str) -> FileExistsError:
@@ -128,12 +145,16 @@ def _umask() -> int:
 
 
 def load(
-    cls, path, *, privacy_map: PrivacyMap | None = None, verify: bool = True, key: bytes | str | None = None,
-    n_jobs: int = 1, progress=None, mp_context=None, kernels: str = "held",
+    cls, path, *, privacy_map: PrivacyMap | None = None, verify: bool | str = True, key: bytes | str | None = None,
+    n_jobs: int = 1, progress=None, mp_context=None, kernels: str = "auto",
 ):
     """Read a mechanism file as ``cls`` (:meth:`EikonalMechanism.load`, where the checks are documented)."""
-    if kernels not in ("held", "on_demand"):
-        raise ParameterError("kernels must be 'held' (default) or 'on_demand'.")
+    if kernels not in LOAD_KERNELS:
+        raise ParameterError("kernels must be 'auto' (default: held, or on demand for a file you verified before), "
+                             "'held' or 'on_demand'.")
+    if not (isinstance(verify, bool) or verify == "full"):
+        raise ParameterError("verify must be True (default: verify, unless your stamp says this file was verified "
+                             "before), 'full' (verify in any case) or False.")
     from affine import Affine
 
     path = os.fspath(path)
@@ -180,7 +201,7 @@ def load(
                 f"{path!r} is not signed, but a key was given: it cannot be authenticated. Load a file saved with "
                 "save(path, key=...), or rebuild and save it with your key."
             )
-    digest, mac = digests(data, check, key)
+    digest, mac, content = digests(data, check, key, content_meta=content_meta(meta))
     if stored != digest:
         raise MechanismFileError(
             f"{path!r} fails its checksum: the arrays were changed or corrupted after saving. Rebuild it; do not "
@@ -201,6 +222,11 @@ def load(
         raise MechanismFileError(f"{path!r} holds an invalid privacy map ({exc}). Rebuild it.") from None
     n = pm.shape[0] * pm.shape[1]
     extremes = None
+    rep = meta.get("report")
+    # a full verification of exactly this content (report included) passed before: this user's stamp
+    trusted = verify != "full" and isinstance(rep, dict) and rep.get("ok") is True and stamps.is_stamped(content)
+    if kernels == "auto":  # a stamped compact file needs no kernel solve at all: its rows when a release needs them
+        kernels = "on_demand" if trusted and compact else "held"
     on_demand = kernels == "on_demand"
     if on_demand and not compact:
         raise MechanismFileError(
@@ -212,7 +238,8 @@ def load(
     if on_demand:
         data.update(indptr=None, indices=None, kernel=None)
     elif compact:
-        data.update(_recompute_kernels(path, pm, meta, data, n_jobs, progress, mp_context, bool(verify or meta.get("report") is None)))
+        data.update(_recompute_kernels(path, pm, meta, data, n_jobs, progress, mp_context,
+                                       bool(verify) and not trusted or rep is None))
         extremes = data.pop("extremes")
     if len(data["normaliser"]) != n or (not on_demand and (len(data["indptr"]) != n + 1 or len(data["indices"]) != len(data["kernel"]))):
         raise MechanismFileError(f"{path!r} has inconsistent array sizes; it is corrupt. Rebuild it.")
@@ -231,7 +258,6 @@ def load(
                 f"{path!r} was built for another privacy map (different epsilon grid, extent or CRS). Load the file "
                 "built for this map, or build one: EikonalMechanism.build(privacy_map).save(path)."
             )
-    rep = meta.get("report")
     report = None
     if rep is not None:
         report = VerifyReport(
@@ -260,6 +286,16 @@ def load(
     )
     object.__setattr__(mech, "_n_jobs", int(n_jobs))  # workers for kernels recomputed on demand
     object.__setattr__(mech, "_mp_context", mp_context if isinstance(mp_context, (str, type(None))) else None)
+    if trusted:
+        # the stamp vouches for the arrays, the normaliser and the stored report (a full verification of this
+        # very content passed); the checks that need no kernel entry are cheap and run anyway
+        try:
+            if on_demand:
+                check_arrays(mech)
+        except MechanismFileError as exc:
+            raise MechanismFileError(f"{path!r}: {exc}") from None
+        object.__setattr__(mech, "_verification", "stamp")
+        return mech
     try:
         if verify or report is None:
             # checks the arrays, recomputes the normaliser and the ratios (a compact file's kernels
@@ -289,8 +325,45 @@ def load(
             raise MechanismFileError(
                 f"{path!r} does not meet its privacy map on verification: {fresh}. Do not release with it; rebuild it."
             )
+        if report is not None and _same_report(report, fresh):
+            # the file's stored report is this verification's: remember that this content passed, so the
+            # next load (of this very content, by this user) need not verify it again
+            stamps.stamp(content)
         object.__setattr__(mech, "report", fresh)
+        object.__setattr__(mech, "_verification", "full")
     return mech
+
+
+def _same_report(stored: VerifyReport, fresh: VerifyReport) -> bool:
+    """True when the report stored in a file says what a fresh verification found (ok, same ratios to 1e-9)."""
+    return stored.ok and fresh.ok and all(
+        math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+        for a, b in ((stored.max_ratio, fresh.max_ratio), (stored.normaliser_ratio, fresh.normaliser_ratio)))
+
+
+def read_map(path) -> PrivacyMap:
+    """The privacy map stored in a mechanism file: public data only, read without checking anything else.
+
+    Reads the metadata and the map's arrays only (not the kernels of a full file), so a front end can
+    refuse points outside the map before :func:`load` verifies the file.  Whatever this returns,
+    :func:`load` checks the file in full; a file that cannot be read raises :class:`MechanismFileError`.
+    """
+    from affine import Affine
+
+    path = os.fspath(path)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            meta = json.loads(str(z["meta"]))
+            arrays = {k: z[k] for k in ("map_epsilon", "map_nodata", "map_population") if k in z.files}
+        return PrivacyMap(arrays["map_epsilon"], Affine(*meta["transform"]), meta["crs_wkt"],
+                          arrays["map_nodata"].astype(bool), arrays.get("map_population"), meta.get("map_info", {}))
+    except FileNotFoundError:
+        raise MechanismFileError(f"No mechanism file at {path!r}. Build one with EikonalMechanism.build(...).save(path).") from None
+    except Exception as exc:  # not a zip, no meta, not a mechanism ...: load says precisely what
+        raise MechanismFileError(
+            f"{path!r} is not a readable geopriv mechanism file ({type(exc).__name__}); it may be truncated, "
+            "corrupt or another kind of file. Rebuild it with EikonalMechanism.build(...).save(path)."
+        ) from None
 
 
 def _check_compact(path, pm: PrivacyMap, meta: dict, data: dict) -> None:
@@ -363,24 +436,44 @@ def digest(arrays: dict, meta: dict) -> str:
     return digests(arrays, meta)[0]
 
 
-def digests(arrays: dict, meta: dict, key: bytes | None = None) -> tuple[str, str | None]:
-    """(SHA-256, HMAC-SHA256 under ``key`` or None) of the same content, in one pass over the arrays."""
-    hs = [hashlib.sha256()]
-    if key is not None:
-        hs.append(hmac.new(key, digestmod=hashlib.sha256))
+def digests(arrays: dict, meta: dict, key: bytes | None = None, content_meta: dict | None = None):
+    """(SHA-256, HMAC-SHA256 under ``key`` or None) of the same content, in one pass over the arrays.
+
+    With ``content_meta`` (:func:`content_meta`: the whole metadata but the checksum and signature,
+    the stored report included), also the SHA-256 of that metadata and the same arrays, the
+    content digest a verification stamp binds (:mod:`.stamps`): a third value.
+    """
+    heads = [meta] + ([meta] if key is not None else []) + ([content_meta] if content_meta is not None else [])
+    hs = [hashlib.sha256()] + ([hmac.new(key, digestmod=hashlib.sha256)] if key is not None else [])
+    if content_meta is not None:
+        hs.append(hashlib.sha256())
+    for h, m in zip(hs, heads):
+        h.update(json.dumps(m, sort_keys=True, default=json_default).encode())
 
     def update(b):
         for h in hs:
             h.update(b)
 
-    update(json.dumps(meta, sort_keys=True, default=json_default).encode())
     for k in sorted(arrays):
         a = np.ascontiguousarray(arrays[k])
         update(k.encode())
         update(str(a.dtype).encode())
         update(str(a.shape).encode())
         update(memoryview(a.reshape(-1)).cast("B") if a.size else b"")  # the bytes of a.tobytes(), without a copy
-    return hs[0].hexdigest(), (hs[1].hexdigest() if key is not None else None)
+    out = (hs[0].hexdigest(), (hs[1].hexdigest() if key is not None else None))
+    return out + (hs[-1].hexdigest(),) if content_meta is not None else out
+
+
+def content_meta(meta: dict) -> dict:
+    """The metadata a verification stamp covers: all of it (options, the stored report) but the checksum
+    and the signature, which are computed from the rest.
+
+    Round-tripped through JSON, as :func:`load` reads it, so that the digest at save is the one at load.
+    """
+    meta = json.loads(json.dumps(meta, default=json_default))
+    meta.pop("sha256", None)
+    meta.pop("hmac_sha256", None)
+    return meta
 
 
 def hmac_key(key) -> bytes:

@@ -58,20 +58,62 @@ def _corners(mech, xy: np.ndarray, outside: str, labels):
     return nodes, lam
 
 
+def outside_map(pm, xy: np.ndarray) -> np.ndarray:
+    """True for the locations ``xy`` ((n, 2), the map's CRS) outside the map's raster (or not finite)."""
+    xmin, ymin, xmax, ymax = pm.bounds
+    x, y = np.asarray(xy[:, 0], float), np.asarray(xy[:, 1], float)
+    return ~((x >= xmin) & (x <= xmax) & (y >= ymin) & (y <= ymax))
+
+
+def plain_labels(labels) -> list:
+    """Row labels as Python values (``0``, ``'a'``), never numpy scalars (``np.int64(0)``) in a message."""
+    values = labels.tolist() if hasattr(labels, "tolist") else list(labels)
+    return [v.item() if isinstance(v, np.generic) else v for v in values]
+
+
+def _crs_text(crs) -> str:
+    code = crs.to_string()
+    return code if code == crs.name else f"{code} '{crs.name}'"
+
+
+def outside_error(pm, labels, points_crs=None) -> GeometryError:
+    """The error for rows outside the map's raster: plain labels, both CRSs, and how to go on (per front end).
+
+    ``points_crs``: the CRS the points were given in, when it is known (the release path, a front
+    end's early check); when it is not the map's, the message says that geopriv reprojected them.
+    """
+    from pyproj import CRS
+
+    from ...exceptions import Fix
+
+    note = ""
+    if points_crs is not None:
+        pc = CRS.from_user_input(points_crs)
+        if not pc.equals(pm.crs):
+            note = (f"The points are in {_crs_text(pc)}, not the map's CRS: geopriv reprojected them to "
+                    f"{pm.crs.to_string()} for this check and the release, so they are outside the map's area "
+                    f"(unless {pc.to_string()} is not the CRS their coordinates are in). ")
+    options = (f"{note}Drop them, build the mechanism on a raster that covers them, or release them as if they were "
+               "at the nearest point of the raster")
+    fix = Fix(
+        "outside_clamp",
+        python=f"{options} with mech.with_outside('clamp') (the documented fallback).",
+        cli=f"{options} with --outside clamp (the documented fallback).",
+        qgis=f"{options}: set 'Points outside the raster' to 'Release them as if at the nearest point of the raster'.",
+    )
+    return GeometryError(f"lie outside the mechanism's privacy map (its raster's extent in {_crs_text(pm.crs)})",
+                         plain_labels(labels), fix)
+
+
 def _cell(mech, xy: np.ndarray, outside: str, labels):
     """Upper-left node of the cell of nodes holding each location, and the fractions (tx, ty)."""
     pm = mech.privacy_map
     ny, nx = pm.shape
     t = pm.transform
-    xmin, ymin, xmax, ymax = pm.bounds
     x, y = xy[:, 0], xy[:, 1]
-    out = (x < xmin) | (x > xmax) | (y < ymin) | (y > ymax)
+    out = outside_map(pm, xy)
     if out.any() and outside == "error":
-        raise GeometryError(
-            "lie outside the mechanism's extent (the privacy map's raster)", np.asarray(labels)[out],
-            "Drop them, build the mechanism on a raster that covers them, or use mech.with_outside('clamp') to release them "
-            "as if they were at the nearest point of the raster (documented fallback).",
-        )
+        raise outside_error(pm, np.asarray(labels, dtype=object)[out])
     fx = np.clip((x - t.c) / t.a - 0.5, 0.0, nx - 1.0)
     fy = np.clip((y - t.f) / t.e - 0.5, 0.0, ny - 1.0)
     j0 = np.minimum(np.floor(fx).astype(np.int64), nx - 2)
