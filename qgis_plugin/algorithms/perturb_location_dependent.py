@@ -33,6 +33,13 @@ def build_default(parameter):
     return inspect.signature(geopriv.EikonalMechanism.build).parameters[parameter].default
 
 
+def load_default(parameter):
+    """The default of ``parameter`` in ``geopriv.EikonalMechanism.load`` (read from the function that implements it)."""
+    from geopriv.mechanisms.eikonal import persistence
+
+    return inspect.signature(persistence.load).parameters[parameter].default
+
+
 def mechanism_default(field):
     """The default of a field of ``geopriv.EikonalMechanism`` (e.g. ``outside``)."""
     import geopriv
@@ -138,8 +145,10 @@ mechanism exists for the options, the message says which option to change.</p>
                                          QgsProcessingParameterNumber.Double, defaultValue=build_default("cap"),
                                          minValue=0.0),
             QgsProcessingParameterEnum(self.KERNELS, "Kernels (built or loaded mechanism)",
-                                       ["Held in memory (fastest)", "Computed on demand (large rasters: least memory)"],
-                                       defaultValue=self.kernel_modes().index(build_default("kernels"))),
+                                       ["Automatic (held when building; a saved file verified before by you: "
+                                        "computed when needed)", "Held in memory (fastest for many points)",
+                                        "Computed on demand (large rasters: least memory)"],
+                                       defaultValue=self.kernel_modes().index(load_default("kernels"))),
         ]
         for param in advanced:
             param.setFlags(param.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
@@ -165,10 +174,10 @@ mechanism exists for the options, the message says which option to change.</p>
 
     @staticmethod
     def kernel_modes():
-        """How a mechanism keeps its kernels, in the enum's order (the library's names)."""
-        from geopriv.mechanisms.eikonal.mechanism import KERNELS
+        """How a mechanism keeps its kernels, in the enum's order (the library's names, those of ``load``)."""
+        from geopriv.mechanisms.eikonal.mechanism import LOAD_KERNELS
 
-        return list(KERNELS)
+        return list(LOAD_KERNELS)
 
     def mechanism(self, parameters, context, feedback):
         """The EikonalMechanism: loaded from the file parameter, or built from the raster."""
@@ -181,11 +190,7 @@ mechanism exists for the options, the message says which option to change.</p>
             # with the library's default verification (none again for a file this user verified before);
             # KERNELS absent (a script leaving it out): the library's default for loads
             if self.KERNELS not in parameters:
-                import inspect
-
-                from geopriv.mechanisms.eikonal import persistence
-
-                kernels = inspect.signature(persistence.load).parameters["kernels"].default
+                kernels = load_default("kernels")
             mechanism = geopriv.EikonalMechanism.load(path, progress=self.progress_callback(feedback, 10, 70),
                                                       kernels=kernels)
         else:
@@ -206,7 +211,8 @@ mechanism exists for the options, the message says which option to change.</p>
                 privacy_map, margin=margin, smooth=smooth, jump=jump,
                 output_spacing=number(self.OUTPUT_SPACING),
                 max_step=self.STEPS[self.parameterAsEnum(parameters, self.MAX_STEP, context)],
-                pad=number(self.PAD), cap=number(self.CAP), kernels=kernels,
+                pad=number(self.PAD), cap=number(self.CAP),
+                kernels=build_default("kernels") if kernels == "auto" else kernels,
                 progress=self.progress_callback(feedback, 10, 70))
         if mechanism.report is not None:
             feedback.pushInfo(f"Verified: {mechanism.report}")

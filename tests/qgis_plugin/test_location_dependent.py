@@ -17,7 +17,7 @@ from qgis_helpers import CancelAt, attributes, data_path, memory_layer, points_x
 
 pytestmark = pytest.mark.qgis
 
-LOW, HIGH = math.log(4) / 2000, math.log(4) / 400
+LOW, HIGH = math.log(4) / 3000, math.log(4) / 600  # the dialog's defaults: geopriv.defaults.SUGGESTED_EPSILON_RANGE
 
 
 def read_raster(path):
@@ -129,7 +129,7 @@ def test_perturb_location_dependent(built, centroids):
     record = json.loads(result["PROVENANCE"])
     assert record["mechanism"] == "eikonal" and record["mechanism_id"] == result["MECHANISM_ID"]
     moved = np.hypot(*(points_xy(out) - points_xy(centroids)).T)  # EPSG:30166 metres
-    # between the noise of the densest (2 / HIGH = 577 m) and the emptiest (2 / LOW = 2,885 m) places
+    # between the noise of the densest (2 / HIGH = 866 m) and the emptiest (2 / LOW = 4,328 m) places
     assert 2 / HIGH * 0.5 < moved.mean() < 2 / LOW * 1.5
     assert result["SAVE_MECHANISM"] == saved
 
@@ -258,8 +258,10 @@ def test_mechanism_options_default_to_eikonal_mechanism_build(provider):
         default = alg.parameterDefinition(name).defaultValue()
         if name == "MAX_STEP":  # an enum: its default is an index into the offered steps
             default = alg.STEPS[default]
-        if name == "KERNELS":  # an enum of the library's names
-            default = alg.kernel_modes()[default]
+        if name == "KERNELS":  # an enum of the library's names: load's default ("auto"), build's when building
+            assert alg.kernel_modes()[default] == inspect.signature(geopriv.EikonalMechanism.load).parameters[
+                "kernels"].default == "auto"
+            continue
         if name == "MARGIN":  # a number field cannot show "auto": empty stands for it
             assert default is None and build[keyword].default == "auto"
             continue
@@ -281,6 +283,9 @@ def test_privacy_map_options_default_to_from_population(provider):
         assert ["per_km2", "per_cell"][units] == from_population["units"].default
         nodata = alg.parameterDefinition("NODATA").defaultValue()
         assert alg.NODATA_RULES[nodata] == from_population["nodata_epsilon"].default
+        from geopriv.defaults import SUGGESTED_EPSILON_RANGE
+
+        assert (LOW, HIGH) == SUGGESTED_EPSILON_RANGE
         assert alg.parameterDefinition("EPSILON_LOW").defaultValue() == pytest.approx(LOW)
         assert alg.parameterDefinition("EPSILON_HIGH").defaultValue() == pytest.approx(HIGH)
 
