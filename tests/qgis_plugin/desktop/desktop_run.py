@@ -49,6 +49,7 @@ def run_algorithm():
         toolbox.show()
         toolbox.raise_()
     dialog = processing.createAlgorithmDialog("geopriv:perturbpoints", {"INPUT": SOURCE})
+    dialog.resize(1100, 720)
     dialog.show()
     shot(dialog, "algorithm-dialog")
     dialog.close()
@@ -63,6 +64,7 @@ def main():
         if STAGE == "first-run":
             shot(iface.mainWindow(), "message")
             dialog = plugin.open_dialog()
+            dialog.resize(760, 560)
             shot(dialog, "install-dialog")
             outcome = dialog.run_install()
             report["install_ok"] = outcome.ok
