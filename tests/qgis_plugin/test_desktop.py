@@ -62,10 +62,12 @@ def desktop(tmp_path_factory):
     (profile / "QGIS" / "QGIS3.ini").write_text(f"[PythonPlugins]\n{PACKAGE}=true\n")  # enabled
     source = base / "soho_cholera.gpkg"
     shutil.copy(data_path("soho_cholera.gpkg", "deaths").split("|")[0], source)
+    raster = base / "tokyo_density_40.tif"
+    shutil.copy(data_path("tokyo_density_40.tif"), raster)
 
     def run(stage: str, timeout: float):
         env = dict(_desktop_env(home), GEOPRIV_DESKTOP_STAGE=stage, GEOPRIV_DESKTOP_DIR=str(out),
-                   GEOPRIV_DESKTOP_INPUT=f"{source}|layername=deaths")
+                   GEOPRIV_DESKTOP_INPUT=f"{source}|layername=deaths", GEOPRIV_DESKTOP_RASTER=str(raster))
         done = subprocess.run([xvfb, "-a", "-s", "-screen 0 1600x1000x24", qgis, "--profiles-path", str(profiles),
                                "--nologo", "--noversioncheck", "--code", str(SCRIPT)],
                               capture_output=True, text=True, timeout=timeout, env=env, cwd=str(base))
@@ -99,10 +101,13 @@ def test_first_run_offers_installs_and_starts_without_crashing(desktop):
     assert report["output_valid"] and report["output_features"] == 324
     assert report["pyproj"].startswith("/usr/lib/python3/"), report["pyproj"]  # QGIS's own PROJ binding
     assert not report["pyogrio_loaded"]  # pyogrio's wheel carries a second GDAL: never loaded in QGIS
+    # location-dependent privacy: a raster read with rasterio's wheel, kernels, verification, inside QGIS Desktop
+    assert report["location_dependent_features"] == 1 and report["verified_max_ratio"] <= 1
     installed = desktop["profile"] / "python" / "geopriv-dependencies"
     assert report["geopriv"].startswith(str(installed))
     names = {p.name.split("-")[0].lower() for p in installed.glob("*.dist-info")}
-    assert {"geopriv", "pandas", "geopandas", "shapely", "scipy"} <= names
+    assert {"geopriv", "pandas", "geopandas", "shapely", "scipy", "rasterio", "scikit_fmm"} <= names
+    assert report["rasterio"].startswith(str(installed))  # pip's rasterio wheel, inside QGIS Desktop
     assert not names & {"pyproj", "pyogrio", "numpy", "fiona", "gdal"}  # QGIS's own, never a second copy
     for name in ("message", "install-dialog", "installed", "algorithm-dialog", "finished-run"):
         assert f"first-run-{name}.png" in report["shots"]
@@ -114,4 +119,5 @@ def test_restart_has_the_toolbox_at_once(desktop):
     _check_run(done, report, crashed)
     assert report["plugin_class"] == "GeoprivPlugin"
     assert report["output_valid"] and report["output_features"] == 324
+    assert report["location_dependent_features"] == 1
     assert not report["pyogrio_loaded"]

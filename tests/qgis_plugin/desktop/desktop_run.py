@@ -30,6 +30,26 @@ def shot(widget, name):
     report["shots"].append(os.path.basename(path))
 
 
+def run_location_dependent():
+    """Location-dependent privacy: reads a raster (rasterio's wheel) and solves kernels (scikit-fmm) inside QGIS."""
+    import processing
+    from osgeo import gdal
+    from qgis.core import QgsFeature, QgsGeometry, QgsPointXY
+
+    raster = os.environ["GEOPRIV_DESKTOP_RASTER"]
+    x0, dx, _, y0, _, dy = gdal.Open(raster).GetGeoTransform()
+    layer = QgsVectorLayer("Point?crs=EPSG:30166", "one point", "memory")
+    feature = QgsFeature()
+    feature.setGeometry(QgsGeometry.fromPointXY(QgsPointXY(x0 + 20 * dx, y0 + 20 * dy)))
+    layer.dataProvider().addFeatures([feature])
+    result = processing.run("geopriv:perturblocationdependent",
+                            {"INPUT": layer, "POPULATION": raster, "OUTPUT": "TEMPORARY_OUTPUT"})
+    report["location_dependent_features"] = result["OUTPUT"].featureCount()
+    report["verified_max_ratio"] = result.get("VERIFIED_MAX_RATIO")
+    report["rasterio"] = getattr(sys.modules.get("rasterio"), "__file__", None)
+    report["skfmm"] = getattr(sys.modules.get("skfmm"), "__file__", None)
+
+
 def run_algorithm():
     import processing
 
@@ -77,6 +97,7 @@ def main():
         report["algorithms"] = sorted(a.id() for a in provider.algorithms()) if provider else []
         if provider is not None:
             run_algorithm()
+            run_location_dependent()
         report["pyproj"] = getattr(sys.modules.get("pyproj"), "__file__", None)
         report["pyogrio_loaded"] = "pyogrio" in sys.modules
         import geopriv
