@@ -162,8 +162,44 @@ def warning_message(warning) -> str:
     return f"{warning.category.__name__}: {user_message(warning.message, front_end='qgis')}"
 
 
+def _guarded_init(init):
+    """``initAlgorithm`` that cannot take QGIS down: an exception escaping it aborts the QGIS process.
+
+    The error is logged (QGIS's message log, tab "geopriv") and kept; the algorithm then refuses to
+    run with that message instead of running with half its parameters.
+    """
+
+    def initAlgorithm(self, config=None):  # noqa: N802  (QGIS API)
+        try:
+            init(self, config)
+        except Exception as exc:  # noqa: BLE001  (anything here would abort QGIS)
+            from qgis.core import Qgis, QgsMessageLog
+
+            self.init_error = (f"{self.displayName() or type(self).__name__}: its parameters could not be set up "
+                               f"({error_message(exc)}); install a geopriv that matches the plugin.")
+            QgsMessageLog.logMessage(self.init_error, "geopriv", Qgis.Critical)
+
+    initAlgorithm.__doc__ = init.__doc__
+    initAlgorithm.guarded = True
+    return initAlgorithm
+
+
 class GeoprivAlgorithm(QgsProcessingAlgorithm):
     """Base class: names, help, error mapping, progress, cancellation, layer conversion."""
+
+    #: why initAlgorithm failed (None: it did not); such an algorithm refuses to run
+    init_error = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("initAlgorithm")
+        if init is not None and not getattr(init, "guarded", False):
+            cls.initAlgorithm = _guarded_init(init)
+
+    def checkParameterValues(self, parameters, context):  # noqa: N802
+        if self.init_error:
+            return False, self.init_error
+        return super().checkParameterValues(parameters, context)
 
     NAME = ""
     DISPLAY_NAME = ""

@@ -139,3 +139,23 @@ def test_algorithms_chain_in_the_graphical_modeler(provider):
     assert row["n"] == 324
     # ln 4 within 50 m: mean displacement 2 / epsilon = 72 m
     assert 55 < row["mean_m"] < 90
+
+
+def test_an_error_while_setting_up_parameters_does_not_abort_qgis(plugin):
+    """QGIS calls initAlgorithm from C++ (QgsProcessingAlgorithm::create): an exception escaping it aborts the whole
+    QGIS process.  A failing set-up is logged and the algorithm refuses to run, with the reason."""
+    from qgis.core import QgsProcessingContext
+
+    from geopriv_qgis.algorithms.perturb_points import PerturbPoints
+
+    class Broken(PerturbPoints):
+        def initAlgorithm(self, config=None):  # noqa: N802
+            raise KeyError("kernels")
+
+        def createInstance(self):  # noqa: N802
+            return Broken()
+
+    alg = Broken().create({})  # C++ create() -> initAlgorithm: must come back, not abort
+    assert alg.init_error and "could not be set up" in alg.init_error
+    ok, message = alg.checkParameterValues({}, QgsProcessingContext())
+    assert not ok and message == alg.init_error
