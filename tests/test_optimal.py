@@ -402,3 +402,11 @@ def test_coarsen_to_uneven_blocks():
         opt.coarsen_to(pm, (11, 4))
     with pytest.raises(ValueError):
         opt.coarsen_to(pm, (2.5, 4))
+
+
+def test_the_default_solver_prints_nothing(capfd, pop_pm):
+    """Column generation (the default where it applies) builds HiGHS objects, whose constructor prints a banner
+    on the process's standard output: a library call must not write to the user's terminal or pipe."""
+    assert optimal_mechanism(pop_pm).params["solver"] == "highspy-colgen"
+    out, _ = capfd.readouterr()
+    assert "HiGHS" not in out

@@ -355,6 +355,36 @@ def _cost(pm: PrivacyMap, prior: np.ndarray, out_ij: np.ndarray) -> np.ndarray:
 # ============================================================================================
 # solvers
 # ============================================================================================
+def _quiet_highs():
+    """``highspy.Highs()`` without the banner its constructor prints on the process's standard output.
+
+    The banner goes to file descriptor 1 from C++, so it is sent to the null device for the
+    constructor's duration (C stdio flushed before restoring); the solver's own output is off.
+    """
+    import ctypes
+    import os
+    import sys
+
+    import highspy
+
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.close(null)
+        h = highspy.Highs()
+        try:
+            ctypes.CDLL(None).fflush(None)
+        except (OSError, AttributeError, TypeError):  # no C library to flush (not POSIX): the banner may show
+            pass
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+    h.setOptionValue("output_flag", False)
+    return h
+
+
 def _solve_highspy(c, A_ub, b_ub, A_eq, b_eq, solver: str, time_limit, options):
     """Solve with ``highspy`` directly: IPM without crossover, or PDLP.  Returns (ok, x, u, v, fun, message).
 
@@ -379,7 +409,7 @@ def _solve_highspy(c, A_ub, b_ub, A_eq, b_eq, solver: str, time_limit, options):
     lp.a_matrix_.index_ = A.indices
     lp.a_matrix_.value_ = A.data
     del A
-    h = highspy.Highs()
+    h = _quiet_highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("threads", 1)
     h.setOptionValue("solver", solver)
@@ -450,7 +480,7 @@ def _pricing_model(cone):
     lp.a_matrix_.start_ = indptr
     lp.a_matrix_.index_ = indices
     lp.a_matrix_.value_ = data
-    h = highspy.Highs()
+    h = _quiet_highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("threads", 1)
     h.passModel(lp)
@@ -572,7 +602,7 @@ def _solve_colgen(pm: PrivacyMap, prior: np.ndarray, out_ij: np.ndarray, lp_allo
     relaxed = len(free) > 0
 
     def new_master(relaxed_rows: bool):
-        h = highspy.Highs()
+        h = _quiet_highs()
         h.setOptionValue("output_flag", False)
         h.setOptionValue("threads", 1)
         mlp = highspy.HighsLp()
