@@ -118,12 +118,9 @@ def _with_advice(problem: str, fix: Fix | None, front_end: str) -> str:
     return f"{problem}{' ' if problem.rstrip().endswith(('.', '!', '?', ':')) else '. '}{advice}"
 
 
-class GeoprivError(ValueError):
-    """Base class of geopriv's errors (a ValueError: bad input, nothing was released).
-
-    ``fix`` (a :class:`Fix`, or None) is how to fix it, per front end; ``problem`` is the message
-    without it, and ``str(exc)`` the problem with the Python advice.
-    """
+class _Advised:
+    """A message that may carry a :class:`Fix`: ``problem`` is the message without it, ``str()`` adds the
+    Python advice (the library's front end); the CLI and QGIS render their own with :func:`user_message`."""
 
     def __init__(self, *args, fix: Fix | None = None):
         super().__init__(*args)
@@ -136,6 +133,14 @@ class GeoprivError(ValueError):
 
     def __str__(self):
         return _with_advice(self.problem, getattr(self, "fix", None), "python")
+
+
+class GeoprivError(_Advised, ValueError):
+    """Base class of geopriv's errors (a ValueError: bad input, nothing was released).
+
+    ``fix`` (a :class:`Fix`, or None) is how to fix it, per front end; ``problem`` is the message
+    without it, and ``str(exc)`` the problem with the Python advice.
+    """
 
 
 def _set_crs_fix(what: str = "the data") -> Fix:
@@ -259,20 +264,8 @@ class PathBindingError(GeoprivError):
     """A secret diffusion path was offered for another source, value, column, dimension or frame than it answers."""
 
 
-class GeoprivWarning(UserWarning):
+class GeoprivWarning(_Advised, UserWarning):
     """Base class of geopriv's warnings; like an error, one may carry a :class:`Fix` (``fix``)."""
-
-    def __init__(self, *args, fix: Fix | None = None):
-        super().__init__(*args)
-        self.fix = fix
-
-    @property
-    def problem(self) -> str:
-        """What the warning says, without the advice."""
-        return super().__str__()
-
-    def __str__(self):
-        return _with_advice(self.problem, getattr(self, "fix", None), "python")
 
 
 class DistortionWarning(GeoprivWarning):

@@ -117,3 +117,31 @@ class CancelAt:
 
         feedback.progressChanged.connect(on_progress)
         return feedback
+
+
+class Log:
+    """A QgsProcessingFeedback that keeps what it is given: ``lines`` (every line), ``infos`` (pushInfo only),
+    ``warnings`` (pushWarning only)."""
+
+    def __new__(cls):
+        from qgis.core import QgsProcessingFeedback
+
+        class _Log(QgsProcessingFeedback):
+            def __init__(self):
+                super().__init__()
+                self.lines, self.infos, self.warnings = [], [], []
+
+            def pushInfo(self, text):  # noqa: N802
+                self.lines.append(text)
+                self.infos.append(text)
+
+            def pushWarning(self, text):  # noqa: N802
+                self.lines.append(text)
+                self.warnings.append(text)
+
+            def pushDebugInfo(self, text):  # noqa: N802
+                self.lines.append(text)
+
+            reportError = pushCommandInfo = pushConsoleInfo = pushDebugInfo  # noqa: N815
+
+        return _Log()

@@ -13,35 +13,12 @@ import re
 import numpy as np
 import pytest
 
-from qgis_helpers import data_path, memory_layer
+from qgis_helpers import Log, data_path, memory_layer
 
 pytestmark = pytest.mark.qgis
 
 PYTHON_CODE = re.compile(r"gdf\.|\b[a-z_]+=[\[('<\w]|math\.log")
 UTM = "EPSG:32650"
-
-
-class Log:
-    """A QgsProcessingFeedback that keeps every line it is given."""
-
-    def __new__(cls):
-        from qgis.core import QgsProcessingFeedback
-
-        class _Log(QgsProcessingFeedback):
-            def __init__(self):
-                super().__init__()
-                self.lines, self.warnings = [], []
-
-            def pushInfo(self, text):  # noqa: N802
-                self.lines.append(text)
-
-            def pushWarning(self, text):  # noqa: N802
-                self.lines.append(text)
-                self.warnings.append(text)
-
-            pushDebugInfo = reportError = pushCommandInfo = pushConsoleInfo = pushInfo  # noqa: N815
-
-        return _Log()
 
 
 def refused(run, alg_id, params):

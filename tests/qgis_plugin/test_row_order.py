@@ -16,7 +16,7 @@ import json
 import numpy as np
 import pytest
 
-from qgis_helpers import attributes, data_path, memory_layer, points_xy
+from qgis_helpers import Log, attributes, data_path, memory_layer, points_xy
 
 pytestmark = pytest.mark.qgis
 
@@ -26,29 +26,6 @@ RELEASES = {"perturbpoints": "Perturb points (geo-indistinguishability)",
 UTM = "EPSG:32650"
 LABEL = "The row order is public (keep it)"
 FIELDS = (("count", "integer"), ("trace", "integer"), ("t", "double"))
-
-
-class Log:
-    """A QgsProcessingFeedback that keeps every line it is given."""
-
-    def __new__(cls):
-        from qgis.core import QgsProcessingFeedback
-
-        class _Log(QgsProcessingFeedback):
-            def __init__(self):
-                super().__init__()
-                self.lines, self.warnings = [], []
-
-            def pushInfo(self, text):  # noqa: N802
-                self.lines.append(text)
-
-            def pushWarning(self, text):  # noqa: N802
-                self.lines.append(text)
-                self.warnings.append(text)
-
-            pushDebugInfo = reportError = pushCommandInfo = pushConsoleInfo = pushInfo  # noqa: N815
-
-        return _Log()
 
 
 def coordinate_texts(xs, ys):

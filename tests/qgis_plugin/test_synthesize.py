@@ -14,33 +14,13 @@ import json
 import numpy as np
 import pytest
 
-from qgis_helpers import data_path, memory_layer, points_xy, vector
+from qgis_helpers import Log, data_path, memory_layer, points_xy, vector
 
 pytestmark = pytest.mark.qgis
 
 SOHO = ("soho_cholera.gpkg", "deaths")
 BOUNDS = (-15800, 6711900, -14600, 6713300)  # public area around Soho, round numbers (EPSG:3857)
 EXTENT = f"{BOUNDS[0]},{BOUNDS[2]},{BOUNDS[1]},{BOUNDS[3]} [EPSG:3857]"  # as QGIS writes extents: xmin,xmax,ymin,ymax
-
-
-class Log:
-    """A QgsProcessingFeedback that keeps every line it is given."""
-
-    def __new__(cls):
-        from qgis.core import QgsProcessingFeedback
-
-        class _Log(QgsProcessingFeedback):
-            def __init__(self):
-                super().__init__()
-                self.infos, self.warnings = [], []
-
-            def pushInfo(self, text):  # noqa: N802
-                self.infos.append(text)
-
-            def pushWarning(self, text):  # noqa: N802
-                self.warnings.append(text)
-
-        return _Log()
 
 
 def synthesize(run, **params):
