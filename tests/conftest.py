@@ -44,6 +44,10 @@ def pytest_collection_modifyitems(config, items):
             import qgis.core  # noqa: F401
         except ImportError as exc:  # pragma: no cover
             raise pytest.UsageError(f"GEOPRIV_REQUIRE_QGIS=1 but QGIS cannot be imported: {exc}")
+    # a test on a PostgreSQL server is marked so, whether or not it says so itself (-m "not postgresql")
+    for item in items:
+        if {"pg_server", "pg_url"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.postgresql)
 
 
 @pytest.fixture(autouse=True)
@@ -53,6 +57,30 @@ def geopriv_home(tmp_path_factory, monkeypatch):
     home = tmp_path_factory.mktemp("geopriv-home")
     monkeypatch.setenv("GEOPRIV_HOME", str(home))
     return home
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """URL of a throwaway PostgreSQL server for the session (tests/pg_cluster.py: Unix socket only,
+    stopped and deleted at the end).  Without PostgreSQL (or psycopg) the tests using it skip, and fail
+    where GEOPRIV_REQUIRE_POSTGRESQL=1 (scripts/test.sh)."""
+    from tests import pg_cluster
+
+    reason = pg_cluster.missing()
+    if reason:
+        if os.environ.get("GEOPRIV_REQUIRE_POSTGRESQL") == "1":
+            pytest.fail(f"GEOPRIV_REQUIRE_POSTGRESQL=1 but {reason}", pytrace=False)
+        pytest.skip(f"no PostgreSQL: {reason}")
+    with pg_cluster.cluster() as url:
+        yield url
+
+
+@pytest.fixture
+def pg_url(pg_server):
+    """URL of a new, empty database on the session's PostgreSQL server, for this test alone."""
+    from tests import pg_cluster
+
+    return pg_cluster.fresh_database(pg_server)
 
 
 @pytest.fixture(scope="session")
