@@ -44,3 +44,26 @@ ensure_qgis() {
   apt-get update -qq >&2
   apt-get install -y -qq --no-install-recommends $QGIS_PACKAGES >/dev/null
 }
+
+# PostgreSQL's server binaries (initdb, pg_ctl) for the tests' throwaway clusters (tests/pg_cluster.py starts
+# its own in a temporary directory, Unix socket only): Debian's postgresql, without its default cluster
+# 'main' and without running the system service.
+ensure_postgresql() {
+  if command -v initdb >/dev/null || compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
+    return 0
+  fi
+  if [ "$(id -u)" != 0 ]; then
+    echo "PostgreSQL is missing: run 'sudo apt-get install postgresql' (Debian/Ubuntu), then retry." >&2
+    exit 1
+  fi
+  echo ">> installing PostgreSQL from Debian packages (postgresql; no default cluster, the tests start their own)" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >&2
+  # postgresql-common first, to tell it not to create (nor start) the cluster 'main' on installing the server
+  apt-get install -y -qq --no-install-recommends postgresql-common >/dev/null
+  pg_conftool /etc/postgresql-common/createcluster.conf set create_main_cluster false
+  apt-get install -y -qq --no-install-recommends postgresql >/dev/null
+  if [ -d /run/systemd/system ]; then
+    systemctl disable --now postgresql >/dev/null 2>&1 || true
+  fi
+}

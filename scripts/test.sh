@@ -4,12 +4,15 @@
 #   2. the dependency floors inside Debian's QGIS Python (.venv/qgis: /usr/bin/python3 with
 #      --system-site-packages so that qgis and osgeo come from Debian), including the QGIS
 #      plugin tests, which must run there (they fail, never skip, if QGIS is missing).
+# Both runs start a throwaway PostgreSQL server of their own (tests/pg_cluster.py; its tests fail, never
+# skip, if PostgreSQL or psycopg is missing).
 # Extra arguments go to both pytest runs (e.g. -k perturb, -x).
 source "$(dirname "$0")/_env.sh"
 cd "$ROOT"
 
 make_env latest python3 ""
 ensure_qgis
+ensure_postgresql
 make_env qgis /usr/bin/python3 "--system-site-packages" -c "$ROOT/constraints/floor.txt"
 
 export QT_QPA_PLATFORM=offscreen MPLBACKEND=Agg
@@ -17,8 +20,8 @@ status=0
 echo ">> lint-imports: the layers and the core-never-imports-a-front-end contracts (pyproject.toml)"
 (cd "$ROOT" && "$ROOT/.venv/latest/bin/lint-imports") || status=$?
 echo ">> pytest: newest dependencies ($("$ROOT/.venv/latest/bin/python" -c 'import numpy, pandas, geopandas; print("numpy", numpy.__version__, "pandas", pandas.__version__, "geopandas", geopandas.__version__)'))"
-"$ROOT/.venv/latest/bin/python" -m pytest -m "not qgis" "$@" || status=$?
+GEOPRIV_REQUIRE_POSTGRESQL=1 "$ROOT/.venv/latest/bin/python" -m pytest -m "not qgis" "$@" || status=$?
 echo ">> pytest: dependency floors + QGIS ($("$ROOT/.venv/qgis/bin/python" -c 'import numpy, pandas, geopandas; print("numpy", numpy.__version__, "pandas", pandas.__version__, "geopandas", geopandas.__version__)'))"
-GEOPRIV_REQUIRE_QGIS=1 "$ROOT/.venv/qgis/bin/python" -m pytest "$@" || status=$?
+GEOPRIV_REQUIRE_QGIS=1 GEOPRIV_REQUIRE_POSTGRESQL=1 "$ROOT/.venv/qgis/bin/python" -m pytest "$@" || status=$?
 # pytest exit 5 (no tests collected) is a failure here, as is any other non-zero code.
 exit $status
