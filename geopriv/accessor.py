@@ -38,6 +38,7 @@ class PrivBase:
         person=None,
         max_distortion: float = DEFAULT_MAX_DISTORTION,
         progress=None,
+        budget_store=None,
     ):
         """Release the points with geo-indistinguishability: ``geopriv.perturb(obj, ...)``.
 
@@ -53,8 +54,10 @@ class PrivBase:
             ``None`` (default): OS entropy.  A seed is for tests and demos only.
         grid, continuous, bounds, region, keep, person, max_distortion, progress
             The public lattice, the public study area, deliberately kept columns, the column
-            of stable person ids (lazy releases key each row's noise by it), CRS handling and
-            a progress callback: see :func:`geopriv.perturb`.
+            of stable person ids (lazy releases key each row's noise by it; a budget store charges
+            them), CRS handling and a progress callback: see :func:`geopriv.perturb`.
+        budget_store : geopriv.BudgetStore or str, optional
+            Charge every row's person in this persistent store before any noise is drawn.
 
         Returns
         -------
@@ -73,7 +76,7 @@ class PrivBase:
         return perturb(
             self._obj, epsilon, level=level, radius=radius, mechanism=mechanism, rng=rng, grid=grid,
             continuous=continuous, bounds=bounds, region=region, keep=keep, person=person,
-            max_distortion=max_distortion, progress=progress,
+            max_distortion=max_distortion, progress=progress, budget_store=budget_store,
         )
 
     def sanitize_traces(

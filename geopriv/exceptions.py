@@ -26,6 +26,7 @@ __all__ = [
     "IdentityError",
     "StaleReleaseError",
     "BudgetExceededError",
+    "BudgetStoreError",
     "RasterError",
     "InfeasibleMechanismError",
     "MechanismFileError",
@@ -209,6 +210,13 @@ class EmptyInputError(GeoprivError):
 
 class BudgetExceededError(GeoprivError):
     """A release would spend more privacy budget than is left; nothing was drawn."""
+
+
+class BudgetStoreError(GeoprivError):
+    """A budget store that cannot be used: missing, locked, read-only, damaged, or from a newer geopriv.
+
+    Nothing was charged and nothing was released.
+    """
 
 
 class RasterError(GeoprivError):

@@ -11,6 +11,7 @@ from .exceptions import ParameterError
 from .frame import DEFAULT_MAX_DISTORTION
 from .mechanisms.base import PointMechanism, check_mechanism
 from .mechanisms.planar_laplace import GeoIndistinguishability
+from .budget import open_store
 from .precision import resolve_epsilon
 from .release import release_points
 
@@ -48,6 +49,7 @@ def perturb(
     person=None,
     max_distortion: float = DEFAULT_MAX_DISTORTION,
     progress=None,
+    budget_store=None,
 ):
     """Release point locations with geo-indistinguishability (planar Laplace noise).
 
@@ -101,6 +103,13 @@ def perturb(
     progress : None, True or callable(done, total)
         ``True`` shows a tqdm bar; a callable receives progress (used by the QGIS plugin) and
         may raise to cancel (nothing is returned).
+    budget_store : geopriv.BudgetStore or str, optional
+        A persistent store of lifetime budgets (or its URL: ``sqlite:///budgets.db``,
+        ``postgresql://...``).  Every row's person (``person``, else the index labels) is
+        charged the row's guarantee in epsilon per ground metre (the effective epsilon on the
+        lattice) after every check and **before** any noise is drawn; a person who cannot
+        afford it is named in a :class:`~geopriv.BudgetExceededError` and nothing is drawn or
+        charged.  A person with several rows pays for each.  See ``docs/budgets.md``.
 
     Returns
     -------
@@ -119,15 +128,16 @@ def perturb(
         return lazy("perturb")(
             data, epsilon, level=level, radius=radius, mechanism=mechanism, rng=rng, grid=grid,
             continuous=continuous, bounds=bounds, region=region, keep=keep, person=person,
-            max_distortion=max_distortion, progress=progress,
+            max_distortion=max_distortion, progress=progress, budget_store=budget_store,
         )
     mech = mechanism_for(epsilon, level, radius, mechanism, region)
-    if person is not None:  # the same identity rules as a lazy release, checked on the whole frame
+    store = open_store(budget_store)
+    if person is not None and store is None:  # the same identity rules as a lazy release, checked on the whole frame
         from .keys import check_unique, fold_digests, identity_digests, row_identities
 
         ids, labels = row_identities(data, person)
         check_unique(fold_digests(*identity_digests(ids, "person id", labels)), labels)
     return release_points(
         data, mech, rng=rng, grid=grid, continuous=continuous, bounds=bounds, region=region, keep=keep,
-        max_distortion=max_distortion, progress=progress,
+        max_distortion=max_distortion, progress=progress, budget_store=store, person=person,
     )

@@ -87,6 +87,10 @@ ALLOWED_FIELDS = {
     "coalition_epsilon": "what any coalition of recipients can learn about a released value: the largest epsilon",
     "recipients": "number of recipients answered (shown by the output)",
     "unreachable": "number of nodes not connected to the source (they get no answer)",
+    # budget store (geopriv.BudgetStore): what each row cost, never the store's location or the persons
+    "budget_store": "kind of budget store charged before the noise was drawn: sqlite or postgresql (never its URL)",
+    "budget_unit": "unit of the charge: epsilon/m or epsilon",
+    "charged_per_row": "budget charged per released row (a function of the public parameters)",
     # bookkeeping
     "n": "number of rows released (shown by the output)",
     "seeded": "whether the noise is reproducible (the seed is never stored)",

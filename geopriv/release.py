@@ -35,6 +35,7 @@ A mechanism passed here is a small immutable object with
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 from concurrent.futures import ThreadPoolExecutor
@@ -46,6 +47,7 @@ import shapely
 from geopandas.array import GeometryArray
 from pyproj import Transformer
 
+from .budget import PER_METRE
 from .crs import as_crs
 from .exceptions import CRSError, Fix, GeometryError, GeoprivError, MissingCRSError, ParameterError, ParameterTypeError
 from .frame import (
@@ -360,12 +362,18 @@ def release_points(
     max_distortion: float = DEFAULT_MAX_DISTORTION,
     progress=None,
     extra_record: dict | None = None,
+    budget_store=None,
+    person=None,
+    kind: str = "perturb",
 ):
     """Release the points of ``data`` with ``mechanism`` through the one public release path.
 
     See the module docstring for the steps and :func:`geopriv.perturb` for the parameters.
     Returns a new object like ``data`` whose geometry is the release and whose
-    ``attrs["geopriv"]`` is the provenance record (public fields only).
+    ``attrs["geopriv"]`` is the provenance record (public fields only).  With ``budget_store``
+    (a :class:`~geopriv.budget.BudgetStore`), every row's person (the ``person`` column, else
+    the index) is charged :func:`point_charge` per row after every check and before any noise
+    is drawn.
     """
     geoms, xy = check_release_input(data, keep, bounds, region)
     source = make_rng(rng)
@@ -374,6 +382,12 @@ def release_points(
                         keep=keep, max_distortion=max_distortion)
     plan.check_inside(xy, labels)
     gen = source.generator
+    extra = dict(extra_record or {})
+    reservation = contextlib.nullcontext()
+    if budget_store is not None:
+        per_row = point_charge(plan)
+        extra.update(budget_fields(budget_store, PER_METRE, per_row))
+        reservation = charge_rows(budget_store, data, person, per_row, PER_METRE, kind, plan.fields(extra), len(xy))
 
     def draw(a, b):
         return plan.draw(xy[a:b], labels[a:b], gen)
@@ -381,9 +395,47 @@ def release_points(
     def finish(out, geoms_out):
         shapely.points(plan.finish(out), out=geoms_out)
 
-    geometries = _pipelined(len(xy), draw, finish, progress)
-    record = make_record(plan.fields(extra_record), seeded=source.seeded, n=len(xy))
+    with reservation:
+        if budget_store is not None:
+            reservation.start()
+        geometries = _pipelined(len(xy), draw, finish, progress)
+    record = make_record(plan.fields(extra), seeded=source.seeded, n=len(xy))
     return assemble(data, geoms, geometries, record)
+
+
+def point_charge(plan: ReleasePlan) -> float:
+    """What one row of a point release costs, in epsilon per ground metre: the guarantee actually given.
+
+    The finite-precision effective epsilon when the release has one (planar Laplace on a lattice),
+    else the mechanism's own bound (``loss_per_m()``: the eikonal mechanism's largest epsilon times
+    its verified ratio), else its largest epsilon per metre.
+    """
+    if isinstance(plan.effective, float) and math.isfinite(plan.effective):
+        return max(float(plan.effective), float(plan.mechanism.grid_epsilon_per_m()))
+    loss = getattr(plan.mechanism, "loss_per_m", None)
+    return float(loss()) if callable(loss) else float(plan.mechanism.grid_epsilon_per_m())
+
+
+def budget_fields(store, unit: str, per_row: float) -> dict:
+    """The provenance fields of a charged release: the store's kind (never its URL), the unit, the cost of a row."""
+    return {"budget_store": store.kind, "budget_unit": unit, "charged_per_row": float(per_row)}
+
+
+def charge_rows(store, data, person, per_row, unit: str, kind: str, fields: dict, n: int, *, spend: bool = True):
+    """Charge every row's person ``per_row`` (in ``unit``) in ``store``: a :class:`~geopriv.budget.Reservation`.
+
+    The persons are the ``person`` column (or the index labels, refused when they look like
+    positions: an unnamed integer index); a person with several rows pays for each.  Call it
+    after every check on the data and before any noise is drawn; it raises
+    :class:`~geopriv.exceptions.BudgetExceededError` (naming persons) and charges nothing when
+    someone cannot afford it.
+    """
+    from .budget import person_keys
+    from .keys import row_identities
+
+    ids, labels = row_identities(data, person, refuse_positions=True)
+    keys = person_keys(ids, labels)
+    return store.reserve(keys, per_row, unit=unit, kind=kind, spend=spend, parameters=fields, rows_released=n)
 
 
 def _pipelined(n, draw, finish, progress):

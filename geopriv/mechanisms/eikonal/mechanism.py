@@ -720,6 +720,16 @@ class EikonalMechanism:
         """The map's largest epsilon: fixes the default lattice step (public)."""
         return float(self.privacy_map.epsilon_max)
 
+    def loss_per_m(self) -> float:
+        """A bound on the privacy loss per ground metre between any two inputs: what a budget store charges a row.
+
+        Local Lipschitz privacy with the map bounds the loss between u and v by the map's
+        integral along a path, at most ``epsilon_max * d(u, v)``; the verified realised ratio
+        (when above 1, within its tolerance) scales it.
+        """
+        ratio = 1.0 if self.report is None else max(1.0, float(self.report.max_ratio))
+        return float(self.privacy_map.epsilon_max) * ratio
+
     def release(self, xy, frame, rng: np.random.Generator, labels=None) -> np.ndarray:
         """Release (n, 2) locations given in the map's CRS (the release path transforms them)."""
         return self.sample(xy, rng, outside=self.outside, labels=labels)

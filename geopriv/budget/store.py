@@ -1,0 +1,926 @@
+"""A persistent, concurrent privacy-budget store: a person's lifetime budget across calls, processes and machines.
+
+``BudgetStore("sqlite:///budgets.db")`` (the standard library's sqlite3: WAL, immediate
+transactions, ``synchronous=FULL``) or ``BudgetStore("postgresql://...")`` (psycopg 3) keeps, per
+person and per unit of the guarantee, a lifetime **total**, what settled releases have **spent**
+and what unfinished ones have **reserved**, with ``spent + reserved <= total`` enforced by the
+database itself (a ``CHECK`` constraint) as well as checked before every charge.
+
+A release charges the store **before any noise is drawn** (:meth:`BudgetStore.reserve`):
+
+* ``spend=True`` (a release whose cost is known in advance: perturb, synthesize, diffuse): the
+  cost goes straight to ``spent``, in one transaction;
+* ``spend=False`` (a release that may use less than its worst case: the predictive mechanism
+  on traces): the worst case is ``reserved``, and :meth:`Reservation.commit` settles what the
+  public outcome says was spent, giving back the rest.
+
+A process that dies after the charge leaves the person charged (a ``reserved`` release stays
+reserved: never undercounted).  A release that fails before its first draw gives everything
+back (:meth:`Reservation.cancel`); once noise may have been drawn, nothing is given back.
+
+Units are kept apart: epsilon per ground metre (``"epsilon/m"``: perturb, sanitize_traces,
+diffuse_locations) and dimensionless epsilon (``"epsilon"``: synthesize, aggregates) are
+separate budgets, and a charge in a unit a person has no budget in is refused.
+
+Every release is audited (:meth:`BudgetStore.releases`, :meth:`BudgetStore.charges`): its id,
+times, kind, mechanism, public parameters and the epsilon charged per person; never a location
+or a seed.  Per-person charges are stored packed, one row per release (a million persons cost
+one row), and read back as a table.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import math
+import os
+import threading
+import uuid
+from pathlib import Path
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+import numpy as np
+import pandas as pd
+
+from .._version import __version__
+from ..exceptions import BudgetExceededError, BudgetStoreError, Fix, ParameterError, format_labels
+from .persons import PersonKeys, person_keys
+
+__all__ = ["BudgetStore", "Reservation", "SCHEMA_VERSION", "UNITS", "PER_METRE", "PURE", "value_unit", "check_unit"]
+
+#: the store layout this geopriv reads and writes; a store from a newer one is refused
+SCHEMA_VERSION = 1
+#: epsilon per ground metre (geo-indistinguishability: perturb, sanitize_traces, diffuse_locations)
+PER_METRE = "epsilon/m"
+#: dimensionless epsilon (differential privacy of a count or a measure: synthesize, aggregates)
+PURE = "epsilon"
+#: the units a budget can be kept in, and what each measures
+UNITS = {
+    PER_METRE: "epsilon per ground metre (perturb, sanitize_traces, the location of diffuse_locations)",
+    PURE: "dimensionless epsilon (synthesize; counts)",
+}
+_VALUE_PREFIX = "epsilon per unit of "
+
+_STORE_FIX = Fix(
+    "budget_store",
+    python="Check the store's URL (sqlite:///path.db or postgresql://...), or create it with "
+           "geopriv.BudgetStore(url, create=True) and grant budgets with store.grant(...).",
+    cli="Check the --budget-store URL, or create the store with 'geopriv budget grant STORE ...'.",
+    qgis="Check the 'Budget store' parameter, or create the store with 'geopriv budget grant' first.",
+)
+
+
+def value_unit(column) -> str:
+    """The unit of a released attribute value's budget: epsilon per unit of that value (diffuse_locations)."""
+    return f"{_VALUE_PREFIX}{column}"
+
+
+def check_unit(unit) -> str:
+    """``unit`` if it names a budget unit (see :data:`UNITS`, :func:`value_unit`); else a ParameterError."""
+    if isinstance(unit, str) and (unit in UNITS or (unit.startswith(_VALUE_PREFIX) and len(unit) > len(_VALUE_PREFIX))):
+        return unit
+    raise ParameterError(
+        f"unknown budget unit {unit!r}: use {PER_METRE!r} (epsilon per ground metre: perturb, sanitize_traces, "
+        f"diffuse_locations), {PURE!r} (dimensionless: synthesize) or {_VALUE_PREFIX!r}<column> (a diffused value). "
+        "Units are kept apart: a budget in one is never spent by a release in another."
+    )
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")
+
+
+# ------------------------------------------------------------------------------------------ SQL
+_TABLES = {
+    "meta": "CREATE TABLE geopriv_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "unit": "CREATE TABLE geopriv_unit (id INTEGER PRIMARY KEY, unit TEXT NOT NULL UNIQUE, default_total {REAL})",
+    "person": "CREATE TABLE geopriv_person (person {INT} PRIMARY KEY, label TEXT NOT NULL)",
+    "release": "CREATE TABLE geopriv_release (release_id TEXT PRIMARY KEY, kind TEXT NOT NULL, unit TEXT NOT NULL, "
+               "mechanism TEXT, parameters TEXT NOT NULL, state TEXT NOT NULL, started_utc TEXT NOT NULL, "
+               "finished_utc TEXT, persons {INT} NOT NULL, rows_released {INT}, largest_charge {REAL}, "
+               "geopriv_version TEXT NOT NULL)",
+    "charge": "CREATE TABLE geopriv_charge (release_id TEXT PRIMARY KEY REFERENCES geopriv_release(release_id), "
+              "persons {BLOB} NOT NULL, reserved {BLOB}, spent {BLOB})",
+    "grant": "CREATE TABLE geopriv_grant (time_utc TEXT NOT NULL, unit TEXT NOT NULL, person {INT}, "
+             "total {REAL} NOT NULL, persons {INT} NOT NULL, note TEXT)",
+}
+#: one table of balances per unit (keyed by the person's 64-bit key alone: the fastest table SQLite has);
+#: the database itself refuses a row with more spent and reserved than its total
+_BUDGET_TABLE = ("CREATE TABLE {t} (person {INT} PRIMARY KEY, total {REAL} NOT NULL, spent {REAL} NOT NULL DEFAULT 0, "
+                 "reserved {REAL} NOT NULL DEFAULT 0, CONSTRAINT {t}_within_total CHECK (spent >= 0 AND reserved >= 0 "
+                 "AND total >= 0 AND spent + reserved <= total))")
+_DIALECT = {
+    "sqlite": {"REAL": "REAL", "INT": "INTEGER", "BLOB": "BLOB"},
+    "postgresql": {"REAL": "DOUBLE PRECISION", "INT": "BIGINT", "BLOB": "BYTEA"},
+}
+_STATES = ("charged", "reserved", "settled", "cancelled")
+#: up to this many distinct amounts, a bulk charge is one statement per amount (bound exactly as doubles)
+_GROUPS = 32
+
+
+def _table(unit_id) -> str:
+    return f"geopriv_budget_{int(unit_id)}"
+
+
+def _groups(keys, spent, reserved):
+    """(keys, spent, reserved) in groups of equal amounts (scalars), or None when there are too many."""
+    if np.ndim(spent) == 0 and np.ndim(reserved) == 0:
+        return [(keys, float(spent), float(reserved))]
+    spent = np.broadcast_to(np.asarray(spent, float), keys.shape)
+    reserved = np.broadcast_to(np.asarray(reserved, float), keys.shape)
+    if not reserved.any() or not spent.any():  # one of them is zero (a charge spends or reserves)
+        values, inverse = np.unique(spent if reserved.any() is False and spent.any() else reserved if not spent.any()
+                                    else spent, return_inverse=True)
+        if len(values) > _GROUPS:
+            return None
+        inverse = inverse.reshape(-1)
+        if not spent.any():
+            return [(keys[inverse == g], 0.0, float(v)) for g, v in enumerate(values)]
+        return [(keys[inverse == g], float(v), 0.0) for g, v in enumerate(values)]
+    pairs, inverse = np.unique(np.column_stack([spent, reserved]), axis=0, return_inverse=True)
+    if len(pairs) > _GROUPS:
+        return None
+    inverse = inverse.reshape(-1)
+    return [(keys[inverse == g], float(pairs[g, 0]), float(pairs[g, 1])) for g in range(len(pairs))]
+
+
+def _parse_url(url) -> tuple[str, str]:
+    """('sqlite', path) or ('postgresql', conninfo)."""
+    if isinstance(url, os.PathLike):
+        return "sqlite", os.fspath(url)
+    if not isinstance(url, str) or not url.strip():
+        raise ParameterError("A budget store is a URL: sqlite:///path/to/budgets.db or postgresql://user@host/db.",
+                             fix=_STORE_FIX)
+    low = url.lower()
+    if low.startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):
+        return "postgresql", "postgresql://" + url.split("://", 1)[1]
+    if low.startswith("sqlite:"):
+        rest = url[len("sqlite:"):]
+        if not rest.startswith("///"):
+            raise ParameterError("A SQLite store's URL is sqlite:///relative/path.db or sqlite:////absolute/path.db.",
+                                 fix=_STORE_FIX)
+        return "sqlite", unquote(rest[3:])
+    if "://" in url:
+        raise ParameterError(f"Budget stores are SQLite or PostgreSQL, not {url.split('://', 1)[0]!r}.", fix=_STORE_FIX)
+    return "sqlite", url
+
+
+def _shown_url(kind: str, target: str) -> str:
+    """The store's URL without a password."""
+    if kind == "sqlite":
+        return f"sqlite:///{target}"
+    parts = urlsplit(target)
+    netloc = parts.netloc
+    if "@" in netloc:
+        user, host = netloc.rsplit("@", 1)
+        netloc = f"{user.split(':', 1)[0]}@{host}"
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+class _Overspend(Exception):
+    pass
+
+
+class _NoBudget(Exception):
+    pass
+
+
+# ------------------------------------------------------------------------------------------ backends
+class _SQLite:
+    kind = "sqlite"
+    ph = "?"
+
+    def __init__(self, path: str, create: bool, timeout: float):
+        import sqlite3
+
+        self.sqlite3 = sqlite3
+        self.path = path
+        p = Path(path)
+        if not create and not p.exists():
+            raise BudgetStoreError(f"There is no budget store at {path!r}.", fix=_STORE_FIX)
+        if p.exists() and p.is_dir():
+            raise BudgetStoreError(f"{path!r} is a folder, not a budget store file.", fix=_STORE_FIX)
+        try:
+            self.con = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
+            self.con.execute("PRAGMA foreign_keys=ON")
+            mode = self.con.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            self.con.execute("PRAGMA synchronous=FULL")  # a charge that returned survives a power cut
+            self.con.execute("PRAGMA cache_size=-131072")
+        except sqlite3.Error as exc:
+            raise _sqlite_error(exc, path) from None
+        self.wal = str(mode).lower() == "wal"
+
+    def begin(self, write=True):
+        self.con.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+
+    def commit(self):
+        self.con.execute("COMMIT")
+
+    def rollback(self):
+        if self.con.in_transaction:
+            self.con.execute("ROLLBACK")
+
+    def execute(self, sql, params=()):
+        return self.con.execute(sql, params)
+
+    def fetchall(self, sql, params=()):
+        return self.con.execute(sql, params).fetchall()
+
+    def tables(self) -> set:
+        return {r[0] for r in self.con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+    def create_budget(self, unit_id):
+        self.con.execute(_BUDGET_TABLE.format(t=_table(unit_id), **_DIALECT["sqlite"]))
+
+    def add(self, unit_id, keys, spent, reserved, default):
+        """Add ``spent``/``reserved`` to ``keys``' balances (persons not seen yet get ``default``: None refuses)."""
+        sql = (f"INSERT INTO {_table(unit_id)} (person, total, spent, reserved) {{}} ON CONFLICT (person) DO UPDATE SET "
+               "spent = spent + excluded.spent, reserved = reserved + excluded.reserved")
+        groups = _groups(keys, spent, reserved)
+        if groups is None:  # many different amounts: bound one by one (exact doubles)
+            n = len(keys)
+            self.con.executemany(sql.format("VALUES (?, ?, ?, ?)"), zip(
+                keys.tolist(), [default] * n, np.broadcast_to(spent, keys.shape).tolist(),
+                np.broadcast_to(reserved, keys.shape).tolist()))
+            return
+        for k, s, r in groups:
+            self.con.execute(sql.format("SELECT value, ?, ?, ? FROM json_each(?) WHERE true"),
+                             (default, s, r, json.dumps(k.tolist())))
+
+    def settle(self, unit_id, keys, reserved, spent):
+        """Take ``reserved`` out of reservation and add ``spent`` (<= it) to spending."""
+        self.con.executemany(
+            f"UPDATE {_table(unit_id)} SET reserved = max(0.0, reserved - ?), "
+            "spent = min(spent + ?, total - max(0.0, reserved - ?)) WHERE person = ?",
+            zip(np.asarray(reserved, float).tolist(), np.asarray(spent, float).tolist(),
+                np.asarray(reserved, float).tolist(), keys.tolist()))
+
+    def give_back(self, unit_id, keys, spent, reserved):
+        self.con.executemany(
+            f"UPDATE {_table(unit_id)} SET spent = max(0.0, spent - ?), reserved = max(0.0, reserved - ?) "
+            "WHERE person = ?", zip(np.asarray(spent, float).tolist(), np.asarray(reserved, float).tolist(),
+                                    keys.tolist()))
+
+    def set_total(self, unit_id, keys, total):
+        self.con.execute(f"UPDATE {_table(unit_id)} SET total = max(?, spent + reserved) WHERE person IN "
+                         "(SELECT value FROM json_each(?))", (total, json.dumps(keys.tolist())))
+
+    def balances_of(self, unit_id, keys):
+        """(person, total, spent, reserved) rows of ``keys`` that have a balance."""
+        return self.con.execute(f"SELECT person, total, spent, reserved FROM {_table(unit_id)} WHERE person IN "
+                                "(SELECT value FROM json_each(?))", (json.dumps(keys.tolist()),)).fetchall()
+
+    def add_labels(self, labels: dict):
+        if labels:
+            self.con.executemany("INSERT OR IGNORE INTO geopriv_person (person, label) VALUES (?, ?)",
+                                 list(labels.items()))
+
+    def is_overspend(self, exc) -> bool:
+        return isinstance(exc, self.sqlite3.IntegrityError) and "CHECK" in str(exc).upper()
+
+    def is_missing(self, exc) -> bool:
+        return isinstance(exc, self.sqlite3.IntegrityError) and "NOT NULL" in str(exc).upper()
+
+    def wrap(self, exc):
+        return _sqlite_error(exc, self.path)
+
+    def errors(self):
+        return (self.sqlite3.Error,)
+
+    def retryable(self, exc) -> bool:
+        return False
+
+    def close(self):
+        self.con.close()
+
+
+def _sqlite_error(exc, path) -> BudgetStoreError:
+    text = str(exc).lower()
+    if "locked" in text or "busy" in text:
+        return BudgetStoreError(f"The budget store {path!r} is locked by another process (it did not become free "
+                                "within the timeout). Nothing was charged or released.",
+                                fix=Fix("store_locked", python="Retry, or give BudgetStore(url, timeout=...) more time.",
+                                        cli="Retry when the other release has finished.",
+                                        qgis="Retry when the other release has finished."))
+    if "readonly" in text or "read-only" in text or "unable to open" in text or "permission" in text:
+        return BudgetStoreError(f"The budget store {path!r} cannot be written (a read-only file or folder). A store "
+                                "must be writable to charge a release; nothing was charged or released.",
+                                fix=Fix("store_read_only", python="Give the process write access to the file and its "
+                                        "folder (SQLite writes a -wal file beside it).",
+                                        cli="Give write access to the file and its folder.",
+                                        qgis="Give write access to the file and its folder."))
+    if "not a database" in text or "malformed" in text or "corrupt" in text:
+        return BudgetStoreError(f"{path!r} is not a geopriv budget store, or it is damaged. Nothing was charged or "
+                                "released.", fix=Fix("store_damaged", python="Restore it from a backup; never "
+                                                     "replace a damaged store by an empty one (every budget would "
+                                                     "start again).", cli="Restore it from a backup.",
+                                                     qgis="Restore it from a backup."))
+    return BudgetStoreError(f"The budget store {path!r} could not be used (SQLite error {type(exc).__name__}). "
+                            "Nothing was charged or released.", fix=_STORE_FIX)
+
+
+class _Postgres:
+    kind = "postgresql"
+    ph = "%s"
+
+    def __init__(self, conninfo: str, create: bool, timeout: float):
+        try:
+            import psycopg
+        except ImportError:
+            raise BudgetStoreError("A PostgreSQL budget store needs psycopg 3.",
+                                   fix=Fix("install_psycopg", python="pip install 'geopriv[postgresql]'",
+                                           cli="pip install 'geopriv[postgresql]'",
+                                           qgis="Install psycopg into QGIS's Python (pip install 'psycopg[binary]').")
+                                   ) from None
+        self.psycopg = psycopg
+        self.shown = _shown_url("postgresql", conninfo)
+        try:
+            self.con = psycopg.connect(conninfo, autocommit=True, connect_timeout=max(1, int(math.ceil(timeout))))
+            self.con.execute(f"SET lock_timeout = {int(timeout * 1000)}")
+        except psycopg.Error:
+            raise BudgetStoreError(f"Cannot connect to the PostgreSQL budget store {self.shown}: check the URL, that "
+                                   "the server runs and accepts this user. Nothing was charged or released.",
+                                   fix=_STORE_FIX) from None
+        self._tx = None
+
+    def begin(self, write=True):
+        self.con.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
+
+    def commit(self):
+        self.con.execute("COMMIT")
+
+    def rollback(self):
+        if self.con.info.transaction_status != self.psycopg.pq.TransactionStatus.IDLE:
+            self.con.execute("ROLLBACK")
+
+    def execute(self, sql, params=()):
+        return self.con.execute(sql.replace("?", "%s"), params)
+
+    def fetchall(self, sql, params=()):
+        return self.execute(sql, params).fetchall()
+
+    def tables(self) -> set:
+        return {r[0] for r in self.con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()").fetchall()}
+
+    def create_budget(self, unit_id):
+        self.con.execute(_BUDGET_TABLE.format(t=_table(unit_id), **_DIALECT["postgresql"]))
+
+    def add(self, unit_id, keys, spent, reserved, default):
+        t = _table(unit_id)
+        spent = np.broadcast_to(np.asarray(spent, float), keys.shape)
+        reserved = np.broadcast_to(np.asarray(reserved, float), keys.shape)
+        self.con.execute(
+            f"INSERT INTO {t} (person, total, spent, reserved) "
+            "SELECT k, %s, s, r FROM unnest(%s::bigint[], %s::float8[], %s::float8[]) AS c(k, s, r) "
+            f"ON CONFLICT (person) DO UPDATE SET spent = {t}.spent + excluded.spent, "
+            f"reserved = {t}.reserved + excluded.reserved",
+            (default, keys.tolist(), spent.tolist(), reserved.tolist()), binary=True)
+
+    def settle(self, unit_id, keys, reserved, spent):
+        self.con.execute(
+            f"UPDATE {_table(unit_id)} AS b SET reserved = GREATEST(0.0, b.reserved - c.r), "
+            "spent = LEAST(b.spent + c.s, b.total - GREATEST(0.0, b.reserved - c.r)) "
+            "FROM unnest(%s::bigint[], %s::float8[], %s::float8[]) AS c(k, r, s) WHERE b.person = c.k",
+            (keys.tolist(), np.asarray(reserved, float).tolist(), np.asarray(spent, float).tolist()), binary=True)
+
+    def give_back(self, unit_id, keys, spent, reserved):
+        self.con.execute(
+            f"UPDATE {_table(unit_id)} AS b SET spent = GREATEST(0.0, b.spent - c.s), reserved = GREATEST(0.0, "
+            "b.reserved - c.r) FROM unnest(%s::bigint[], %s::float8[], %s::float8[]) AS c(k, s, r) "
+            "WHERE b.person = c.k",
+            (keys.tolist(), np.asarray(spent, float).tolist(), np.asarray(reserved, float).tolist()), binary=True)
+
+    def set_total(self, unit_id, keys, total):
+        self.con.execute(f"UPDATE {_table(unit_id)} SET total = GREATEST(%s, spent + reserved) WHERE "
+                         "person = ANY(%s::bigint[])", (total, keys.tolist()))
+
+    def balances_of(self, unit_id, keys):
+        return self.con.execute(f"SELECT person, total, spent, reserved FROM {_table(unit_id)} WHERE "
+                                "person = ANY(%s::bigint[])", (keys.tolist(),), binary=True).fetchall()
+
+    def add_labels(self, labels: dict):
+        if labels:
+            self.con.execute(
+                "INSERT INTO geopriv_person (person, label) SELECT * FROM unnest(%s::bigint[], %s::text[]) "
+                "ON CONFLICT DO NOTHING", (list(labels.keys()), list(labels.values())))
+
+    def is_overspend(self, exc) -> bool:
+        return isinstance(exc, self.psycopg.errors.CheckViolation)
+
+    def is_missing(self, exc) -> bool:
+        return isinstance(exc, self.psycopg.errors.NotNullViolation)
+
+    def retryable(self, exc) -> bool:
+        return isinstance(exc, (self.psycopg.errors.DeadlockDetected, self.psycopg.errors.SerializationFailure))
+
+    def wrap(self, exc):
+        if isinstance(exc, self.psycopg.errors.LockNotAvailable):
+            return BudgetStoreError(f"The budget store {self.shown} is locked by another release (it did not become "
+                                    "free within the timeout). Nothing was charged or released.", fix=_STORE_FIX)
+        if isinstance(exc, (self.psycopg.errors.InsufficientPrivilege, self.psycopg.errors.ReadOnlySqlTransaction)):
+            return BudgetStoreError(f"The budget store {self.shown} cannot be written by this user. Nothing was "
+                                    "charged or released.", fix=_STORE_FIX)
+        if isinstance(exc, self.psycopg.OperationalError):
+            return BudgetStoreError(f"The connection to the budget store {self.shown} failed. Nothing was charged or "
+                                    "released, unless the store's audit shows this release as charged.", fix=_STORE_FIX)
+        return BudgetStoreError(f"The budget store {self.shown} could not be used (PostgreSQL error "
+                                f"{type(exc).__name__}). Nothing was charged or released.", fix=_STORE_FIX)
+
+    def errors(self):
+        return (self.psycopg.Error,)
+
+    def close(self):
+        self.con.close()
+
+
+# ------------------------------------------------------------------------------------------ the store
+class BudgetStore:
+    """Lifetime privacy budgets per person, kept in SQLite or PostgreSQL.
+
+    Parameters
+    ----------
+    url : str or os.PathLike
+        ``"sqlite:///relative/path.db"``, ``"sqlite:////absolute/path.db"`` or a plain file path
+        (SQLite); ``"postgresql://user@host/db"`` (psycopg 3, ``pip install 'geopriv[postgresql]'``).
+    create : bool
+        Create the store if it does not exist.  Default False: a missing store is refused
+        (:class:`~geopriv.exceptions.BudgetStoreError`), so that a mistyped path never starts
+        everybody's budget again.
+    timeout : float
+        Seconds to wait for another process's transaction before giving up (default 30).
+
+    Examples
+    --------
+    >>> import math, geopriv
+    >>> store = geopriv.BudgetStore("sqlite:///budgets.db", create=True)          # doctest: +SKIP
+    >>> store.grant(math.log(4) / 50, unit="epsilon/m")    # everyone: ln 4 within 50 m, for life  # doctest: +SKIP
+    >>> out = gdf.priv.perturb(level=math.log(4), radius=200, budget_store=store, person="pid")  # doctest: +SKIP
+    >>> store.balances()                                                         # doctest: +SKIP
+    """
+
+    def __init__(self, url, *, create: bool = False, timeout: float = 30.0):
+        kind, target = _parse_url(url)
+        if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
+            raise ParameterError("timeout must be a positive number of seconds.")
+        self._lock = threading.RLock()
+        self._db = _SQLite(target, create, timeout) if kind == "sqlite" else _Postgres(target, create, timeout)
+        self.url = _shown_url(kind, target)
+        self.kind = kind
+        try:
+            self._open(create)
+        except BaseException:
+            self._db.close()
+            raise
+
+    # ------------------------------------------------------------------ schema
+    def _open(self, create: bool) -> None:
+        db = self._db
+        with self._transaction(what="open"):
+            tables = db.tables()
+        if "geopriv_meta" not in tables:
+            if not create:
+                raise BudgetStoreError(f"{self.url} is not a geopriv budget store"
+                                       + (" (it holds other tables)." if tables else " (it is empty)."), fix=_STORE_FIX)
+            with self._transaction(what="create"):
+                tables = db.tables()
+                if "geopriv_meta" in tables:  # created meanwhile by another process
+                    return self._open(False)
+                for name, sql in _TABLES.items():
+                    if f"geopriv_{name}" not in tables:
+                        db.execute(sql.format(**_DIALECT[db.kind]))
+                db.execute("INSERT INTO geopriv_meta (key, value) VALUES (?, ?)", ("schema_version", str(SCHEMA_VERSION)))
+                db.execute("INSERT INTO geopriv_meta (key, value) VALUES (?, ?)", ("created_with", __version__))
+                db.execute("INSERT INTO geopriv_meta (key, value) VALUES (?, ?)", ("created_utc", _now()))
+                for i, unit in enumerate(UNITS, start=1):
+                    db.execute("INSERT INTO geopriv_unit (id, unit, default_total) VALUES (?, ?, NULL)", (i, unit))
+                    db.create_budget(i)
+            return None
+        with self._transaction(what="open"):
+            row = db.fetchall("SELECT value FROM geopriv_meta WHERE key = 'schema_version'")
+            try:
+                version = int(row[0][0])
+            except (IndexError, TypeError, ValueError):
+                raise BudgetStoreError(f"{self.url} is a damaged geopriv budget store (no schema version).",
+                                       fix=_STORE_FIX) from None
+            if version > SCHEMA_VERSION:
+                raise BudgetStoreError(
+                    f"The budget store {self.url} was written by a newer geopriv (store schema {version}; this geopriv "
+                    f"{__version__} reads schema {SCHEMA_VERSION} and older). Nothing was read or charged.",
+                    fix=Fix("store_newer", python="Upgrade geopriv (pip install -U geopriv) to use this store.",
+                            cli="Upgrade geopriv (pip install -U geopriv) to use this store.",
+                            qgis="Upgrade the geopriv plugin to use this store."))
+        if version < SCHEMA_VERSION:
+            with self._transaction(what="migrate"):
+                for step in range(version, SCHEMA_VERSION):  # migrations, one schema version at a time
+                    _MIGRATIONS[step](db)
+                    db.execute("UPDATE geopriv_meta SET value = ? WHERE key = 'schema_version'", (str(step + 1),))
+        with self._transaction(what="open"):
+            missing = {f"geopriv_{n}" for n in _TABLES} - db.tables()
+            if missing:
+                raise BudgetStoreError(f"{self.url} is a damaged geopriv budget store (missing {sorted(missing)}).",
+                                       fix=_STORE_FIX)
+
+    @contextlib.contextmanager
+    def _transaction(self, what: str = "charge"):
+        """One transaction (SQLite: BEGIN IMMEDIATE for writes; PostgreSQL: READ COMMITTED with row locks taken in
+        key order).  Database errors become BudgetStoreError: never the driver's text, which may quote values."""
+        db = self._db
+        write = what not in ("read", "open")
+        with self._lock:
+            try:
+                db.begin(write)
+            except db.errors() as exc:
+                raise db.wrap(exc) from None
+            try:
+                yield db
+            except db.errors() as exc:
+                with contextlib.suppress(Exception):
+                    db.rollback()
+                raise db.wrap(exc) from None
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    db.rollback()
+                raise
+            try:
+                db.commit()
+            except db.errors() as exc:
+                with contextlib.suppress(Exception):
+                    db.rollback()
+                raise db.wrap(exc) from None
+
+    def close(self) -> None:
+        """Close the connection (a closed store cannot charge)."""
+        self._db.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"BudgetStore({self.url!r})"
+
+    def __reduce__(self):
+        raise TypeError("A BudgetStore holds a database connection and cannot be pickled: pass its URL to workers.")
+
+    # ------------------------------------------------------------------ units and grants
+    def _unit_id(self, db, unit: str, create: bool = False):
+        row = db.fetchall("SELECT id, default_total FROM geopriv_unit WHERE unit = ?", (unit,))
+        if row:
+            return int(row[0][0]), (None if row[0][1] is None else float(row[0][1]))
+        if not create:
+            return None, None
+        new_id = int(db.fetchall("SELECT COALESCE(MAX(id), 0) + 1 FROM geopriv_unit")[0][0])
+        db.execute("INSERT INTO geopriv_unit (id, unit, default_total) VALUES (?, ?, NULL)", (new_id, unit))
+        db.create_budget(new_id)
+        return new_id, None
+
+    def grant(self, total: float, *, unit: str, persons=None, note: str | None = None) -> None:
+        """Set lifetime budgets: the default for everyone (``persons=None``) or the total of ``persons``.
+
+        The default applies to every person the store has not seen yet in ``unit`` (a person is
+        seen at their first charge, and keeps the default of that moment).  A total given to
+        persons replaces theirs; a total below what a person has already used leaves them
+        exhausted (their total becomes what they used: the store never shows more spent than
+        granted).  Every grant is kept in the store's audit (:meth:`grants`).
+
+        Parameters
+        ----------
+        total : float
+            The lifetime budget, in ``unit`` (finite, >= 0).
+        unit : str
+            ``"epsilon/m"`` or ``"epsilon"`` (see :data:`UNITS`), or ``value_unit(column)``.
+        persons : array-like, optional
+            Person ids (integers or strings).
+        note : str, optional
+            Why (kept in the audit).
+        """
+        unit = check_unit(unit)
+        total = float(total)
+        if not math.isfinite(total) or total < 0:
+            raise ParameterError("A lifetime budget must be a finite number >= 0.")
+        with self._transaction("grant") as db:
+            unit_id, _ = self._unit_id(db, unit, create=True)
+            if persons is None:
+                db.execute("UPDATE geopriv_unit SET default_total = ? WHERE id = ?", (total, unit_id))
+                db.execute("INSERT INTO geopriv_grant (time_utc, unit, person, total, persons, note) "
+                           "VALUES (?, ?, NULL, ?, 0, ?)", (_now(), unit, total, note))
+                return
+            pk = person_keys(persons)
+            db.add_labels(pk.labels)
+            db.add(unit_id, pk.keys, 0.0, 0.0, total)  # new persons get the total
+            db.set_total(unit_id, pk.keys, total)
+            single = pk.keys[0] if len(pk) == 1 else None
+            db.execute("INSERT INTO geopriv_grant (time_utc, unit, person, total, persons, note) VALUES (?, ?, ?, ?, ?, ?)",
+                       (_now(), unit, None if single is None else int(single), total, len(pk), note))
+
+    # ------------------------------------------------------------------ charging
+    def reserve(self, persons, amounts, *, unit: str, kind: str, spend: bool = True, parameters: dict | None = None,
+                row_labels=None, rows_released: int | None = None) -> Reservation:
+        """Charge a release to its persons before any noise is drawn, or refuse it and charge nothing.
+
+        Parameters
+        ----------
+        persons : array-like
+            The person id of every row (a person may have several rows: their amounts add up).
+        amounts : float or array-like
+            The cost of each row (one number for all), in ``unit``.
+        unit : str
+            The unit of the guarantee (:data:`UNITS`).
+        kind : str
+            What releases: ``"perturb"``, ``"sanitize_traces"``, ... (kept in the audit).
+        spend : bool
+            True: the cost is final and goes to ``spent`` now.  False: it is the worst case, held
+            in ``reserved`` until :meth:`Reservation.commit` settles what was used.
+        parameters : dict, optional
+            The release's public parameters (its provenance fields), kept in the audit.
+        row_labels : array-like, optional
+            Row labels to name rows with unusable ids.
+
+        Returns
+        -------
+        Reservation
+
+        Raises
+        ------
+        BudgetExceededError
+            Some persons cannot afford it (named by their ids), or have no budget in ``unit``.
+        BudgetStoreError
+            The store cannot be used.
+        """
+        unit = check_unit(unit)
+        pk = persons if isinstance(persons, PersonKeys) else person_keys(persons, row_labels)
+        per_row = np.asarray(amounts, dtype=float)
+        if not np.all(np.isfinite(per_row)) or np.any(per_row < 0):
+            raise ParameterError("The cost of a release must be finite and >= 0 (a bug in the caller).")
+        if per_row.ndim == 0:
+            per_person = per_row * pk.counts  # exact for one row each
+            uniform = float(per_row) if np.all(pk.counts == 1) else None
+        else:
+            per_person = np.bincount(pk.inverse, weights=per_row, minlength=len(pk))
+            uniform = None
+        parameters = dict(parameters or {})
+        text = json.dumps(parameters, sort_keys=True, default=str)
+        release_id = uuid.uuid4().hex
+        mechanism = parameters.get("mechanism")
+        largest = float(per_person.max()) if len(pk) else 0.0
+        state = "charged" if spend else "reserved"
+        spent_now = per_person if spend else np.zeros_like(per_person)
+        held = np.zeros_like(per_person) if spend else per_person
+        with self._transaction() as db:
+            unit_id, default = self._unit_id(db, unit, create=False)
+            if unit_id is None:
+                raise self._refuse_unit(unit, pk)
+            db.add_labels(pk.labels)
+            try:
+                with self._savepoint(db):
+                    if uniform is not None:
+                        db.add(unit_id, pk.keys, uniform if spend else 0.0, 0.0 if spend else uniform, default)
+                    else:
+                        db.add(unit_id, pk.keys, spent_now, held, default)
+            except db.errors() as exc:
+                if db.is_overspend(exc) or db.is_missing(exc):
+                    raise self._refusal(db, unit, unit_id, default, pk, spent_now, held) from None
+                raise
+            db.execute(
+                "INSERT INTO geopriv_release (release_id, kind, unit, mechanism, parameters, state, started_utc, "
+                "finished_utc, persons, rows_released, largest_charge, geopriv_version) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?)",
+                (release_id, kind, unit, None if mechanism is None else str(mechanism), text, state, _now(), len(pk),
+                 rows_released, largest, __version__))
+            # packed: reserved NULL when every person has largest_charge; spent NULL while reserved, or when it is
+            # what was reserved (state charged)
+            same = len(pk) == 0 or bool(np.all(per_person == largest))
+            db.execute("INSERT INTO geopriv_charge (release_id, persons, reserved, spent) VALUES (?, ?, ?, ?)",
+                       (release_id, pk.keys.astype("<i8").tobytes(), None if same else per_person.astype("<f8").tobytes(),
+                        None))
+        return Reservation(self, release_id, unit, unit_id, pk, per_person, spend)
+
+    @contextlib.contextmanager
+    def _savepoint(self, db):
+        db.execute("SAVEPOINT geopriv_charge")
+        try:
+            yield
+        except BaseException:
+            db.execute("ROLLBACK TO SAVEPOINT geopriv_charge")
+            raise
+        db.execute("RELEASE SAVEPOINT geopriv_charge")
+
+    def _refuse_unit(self, unit, pk):
+        return BudgetExceededError(
+            f"{len(pk)} person(s) have no lifetime budget in {unit!r} ({UNITS.get(unit, 'a diffused value')}): the store "
+            "has never granted one in this unit, and budgets in other units cannot pay for it. Nothing was drawn or "
+            "charged.", fix=Fix("grant_unit", python=f"Grant one: store.grant(total, unit={unit!r}).",
+                                cli=f"Grant one: geopriv budget grant STORE --unit {unit} --total T.",
+                                qgis=f"Grant one with 'geopriv budget grant STORE --unit {unit} --total T'."))
+
+    def _refusal(self, db, unit, unit_id, default, pk, spent, held):
+        rows = db.balances_of(unit_id, pk.keys)
+        spent = np.broadcast_to(np.asarray(spent, float), pk.keys.shape)
+        held = np.broadcast_to(np.asarray(held, float), pk.keys.shape)
+        have = np.array([r[0] for r in rows], np.int64)
+        missing = np.setdiff1d(pk.keys, have)
+        parts = []
+        if len(have):
+            bal = np.array([[r[1], r[2], r[3]] for r in rows], float)
+            at = np.searchsorted(pk.keys, have)
+            after = (bal[:, 1] + spent[at]) + (bal[:, 2] + held[at])
+            over = after > bal[:, 0]
+            if over.any():
+                worst = float(np.max(after[over] - bal[over, 0]))
+                parts.append(f"{int(over.sum())} person(s) would exceed their lifetime budget in {unit!r}: "
+                             f"{format_labels(pk.shown(np.sort(have[over])))} (over by up to {worst:.3g})")
+        if len(missing) and default is not None:  # new persons start with the default
+            at = np.searchsorted(pk.keys, missing)
+            new_over = spent[at] + held[at] > default
+            if new_over.any():
+                parts.append(f"{int(new_over.sum())} person(s) new to the store would exceed the default lifetime budget "
+                             f"in {unit!r} ({default:.6g}) at once: {format_labels(pk.shown(missing[new_over]))}")
+        elif len(missing):
+            parts.append(f"{len(missing)} person(s) have no budget in {unit!r} and the store has no default for it: "
+                         f"{format_labels(pk.shown(missing))}")
+        if not parts:  # the constraint fired but no row is over: rounding at the boundary
+            parts.append(f"the release would take some person(s) to their lifetime budget in {unit!r} within rounding")
+        return BudgetExceededError(
+            "; ".join(parts) + ". Nothing was drawn or charged.",
+            fix=Fix("budget_exhausted", python="Release without these persons, with a smaller epsilon, or grant more "
+                    "budget deliberately (store.grant(...), kept in the audit).",
+                    cli="Release without these persons (--drop rows), with a smaller epsilon, or grant more budget "
+                        "deliberately (geopriv budget grant).",
+                    qgis="Release without these persons, with a smaller epsilon, or grant more budget deliberately "
+                         "(geopriv budget grant)."))
+
+    # ------------------------------------------------------------------ views
+    def balances(self, *, unit: str | None = None, persons=None) -> pd.DataFrame:
+        """One row per (person, unit): total, spent, reserved, remaining (persons the store has seen)."""
+        params = [] if unit is None else [check_unit(unit)]
+        keys = None
+        if persons is not None:
+            keys = person_keys(persons).keys
+        with self._transaction("read") as db:
+            units = db.fetchall("SELECT id, unit FROM geopriv_unit" + (" WHERE unit = ?" if unit is not None else "")
+                                + " ORDER BY id", tuple(params))
+            rows = []
+            for unit_id, name in units:
+                rows += [(r[0], r[1], name, r[2], r[3], r[4]) for r in db.fetchall(
+                    f"SELECT b.person, p.label, b.total, b.spent, b.reserved FROM {_table(unit_id)} AS b "
+                    "LEFT JOIN geopriv_person AS p ON p.person = b.person ORDER BY b.person")]
+        frame = pd.DataFrame(rows, columns=["key", "label", "unit", "total", "spent", "reserved"])
+        if keys is not None:
+            frame = frame[frame["key"].isin(keys)]
+        person = [label if isinstance(label, str) else int(k) for k, label in zip(frame["key"], frame["label"])]
+        out = pd.DataFrame({"person": pd.Series(person, dtype=object), "unit": frame["unit"].to_numpy(),
+                            "total": frame["total"].to_numpy(float), "spent": frame["spent"].to_numpy(float),
+                            "reserved": frame["reserved"].to_numpy(float)})
+        out["remaining"] = np.maximum(out["total"] - out["spent"] - out["reserved"], 0.0)
+        return out
+
+    def defaults(self) -> pd.DataFrame:
+        """The default lifetime budget of each unit (None: persons need their own grant)."""
+        with self._transaction("read") as db:
+            rows = db.fetchall("SELECT unit, default_total FROM geopriv_unit ORDER BY id")
+        return pd.DataFrame(rows, columns=["unit", "default_total"])
+
+    def releases(self) -> pd.DataFrame:
+        """The audit: one row per release (id, kind, unit, mechanism, public parameters, state, times, persons)."""
+        with self._transaction("read") as db:
+            rows = db.fetchall(
+                "SELECT release_id, kind, unit, mechanism, parameters, state, started_utc, finished_utc, persons, "
+                "rows_released, largest_charge, geopriv_version FROM geopriv_release ORDER BY started_utc, release_id")
+        return pd.DataFrame(rows, columns=["release_id", "kind", "unit", "mechanism", "parameters", "state",
+                                           "started_utc", "finished_utc", "persons", "rows_released", "largest_charge",
+                                           "geopriv_version"])
+
+    def charges(self, release_id: str | None = None) -> pd.DataFrame:
+        """Epsilon charged per person and release: release_id, person, unit, reserved, spent (None while reserved)."""
+        sql = ("SELECT c.release_id, r.unit, c.persons, c.reserved, c.spent, r.state, r.largest_charge "
+               "FROM geopriv_charge AS c "
+               "JOIN geopriv_release AS r ON r.release_id = c.release_id")
+        params = ()
+        if release_id is not None:
+            sql += " WHERE c.release_id = ?"
+            params = (release_id,)
+        with self._transaction("read") as db:
+            rows = db.fetchall(sql + " ORDER BY r.started_utc, c.release_id", params)
+            labels = dict(db.fetchall("SELECT person, label FROM geopriv_person"))
+        parts = []
+        for rid, unit, persons, reserved, spent, state, largest in rows:
+            keys = np.frombuffer(bytes(persons), "<i8")
+            res = np.full(len(keys), float(largest or 0.0)) if reserved is None else np.frombuffer(bytes(reserved), "<f8")
+            if spent is not None:
+                sp = np.frombuffer(bytes(spent), "<f8")
+            else:
+                sp = res if state == "charged" else np.zeros(len(keys)) if state == "cancelled" else np.full(len(keys), np.nan)
+            parts.append(pd.DataFrame({"release_id": rid, "person": pd.Series(
+                [labels.get(int(k), int(k)) for k in keys], dtype=object), "unit": unit, "reserved": res, "spent": sp}))
+        if not parts:
+            return pd.DataFrame(columns=["release_id", "person", "unit", "reserved", "spent"])
+        return pd.concat(parts, ignore_index=True)
+
+    def grants(self) -> pd.DataFrame:
+        """The audit of grants: time, unit, person (None: the default), total, number of persons, note."""
+        with self._transaction("read") as db:
+            rows = db.fetchall("SELECT time_utc, unit, person, total, persons, note FROM geopriv_grant ORDER BY time_utc")
+            labels = dict(db.fetchall("SELECT person, label FROM geopriv_person"))
+        frame = pd.DataFrame(rows, columns=["time_utc", "unit", "person", "total", "persons", "note"])
+        frame["person"] = [None if k is None or (isinstance(k, float) and math.isnan(k)) else labels.get(int(k), int(k))
+                           for k in frame["person"]]
+        return frame
+
+    def info(self) -> dict:
+        """Schema version, the geopriv that created the store, and counts (persons, releases, unfinished)."""
+        with self._transaction("read") as db:
+            meta = dict(db.fetchall("SELECT key, value FROM geopriv_meta"))
+            ids = [r[0] for r in db.fetchall("SELECT id FROM geopriv_unit")]
+            persons = db.fetchall("SELECT COUNT(*) FROM (" + " UNION ".join(
+                f"SELECT person FROM {_table(i)}" for i in ids) + ") AS p")[0][0]
+            states = dict(db.fetchall("SELECT state, COUNT(*) FROM geopriv_release GROUP BY state"))
+        return {"url": self.url, "schema_version": int(meta.get("schema_version", 0)),
+                "created_with": meta.get("created_with"), "created_utc": meta.get("created_utc"),
+                "persons": int(persons), "releases": {s: int(states.get(s, 0)) for s in _STATES}}
+
+
+class Reservation:
+    """A release's charge in a :class:`BudgetStore`: made before any noise is drawn.
+
+    Use it as a context manager around the release: call :meth:`start` just before the first
+    draw.  On a normal exit it is committed; on an exception it is cancelled (everything given
+    back) if :meth:`start` was not called, and committed in full otherwise.
+    """
+
+    def __init__(self, store, release_id, unit, unit_id, pk, reserved, spent_at_once):
+        self.store = store
+        self.release_id = release_id
+        self.unit = unit
+        self._unit_id = unit_id
+        self.persons = pk
+        self.amounts = reserved  # per person (pk.keys order)
+        self._spent_at_once = spent_at_once
+        self.started = False
+        self.done = False
+
+    def start(self) -> None:
+        """Mark that noise is about to be drawn: from now on nothing can be given back."""
+        self.started = True
+
+    def commit(self, spent=None) -> None:
+        """Finish the release: ``spent`` per person (<= the reservation; default: all of it), the rest given back."""
+        if self.done:
+            return
+        if spent is None:
+            spent = self.amounts
+        spent = np.broadcast_to(np.asarray(spent, dtype=float), self.amounts.shape)
+        if np.any(spent > self.amounts) or np.any(spent < 0) or not np.all(np.isfinite(spent)):
+            raise ParameterError("A release cannot spend more than it reserved (a bug in the caller).")
+        with self.store._transaction() as db:
+            if not self._spent_at_once:
+                db.settle(self._unit_id, self.persons.keys, self.amounts, spent)
+                db.execute("UPDATE geopriv_charge SET spent = ? WHERE release_id = ?",
+                           (np.asarray(spent, "<f8").tobytes(), self.release_id))
+            db.execute("UPDATE geopriv_release SET state = ?, finished_utc = ? WHERE release_id = ?",
+                       ("settled" if not self._spent_at_once else "charged", _now(), self.release_id))
+        self.done = True
+
+    def cancel(self) -> None:
+        """Give everything back: allowed only before :meth:`start` (no noise drawn)."""
+        if self.done:
+            return
+        if self.started:
+            raise ParameterError("A release that may have drawn noise cannot give its budget back.")
+        zero = np.zeros_like(self.amounts)
+        with self.store._transaction() as db:
+            if self._spent_at_once:
+                db.give_back(self._unit_id, self.persons.keys, self.amounts, zero)
+            else:
+                db.give_back(self._unit_id, self.persons.keys, zero, self.amounts)
+            db.execute("UPDATE geopriv_release SET state = 'cancelled', finished_utc = ? WHERE release_id = ?",
+                       (_now(), self.release_id))
+        self.done = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.commit()
+        elif not self.started:
+            self.cancel()
+        else:
+            self.commit()  # noise may have been drawn: charged in full
+        return False
+
+
+#: schema migrations: _MIGRATIONS[v](db) takes a store from schema v to v + 1
+_MIGRATIONS: dict = {}
+
+
+def open_store(store) -> BudgetStore | None:
+    """A :class:`BudgetStore` from what a release function was given (a store, a URL or a path, or None)."""
+    if store is None or isinstance(store, BudgetStore):
+        return store
+    if isinstance(store, (str, os.PathLike)):
+        return BudgetStore(store)
+    raise ParameterError("budget_store must be a geopriv.BudgetStore, its URL (sqlite:///path.db, "
+                         "postgresql://...) or None.")
