@@ -106,6 +106,8 @@ class PrivBase:
         keep=(),
         max_distortion: float = DEFAULT_MAX_DISTORTION,
         progress=None,
+        budget_store=None,
+        person=None,
     ):
         """Release location traces within a budget per trace: ``geopriv.sanitize_traces(obj, ...)``.
 
@@ -126,6 +128,9 @@ class PrivBase:
             configuration: see :func:`geopriv.sanitize_traces`.
         rng, bounds, grid, continuous, keep, max_distortion, progress
             As in :meth:`perturb`.
+        budget_store, person
+            Charge each trace's person (default: the trace id) in this persistent store before
+            any noise is drawn; settled to the ledger's spending afterwards.
 
         Returns
         -------
@@ -147,7 +152,7 @@ class PrivBase:
             budget=budget, rate=rate, accuracy=accuracy, skip_speed=skip_speed, stale_after=stale_after,
             predictor=predictor, on_exhausted=on_exhausted, eta=eta, gamma=gamma, delta=delta,
             prediction_rate=prediction_rate, rng=rng, bounds=bounds, grid=grid, continuous=continuous, keep=keep,
-            max_distortion=max_distortion, progress=progress,
+            max_distortion=max_distortion, progress=progress, budget_store=budget_store, person=person,
         )
 
     def synthesize(
@@ -164,6 +169,8 @@ class PrivBase:
         rng=None,
         max_distortion: float = DEFAULT_MAX_DISTORTION,
         progress=None,
+        budget_store=None,
+        person=None,
     ):
         """A synthetic point set with epsilon-differential privacy: ``geopriv.synthesize(obj, ...)``.
 
@@ -178,6 +185,9 @@ class PrivBase:
         region, n, method, depth, placement, grid, rng, max_distortion, progress
             Output polygon, number of synthetic points, ``"srw"`` or ``"pmm"``, tree depth,
             placement in cells, lattice, randomness: see :func:`geopriv.synthesize`.
+        budget_store, person
+            Charge every row's person ``epsilon`` (unit ``"epsilon"``) in this persistent store
+            before any noise is drawn.
 
         Returns
         -------
@@ -195,7 +205,8 @@ class PrivBase:
 
         return synthesize(
             self._obj, epsilon, bounds=bounds, region=region, n=n, method=method, depth=depth, placement=placement,
-            grid=grid, rng=rng, max_distortion=max_distortion, progress=progress,
+            grid=grid, rng=rng, max_distortion=max_distortion, progress=progress, budget_store=budget_store,
+            person=person,
         )
 
     def diffuse(
@@ -219,6 +230,8 @@ class PrivBase:
         tolerance: float = 0.0,
         weight=None,
         keep=(),
+        budget_store=None,
+        person=None,
     ):
         """Release one row's location to the rest of its network, graded by distance: ``geopriv.diffuse_locations(obj, ...)``.
 
@@ -238,6 +251,9 @@ class PrivBase:
         on_unreachable, tolerance, weight, keep
             Unconnected rows; graph matching; an index kept deliberately although it puts the
             rows in spatial order.
+        budget_store, person
+            Charge the source's person (default: its index label) the path's largest epsilon in
+            this persistent store before any noise is drawn.
 
         Returns
         -------
@@ -257,7 +273,7 @@ class PrivBase:
             self._obj, epsilon, source=source, graph=graph, distance=distance, value=value, support=support,
             value_range=value_range, continuous=continuous, path=path, rng=rng, bounds=bounds, grid=grid,
             max_distortion=max_distortion, ledger=ledger, on_unreachable=on_unreachable, tolerance=tolerance,
-            weight=weight, keep=keep,
+            weight=weight, keep=keep, budget_store=budget_store, person=person,
         )
 
     def ledger(self):

@@ -28,13 +28,14 @@ import numpy as np
 import pandas as pd
 
 from .attributes import INDEX, ROW_ORDER, check_location_attributes
+from .budget import PER_METRE, PERSON_FIX, open_store, value_unit
 from .exceptions import (
     EmptyInputError, Fix, GeoprivError, IdentityError, LocationAttributeError, ParameterTypeError, format_labels,
 )
 from .frame import DEFAULT_MAX_DISTORTION
 from .network import UnreachableRecipientsWarning, as_network, epsilon_of_distance, hop_distance, resistance_distance
 from .provenance import attach, make_record
-from .release import release_diffusion
+from .release import budget_fields, release_diffusion
 
 __all__ = ["diffuse_locations", "network_distances", "recipient_order", "VALUE_RANGE_STEPS"]
 
@@ -180,6 +181,8 @@ def diffuse_locations(
     tolerance: float = 0.0,
     weight=None,
     keep=(),
+    budget_store=None,
+    person=None,
 ):
     """Release the location of row ``source`` to every other row, graded by network distance.
 
@@ -239,6 +242,14 @@ def diffuse_locations(
     ledger : DiffusionLedger, optional
         Charged before any noise is drawn (refuses an overspend); a path costs its largest
         epsilon, kept per source and per released quantity (location, or each value column).
+    budget_store : geopriv.BudgetStore or str, optional
+        A persistent store of lifetime budgets (or its URL).  The source's person is charged,
+        before any noise is drawn, the path's largest effective epsilon (per ground metre for a
+        location, in the unit ``"epsilon per unit of <column>"`` for a value); an extended path
+        that this store charged before costs only the increase of its largest epsilon.
+    person : column label, optional
+        The column of stable person ids; the source row's id is charged.  Default: the source's
+        index label.
     on_unreachable : {"warn", "raise", "ignore"}
         Rows not connected to the source (or not in the graph) get no answer; by default a
         warning names them.
@@ -333,10 +344,31 @@ def diffuse_locations(
     eps = schedule(dist)
     old_path = path
     what = None if value is None else value
+    store = open_store(budget_store)
+    charged = {}
+    if store is not None:
+        if person is not None and person not in data.columns:
+            raise GeoprivError(f"person={person!r} is not a column of the data.", fix=PERSON_FIX)
+        pid = source if person is None else data.loc[source, person]
+        unit = PER_METRE if value is None else value_unit(value)
 
-    def charge_check():
+    def charge_check(effective_max=None):
         if ledger is not None:
             ledger.check(source, float(eps.max()), old_path, value=what)
+        if store is not None:  # after every check, just before the noise
+            largest = float(eps.max()) if effective_max is None else max(float(effective_max), float(eps.max()))
+            charged["largest"] = largest
+            charged["reservation"] = store.charge_path(
+                pid, largest, unit=unit, path=old_path, kind="diffuse_locations",
+                parameters={"mechanism": "private Markov jump process (graded release over a network)",
+                            "distance": distance, "recipients": int(len(recipients)),
+                            "coalition_epsilon_per_m" if value is None else "coalition_epsilon": float(eps.max())})
+            charged["reservation"].start()
+
+    def charge_done(new_path):
+        if store is not None:
+            charged["reservation"].commit()
+            store.record_path(new_path, pid, charged["largest"], unit=unit, old_path=old_path)
 
     extra = {"distance": distance, "recipients": int(len(recipients)), "unreachable": int(len(unreachable))}
     if value is None:
@@ -346,15 +378,20 @@ def diffuse_locations(
         )
         if ledger is not None:
             ledger.record(source, float(eps.max()), old_path, new_path)
+        charge_done(new_path)
         result = gpd.GeoDataFrame(
             {"network_distance": dist, "epsilon_per_m": eps, "effective_epsilon_per_m": effective},
             geometry=gpd.points_from_xy(out[:, 0], out[:, 1]), crs=data.crs, index=recipients,
         )
         fields.update(extra)
+        if store is not None:
+            fields.update(budget_fields(store, PER_METRE, None))
         out = (attach(result, data, make_record(fields, seeded=seeded, n=len(recipients))), new_path)
     else:
         out = _diffuse_value(data, source, value, support, value_range, continuous, grid, eps, dist, recipients, path,
-                             rng, ledger, charge_check, extra)
+                             rng, ledger, charge_check, extra, charge_done)
+        if store is not None:
+            out[0].attrs["geopriv"].update(budget_fields(store, unit, None))
     if pending_warning is not None:
         warnings.warn(pending_warning, UnreachableRecipientsWarning, stacklevel=2)
     return out
@@ -395,7 +432,7 @@ def _value_lattice(grid, eps_max, value_range):
 
 
 def _diffuse_value(data, source, column, support, value_range, continuous, grid, eps, dist, recipients, path, rng,
-                   ledger, charge_check, extra):
+                   ledger, charge_check, extra, charge_done):
     from .mechanisms.diffusion import diffuse, project_discrete, snap_values, value_column, value_lattice_epsilon
     from .rng import make_rng
 
@@ -432,13 +469,14 @@ def _diffuse_value(data, source, column, support, value_range, continuous, grid,
     label = data.index[data.index.get_loc(source)]
     if path is not None:
         path.check_binding(source=label, released=released, frame=frame, value=u)
-    charge_check()
+    charge_check(float(effective.max()) if lattice else None)
     source_rng = make_rng(rng)
     responses, new_path = diffuse(u, eps, source_rng.generator, path=path)
     if path is None:
         new_path = new_path.bind(source=label, released=released, frame=frame, value=u)
     if ledger is not None:
         ledger.record(source, eps_max, path, new_path, value=column)
+    charge_done(new_path)
     if support is not None:
         responses = project_discrete(responses, np.asarray(support, dtype=float))
         precision = ("projected to a finite public support of "

@@ -128,7 +128,8 @@ def perturb(
         return lazy("perturb")(
             data, epsilon, level=level, radius=radius, mechanism=mechanism, rng=rng, grid=grid,
             continuous=continuous, bounds=bounds, region=region, keep=keep, person=person,
-            max_distortion=max_distortion, progress=progress, budget_store=budget_store,
+            max_distortion=max_distortion, progress=progress,
+            **({} if budget_store is None else {"budget_store": budget_store}),
         )
     mech = mechanism_for(epsilon, level, radius, mechanism, region)
     store = open_store(budget_store)

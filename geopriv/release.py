@@ -47,7 +47,7 @@ import shapely
 from geopandas.array import GeometryArray
 from pyproj import Transformer
 
-from .budget import PER_METRE
+from .budget import PER_METRE, PURE
 from .crs import as_crs
 from .exceptions import CRSError, Fix, GeometryError, GeoprivError, MissingCRSError, ParameterError, ParameterTypeError
 from .frame import (
@@ -416,9 +416,10 @@ def point_charge(plan: ReleasePlan) -> float:
     return float(loss()) if callable(loss) else float(plan.mechanism.grid_epsilon_per_m())
 
 
-def budget_fields(store, unit: str, per_row: float) -> dict:
-    """The provenance fields of a charged release: the store's kind (never its URL), the unit, the cost of a row."""
-    return {"budget_store": store.kind, "budget_unit": unit, "charged_per_row": float(per_row)}
+def budget_fields(store, unit: str, per_row: float | None) -> dict:
+    """The provenance fields of a charged release: the store's kind (never its URL), the unit, the cost of a row
+    (None when a row's cost depends on the release's public outcome, as for traces: see their ledger)."""
+    return {"budget_store": store.kind, "budget_unit": unit, "charged_per_row": None if per_row is None else float(per_row)}
 
 
 def charge_rows(store, data, person, per_row, unit: str, kind: str, fields: dict, n: int, *, spend: bool = True):
@@ -609,6 +610,8 @@ def release_synthetic(
     placement: str = "uniform",
     max_distortion: float = DEFAULT_MAX_DISTORTION,
     progress=None,
+    budget_store=None,
+    person=None,
 ):
     """A synthetic point set from ``data`` through the public release path (set-valued mechanisms).
 
@@ -634,16 +637,25 @@ def release_synthetic(
     plan = plan_synthetic(geoms.crs, mechanism, len(xy), n=n, bounds=bounds, region=region, grid=grid,
                           placement=placement, max_distortion=max_distortion)
     unit = plan.unit(xy, geoms.index)
+    fields = plan.fields()
+    reservation = contextlib.nullcontext()
+    if budget_store is not None:  # a person with k rows pays k epsilon (group privacy)
+        fields.update(budget_fields(budget_store, PURE, float(fields["effective_epsilon"])))
+        reservation = charge_rows(budget_store, data, person, float(fields["effective_epsilon"]), PURE, "synthesize",
+                                  fields, plan.n_out)
     callback, bar = progress_callback(progress, len(xy), desc="synthesize")
     try:
-        nodes, counts = mechanism.leaf_counts(leaf_keys(unit, plan.depth), source.generator, plan.depth)
+        with reservation:
+            if budget_store is not None:
+                reservation.start()
+            nodes, counts = mechanism.leaf_counts(leaf_keys(unit, plan.depth), source.generator, plan.depth)
         out = plan.points(nodes, counts, source.generator)
         if callback is not None:
             callback(len(xy), len(xy))
     finally:
         if bar is not None:
             bar.close()
-    record = make_record(plan.fields(), seeded=source.seeded, n=plan.n_out)
+    record = make_record(fields, seeded=source.seeded, n=plan.n_out)
     return synthetic_frame(data, out, plan.crs, record)
 
 
@@ -742,8 +754,8 @@ def release_diffusion(
     }
     if path is not None:
         path.check_binding(source=labels[pos], released=LOCATION, frame=binding, value=u)
-    if before_noise is not None:
-        before_noise()
+    if before_noise is not None:  # the caller's budget check and charge, with the largest effective epsilon
+        before_noise(float(effective.max()))
     source_rng = make_rng(rng)
     responses, new_path = diffuse(u, eps / frame.scale_max, source_rng.generator, path=path)
     if path is None:
@@ -801,6 +813,16 @@ class TracePlan:
     def to_release(self, work_m):
         """Work metres -> released coordinates in the input CRS: truncated and snapped (a fresh array)."""
         return truncate_and_snap(self.frame.from_work(work_m * self.unit), self.frame.area, self.lattice)
+
+    def draw_increment(self) -> float:
+        """How much each noisy draw's epsilon per metre may grow by snapping to the lattice (0 when continuous)."""
+        from .precision import ANGLE_RESOLUTION, discretisation_epsilon
+
+        if self.lattice is None:
+            return 0.0
+        eps = self.epsilon_per_m
+        return max(0.0, float(discretisation_epsilon(eps, self.lattice.min_cell_m, self.frame.r_max_metres(),
+                                                     ANGLE_RESOLUTION) - eps))
 
     def finite_precision_text(self) -> str:
         from .precision import ANGLE_RESOLUTION, discretisation_epsilon

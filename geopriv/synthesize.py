@@ -13,6 +13,7 @@ import numpy as np
 
 from .daskhook import is_dask, lazy
 from .exceptions import GeometryError, ParameterError
+from .budget import open_store
 from .frame import DEFAULT_MAX_DISTORTION
 from .mechanisms.private_measure import PrivateMeasure
 from .release import release_synthetic
@@ -35,6 +36,8 @@ def synthesize(
     rng=None,
     max_distortion: float = DEFAULT_MAX_DISTORTION,
     progress=None,
+    budget_store=None,
+    person=None,
 ):
     """Release a synthetic point set with epsilon-differential privacy.
 
@@ -78,6 +81,14 @@ def synthesize(
     max_distortion : float
         CRS scale variation tolerated when fixing the lattice (see :func:`geopriv.perturb`).
     progress : None, True or callable(done, total)
+    budget_store : geopriv.BudgetStore or str, optional
+        A persistent store of lifetime budgets (or its URL).  Every row's person is charged
+        ``epsilon`` (dimensionless: the unit ``"epsilon"``, kept apart from the per-metre
+        budgets of perturb) before any noise is drawn; a person with several rows pays for
+        each (group privacy).  See ``docs/budgets.md``.
+    person : column label, optional
+        The column of stable person ids charged in ``budget_store`` (default: the index labels,
+        refused when they look like positions).
 
     Returns
     -------
@@ -94,11 +105,12 @@ def synthesize(
         return lazy("synthesize")(
             data, epsilon, bounds=bounds, region=region, n=n, method=method, depth=depth, placement=placement,
             grid=grid, rng=rng, max_distortion=max_distortion, progress=progress,
+            **({} if budget_store is None else {"budget_store": budget_store, "person": person}),
         )
     mechanism = PrivateMeasure(epsilon, method=method, depth=depth, dim=2)
     return release_synthetic(
         data, mechanism, rng=rng, n=n, bounds=bounds, region=region, grid=grid, placement=placement,
-        max_distortion=max_distortion, progress=progress,
+        max_distortion=max_distortion, progress=progress, budget_store=open_store(budget_store), person=person,
     )
 
 

@@ -10,6 +10,7 @@ with the paper's sampling protocol (sec. 5), so its evaluation can be reproduced
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 
@@ -21,6 +22,7 @@ from pandas.api.extensions import no_default
 from pyproj import CRS, Transformer
 
 from .accounting import BudgetAccountant
+from .budget import PER_METRE, open_store
 from .daskhook import is_dask, lazy
 from .exceptions import Fix, GeoprivError, LocationAttributeError, ParameterError, ParameterTypeError, format_labels
 from .frame import DEFAULT_MAX_DISTORTION
@@ -28,7 +30,7 @@ from .keys import rows_of
 from .mechanisms.predictive import EXHAUSTED, NOISE, STATUS_NAMES, Traces
 from .points import as_geoseries, point_xy
 from .provenance import attach, make_record
-from .release import check_release_input, plan_traces
+from .release import budget_fields, check_release_input, plan_traces
 from .rng import make_rng
 
 __all__ = ["sanitize_traces", "sample_queries", "trace_ledger", "OUTPUT_COLUMNS", "ledger_from_columns", "ledger_rows",
@@ -332,6 +334,8 @@ def sanitize_traces(
     keep=(),
     max_distortion: float = DEFAULT_MAX_DISTORTION,
     progress=None,
+    budget_store=None,
+    person=None,
 ):
     """Release location traces within a privacy budget per trace (predictive or independent noise).
 
@@ -413,6 +417,16 @@ def sanitize_traces(
         As in :func:`geopriv.perturb`: ``True`` shows a tqdm bar; a callable receives the
         number of rows decided (about 100 times, from inside the run) and may raise to cancel
         (nothing is returned).
+    budget_store : geopriv.BudgetStore or str, optional
+        A persistent store of lifetime budgets (or its URL).  Before any noise is drawn, each
+        trace's person is charged the trace's worst case (``epsilon`` plus the lattice's
+        finite-precision increment for every row), in epsilon per ground metre; after the run
+        the charge is settled to what the public ledger says was spent and the rest is given
+        back.  A person who cannot afford their traces is named in a
+        :class:`~geopriv.BudgetExceededError` and nothing is drawn or charged.
+    person : column label, optional
+        The column of stable person ids charged in ``budget_store`` (constant within a trace;
+        a person with several traces pays for each).  Default: the trace id.
 
     Returns
     -------
@@ -458,8 +472,9 @@ def sanitize_traces(
             rate=rate, accuracy=accuracy, skip_speed=skip_speed, stale_after=stale_after, predictor=predictor,
             on_exhausted=on_exhausted, eta=eta, gamma=gamma, delta=delta, prediction_rate=prediction_rate, rng=rng,
             bounds=bounds, grid=grid, continuous=continuous, keep=keep, max_distortion=max_distortion,
-            progress=progress,
+            progress=progress, **({} if budget_store is None else {"budget_store": budget_store, "person": person}),
         )
+    store = open_store(budget_store)
     layout = None
     mpd = _movingpandas(data)
     if mpd is not None:
@@ -508,9 +523,26 @@ def sanitize_traces(
         # what the predictor and the tests may see: the released value, not its unrounded bits
         return frame.to_work(to_release(noisy)) / unit
 
-    # rows_of: per-row keyed streams (lazy releases) follow their rows into the traces' order
-    run = mech.run(traces, eps, rows_of(source.generator, order), accountant, progress=progress,
-                   **({"postprocess": released_in_work} if method == "predictive" and lattice is not None else {}))
+    reservation = contextlib.nullcontext()
+    if store is not None:  # each trace's worst case, charged to its person before any noise is drawn
+        per_draw = plan.draw_increment()
+        worst = eps + lengths * per_draw
+        charged = plan.fields()
+        charged.update(budget_fields(store, PER_METRE, None))
+        reservation = store.reserve(_trace_persons(data, person, codes, uniques, traj_id), worst, unit=PER_METRE,
+                                    kind="sanitize_traces", spend=False, parameters=charged, rows_released=len(xy))
+
+    with reservation:
+        if store is not None:
+            reservation.start()
+        # rows_of: per-row keyed streams (lazy releases) follow their rows into the traces' order
+        run = mech.run(traces, eps, rows_of(source.generator, order), accountant, progress=progress,
+                       **({"postprocess": released_in_work} if method == "predictive" and lattice is not None else {}))
+        if store is not None:  # settle: what the public ledger says each trace spent, plus its draws' increments
+            draws = np.bincount(codes[order][run.status == NOISE], minlength=len(uniques))
+            used = np.minimum(accountant.spent + accountant.reserved + draws * per_draw, worst)
+            reservation.commit(np.minimum(np.bincount(reservation.persons.inverse, weights=used,
+                                                      minlength=len(reservation.persons)), reservation.amounts))
 
     # back to the input order and CRS
     released_sorted = run.reported
@@ -542,11 +574,34 @@ def sanitize_traces(
     ledger = _ledger_dict(run, uniques, traj_id)
     rel = status != EXHAUSTED
     fields = plan.fields(traces=len(uniques), n_released=int(rel.sum()), ledger=ledger)
+    if store is not None:
+        fields.update(budget_fields(store, PER_METRE, None))
     record = make_record(fields, seeded=source.seeded, n=len(out))
     out = attach(out, data, record)
     if layout is not None:
         return _released_collection(out, layout, codes)
     return out
+
+
+def _trace_persons(data, person, codes, uniques, traj_id):
+    """The person of each trace (in ``uniques`` order): the trace id, or the ``person`` column, constant per trace."""
+    from .budget import PERSON_FIX
+
+    if person is None:
+        if traj_id is None:
+            raise GeoprivError("A budget store charges persons: a single trace (traj_id=None) needs person=.",
+                               fix=PERSON_FIX)
+        return pd.Index(uniques)
+    col = column_of(data, person, "person id", PERSON_FIX)
+    first = np.full(len(uniques), -1, np.int64)
+    first[codes[::-1]] = np.arange(len(codes))[::-1]  # each trace's first row
+    ids = col.iloc[first]
+    same = col.to_numpy(object) == ids.to_numpy(object)[codes]
+    if not same.all():
+        bad = pd.Index(uniques)[np.unique(codes[~same])]
+        raise GeoprivError(f"The person id column {person!r} changes within {len(bad)} trace(s): trace ids "
+                           f"{format_labels(bad)}. A trace belongs to one person.", fix=PERSON_FIX)
+    return pd.Index(ids.to_numpy(object) if ids.dtype == object else ids.to_numpy())
 
 
 def _fill_last(reported, status, lengths):

@@ -103,6 +103,10 @@ _TABLES = {
               "persons {BLOB} NOT NULL, reserved {BLOB}, spent {BLOB})",
     "grant": "CREATE TABLE geopriv_grant (time_utc TEXT NOT NULL, unit TEXT NOT NULL, person {INT}, "
              "total {REAL} NOT NULL, persons {INT} NOT NULL, note TEXT)",
+    # diffusion paths already paid for: a path answering more recipients later costs only the increase of its
+    # largest epsilon (Koufogiannis and Pappas); keyed by the path's SHA-256 fingerprint (never its noise)
+    "path": "CREATE TABLE geopriv_path (fingerprint TEXT PRIMARY KEY, person {INT} NOT NULL, unit TEXT NOT NULL, "
+            "largest {REAL} NOT NULL)",
 }
 #: one table of balances per unit (keyed by the person's 64-bit key alone: the fastest table SQLite has);
 #: the database itself refuses a row with more spent and reserved than its total
@@ -697,6 +701,42 @@ class BudgetStore:
                        (release_id, pk.keys.astype("<i8").tobytes(), None if same else per_person.astype("<f8").tobytes(),
                         None))
         return Reservation(self, release_id, unit, unit_id, pk, per_person, spend)
+
+    def charge_path(self, person, largest: float, *, unit: str, path=None, kind: str = "diffuse_locations",
+                    parameters: dict | None = None) -> Reservation:
+        """Charge a graded release over a network (one secret path) to the source's person, before its noise.
+
+        A fresh path costs its ``largest`` epsilon.  An earlier path (``path``, extended by this
+        release) that this store has charged to the same person and unit costs only the increase
+        of its largest epsilon; a path the store has not charged (made without a store, or in
+        another) is charged in full.  After the release, :meth:`record_path` keeps the new path's
+        fingerprint so that a later extension is charged the same way.
+        """
+        unit = check_unit(unit)
+        pk = person_keys([person])
+        paid = 0.0
+        if path is not None:
+            with self._transaction("read") as db:
+                row = db.fetchall("SELECT largest FROM geopriv_path WHERE fingerprint = ? AND person = ? AND unit = ?",
+                                  (path.fingerprint(), int(pk.keys[0]), unit))
+            paid = float(row[0][0]) if row else 0.0
+        cost = max(0.0, float(largest) - paid)
+        params = dict(parameters or {})
+        params["path"] = "extended (charged the increase of its largest epsilon)" if paid else "fresh"
+        return self.reserve(pk, cost, unit=unit, kind=kind, spend=True, parameters=params, rows_released=None)
+
+    def record_path(self, new_path, person, largest: float, *, unit: str, old_path=None) -> None:
+        """Keep ``new_path``'s fingerprint as paid up to ``largest`` (replacing ``old_path``'s, which it extends)."""
+        unit = check_unit(unit)
+        key = int(person_keys([person]).keys[0])
+        with self._transaction() as db:
+            if old_path is not None:
+                db.execute("DELETE FROM geopriv_path WHERE fingerprint = ? AND person = ? AND unit = ?",
+                           (old_path.fingerprint(), key, unit))
+            fp = new_path.fingerprint()
+            db.execute("DELETE FROM geopriv_path WHERE fingerprint = ?", (fp,))
+            db.execute("INSERT INTO geopriv_path (fingerprint, person, unit, largest) VALUES (?, ?, ?, ?)",
+                       (fp, key, unit, float(largest)))
 
     @contextlib.contextmanager
     def _savepoint(self, db):
