@@ -35,6 +35,7 @@ import json
 import math
 import os
 import threading
+import time
 import uuid
 from pathlib import Path
 from urllib.parse import unquote, urlsplit, urlunsplit
@@ -207,7 +208,15 @@ class _SQLite:
         try:
             self.con = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
             self.con.execute("PRAGMA foreign_keys=ON")
-            mode = self.con.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            deadline = time.monotonic() + timeout
+            while True:  # switching to WAL does not wait on the busy timeout (another process creating the store)
+                try:
+                    mode = self.con.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+                    break
+                except sqlite3.OperationalError as exc:
+                    if "locked" not in str(exc).lower() or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.005)
             self.con.execute("PRAGMA synchronous=FULL")  # a charge that returned survives a power cut
             self.con.execute("PRAGMA cache_size=-131072")
         except sqlite3.Error as exc:
@@ -274,10 +283,11 @@ class _SQLite:
         return self.con.execute(f"SELECT person, total, spent, reserved FROM {_table(unit_id)} WHERE person IN "
                                 "(SELECT value FROM json_each(?))", (json.dumps(keys.tolist()),)).fetchall()
 
-    def add_labels(self, labels: dict):
-        if labels:
-            self.con.executemany("INSERT OR IGNORE INTO geopriv_person (person, label) VALUES (?, ?)",
-                                 list(labels.items()))
+    def add_labels(self, pk):
+        if len(pk.label_keys):
+            self.con.execute("INSERT OR IGNORE INTO geopriv_person (person, label) SELECT json_extract(value, '$[0]'), "
+                             "json_extract(value, '$[1]') FROM json_each(?)",
+                             (json.dumps(list(zip(pk.label_keys.tolist(), pk.label_text))),))
 
     def is_overspend(self, exc) -> bool:
         return isinstance(exc, self.sqlite3.IntegrityError) and "CHECK" in str(exc).upper()
@@ -403,11 +413,11 @@ class _Postgres:
         return self.con.execute(f"SELECT person, total, spent, reserved FROM {_table(unit_id)} WHERE "
                                 "person = ANY(%s::bigint[])", (keys.tolist(),), binary=True).fetchall()
 
-    def add_labels(self, labels: dict):
-        if labels:
+    def add_labels(self, pk):
+        if len(pk.label_keys):
             self.con.execute(
                 "INSERT INTO geopriv_person (person, label) SELECT * FROM unnest(%s::bigint[], %s::text[]) "
-                "ON CONFLICT DO NOTHING", (list(labels.keys()), list(labels.values())))
+                "ON CONFLICT DO NOTHING", (pk.label_keys.tolist(), list(pk.label_text)))
 
     def is_overspend(self, exc) -> bool:
         return isinstance(exc, self.psycopg.errors.CheckViolation)
@@ -487,23 +497,30 @@ class BudgetStore:
                 raise BudgetStoreError(f"{self.url} is not a geopriv budget store"
                                        + (" (it holds other tables)." if tables else " (it is empty)."), fix=_STORE_FIX)
             with self._transaction(what="create"):
+                if db.kind == "postgresql":  # creators queue here (SQLite's BEGIN IMMEDIATE already serialises them)
+                    db.execute("SELECT pg_advisory_xact_lock(7405112961)")
                 tables = db.tables()
-                if "geopriv_meta" in tables:  # created meanwhile by another process
-                    return self._open(False)
-                for name, sql in _TABLES.items():
-                    if f"geopriv_{name}" not in tables:
-                        db.execute(sql.format(**_DIALECT[db.kind]))
-                db.execute("INSERT INTO geopriv_meta (key, value) VALUES (?, ?)", ("schema_version", str(SCHEMA_VERSION)))
-                db.execute("INSERT INTO geopriv_meta (key, value) VALUES (?, ?)", ("created_with", __version__))
-                db.execute("INSERT INTO geopriv_meta (key, value) VALUES (?, ?)", ("created_utc", _now()))
-                for i, unit in enumerate(UNITS, start=1):
-                    db.execute("INSERT INTO geopriv_unit (id, unit, default_total) VALUES (?, ?, NULL)", (i, unit))
-                    db.create_budget(i)
-            return None
+                meanwhile = "geopriv_meta" in tables  # created meanwhile by another process: open it (below)
+                if not meanwhile:
+                    for name, sql in _TABLES.items():
+                        if f"geopriv_{name}" not in tables:
+                            db.execute(sql.format(**_DIALECT[db.kind]))
+                    db.execute("INSERT INTO geopriv_meta (key, value) VALUES (?, ?)",
+                               ("schema_version", str(SCHEMA_VERSION)))
+                    db.execute("INSERT INTO geopriv_meta (key, value) VALUES (?, ?)", ("created_with", __version__))
+                    db.execute("INSERT INTO geopriv_meta (key, value) VALUES (?, ?)", ("created_utc", _now()))
+                    for i, unit in enumerate(UNITS, start=1):
+                        db.execute("INSERT INTO geopriv_unit (id, unit, default_total) VALUES (?, ?, NULL)", (i, unit))
+                        db.create_budget(i)
+            if not meanwhile:
+                return None
+            # else opened below like any store (outside the creating transaction: a transaction cannot nest)
         with self._transaction(what="open"):
             row = db.fetchall("SELECT value FROM geopriv_meta WHERE key = 'schema_version'")
             try:
                 version = int(row[0][0])
+                if version < 1:  # no store was ever written with it: damaged (no migration starts there)
+                    raise ValueError
             except (IndexError, TypeError, ValueError):
                 raise BudgetStoreError(f"{self.url} is a damaged geopriv budget store (no schema version).",
                                        fix=_STORE_FIX) from None
@@ -613,7 +630,7 @@ class BudgetStore:
                            "VALUES (?, ?, NULL, ?, 0, ?)", (_now(), unit, total, note))
                 return
             pk = person_keys(persons)
-            db.add_labels(pk.labels)
+            db.add_labels(pk)
             db.add(unit_id, pk.keys, 0.0, 0.0, total)  # new persons get the total
             db.set_total(unit_id, pk.keys, total)
             single = pk.keys[0] if len(pk) == 1 else None
@@ -677,7 +694,7 @@ class BudgetStore:
             unit_id, default = self._unit_id(db, unit, create=False)
             if unit_id is None:
                 raise self._refuse_unit(unit, pk)
-            db.add_labels(pk.labels)
+            db.add_labels(pk)
             try:
                 with self._savepoint(db):
                     if uniform is not None:
