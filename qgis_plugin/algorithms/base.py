@@ -73,6 +73,16 @@ ROW_ORDER = "<row order>"
 RELEASE_KEYWORDS = ("grid", "continuous", "bounds", "keep")
 KEYWORD_PARAMETERS = {"bounds=": BOUNDS_LABEL, "grid=": "Grid step of the released points",
                       "continuous=": "Continuous output"}
+# The lifetime budget store (geopriv.BudgetStore): the library's budget_store= and person=, on every release
+# algorithm. The labels are how the library's own QGIS advice names them ("the 'Budget store' parameter",
+# "a 'Person id field'"). Text, not a file parameter: a file parameter refuses a postgresql:// URL.
+BUDGET_STORE_LABEL = "Budget store (SQLite file or postgresql:// URL)"
+PERSON_LABEL = "Person id field"
+#: the library keywords the budget parameters set, in the order (BUDGET_STORE, PERSON)
+BUDGET_KEYWORDS = ("budget_store", "person")
+#: how to create a store and grant budgets (the library's command line: QGIS has no algorithm for it)
+GRANT_ADVICE = ("create it and grant budgets first with the command line: geopriv budget grant STORE --unit UNIT "
+                "--total T (UNIT epsilon/m for perturb, sanitize traces and diffuse; epsilon for synthesize)")
 
 # How to shuffle a layer in QGIS (checked on QGIS 3.22: 'Random extract' keeps the layer's order, QGIS expressions
 # have no random(), and a GeoPackage output takes a 'fid' field's values as feature ids, i.e. restores the old order).
@@ -172,6 +182,8 @@ def _guarded_init(init):
     def initAlgorithm(self, config=None):  # noqa: N802  (QGIS API)
         try:
             init(self, config)
+            if self.RELEASE_FUNCTION:  # every release: the lifetime budget store, declared once here
+                self.add_budget_parameters()
         except Exception as exc:  # noqa: BLE001  (anything here would abort QGIS)
             from qgis.core import Qgis, QgsMessageLog
 
@@ -199,6 +211,9 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
     def checkParameterValues(self, parameters, context):  # noqa: N802
         if self.init_error:
             return False, self.init_error
+        refusal = self.budget_store_refusal(parameters, context)
+        if refusal:  # before QGIS writes the parameters to its log and history
+            return False, refusal
         return super().checkParameterValues(parameters, context)
 
     NAME = ""
@@ -210,6 +225,14 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
     GEOPRIV_API: tuple = ()
     #: keyword arguments the algorithm passes to geopriv functions: {function name: (keyword, ...)}.
     GEOPRIV_KEYWORDS: dict = {}
+    #: the geopriv release function the algorithm calls (None: not a release). A release gets the BUDGET_STORE and
+    #: PERSON parameters (added after its initAlgorithm) and passes them as that function's budget_store= and person=.
+    RELEASE_FUNCTION = None
+    #: the parameter whose field the library charges when PERSON is empty (traces: the trace id field); None: the
+    #: library would charge the index, here QGIS feature ids, which are not persons, so a store needs PERSON
+    PERSON_DEFAULT = None
+    #: what a charged release cost when its record has no cost per row (traces, diffuse), for the log
+    BUDGET_CHARGE = "the persons were charged"
 
     SEED = "SEED"
     PROVENANCE = "PROVENANCE"
@@ -221,6 +244,8 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
     BOUNDS = "BOUNDS"
     KEEP = "KEEP"
     KEEP_ORDER = "KEEP_ORDER"
+    BUDGET_STORE = "BUDGET_STORE"
+    PERSON = "PERSON"
 
     # --- identity -------------------------------------------------------------------------
     def name(self):
@@ -250,6 +275,7 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
         raise NotImplementedError
 
     def processAlgorithm(self, parameters, context, feedback):  # noqa: N802
+        self._stores = []  # budget stores opened by this run (budget_options), closed when it ends
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
@@ -268,6 +294,13 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
                 if os.environ.get("GEOPRIV_TRACEBACK", "") not in ("", "0"):
                     raise
                 raise QgsProcessingException(f"{self.displayName()}: {error_message(exc)}") from None
+            finally:
+                for store in self._stores:
+                    try:
+                        store.close()
+                    except Exception:  # noqa: BLE001  (a store that cannot close changes nothing of the run)
+                        pass
+                self._stores = []
         import geopriv
 
         seen = set()
@@ -321,7 +354,10 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
         result = function(data, **kwargs)
         feedback.setProgress(end)
         self.check_cancelled(feedback)
-        return result, self.provenance(result)
+        record = self.provenance(result)
+        if kwargs.get("budget_store") is not None:
+            self.report_budget(feedback, record)
+        return result, record
 
     def provenance(self, result) -> dict:
         """The library's provenance record of a release (``result.attrs["geopriv"]``), as it is."""
@@ -345,6 +381,114 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
                       "and recover the true locations. Leave empty for a real release.")
         param.setFlags(param.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
         self.addParameter(param)
+
+    def add_budget_parameters(self):
+        """BUDGET_STORE and PERSON (advanced, optional): the library's ``budget_store=`` and ``person=`` of
+        :attr:`RELEASE_FUNCTION`, on the layer parameter INPUT. Called once for every release, after its
+        ``initAlgorithm``; empty, they change nothing."""
+        store = QgsProcessingParameterString(self.BUDGET_STORE, BUDGET_STORE_LABEL, defaultValue=None, optional=True)
+        store.setHelp(
+            "A geopriv budget store keeps each person's lifetime privacy budget across releases, runs and programs "
+            "(QGIS, Python, the command line). When set, every person of the layer is charged what the release costs "
+            "them before any noise is drawn; if anyone's remaining budget is too small the algorithm stops, names "
+            "them, charges nobody and writes nothing. A SQLite file (a path, or sqlite:///path) or a PostgreSQL URL "
+            "(postgresql://user@host/database): put the password in a ~/.pgpass file or the PGPASSWORD environment "
+            "variable, never in the URL (QGIS writes parameters to its log and history). The store must exist: "
+            f"{GRANT_ADVICE}. Empty: no store, nothing is charged.")
+        person = QgsProcessingParameterField(self.PERSON, PERSON_LABEL, parentLayerParameterName="INPUT",
+                                             optional=True)
+        person.setHelp(
+            "The field of stable person ids (integers or text, no empty values) charged in the budget store; a person "
+            "with several features pays for each. Feature ids are not persons (an export or an edit renumbers them), "
+            "so with a budget store this field is needed"
+            + (f" unless '{self.parameterDefinition(self.PERSON_DEFAULT).description()}' is set (then that field's "
+               "values are the persons)" if self.PERSON_DEFAULT else "")
+            + ". Used only with a budget store.")
+        for param in (store, person):
+            param.setFlags(param.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
+            self.addParameter(param)
+
+    def budget_store_refusal(self, parameters, context):
+        """Why BUDGET_STORE cannot be used as typed (a password in a URL), or None. Never quotes the value."""
+        if not self.is_set(parameters, self.BUDGET_STORE):
+            return None
+        from urllib.parse import parse_qs, urlsplit
+
+        url = str(parameters.get(self.BUDGET_STORE)).strip()
+        if "://" not in url:
+            return None
+        try:
+            parts = urlsplit(url)
+            has_password = bool(parts.password) or "password" in {k.lower() for k in parse_qs(parts.query)}
+        except ValueError:
+            return None  # the library refuses a malformed URL
+        if has_password:
+            return (f"{self.displayName()}: the '{BUDGET_STORE_LABEL}' holds a password. QGIS writes every "
+                    "parameter to its log and processing history, so give the URL without it "
+                    "(postgresql://user@host/database) and put the password in a ~/.pgpass file (pgpass.conf on "
+                    "Windows), a PostgreSQL service file or the PGPASSWORD environment variable.")
+        return None
+
+    def budget_person(self, parameters, context):
+        """The PERSON field when a budget store is set (None: empty, or no store)."""
+        if not self.RELEASE_FUNCTION or not self.is_set(parameters, self.BUDGET_STORE):
+            return None
+        return (self.field_names(parameters, self.PERSON, context) or [None])[0]
+
+    def budget_options(self, parameters, context, feedback, function) -> dict:
+        """``budget_store=`` (the store, opened) and ``person=`` for ``function``; {} when BUDGET_STORE is empty.
+
+        Called before the layer is read: a missing or unusable store stops the run before any work
+        (the library's BudgetStoreError, with the QGIS advice).  The store is opened here so that its
+        connection is closed when the run ends.  Refused: a ``function`` of the installed geopriv that
+        takes no store (never silently dropped), and persons left to the feature ids.
+        """
+        if not self.is_set(parameters, self.BUDGET_STORE):
+            if self.is_set(parameters, self.PERSON):
+                feedback.pushWarning(f"'{PERSON_LABEL}' is used with a budget store only; without one it is ignored.")
+            return {}
+        refusal = self.budget_store_refusal(parameters, context)
+        if refusal:
+            raise QgsProcessingException(refusal)
+        try:
+            accepted = inspect.signature(function).parameters
+        except (TypeError, ValueError):
+            accepted = {}
+        name = getattr(function, "__name__", "release")
+        if not all(k in accepted for k in BUDGET_KEYWORDS):
+            raise QgsProcessingException(
+                f"{self.displayName()}: the installed geopriv's {name} does not take a budget store yet; leave "
+                f"'{BUDGET_STORE_LABEL}' empty, or install a geopriv whose {name} takes budget_store= and person=.")
+        person = self.budget_person(parameters, context)
+        if person is None and not (self.PERSON_DEFAULT and self.is_set(parameters, self.PERSON_DEFAULT)):
+            default = (f" or the '{self.parameterDefinition(self.PERSON_DEFAULT).description()}'"
+                       if self.PERSON_DEFAULT else "")
+            raise QgsProcessingException(
+                f"{self.displayName()}: a budget store charges persons: choose the '{PERSON_LABEL}'{default} (a field "
+                "of stable person ids). Feature ids are not persons: an export or an edit renumbers them, and a "
+                "person would be charged under someone else's id. Nothing was charged.")
+        import geopriv
+
+        url = self.parameterAsString(parameters, self.BUDGET_STORE, context).strip()
+        if "://" not in url:
+            url = os.path.expanduser(url)  # a plain path to a SQLite file
+        store = geopriv.BudgetStore(url)  # a missing store is refused here, with the QGIS advice
+        self._stores.append(store)
+        options = {"budget_store": store}
+        if person is not None:
+            options["person"] = person
+        return options
+
+    def report_budget(self, feedback, record: dict):
+        """One line after a charged release: the unit and the cost per row (never the store's URL or any location)."""
+        unit = record.get("budget_unit")
+        per_row = record.get("charged_per_row")
+        if isinstance(per_row, (int, float)):
+            cost = f"each row cost {per_row:.6g} {unit} (a person pays for each of their rows)"
+        else:
+            cost = f"{self.BUDGET_CHARGE} (in {unit})"
+        feedback.pushInfo(f"Budget store ({record.get('budget_store')}): {cost}, charged to the budget store before "
+                          "the noise was drawn.")
 
     def add_privacy_parameters(self, level: float, radius: float, level_label: str = None, epsilon_label: str = None):
         """LEVEL within RADIUS (metres), or EPSILON per metre (optional; replaces them when set)."""
@@ -545,6 +689,9 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
             raise QgsProcessingException(self.invalidSourceError(parameters, name))
         label = self.parameterDefinition(name).description()
         columns = list(columns)
+        person = self.budget_person(parameters, context) if name == "INPUT" else None
+        if person is not None and person not in columns:
+            columns.append(person)  # the persons the budget store charges
         if all_fields:
             fields = source.fields()
             columns = list(dict.fromkeys(columns + [fields.at(i).name() for i in range(fields.count())]))

@@ -50,7 +50,8 @@ class Diffuse(GeoprivAlgorithm):
     GROUP = "Release points"
     GROUP_ID = "points"
     GEOPRIV_API = ("diffuse_locations", "epsilon_of_distance", "make_rng")
-    GEOPRIV_KEYWORDS = {"diffuse_locations": ("source", "graph", "distance", "tolerance", "bounds", "grid", "rng"),
+    GEOPRIV_KEYWORDS = {"diffuse_locations": ("source", "graph", "distance", "tolerance", "bounds", "grid", "rng",
+                                              "budget_store", "person"),
                         "epsilon_of_distance": ("kind",)}
     HELP = """<p>Tells <b>one person's location</b> (the <b>source</b>) to <b>everyone connected to her</b> in a
 public network, the more accurately the closer they are (Koufogiannis and Pappas, "Diffusing private data over
@@ -112,6 +113,10 @@ empty for a real release.</p>"""
     RECIPIENTS_OUT = "RECIPIENTS"
     UNREACHABLE_OUT = "UNREACHABLE"
     COALITION_OUT = "COALITION_EPSILON_PER_M"
+
+    RELEASE_FUNCTION = "diffuse_locations"
+    PERSON_DEFAULT = "ID_FIELD"  # the library's default person: the source's id
+    BUDGET_CHARGE = "the source's person was charged the largest effective epsilon of the answers"
 
     DISTANCES = ["hops", "resistance"]
     KINDS = ["linear", "step"]
@@ -307,8 +312,11 @@ empty for a real release.</p>"""
         if lines_given == table_given:
             raise self.fail("give the network either as lines between the people's points or as a table of id pairs "
                             "(one of them).")
+        budget = self.budget_options(parameters, context, feedback, geopriv.diffuse_locations)  # before any work
         epsilon = self.epsilon_policy(parameters, context)
         data, people, described = self.people(parameters, context, feedback)
+        if budget.get("person") is not None and budget["person"] == people.index.name:
+            del budget["person"]  # the id field is the index: the library's default person (the source's id)
         source = self.source(parameters, context, people.index, described)
         options = {"distance": self.DISTANCES[self.parameterAsEnum(parameters, self.DISTANCE, context)]}
         if lines_given:
@@ -326,11 +334,14 @@ empty for a real release.</p>"""
 
         self.check_cancelled(feedback)
         feedback.setProgress(20)
-        answers, _secret = geopriv.diffuse_locations(people, epsilon, source=source, graph=graph, rng=rng, **options)
+        answers, _secret = geopriv.diffuse_locations(people, epsilon, source=source, graph=graph, rng=rng, **options,
+                                                     **budget)
         del _secret  # the noise path is SECRET and is never kept or written: a later run is a fresh release
         feedback.setProgress(90)
         self.check_cancelled(feedback)
         record = self.provenance(answers)
+        if budget:
+            self.report_budget(feedback, record)
 
         dest = self.write_answers(parameters, context, data, answers, feedback)
         self.report(feedback, record, ("mechanism", "distance", "recipients", "unreachable", "epsilon_min_per_m",

@@ -22,7 +22,7 @@ from qgis.core import (
     QgsProcessingParameterNumber,
 )
 
-from .base import RELEASE_KEYWORDS, TYPE_POINTS, GeoprivAlgorithm
+from .base import BUDGET_KEYWORDS, RELEASE_KEYWORDS, TYPE_POINTS, GeoprivAlgorithm
 from .build_privacy_map import MAP_HELP, PrivacyMapParameters
 
 
@@ -53,7 +53,8 @@ class PerturbLocationDependent(PrivacyMapParameters, GeoprivAlgorithm):
     GROUP = "Location-dependent privacy"
     GROUP_ID = "locationdependent"
     GEOPRIV_API = ("PrivacyMap", "EikonalMechanism", "perturb", "make_rng")
-    GEOPRIV_KEYWORDS = {"perturb": RELEASE_KEYWORDS}
+    GEOPRIV_KEYWORDS = {"perturb": RELEASE_KEYWORDS + BUDGET_KEYWORDS}
+    RELEASE_FUNCTION = "perturb"
     HELP = """<p>Releases every point with <b>location-dependent privacy</b> (the eikonal mechanism of Koufogiannis and
 Pappas): each location is protected at the privacy level of the <b>privacy map</b> where it lies, so points in
 dense areas get less noise than points in sparse ones, with a guarantee checked on the raster grid when the
@@ -235,8 +236,10 @@ mechanism exists for the options, the message says which option to change.</p>
         # before any work: neither the mechanism file nor the points may replace an input
         inputs = self.input_files(parameters, context, [self.INPUT, self.POPULATION, self.MECHANISM_FILE])
         self.check_outputs([saved, self.parameterAsOutputLayer(parameters, self.OUTPUT, context)], inputs)
+        budget = self.budget_options(parameters, context, feedback, geopriv.perturb)  # before any work
         data = self.read_layer(parameters, self.INPUT, context, feedback, all_fields=True)
         options = self.release_options(parameters, context, feedback, data, geopriv.perturb)
+        options.update(budget)
         mechanism = self.mechanism(parameters, context, feedback)
         if saved:
             # a QGIS file destination: the dialog asks before replacing a file (inputs were refused above);

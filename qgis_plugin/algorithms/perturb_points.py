@@ -8,7 +8,7 @@ from qgis.core import (
     QgsProcessingParameterFeatureSource,
 )
 
-from .base import LN4, RELEASE_KEYWORDS, TYPE_POINTS, TYPE_POLYGONS, GeoprivAlgorithm
+from .base import BUDGET_KEYWORDS, LN4, RELEASE_KEYWORDS, TYPE_POINTS, TYPE_POLYGONS, GeoprivAlgorithm
 
 
 class PerturbPoints(GeoprivAlgorithm):
@@ -17,7 +17,8 @@ class PerturbPoints(GeoprivAlgorithm):
     GROUP = "Release points"
     GROUP_ID = "points"
     GEOPRIV_API = ("perturb", "make_rng")
-    GEOPRIV_KEYWORDS = {"perturb": RELEASE_KEYWORDS}
+    GEOPRIV_KEYWORDS = {"perturb": RELEASE_KEYWORDS + BUDGET_KEYWORDS}
+    RELEASE_FUNCTION = "perturb"
     HELP = """<p>Releases every point of the layer with <b>geo-indistinguishability</b> (planar Laplace noise,
 Andr&eacute;s et al., CCS 2013): two true locations <i>d</i> metres apart are at most
 exp(&epsilon; &middot; <i>d</i>) times more or less likely to produce any released point.</p>
@@ -81,8 +82,10 @@ public</b> (advanced) only if the order is public anyway.</p>
     def compute(self, parameters, context, feedback):
         import geopriv
 
+        budget = self.budget_options(parameters, context, feedback, geopriv.perturb)  # before any work
         data = self.read_layer(parameters, self.INPUT, context, feedback, all_fields=True)
         options = self.privacy(parameters, context, feedback)
+        options.update(budget)
         options.update(self.release_options(parameters, context, feedback, data, geopriv.perturb))
         if self.is_set(parameters, self.REGION):
             options["region"] = self.read_layer(parameters, self.REGION, context, feedback, progress=(10, 10)).gdf

@@ -14,7 +14,7 @@ from qgis.core import (
     QgsProcessingParameterNumber,
 )
 
-from .base import RELEASE_KEYWORDS, TYPE_POINTS, GeoprivAlgorithm, library_default
+from .base import BUDGET_KEYWORDS, RELEASE_KEYWORDS, TYPE_POINTS, GeoprivAlgorithm, library_default
 from .layers import check_new_fields
 
 LN10 = math.log(10.0)
@@ -26,7 +26,11 @@ class SanitizeTraces(GeoprivAlgorithm):
     GROUP = "Traces"
     GROUP_ID = "traces"
     GEOPRIV_API = ("sanitize_traces", "trace_ledger", "make_rng")
-    GEOPRIV_KEYWORDS = {"sanitize_traces": RELEASE_KEYWORDS}
+    GEOPRIV_KEYWORDS = {"sanitize_traces": RELEASE_KEYWORDS + BUDGET_KEYWORDS}
+    RELEASE_FUNCTION = "sanitize_traces"
+    PERSON_DEFAULT = "TRAJ_ID_FIELD"  # the library's default person: the trace id
+    BUDGET_CHARGE = ("each trace's person was charged the trace's worst case, then given back what the ledger says "
+                     "the trace did not spend")
     HELP = """<p>Releases location <b>traces</b> (the points one user queries a service from, over time) within a
 <b>privacy budget per trace</b>, with the <b>predictive mechanism</b> of Chatzikokolakis, Palamidessi and Stronati
 (PETS 2014) or with independent planar Laplace noise. Each trace (rows sharing the <b>trace id field</b>,
@@ -186,6 +190,7 @@ trace and drive the optional time skip rule). Leave the <b>random seed</b> empty
     def compute(self, parameters, context, feedback):
         import geopriv
 
+        budget = self.budget_options(parameters, context, feedback, geopriv.sanitize_traces)  # before any work
         traj_id = (self.field_names(parameters, self.TRAJ_ID, context) or [None])[0]
         time = (self.field_names(parameters, self.TIME, context) or [None])[0]
         columns = [c for c in dict.fromkeys((traj_id, time)) if c is not None]
@@ -193,6 +198,7 @@ trace and drive the optional time skip rule). Leave the <b>random seed</b> empty
         check_new_fields(data.fields, self.NEW_COLUMNS)  # before the release: a clash would waste it
         options = self.options(parameters, context, feedback)
         options.update(self.release_options(parameters, context, feedback, data, geopriv.sanitize_traces))
+        options.update(budget)
         on_exhausted = self.EXHAUSTED[self.parameterAsEnum(parameters, self.ON_EXHAUSTED, context)]
         options["on_exhausted"] = "empty" if on_exhausted == "fail" else on_exhausted
         rng = self.random_source(parameters, context, feedback)

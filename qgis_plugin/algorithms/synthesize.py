@@ -30,7 +30,8 @@ class Synthesize(GeoprivAlgorithm):
     GROUP_ID = "points"
     GEOPRIV_API = ("synthesize", "make_rng")
     GEOPRIV_KEYWORDS = {"synthesize": ("epsilon", "bounds", "region", "n", "method", "depth", "placement", "grid",
-                                       "rng")}
+                                       "rng", "budget_store", "person")}
+    RELEASE_FUNCTION = "synthesize"
     HELP = f"""<p>Releases a <b>synthetic point set</b> instead of the points themselves: a private measure of
 the whole layer (Boedihardjo, Strohmer and Vershynin, PTRF 2024; He, Vershynin and Zhu, COLT 2023) whose
 distribution is close to the true points' in the Wasserstein-1 distance, so densities, clusters, shares within a
@@ -164,9 +165,11 @@ scales, the public area and the lattice. Leave the <b>random seed</b> empty for 
     def compute(self, parameters, context, feedback):
         import geopriv
 
-        # Geometry only: attributes are not released (the synthetic points belong to nobody).
+        budget = self.budget_options(parameters, context, feedback, geopriv.synthesize)  # before any work
+        # Geometry only (and the persons a budget store charges): attributes are not released.
         data = self.read_layer(parameters, self.INPUT, context, feedback)
         options = self.options(parameters, context, feedback, data)
+        options.update(budget)
         rng = self.random_source(parameters, context, feedback)
 
         synthetic, record = self.release(geopriv.synthesize, data.gdf, feedback, rng=rng, **options)

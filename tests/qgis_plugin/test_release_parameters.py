@@ -151,8 +151,45 @@ def test_plugin_refuses_a_library_whose_release_lacks_the_keywords(plugin, monke
         raise AssertionError("never called")
 
     monkeypatch.setattr(geopriv, "perturb", perturb)
-    with pytest.raises(ImportError, match=r"lacks perturb\(bounds=\), perturb\(continuous=\), perturb\(keep=\)"):
+    with pytest.raises(ImportError, match=r"lacks perturb\(bounds=\), perturb\(budget_store=\), perturb\(continuous=\), "
+                                          r"perturb\(keep=\), perturb\(person=\)"):
         compat.check_geopriv()
+
+
+# --- BUDGET_STORE and PERSON: the library's budget_store= and person= on every release ---------------------------
+def test_every_release_has_the_budget_parameters_of_its_library_function(provider, tmp_path):
+    """Every algorithm that releases (RELEASE_FUNCTION) has BUDGET_STORE and PERSON, named as the library's own QGIS
+    advice names them, empty by default (the library's budget_store=None: nothing charged), and passes them."""
+    import geopriv
+    from geopriv.budget import PERSON_FIX
+    from geopriv.exceptions import BudgetStoreError
+    from qgis.core import QgsProcessingParameterDefinition, QgsProcessingParameterField, QgsProcessingParameterString
+
+    from geopriv_qgis.algorithms.base import BUDGET_KEYWORDS
+
+    with pytest.raises(BudgetStoreError) as missing:
+        geopriv.BudgetStore(str(tmp_path / "missing.db"))
+    store_advice = missing.value.fix.qgis
+    releases = {alg.id().split(":")[1]: alg.RELEASE_FUNCTION for alg in provider.algorithms() if alg.RELEASE_FUNCTION}
+    assert releases == {**RELEASES, "synthesize": "synthesize", "diffuse": "diffuse_locations"}
+    for alg_id, function in releases.items():
+        alg = provider.algorithm(alg_id)
+        library = inspect.signature(getattr(geopriv, function)).parameters
+        assert library["budget_store"].default is None and library["person"].default is None
+        assert set(BUDGET_KEYWORDS) <= set(alg.GEOPRIV_KEYWORDS[function])
+        store, person = alg.parameterDefinition("BUDGET_STORE"), alg.parameterDefinition("PERSON")
+        assert isinstance(store, QgsProcessingParameterString)  # a file parameter refuses postgresql:// URLs
+        assert store.defaultValue() is None and store.checkValueIsAcceptable("postgresql://user@host/budgets")
+        assert isinstance(person, QgsProcessingParameterField) and person.parentLayerParameterName() == "INPUT"
+        for param in (store, person):
+            assert param.flags() & QgsProcessingParameterDefinition.FlagOptional
+            assert param.flags() & QgsProcessingParameterDefinition.FlagAdvanced
+        # one name per concept: the library's QGIS advice names these parameters
+        assert f"'{store.description().split(' (')[0]}' parameter" in store_advice
+        assert f"'{person.description()}'" in PERSON_FIX.qgis
+    for alg in provider.algorithms():
+        if not alg.RELEASE_FUNCTION:
+            assert alg.parameterDefinition("BUDGET_STORE") is None, alg.id()
 
 
 # --- KEEP -------------------------------------------------------------------------------------------
