@@ -324,6 +324,10 @@ def _rows_note(args) -> str:
 
 
 # ---------------------------------------------------------------------------- perturb
+_PERSON_NEEDED = ("--budget-store charges each row's person: name the column of stable person ids with --person COLUMN "
+                  "(the rows' numbers are not people: deleting a row would hand its budget to the next one)")
+
+
 def _cmd_perturb(args) -> int:
     import geopriv
     from . import io
@@ -347,9 +351,11 @@ def _cmd_perturb(args) -> int:
         if path is not None:
             io.check_input(path, what)
     io.check_output(args.output, args.out_layer, args.overwrite, protect=inputs)
+    _open_budget_store(args, _PERSON_NEEDED)
 
-    gdf = _rows(_read(args.input, args.layer, crs, xy=args.xy), args)
-    kwargs = _given(args, ("rng", "grid", "continuous", "bounds", "keep", "max_distortion"))
+    gdf = _rows(_read(args.input, args.layer, crs, xy=args.xy), args, needed=(("--person", args.person),))
+    _check_person(gdf, args)
+    kwargs = _given(args, ("rng", "grid", "continuous", "bounds", "keep", "max_distortion", "budget_store", "person"))
     if args.region is not None:
         kwargs["region"] = _read(args.region, what="region", flag=None)
     if args.mechanism is not None:
@@ -378,6 +384,7 @@ def _cmd_perturb(args) -> int:
         how = f"location-dependent epsilon {rec['epsilon_min_per_m']:.4g} .. {rec['epsilon_max_per_m']:.4g} per metre"
     print(f"released {rec['n']} points to {args.output}{_rows_note(args)}: {how}, CRS {rec['input_crs']}"
           f"{_rng_note(rec)}", file=sys.stderr)
+    _charge_note(rec, args)
     return 0
 
 
@@ -395,9 +402,11 @@ def _cmd_synthesize(args) -> int:
     if args.region is not None:
         io.check_input(args.region, "region")
     io.check_output(args.output, args.out_layer, args.overwrite, protect=inputs)
+    _open_budget_store(args, _PERSON_NEEDED)
 
-    gdf = _rows(_read(args.input, args.layer, crs, xy=args.xy), args)
-    kwargs = _given(args, _SYNTH_OPTIONS)
+    gdf = _rows(_read(args.input, args.layer, crs, xy=args.xy), args, needed=(("--person", args.person),))
+    _check_person(gdf, args)
+    kwargs = _given(args, _SYNTH_OPTIONS + ("budget_store", "person"))
     if args.region is not None:
         kwargs["region"] = _read(args.region, what="region", flag=None)
     out = geopriv.synthesize(gdf, args.epsilon, progress=True if args.progress else None, **kwargs)
@@ -409,6 +418,7 @@ def _cmd_synthesize(args) -> int:
           f"{args.output}: epsilon {rec['epsilon']:.6g} (differential privacy of the whole set, not per metre), "
           f"method {rec['method']}, depth {rec['depth']}, public area {area}, CRS {rec['input_crs']}{_rng_note(rec)}",
           file=sys.stderr)
+    _charge_note(rec, args)
     if rec.get("frame_area") == "area_of_use":  # after the release: bad input stays one line on stderr
         print("geopriv: note: no --bounds or --region, so the public area was the CRS's area of use and the cells are "
               "coarse; declare your study area with --bounds XMIN YMIN XMAX YMAX (chosen without looking at the "
@@ -602,8 +612,15 @@ def _cmd_diffuse(args) -> int:
         save_dest = io.check_file_output(args.save_path, suffixes=(".npz",), what="path",
                                          overwrite=args.overwrite, protect=[args.input, graph_file, args.output])
     old = geopriv.DiffusionPath.load(args.path) if args.path is not None else None  # verified before any work
+    _open_budget_store(args, None if args.id_field is not None else
+                       "--budget-store charges the person --source is: name the column of stable person ids with "
+                       "--person COLUMN, or give the people's ids with --id-field COLUMN (the default row numbers are "
+                       "not people)")
 
     people, id_kind = _people_ids(_read(args.input, args.layer, crs, xy=args.xy), args.id_field)
+    if args.person is not None and args.person == args.id_field:
+        args.person = None  # the ids are the index now: the library's default (the source's id)
+    _check_person(people, args)
     try:
         source = _as_ids([args.source], people.index, "--source")[0]
     except CLIError:
@@ -614,7 +631,7 @@ def _cmd_diffuse(args) -> int:
         graph = _read_lines(args, people.crs)
     else:
         graph = _read_edges(args.edges, args.network_layer, args.edge_columns, args.weight, people.index)
-    kwargs = _given(args, _DIFFUSE_OPTIONS)
+    kwargs = _given(args, _DIFFUSE_OPTIONS + ("budget_store", "person"))
     if old is not None:
         kwargs["path"] = old
     if args.weight is not None:
@@ -651,6 +668,8 @@ def _cmd_diffuse(args) -> int:
           + f": epsilon {lo:.6g} .. {hi:.6g}{unit} by {rec['distance']} distance; coalition epsilon {hi:.6g}{unit} "
           f"(any group of recipients learns no more than its closest member); {spend}{_rng_note(rec)}",
           file=sys.stderr)
+    _charge_note(rec, args, f"the person of --source {args.source} the path's largest epsilon (for a --path this "
+                            "store charged before, only its increase)")
     if save_dest is not None:
         print(f"geopriv: warning: {args.save_path} holds the SECRET noise path: anyone who has it removes the noise "
               f"from every answer and recovers the true {'location' if args.value is None else 'value'}. Keep it "
@@ -792,10 +811,15 @@ def _cmd_sanitize_traces(args) -> int:
                                            overwrite=args.overwrite, protect=inputs + [args.output])
         if os.path.realpath(os.path.abspath(ledger_dest)) == os.path.realpath(os.path.abspath(target.path)):
             raise CLIError("--ledger must be another file than OUT")
+    _open_budget_store(args, None if args.traj_id is not None else
+                       "--budget-store charges each trace's person, and --traj-id '' makes all rows one trace: name "
+                       "the column of its person id with --person COLUMN")
 
     gdf = _rows(_read(args.input, args.layer, crs, xy=args.xy), args,
-                needed=(("--traj-id", args.traj_id), ("--time", args.time)))
-    kwargs = _given(args, _TRACE_OPTIONS + ("rng", "grid", "continuous", "bounds", "keep", "max_distortion"))
+                needed=(("--traj-id", args.traj_id), ("--time", args.time), ("--person", args.person)))
+    _check_person(gdf, args)
+    kwargs = _given(args, _TRACE_OPTIONS + ("rng", "grid", "continuous", "bounds", "keep", "max_distortion",
+                                            "budget_store", "person"))
     out = _shuffled(geopriv.sanitize_traces(gdf, traj_id=args.traj_id, time=args.time,
                                             progress=True if args.progress else None, **_privacy_kwargs(args),
                                             **kwargs), args)
@@ -812,6 +836,7 @@ def _cmd_sanitize_traces(args) -> int:
         + f": {rec['method']}, {rec['budget']}, epsilon {rec['epsilon_per_m']:.6g} per metre per trace{_rng_note(rec)}",
         file=sys.stderr,
     )
+    _charge_note(rec, args, "each trace's person its worst case, settled to what the ledger says it spent,")
     return 0
 
 
@@ -939,6 +964,314 @@ def _cmd_demo(args) -> int:
           f"{rep['alpha_0.9_m']:.1f} m (alpha_0.9_m)")
     print(f"Wrote  : {gpkg}\n         {png}")
     return 0
+
+
+# ---------------------------------------------------------------------------- lifetime budgets (geopriv budget)
+#: rows 'geopriv budget show' prints unless --all
+_SHOW_ROWS = 20
+_BUDGET_TABLES = ("balances", "releases", "charges", "grants")
+
+
+def _budget_options(p, func, charged: str, person: str) -> None:
+    """--budget-store and --person: ``func``'s ``budget_store=`` and ``person=`` (the same names as in Python)."""
+    g = p.add_argument_group("lifetime budget per person (a store kept with 'geopriv budget')")
+    _lib(g, func, "budget_store", metavar="URL", show_default=False,
+         help=f"charge {charged} to their lifetime budget in this store, after every check and BEFORE any noise is "
+              "drawn: the store's URL (sqlite:///budgets.db, sqlite:////abs/budgets.db, postgresql://user@host/db) "
+              "or a SQLite file's path. The store must exist (create it with 'geopriv budget grant'). A person who "
+              "cannot afford the release is named, and nothing is drawn or charged (default: no store, nothing "
+              "charged)")
+    _lib(g, func, "person", metavar="COLUMN", show_default=False, help=person)
+
+
+def _open_budget_store(args, person_needed: str | None = None) -> None:
+    """Open --budget-store before any data is read (a missing store is an error saying how to create one).
+
+    The open store replaces the URL in ``args`` (passed on as ``budget_store=``; :func:`main`
+    closes it).  ``person_needed``: the error when --person is missing (the input's row numbers
+    are not people).
+    """
+    if getattr(args, "budget_store", None) is None:
+        if getattr(args, "person", None) is not None:
+            raise CLIError("--person names whose lifetime budget a release charges: give --budget-store URL too")
+        return
+    if person_needed is not None and args.person is None:
+        raise CLIError(person_needed)
+    from .budget import BudgetStore
+
+    args.budget_store = BudgetStore(args.budget_store)
+
+
+def _check_person(gdf, args) -> None:
+    """--person names an attribute column of the input (checked before anything is charged)."""
+    person = getattr(args, "person", None)
+    if person is not None and (person not in gdf.columns or person == gdf.geometry.name):
+        shown = ", ".join(repr(str(c)) for c in gdf.columns if c != gdf.geometry.name) or "none"
+        raise CLIError(f"--person {person!r}: the input has no such column; its columns are: {shown}")
+
+
+def _charge_note(rec, args, who: str = "each row's person") -> None:
+    """One line on stderr saying what a release charged, and to which store (its URL, never a password)."""
+    store = getattr(args, "budget_store", None)
+    if store is None or not rec.get("budget_store"):
+        return
+    per_row = rec.get("charged_per_row")
+    how = f"{per_row:.6g} {rec['budget_unit']} per row" if per_row is not None else f"in {rec['budget_unit']}"
+    print(f"charged {who} {how} in the budget store {store.url}, before any noise was drawn ('geopriv budget show "
+          "STORE' shows what is left)", file=sys.stderr)
+
+
+def _budget_unit(text: str) -> str:
+    """A budget unit (geopriv.budget.UNITS, or epsilon per unit of a diffused value's column)."""
+    from .budget.store import PER_METRE, PURE, check_unit, value_unit
+    from .exceptions import ParameterError
+
+    try:
+        return check_unit(text)
+    except ParameterError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a budget unit: give {PER_METRE} (epsilon per ground metre: perturb, sanitize-traces, "
+            f"diffuse), {PURE} (dimensionless: synthesize) or '{value_unit('COLUMN')}' (a value released by diffuse "
+            "--value)") from None
+
+
+def _open_store(url):
+    """The budget commands' STORE (a missing SQLite file: how to create it)."""
+    from .budget import BudgetStore
+    from .budget.store import _parse_url
+
+    kind, target = _parse_url(url)
+    if kind == "sqlite" and not Path(target).exists():
+        raise CLIError(f"there is no budget store at {target}: create it with 'geopriv budget grant {target} --unit "
+                       "epsilon/m --total T' (a default for everyone), or check the path")
+    return BudgetStore(url)
+
+
+def _read_person_ids(path, column, layer):
+    """The ids in ``column`` of a table (CSV: read as text; GDAL tables, .parquet), as a list; none may be empty."""
+    import pandas as pd
+
+    from . import io
+
+    io.check_input(path, "--persons-from")
+    p = Path(path)
+    if p.suffix.lower() == ".csv":
+        if layer is not None:
+            raise CLIError("--layer: a CSV file has no layers")
+        table = pd.read_csv(p, dtype=str, keep_default_na=False)
+    elif p.suffix.lower() == ".parquet":
+        table = pd.read_parquet(p)
+    else:
+        import pyogrio
+
+        if layer is None and len(pyogrio.list_layers(p)) > 1:
+            raise CLIError(f"{path} has several layers; choose the one with the ids with --layer NAME")
+        table = pyogrio.read_dataframe(p, layer=layer, read_geometry=False)
+    names = {str(c): c for c in table.columns}
+    if column not in names:
+        raise CLIError(f"--persons-from {path} has no column {column!r} (--column); its columns are: "
+                       + (", ".join(repr(n) for n in names) or "none"))
+    ids = table[names[column]]
+    empty = ids.isna().to_numpy() | (ids.astype(str).str.strip() == "").to_numpy()
+    if empty.any():
+        raise CLIError(f"--persons-from: {int(empty.sum())} id(s) of column {column!r} are empty (first at data row "
+                       f"{int(empty.argmax()) + 1}); every entry must name a person")
+    if pd.api.types.is_float_dtype(ids.dtype):
+        if not bool((ids % 1 == 0).all()):  # not shown: decimals may be coordinates
+            raise CLIError(f"--persons-from: column {column!r} holds decimal numbers, not person ids (integers or "
+                           "text)")
+        ids = ids.astype("int64")
+    return list(ids)
+
+
+def _budget_persons(args):
+    """The persons a grant or a view is about (--person IDs and --persons-from), or None for none given."""
+    if (args.persons_from is None) != (args.column is None):
+        raise CLIError("--persons-from FILE and --column COLUMN go together: the file, and its column of person ids")
+    if args.persons_from is None and getattr(args, "layer", None) is not None:
+        raise CLIError("--layer chooses the layer of --persons-from")
+    persons = list(args.persons or [])
+    if args.persons_from is not None:
+        read = _read_person_ids(args.persons_from, args.column, args.layer)
+        if not read:
+            raise CLIError(f"--persons-from {args.persons_from} has no rows: no person to grant a budget to")
+        persons += read
+    return persons or None
+
+
+def _cmd_budget_grant(args) -> int:
+    from .budget import BudgetStore
+    from .budget.store import _parse_url
+    from .exceptions import BudgetStoreError
+
+    if not (math.isfinite(args.total) and args.total >= 0):
+        raise CLIError("--total: a lifetime budget is a finite number >= 0, e.g. ln4/50 (ln 4 within 50 m)")
+    persons = _budget_persons(args)  # read before the store is created: a bad file creates nothing
+    kind, target = _parse_url(args.store)
+    created = False
+    try:
+        store = BudgetStore(args.store)
+    except BudgetStoreError:
+        if kind == "sqlite" and Path(target).exists():  # a file that is not a store (a GeoPackage?): never written to
+            raise
+        store = BudgetStore(args.store, create=True)  # a new file, or geopriv's tables in an existing database
+        created = True
+    with store:
+        store.grant(args.total, unit=args.unit, persons=persons, note=args.note)
+        url = store.url
+    if created:
+        print(f"created the budget store {url}", file=sys.stderr)
+    if persons is None:
+        print(f"set the default lifetime budget in {args.unit} to {args.total:.6g} in {url}: persons first charged "
+              "from now on start with it; persons the store has already seen keep theirs", file=sys.stderr)
+    else:
+        print(f"set the lifetime budget in {args.unit} of {len(set(map(str, persons)))} person(s) to {args.total:.6g} "
+              f"in {url} (what a person already used stays used: a total below it leaves them exhausted)",
+              file=sys.stderr)
+    return 0
+
+
+def _table_text(frame, numeric) -> list[str]:
+    """Plain text rows of ``frame``: text columns left-aligned, ``numeric`` ones right-aligned in 6 digits."""
+    cells = [[f"{v:.6g}" if c in numeric else str(v) for c, v in zip(frame.columns, row)]
+             for row in frame.itertuples(index=False)]
+    widths = [max([len(str(c))] + [len(r[i]) for r in cells]) for i, c in enumerate(frame.columns)]
+
+    def line(values):
+        return "  ".join(v.rjust(w) if c in numeric else v.ljust(w)
+                         for v, w, c in zip(values, widths, frame.columns)).rstrip()
+
+    return [line([str(c) for c in frame.columns])] + [line(r) for r in cells]
+
+
+def _cmd_budget_show(args) -> int:
+    persons = list(args.persons) if args.persons else None
+    with _open_store(args.store) as store:
+        info = store.info()
+        defaults = store.defaults()
+        table = store.balances(unit=args.unit, persons=persons)
+    releases = info["releases"]
+    print(f"budget store {info['url']} (schema {info['schema_version']}, created with geopriv "
+          f"{info['created_with']}): {info['persons']} person(s); releases: "
+          + ", ".join(f"{n} {state}" for state, n in releases.items()))
+    print("default lifetime budget of persons not yet seen: " + ", ".join(
+        f"{u} {'none (a grant per person)' if d is None or math.isnan(d) else format(d, '.6g')}"
+        for u, d in zip(defaults["unit"], defaults["default_total"])))
+    if releases.get("reserved"):
+        print(f"note: {releases['reserved']} release(s) in state 'reserved' are still charged: a release that did not "
+              "finish (a process that stopped mid-release), or one running now; their worst case stays charged "
+              "('geopriv budget export STORE releases.csv --what releases' lists them)")
+    if table.empty:
+        print("no balances" + (" match --unit/--person" if args.unit or persons else
+                               ": no person has been granted a budget or charged yet"))
+        return 0
+    units = {u: i for i, u in enumerate(dict.fromkeys(table["unit"]))}
+    order = sorted(range(len(table)), key=lambda i: (
+        units[table["unit"].iat[i]], table["remaining"].iat[i],
+        (1, 0, p) if isinstance(p := table["person"].iat[i], str) else (0, p, "")))  # ids: numbers, then text
+    table = table.iloc[order]
+    shown = table if args.all else table.head(_SHOW_ROWS)
+    print(f"balances ({len(table)} row(s), least remaining first):")
+    for text in _table_text(shown, {"total", "spent", "reserved", "remaining"}):
+        print("  " + text)
+    if len(shown) < len(table):
+        print(f"  ... and {len(table) - len(shown)} more row(s): --all shows every row; 'geopriv budget export' writes "
+              "them to a CSV file")
+    return 0
+
+
+def _cmd_budget_export(args) -> int:
+    from . import io
+
+    with _open_store(args.store) as store:
+        protect = [store.url[len("sqlite:///"):]] if store.kind == "sqlite" else []
+        dest = io.check_file_output(args.output, suffixes=(".csv",), what="export", overwrite=args.overwrite,
+                                    protect=protect)
+        frame = getattr(store, args.what)()
+        url = store.url
+    with io.Staging() as stage:  # a temporary file beside OUT, moved into place (os.replace) when written
+        stage.file(dest, lambda tmp: frame.to_csv(tmp, index=False))
+        stage.commit()
+    print(f"wrote {len(frame)} row(s) of {args.what} from {url} to {args.output}", file=sys.stderr)
+    return 0
+
+
+def _budget_arguments(b) -> None:
+    sub = b.add_subparsers(dest="budget_command", required=True, metavar="ACTION")
+    sub.add_parser("grant", help="set lifetime budgets: the default for everyone, or some persons' (creates the store)",
+                   description="Set lifetime budgets in a store: geopriv.BudgetStore(url, create=True).grant(...). "
+                               "Without --person or --persons-from it sets the DEFAULT of the unit: every person not "
+                               "yet seen in that unit starts with it. Creates the store if it does not exist (and "
+                               "says so). Every grant is kept in the store's audit.",
+                   epilog=EPILOG_BUDGET, arguments=_budget_grant_arguments)
+    sub.add_parser("show", help="what each person has left, and the store's audit in one line",
+                   description="Show a store's balances (person, unit, total, spent, reserved, remaining; least "
+                               "remaining first) and a summary: geopriv.BudgetStore.balances() and info().",
+                   epilog=EPILOG_BUDGET, arguments=_budget_show_arguments)
+    sub.add_parser("export", help="write balances, releases, charges or grants to a CSV file",
+                   description="Write one of a store's tables to a CSV file (written beside it, then moved into "
+                               "place): geopriv.BudgetStore.balances(), releases(), charges() or grants().",
+                   epilog=EPILOG_BUDGET, arguments=_budget_export_arguments)
+
+
+def _store_argument(p, creates: bool = False) -> None:
+    p.add_argument("store", metavar="STORE",
+                   help="the store's URL (sqlite:///budgets.db, sqlite:////abs/budgets.db, postgresql://user@host/db) "
+                        "or a SQLite file's path" + ("; created if it does not exist" if creates else
+                                                     "; it must exist"))
+
+
+def _budget_grant_arguments(g) -> None:
+    _store_argument(g, creates=True)
+    g.add_argument("--unit", required=True, type=_budget_unit, metavar="{epsilon/m,epsilon}",
+                   help="the budget's unit: epsilon/m (epsilon per ground metre: perturb, sanitize-traces, diffuse) "
+                        "or epsilon (dimensionless: synthesize); units are kept apart, a budget in one never pays "
+                        "for a release in the other")
+    g.add_argument("--total", required=True, type=_number, metavar="T",
+                   help="the lifetime budget, in --unit, e.g. ln4/50 (epsilon/m: ln 4 within 50 m, for life) or 1")
+    g.add_argument("--person", dest="persons", nargs="+", action="extend", metavar="ID",
+                   help="person ids (as in the releases' --person column) whose total is set (repeatable); a total "
+                        "below what a person already used leaves them exhausted")
+    g.add_argument("--persons-from", metavar="FILE", help="also the ids in --column of this table (CSV, GeoPackage, "
+                                                          ".parquet, ...)")
+    g.add_argument("--column", metavar="COLUMN", help="the column of --persons-from holding the person ids")
+    g.add_argument("--layer", help="layer of --persons-from, if it has several")
+    g.add_argument("--note", metavar="TEXT", help="why (kept in the store's audit of grants)")
+    g.set_defaults(func=_cmd_budget_grant)
+
+
+def _budget_show_arguments(s) -> None:
+    _store_argument(s)
+    s.add_argument("--unit", type=_budget_unit, metavar="{epsilon/m,epsilon}", help="only this unit's balances")
+    s.add_argument("--person", dest="persons", nargs="+", action="extend", metavar="ID",
+                   help="only these persons' balances (repeatable)")
+    s.add_argument("--all", action="store_true", help=f"every row (default: the first {_SHOW_ROWS})")
+    s.set_defaults(func=_cmd_budget_show)
+
+
+def _budget_export_arguments(e) -> None:
+    _store_argument(e)
+    e.add_argument("output", metavar="OUT.csv", help="the CSV file to write")
+    e.add_argument("--what", choices=_BUDGET_TABLES, default="balances",
+                   help="balances (per person and unit), releases (the audit: one row per release, public "
+                        "parameters only), charges (epsilon per person and release) or grants (default: balances)")
+    e.add_argument("--overwrite", action="store_true", help="replace OUT.csv if it exists")
+    e.set_defaults(func=_cmd_budget_export)
+
+
+EPILOG_BUDGET = """examples:
+  # everyone: ln 4 within 50 m for life (epsilon per ground metre); creates budgets.db
+  geopriv budget grant budgets.db --unit epsilon/m --total ln4/50 --note "ethics approval 2024-17"
+  # two persons get more; synthesize spends a separate, dimensionless budget
+  geopriv budget grant budgets.db --unit epsilon/m --total ln4/25 --person 17 42
+  geopriv budget grant budgets.db --unit epsilon --total 2
+
+  # releases charge the store before any noise is drawn
+  geopriv perturb homes.gpkg out.gpkg --level ln4 --radius 200 --budget-store budgets.db --person pid
+
+  geopriv budget show budgets.db --unit epsilon/m
+  geopriv budget export budgets.db releases.csv --what releases
+"""
 
 
 # ---------------------------------------------------------------------------- the parser
@@ -1147,6 +1480,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("report", help="displacement statistics (ground metres) between a true and a released file",
                    description="Displacement statistics: geopriv.utility_report (n, mean, median, alpha, max, "
                                "MSE, RMSE in ground metres).", epilog=EPILOG_REPORT, arguments=_report_arguments)
+    sub.add_parser("budget", help="lifetime privacy budgets per person (grant, show, export a store)",
+                   description="Lifetime privacy budgets per person, kept in a store (geopriv.BudgetStore: a SQLite "
+                               "file or a PostgreSQL database) that every release command charges with "
+                               "--budget-store URL --person COLUMN before any noise is drawn.", epilog=EPILOG_BUDGET,
+                   arguments=_budget_arguments)
     sub.add_parser("demo", help="perturb the shipped Soho cholera points; write a GeoPackage and a PNG map",
                    description="The Quickstart demo on shipped data (John Snow's Soho cholera deaths, EPSG:3857).",
                    epilog=EPILOG_DEMO, arguments=_demo_arguments)
@@ -1176,6 +1514,10 @@ def _perturb_arguments(p) -> None:
     _lib(g, EikonalMechanism.load, "n_jobs", type=int, help="worker processes for the mechanism's kernel solves")
     _release_options(p, geopriv.perturb)
     p.add_argument("--region", help="vector file of the public polygon outputs are kept in")
+    _budget_options(p, geopriv.perturb, "each row's person the row's epsilon per ground metre (unit epsilon/m: the "
+                    "effective epsilon on the lattice, or a --mechanism's largest)",
+                    "column of stable person ids (integers or text) whose lifetime budgets --budget-store charges; "
+                    "needed with it. A person with several rows pays for each")
     _rows_options(p)
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     _input_options(p)
@@ -1214,6 +1556,10 @@ def _synthesize_arguments(y) -> None:
          help="largest scale variation of a projected CRS over the public area for which it is used as is")
     _lib(g, sy, "rng", "--seed", type=int, metavar="SEED", show_default=False,
          help="seed (rng=) for reproducible tests and demos only; recorded as seeded (default: OS entropy)")
+    _budget_options(y, sy, "each row's person --epsilon (unit epsilon: dimensionless, a budget kept apart from "
+                    "the per-metre one of perturb)",
+                    "column of stable person ids (integers or text) whose lifetime budgets --budget-store charges; "
+                    "needed with it. A person with k rows pays k times --epsilon (group privacy)")
     _rows_options(y, shuffle=False)
     y.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     _input_options(y)
@@ -1283,6 +1629,12 @@ def _diffuse_arguments(f) -> None:
     _lib(g, dl, "continuous", action="store_true",
          help="with --value and no --support: publish raw float answers instead of snapping them to the public "
               "lattice; their low-order bits can give the value away (Mironov 2012), recorded as unbounded")
+    _budget_options(f, dl, "the person --source is the path's largest epsilon (unit epsilon/m for a location, "
+                    "'epsilon per unit of COLUMN' with --value; a --path this store charged before costs only the "
+                    "increase)",
+                    "column of stable person ids whose lifetime budget --budget-store charges: the --source row's id "
+                    "is charged (default: the --id-field id; needed without --id-field, as row numbers are not "
+                    "people)")
     g = f.add_argument_group("the secret noise path")
     g.add_argument("--save-path", metavar="FILE.npz",
                    help="SAVES THE SECRET NOISE PATH: anyone holding this file removes the noise from every answer "
@@ -1377,6 +1729,12 @@ def _sanitize_traces_arguments(t) -> None:
     _lib(g, st, "prediction_rate", type=float, help="fixed_rate: prior prediction rate")
     _release_options(t, st)
     t.add_argument("--ledger", metavar="LEDGER.csv", help="also write the per-trace budget ledger (geopriv.trace_ledger) as CSV")
+    _budget_options(t, st, "each trace's person the trace's worst case in epsilon per ground metre (unit epsilon/m: "
+                    "the budget of the whole trace plus the lattice's increment per row), settled after the run to "
+                    "what the ledger says was spent, the rest given back,",
+                    "column of stable person ids whose lifetime budgets --budget-store charges, constant within a "
+                    "trace; a person with several traces pays for each (default: the --traj-id column, each trace "
+                    "its own person)")
     _rows_options(t)
     t.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     _input_options(t)
@@ -1515,6 +1873,10 @@ def main(argv=None) -> int:
             raise
         print(f"geopriv: error: {_message(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    finally:
+        store = getattr(args, "budget_store", None)  # opened by _open_budget_store
+        if hasattr(store, "close"):
+            store.close()
 
 
 if __name__ == "__main__":  # pragma: no cover
