@@ -882,8 +882,9 @@ class BudgetStore:
             rows = db.fetchall("SELECT time_utc, unit, person, total, persons, note FROM geopriv_grant ORDER BY time_utc")
             labels = dict(db.fetchall("SELECT person, label FROM geopriv_person"))
         frame = pd.DataFrame(rows, columns=["time_utc", "unit", "person", "total", "persons", "note"])
-        frame["person"] = [None if k is None or (isinstance(k, float) and math.isnan(k)) else labels.get(int(k), int(k))
-                           for k in frame["person"]]
+        # from the rows, not the frame's column: pandas reads [None, key] as floats, which lose 64-bit keys
+        frame["person"] = pd.Series([None if r[2] is None else labels.get(int(r[2]), int(r[2])) for r in rows],
+                                    index=frame.index, dtype=object)
         return frame
 
     def info(self) -> dict:
