@@ -208,3 +208,87 @@ def test_a_postgresql_store(run, pg_url, tmp_path):
         run("perturbpoints", params(layer, pg_url, str(output)))
     assert not output.exists() and balances(pg_url)[1] == 1
     assert os.environ.get("PGPASSWORD") is None or os.environ["PGPASSWORD"] not in str(record)
+
+
+# --- the other releases: sanitize traces, synthesize, diffuse --------------------------------------------------
+def store_with_default(path, unit, total):
+    import geopriv
+
+    with geopriv.BudgetStore(path, create=True) as store:
+        store.grant(total, unit=unit)
+
+
+def test_traces_charge_the_trace_ids_by_default(run, tmp_path):
+    """PERSON empty: the library's default person, the trace id; each trace's worst case charged, then settled."""
+    rng = np.random.default_rng(3)
+    xs, ys = 448_000 + rng.uniform(0, 2_000, 20), 4_416_000 + rng.uniform(0, 2_000, 20)
+    layer = memory_layer([f"POINT({x} {y})" for x, y in zip(xs, ys)], crs=UTM,
+                         fields=(("trace", "integer"), ("t", "double")),
+                         values=[[1 + i // 10, float(i % 10)] for i in range(20)])
+    path = str(tmp_path / "budgets.db")
+    store_with_default(path, "epsilon/m", 1.0)
+    base = {"INPUT": layer, "TIME_FIELD": "t", "EPSILON": 0.05, "RATE": 0.2, "SEED": 1,
+            "BUDGET_STORE": path, "OUTPUT": "TEMPORARY_OUTPUT", "LEDGER": "TEMPORARY_OUTPUT"}
+    with pytest.raises(QgsProcessingException, match="choose the 'Person id field' or the 'Trace id field"):
+        run("sanitizetraces", base)  # no trace id either: the persons would be feature ids
+    assert balances(path)[1] == 0
+    log = Log()
+    result = run("sanitizetraces", dict(base, TRAJ_ID_FIELD="trace"), feedback=log)
+    record = json.loads(result["PROVENANCE"])
+    assert record["budget_unit"] == "epsilon/m" and record["charged_per_row"] is None
+    table, releases = balances(path)
+    assert releases == 1 and sorted(table.index) == [1, 2]  # the trace ids are the persons
+    ledger = {f["trace"]: f["spent"] for f in result["LEDGER"].getFeatures()}
+    assert np.all(table["spent"] >= np.array([ledger[1], ledger[2]]) - 1e-12)  # at least what the ledger spent
+    assert np.all((table["spent"] > 0) & (table["spent"] <= 0.05 * 1.01)) and np.all(table["reserved"] == 0)
+    assert any("each trace's person was charged the trace's worst case" in line
+               and "charged to the budget store before the noise was drawn" in line for line in log.infos)
+
+
+def test_synthesize_charges_dimensionless_epsilon(run, tmp_path):
+    layer, _, _ = people_layer()
+    params_ = {"INPUT": layer, "EPSILON": 1.0, "BOUNDS": "447000,451000,4415000,4419000 [EPSG:32650]", "SEED": 1,
+               "BUDGET_STORE": str(tmp_path / "budgets.db"), "PERSON": "pid", "OUTPUT": "TEMPORARY_OUTPUT"}
+    store_with_default(params_["BUDGET_STORE"], "epsilon/m", 1.0)  # a per-metre budget never pays for synthesize
+    with pytest.raises(QgsProcessingException, match=f"{N} person\\(s\\) have no budget in 'epsilon'"):
+        run("synthesize", params_)
+    store_with_default(params_["BUDGET_STORE"], "epsilon", 10.0)
+    log = Log()
+    record = json.loads(run("synthesize", params_, feedback=log)["PROVENANCE"])
+    assert record["budget_unit"] == "epsilon" and record["charged_per_row"] >= 1.0
+    table = balances(params_["BUDGET_STORE"])[0]
+    import geopriv
+
+    with geopriv.BudgetStore(params_["BUDGET_STORE"]) as store:
+        spent = store.balances(unit="epsilon").set_index("person")["spent"]
+    assert len(spent) == N and np.allclose(spent, record["charged_per_row"], rtol=1e-12, atol=0)
+    assert np.all(table["spent"] == 0)  # the per-metre budgets are untouched
+    assert any(f"each row cost {record['charged_per_row']:.6g} epsilon (" in line for line in log.infos)
+
+
+def test_diffuse_charges_the_source(run, tmp_path):
+    """PERSON empty: the library's default person, the source's id (the id field); only the source pays."""
+    rng = np.random.default_rng(5)
+    xs, ys = 448_000 + rng.uniform(0, 2_000, N), 4_416_000 + rng.uniform(0, 2_000, N)
+    people = memory_layer([f"POINT({x} {y})" for x, y in zip(xs, ys)], crs=UTM, fields=(("person", "string"),),
+                          values=[[f"person-{i}"] for i in range(N)])
+    edges = memory_layer([None] * (N - 1), crs=None, geometry="None", fields=(("a", "string"), ("b", "string")),
+                         values=[[f"person-{i}", f"person-{i + 1}"] for i in range(N - 1)])
+    path = str(tmp_path / "budgets.db")
+    store_with_default(path, "epsilon/m", 1.0)
+    base = {"INPUT": people, "SOURCE": "person-0", "ID_FIELD": "person", "EDGES": edges, "EDGE_FROM": "a",
+            "EDGE_TO": "b", "EPSILON_TABLE": "1:0.01 3:0.001", "BOUNDS": "447000,451000,4415000,4419000 [EPSG:32650]",
+            "SEED": 1, "BUDGET_STORE": path, "OUTPUT": "TEMPORARY_OUTPUT"}
+    log = Log()
+    record = json.loads(run("diffuse", base, feedback=log)["PROVENANCE"])
+    assert record["budget_unit"] == "epsilon/m" and record["charged_per_row"] is None
+    table, releases = balances(path)
+    assert releases == 1 and list(table.index) == ["person-0"]  # the source alone
+    assert table.loc["person-0", "spent"] >= record["coalition_epsilon_per_m"]
+    assert any("the source's person was charged" in line for line in log.infos)
+    # the same field as PERSON: the same person
+    run("diffuse", dict(base, PERSON="person"))
+    assert list(balances(path)[0].index) == ["person-0"] and balances(path)[1] == 2
+    # no id field and no person field: the source would be charged under its feature id
+    with pytest.raises(QgsProcessingException, match="choose the 'Person id field' or the 'Id field"):
+        run("diffuse", dict(base, ID_FIELD=None, SOURCE=str(next(people.getFeatures()).id())))
