@@ -473,6 +473,8 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
         if "://" not in url:
             url = os.path.expanduser(url)  # a plain path to a SQLite file
         store = geopriv.BudgetStore(url)  # a missing store is refused here, with the QGIS advice
+        if getattr(self, "_stores", None) is None:  # compute() called outside processAlgorithm (closed when collected)
+            self._stores = []
         self._stores.append(store)
         options = {"budget_store": store}
         if person is not None:

@@ -292,3 +292,30 @@ def test_diffuse_charges_the_source(run, tmp_path):
     # no id field and no person field: the source would be charged under its feature id
     with pytest.raises(QgsProcessingException, match="choose the 'Person id field' or the 'Id field"):
         run("diffuse", dict(base, ID_FIELD=None, SOURCE=str(next(people.getFeatures()).id())))
+
+
+def test_location_dependent_charges_the_mechanisms_bound(run, tmp_path):
+    """A mechanism built from a 20 x 20 population raster: each row costs its verified bound, in epsilon/m."""
+    from osgeo import gdal
+
+    from qgis_helpers import data_path
+
+    raster = str(tmp_path / "tokyo_20.tif")
+    gdal.Translate(raster, data_path("tokyo_density_200.tif"), width=20, height=20, resampleAlg="average")
+    x0, dx, _, y0, _, dy = gdal.Open(raster).GetGeoTransform()
+    rng = np.random.default_rng(2)
+    xs, ys = x0 + dx * 20 * rng.uniform(0.3, 0.7, N), y0 + dy * 20 * rng.uniform(0.3, 0.7, N)
+    layer = memory_layer([f"POINT({x} {y})" for x, y in zip(xs, ys)], crs="EPSG:30166",
+                         fields=(("pid", "string"),), values=[[f"person-{i}"] for i in range(N)])
+    path = str(tmp_path / "budgets.db")
+    store_with_default(path, "epsilon/m", 1.0)
+    log = Log()
+    record = json.loads(run("perturblocationdependent", {
+        "INPUT": layer, "POPULATION": raster, "SEED": 1, "BUDGET_STORE": path, "PERSON": "pid",
+        "OUTPUT": "TEMPORARY_OUTPUT"}, feedback=log)["PROVENANCE"])
+    assert record["budget_unit"] == "epsilon/m"
+    assert record["charged_per_row"] >= record["epsilon_max_per_m"] * record["verified_max_ratio"]  # the verified loss
+    table, releases = balances(path)
+    assert releases == 1 and len(table) == N
+    assert np.allclose(table["spent"], record["charged_per_row"], rtol=1e-12, atol=0)
+    assert any("each row cost" in line and "before the noise was drawn" in line for line in log.infos)
