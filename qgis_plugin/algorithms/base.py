@@ -17,6 +17,7 @@ the user gives a seed.
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import math
@@ -296,10 +297,8 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
                 raise QgsProcessingException(f"{self.displayName()}: {error_message(exc)}") from None
             finally:
                 for store in self._stores:
-                    try:
+                    with contextlib.suppress(Exception):  # a store that cannot close changes nothing of the run
                         store.close()
-                    except Exception:  # noqa: BLE001  (a store that cannot close changes nothing of the run)
-                        pass
                 self._stores = []
         import geopriv
 
