@@ -1556,10 +1556,10 @@ def _synthesize_arguments(y) -> None:
          help="largest scale variation of a projected CRS over the public area for which it is used as is")
     _lib(g, sy, "rng", "--seed", type=int, metavar="SEED", show_default=False,
          help="seed (rng=) for reproducible tests and demos only; recorded as seeded (default: OS entropy)")
-    _budget_options(y, sy, "each row's person --epsilon (unit epsilon: dimensionless, a budget kept apart from "
-                    "the per-metre one of perturb)",
+    _budget_options(y, sy, "each row's person the release's epsilon (unit epsilon: dimensionless, a budget kept "
+                    "apart from the per-metre one of perturb)",
                     "column of stable person ids (integers or text) whose lifetime budgets --budget-store charges; "
-                    "needed with it. A person with k rows pays k times --epsilon (group privacy)")
+                    "needed with it. A person with k rows pays k times the epsilon (group privacy)")
     _rows_options(y, shuffle=False)
     y.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     _input_options(y)
