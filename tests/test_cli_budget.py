@@ -452,3 +452,27 @@ def test_grant_show_and_perturb_on_postgresql(capsys, tmp_path, pg_url):
     code, text, err = run(capsys, "budget", "show", pg_url, "--person", "3", "4")
     assert code == 0, err
     assert "postgresql://" in text and "releases: 0 charged" in text and "(1 row(s)" in text
+
+
+# ---------------------------------------------------------------------------- the documented session
+def test_the_command_line_session_of_docs_budgets_md(capsys, tmp_path, monkeypatch):
+    """docs/budgets.md's command-line block (marked 'not run' there: checked here), command by command."""
+    import shlex
+
+    text = (ROOT / "docs" / "budgets.md").read_text()
+    marker = text.index("checked in tests/test_cli_budget.py")
+    block = text[text.index("```bash\n", marker) + len("```bash\n"):]
+    block = block[:block.index("```")].replace("\\\n", " ")
+    commands = [shlex.split(line, comments=True) for line in block.splitlines() if line.strip()]
+    assert [c[:2] for c in commands] == [["geopriv", "budget"], ["geopriv", "perturb"], ["geopriv", "budget"],
+                                         ["geopriv", "budget"]]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "soho_cholera.gpkg").write_bytes(SOHO.read_bytes())
+    shown = {}
+    for argv in commands:
+        code, out, err = run(capsys, *argv[1:])
+        assert code == 0, (argv, err)
+        shown[argv[2]] = out
+    assert "324 person(s)" in shown["show"] and "releases: 1 charged" in shown["show"]
+    audit = pd.read_csv(tmp_path / "releases.csv")
+    assert audit["kind"].tolist() == ["perturb"] and audit["unit"].tolist() == ["epsilon/m"]
