@@ -67,8 +67,8 @@ def partition_histogram(part, plan, root=None, digests=None, partition_info=None
     return pd.DataFrame({"key": uniq.astype(np.uint64), "count": counts.astype(np.int64)})
 
 
-def central_release(plan, histograms, root, seeded: bool, like):
-    """Sum the histograms, draw the noise once, place the points: the one release."""
+def central_release(plan, histograms, root, seeded: bool, like, extra=None):
+    """Sum the histograms, draw the noise once, place the points: the one release (``extra``: record fields)."""
     from ..release import synthetic_frame
 
     hist = pd.concat(histograms, ignore_index=True) if histograms else _HIST_META.copy()
@@ -84,7 +84,9 @@ def central_release(plan, histograms, root, seeded: bool, like):
     gen = np.random.Generator(np.random.PCG64DXSM(root.seed_for("synthesize", digest)))
     nodes, counts = plan.mechanism.leaf_counts(uniq, gen, plan.depth, counts=totals)
     out = plan.points(nodes, counts, gen)
-    return synthetic_frame(like, out, plan.crs, make_record(plan.fields(), seeded=seeded, n=plan.n_out))
+    fields = plan.fields()
+    fields.update(extra or {})
+    return synthetic_frame(like, out, plan.crs, make_record(fields, seeded=seeded, n=plan.n_out))
 
 
 def _plan(crs, mechanism, n_people, kwargs):
@@ -95,7 +97,7 @@ def _plan(crs, mechanism, n_people, kwargs):
 
 def synthesize_dask(data, epsilon, *, bounds=None, region=None, n=None, method="srw", depth="auto",
                     placement="uniform", grid="auto", rng=None, max_distortion: float = DEFAULT_MAX_DISTORTION,
-                    progress=None):
+                    progress=None, budget_store=None, person=None):
     """Lazy :func:`geopriv.synthesize` of a dask-geopandas GeoDataFrame (same parameters).
 
     Parameters are checked now, and the secret root is drawn now.  Building reads the data once
@@ -104,7 +106,25 @@ def synthesize_dask(data, epsilon, *, bounds=None, region=None, n=None, method="
     the same synthetic set; partitions whose rows changed are refused
     (:class:`~geopriv.exceptions.StaleReleaseError`).  The noise is keyed by the root and a digest
     of the counts.  The lazy result holds the root: keep it like the data.  The result is a one-partition dask GeoDataFrame.
+
+    ``budget_store`` (a :class:`~geopriv.BudgetStore` or its URL) and ``person`` (the column of
+    person ids; default: the index labels, refused when they look like positions): the driver
+    charges every row's person ``epsilon`` per row (unit ``"epsilon"``, as in memory) **once,
+    here**, counting each person's rows over all partitions in the build's pass over the data,
+    and before the lazy object is returned.  A refusal (:class:`~geopriv.BudgetExceededError`,
+    naming persons) is raised here: nothing charged, no graph.  Computing the result again
+    replays the same synthetic set and charges nothing more; the store never enters the graph.
     """
+    from .budget import driver_store
+
+    with driver_store(budget_store) as store:
+        return _synthesize_dask(data, epsilon, bounds=bounds, region=region, n=n, method=method, depth=depth,
+                                placement=placement, grid=grid, rng=rng, max_distortion=max_distortion,
+                                store=store, person=person)
+
+
+def _synthesize_dask(data, epsilon, *, bounds, region, n, method, depth, placement, grid, rng, max_distortion,
+                     store, person):
     import dask
     import dask_geopandas  # noqa: F401  (registers the geopandas backend of dask.dataframe)
 
@@ -116,6 +136,11 @@ def synthesize_dask(data, epsilon, *, bounds=None, region=None, n=None, method="
     crs = getattr(meta, "crs", None)
     if crs is None:
         raise MissingCRSError("The dask GeoDataFrame")
+    if store is not None and person is not None and (not hasattr(meta, "columns") or person not in meta.columns):
+        from ..budget import PERSON_FIX
+        from ..exceptions import GeoprivError
+
+        raise GeoprivError(f"person={person!r} is not a column of the data.", fix=PERSON_FIX)
     kwargs = dict(n=n, bounds=bounds, region=region, grid=grid, placement=placement, max_distortion=max_distortion)
     probe = _plan(crs, mechanism, 1, kwargs)  # public checks first, before any data is read
     root = root_entropy(rng)
@@ -124,20 +149,43 @@ def synthesize_dask(data, epsilon, *, bounds=None, region=None, n=None, method="
     # ALL the data, and each partition's digest recorded (the release answers exactly these data)
     from ..frame import check_area_not_from_data
 
-    checks = dask.compute(*[dask.delayed(partition_checks, pure=True)(p, probe, root) for p in data.to_delayed()])
+    parts = data.to_delayed()
+    tasks = [dask.delayed(partition_checks, pure=True)(p, probe, root) for p in parts]
+    if store is not None:  # the charge's persons and rows, in the same pass over ALL partitions
+        from .budget import partition_persons
+
+        tasks += [dask.delayed(partition_persons, pure=True)(p, person) for p in parts]
+    computed = dask.compute(*tasks)
+    checks, persons = computed[:len(parts)], computed[len(parts):]
     if probe.area_source in ("bounds", "region") and checks:
         check_area_not_from_data(np.logical_or.reduce([c[1] for c in checks]), probe.area_source)
     plan = _plan(crs, mechanism, sum(c[0] for c in checks), kwargs)
+    extra = {}
+    if store is not None:  # as in memory (geopriv.release.release_synthetic): epsilon per row, dimensionless
+        from ..budget import PURE
+        from ..release import budget_fields
+
+        per_row = float(plan.fields()["effective_epsilon"])
+        extra = budget_fields(store, PURE, per_row)
     from ..keys import Binding
 
     digests = Binding(root, PURPOSE, [c[2] for c in checks])  # sealed: one-way tags, never shown
     hists = data.map_partitions(partition_histogram, plan, root, digests, meta=_HIST_META).to_delayed()
     like = meta.iloc[:0]
-    result = dask.delayed(central_release, pure=True)(plan, hists, root, seeded, like)
+    result = dask.delayed(central_release, pure=True)(plan, hists, root, seeded, like, extra)
     import geopandas as gpd
 
     out_meta = gpd.GeoSeries([], crs=crs, name="geometry") if isinstance(meta, gpd.GeoSeries) \
         else gpd.GeoDataFrame(geometry=gpd.GeoSeries([], crs=crs), crs=crs)
     import dask.dataframe as dd
 
-    return dd.from_delayed([result], meta=out_meta, verify_meta=False)
+    lazy = dd.from_delayed([result], meta=out_meta, verify_meta=False)
+    if store is not None:  # the driver's one charge, before the lazy release exists for anyone to compute
+        from ..budget import PURE
+        from .budget import charge_at_build, merge_persons
+
+        fields = plan.fields()
+        fields.update(extra)
+        charge_at_build(store, merge_persons(persons), per_row, unit=PURE, kind="synthesize", fields=fields,
+                        rows=plan.n_out)
+    return lazy

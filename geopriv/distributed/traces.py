@@ -25,7 +25,9 @@ released before, so a trace cannot be split across partitions.  The lazy release
 
 Budgets are per trace, reserved and spent by the mechanism inside the one call that holds the
 trace (its bucket's): each trace is charged once per computation of its bucket, never per
-partition.  Because the root is fixed when the graph is built, a recomputation (a second
+partition.  A persistent budget store (``budget_store=``) is charged by the driver, once, when
+the release is built: each trace's worst case in full, to the trace's person
+(:mod:`geopriv.distributed.budget`); the buckets' in-memory calls never see the store.  Because the root is fixed when the graph is built, a recomputation (a second
 ``.compute()``, a lost worker, a ledger computed separately) replays the identical release:
 the same points from the same noise, so no new privacy loss; a *new* release is a new call.
 
@@ -242,6 +244,8 @@ def sanitize_traces_dask(
     keep=(),
     max_distortion: float = DEFAULT_MAX_DISTORTION,
     progress=None,
+    budget_store=None,
+    person=None,
 ):
     """Lazy :func:`geopriv.sanitize_traces` of a dask-geopandas GeoDataFrame (same parameters).
 
@@ -278,7 +282,34 @@ def sanitize_traces_dask(
     * ``result.attrs["geopriv"]`` (the same on every partition) has ``n``, ``traces``,
       ``n_released`` and ``ledger`` None; the ledger is :func:`trace_ledger_dask`
       (``geopriv.trace_ledger(result)``).
+    * ``budget_store`` (a :class:`~geopriv.BudgetStore` or its URL) and ``person`` (the column of
+      person ids, constant within a trace; default: the trace id): the driver charges each
+      trace's person the trace's **worst case in full** (``epsilon`` plus the lattice's
+      finite-precision increment for every row of the trace, counted over all partitions),
+      **once, here**, before the lazy object is returned.  In memory that worst case is reserved
+      and settled afterwards to what the public ledger says each trace spent; a lazy release's
+      ledger is only known when it is computed, perhaps many times or never, so nothing is given
+      back.  Before the charge, the rows' checks that do not depend on the partitioning run too
+      (trace and person ids, points inside the public area); a refusal, of these or of the
+      budget (:class:`~geopriv.BudgetExceededError`, naming persons), is raised here with nothing
+      charged and no graph.  The per-bucket checks that still run when computed (location-like
+      attributes) refuse after the charge: the charge stays (never undercounted).  Computing the
+      result again replays it and charges nothing more; the store never enters the graph.
     """
+    from .budget import driver_store
+
+    with driver_store(budget_store) as store:
+        return _sanitize_traces_dask(
+            data, epsilon, traj_id=traj_id, time=time, level=level, radius=radius, method=method, budget=budget,
+            rate=rate, accuracy=accuracy, skip_speed=skip_speed, stale_after=stale_after, predictor=predictor,
+            on_exhausted=on_exhausted, eta=eta, gamma=gamma, delta=delta, prediction_rate=prediction_rate, rng=rng,
+            bounds=bounds, grid=grid, continuous=continuous, keep=keep, max_distortion=max_distortion, store=store,
+            person=person)
+
+
+def _sanitize_traces_dask(data, epsilon, *, traj_id, time, level, radius, method, budget, rate, accuracy, skip_speed,
+                          stale_after, predictor, on_exhausted, eta, gamma, delta, prediction_rate, rng, bounds, grid,
+                          continuous, keep, max_distortion, store, person):
     import geopandas as gpd
 
     from ..exceptions import EmptyInputError, GeoprivError, MissingCRSError
@@ -360,9 +391,25 @@ def sanitize_traces_dask(
                        on_exhausted=on_exhausted, eta=eta, gamma=gamma, delta=delta, prediction_rate=prediction_rate,
                        bounds=bounds, grid=grid, continuous=continuous, keep=keep, max_distortion=max_distortion,
                        traj_id=traj_id, time=time)
+    if store is not None:  # whose traces they are: a column of the schema (checked before any data is read)
+        from ..budget import PERSON_FIX
+
+        if person is None and traj_id is None:
+            raise GeoprivError("A budget store charges persons: a single trace (traj_id=None) needs person=.",
+                               fix=PERSON_FIX)
+        if person is not None:
+            if series:
+                raise GeoprivError("person names a column: pass a GeoDataFrame, not a GeoSeries.", fix=PERSON_FIX)
+            column_of(meta, person, "person id", PERSON_FIX)
     root = root_entropy(rng)  # the one random draw at build time (a SecretRoot: the lazy result is secret)
     # traces, n_released and the ledger: per bucket, the output's columns show them (trace_ledger_dask)
-    record = make_record(plan.fields(), seeded=root.seeded, n=None)
+    fields = plan.fields()
+    if store is not None:  # as in memory: the unit, no single cost per row (each trace's ledger says what it spent)
+        from ..budget import PER_METRE
+        from ..release import budget_fields
+
+        fields.update(budget_fields(store, PER_METRE, None))
+    record = make_record(fields, seeded=root.seeded, n=None)
 
     out_meta = _empty_output(meta, series, geom_name, crs)
     out_meta = attach(out_meta, meta, record)
@@ -379,10 +426,19 @@ def sanitize_traces_dask(
     from ..frame import check_area_not_from_data
 
     rect = plan.frame.area if bounds is not None else None
-    checks = dask.compute(*[dask.delayed(trace_partition_checks, pure=True)(p, root, traj_id, time, geom_name, crs,
-                                                                            series, rect) for p in data.to_delayed()])
+    parts = data.to_delayed()
+    tasks = [dask.delayed(trace_partition_checks, pure=True)(p, root, traj_id, time, geom_name, crs, series, rect)
+             for p in parts]
+    if store is not None:  # the charge's traces, their persons and lengths, in the same pass over ALL partitions
+        tasks += [dask.delayed(trace_partition_persons, pure=True)(p, traj_id, person, geom_name, crs, series,
+                                                                   plan.frame) for p in parts]
+    computed = dask.compute(*tasks)
+    checks, persons = computed[:len(parts)], computed[len(parts):]
     if rect is not None and checks:
         check_area_not_from_data(np.logical_or.reduce([c[0] for c in checks]), "bounds")
+    charge = None
+    if store is not None:  # refused here (persons named) before anything is charged
+        charge = trace_charges(persons, plan, traj_id, person)
     from ..keys import Binding
 
     # sealed one-way tags; in row order (one trace without ids or time stamps) each partition keeps its place
@@ -396,9 +452,88 @@ def sanitize_traces_dask(
         with_bucket[_BUCKET] = pd.Series([], dtype=np.int64, index=with_bucket.index)
         staged = data.map_partitions(_with_bucket, traj_id, BUCKETS, meta=with_bucket)
         staged = staged.shuffle(on=_BUCKET, npartitions=min(data.npartitions, BUCKETS), method=_shuffle_method())
-    return staged.map_partitions(release_buckets, root=root, attrs=attrs, out_meta=out_meta.iloc[:0],
-                                 geom_name=geom_name, crs=crs, series=series, ordered=ordered, params=params,
-                                 meta=out_meta)
+    result = staged.map_partitions(release_buckets, root=root, attrs=attrs, out_meta=out_meta.iloc[:0],
+                                   geom_name=geom_name, crs=crs, series=series, ordered=ordered, params=params,
+                                   meta=out_meta)
+    if store is not None:  # the driver's one charge, before the lazy release exists for anyone to compute
+        from ..budget import PER_METRE
+        from .budget import charge_at_build
+
+        ids, worst, rows = charge
+        charged = plan.fields()
+        charged.update(budget_fields(store, PER_METRE, None))
+        charge_at_build(store, ids, worst, unit=PER_METRE, kind="sanitize_traces", fields=charged, rows=rows)
+    return result
+
+
+def trace_partition_persons(part, traj_id, person, geom_name, crs, series, frame):
+    """Build time, one input partition (with a budget store): its traces, each one's person(s) and rows.
+
+    Runs the per-row checks that do not depend on the partitioning, before the driver charges:
+    points inside the public area, trace ids present, person ids usable (named by row label).
+    Returns a DataFrame with one row per (trace id, person id) pair: ``trace``, ``person``, ``rows``.
+    """
+    from ..budget import PERSON_FIX, person_keys
+    from ..exceptions import GeoprivError, format_labels
+    from ..points import as_geoseries, point_xy
+    from ..traces import column_of
+
+    if len(part) == 0:
+        return pd.DataFrame({"trace": pd.Series([], dtype=object), "person": pd.Series([], dtype=object),
+                             "rows": pd.Series([], dtype=np.int64)})
+    gpart = _as_geo(part, geom_name, crs, series)
+    frame.check_inside(point_xy(as_geoseries(gpart)), gpart.index)
+    n = len(gpart)
+    if traj_id is None:
+        traces = pd.Series(np.zeros(n, np.int64), index=gpart.index)
+    else:
+        traces = gpart[traj_id]
+        missing = traces.isna().to_numpy()
+        if missing.any():
+            raise GeoprivError(
+                f"{int(missing.sum())} row(s) have no trace id in {traj_id!r}: labels "
+                f"{format_labels(traces.index[missing])}. Fill or drop them: every query belongs to one trace, which "
+                "has its own budget.")
+    persons = traces if person is None else column_of(gpart, person, "person id", PERSON_FIX)
+    person_keys(pd.Index(persons), gpart.index)  # refuses missing, float or boolean person ids by row label
+    pairs = pd.DataFrame({"trace": traces.to_numpy(object), "person": persons.to_numpy(object)})
+    rows = pairs.groupby(["trace", "person"], sort=False, dropna=False).size()
+    return pd.DataFrame({"trace": rows.index.get_level_values(0).to_numpy(object),
+                         "person": rows.index.get_level_values(1).to_numpy(object),
+                         "rows": rows.to_numpy(np.int64)})
+
+
+def trace_charges(parts, plan, traj_id, person):
+    """Each trace's person and worst case, from :func:`trace_partition_persons` of every input partition.
+
+    A trace whose rows are in several partitions is one trace with all its rows.  Its worst case
+    is what the in-memory release reserves: ``epsilon`` plus the lattice's finite-precision
+    increment (:meth:`~geopriv.release.TracePlan.draw_increment`) for every row; the traces are in
+    sorted id order, as in memory.  Returns (person ids, one per trace; worst cases; rows).
+    """
+    from ..budget import PERSON_FIX
+    from ..exceptions import GeoprivError, format_labels
+
+    pairs = pd.concat([p for p in parts if len(p)], ignore_index=True) if any(len(p) for p in parts) \
+        else pd.DataFrame({"trace": [], "person": [], "rows": []})
+    pairs = pairs.groupby(["trace", "person"], sort=False, dropna=False)["rows"].sum().reset_index()
+    per_trace = pairs.groupby("trace", sort=False, dropna=False)
+    changes = per_trace["person"].size()
+    if person is not None and (changes > 1).any():
+        bad = changes.index[changes.to_numpy() > 1]
+        raise GeoprivError(f"The person id column {person!r} changes within {len(bad)} trace(s): trace ids "
+                           f"{format_labels(bad)}. A trace belongs to one person.", fix=PERSON_FIX)
+    lengths = per_trace["rows"].sum()
+    first = per_trace["person"].first()
+    try:  # sorted ids, as the in-memory release orders its traces
+        codes, _ = pd.factorize(pd.Index(lengths.index), sort=True)
+    except TypeError:  # ids of mixed, unorderable types
+        codes, _ = pd.factorize(pd.Index(lengths.index), sort=False)
+    order = np.argsort(codes, kind="stable")
+    n_rows = lengths.to_numpy(np.int64)[order]
+    ids = first.to_numpy(object)[order]
+    worst = plan.epsilon_per_m + n_rows * plan.draw_increment()
+    return pd.Index(ids.tolist()), worst, int(n_rows.sum())
 
 
 def _trace_rows(part, traj_id, time, geom_name, crs, series, root):
