@@ -1165,11 +1165,10 @@ def _cmd_budget_show(args) -> int:
         print("no balances" + (" match --unit/--person" if args.unit or persons else
                                ": no person has been granted a budget or charged yet"))
         return 0
-    units = {u: i for i, u in enumerate(dict.fromkeys(table["unit"]))}
-    order = sorted(range(len(table)), key=lambda i: (
-        units[table["unit"].iat[i]], table["remaining"].iat[i],
-        (1, 0, p) if isinstance(p := table["person"].iat[i], str) else (0, p, "")))  # ids: numbers, then text
-    table = table.iloc[order]
+    text = table["person"].map(lambda p: isinstance(p, str))
+    keys = table.assign(_u=table["unit"].map({u: i for i, u in enumerate(dict.fromkeys(table["unit"]))}), _t=text,
+                        _n=table["person"].where(~text, 0).astype("int64"), _s=table["person"].where(text, ""))
+    table = table.loc[keys.sort_values(["_u", "remaining", "_t", "_n", "_s"], kind="stable").index]  # numbers, text
     shown = table if args.all else table.head(_SHOW_ROWS)
     print(f"balances ({len(table)} row(s), least remaining first):")
     for text in _table_text(shown, {"total", "spent", "reserved", "remaining"}):
