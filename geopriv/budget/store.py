@@ -114,6 +114,10 @@ _TABLES = {
 _BUDGET_TABLE = ("CREATE TABLE {t} (person {INT} PRIMARY KEY, total {REAL} NOT NULL, spent {REAL} NOT NULL DEFAULT 0, "
                  "reserved {REAL} NOT NULL DEFAULT 0, CONSTRAINT {t}_within_total CHECK (spent >= 0 AND reserved >= 0 "
                  "AND total >= 0 AND spent + reserved <= total))")
+#: rows of persons inserted by the current charge carry an infinite total until they get the default (a partial index
+#: finds them without a scan)
+_NEW = "1e308"
+_NEW_INDEX = "CREATE INDEX {t}_new ON {t} (total) WHERE total > " + _NEW
 _DIALECT = {
     "sqlite": {"REAL": "REAL", "INT": "INTEGER", "BLOB": "BLOB"},
     "postgresql": {"REAL": "DOUBLE PRECISION", "INT": "BIGINT", "BLOB": "BYTEA"},
@@ -207,6 +211,12 @@ class _SQLite:
             raise BudgetStoreError(f"{path!r} is a folder, not a budget store file.", fix=_STORE_FIX)
         try:
             self.con = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
+            # never modify a file that is not a store (a GeoPackage, another application's database): look first
+            tables = self.tables()
+            if tables and "geopriv_meta" not in tables:
+                self.con.close()
+                raise BudgetStoreError(f"{path!r} is not a geopriv budget store (it holds other tables); it was not "
+                                       "modified.", fix=_STORE_FIX)
             self.con.execute("PRAGMA foreign_keys=ON")
             deadline = time.monotonic() + timeout
             while True:  # switching to WAL does not wait on the busy timeout (another process creating the store)
@@ -243,22 +253,31 @@ class _SQLite:
         return {r[0] for r in self.con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
 
     def create_budget(self, unit_id):
-        self.con.execute(_BUDGET_TABLE.format(t=_table(unit_id), **_DIALECT["sqlite"]))
+        t = _table(unit_id)
+        self.con.execute(_BUDGET_TABLE.format(t=t, **_DIALECT["sqlite"]))
+        self.con.execute(_NEW_INDEX.format(t=t))
 
     def add(self, unit_id, keys, spent, reserved, default):
-        """Add ``spent``/``reserved`` to ``keys``' balances (persons not seen yet get ``default``: None refuses)."""
-        sql = (f"INSERT INTO {_table(unit_id)} (person, total, spent, reserved) {{}} ON CONFLICT (person) DO UPDATE SET "
+        """Add ``spent``/``reserved`` to ``keys``' balances (persons not seen yet get ``default``: None refuses).
+
+        One upsert: a person not seen yet is inserted with an infinite total (so that the candidate
+        row of a person who *is* there never trips the constraints), then every such row gets the
+        default (NULL when there is none: refused), and the CHECK constraint judges it.
+        """
+        t = _table(unit_id)
+        sql = (f"INSERT INTO {t} (person, total, spent, reserved) {{}} ON CONFLICT (person) DO UPDATE SET "
                "spent = spent + excluded.spent, reserved = reserved + excluded.reserved")
         groups = _groups(keys, spent, reserved)
         if groups is None:  # many different amounts: bound one by one (exact doubles)
             n = len(keys)
             self.con.executemany(sql.format("VALUES (?, ?, ?, ?)"), zip(
-                keys.tolist(), [default] * n, np.broadcast_to(spent, keys.shape).tolist(),
+                keys.tolist(), [math.inf] * n, np.broadcast_to(spent, keys.shape).tolist(),
                 np.broadcast_to(reserved, keys.shape).tolist()))
-            return
-        for k, s, r in groups:
-            self.con.execute(sql.format("SELECT value, ?, ?, ? FROM json_each(?) WHERE true"),
-                             (default, s, r, json.dumps(k.tolist())))
+        else:
+            for k, s, r in groups:
+                self.con.execute(sql.format("SELECT value, ?, ?, ? FROM json_each(?) WHERE true"),
+                                 (math.inf, s, r, json.dumps(k.tolist())))
+        self.con.execute(f"UPDATE {t} SET total = ? WHERE total > {_NEW}", (default,))
 
     def settle(self, unit_id, keys, reserved, spent):
         """Take ``reserved`` out of reservation and add ``spent`` (<= it) to spending."""
@@ -378,18 +397,22 @@ class _Postgres:
             "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()").fetchall()}
 
     def create_budget(self, unit_id):
-        self.con.execute(_BUDGET_TABLE.format(t=_table(unit_id), **_DIALECT["postgresql"]))
+        t = _table(unit_id)
+        self.con.execute(_BUDGET_TABLE.format(t=t, **_DIALECT["postgresql"]))
+        self.con.execute(_NEW_INDEX.format(t=t))
 
     def add(self, unit_id, keys, spent, reserved, default):
+        """As :meth:`_SQLite.add`: new persons inserted with an infinite total, then given the default."""
         t = _table(unit_id)
         spent = np.broadcast_to(np.asarray(spent, float), keys.shape)
         reserved = np.broadcast_to(np.asarray(reserved, float), keys.shape)
         self.con.execute(
             f"INSERT INTO {t} (person, total, spent, reserved) "
-            "SELECT k, %s, s, r FROM unnest(%s::bigint[], %s::float8[], %s::float8[]) AS c(k, s, r) "
+            "SELECT k, 'Infinity'::float8, s, r FROM unnest(%s::bigint[], %s::float8[], %s::float8[]) AS c(k, s, r) "
             f"ON CONFLICT (person) DO UPDATE SET spent = {t}.spent + excluded.spent, "
             f"reserved = {t}.reserved + excluded.reserved",
-            (default, keys.tolist(), spent.tolist(), reserved.tolist()), binary=True)
+            (keys.tolist(), spent.tolist(), reserved.tolist()), binary=True)
+        self.con.execute(f"UPDATE {t} SET total = %s WHERE total > {_NEW}", (default,))
 
     def settle(self, unit_id, keys, reserved, spent):
         self.con.execute(
@@ -493,9 +516,10 @@ class BudgetStore:
         with self._transaction(what="open"):
             tables = db.tables()
         if "geopriv_meta" not in tables:
-            if not create:
+            if not create or tables:
                 raise BudgetStoreError(f"{self.url} is not a geopriv budget store"
-                                       + (" (it holds other tables)." if tables else " (it is empty)."), fix=_STORE_FIX)
+                                       + (" (it holds other tables); it was not modified." if tables
+                                          else " (it is empty)."), fix=_STORE_FIX)
             with self._transaction(what="create"):
                 if db.kind == "postgresql":  # creators queue here (SQLite's BEGIN IMMEDIATE already serialises them)
                     db.execute("SELECT pg_advisory_xact_lock(7405112961)")
@@ -695,9 +719,19 @@ class BudgetStore:
             if unit_id is None:
                 raise self._refuse_unit(unit, pk)
             db.add_labels(pk)
+            # the proposed row of an insert must pass NOT NULL and the CHECK even when the person exists (both
+            # databases check it before ON CONFLICT): persons seen before are proposed with their largest charge as
+            # total (never used: their row exists and keeps its total), new persons with the default
+            seen = None
+            if len(pk) and (default is None or largest > default):
+                seen = np.isin(pk.keys, np.array([r[0] for r in db.balances_of(unit_id, pk.keys)], np.int64))
             try:
                 with self._savepoint(db):
-                    if uniform is not None:
+                    if seen is not None:
+                        for part, proposed in ((seen, largest), (~seen, default)):
+                            if part.any():
+                                db.add(unit_id, pk.keys[part], spent_now[part], held[part], proposed)
+                    elif uniform is not None:
                         db.add(unit_id, pk.keys, uniform if spend else 0.0, 0.0 if spend else uniform, default)
                     else:
                         db.add(unit_id, pk.keys, spent_now, held, default)
