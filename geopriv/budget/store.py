@@ -127,6 +127,15 @@ _STATES = ("charged", "reserved", "settled", "cancelled")
 _GROUPS = 32
 
 
+def _within_default(default, spent, reserved) -> bool:
+    """Whether every increment fits the default total on its own: then a new person's row is valid as inserted, and
+    an existing person's candidate row (which the database checks before it sees the conflict) is too."""
+    if default is None:
+        return False
+    worst = float(np.max(np.asarray(spent, float) + np.asarray(reserved, float), initial=0.0))
+    return worst <= default
+
+
 def _table(unit_id) -> str:
     return f"geopriv_budget_{int(unit_id)}"
 
@@ -267,17 +276,20 @@ class _SQLite:
         t = _table(unit_id)
         sql = (f"INSERT INTO {t} (person, total, spent, reserved) {{}} ON CONFLICT (person) DO UPDATE SET "
                "spent = spent + excluded.spent, reserved = reserved + excluded.reserved")
+        at_once = _within_default(default, spent, reserved)  # new rows valid as inserted: no second pass
+        total = default if at_once else math.inf
         groups = _groups(keys, spent, reserved)
         if groups is None:  # many different amounts: bound one by one (exact doubles)
             n = len(keys)
             self.con.executemany(sql.format("VALUES (?, ?, ?, ?)"), zip(
-                keys.tolist(), [math.inf] * n, np.broadcast_to(spent, keys.shape).tolist(),
+                keys.tolist(), [total] * n, np.broadcast_to(spent, keys.shape).tolist(),
                 np.broadcast_to(reserved, keys.shape).tolist()))
         else:
             for k, s, r in groups:
                 self.con.execute(sql.format("SELECT value, ?, ?, ? FROM json_each(?) WHERE true"),
-                                 (math.inf, s, r, json.dumps(k.tolist())))
-        self.con.execute(f"UPDATE {t} SET total = ? WHERE total > {_NEW}", (default,))
+                                 (total, s, r, json.dumps(k.tolist())))
+        if not at_once:
+            self.con.execute(f"UPDATE {t} SET total = ? WHERE total > {_NEW}", (default,))
 
     def settle(self, unit_id, keys, reserved, spent):
         """Take ``reserved`` out of reservation and add ``spent`` (<= it) to spending."""
@@ -406,13 +418,15 @@ class _Postgres:
         t = _table(unit_id)
         spent = np.broadcast_to(np.asarray(spent, float), keys.shape)
         reserved = np.broadcast_to(np.asarray(reserved, float), keys.shape)
+        at_once = _within_default(default, spent, reserved)
         self.con.execute(
             f"INSERT INTO {t} (person, total, spent, reserved) "
-            "SELECT k, 'Infinity'::float8, s, r FROM unnest(%s::bigint[], %s::float8[], %s::float8[]) AS c(k, s, r) "
+            "SELECT k, %s, s, r FROM unnest(%s::bigint[], %s::float8[], %s::float8[]) AS c(k, s, r) "
             f"ON CONFLICT (person) DO UPDATE SET spent = {t}.spent + excluded.spent, "
             f"reserved = {t}.reserved + excluded.reserved",
-            (keys.tolist(), spent.tolist(), reserved.tolist()), binary=True)
-        self.con.execute(f"UPDATE {t} SET total = %s WHERE total > {_NEW}", (default,))
+            (default if at_once else math.inf, keys.tolist(), spent.tolist(), reserved.tolist()), binary=True)
+        if not at_once:
+            self.con.execute(f"UPDATE {t} SET total = %s WHERE total > {_NEW}", (default,))
 
     def settle(self, unit_id, keys, reserved, spent):
         self.con.execute(
@@ -719,19 +733,9 @@ class BudgetStore:
             if unit_id is None:
                 raise self._refuse_unit(unit, pk)
             db.add_labels(pk)
-            # the proposed row of an insert must pass NOT NULL and the CHECK even when the person exists (both
-            # databases check it before ON CONFLICT): persons seen before are proposed with their largest charge as
-            # total (never used: their row exists and keeps its total), new persons with the default
-            seen = None
-            if len(pk) and (default is None or largest > default):
-                seen = np.isin(pk.keys, np.array([r[0] for r in db.balances_of(unit_id, pk.keys)], np.int64))
             try:
                 with self._savepoint(db):
-                    if seen is not None:
-                        for part, proposed in ((seen, largest), (~seen, default)):
-                            if part.any():
-                                db.add(unit_id, pk.keys[part], spent_now[part], held[part], proposed)
-                    elif uniform is not None:
+                    if uniform is not None:
                         db.add(unit_id, pk.keys, uniform if spend else 0.0, 0.0 if spend else uniform, default)
                     else:
                         db.add(unit_id, pk.keys, spent_now, held, default)
