@@ -1865,7 +1865,10 @@ def main(argv=None) -> int:
             print(line, file=sys.stderr)
         return code
     except KeyboardInterrupt:
-        print("geopriv: interrupted; no output was written or replaced", file=sys.stderr)
+        charged = hasattr(getattr(args, "budget_store", None), "close")  # a release interrupted once noise was drawn
+        print("geopriv: interrupted; no output was written or replaced" + (
+            "; a budget the store charged before the noise was drawn stays charged ('geopriv budget show STORE')"
+            if charged else ""), file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as exc:  # one line, never a traceback: see _message for what is shown
         if debug:
