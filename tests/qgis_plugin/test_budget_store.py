@@ -134,10 +134,6 @@ def test_a_person_with_several_rows_pays_for_each(run, tmp_path):
     assert balances(path)[1] == 0
 
 
-@pytest.mark.xfail(strict=True, reason="geopriv.BudgetStore bug (both backends): a person granted a budget of their own "
-                   "cannot be charged unless the store's default covers the charge too: the upsert's inserted row "
-                   "(total = the default, NULL without one) fails NOT NULL/CHECK before ON CONFLICT applies",
-                   raises=QgsProcessingException)
 def test_persons_granted_their_own_budget(run, tmp_path):
     layer, _, _ = people_layer()
     cost = row_cost(run, layer)
