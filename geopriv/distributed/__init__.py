@@ -28,7 +28,9 @@ What goes wrong in a naive scale-out, and what is done here instead:
 * **A budget charged inside partitions** is charged per partition or per compute: here
   everything public (frame, lattice, finite-precision bound, provenance record) is fixed once at
   build time; ``synthesize`` aggregates counts across partitions and draws its noise once,
-  centrally.
+  centrally.  A persistent budget store (``budget_store=``) is charged by the driver, once, when
+  the lazy release is built, from what the build's pass counted over all partitions; it never
+  enters the graph (:mod:`geopriv.distributed.budget`).
 """
 from __future__ import annotations
 

@@ -43,9 +43,8 @@ PAIR_PURPOSE = "perturb person-point"
 
 _SAME_POINT_FIX = Fix(
     "same_person_same_point",
-    python="Drop the repeated rows (each repeats another row of the same person at the same point: "
-           "ddf.drop_duplicates(subset=[person, geometry column])), or release in memory (geopriv.perturb on a "
-           "GeoDataFrame draws each row's noise independently).",
+    python="Drop the rows that repeat another row of the same person at the same point, or release in memory "
+           "(geopriv.perturb on a GeoDataFrame draws each row's noise independently).",
 )
 
 
