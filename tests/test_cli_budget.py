@@ -259,14 +259,16 @@ def test_grant_refuses_empty_ids_and_decimals(capsys, tmp_path, store):
     ids.write_text("pid,x\n5,1\n,2\n")
     code, _, err = run(capsys, "budget", "grant", store, "--unit", "epsilon", "--total", "1", "--persons-from", ids,
                        "--column", "pid")
+    assert code == 2
     one_line_error(err, "1 id(s)", "empty", "data row 2")
     code, _, err = run(capsys, "budget", "grant", store, "--unit", "epsilon", "--total", "1", "--persons-from", ids,
                        "--column", "nope")
+    assert code == 2
     one_line_error(err, "no column 'nope'", "'pid', 'x'")
     pq = tmp_path / "ids.parquet"
     pd.DataFrame({"lat": [51.5123, 51.5130]}).to_parquet(pq)
-    code, _, err = run(capsys, "budget", "grant", store, "--unit", "epsilon", "--total", "1", "--persons-from", pq,
-                       "--column", "lat")
+    _, _, err = run(capsys, "budget", "grant", store, "--unit", "epsilon", "--total", "1", "--persons-from", pq,
+                    "--column", "lat")
     line = one_line_error(err, "decimal numbers")
     assert "51.5" not in line  # never a value that may be a coordinate
     assert balances(store, unit="epsilon").empty
@@ -334,7 +336,7 @@ def _traces(path):
     for u in range(3):
         t0 = pd.Timestamp("2009-01-01 08:00", tz="UTC") + pd.Timedelta(hours=u)
         xy = np.array([448_000.0 + 1000 * u, 4_416_000.0]) + np.cumsum(rng.normal(0, 5, (40, 2)), axis=0)
-        rows += [dict(user=f"u{u}", owner=f"p{u % 2}", t=t0 + pd.Timedelta(seconds=30 * k), x=x, y=y)
+        rows += [{"user": f"u{u}", "owner": f"p{u % 2}", "t": t0 + pd.Timedelta(seconds=30 * k), "x": x, "y": y}
                  for k, (x, y) in enumerate(xy)]
     df = pd.DataFrame(rows)
     gpd.GeoDataFrame(df[["user", "owner", "t"]], geometry=gpd.points_from_xy(df.x, df.y), crs=32650).to_file(path)
