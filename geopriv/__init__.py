@@ -17,6 +17,7 @@ from . import daskhook  # noqa: F401  (ddf.priv on dask-geopandas frames, withou
 from ._version import __version__
 from .exceptions import (
     BudgetExceededError,
+    BudgetStoreError,
     CRSError,
     DistortionWarning,
     Fix,
@@ -161,6 +162,7 @@ __all__ = [
     "CRSError",
     "GeometryError",
     "BudgetExceededError",
+    "BudgetStoreError",
     "RasterError",
     "InfeasibleMechanismError",
     "LocationAttributeError",

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from .attributes import INDEX, ROW_ORDER, check_location_attributes
-from .budget import PER_METRE, PERSON_FIX, open_store, value_unit
+from .budget import PER_METRE, PERSON_FIX, open_store, opens_budget_store, value_unit
 from .exceptions import (
     EmptyInputError, Fix, GeoprivError, IdentityError, LocationAttributeError, ParameterTypeError, format_labels,
 )
@@ -160,6 +160,7 @@ def network_distances(data, graph, source, *, distance: str = "hops", tolerance:
     return d.reindex(data.index, fill_value=np.inf).rename("distance")
 
 
+@opens_budget_store
 def diffuse_locations(
     data,
     epsilon,

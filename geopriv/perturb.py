@@ -11,7 +11,7 @@ from .exceptions import ParameterError
 from .frame import DEFAULT_MAX_DISTORTION
 from .mechanisms.base import PointMechanism, check_mechanism
 from .mechanisms.planar_laplace import GeoIndistinguishability
-from .budget import open_store
+from .budget import open_store, opens_budget_store
 from .precision import resolve_epsilon
 from .release import release_points
 
@@ -33,6 +33,7 @@ def mechanism_for(epsilon=None, level=None, radius=None, mechanism=None, region=
     )
 
 
+@opens_budget_store
 def perturb(
     data,
     epsilon=None,

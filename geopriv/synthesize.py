@@ -13,7 +13,7 @@ import numpy as np
 
 from .daskhook import is_dask, lazy
 from .exceptions import GeometryError, ParameterError
-from .budget import open_store
+from .budget import open_store, opens_budget_store
 from .frame import DEFAULT_MAX_DISTORTION
 from .mechanisms.private_measure import PrivateMeasure
 from .release import release_synthetic
@@ -22,6 +22,7 @@ from .rng import make_rng
 __all__ = ["synthesize", "synthesize_xy"]
 
 
+@opens_budget_store
 def synthesize(
     data,
     epsilon,

@@ -22,7 +22,7 @@ from pandas.api.extensions import no_default
 from pyproj import CRS, Transformer
 
 from .accounting import BudgetAccountant
-from .budget import PER_METRE, open_store
+from .budget import PER_METRE, open_store, opens_budget_store
 from .daskhook import is_dask, lazy
 from .exceptions import Fix, GeoprivError, LocationAttributeError, ParameterError, ParameterTypeError, format_labels
 from .frame import DEFAULT_MAX_DISTORTION
@@ -307,6 +307,7 @@ def _released_collection(out, layout: _Collection, codes):
 
 
 # ---------------------------------------------------------------------------- sanitize_traces
+@opens_budget_store
 def sanitize_traces(
     data,
     epsilon=None,

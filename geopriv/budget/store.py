@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import functools
 import json
 import math
 import os
@@ -1010,6 +1011,23 @@ class Reservation:
 
 #: schema migrations: _MIGRATIONS[v](db) takes a store from schema v to v + 1
 _MIGRATIONS: dict = {}
+
+
+def opens_budget_store(func):
+    """Decorate a release function: a ``budget_store=`` given as a URL or path is opened for the call and closed after.
+
+    A :class:`BudgetStore` passed in stays open (it is the caller's).
+    """
+    @functools.wraps(func)
+    def release(*args, **kwargs):
+        given = kwargs.get("budget_store")
+        if given is None or isinstance(given, BudgetStore):
+            return func(*args, **kwargs)
+        with open_store(given) as store:
+            kwargs["budget_store"] = store
+            return func(*args, **kwargs)
+
+    return release
 
 
 def open_store(store) -> BudgetStore | None:
