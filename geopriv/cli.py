@@ -1038,9 +1038,9 @@ def _budget_unit(text: str) -> str:
 def _open_store(url):
     """The budget commands' STORE (a missing SQLite file: how to create it)."""
     from .budget import BudgetStore
-    from .budget.store import _parse_url
+    from .budget.store import parse_store_url
 
-    kind, target = _parse_url(url)
+    kind, target = parse_store_url(url)
     if kind == "sqlite" and not Path(target).exists():
         raise CLIError(f"there is no budget store at {target}: create it with 'geopriv budget grant {target} --unit "
                        "epsilon/m --total T' (a default for everyone), or check the path")
@@ -1101,13 +1101,13 @@ def _budget_persons(args):
 
 def _cmd_budget_grant(args) -> int:
     from .budget import BudgetStore
-    from .budget.store import _parse_url
+    from .budget.store import parse_store_url
     from .exceptions import BudgetStoreError
 
     if not (math.isfinite(args.total) and args.total >= 0):
         raise CLIError("--total: a lifetime budget is a finite number >= 0, e.g. ln4/50 (ln 4 within 50 m)")
     persons = _budget_persons(args)  # read before the store is created: a bad file creates nothing
-    kind, target = _parse_url(args.store)
+    kind, target = parse_store_url(args.store)
     created = False
     try:
         store = BudgetStore(args.store)

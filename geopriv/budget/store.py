@@ -48,7 +48,7 @@ from .._version import __version__
 from ..exceptions import BudgetExceededError, BudgetStoreError, Fix, ParameterError, format_labels
 from .persons import PersonKeys, person_keys
 
-__all__ = ["BudgetStore", "Reservation", "SCHEMA_VERSION", "UNITS", "PER_METRE", "PURE", "value_unit", "check_unit"]
+__all__ = ["BudgetStore", "Reservation", "parse_store_url", "SCHEMA_VERSION", "UNITS", "PER_METRE", "PURE", "value_unit", "check_unit"]
 
 #: the store layout this geopriv reads and writes; a store from a newer one is refused
 SCHEMA_VERSION = 1
@@ -163,8 +163,8 @@ def _groups(keys, spent, reserved):
     return [(keys[inverse == g], float(pairs[g, 0]), float(pairs[g, 1])) for g in range(len(pairs))]
 
 
-def _parse_url(url) -> tuple[str, str]:
-    """('sqlite', path) or ('postgresql', conninfo)."""
+def parse_store_url(url) -> tuple[str, str]:
+    """``("sqlite", path)`` or ``("postgresql", conninfo)`` for a budget store's URL (or a SQLite file path)."""
     if isinstance(url, os.PathLike):
         return "sqlite", os.fspath(url)
     if not isinstance(url, str) or not url.strip():
@@ -512,7 +512,7 @@ class BudgetStore:
     """
 
     def __init__(self, url, *, create: bool = False, timeout: float = 30.0):
-        kind, target = _parse_url(url)
+        kind, target = parse_store_url(url)
         if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
             raise ParameterError("timeout must be a positive number of seconds.")
         self._lock = threading.RLock()
