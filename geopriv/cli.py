@@ -31,6 +31,7 @@ errors, whose text may quote values from the data, are reported by type with a h
 from __future__ import annotations
 
 import argparse
+import contextlib
 import inspect
 import json
 import math
@@ -1870,6 +1871,10 @@ def main(argv=None) -> int:
             "; a budget the store charged before the noise was drawn stays charged ('geopriv budget show STORE')"
             if charged else ""), file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `geopriv budget show STORE | head`: the reader left, nothing is wrong
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
+        return 0
     except Exception as exc:  # one line, never a traceback: see _message for what is shown
         if debug:
             raise

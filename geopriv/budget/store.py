@@ -809,8 +809,8 @@ class BudgetStore:
             f"{len(pk)} person(s) have no lifetime budget in {unit!r} ({UNITS.get(unit, 'a diffused value')}): the store "
             "has never granted one in this unit, and budgets in other units cannot pay for it. Nothing was drawn or "
             "charged.", fix=Fix("grant_unit", python=f"Grant one: store.grant(total, unit={unit!r}).",
-                                cli=f"Grant one: geopriv budget grant STORE --unit {unit} --total T.",
-                                qgis=f"Grant one with 'geopriv budget grant STORE --unit {unit} --total T'."))
+                                cli=f"Grant one: geopriv budget grant STORE --unit '{unit}' --total T.",
+                                qgis=f"Grant one with geopriv budget grant STORE --unit '{unit}' --total T."))
 
     def _refusal(self, db, unit, unit_id, default, pk, spent, held):
         rows = db.balances_of(unit_id, pk.keys)
@@ -837,14 +837,17 @@ class BudgetStore:
         elif len(missing):
             parts.append(f"{len(missing)} person(s) have no budget in {unit!r} and the store has no default for it: "
                          f"{format_labels(pk.shown(missing))}")
+            if len(parts) == 1:  # nobody is over: the store lacks a grant
+                return BudgetExceededError(parts[0] + ". Nothing was drawn or charged.",
+                                           fix=self._refuse_unit(unit, pk).fix)
         if not parts:  # the constraint fired but no row is over: rounding at the boundary
             parts.append(f"the release would take some person(s) to their lifetime budget in {unit!r} within rounding")
         return BudgetExceededError(
             "; ".join(parts) + ". Nothing was drawn or charged.",
             fix=Fix("budget_exhausted", python="Release without these persons, with a smaller epsilon, or grant more "
                     "budget deliberately (store.grant(...), kept in the audit).",
-                    cli="Release without these persons (--drop rows), with a smaller epsilon, or grant more budget "
-                        "deliberately (geopriv budget grant).",
+                    cli="Release without these persons (remove their rows from the input), with a smaller epsilon, "
+                        "or grant more budget deliberately (geopriv budget grant).",
                     qgis="Release without these persons, with a smaller epsilon, or grant more budget deliberately "
                          "(geopriv budget grant)."))
 
