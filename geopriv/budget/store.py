@@ -240,6 +240,8 @@ class _SQLite:
             self.con.execute("PRAGMA synchronous=FULL")  # a charge that returned survives a power cut
             self.con.execute("PRAGMA cache_size=-131072")
         except sqlite3.Error as exc:
+            if getattr(self, "con", None) is not None:  # closed now: it would hold the -wal and -shm files open
+                self.con.close()
             raise _sqlite_error(exc, path) from None
         self.wal = str(mode).lower() == "wal"
 
