@@ -130,7 +130,8 @@ def driver_error_text(url: str, sql: str) -> str:
 
 def assert_no_driver_text(exc, *driver_texts):
     """A store error hides the driver's exception: not chained, not quoted."""
-    assert exc.__cause__ is None and exc.__suppress_context__, "the driver's exception is chained"
+    assert exc.__cause__ is None and (exc.__context__ is None or exc.__suppress_context__), \
+        "the driver's exception is chained"
     message = str(exc)
     for text in driver_texts:
         for line in filter(None, (part.strip() for part in str(text).splitlines())):
