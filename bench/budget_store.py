@@ -1,0 +1,249 @@
+"""Benchmark: what the persistent budget store (geopriv.BudgetStore) costs a release, side by side in one script.
+
+Three sections; every figure is a ratio of two things run alternately in this one script, or a rate
+measured over the same seconds (the machine is shared: read the ratios, not the seconds):
+
+* ``sqlite`` (a): ``geopriv.perturb`` of N points (EPSG:32650, N distinct persons in the ``pid``
+  column, level ln 4 within 200 m, declared bounds) charging a SQLite store, against the same
+  release without a store, run alternately: the first release (every person new to the store)
+  and a later one (every person already there).  Target: within 2x.
+* ``postgresql`` (b): the same against a throwaway PostgreSQL server on a local Unix socket
+  (tests/pg_cluster.py; a fresh database per repetition).  Target: within 3x.
+* ``writers`` (c): W writer processes (default 8) each charging single-person releases in a loop
+  for some seconds (``store.reserve(person, amount, spend=True)`` then ``reservation.commit()``),
+  persons drawn at random from a pool already in the store; the rate of releases per second of all
+  writers together.  Target on SQLite: at least 1,000/s.  Also, for information: full one-row
+  ``geopriv.perturb`` releases charging the store, and both on PostgreSQL.
+
+Each store is granted a default lifetime budget of 1 epsilon per metre (a release costs about
+0.0069: enough for over a hundred releases).  Run from the repository root (``tests.pg_cluster``
+must import):
+
+    python bench/budget_store.py [--sections sqlite,postgresql,writers] [--n 1000000] [--repeats 3]
+        [--writers 8] [--seconds 5] [--out bench/results/budget_store.md]
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import math
+import multiprocessing as mp
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+import geopandas as gpd  # noqa: E402
+
+import geopriv  # noqa: E402
+from geopriv.budget import BudgetStore  # noqa: E402
+
+UNIT = "epsilon/m"
+GRANT = 1.0  # epsilon per metre: over a hundred releases at ln 4 within 200 m
+BOUNDS = (430_000, 4_410_000, 460_000, 4_440_000)
+PERTURB = {"level": math.log(4), "radius": 200, "bounds": BOUNDS}
+
+
+def points(n, seed=0):
+    """n points around x 440-450 km, y 4420-4430 km (UTM 50N), each of its own person (pid)."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(440_000, 450_000, n)
+    y = rng.uniform(4_420_000, 4_430_000, n)
+    pid = rng.permutation(np.arange(10**9, 10**9 + n))
+    return gpd.GeoDataFrame({"pid": pid}, geometry=gpd.points_from_xy(x, y), crs=32650)
+
+
+def timed(fn):
+    gc.collect()
+    t0 = time.perf_counter()
+    out = fn()
+    took = time.perf_counter() - t0
+    del out  # freeing a million shapely points is not part of either release
+    return took
+
+
+def spread(values):
+    return f"{min(values):.2f}-{max(values):.2f}"
+
+
+# ------------------------------------------------------------------------------ (a), (b): 1 M persons
+def releases_vs_plain(gdf, new_store, repeats, label):
+    """Alternate: plain perturb, first release (new store), plain perturb, later release (same store)."""
+    plain_kw = dict(PERTURB)
+    timed(lambda: geopriv.perturb(gdf, **plain_kw))  # warm-up: frames, allocator, imports
+    first, later, base1, base2 = [], [], [], []
+    for r in range(repeats):
+        store = new_store()
+        try:
+            store.grant(GRANT, unit=UNIT)
+            kw = dict(PERTURB, budget_store=store, person="pid")
+            base1.append(timed(lambda: geopriv.perturb(gdf, **plain_kw)))
+            first.append(timed(lambda: geopriv.perturb(gdf, **kw)))
+            timed(lambda: geopriv.perturb(gdf, **kw))  # a second charge: the rows have history
+            base2.append(timed(lambda: geopriv.perturb(gdf, **plain_kw)))
+            later.append(timed(lambda: geopriv.perturb(gdf, **kw)))
+            spent = store.balances(unit=UNIT, persons=gdf["pid"].iloc[:3])["spent"].tolist()
+            assert len(spent) == 3 and spent[0] > 0 and spent.count(spent[0]) == 3, spent  # three charges each
+        finally:
+            store.close()
+        print(f"  {label} rep {r + 1}: plain {base1[-1]:.2f} s, first {first[-1]:.2f} s "
+              f"({first[-1] / base1[-1]:.2f}x); plain {base2[-1]:.2f} s, later {later[-1]:.2f} s "
+              f"({later[-1] / base2[-1]:.2f}x)", flush=True)
+    rows = []
+    for what, mine, base in (("first release (persons new to the store)", first, base1),
+                             ("later release (persons already there)", later, base2)):
+        ratios = [m / b for m, b in zip(mine, base)]
+        rows.append(f"| {label}: {what} | plain perturb {statistics.median(base):.2f} s | with the store "
+                    f"{statistics.median(mine):.2f} s | {statistics.median(ratios):.2f}x ({spread(ratios)}) |")
+    return rows
+
+
+def section_sqlite(gdf, repeats):
+    folder = tempfile.mkdtemp(prefix="geopriv-bench-")
+    count = iter(range(10**6))
+    try:
+        return releases_vs_plain(gdf, lambda: BudgetStore(f"sqlite:///{folder}/b{next(count)}.db", create=True),
+                                 repeats, "SQLite")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def section_postgresql(gdf, repeats, url):
+    from tests.pg_cluster import fresh_database
+
+    return releases_vs_plain(gdf, lambda: BudgetStore(fresh_database(url), create=True), repeats, "PostgreSQL")
+
+
+# ------------------------------------------------------------------------------ (c): concurrent writers
+def _writer(url, what, pool, seed, barrier, seconds, out):
+    """One writer process: wait for the others, then release for ``seconds``; put the count."""
+    store = BudgetStore(url)
+    rng = np.random.default_rng(seed)
+    persons = rng.choice(pool, 100_000)
+    one = None
+    if what == "perturb":
+        one = points(1, seed)
+        kw = dict(PERTURB, budget_store=store, person="pid")
+        geopriv.perturb(one, **dict(PERTURB))  # warm-up outside the window
+    barrier.wait()
+    start = time.perf_counter()
+    done = 0
+    while time.perf_counter() - start < seconds:
+        person = int(persons[done % len(persons)])
+        if what == "reserve":
+            store.reserve([person], 0.0001, unit=UNIT, kind="bench", spend=True).commit()
+        else:
+            one["pid"] = [person]
+            geopriv.perturb(one, **kw)
+        done += 1
+    out.put((done, time.perf_counter() - start))
+    store.close()
+
+
+def writers_rate(url, what, writers, seconds, pool):
+    ctx = mp.get_context("spawn")
+    barrier, out = ctx.Barrier(writers + 1), ctx.Queue()
+    procs = [ctx.Process(target=_writer, args=(url, what, pool, i, barrier, seconds, out)) for i in range(writers)]
+    for p in procs:
+        p.start()
+    barrier.wait()
+    t0 = time.perf_counter()
+    results = [out.get(timeout=seconds + 300) for _ in procs]
+    wall = time.perf_counter() - t0
+    for p in procs:
+        p.join()
+    return sum(d for d, _ in results) / wall
+
+
+def section_writers(repeats, writers, seconds, pg_url):
+    pool = np.arange(10**9, 10**9 + 10_000)
+    rows = []
+    folder = tempfile.mkdtemp(prefix="geopriv-bench-")
+    count = iter(range(10**6))
+    stores = [("SQLite", lambda: f"sqlite:///{folder}/w{next(count)}.db")]
+    if pg_url:
+        from tests.pg_cluster import fresh_database
+
+        stores.append(("PostgreSQL", lambda: fresh_database(pg_url)))
+    try:
+        for label, new_url in stores:
+            for what, shown in (("reserve", "reserve + commit of one person"), ("perturb", "one-row perturb")):
+                rates = []
+                for r in range(repeats):
+                    url = new_url()
+                    with BudgetStore(url, create=True) as store:
+                        store.grant(GRANT, unit=UNIT)
+                        store.grant(GRANT, unit=UNIT, persons=pool)  # the pool is in the store already
+                    rates.append(writers_rate(url, what, writers, seconds, pool))
+                    print(f"  {label}, {writers} writers, {shown}: rep {r + 1}: {rates[-1]:.0f} releases/s", flush=True)
+                target = " (target >= 1000)" if label == "SQLite" and what == "reserve" else ""
+                rows.append(f"| {label}: {writers} writer processes, {shown}, {seconds:g} s{target} | | "
+                            f"{statistics.median(rates):.0f} releases/s ({min(rates):.0f}-{max(rates):.0f}) | |")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sections", default="sqlite,postgresql,writers")
+    ap.add_argument("--n", type=int, default=1_000_000)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--writers", type=int, default=8)
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    secs = args.sections.split(",")
+    rows = ["| what | A | B | B / A (median, range) |", "|---|---|---|---|"]
+    load = [os.getloadavg()[0]]
+    cluster = None
+    pg_url = None
+    if "postgresql" in secs or "writers" in secs:
+        from tests.pg_cluster import PostgresUnavailable, cluster as pg_cluster
+
+        try:
+            cluster = pg_cluster()
+            pg_url = cluster.__enter__()
+        except PostgresUnavailable as exc:
+            print(f"no PostgreSQL ({exc}): its sections are skipped", file=sys.stderr)
+            cluster = None
+    try:
+        if "sqlite" in secs or "postgresql" in secs:
+            gdf = points(args.n)
+            print(f"{args.n:,} points, {args.n:,} persons, repeats = {args.repeats}", flush=True)
+            if "sqlite" in secs:
+                rows += section_sqlite(gdf, args.repeats)
+            if "postgresql" in secs and pg_url:
+                rows += section_postgresql(gdf, args.repeats, pg_url)
+            del gdf
+        if "writers" in secs:
+            rows += section_writers(args.repeats, args.writers, args.seconds, pg_url)
+    finally:
+        if cluster is not None:
+            cluster.__exit__(None, None, None)
+    load.append(os.getloadavg()[0])
+    text = "\n".join(rows)
+    print(text)
+    if args.out:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                                text=True).stdout.strip()
+        with open(args.out, "w") as fh:
+            fh.write(f"# budget store: costs (bench/budget_store.py, {time.strftime('%Y-%m-%d')}, on {commit} + the "
+                     f"working tree, {os.cpu_count()} CPUs shared, load average {load[0]:.1f} at the start and "
+                     f"{load[1]:.1f} at the end, medians of {args.repeats})\n\n"
+                     f"Sections: `{args.sections}`; {args.n:,} points and persons; {args.writers} writers for "
+                     f"{args.seconds:g} s.\n\n{text}\n")
+
+
+if __name__ == "__main__":
+    main()
