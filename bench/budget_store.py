@@ -108,12 +108,74 @@ def releases_vs_plain(gdf, new_store, repeats, label):
     return rows
 
 
+class _Timed:
+    """A store's database connection whose statements are timed (this benchmark's breakdown only)."""
+
+    def __init__(self, con, log):
+        self._con, self._log = con, log
+
+    def execute(self, sql, *args, **kwargs):
+        t0 = time.perf_counter()
+        out = self._con.execute(sql, *args, **kwargs)
+        self._log.append((time.perf_counter() - t0, str(sql)))
+        return out
+
+    def __getattr__(self, name):
+        return getattr(self._con, name)
+
+
+def _part(sql):
+    if "geopriv_budget_" in sql:
+        return "balances"
+    if sql.startswith("COMMIT"):
+        return "commit"
+    if "geopriv_charge" in sql:
+        return "audit"
+    return "other"
+
+
+def breakdown(gdf, new_store, label):
+    """Where a charge of every person of ``gdf`` goes: keying the persons, then reserve's statements (the balance
+    upsert or update and insert, the commit, the packed audit row, the rest) and the rest of reserve in Python."""
+    from geopriv.budget import person_keys
+    from geopriv.keys import row_identities
+
+    store = new_store()
+    store.grant(GRANT, unit=UNIT)
+    log = []
+    store._db.con = _Timed(store._db.con, log)  # a private attribute: for this breakdown only
+    rows = []
+    try:
+        for release in ("first", "later", "later"):
+            log.clear()
+            t0 = time.perf_counter()
+            ids, labels = row_identities(gdf, "pid", refuse_positions=True)
+            keys = person_keys(ids, labels)
+            t1 = time.perf_counter()
+            store.reserve(keys, 0.00693, unit=UNIT, kind="perturb").commit()
+            t2 = time.perf_counter()
+            part = dict.fromkeys(("balances", "commit", "audit", "other"), 0.0)
+            for took, sql in log:
+                part[_part(sql.lstrip())] += took
+            python = (t2 - t1) - sum(part.values())
+            rows.append(f"| {label}: where a {release} charge of {len(keys):,} persons goes | | keying the persons "
+                        f"{t1 - t0:.2f} s; balance statements {part['balances']:.2f} s; commits {part['commit']:.2f} s; "
+                        f"audit row {part['audit']:.2f} s; other statements {part['other']:.2f} s; the rest (Python) "
+                        f"{python:.2f} s | |")
+            print(rows[-1], flush=True)
+    finally:
+        store.close()
+    return [rows[0], rows[2]]
+
+
 def section_sqlite(gdf, repeats):
     folder = tempfile.mkdtemp(prefix="geopriv-bench-")
     count = iter(range(10**6))
     try:
-        return releases_vs_plain(gdf, lambda: BudgetStore(f"sqlite:///{folder}/b{next(count)}.db", create=True),
-                                 repeats, "SQLite")
+        def new_store():
+            return BudgetStore(f"sqlite:///{folder}/b{next(count)}.db", create=True)
+
+        return releases_vs_plain(gdf, new_store, repeats, "SQLite") + breakdown(gdf, new_store, "SQLite")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -121,7 +183,10 @@ def section_sqlite(gdf, repeats):
 def section_postgresql(gdf, repeats, url):
     from tests.pg_cluster import fresh_database
 
-    return releases_vs_plain(gdf, lambda: BudgetStore(fresh_database(url), create=True), repeats, "PostgreSQL")
+    def new_store():
+        return BudgetStore(fresh_database(url), create=True)
+
+    return releases_vs_plain(gdf, new_store, repeats, "PostgreSQL") + breakdown(gdf, new_store, "PostgreSQL")
 
 
 # ------------------------------------------------------------------------------ (c): concurrent writers
@@ -131,9 +196,9 @@ def _writer(url, what, pool, seed, barrier, seconds, out):
     rng = np.random.default_rng(seed)
     persons = rng.choice(pool, 100_000)
     one = None
-    if what == "perturb":
+    if what in ("perturb", "plain"):
         one = points(1, seed)
-        kw = dict(PERTURB, budget_store=store, person="pid")
+        kw = dict(PERTURB, budget_store=store, person="pid") if what == "perturb" else dict(PERTURB)
         geopriv.perturb(one, **dict(PERTURB))  # warm-up outside the window
     barrier.wait()
     start = time.perf_counter()
@@ -144,7 +209,7 @@ def _writer(url, what, pool, seed, barrier, seconds, out):
             store.reserve([person], 0.0001, unit=UNIT, kind="bench", spend=True).commit()
         else:
             one["pid"] = [person]
-            geopriv.perturb(one, **kw)
+            geopriv.perturb(one, **kw)  # kw: without the store for "plain"
         done += 1
     out.put((done, time.perf_counter() - start))
     store.close()
@@ -177,18 +242,27 @@ def section_writers(repeats, writers, seconds, pg_url):
         stores.append(("PostgreSQL", lambda: fresh_database(pg_url)))
     try:
         for label, new_url in stores:
-            for what, shown in (("reserve", "reserve + commit of one person"), ("perturb", "one-row perturb")):
-                rates = []
-                for r in range(repeats):
+            rates = {"reserve": [], "perturb": [], "plain": []}
+            for r in range(repeats):  # alternately: the three kinds of release, a new store each
+                for what in rates:
                     url = new_url()
                     with BudgetStore(url, create=True) as store:
                         store.grant(GRANT, unit=UNIT)
                         store.grant(GRANT, unit=UNIT, persons=pool)  # the pool is in the store already
-                    rates.append(writers_rate(url, what, writers, seconds, pool))
-                    print(f"  {label}, {writers} writers, {shown}: rep {r + 1}: {rates[-1]:.0f} releases/s", flush=True)
-                target = " (target >= 1000)" if label == "SQLite" and what == "reserve" else ""
-                rows.append(f"| {label}: {writers} writer processes, {shown}, {seconds:g} s{target} | | "
-                            f"{statistics.median(rates):.0f} releases/s ({min(rates):.0f}-{max(rates):.0f}) | |")
+                    rates[what].append(writers_rate(url, what, writers, seconds, pool))
+                    print(f"  {label}, {writers} writers, {what}: rep {r + 1}: {rates[what][-1]:.0f} releases/s",
+                          flush=True)
+
+            def rate(what):
+                return f"{statistics.median(rates[what]):.0f}/s ({min(rates[what]):.0f}-{max(rates[what]):.0f})"
+
+            target = " (target >= 1000/s)" if label == "SQLite" else ""
+            rows.append(f"| {label}: {writers} writer processes, single-person releases (reserve + commit), "
+                        f"{seconds:g} s{target} | | {rate('reserve')} | |")
+            per = [p / b for p, b in zip(rates["perturb"], rates["plain"])]
+            rows.append(f"| {label}: {writers} writer processes, one-row perturb, {seconds:g} s | without a store "
+                        f"{rate('plain')} | charging the store {rate('perturb')} | {statistics.median(per):.2f} of the "
+                        f"rate ({spread(per)}) |")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return rows
