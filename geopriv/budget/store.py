@@ -924,16 +924,23 @@ class BudgetStore:
             if unit_id is None:
                 raise self._refuse_unit(unit, pk)
             db.add_labels(pk)
-            try:
-                with self._savepoint(db):
-                    if uniform is not None:
-                        db.add(unit_id, pk.keys, uniform if spend else 0.0, 0.0 if spend else uniform, default)
-                    else:
-                        db.add(unit_id, pk.keys, spent_now, held, default)
-            except db.errors() as exc:
-                if db.is_overspend(exc) or db.is_missing(exc):
-                    raise self._refusal(db, unit, unit_id, default, pk, spent_now, held) from None
-                raise
+            for attempt in range(8):
+                try:
+                    with self._savepoint(db):
+                        if uniform is not None:
+                            db.add(unit_id, pk.keys, uniform if spend else 0.0, 0.0 if spend else uniform, default)
+                        else:
+                            db.add(unit_id, pk.keys, spent_now, held, default)
+                    break
+                except db.errors() as exc:
+                    if not (db.is_overspend(exc) or db.is_missing(exc)):
+                        raise
+                    # PostgreSQL (READ COMMITTED): the balances re-read for the message may already show budget
+                    # another release gave back since; then nobody is over, and the charge is tried again
+                    refusal = self._refusal(db, unit, unit_id, default, pk, spent_now, held,
+                                            final=db.kind == "sqlite" or attempt == 7)
+                    if refusal is not None:
+                        raise refusal from None
             db.execute(
                 "INSERT INTO geopriv_release (release_id, kind, unit, mechanism, parameters, state, started_utc, "
                 "finished_utc, persons, rows_released, largest_charge, geopriv_version) "
@@ -1002,7 +1009,8 @@ class BudgetStore:
                                 cli=f"Grant one: geopriv budget grant STORE --unit '{unit}' --total T.",
                                 qgis=f"Grant one with geopriv budget grant STORE --unit '{unit}' --total T."))
 
-    def _refusal(self, db, unit, unit_id, default, pk, spent, held):
+    def _refusal(self, db, unit, unit_id, default, pk, spent, held, final=True):
+        """The BudgetExceededError naming who cannot afford the charge; None if nobody is over now (not ``final``)."""
         rows = db.balances_of(unit_id, pk.keys)
         spent = np.broadcast_to(np.asarray(spent, float), pk.keys.shape)
         held = np.broadcast_to(np.asarray(held, float), pk.keys.shape)
@@ -1030,6 +1038,8 @@ class BudgetStore:
             if len(parts) == 1:  # nobody is over: the store lacks a grant
                 return BudgetExceededError(parts[0] + ". Nothing was drawn or charged.",
                                            fix=self._refuse_unit(unit, pk).fix)
+        if not parts and not final:
+            return None
         if not parts:  # the constraint fired but no row is over: rounding at the boundary
             parts.append(f"the release would take some person(s) to their lifetime budget in {unit!r} within rounding")
         return BudgetExceededError(
@@ -1070,7 +1080,9 @@ class BudgetStore:
         """The default lifetime budget of each unit (None: persons need their own grant)."""
         with self._transaction("read") as db:
             rows = db.fetchall("SELECT unit, default_total FROM geopriv_unit ORDER BY id")
-        return pd.DataFrame(rows, columns=["unit", "default_total"])
+        return pd.DataFrame({"unit": pd.Series([r[0] for r in rows], dtype=object),
+                             "default_total": pd.Series([None if r[1] is None else float(r[1]) for r in rows],
+                                                        dtype=object)})
 
     def releases(self) -> pd.DataFrame:
         """The audit: one row per release (id, kind, unit, mechanism, public parameters, state, times, persons)."""
