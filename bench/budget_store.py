@@ -25,6 +25,7 @@ must import):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import math
 import multiprocessing as mp
@@ -120,8 +121,26 @@ class _Timed:
         self._log.append((time.perf_counter() - t0, str(sql)))
         return out
 
+    def cursor(self, *args, **kwargs):  # PostgreSQL's COPY of new balances goes through a cursor
+        return _TimedCursor(self._con.cursor(*args, **kwargs), self._log)
+
     def __getattr__(self, name):
         return getattr(self._con, name)
+
+
+class _TimedCursor:
+    def __init__(self, cur, log):
+        self._cur, self._log = cur, log
+
+    @contextlib.contextmanager
+    def copy(self, sql, *args, **kwargs):
+        t0 = time.perf_counter()
+        with self._cur.copy(sql, *args, **kwargs) as copy:
+            yield copy
+        self._log.append((time.perf_counter() - t0, str(sql)))
+
+    def __getattr__(self, name):
+        return getattr(self._cur, name)
 
 
 def _part(sql):
@@ -159,7 +178,8 @@ def breakdown(gdf, new_store, label):
                 part[_part(sql.lstrip())] += took
             python = (t2 - t1) - sum(part.values())
             rows.append(f"| {label}: where a {release} charge of {len(keys):,} persons goes | | keying the persons "
-                        f"{t1 - t0:.2f} s; balance statements {part['balances']:.2f} s; commits {part['commit']:.2f} s; "
+                        f"{t1 - t0:.2f} s; balance statements (and COPY) {part['balances']:.2f} s; commits "
+                        f"{part['commit']:.2f} s; "
                         f"audit row {part['audit']:.2f} s; other statements {part['other']:.2f} s; the rest (Python) "
                         f"{python:.2f} s | |")
             print(rows[-1], flush=True)
@@ -282,12 +302,20 @@ def main():
     load = [os.getloadavg()[0]]
     cluster = None
     pg_url = None
+    pg_settings = "no PostgreSQL"
     if "postgresql" in secs or "writers" in secs:
         from tests.pg_cluster import PostgresUnavailable, cluster as pg_cluster
 
         try:
             cluster = pg_cluster()
             pg_url = cluster.__enter__()
+            import psycopg
+
+            with psycopg.connect(pg_url) as con:
+                server = con.execute("SELECT current_setting('server_version')").fetchone()[0]
+                pg_settings = f"PostgreSQL {server}, " + ", ".join(
+                    f"{name} {con.execute(f'SHOW {name}').fetchone()[0]}"
+                    for name in ("fsync", "synchronous_commit", "full_page_writes", "shared_buffers"))
         except PostgresUnavailable as exc:
             print(f"no PostgreSQL ({exc}): its sections are skipped", file=sys.stderr)
             cluster = None
@@ -316,7 +344,8 @@ def main():
                      f"working tree, {os.cpu_count()} CPUs shared, load average {load[0]:.1f} at the start and "
                      f"{load[1]:.1f} at the end, medians of {args.repeats})\n\n"
                      f"Sections: `{args.sections}`; {args.n:,} points and persons; {args.writers} writers for "
-                     f"{args.seconds:g} s.\n\n{text}\n")
+                     f"{args.seconds:g} s; tests/pg_cluster.py's throwaway server over a Unix socket ({pg_settings})."
+                     f"\n\n{text}\n")
 
 
 if __name__ == "__main__":
