@@ -135,6 +135,26 @@ def test_a_total_lowered_below_what_was_used_leaves_the_person_exhausted(store):
     assert_within_totals(store)
 
 
+@pytest.mark.parametrize("finish", ["settled for nothing", "cancelled"])
+def test_a_lowered_grant_holds_once_a_pending_reservation_is_given_back(store, finish):
+    """Lowered below what is in use, a total stays up only while the use holds it: a reservation given back (settled
+    for less, or cancelled) brings it down to the grant, so the person cannot spend again what was taken away.
+    Negative control: without the lowering the same reservation given back leaves its room."""
+    store.grant(1.0, unit=PER_METRE)
+    for person in ("low", "control"):
+        store.reserve([person], 32 * A, unit=PER_METRE, kind="test")
+    pending = {p: store.reserve([p], 16 * A, unit=PER_METRE, kind="test", spend=False) for p in ("low", "control")}
+    store.grant(8 * A, unit=PER_METRE, persons=["low"])
+    assert balance(store, "low") == (48 * A, 32 * A, 16 * A)
+    for reservation in pending.values():
+        reservation.commit([0.0]) if finish == "settled for nothing" else reservation.cancel()
+    assert balance(store, "low") == (32 * A, 32 * A, 0.0)  # exhausted: the grant (8 A) is below what was spent
+    with pytest.raises(BudgetExceededError, match="'low'"):
+        store.reserve(["low"], A, unit=PER_METRE, kind="test")
+    store.reserve(["control"], 16 * A, unit=PER_METRE, kind="test")  # the control got its room back
+    assert_within_totals(store)
+
+
 def test_every_grant_is_audited(store):
     store.grant(1.0, unit=PER_METRE, note="everyone, for life")
     store.grant(0.5, unit=PER_METRE, persons=["ann"], note="ann asked")

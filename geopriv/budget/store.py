@@ -114,7 +114,7 @@ _TABLES = {
 #: one table of balances per unit (keyed by the person's 64-bit key alone: the fastest table SQLite has);
 #: the database itself refuses a row with more spent and reserved than its total
 _BUDGET_TABLE = ("CREATE TABLE {t} (person {INT} PRIMARY KEY, total {REAL} NOT NULL, spent {REAL} NOT NULL DEFAULT 0, "
-                 "reserved {REAL} NOT NULL DEFAULT 0, CONSTRAINT {t}_within_total CHECK (spent >= 0 AND reserved >= 0 "
+                 "reserved {REAL} NOT NULL DEFAULT 0, granted {REAL}, CONSTRAINT {t}_within_total CHECK (spent >= 0 AND reserved >= 0 "
                  "AND total >= 0 AND spent + reserved <= total))")
 #: rows of persons inserted by the current charge carry an infinite total until they get the default (a partial index
 #: finds them without a scan)
@@ -138,6 +138,13 @@ def _within_default(default, spent, reserved) -> bool:
         return False
     worst = float(np.max(np.asarray(spent, float) + np.asarray(reserved, float), initial=0.0))
     return worst <= default
+
+
+def _total_after(spent: str, reserved: str, lo: str = "min", hi: str = "max") -> str:
+    """SQL for a balance's total once ``spent`` and ``reserved`` (expressions) are its new values: a total raised above
+    a person's grant only because more was in use than the grant (:meth:`BudgetStore.grant` lowered it) comes back
+    down towards the grant as reservations are given back, so a lowered grant is honoured once nothing holds it up."""
+    return (f"CASE WHEN granted IS NULL THEN total ELSE {lo}(total, {hi}(granted, ({spent}) + ({reserved}))) END")
 
 
 def _table(unit_id) -> str:
@@ -319,21 +326,25 @@ class _SQLite:
 
     def settle(self, unit_id, keys, reserved, spent):
         """Take ``reserved`` out of reservation and add ``spent`` (<= it) to spending."""
+        r = "max(0.0, reserved - :r)"
+        s = f"min(spent + :s, total - {r})"
         self.con.executemany(
-            f"UPDATE {_table(unit_id)} SET reserved = max(0.0, reserved - ?), "
-            "spent = min(spent + ?, total - max(0.0, reserved - ?)) WHERE person = ?",
-            zip(np.asarray(reserved, float).tolist(), np.asarray(spent, float).tolist(),
-                np.asarray(reserved, float).tolist(), keys.tolist()))
+            f"UPDATE {_table(unit_id)} SET reserved = {r}, spent = {s}, total = {_total_after(s, r)} "
+            "WHERE person = :k",
+            ({"r": a, "s": b, "k": k} for a, b, k in zip(np.asarray(reserved, float).tolist(),
+                                                         np.asarray(spent, float).tolist(), keys.tolist())))
 
     def give_back(self, unit_id, keys, spent, reserved):
+        s, r = "max(0.0, spent - :s)", "max(0.0, reserved - :r)"
         self.con.executemany(
-            f"UPDATE {_table(unit_id)} SET spent = max(0.0, spent - ?), reserved = max(0.0, reserved - ?) "
-            "WHERE person = ?", zip(np.asarray(spent, float).tolist(), np.asarray(reserved, float).tolist(),
-                                    keys.tolist()))
+            f"UPDATE {_table(unit_id)} SET spent = {s}, reserved = {r}, total = {_total_after(s, r)} "
+            "WHERE person = :k",
+            ({"s": a, "r": b, "k": k} for a, b, k in zip(np.asarray(spent, float).tolist(),
+                                                         np.asarray(reserved, float).tolist(), keys.tolist())))
 
     def set_total(self, unit_id, keys, total):
-        self.con.execute(f"UPDATE {_table(unit_id)} SET total = max(?, spent + reserved) WHERE person IN "
-                         "(SELECT value FROM json_each(?))", (total, json.dumps(keys.tolist())))
+        self.con.execute(f"UPDATE {_table(unit_id)} SET total = max(?, spent + reserved), granted = ? WHERE person IN "
+                         "(SELECT value FROM json_each(?))", (total, total, json.dumps(keys.tolist())))
 
     def balances_of(self, unit_id, keys):
         """(person, total, spent, reserved) rows of ``keys`` that have a balance."""
@@ -619,21 +630,25 @@ class _Postgres:
 
     def settle(self, unit_id, keys, reserved, spent):
         rows, params = self._rows(keys, ("r", reserved), ("s", spent))
+        r = "GREATEST(0.0, b.reserved - c.r)"
+        s = f"LEAST(b.spent + c.s, b.total - {r})"
+        total = _total_after(s, r, "LEAST", "GREATEST")
         self._execute(
-            f"UPDATE {_table(unit_id)} AS b SET reserved = GREATEST(0.0, b.reserved - c.r), "
-            f"spent = LEAST(b.spent + c.s, b.total - GREATEST(0.0, b.reserved - c.r)) FROM {rows} WHERE b.person = c.k",
-            params, len(keys))
+            f"UPDATE {_table(unit_id)} AS b SET reserved = {r}, spent = {s}, total = {total} "
+            f"FROM {rows} WHERE b.person = c.k", params, len(keys))
 
     def give_back(self, unit_id, keys, spent, reserved):
         rows, params = self._rows(keys, ("s", spent), ("r", reserved))
+        s, r = "GREATEST(0.0, b.spent - c.s)", "GREATEST(0.0, b.reserved - c.r)"
+        total = _total_after(s, r, "LEAST", "GREATEST")
         self._execute(
-            f"UPDATE {_table(unit_id)} AS b SET spent = GREATEST(0.0, b.spent - c.s), "
-            f"reserved = GREATEST(0.0, b.reserved - c.r) FROM {rows} WHERE b.person = c.k", params, len(keys))
+            f"UPDATE {_table(unit_id)} AS b SET spent = {s}, reserved = {r}, total = {total} "
+            f"FROM {rows} WHERE b.person = c.k", params, len(keys))
 
     def set_total(self, unit_id, keys, total):
         rows, params = self._rows(keys)
-        self._execute(f"UPDATE {_table(unit_id)} AS b SET total = GREATEST(%s, b.spent + b.reserved) FROM {rows} "
-                      "WHERE b.person = c.k", (total, *params), len(keys))
+        self._execute(f"UPDATE {_table(unit_id)} AS b SET total = GREATEST(%s, b.spent + b.reserved), granted = %s "
+                      f"FROM {rows} WHERE b.person = c.k", (total, total, *params), len(keys))
 
     def balances_of(self, unit_id, keys):
         rows, params = self._rows(keys)
