@@ -369,9 +369,6 @@ class _SQLite:
     def errors(self):
         return (self.sqlite3.Error,)
 
-    def retryable(self, exc) -> bool:
-        return False
-
     def close(self):
         self.con.close()
 
@@ -482,6 +479,8 @@ class _Postgres:
             # statements are too short for compiling them (jit) to pay
             self.con.execute("SET enable_hashjoin = off")
             self.con.execute("SET jit = off")
+            # a charge that returned must survive a crash of the server, whatever its default
+            self.con.execute("SET synchronous_commit = on")
             for cls, dumper in _pg_dumpers(psycopg):
                 self.con.adapters.register_dumper(cls, dumper)
         except psycopg.Error:
@@ -667,8 +666,6 @@ class _Postgres:
     def is_missing(self, exc) -> bool:
         return isinstance(exc, self.psycopg.errors.NotNullViolation)
 
-    def retryable(self, exc) -> bool:
-        return isinstance(exc, (self.psycopg.errors.DeadlockDetected, self.psycopg.errors.SerializationFailure))
 
     def wrap(self, exc):
         if isinstance(exc, self.psycopg.errors.LockNotAvailable):
