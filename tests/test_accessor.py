@@ -60,8 +60,11 @@ def test_epsilon_is_the_only_positional_argument_everywhere():
         positional = [p.name for p in params if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]
         assert positional == ["epsilon"], function
         assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params[1:])
-    # the defaults are the library's objects, not copies typed again
-    assert PrivAccessor.perturb.__defaults__ == geopriv.perturb.__defaults__ == (None,)
+    # the defaults are the library's objects, not copies typed again (geopriv.perturb is wrapped by
+    # opens_budget_store: its signature is the function's own)
+    assert PrivAccessor.perturb.__defaults__ == inspect.unwrap(geopriv.perturb).__defaults__ == (None,)
+    assert inspect.signature(PrivAccessor.perturb).parameters["epsilon"].default is \
+        inspect.signature(geopriv.perturb).parameters["epsilon"].default
     assert inspect.signature(PrivAccessor.perturb).parameters["max_distortion"].default is \
         geopriv.frame.DEFAULT_MAX_DISTORTION
 

@@ -46,7 +46,7 @@ import numpy as np
 import pandas as pd
 
 from .._version import __version__
-from ..exceptions import BudgetExceededError, BudgetStoreError, Fix, ParameterError, format_labels
+from ..exceptions import BudgetExceededError, BudgetStoreError, Fix, ParameterError, ParameterTypeError, format_labels
 from .persons import PersonKeys, person_keys
 
 __all__ = ["BudgetStore", "Reservation", "parse_store_url", "SCHEMA_VERSION", "UNITS", "PER_METRE", "PURE", "value_unit", "check_unit"]
@@ -825,7 +825,8 @@ class BudgetStore:
         return f"BudgetStore({self.url!r})"
 
     def __reduce__(self):
-        raise TypeError("A BudgetStore holds a database connection and cannot be pickled: pass its URL to workers.")
+        raise ParameterTypeError("A BudgetStore holds a database connection and cannot be pickled: pass its URL to "
+                                 "workers (on dask, the driver charges the store; workers never need it).")
 
     # ------------------------------------------------------------------ units and grants
     def _unit_id(self, db, unit: str, create: bool = False):
