@@ -1190,10 +1190,17 @@ def _cmd_budget_export(args) -> int:
         frame = getattr(store, args.what)()
         url = store.url
     with io.Staging() as stage:  # a temporary file beside OUT, moved into place (os.replace) when written
-        stage.file(dest, lambda tmp: frame.to_csv(tmp, index=False))
+        stage.file(dest, lambda tmp: _write_private_csv(frame, tmp))
         stage.commit()
     print(f"wrote {len(frame)} row(s) of {args.what} from {url} to {args.output}", file=sys.stderr)
     return 0
+
+
+def _write_private_csv(frame, path) -> None:
+    """A CSV readable by its owner only: balances, charges and grants list who is in the data."""
+    frame.to_csv(path, index=False)
+    with contextlib.suppress(OSError):
+        os.chmod(path, 0o600)
 
 
 def _budget_arguments(b) -> None:

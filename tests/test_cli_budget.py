@@ -193,6 +193,8 @@ def test_export_writes_each_table_and_refuses_an_existing_file(capsys, tmp_path,
     table = pd.read_csv(out)
     assert len(table) == rows and columns <= set(table.columns)
     assert not [p for p in tmp_path.iterdir() if "geopriv-tmp" in p.name]  # the temporary file was moved into place
+    assert out.stat().st_mode & 0o777 == 0o600  # it lists who is in the data: its owner's only
+    assert Path(store).stat().st_mode & 0o777 == 0o600  # so does the store, created by 'budget grant'
     if what == "releases":
         assert table["kind"].tolist() == ["perturb"] and table["state"].tolist() == ["charged"]
         assert "Id" not in table["parameters"][0]  # public parameters only

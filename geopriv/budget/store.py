@@ -229,8 +229,12 @@ class _SQLite:
             raise BudgetStoreError(f"There is no budget store at {path!r}.", fix=_STORE_FIX)
         if p.exists() and p.is_dir():
             raise BudgetStoreError(f"{path!r} is a folder, not a budget store file.", fix=_STORE_FIX)
+        existed = p.exists()
         try:
             self.con = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
+            if not existed and p.exists():  # a store lists who is in the data: its owner's only (SQLite gives its
+                with contextlib.suppress(OSError):  # -wal and -shm files the same permissions)
+                    os.chmod(path, 0o600)
             # never modify a file that is not a store (a GeoPackage, another application's database): look first
             tables = self.tables()
             if tables and "geopriv_meta" not in tables:
