@@ -507,23 +507,31 @@ def _people_ids(gdf, field):
     return out, f"values of --id-field {field!r}"
 
 
-def _read_edges(path, layer, columns, weight, labels):
-    """The --edges table as a two-column DataFrame of people ids (plus the weight column, as numbers)."""
+def _read_table(path, layer, layer_flag: str, choose: str, *, skipinitialspace: bool = False):
+    """A table without geometry: CSV (every value as text), parquet, or a GDAL table (one layer, ``layer_flag``)."""
     import pandas as pd
 
     p = Path(path)
     if p.suffix.lower() == ".csv":
         if layer is not None:
-            raise CLIError("--network-layer: a CSV file has no layers")
-        table = pd.read_csv(p, dtype=str, keep_default_na=False, skipinitialspace=True)
-    elif p.suffix.lower() == ".parquet":
-        table = pd.read_parquet(p)
-    else:
-        import pyogrio
+            raise CLIError(f"{layer_flag}: a CSV file has no layers")
+        return pd.read_csv(p, dtype=str, keep_default_na=False, skipinitialspace=skipinitialspace)
+    if p.suffix.lower() == ".parquet":
+        return pd.read_parquet(p)
+    import pyogrio
 
-        if layer is None and len(pyogrio.list_layers(p)) > 1:
-            raise CLIError(f"{path} has several layers; choose the edges table with --network-layer")
-        table = pyogrio.read_dataframe(p, layer=layer, read_geometry=False)
+    if layer is None and len(pyogrio.list_layers(p)) > 1:
+        raise CLIError(f"{path} has several layers; choose {choose}")
+    return pyogrio.read_dataframe(p, layer=layer, read_geometry=False)
+
+
+
+def _read_edges(path, layer, columns, weight, labels):
+    """The --edges table as a two-column DataFrame of people ids (plus the weight column, as numbers)."""
+    import pandas as pd
+
+    table = _read_table(path, layer, "--network-layer", "the edges table with --network-layer",
+                        skipinitialspace=True)
     names = [str(c) for c in table.columns]
     table.columns = names
     if columns is None:
@@ -1055,19 +1063,7 @@ def _read_person_ids(path, column, layer):
     from . import io
 
     io.check_input(path, "--persons-from")
-    p = Path(path)
-    if p.suffix.lower() == ".csv":
-        if layer is not None:
-            raise CLIError("--layer: a CSV file has no layers")
-        table = pd.read_csv(p, dtype=str, keep_default_na=False)
-    elif p.suffix.lower() == ".parquet":
-        table = pd.read_parquet(p)
-    else:
-        import pyogrio
-
-        if layer is None and len(pyogrio.list_layers(p)) > 1:
-            raise CLIError(f"{path} has several layers; choose the one with the ids with --layer NAME")
-        table = pyogrio.read_dataframe(p, layer=layer, read_geometry=False)
+    table = _read_table(path, layer, "--layer", "the one with the ids with --layer NAME")
     names = {str(c): c for c in table.columns}
     if column not in names:
         raise CLIError(f"--persons-from {path} has no column {column!r} (--column); its columns are: "

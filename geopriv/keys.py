@@ -519,8 +519,8 @@ def shown_labels(labels):
     return None
 
 
-def check_unique(folded: np.ndarray, labels, what: str = "person id") -> None:
-    """Refuse duplicate identities (named by row label) in one array of folded digests."""
+def repeated_rows(folded: np.ndarray, labels) -> pd.Index:
+    """The labels of the rows whose folded digest another row shares (in row order; empty when none)."""
     order = np.argsort(folded, kind="stable")
     s = folded[order]
     dup = np.zeros(len(s), bool)
@@ -528,8 +528,13 @@ def check_unique(folded: np.ndarray, labels, what: str = "person id") -> None:
         eq = s[1:] == s[:-1]
         dup[1:] |= eq
         dup[:-1] |= eq
-    if dup.any():
-        rows = pd.Index(labels)[np.sort(order[dup])]
+    return pd.Index(labels)[np.sort(order[dup])]
+
+
+def check_unique(folded: np.ndarray, labels, what: str = "person id") -> None:
+    """Refuse duplicate identities (named by row label) in one array of folded digests."""
+    rows = repeated_rows(folded, labels)
+    if len(rows):
         raise IdentityError(f"have {what}s that repeat: two rows would answer for the same person",
                             shown_labels(rows), _HOW, count=len(rows))
 

@@ -22,9 +22,9 @@ import pyogrio
 import pytest
 
 import geopriv
-from geopriv.cli import main
 
 from .conftest import ROOT
+from .test_cli import one_line_error, run
 
 SOHO = Path(geopriv.__file__).parent / "data" / "soho_cholera.gpkg"
 LN4_200 = ["--level", "ln4", "--radius", "200"]
@@ -33,23 +33,6 @@ BOUNDS = ["-16500", "6711000", "-14000", "6714000"]
 RELEASE_COMMANDS = ["perturb", "synthesize", "sanitize-traces", "diffuse"]
 
 
-def run(capsys, *args):
-    """main() in this process: (exit code, stdout, stderr)."""
-    try:
-        code = main([str(a) for a in args])
-    except SystemExit as exc:  # argparse (usage errors, --help)
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def one_line_error(err: str, *needles: str) -> str:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    assert lines[0].startswith("geopriv: error: ") and "Traceback" not in err, err
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
 
 
 def perturb(out, store, *extra):

@@ -26,6 +26,7 @@ from ..keys import (
     float_words,
     fold_digests,
     identity_digests,
+    repeated_rows,
     row_identities,
     row_streams,
     shown_labels,
@@ -60,15 +61,8 @@ def pair_fingerprints(root, a, b, xy) -> np.ndarray:
 
 def _check_pairs(folded, labels) -> None:
     """Refuse rows of one person at exactly the same point in one array of pair fingerprints (names rows)."""
-    order = np.argsort(folded, kind="stable")
-    s = folded[order]
-    dup = np.zeros(len(s), bool)
-    if len(s) > 1:
-        eq = s[1:] == s[:-1]
-        dup[1:] |= eq
-        dup[:-1] |= eq
-    if dup.any():
-        rows = pd.Index(labels)[np.sort(order[dup])]
+    rows = repeated_rows(folded, labels)
+    if len(rows):
         raise IdentityError(_SAME_POINT, shown_labels(rows), _SAME_POINT_FIX, count=len(rows))
 
 
