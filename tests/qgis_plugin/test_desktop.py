@@ -103,6 +103,7 @@ def test_first_run_offers_installs_and_starts_without_crashing(desktop):
     assert not report["pyogrio_loaded"]  # pyogrio's wheel carries a second GDAL: never loaded in QGIS
     # location-dependent privacy: a raster read with rasterio's wheel, kernels, verification, inside QGIS Desktop
     assert report["location_dependent_features"] == 1 and report["verified_max_ratio"] <= 1
+    check_budget_store(report)
     installed = desktop["profile"] / "python" / "geopriv-dependencies"
     assert report["geopriv"].startswith(str(installed))
     names = {p.name.split("-")[0].lower() for p in installed.glob("*.dist-info")}
@@ -121,3 +122,13 @@ def test_restart_has_the_toolbox_at_once(desktop):
     assert report["output_valid"] and report["output_features"] == 324
     assert report["location_dependent_features"] == 1
     assert not report["pyogrio_loaded"]
+    check_budget_store(report)
+
+
+def check_budget_store(report):
+    """Inside QGIS Desktop, a release charged to a budget store that affords one: all 324 persons charged once, the
+    second release refused naming persons, no second output, one release in the audit."""
+    assert report["budget_first_features"] == 324
+    assert report["budget_refusal"] is not None and "would exceed their lifetime budget" in report["budget_refusal"]
+    assert not report["budget_refused_output_written"]
+    assert report["budget_persons_charged"] == 324 and report["budget_releases"] == 1

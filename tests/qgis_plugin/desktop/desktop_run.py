@@ -77,6 +77,35 @@ def run_algorithm():
     shot(iface.mainWindow(), "finished-run")
 
 
+def run_budget_store():
+    """Perturb points charged to a lifetime budget store (SQLite) that affords one release: the second is refused,
+    naming persons, and writes nothing."""
+    import math
+
+    import processing
+    from qgis.core import QgsProcessingException
+
+    import geopriv
+
+    path = os.path.join(OUT, f"{STAGE}-budgets.db")
+    with geopriv.BudgetStore(path, create=True) as store:
+        store.grant(math.log(4) / 150, unit="epsilon/m")
+    params = {"INPUT": SOURCE, "RADIUS": 200.0, "BUDGET_STORE": path, "PERSON": "Id"}
+    first = processing.run("geopriv:perturbpoints", dict(params, OUTPUT=os.path.join(OUT, f"{STAGE}-charged.gpkg")))
+    report["budget_first_features"] = QgsVectorLayer(first["OUTPUT"], "charged", "ogr").featureCount()
+    second = os.path.join(OUT, f"{STAGE}-refused.gpkg")
+    try:
+        processing.run("geopriv:perturbpoints", dict(params, OUTPUT=second))
+        report["budget_refusal"] = None
+    except QgsProcessingException as exc:
+        report["budget_refusal"] = str(exc)
+    report["budget_refused_output_written"] = os.path.exists(second)
+    with geopriv.BudgetStore(path) as store:
+        balances = store.balances()
+        report["budget_persons_charged"] = int((balances["spent"] > 0).sum())
+        report["budget_releases"] = len(store.releases())
+
+
 def main():
     try:
         plugin = plugins.get("geopriv_qgis")
@@ -98,6 +127,7 @@ def main():
         if provider is not None:
             run_algorithm()
             run_location_dependent()
+            run_budget_store()
         report["pyproj"] = getattr(sys.modules.get("pyproj"), "__file__", None)
         report["pyogrio_loaded"] = "pyogrio" in sys.modules
         import geopriv
