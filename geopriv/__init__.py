@@ -69,13 +69,17 @@ _LAZY = {
     "resistance_distance": ".network",
     "diffuse_over_network": ".network",
     "diffuse_locations": ".diffuse",
+    "aggregate": ".aggregate",
+    "heatmap": ".aggregate",
+    "flows": ".aggregate",
+    "Heatmap": ".aggregate",
     "network_distances": ".diffuse",
 }
 
 #: the core's modules, imported on first attribute access as ``import geopriv`` used to import them all
 #: (``geopriv.cli``, ``geopriv.plot`` and ``geopriv.distributed`` are imported by name, as before)
 _SUBMODULES = frozenset({
-    "accessor", "accounting", "attributes", "crs", "daskhook", "defaults", "diffuse", "exceptions", "frame",
+    "accessor", "accounting", "aggregate", "attributes", "cells", "counting", "crs", "daskhook", "defaults", "diffuse", "exceptions", "frame",
     "importhook", "io", "keys", "mechanisms", "metrics", "network", "parsing", "perturb", "points", "precision",
     "privacy_map", "progress", "provenance", "release", "rng", "synthesize", "traces",
 })
@@ -138,6 +142,10 @@ __all__ = [
     "sanitize_traces",
     "synthesize",
     "synthesize_xy",
+    "aggregate",
+    "heatmap",
+    "flows",
+    "Heatmap",
     "PrivateMeasure",
     "diffuse",
     "diffuse_locations",

@@ -55,6 +55,7 @@ from pathlib import Path
 from .exceptions import Fix, InputError, OutputError
 
 __all__ = [
+    "write_raster",
     "FORMATS",
     "InputError",
     "OutputError",
@@ -509,6 +510,41 @@ def write_new_file(path, write, *, overwrite: bool = False, exists=None, prefix:
     finally:
         if os.path.lexists(tmp):
             os.unlink(tmp)
+
+
+def write_raster(path, bands, *, transform, crs, nodata, record=None, band_names=(), overwrite: bool = False):
+    """Write ``bands`` (2-D arrays of one dtype) as a tiled, compressed GeoTIFF, atomically; returns the path.
+
+    The provenance ``record`` goes into the file's metadata (tag ``GEOPRIV``).  An existing file is
+    refused unless ``overwrite``; a failed write leaves nothing behind.
+    """
+    import rasterio
+    from rasterio.io import MemoryFile
+
+    dest = check_file_output(path, suffixes=(".tif", ".tiff"), what="raster", overwrite=overwrite)
+    rows, cols = bands[0].shape
+    profile = {"driver": "GTiff", "height": rows, "width": cols, "count": len(bands), "dtype": str(bands[0].dtype),
+               "crs": crs.to_wkt(), "transform": transform, "nodata": nodata, "compress": "deflate"}
+    if rows >= 256 and cols >= 256:
+        profile.update(tiled=True, blockxsize=256, blockysize=256)
+    with MemoryFile() as mem:
+        with mem.open(**profile) as ds:
+            for i, band in enumerate(bands, start=1):
+                ds.write(band, i)
+            for i, name in enumerate(band_names, start=1):
+                ds.set_band_description(i, name)
+            if record is not None:
+                ds.update_tags(GEOPRIV=_record_json(record))
+        data = mem.read()
+    write_new_file(dest, lambda fh: fh.write(data), overwrite=overwrite,
+                   exists=lambda p: OutputError(f"{os.fspath(path)} exists", fix=_OVERWRITE), mode=0o644 & ~_umask())
+    return dest
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _record_json(record, indent=None) -> str:

@@ -74,7 +74,7 @@ from .progress import progress_callback
 from .provenance import attach, make_record
 from .rng import make_rng
 
-__all__ = ["release_points", "plan_release", "ReleasePlan", "plan_synthetic", "SyntheticPlan", "synthetic_frame", "release_synthetic", "release_diffusion", "assemble", "CHUNK", "check_release_input", "public_area", "TracePlan", "plan_traces"]
+__all__ = ["release_points", "plan_release", "ReleasePlan", "plan_synthetic", "SyntheticPlan", "synthetic_frame", "release_synthetic", "release_diffusion", "assemble", "CHUNK", "check_release_input", "public_area", "region_geometry", "TracePlan", "plan_traces"]
 
 CHUNK = 1_000_000
 _COPY_ON_WRITE = int(pd.__version__.split(".")[0]) >= 3
@@ -107,7 +107,7 @@ def check_release_input(data, keep=(), bounds=None, region=None, allow_order=(),
     return geoms, xy
 
 
-def _region_geometry(region, crs):
+def region_geometry(region, crs):
     if region is None:
         return None
     if isinstance(region, shapely.Geometry):
@@ -296,7 +296,7 @@ def plan_release(
         frame = public_frame(crs, bounds=bounds, max_distortion=max_distortion,
                              planar_only=mechanism.frame_policy == "planar")
         lattice_frame = frame
-    region_geom = _region_geometry(region, crs)
+    region_geom = region_geometry(region, crs)
     if region_geom is not None and lattice_frame.area is not None:
         rb, ab = region_geom.bounds, lattice_frame.area
         if rb[0] < ab[0] or rb[1] < ab[1] or rb[2] > ab[2] or rb[3] > ab[3]:
@@ -578,7 +578,7 @@ def plan_synthetic(crs, mechanism, n_people: int, *, n=None, bounds=None, region
         raise ParameterError(f"placement must be 'uniform' (uniform inside each cell) or 'centre', got {placement!r}.")
     rect, area_source = public_area(crs, bounds, region)
     frame = public_frame(crs, bounds=rect, max_distortion=max_distortion)
-    region_geom = _region_geometry(region, crs)
+    region_geom = region_geometry(region, crs)
     depth = mechanism.resolved_depth(int(n_people))
     order = (depth + 1) // 2
     leaf_side_m = area_side_metres(crs, rect) / float(1 << order)

@@ -1,0 +1,289 @@
+"""Private counts, heatmaps and flows: ``geopriv.aggregate``, ``geopriv.heatmap``, ``geopriv.flows``.
+
+User-level differential privacy: the released map changes in probability by at most
+``exp(epsilon)`` when one person is added or removed with all of their rows.  Each person keeps
+at most ``max_per_user`` rows (chosen at random, never by where they are), every cell of the
+public area is released (empty or not), and counts are integers with exact discrete Laplace
+noise on a public hierarchy of cells, made consistent (Hay et al. 2010).  See
+``docs/aggregate.md``.  The release path is :mod:`geopriv.counting`.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from .budget import PURE, open_store, opens_budget_store
+from .counting import (budget_charge, bound_contributions, cells_frame, check_area_public, check_epsilon,
+                       check_not_empty, count_rows, locate_rows, person_codes, plan_counts, release_counts,
+                       warn_if_swamped)
+from .daskhook import is_dask, lazy
+from .exceptions import ParameterError
+from .provenance import make_record
+from .release import budget_fields, check_release_input
+from .rng import make_rng
+
+__all__ = ["aggregate", "heatmap", "Heatmap"]
+
+
+def _release(data, epsilon, *, cells, user, max_per_user, bounds, region, levels, nonnegative, suppress, rng,
+             budget_store, person, kind, extra=None):
+    """(plan, released counts, record) of a count release of ``data`` (the one in-memory path)."""
+    epsilon = check_epsilon(epsilon)
+    geoms, xy = check_release_input(data, bounds=bounds, region=region, attributes=False)
+    labels = geoms.index
+    check_not_empty(len(xy))
+    plan = plan_counts(geoms.crs, epsilon, cells=cells, max_per_user=max_per_user, user=user, bounds=bounds,
+                       region=region, levels=levels, nonnegative=nonnegative, suppress=suppress)
+    check_area_public(plan, xy)
+    cell = locate_rows(plan, xy, labels)
+    codes = person_codes(data, user, labels)
+    source = make_rng(rng)
+    gen = source.generator
+    fields = plan.fields()
+    fields.update(extra or {})
+    store = open_store(budget_store)
+    if store is not None:
+        if person is not None and user is not None and person != user:
+            raise ParameterError("person= and user= name different columns: the person charged is the user whose "
+                                 "rows are bounded. Give only user=.")
+        fields.update(budget_fields(store, PURE, epsilon))
+        reservation = budget_charge(store, codes, data, user if user is not None else person, labels, epsilon,
+                                    fields, plan.cells.n, kind)
+    else:
+        reservation = None
+    if reservation is not None:
+        with reservation:
+            reservation.start()
+            released = _noise(plan, cell, codes, gen)
+    else:
+        released = _noise(plan, cell, codes, gen)
+    record = make_record(fields, seeded=source.seeded, n=plan.cells.n)
+    warn_if_swamped(plan, released, stacklevel=5)
+    return plan, released, record
+
+
+def _noise(plan, cell, codes, gen):
+    keep = bound_contributions(codes, plan.mechanism.sensitivity, gen)
+    return release_counts(plan, count_rows(plan, cell, keep), gen)
+
+
+@opens_budget_store
+def aggregate(
+    data,
+    epsilon,
+    *,
+    cells,
+    user=None,
+    max_per_user: int = 1,
+    bounds=None,
+    region=None,
+    levels="auto",
+    nonnegative: bool = True,
+    suppress: int | None = None,
+    rng=None,
+    budget_store=None,
+    person=None,
+):
+    """Private counts of points per public cell, with user-level differential privacy.
+
+    Every cell of the public area is released, empty or not; counts are integers with exact
+    discrete Laplace noise, on a public hierarchy of cells made consistent (a cell's parent
+    equals the sum of its children), non-negative by default.
+
+    Parameters
+    ----------
+    data : GeoDataFrame or GeoSeries of points
+        Any CRS (a projected one in metres for a square grid).  Never modified.
+    epsilon : float
+        Privacy loss of the whole map (dimensionless): adding or removing one person with all of
+        their rows changes the probability of any map by at most ``exp(epsilon)``.
+    cells : float, str or GeoDataFrame
+        The public cells: a square grid step in metres (``250``), an H3 resolution
+        (``"h3:9"``, needs the ``h3`` package) over the public area, or a GeoDataFrame of
+        public polygons (districts, a tessellation; their attributes are kept).
+    user : column label, optional
+        Person ids.  Default: every row is its own person.
+    max_per_user : int
+        Most rows counted per person (more are dropped at random, never by location).  The
+        noise grows in proportion.
+    bounds : (xmin, ymin, xmax, ymax), optional
+        The public study area in the data's CRS, chosen without looking at the points (a city's
+        extent).  Required for a grid or H3 cells unless ``region`` is given.  The grid is
+        anchored on its lower-left corner.
+    region : shapely Polygon or GeoSeries/GeoDataFrame, optional
+        A public polygon: only cells meeting it are released.
+    levels : "auto", int, False or list of weights
+        How epsilon is split over the hierarchy of cells (see :func:`geopriv.counting.level_weights`):
+        ``"auto"`` gives half to the cells and half to the coarser levels; ``False`` no hierarchy.
+    nonnegative : bool
+        Release counts >= 0 that still add up (post-processing).
+    suppress : int, optional
+        Release counts below this as 0 (post-processing; the expected error no longer applies to
+        those cells).
+    rng : None, int, SeedSequence or Generator
+        ``None`` (default): OS entropy.  A seed is for tests and demos (recorded as seeded).
+    budget_store : geopriv.BudgetStore or str, optional
+        Charge every person ``epsilon`` once (unit ``"epsilon"``), before any noise is drawn.
+    person : column label, optional
+        The person ids charged when ``user`` is not given (default: the index labels).
+
+    Returns
+    -------
+    GeoDataFrame
+        One row per cell: ``cell`` (grid: ``row * ncols + col`` from the north-west; H3: the
+        64-bit index; polygons: their position), ``count`` (int64), ``expected_error`` (the root
+        mean squared error of the count, in counts: public, from the parameters alone) and the
+        cell's polygon.  ``attrs["geopriv"]`` is the provenance record.
+
+    Raises
+    ------
+    GeometryError
+        Rows outside the public area (named by label).
+    IdentityError
+        Rows without a person id.
+    ParameterError
+        No public area for a grid, too many cells, a bad epsilon.
+
+    Examples
+    --------
+    >>> counts = deaths.priv.aggregate(1.0, cells=100, bounds=(-16500, 6710000, -15500, 6711000))  # doctest: +SKIP
+    """
+    if is_dask(data):
+        return lazy("aggregate")(data, epsilon, cells=cells, user=user, max_per_user=max_per_user, bounds=bounds,
+                                 region=region, levels=levels, nonnegative=nonnegative, suppress=suppress, rng=rng,
+                                 **({} if budget_store is None else {"budget_store": budget_store, "person": person}))
+    plan, released, record = _release(
+        data, epsilon, cells=cells, user=user, max_per_user=max_per_user, bounds=bounds, region=region, levels=levels,
+        nonnegative=nonnegative, suppress=suppress, rng=rng, budget_store=budget_store, person=person,
+        kind="aggregate")
+    return cells_frame(plan, released, record)
+
+
+@dataclasses.dataclass(frozen=True)
+class Heatmap:
+    """A released heatmap: a north-up raster of counts (or densities per km²) over the public area.
+
+    Attributes
+    ----------
+    values : numpy.ndarray
+        ``(rows, cols)``: int32 counts (``-1`` outside the region) or float32 densities per km²
+        (NaN outside the region).
+    expected_error : numpy.ndarray
+        ``(rows, cols)`` float32, in the same unit as ``values`` (NaN outside the region).
+    transform : affine.Affine
+    crs : pyproj.CRS
+    record : dict
+        The provenance record (public fields only).
+    """
+
+    values: np.ndarray
+    expected_error: np.ndarray
+    transform: object
+    crs: object
+    record: dict
+    unit: str
+
+    @property
+    def nodata(self):
+        return -1 if self.values.dtype.kind == "i" else float("nan")
+
+    def to_raster(self, path, *, overwrite: bool = False):
+        """Write a GeoTIFF (band 1: the values, band 2: their expected error), atomically; returns the path."""
+        from .io import write_raster
+
+        return write_raster(path, [self.values, self.expected_error.astype(self.values.dtype)
+                                   if self.values.dtype.kind == "f" else np.rint(self.expected_error).astype(np.int32)],
+                            transform=self.transform, crs=self.crs, nodata=self.nodata, record=self.record,
+                            band_names=[self.unit, f"expected error ({self.unit})"], overwrite=overwrite)
+
+    def plot(self, ax=None, **kwargs):
+        """Show the heatmap with matplotlib (``geopriv[plot]``); returns the axes."""
+        import matplotlib.pyplot as plt
+
+        if ax is None:
+            _, ax = plt.subplots()
+        t = self.transform
+        rows, cols = self.values.shape
+        extent = (t.c, t.c + t.a * cols, t.f + t.e * rows, t.f)
+        vals = np.ma.masked_invalid(self.values.astype(float)) if self.values.dtype.kind == "f" else \
+            np.ma.masked_less(self.values, 0)
+        im = ax.imshow(vals, extent=extent, origin="upper", **{"cmap": "magma", **kwargs})
+        ax.figure.colorbar(im, ax=ax, label=self.unit)
+        return ax
+
+
+@opens_budget_store
+def heatmap(
+    data,
+    epsilon,
+    *,
+    resolution: float,
+    bounds=None,
+    region=None,
+    user=None,
+    max_per_user: int = 1,
+    values: str = "count",
+    levels="auto",
+    nonnegative: bool = True,
+    rng=None,
+    path=None,
+    overwrite: bool = False,
+    budget_store=None,
+    person=None,
+) -> Heatmap:
+    """A private heatmap: counts (or densities per km²) on a square grid, as a raster.
+
+    The same release as :func:`aggregate` with ``cells=resolution``, laid out as a north-up
+    raster over the public area (ready for QGIS styling) and written as a GeoTIFF when ``path``
+    is given (band 1: the values; band 2: their expected error; the provenance in the file's
+    metadata).
+
+    Parameters
+    ----------
+    data, epsilon, bounds, region, user, max_per_user, levels, nonnegative, rng, budget_store, person
+        As in :func:`aggregate`.
+    resolution : float
+        Cell size in metres (a projected CRS).
+    values : {"count", "density"}
+        Released counts, or counts per km² (the same release divided by the cell area).
+    path : str or Path, optional
+        Write a GeoTIFF there (atomically; an existing file is refused unless ``overwrite``).
+
+    Returns
+    -------
+    Heatmap
+
+    Examples
+    --------
+    >>> hm = geopriv.heatmap(deaths, 1.0, resolution=50, bounds=(-16500, 6710000, -15500, 6711000))  # doctest: +SKIP
+    >>> hm.to_raster("deaths_heatmap.tif")  # doctest: +SKIP
+    """
+    if values not in ("count", "density"):
+        raise ParameterError(f"values must be 'count' or 'density', got {values!r}.")
+    if path is not None:
+        from .io import check_file_output
+
+        check_file_output(path, suffixes=(".tif", ".tiff"), what="heatmap", overwrite=overwrite)
+    plan, released, record = _release(
+        data, epsilon, cells=resolution, user=user, max_per_user=max_per_user, bounds=bounds, region=region,
+        levels=levels, nonnegative=nonnegative, suppress=None, rng=rng, budget_store=budget_store, person=person,
+        kind="heatmap", extra={"values": values})
+    grid = plan.cells
+    shape = (grid.ny, grid.nx)
+    err = np.full(shape, np.nan, dtype=np.float32)
+    err.flat[grid.kept] = plan.expected_error
+    if values == "count":
+        out = np.full(shape, -1, dtype=np.int32)
+        out.flat[grid.kept] = released
+        unit = "count"
+    else:
+        area = float(grid.cell_area_km2()[0])
+        out = np.full(shape, np.nan, dtype=np.float32)
+        out.flat[grid.kept] = released / area
+        err = err / np.float32(area)
+        unit = "count per km²"
+    result = Heatmap(out, err, grid.transform(), grid.crs, record, unit)
+    if path is not None:
+        result.to_raster(path, overwrite=overwrite)
+    return result

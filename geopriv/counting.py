@@ -1,0 +1,289 @@
+"""The release path of private counts: cells, contribution bounding, one noise draw, provenance.
+
+``plan_counts`` fixes everything public before the data is looked at (the cells, their
+hierarchy, the split of epsilon over its levels, the expected error of every cell);
+``count_rows`` turns rows into per-cell counts after bounding each person's contribution;
+``release_counts`` draws the noise once and post-processes it.  :func:`geopriv.aggregate`,
+:func:`geopriv.heatmap`, :func:`geopriv.flows` and the dask front end run this one plan.
+
+Privacy model: user level.  Neighbouring datasets differ by one person with all of their rows;
+each person keeps at most ``max_per_user`` rows, chosen uniformly at random with fresh
+randomness (never by where they are); with ``user=None`` each row is a person.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+import warnings
+from fractions import Fraction
+
+import geopandas as gpd
+import numpy as np
+import pandas as pd
+
+from .budget import PURE
+from .cells import PolygonCells, make_cells, parse_cells
+from .exceptions import (EmptyInputError, Fix, GeometryError, IdentityError, LowUtilityWarning,
+                         ParameterError, ParameterTypeError)
+from .frame import check_area_not_from_data, declared_bounds, touched_edges
+from .mechanisms.hierarchy import CellTree, HierarchicalCounts, split_levels
+from .provenance import make_record
+
+__all__ = ["CountPlan", "plan_counts", "bound_contributions", "count_rows", "release_counts", "check_max_per_user",
+           "level_weights", "person_codes"]
+
+
+def check_max_per_user(max_per_user, user) -> int:
+    if isinstance(max_per_user, (bool, np.bool_)) or not isinstance(max_per_user, (numbers.Integral, np.integer)):
+        raise ParameterTypeError(f"max_per_user must be a positive integer, got {type(max_per_user).__name__}.")
+    k = int(max_per_user)
+    if k < 1:
+        raise ParameterError(f"max_per_user must be at least 1, got {k}.")
+    if user is None and k != 1:
+        raise ParameterError(
+            "max_per_user > 1 needs a user column: without one every row is its own person, who contributes 1 row.",
+            fix=Fix("user_column", python="Give user='<column of person ids>', or leave max_per_user=1.",
+                    cli="Give --user <column of person ids>, or leave --max-per-user 1.",
+                    qgis="Set 'Person id field', or leave 'Most rows per person' at 1."))
+    return k
+
+
+def level_weights(levels, depth: int) -> tuple:
+    """How epsilon is split over the ``depth`` levels of the tree (leaves first), as rationals.
+
+    ``"auto"``: half to the cells, half shared equally by the coarser levels (they find the empty
+    areas, where most cells of a map are; the cells keep most of the accuracy of busy places).
+    An int ``k``: ``k`` measured levels (the cells and ``k - 1`` coarser levels spread evenly up
+    the tree, the coarsest included), equal shares; ``1`` or ``False``: the cells only.  A
+    sequence: one weight per level.
+    """
+    if depth == 1 or levels is False:
+        return (Fraction(1),) + (Fraction(0),) * (depth - 1)
+    if isinstance(levels, str):
+        if levels != "auto":
+            raise ParameterError(f"levels must be 'auto', a number of levels or a list of weights, got {levels!r}.")
+        return (Fraction(depth - 1),) + (Fraction(1),) * (depth - 1)
+    if isinstance(levels, (numbers.Integral, np.integer)) and not isinstance(levels, (bool, np.bool_)):
+        k = int(levels)
+        if k < 1:
+            raise ParameterError(f"levels must be at least 1, got {k}.")
+        k = min(k, depth)
+        picked = {0} | {round(i * (depth - 1) / (k - 1)) for i in range(1, k)} if k > 1 else {0}
+        return tuple(Fraction(1 if i in picked else 0) for i in range(depth))
+    try:
+        w = [Fraction(x) for x in levels]
+    except (TypeError, ValueError):
+        raise ParameterTypeError("levels must be 'auto', a number of levels or a list of weights.") from None
+    if len(w) != depth:
+        raise ParameterError(f"levels has {len(w)} weights; the tree of these cells has {depth} levels.")
+    return tuple(w)
+
+
+@dataclasses.dataclass(frozen=True)
+class CountPlan:
+    """Everything public about a count release, fixed before any row is looked at."""
+
+    cells: object
+    tree: CellTree
+    mechanism: HierarchicalCounts
+    nonnegative: bool
+    suppress: int | None
+    expected_error: np.ndarray
+    area: tuple | None
+    area_source: str
+    region_given: bool
+    user: object
+
+    def fields(self) -> dict:
+        f = dict(self.mechanism.describe())
+        f.update(self.cells.describe())
+        f["input_crs"] = self.cells.crs.to_string()
+        f["tree_levels"] = self.tree.depth
+        f["nonnegative"] = bool(self.nonnegative)
+        f["suppress"] = self.suppress
+        f["user"] = None if self.user is None else str(self.user)
+        f["declared_bounds"] = None if self.area is None or self.area_source != "bounds" else [float(v) for v in self.area]
+        f["region"] = self.region_given
+        f["expected_error"] = _summary(self.expected_error)
+        return f
+
+
+def _summary(err: np.ndarray) -> dict:
+    return {"min": float(np.min(err)), "median": float(np.median(err)), "max": float(np.max(err))}
+
+
+def plan_counts(crs, epsilon, *, cells, max_per_user=1, user=None, bounds=None, region=None, levels="auto",
+                nonnegative=True, suppress=None) -> CountPlan:
+    """The cells, hierarchy, budget split and expected errors of a count release (no data involved)."""
+    from .crs import as_crs
+    from .release import region_geometry
+
+    crs = as_crs(crs)
+    k = check_max_per_user(max_per_user, user)
+    if not isinstance(nonnegative, (bool, np.bool_)):
+        raise ParameterTypeError("nonnegative must be True or False.")
+    if suppress is not None:
+        if isinstance(suppress, (bool, np.bool_)) or not isinstance(suppress, (numbers.Integral, np.integer)) or suppress < 1:
+            raise ParameterError(f"suppress must be a positive integer (counts below it are released as 0), got {suppress!r}.")
+        suppress = int(suppress)
+    kind, value = parse_cells(cells)
+    region_geom = region_geometry(region, crs)
+    rect = declared_bounds(crs, bounds, region)
+    if kind == "polygons":
+        if bounds is not None or region is not None:
+            raise ParameterError("With polygon cells the cells are the public area: do not give bounds or region.")
+        source = "cells"
+    elif rect is None:
+        raise ParameterError(
+            "A grid or H3 release needs a declared public area: every cell in it is released, empty or not.",
+            fix=Fix("declare_bounds", python="Declare bounds=(xmin, ymin, xmax, ymax) of your study area in the data's "
+                                             "CRS, chosen without looking at the points (a city's extent), or region=.",
+                    cli="Declare --bounds XMIN YMIN XMAX YMAX of your study area, chosen without looking at the points "
+                        "(a city's extent), or --region.",
+                    qgis="Set the 'Public study area' parameter (a city's extent), chosen without looking at the "
+                         "points."))
+    else:
+        source = "bounds" if bounds is not None else "region"
+    cell_set = make_cells(kind, value, crs, rect, region_geom, source)
+    tree = CellTree.from_keys(cell_set.keys())
+    mech = HierarchicalCounts(split_levels(epsilon, level_weights(levels, tree.depth)), k)
+    err = mech.leaf_error(tree)
+    return CountPlan(cell_set, tree, mech, bool(nonnegative), suppress, err, rect, source, region is not None, user)
+
+
+def person_codes(data, user, labels) -> np.ndarray | None:
+    """Integer codes of every row's person (None: each row is a person); missing ids refused by row label."""
+    if user is None:
+        return None
+    if not hasattr(data, "columns") or user not in data.columns:
+        raise ParameterError(f"user={user!r} is not a column of the data.", fix=Fix(
+            "user_column", python="Give the name of the column holding person ids.",
+            cli="Give --user the name of the column holding person ids.", qgis="Pick the field holding person ids."))
+    col = data[user]
+    missing = col.isna().to_numpy()
+    if missing.any():
+        raise IdentityError(
+            "have no person id (missing values in the user column): their contribution cannot be bounded",
+            labels[missing], Fix("fill_ids", python="Fill in those ids, or drop those rows.",
+                                 cli="Fill in those ids, or remove those rows.", qgis="Fill in those ids, or remove "
+                                 "those features."))
+    codes, _ = pd.factorize(col, sort=False)
+    return codes.astype(np.int64)
+
+
+def bound_contributions(codes: np.ndarray | None, k: int, gen) -> np.ndarray:
+    """Rows kept: at most ``k`` per person, chosen uniformly at random (fresh randomness, not location)."""
+    if codes is None:
+        return np.ones(0, dtype=bool)
+    n = len(codes)
+    counts = np.bincount(codes)
+    if counts.size == 0 or counts.max() <= k:
+        return np.ones(n, dtype=bool)
+    order = np.lexsort((gen.random(n), codes))
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    rank = np.arange(n) - starts[codes[order]]
+    keep = np.empty(n, dtype=bool)
+    keep[order] = rank < k
+    return keep
+
+
+def count_rows(plan: CountPlan, cell_of_row: np.ndarray, keep: np.ndarray | None = None) -> np.ndarray:
+    """Exact counts of the released cells (int64) from every kept row's cell."""
+    cells = cell_of_row if keep is None or keep.size == 0 else cell_of_row[keep]
+    return np.bincount(cells, minlength=plan.cells.n).astype(np.int64)
+
+
+def locate_rows(plan: CountPlan, xy: np.ndarray, labels) -> np.ndarray:
+    """The cell of every row; rows outside every cell are refused (named by label, never located)."""
+    cell = plan.cells.locate(xy)
+    out = cell < 0
+    if out.any():
+        where = {"bounds": "the declared study area", "region": "the region", "cells": "every cell"}.get(
+            plan.area_source, "the public area")
+        raise GeometryError(
+            f"lie outside {where}, so they have no public cell", labels[out], Fix(
+                "drop_rows", python="Declare a study area that holds them (chosen without looking at the points), or "
+                                    "drop those rows (e.g. data.clip(area)).",
+                cli="Declare --bounds that hold them (chosen without looking at the points), or remove those rows.",
+                qgis="Set a 'Public study area' that holds them, or remove those features (Clip)."))
+    return cell
+
+
+def check_area_public(plan: CountPlan, xy: np.ndarray) -> None:
+    """Refuse a public area or cells computed from the data (all rows are looked at)."""
+    if isinstance(plan.cells, PolygonCells):
+        plan.cells.check_not_from_data(xy)
+    elif plan.area is not None and len(xy):
+        check_area_not_from_data(touched_edges(xy, plan.area), plan.area_source)
+
+
+def release_counts(plan: CountPlan, counts: np.ndarray, gen) -> np.ndarray:
+    """The released integer counts of every cell: one noise draw, consistency, suppression."""
+    out = plan.mechanism.release(plan.tree, counts, gen, nonnegative=plan.nonnegative)
+    if plan.suppress is not None:
+        out = np.where(out < plan.suppress, 0, out)
+    return out
+
+
+def warn_if_swamped(plan: CountPlan, released: np.ndarray, stacklevel: int = 3) -> None:
+    """Warn when the expected error of a cell is larger than the released mean count per cell.
+
+    Computed from the released counts and public parameters only (the warning is published too).
+    """
+    mean = float(released.sum()) / max(len(released), 1)
+    err = float(np.median(plan.expected_error))
+    if err > max(mean, 1.0):
+        warnings.warn(
+            f"The noise swamps the counts: the expected error of a cell is about {err:.3g}, while the released counts "
+            f"average {mean:.3g} per cell. Use larger cells, a smaller area, a larger epsilon or a smaller "
+            "max_per_user.", LowUtilityWarning, stacklevel=stacklevel)
+
+
+def cells_frame(plan: CountPlan, released: np.ndarray, record: dict) -> gpd.GeoDataFrame:
+    """The released cells: id, count, expected error, geometry (and a polygon layer's own public columns)."""
+    cells = plan.cells
+    data = {"cell": cells.ids(), "count": released.astype(np.int64), "expected_error": plan.expected_error}
+    if isinstance(cells, PolygonCells):
+        base = cells.frame.drop(columns=[cells.frame.geometry.name]).reset_index(drop=True)
+        clash = [c for c in data if c in base.columns]
+        base = base.drop(columns=clash)
+        out = gpd.GeoDataFrame(pd.concat([base, pd.DataFrame(data)], axis=1), geometry=cells.geometry(), crs=cells.crs)
+    else:
+        out = gpd.GeoDataFrame(data, geometry=cells.geometry(), crs=cells.crs)
+    out.attrs["geopriv"] = record
+    return out
+
+
+def budget_charge(store, codes, data, user, labels, epsilon, fields: dict, n_cells: int, kind: str):
+    """Charge every person once (``epsilon``, unit ``"epsilon"``): user-level, whatever their number of rows."""
+    from .budget import person_keys
+    from .keys import row_identities
+
+    if user is not None:
+        ids = pd.Index(data[user])
+    else:
+        ids, _ = row_identities(data, None, refuse_positions=True)
+    first = ~pd.Index(ids).duplicated()
+    keys = person_keys(pd.Index(ids)[first], labels[first])
+    return store.reserve(keys, float(epsilon), unit=PURE, kind=kind, spend=True, parameters=fields,
+                         rows_released=n_cells)
+
+
+def make_count_record(fields: dict, seeded: bool, n: int) -> dict:
+    return make_record(fields, seeded=seeded, n=n)
+
+
+def check_epsilon(epsilon) -> float:
+    if isinstance(epsilon, (bool, np.bool_)) or not isinstance(epsilon, (numbers.Real, np.floating, np.integer)):
+        raise ParameterTypeError(f"epsilon must be a positive number, got {type(epsilon).__name__}.")
+    e = float(epsilon)
+    if not (math.isfinite(e) and e > 0):
+        raise ParameterError(f"epsilon must be a finite number > 0, got {e!r} (a budget of 0 releases nothing).")
+    return e
+
+
+def check_not_empty(n: int) -> None:
+    if n == 0:
+        raise EmptyInputError("The data has no rows: there is nothing to count.")
+
