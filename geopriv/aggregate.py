@@ -12,18 +12,23 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pandas as pd
 
 from .budget import PURE, open_store, opens_budget_store
 from .counting import (budget_charge, bound_contributions, cells_frame, check_area_public, check_epsilon,
                        check_not_empty, count_rows, locate_rows, person_codes, plan_counts, release_counts,
                        warn_if_swamped)
 from .daskhook import is_dask, lazy
-from .exceptions import ParameterError
+from .exceptions import Fix, ParameterError
 from .provenance import make_record
 from .release import budget_fields, check_release_input
 from .rng import make_rng
 
-__all__ = ["aggregate", "heatmap", "Heatmap"]
+__all__ = ["aggregate", "heatmap", "flows", "Heatmap"]
+
+_OUTSIDE_FIX = Fix("outside", python="Pass outside='drop' to leave those trips out, or use regions that cover them.",
+                   cli="Give --outside drop to leave those trips out, or use regions that cover them.",
+                   qgis="Set 'Trips outside every region' to 'drop', or use regions that cover them.")
 
 
 def _release(data, epsilon, *, cells, user, max_per_user, bounds, region, levels, nonnegative, suppress, rng,
@@ -115,7 +120,9 @@ def aggregate(
         A public polygon: only cells meeting it are released.
     levels : "auto", int, False or list of weights
         How epsilon is split over the hierarchy of cells (see :func:`geopriv.counting.level_weights`):
-        ``"auto"`` gives half to the cells and half to the coarser levels; ``False`` no hierarchy.
+        ``"auto"`` gives 7/8 to the cells and 1/8 to the whole area's total; ``k`` measures ``k``
+        levels with equal shares (Hay et al.; best where most cells are empty); ``False`` the
+        cells only.
     nonnegative : bool
         Release counts >= 0 that still add up (post-processing).
     suppress : int, optional
@@ -287,3 +294,154 @@ def heatmap(
     if path is not None:
         result.to_raster(path, overwrite=overwrite)
     return result
+
+
+@opens_budget_store
+def flows(
+    data,
+    epsilon,
+    *,
+    regions,
+    traj_id=None,
+    time=None,
+    user=None,
+    max_per_user: int = 1,
+    region_id=None,
+    outside: str = "refuse",
+    levels="auto",
+    nonnegative: bool = True,
+    rng=None,
+    budget_store=None,
+    person=None,
+):
+    """Private origin-destination flows between public regions, with user-level differential privacy.
+
+    Every ordered pair of regions (origin, destination) is a cell, released with its count of
+    trips, empty or not, as a line layer for mapping.
+
+    Parameters
+    ----------
+    data : GeoDataFrame
+        Trajectory points (with ``traj_id`` and ``time``: a trip runs from its earliest row to
+        its latest), or one LineString per trip (from its first vertex to its last).
+    epsilon : float
+        Privacy loss of the whole release (dimensionless): one person with all of their trips
+        added or removed.
+    regions : GeoDataFrame or GeoSeries of polygons
+        Public regions (districts, zones), in any CRS.  A trip end falls in the first region
+        that holds it.
+    traj_id, time : column labels
+        The trip id and time stamp columns of trajectory points.
+    user : column label, optional
+        Person ids (constant within a trip).  Default: every trip is its own person.
+    max_per_user : int
+        Most trips counted per person (more are dropped at random).
+    region_id : column label, optional
+        The regions' names in the output (default: their index labels).
+    outside : {"refuse", "drop"}
+        Trips starting or ending outside every region: refused, naming the trips (default), or
+        left out (a rule on each trip alone: the guarantee is unchanged).
+    levels, nonnegative, rng, budget_store, person
+        As in :func:`aggregate` (the hierarchy is pairs, origins, all trips).
+
+    Returns
+    -------
+    GeoDataFrame
+        One row per ordered pair: ``origin``, ``destination``, ``count`` (int64),
+        ``expected_error`` and a LineString between the regions' representative points (zero
+        length for trips within a region).  ``attrs["geopriv"]`` is the provenance record.
+
+    Examples
+    --------
+    >>> od = geopriv.flows(tracks, 1.0, regions=districts, traj_id="trip", time="t", user="person",
+    ...                    max_per_user=5)  # doctest: +SKIP
+    """
+    import geopandas as gpd
+    import shapely
+
+    from .counting import plan_flows, trip_ends
+    from .exceptions import GeometryError, MissingCRSError
+    from .points import as_geoseries, check_coordinates, check_no_other_geometries, point_xy
+    if is_dask(data):
+        return lazy("flows")(data, epsilon, regions=regions, traj_id=traj_id, time=time, user=user,
+                             max_per_user=max_per_user, region_id=region_id, outside=outside, levels=levels,
+                             nonnegative=nonnegative, rng=rng,
+                             **({} if budget_store is None else {"budget_store": budget_store, "person": person}))
+    epsilon = check_epsilon(epsilon)
+    if outside not in ("refuse", "drop"):
+        raise ParameterError(f"outside must be 'refuse' or 'drop', got {outside!r}.")
+    geoms = as_geoseries(data) if traj_id is not None else data.geometry
+    check_no_other_geometries(data)
+    labels = geoms.index
+    check_not_empty(len(geoms))
+    if geoms.crs is None:
+        raise MissingCRSError("The data")
+    xy = None
+    if traj_id is not None:
+        xy = point_xy(geoms)
+        check_coordinates(xy, geoms.crs, labels)
+    else:
+        kinds = shapely.get_type_id(geoms.values)
+        bad = (kinds != 1) | shapely.is_empty(geoms.values)
+        if bad.any():
+            raise GeometryError("are not LineStrings (give one line per trip, or points with traj_id= and time=)",
+                                labels[bad], "Give one LineString per trip, or trajectory points with traj_id= and time=.")
+    plan = plan_flows(geoms.crs, epsilon, regions=regions, region_id=region_id, max_per_user=max_per_user, user=user,
+                      levels=levels, nonnegative=nonnegative)
+    o_xy, d_xy, first, trip_ids = trip_ends(data, geoms, xy, traj_id, time, labels)
+    regions_cells = plan.cells.regions
+    o = regions_cells.locate(o_xy)
+    d = regions_cells.locate(d_xy)
+    out = (o < 0) | (d < 0)
+    if out.any() and outside == "refuse":
+        raise GeometryError(
+            "start or end outside every region", pd.Index(trip_ids[out]), _OUTSIDE_FIX)
+    codes = None
+    if user is not None:
+        codes = person_codes(data, user, labels)
+        per_trip = codes[first]
+        if traj_id is not None:
+            tid, _ = pd.factorize(data[traj_id], sort=False)
+            mixed = pd.Series(codes).groupby(tid).nunique().to_numpy() > 1
+            if mixed.any():
+                raise GeometryError("have rows of several users (a trip belongs to one person)",
+                                    pd.Index(trip_ids[mixed]), "Give each trip one user id.")
+        codes = per_trip
+    keep_trip = ~out
+    source = make_rng(rng)
+    gen = source.generator
+    fields = plan.fields()
+    fields.update({"traj_id": None if traj_id is None else str(traj_id), "time": None if time is None else str(time),
+                   "trip_rule": "first and last row of each trip by time" if traj_id is not None else
+                   "first and last vertex of each line", "outside": outside})
+    store = open_store(budget_store)
+    reservation = None
+    if store is not None:
+        fields.update(budget_fields(store, PURE, epsilon))
+        reservation = budget_charge(store, None, data, user if user is not None else person, labels, epsilon, fields,
+                              plan.cells.n, "flows")
+    m = regions_cells.n
+    leaf = np.where(keep_trip, o * m + d, -1)
+
+    def draw():
+        keep = bound_contributions(None if codes is None else codes[keep_trip], plan.mechanism.sensitivity, gen)
+        kept_leaf = leaf[keep_trip]
+        return release_counts(plan, count_rows(plan, kept_leaf, keep), gen)
+
+    if reservation is not None:
+        with reservation:
+            reservation.start()
+            released = draw()
+    else:
+        released = draw()
+    record = make_record(fields, seeded=source.seeded, n=plan.cells.n)
+    warn_if_swamped(plan, released, stacklevel=4)
+    rep = shapely.get_coordinates(shapely.point_on_surface(regions_cells.geoms))
+    oi, di = np.divmod(np.arange(m * m), m)
+    lines = shapely.linestrings(np.stack([rep[oi], rep[di]], axis=1))
+    names = plan.cells.names
+    result = gpd.GeoDataFrame({"origin": names[oi], "destination": names[di], "count": released.astype(np.int64),
+                               "expected_error": plan.expected_error}, geometry=lines, crs=regions_cells.crs)
+    result.attrs["geopriv"] = record
+    return result
+

@@ -52,8 +52,10 @@ def check_max_per_user(max_per_user, user) -> int:
 def level_weights(levels, depth: int) -> tuple:
     """How epsilon is split over the ``depth`` levels of the tree (leaves first), as rationals.
 
-    ``"auto"``: half to the cells, half shared equally by the coarser levels (they find the empty
-    areas, where most cells of a map are; the cells keep most of the accuracy of busy places).
+    ``"auto"``: 7/8 to the cells and 1/8 to the coarsest level (the whole public area), whose
+    count makes the non-negative counts add up to an accurate total; measured on GeoLife
+    (docs/aggregate.md) it is within 20 % of the cells-only split where counts are large, and
+    about twice as accurate where the noise is larger than most counts.
     An int ``k``: ``k`` measured levels (the cells and ``k - 1`` coarser levels spread evenly up
     the tree, the coarsest included), equal shares; ``1`` or ``False``: the cells only.  A
     sequence: one weight per level.
@@ -63,7 +65,7 @@ def level_weights(levels, depth: int) -> tuple:
     if isinstance(levels, str):
         if levels != "auto":
             raise ParameterError(f"levels must be 'auto', a number of levels or a list of weights, got {levels!r}.")
-        return (Fraction(depth - 1),) + (Fraction(1),) * (depth - 1)
+        return (Fraction(7),) + (Fraction(0),) * (depth - 2) + (Fraction(1),)
     if isinstance(levels, (numbers.Integral, np.integer)) and not isinstance(levels, (bool, np.bool_)):
         k = int(levels)
         if k < 1:
@@ -268,6 +270,94 @@ def budget_charge(store, codes, data, user, labels, epsilon, fields: dict, n_cel
     keys = person_keys(pd.Index(ids)[first], labels[first])
     return store.reserve(keys, float(epsilon), unit=PURE, kind=kind, spend=True, parameters=fields,
                          rows_released=n_cells)
+
+
+@dataclasses.dataclass(frozen=True)
+class FlowCells:
+    """Origin-destination pairs of public regions: leaf ``o * n + d``; the hierarchy is pair, origin, all."""
+
+    regions: PolygonCells
+    names: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return self.regions.n ** 2
+
+    @property
+    def crs(self):
+        return self.regions.crs
+
+    def keys(self) -> list:
+        m = self.regions.n
+        pair = np.arange(m * m, dtype=np.int64)
+        return [pair, pair // m, np.zeros(m * m, dtype=np.int64)]
+
+    def describe(self) -> dict:
+        return {"cells": f"origin-destination pairs of {self.regions.n} public regions", "regions": self.regions.n,
+                "n_cells": self.n}
+
+
+def plan_flows(crs, epsilon, *, regions, region_id=None, max_per_user=1, user=None, levels="auto", nonnegative=True):
+    """The plan of a flow release: every ordered pair of public regions is a cell (no data involved)."""
+    from .crs import as_crs
+
+    crs = as_crs(crs)
+    k = check_max_per_user(max_per_user, user)
+    if not isinstance(nonnegative, (bool, np.bool_)):
+        raise ParameterTypeError("nonnegative must be True or False.")
+    if not hasattr(regions, "geometry"):
+        raise ParameterTypeError("regions must be a GeoDataFrame (or GeoSeries) of public polygons.")
+    poly = PolygonCells.build(crs, regions)
+    from .cells import MAX_CELLS
+
+    if poly.n ** 2 > MAX_CELLS:
+        raise ParameterError(f"{poly.n} regions make {poly.n ** 2:,} origin-destination pairs (at most {MAX_CELLS:,}).",
+                             fix=Fix("fewer_regions", python="Use fewer, larger regions.", cli="Use fewer, larger "
+                                     "regions.", qgis="Use fewer, larger regions."))
+    if region_id is None:
+        names = np.asarray(poly.frame.index)
+    else:
+        if region_id not in poly.frame.columns:
+            raise ParameterError(f"region_id={region_id!r} is not a column of the regions.")
+        names = poly.frame[region_id].to_numpy()
+    if pd.Index(names).has_duplicates:
+        raise ParameterError("The regions' ids repeat: give region_id= a column of distinct names.")
+    cells = FlowCells(poly, names)
+    tree = CellTree.from_keys(cells.keys())
+    mech = HierarchicalCounts(split_levels(epsilon, level_weights(levels, tree.depth)), k)
+    return CountPlan(cells, tree, mech, bool(nonnegative), None, mech.leaf_error(tree), None, "cells", False, user)
+
+
+def trip_ends(data, geoms, xy, traj_id, time, labels):
+    """(origin xy, destination xy, row label of each trip's first row, trip ids) of every trip.
+
+    Points with ``traj_id`` and ``time``: a trip runs from its earliest to its latest row.
+    LineStrings without ``traj_id``: each row is a trip from its first to its last vertex.
+    """
+    import shapely
+
+    if traj_id is None:
+        if xy is not None:
+            raise ParameterError("Points need traj_id= (and time=) to be grouped into trips; or give one LineString "
+                                 "per trip.")
+        coords_o = shapely.get_coordinates(shapely.get_point(geoms.values, 0))
+        coords_d = shapely.get_coordinates(shapely.get_point(geoms.values, -1))
+        return coords_o, coords_d, np.arange(len(geoms)), np.asarray(labels)
+    for col in (traj_id, time):
+        if col is None or col not in data.columns:
+            raise ParameterError(f"{col!r} is not a column of the data (flows need traj_id= and time= columns).")
+    t = data[time]
+    bad = t.isna().to_numpy() | data[traj_id].isna().to_numpy()
+    if bad.any():
+        raise GeometryError("have no trajectory id or time stamp", labels[bad],
+                            "Fill them in or drop those rows.")
+    tid, uniq = pd.factorize(data[traj_id], sort=False)
+    tv = t.to_numpy()
+    order = np.lexsort((np.arange(len(tv)), tv, tid))
+    ts = tid[order]
+    first = order[np.r_[True, ts[1:] != ts[:-1]]]
+    last = order[np.r_[ts[1:] != ts[:-1], True]]
+    return xy[first], xy[last], first, np.asarray(uniq)
 
 
 def make_count_record(fields: dict, seeded: bool, n: int) -> dict:
