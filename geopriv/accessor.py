@@ -276,6 +276,136 @@ class PrivBase:
             weight=weight, keep=keep, budget_store=budget_store, person=person,
         )
 
+    def aggregate(
+        self,
+        epsilon,
+        *,
+        cells,
+        user=None,
+        max_per_user: int = 1,
+        bounds=None,
+        region=None,
+        levels="auto",
+        nonnegative: bool = True,
+        suppress=None,
+        rng=None,
+        budget_store=None,
+        person=None,
+    ):
+        """Private counts per public cell (grid, H3 or polygons), user level: ``geopriv.aggregate(obj, ...)``.
+
+        Parameters
+        ----------
+        epsilon : float
+            Privacy loss of the whole map (dimensionless; one person with all of their rows).
+        cells : float, str or GeoDataFrame
+            A grid step in metres, ``"h3:<resolution>"`` or public polygons.
+        user, max_per_user, bounds, region, levels, nonnegative, suppress, rng, budget_store, person
+            See :func:`geopriv.aggregate`.
+
+        Returns
+        -------
+        GeoDataFrame
+            One row per cell: ``cell``, ``count``, ``expected_error`` and its polygon.
+
+        See Also
+        --------
+        geopriv.aggregate : The function this calls, with every parameter described.
+        geopriv.heatmap : The same counts as a raster.
+        """
+        from .aggregate import aggregate
+
+        return aggregate(self._obj, epsilon, cells=cells, user=user, max_per_user=max_per_user, bounds=bounds,
+                         region=region, levels=levels, nonnegative=nonnegative, suppress=suppress, rng=rng,
+                         budget_store=budget_store, person=person)
+
+    def heatmap(
+        self,
+        epsilon,
+        *,
+        resolution: float,
+        bounds=None,
+        region=None,
+        user=None,
+        max_per_user: int = 1,
+        values: str = "count",
+        levels="auto",
+        nonnegative: bool = True,
+        rng=None,
+        path=None,
+        overwrite: bool = False,
+        budget_store=None,
+        person=None,
+    ):
+        """A private heatmap raster (counts or densities per km²): ``geopriv.heatmap(obj, ...)``.
+
+        Parameters
+        ----------
+        epsilon : float
+            Privacy loss of the whole map (dimensionless; one person with all of their rows).
+        resolution : float
+            Cell size in metres.
+        bounds, region, user, max_per_user, values, levels, nonnegative, rng, path, overwrite, budget_store, person
+            See :func:`geopriv.heatmap`.
+
+        Returns
+        -------
+        geopriv.Heatmap
+
+        See Also
+        --------
+        geopriv.heatmap : The function this calls, with every parameter described.
+        """
+        from .aggregate import heatmap
+
+        return heatmap(self._obj, epsilon, resolution=resolution, bounds=bounds, region=region, user=user,
+                       max_per_user=max_per_user, values=values, levels=levels, nonnegative=nonnegative, rng=rng,
+                       path=path, overwrite=overwrite, budget_store=budget_store, person=person)
+
+    def flows(
+        self,
+        epsilon,
+        *,
+        regions,
+        traj_id=None,
+        time=None,
+        user=None,
+        max_per_user: int = 1,
+        region_id=None,
+        outside: str = "refuse",
+        levels="auto",
+        nonnegative: bool = True,
+        rng=None,
+        budget_store=None,
+        person=None,
+    ):
+        """Private origin-destination flows between public regions: ``geopriv.flows(obj, ...)``.
+
+        Parameters
+        ----------
+        epsilon : float
+            Privacy loss of the whole release (dimensionless; one person with all of their trips).
+        regions : GeoDataFrame
+            Public polygons (districts, zones).
+        traj_id, time, user, max_per_user, region_id, outside, levels, nonnegative, rng, budget_store, person
+            See :func:`geopriv.flows`.
+
+        Returns
+        -------
+        GeoDataFrame
+            One line per ordered pair of regions with ``origin``, ``destination``, ``count`` and
+            ``expected_error``.
+
+        See Also
+        --------
+        geopriv.flows : The function this calls, with every parameter described.
+        """
+        from .aggregate import flows
+
+        return flows(self._obj, epsilon, regions=regions, traj_id=traj_id, time=time, user=user,
+                     max_per_user=max_per_user, region_id=region_id, outside=outside, levels=levels,
+                     nonnegative=nonnegative, rng=rng, budget_store=budget_store, person=person)
+
     def ledger(self):
         """The per-trace budget ledger of a :func:`geopriv.sanitize_traces` result: ``geopriv.trace_ledger(obj)``.
 

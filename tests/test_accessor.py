@@ -23,6 +23,9 @@ FUNCTIONS = {
     "utility_report": geopriv.utility_report,
     "synthesize": geopriv.synthesize,
     "diffuse": geopriv.diffuse_locations,
+    "aggregate": geopriv.aggregate,
+    "heatmap": geopriv.heatmap,
+    "flows": geopriv.flows,
 }
 
 
