@@ -158,7 +158,9 @@ class HierarchicalCounts:
         return tuple(None if e == 0 else exact_scale(epsilon=e / self.sensitivity) for e in self.level_epsilons)
 
     def variances(self) -> tuple:
-        return tuple(math.inf if t is None else discrete_laplace_variance(t) for t in self.scales())
+        """Noise variance of every level (inf where unmeasured; at least 1e-12, for epsilons so large that
+        the noise is 0 in floating point)."""
+        return tuple(math.inf if t is None else max(discrete_laplace_variance(t), 1e-12) for t in self.scales())
 
     def _check(self, tree: CellTree):
         if len(self.level_epsilons) != tree.depth:
