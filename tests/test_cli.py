@@ -33,7 +33,7 @@ DATA = Path(geopriv.__file__).parent / "data"
 SOHO = DATA / "soho_cholera.gpkg"
 TOKYO = DATA / "tokyo_density_200.tif"
 COMMANDS = ["perturb", "privacy-map", "build-mechanism", "sanitize-traces", "sample-queries", "synthesize", "diffuse", "report",
-            "demo"]
+            "demo", "aggregate", "heatmap", "flows"]
 LN4_200 = ["--level", "ln4", "--radius", "200"]
 
 
