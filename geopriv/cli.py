@@ -11,6 +11,9 @@
     geopriv sanitize-traces queries.gpkg released.gpkg --traj-id user --time t --level ln10 --radius 100 \\
         --rate 0.033 --ledger ledger.csv
     geopriv sample-queries fixes.gpkg queries.gpkg --traj-id trajectory_id --time t -p 0.3
+    geopriv aggregate homes.gpkg counts.gpkg --epsilon 1 --cells 250 --bounds 440000 4400000 470000 4430000
+    geopriv heatmap homes.gpkg heatmap.tif --epsilon 1 --resolution 250 --region city.gpkg
+    geopriv flows tracks.gpkg od.gpkg --epsilon 1 --regions districts.gpkg --traj-id trip --time t --user person
     geopriv report homes.gpkg homes_private.gpkg
     geopriv demo
 
