@@ -12,8 +12,11 @@ import os
 from qgis.core import QgsProcessingProvider
 from qgis.PyQt.QtGui import QIcon
 
+from .algorithms.aggregate import Aggregate
 from .algorithms.build_privacy_map import BuildPrivacyMap
 from .algorithms.diffuse import Diffuse
+from .algorithms.flows import Flows
+from .algorithms.heatmap import Heatmap
 from .algorithms.perturb_location_dependent import PerturbLocationDependent
 from .algorithms.perturb_points import PerturbPoints
 from .algorithms.sanitize_traces import SanitizeTraces
@@ -27,6 +30,9 @@ ALGORITHMS = [
     Synthesize,
     Diffuse,
     SanitizeTraces,
+    Aggregate,
+    Heatmap,
+    Flows,
     UtilityReport,
 ]
 

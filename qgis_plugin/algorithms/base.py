@@ -83,7 +83,8 @@ PERSON_LABEL = "Person id field"
 BUDGET_KEYWORDS = ("budget_store", "person")
 #: how to create a store and grant budgets (the library's command line: QGIS has no algorithm for it)
 GRANT_ADVICE = ("create it and grant budgets first with the command line: geopriv budget grant STORE --unit UNIT "
-                "--total T (UNIT epsilon/m for perturb, sanitize traces and diffuse; epsilon for synthesize)")
+                "--total T (UNIT epsilon/m for perturb, sanitize traces and diffuse; epsilon for synthesize, counts "
+                "per cell, heatmaps and flows)")
 
 # How to shuffle a layer in QGIS (checked on QGIS 3.22: 'Random extract' keeps the layer's order, QGIS expressions
 # have no random(), and a GeoPackage output takes a 'fid' field's values as feature ids, i.e. restores the old order).
@@ -232,6 +233,10 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
     #: the parameter whose field the library charges when PERSON is empty (traces: the trace id field); None: the
     #: library would charge the index, here QGIS feature ids, which are not persons, so a store needs PERSON
     PERSON_DEFAULT = None
+    #: whether PERSON serves the budget store only (an advanced field added after initAlgorithm); False: the
+    #: algorithm declares the PERSON field itself, as the persons of its own privacy model (the count releases:
+    #: the library's user=, the persons whose rows are bounded, who are also the persons a budget store charges)
+    PERSON_BUDGET_ONLY = True
     #: what a charged release cost when its record has no cost per row (traces, diffuse), for the log
     BUDGET_CHARGE = "the persons were charged"
 
@@ -394,6 +399,10 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
             "(postgresql://user@host/database): put the password in a ~/.pgpass file or the PGPASSWORD environment "
             "variable, never in the URL (QGIS writes parameters to its log and history). The store must exist: "
             f"{GRANT_ADVICE}. Empty: no store, nothing is charged.")
+        if not self.PERSON_BUDGET_ONLY:  # declared by the algorithm (it is not only for the budget store)
+            store.setFlags(store.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
+            self.addParameter(store)
+            return
         person = QgsProcessingParameterField(self.PERSON, PERSON_LABEL, parentLayerParameterName="INPUT",
                                              optional=True)
         person.setHelp(
@@ -443,7 +452,7 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
         takes no store (never silently dropped), and persons left to the feature ids.
         """
         if not self.is_set(parameters, self.BUDGET_STORE):
-            if self.is_set(parameters, self.PERSON):
+            if self.PERSON_BUDGET_ONLY and self.is_set(parameters, self.PERSON):
                 feedback.pushWarning(f"'{PERSON_LABEL}' is used with a budget store only; without one it is ignored.")
             return {}
         refusal = self.budget_store_refusal(parameters, context)
