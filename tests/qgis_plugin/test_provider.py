@@ -10,7 +10,8 @@ from qgis_helpers import ROOT, data_path
 pytestmark = pytest.mark.qgis
 
 EXPECTED = {"geopriv:perturbpoints", "geopriv:buildprivacymap", "geopriv:perturblocationdependent",
-            "geopriv:synthesize", "geopriv:diffuse", "geopriv:sanitizetraces", "geopriv:utilityreport"}
+            "geopriv:synthesize", "geopriv:diffuse", "geopriv:sanitizetraces", "geopriv:utilityreport",
+            "geopriv:aggregate", "geopriv:heatmap", "geopriv:flows"}
 
 
 def test_provider_registers_every_algorithm(provider):

@@ -171,19 +171,22 @@ def test_every_release_has_the_budget_parameters_of_its_library_function(provide
         geopriv.BudgetStore(str(tmp_path / "missing.db"))
     store_advice = missing.value.fix.qgis
     releases = {alg.id().split(":")[1]: alg.RELEASE_FUNCTION for alg in provider.algorithms() if alg.RELEASE_FUNCTION}
-    assert releases == {**RELEASES, "synthesize": "synthesize", "diffuse": "diffuse_locations"}
+    assert releases == {**RELEASES, "synthesize": "synthesize", "diffuse": "diffuse_locations",
+                        "aggregate": "aggregate", "heatmap": "heatmap", "flows": "flows"}
     for alg_id, function in releases.items():
         alg = provider.algorithm(alg_id)
         library = inspect.signature(getattr(geopriv, function)).parameters
         assert library["budget_store"].default is None and library["person"].default is None
         assert set(BUDGET_KEYWORDS) <= set(alg.GEOPRIV_KEYWORDS[function])
-        store, person = alg.parameterDefinition("BUDGET_STORE"), alg.parameterDefinition("PERSON")
+        # the count releases declare the person field themselves, as the library's user= (USER, not advanced)
+        store, person = alg.parameterDefinition("BUDGET_STORE"), alg.parameterDefinition(alg.PERSON)
         assert isinstance(store, QgsProcessingParameterString)  # a file parameter refuses postgresql:// URLs
         assert store.defaultValue() is None and store.checkValueIsAcceptable("postgresql://user@host/budgets")
         assert isinstance(person, QgsProcessingParameterField) and person.parentLayerParameterName() == "INPUT"
         for param in (store, person):
             assert param.flags() & QgsProcessingParameterDefinition.FlagOptional
-            assert param.flags() & QgsProcessingParameterDefinition.FlagAdvanced
+        assert store.flags() & QgsProcessingParameterDefinition.FlagAdvanced
+        assert bool(person.flags() & QgsProcessingParameterDefinition.FlagAdvanced) == alg.PERSON_BUDGET_ONLY
         # one name per concept: the library's QGIS advice names these parameters
         assert f"'{store.description().split(' (')[0]}' parameter" in store_advice
         assert f"'{person.description()}'" in PERSON_FIX.qgis
