@@ -35,7 +35,8 @@ def test_zip_layout(plugin_zip):
                      "algorithms/base.py", "algorithms/layers.py", "algorithms/perturb_points.py",
                      "algorithms/utility_report.py", "algorithms/sanitize_traces.py", "algorithms/build_privacy_map.py",
                      "algorithms/perturb_location_dependent.py", "algorithms/synthesize.py",
-                     "algorithms/diffuse.py"):
+                     "algorithms/diffuse.py", "algorithms/counts.py", "algorithms/aggregate.py",
+                     "algorithms/heatmap.py", "algorithms/flows.py"):
         assert f"geopriv_qgis/{required}" in names
     assert all(name.startswith("geopriv_qgis/") for name in names)
     assert not any("__pycache__" in name or name.endswith(".pyc") for name in names)
