@@ -35,7 +35,7 @@ MAX_PER_USER_LABEL = "Most rows per person"
 COUNT_KEYWORDS = ("epsilon", "user", "max_per_user", "levels", "nonnegative", "rng", "budget_store", "person")
 
 
-def parse_levels(text: str):
+def parse_levels(text: str, who: str = "geopriv"):
     """LEVELS as the library's ``levels=``: "auto", a number of levels, "false" (the cells only) or weights.
 
     Weights are comma-separated numbers or fractions, one per level of the tree, the cells first
@@ -54,7 +54,7 @@ def parse_levels(text: str):
         return [Fraction(w.strip()) for w in value.split(",")]
     except (ValueError, ZeroDivisionError):
         raise QgsProcessingException(
-            "The 'Levels of the hierarchy' must be auto, a number of levels, false (the cells only) or "
+            f"{who}: the 'Levels of the hierarchy' must be auto, a number of levels, false (the cells only) or "
             "comma-separated weights such as 7, 0, 1 (one per level, the cells first).") from None
 
 
@@ -164,7 +164,7 @@ class CountRelease(GeoprivAlgorithm):
                                  f"{self.ITEM}s is protected at a multiple of epsilon only.")
         return {"epsilon": self.parameterAsDouble(parameters, self.EPSILON, context), "user": user,
                 "max_per_user": self.parameterAsInt(parameters, self.MAX_PER_USER, context),
-                "levels": parse_levels(self.parameterAsString(parameters, self.LEVELS, context)),
+                "levels": parse_levels(self.parameterAsString(parameters, self.LEVELS, context), self.displayName()),
                 "nonnegative": self.parameterAsBool(parameters, self.NONNEGATIVE, context)}
 
     def area_options(self, parameters, context, feedback, data) -> dict:

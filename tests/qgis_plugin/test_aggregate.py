@@ -157,6 +157,24 @@ def test_a_grid_needs_a_public_area(run):
     assert "bounds=" not in message and "--bounds" not in message  # the QGIS advice only
 
 
+def test_advanced_parameters_reach_the_library(run):
+    from qgis.core import QgsProcessingException
+
+    base = {"INPUT": data_path(*SOHO), "CELLS": "100", "BOUNDS": EXTENT, "SEED": 1, "OUTPUT": "TEMPORARY_OUTPUT"}
+    cells_only = json.loads(run("aggregate", {**base, "LEVELS": "false", "NONNEGATIVE": False,
+                                              "SUPPRESS": 2})["PROVENANCE"])
+    assert cells_only["epsilon_per_level"][0] == 1.0 and not any(cells_only["epsilon_per_level"][1:])
+    assert cells_only["nonnegative"] is False and cells_only["suppress"] == 2
+    depth = cells_only["tree_levels"]
+    weights = json.loads(run("aggregate", {**base, "LEVELS": ", ".join(["1"] + ["0"] * (depth - 2) + ["1"])})[
+        "PROVENANCE"])
+    assert weights["epsilon_per_level"][0] == weights["epsilon_per_level"][-1] == 0.5
+    auto = json.loads(run("aggregate", base)["PROVENANCE"])
+    assert auto["epsilon_per_level"][0] == 7 / 8 and auto["epsilon_per_level"][-1] == 1 / 8  # the library's "auto"
+    with pytest.raises(QgsProcessingException, match="^Private counts per cell: the 'Levels of the hierarchy' must"):
+        run("aggregate", {**base, "LEVELS": "most"})
+
+
 @pytest.mark.parametrize("alg_id", ["aggregate", "heatmap"])
 def test_points_outside_the_public_area_are_refused_naming_feature_ids(run, tmp_path, alg_id):
     from qgis.core import QgsProcessingException
