@@ -35,6 +35,7 @@ def _release(data, epsilon, *, cells, user, max_per_user, bounds, region, levels
              budget_store, person, kind, extra=None):
     """(plan, released counts, record) of a count release of ``data`` (the one in-memory path)."""
     epsilon = check_epsilon(epsilon)
+    user = _bounded_person(user, person)
     geoms, xy = check_release_input(data, bounds=bounds, region=region, attributes=False)
     labels = geoms.index
     check_not_empty(len(xy))
@@ -49,9 +50,6 @@ def _release(data, epsilon, *, cells, user, max_per_user, bounds, region, levels
     fields.update(extra or {})
     store = open_store(budget_store)
     if store is not None:
-        if person is not None and user is not None and person != user:
-            raise ParameterError("person= and user= name different columns: the person charged is the user whose "
-                                 "rows are bounded. Give only user=.")
         fields.update(budget_fields(store, PURE, epsilon))
         reservation = budget_charge(store, codes, data, user if user is not None else person, labels, epsilon,
                                     fields, plan.cells.n, kind)
@@ -64,8 +62,20 @@ def _release(data, epsilon, *, cells, user, max_per_user, bounds, region, levels
     else:
         released = _noise(plan, cell, codes, gen)
     record = make_record(fields, seeded=source.seeded, n=plan.cells.n)
-    warn_if_swamped(plan, released, stacklevel=5)
+    warn_if_swamped(plan, released)
     return plan, released, record
+
+
+def _bounded_person(user, person):
+    """The column whose persons are bounded and charged: ``user``, else ``person`` (they must agree).
+
+    A person charged once must count for at most ``max_per_user`` rows, so ``person=`` alone bounds
+    rows per person like ``user=`` does.
+    """
+    if person is not None and user is not None and person != user:
+        raise ParameterError("person= and user= name different columns: the person charged is the user whose rows are "
+                             "bounded. Give only user=.")
+    return user if user is not None else person
 
 
 def _noise(plan, cell, codes, gen):
@@ -368,6 +378,7 @@ def flows(
                              nonnegative=nonnegative, rng=rng,
                              **({} if budget_store is None else {"budget_store": budget_store, "person": person}))
     epsilon = check_epsilon(epsilon)
+    user = _bounded_person(user, person)
     if outside not in ("refuse", "drop"):
         raise ParameterError(f"outside must be 'refuse' or 'drop', got {outside!r}.")
     geoms = as_geoseries(data) if traj_id is not None else data.geometry
@@ -435,7 +446,7 @@ def flows(
     else:
         released = draw()
     record = make_record(fields, seeded=source.seeded, n=plan.cells.n)
-    warn_if_swamped(plan, released, stacklevel=4)
+    warn_if_swamped(plan, released)
     rep = shapely.get_coordinates(shapely.point_on_surface(regions_cells.geoms))
     oi, di = np.divmod(np.arange(m * m), m)
     lines = shapely.linestrings(np.stack([rep[oi], rep[di]], axis=1))

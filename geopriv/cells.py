@@ -99,6 +99,31 @@ def _too_many(n: float, what: str) -> None:
                 qgis="Set a smaller 'Public study area', or use larger cells."))
 
 
+def crs_units_per_metre(crs, rect) -> float:
+    """CRS units per ground metre at the centre of the public area ``rect`` (a function of public data).
+
+    Warns (:class:`~geopriv.exceptions.DistortionWarning`) when the scale varies by more than 1 %
+    over the area: cells then differ in ground size by as much.
+    """
+    import warnings
+
+    from .crs import ground_scale
+    from .exceptions import DistortionWarning, caller_stacklevel
+
+    xmin, ymin, xmax, ymax = rect
+    xs = np.array([(xmin + xmax) / 2, xmin, xmax, xmin, xmax])
+    ys = np.array([(ymin + ymax) / 2, ymin, ymin, ymax, ymax])
+    smax, smin = ground_scale(crs, xs, ys)
+    scale = np.sqrt(smax * smin)
+    spread = float(scale.max() / scale.min() - 1)
+    if spread > 0.01 or float(np.max(smax / smin)) - 1 > 0.01:
+        warnings.warn(
+            f"The CRS's scale varies by {100 * spread:.1f} % over the public area: the grid's cells are square in "
+            "the CRS and their ground size varies as much. Reproject to a local CRS (a UTM zone) for cells of one "
+            "size.", DistortionWarning, stacklevel=caller_stacklevel())
+    return float(scale[0])
+
+
 def _quadtree_keys(ix: np.ndarray, iy: np.ndarray, depth: int) -> list:
     """Keys of levels 0..depth of a quadtree over integer cell positions (level l: positions >> l)."""
     span = int(max(ix.max(initial=0), iy.max(initial=0))) + 1
@@ -138,8 +163,7 @@ class GridCells:
                     cli="Reproject the file to a projected CRS in metres (e.g. ogr2ogr -t_srs EPSG:32650 OUT IN), or "
                         "use H3 cells: --cells h3:9.",
                     qgis="Reproject the layer to a projected CRS in metres ('Reproject layer'), or use H3 cells."))
-        unit = crs.axis_info[0].unit_conversion_factor if crs.axis_info else 1.0
-        step = step_m / float(unit or 1.0)
+        step = step_m * crs_units_per_metre(crs, rect)
         xmin, ymin, xmax, ymax = rect
         nx = max(1, math.ceil((xmax - xmin) / step - 1e-9))
         ny = max(1, math.ceil((ymax - ymin) / step - 1e-9))
@@ -199,11 +223,10 @@ class GridCells:
         return Affine(self.step, 0.0, self.x0, 0.0, -self.step, self.y0 + self.ny * self.step)
 
     def cell_area_km2(self) -> np.ndarray:
-        unit = self.step_m / self.step
-        return np.full(self.n, (self.step * unit) ** 2 / 1e6)
+        return np.full(self.n, self.step_m ** 2 / 1e6)
 
     def describe(self) -> dict:
-        return {"cells": f"square grid of {self.step_m:g} m", "cell_size_m": self.step_m,
+        return {"cells": f"square grid of {self.step_m:g} m", "cell_size_m": self.step_m, "cell_size_crs": self.step,
                 "grid_shape": [self.ny, self.nx], "grid_origin": [self.x0, self.y0], "n_cells": self.n}
 
 

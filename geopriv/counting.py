@@ -24,7 +24,7 @@ import pandas as pd
 
 from .budget import PURE
 from .cells import PolygonCells, make_cells, parse_cells
-from .exceptions import (EmptyInputError, Fix, GeometryError, IdentityError, LowUtilityWarning,
+from .exceptions import (EmptyInputError, caller_stacklevel, Fix, GeometryError, IdentityError, LowUtilityWarning,
                          ParameterError, ParameterTypeError)
 from .frame import check_area_not_from_data, declared_bounds, touched_edges
 from .mechanisms.hierarchy import CellTree, HierarchicalCounts, split_levels
@@ -228,7 +228,7 @@ def release_counts(plan: CountPlan, counts: np.ndarray, gen) -> np.ndarray:
     return out
 
 
-def warn_if_swamped(plan: CountPlan, released: np.ndarray, stacklevel: int = 3) -> None:
+def warn_if_swamped(plan: CountPlan, released: np.ndarray) -> None:
     """Warn when the expected error of a cell is larger than the released mean count per cell.
 
     Computed from the released counts and public parameters only (the warning is published too).
@@ -236,10 +236,14 @@ def warn_if_swamped(plan: CountPlan, released: np.ndarray, stacklevel: int = 3) 
     mean = float(released.sum()) / max(len(released), 1)
     err = float(np.median(plan.expected_error))
     if err > max(mean, 1.0):
-        warnings.warn(
+        warnings.warn(LowUtilityWarning(
             f"The noise swamps the counts: the expected error of a cell is about {err:.3g}, while the released counts "
-            f"average {mean:.3g} per cell. Use larger cells, a smaller area, a larger epsilon or a smaller "
-            "max_per_user.", LowUtilityWarning, stacklevel=stacklevel)
+            f"average {mean:.3g} per cell.", fix=Fix(
+                "swamped", python="Use larger cells, a smaller area, a larger epsilon or a smaller max_per_user.",
+                cli="Use larger --cells (or --resolution), a smaller area, a larger --epsilon or a smaller "
+                    "--max-per-user.",
+                qgis="Use larger cells, a smaller study area, a larger epsilon or a smaller 'Most rows per person'.")),
+            stacklevel=caller_stacklevel())
 
 
 def cells_frame(plan: CountPlan, released: np.ndarray, record: dict) -> gpd.GeoDataFrame:

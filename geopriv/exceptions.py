@@ -17,6 +17,7 @@ from collections.abc import Iterable
 
 __all__ = [
     "FRONT_ENDS",
+    "caller_stacklevel",
     "Fix",
     "GeoprivError",
     "MissingCRSError",
@@ -286,6 +287,25 @@ class WeakProtectionWarning(GeoprivWarning):
 
 class LowUtilityWarning(GeoprivWarning):
     """A release whose noise is larger than the declared study area: almost no utility is left."""
+
+
+def caller_stacklevel() -> int:
+    """The ``stacklevel`` of :func:`warnings.warn` that points at the first caller outside geopriv.
+
+    Called from the function that warns: the accessor, decorators and front ends in between do not
+    count, so the warning names the user's line (and the test suite's "warnings in geopriv are
+    errors" filter keeps meaning "raised at geopriv's own line").
+    """
+    import os
+    import sys
+
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame = sys._getframe(1)
+    level = 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
+        frame = frame.f_back
+        level += 1
+    return level
 
 
 def shows_message(exc: BaseException) -> bool:

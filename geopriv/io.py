@@ -538,6 +538,9 @@ def write_raster(path, bands, *, transform, crs, nodata, record=None, band_names
         data = mem.read()
     write_new_file(dest, lambda fh: fh.write(data), overwrite=overwrite,
                    exists=lambda p: OutputError(f"{os.fspath(path)} exists", fix=_OVERWRITE), mode=0o644 & ~_umask())
+    aux = Path(os.fspath(dest) + ".aux.xml")  # a stale GDAL sidecar would override the new file's metadata
+    if overwrite and aux.exists():
+        aux.unlink()
     return dest
 
 

@@ -94,6 +94,7 @@ ALLOWED_FIELDS = {
     "tree_levels": "levels of the public hierarchy of cells",
     "cells": "what the public cells are (a grid step, an H3 resolution, a number of polygons)",
     "cell_size_m": "grid step in metres (user's parameter)",
+    "cell_size_crs": "grid step in CRS units: the step in metres times the CRS's scale at the public area's centre",
     "grid_shape": "rows and columns of the grid over the public area",
     "grid_origin": "the grid's lower-left corner (the declared area's)",
     "h3_resolution": "H3 resolution (user's parameter)",

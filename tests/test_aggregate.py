@@ -58,14 +58,36 @@ def true_grid_counts(gdf, step, bounds):
 def test_every_cell_of_the_area_is_released_with_exact_counts_at_a_huge_epsilon(deaths, area):
     out = geopriv.aggregate(deaths, EXACT, cells=50, bounds=area, rng=1)
     assert list(out.columns) == ["cell", "count", "expected_error", "geometry"]
-    nx, ny = 24, 28  # 1200 m x 1400 m at 50 m
+    rec = out.attrs["geopriv"]
+    step = rec["cell_size_crs"]  # 50 ground metres in Web Mercator units at Soho's latitude (about 1.6 per metre)
+    assert step == pytest.approx(50 / np.cos(np.radians(51.513)), rel=0.003)
+    ny, nx = rec["grid_shape"]
+    assert (nx, ny) == (int(np.ceil(1200 / step)), int(np.ceil(1400 / step)))
     assert len(out) == nx * ny and out["cell"].tolist() == list(range(nx * ny))
     assert out["count"].dtype == np.int64
-    assert (out["count"].to_numpy() == true_grid_counts(deaths, 50, area)).all()
+    assert (out["count"].to_numpy() == true_grid_counts(deaths, step, area)).all()
     assert out.crs == deaths.crs
-    # the cells tile the public area exactly
-    assert np.allclose(out.total_bounds, area)
-    assert out.geometry.area.round(6).eq(2500).all()
+    # the cells start at the public area's lower-left corner and cover it
+    assert np.allclose(out.total_bounds[[0, 1]], area[:2]) and (out.total_bounds[2:] >= np.array(area[2:])).all()
+    # and they are 50 m on the ground
+    side = out.iloc[[0]].to_crs(32630).geometry.iloc[0]
+    assert np.sqrt(side.area) == pytest.approx(50, rel=0.01)
+
+
+def test_utm_grid_cells_are_the_step_in_metres():
+    out = geopriv.aggregate(utm_points(), EXACT, cells=100, bounds=BOX, rng=1)
+    assert out.attrs["geopriv"]["cell_size_crs"] == pytest.approx(100 * 0.9996, rel=1e-3)
+    assert out["count"].sum() == 200
+
+
+def test_person_alone_bounds_rows_like_user():
+    """A person charged once counts for at most max_per_user rows: person= is the bounded column."""
+    pts = utm_points(users=np.r_[np.zeros(100, int), np.arange(1, 101)]).rename(columns={"user": "pid"})
+    out = geopriv.aggregate(pts, EXACT, cells=100, bounds=BOX, person="pid", rng=1)
+    assert out["count"].sum() == 1 + 100
+    assert out.attrs["geopriv"]["user"] == "pid"
+    with pytest.raises(ParameterError, match="different columns"):
+        geopriv.aggregate(pts.assign(u=1), 1.0, cells=100, bounds=BOX, person="pid", user="u")
 
 
 def test_the_input_is_not_modified(deaths, area):
@@ -259,13 +281,13 @@ def test_heatmap_is_the_grid_release_as_a_north_up_raster(tmp_path, deaths, area
     path = tmp_path / "heat.tif"
     hm = geopriv.heatmap(deaths, EXACT, resolution=50, bounds=area, rng=1, path=path)
     agg = geopriv.aggregate(deaths, EXACT, cells=50, bounds=area, rng=1)
-    assert hm.values.shape == (28, 24)
+    assert hm.values.shape == tuple(agg.attrs["geopriv"]["grid_shape"])
     assert (hm.values.ravel() == agg["count"].to_numpy()).all()
     with rasterio.open(path) as ds:
         assert ds.count == 2 and ds.crs == deaths.crs and ds.transform == hm.transform
         assert (ds.read(1) == hm.values).all()
         assert '"epsilon"' in ds.tags()["GEOPRIV"]
-        assert ds.bounds.left == area[0] and ds.bounds.top == area[3]
+        assert ds.bounds.left == area[0] and ds.bounds.bottom == area[1]
     with pytest.raises(OutputError, match="exists"):
         geopriv.heatmap(deaths, 1.0, resolution=50, bounds=area, path=path)
     dens = geopriv.heatmap(deaths, EXACT, resolution=50, bounds=area, rng=1, values="density")

@@ -102,15 +102,15 @@ def test_aggregate_grid_writes_every_cell_with_provenance_and_a_seed_reproduces_
     out = tmp_path / "counts.gpkg"
     code, _, err = run(capsys, *agg(out, "--cells", "100", "--bounds", *BOUNDS, "--seed", "1"))
     assert code == 0, err
-    assert "released the counts of 168 cell(s) (square grid of 100 m)" in err and "epsilon 1 " in err
+    assert "released the counts of 72 cell(s) (square grid of 100 m)" in err and "epsilon 1 " in err
     assert "seeded" in err and "at most 1 row(s) per person" in err
     cells = pyogrio.read_dataframe(out)
-    assert len(cells) == 168 and cells.crs.to_epsg() == 3857
+    assert len(cells) == 72 and cells.crs.to_epsg() == 3857
     assert list(cells.columns) == ["cell", "count", "expected_error", "geometry"]
-    assert sorted(cells["cell"]) == list(range(168)) and (cells["count"] >= 0).all()
+    assert sorted(cells["cell"]) == list(range(72)) and (cells["count"] >= 0).all()
     assert cells["count"].dtype.kind == "i" and set(cells.geom_type) == {"Polygon"}
     rec = gpkg_record(out)
-    assert rec["epsilon"] == 1.0 and rec["seeded"] is True and rec["n_cells"] == 168 and rec["grid_shape"] == [14, 12]
+    assert rec["epsilon"] == 1.0 and rec["seeded"] is True and rec["n_cells"] == 72 and rec["grid_shape"] == [9, 8]
     assert rec["declared_bounds"] == list(map(float, BOUNDS)) and rec["user"] is None and rec["nonnegative"] is True
     assert "user level" in rec["definition"] and "Id" not in json.dumps(rec)
 
@@ -217,7 +217,7 @@ def test_an_existing_output_needs_overwrite(capsys, tmp_path):
     assert out.read_bytes() == before
     code, _, err = run(capsys, *agg(out, "--cells", "200", "--bounds", *BOUNDS, "--overwrite"))
     assert code == 0, err
-    assert len(pyogrio.read_dataframe(out)) == 42  # 6 x 7 cells of 200 m
+    assert len(pyogrio.read_dataframe(out)) == 20  # 4 x 5 cells of 200 ground metres (about 322 Web Mercator units)
     code, _, err = run(capsys, *agg(SOHO, "--cells", "200", "--bounds", *BOUNDS, "--out-layer", "deaths",
                                     "--overwrite"))
     assert code == 2
@@ -229,15 +229,16 @@ def test_heatmap_writes_a_two_band_geotiff_with_provenance(capsys, tmp_path):
     out = tmp_path / "heat.tif"
     code, _, err = run(capsys, *heat(out, "--bounds", *BOUNDS, "--seed", "2"))
     assert code == 0, err
-    assert "released a 12 x 14 heatmap" in err and "band 1: count" in err and "seeded" in err
+    assert "released a 8 x 9 heatmap" in err and "band 1: count" in err and "seeded" in err
     with rasterio.open(out) as ds:
-        assert (ds.count, ds.height, ds.width) == (2, 14, 12) and ds.crs.to_epsg() == 3857
-        assert ds.dtypes[0] == "int32" and ds.transform.a == 100
-        assert (ds.transform.c, ds.transform.f) == (-15800, 6713300)  # north-up from the area's north-west corner
+        assert (ds.count, ds.height, ds.width) == (2, 9, 8) and ds.crs.to_epsg() == 3857
+        # 100 ground metres are about 160.8 Web Mercator units at Soho's latitude
+        assert ds.dtypes[0] == "int32" and ds.transform.a == pytest.approx(100 / np.cos(np.radians(51.513)), rel=0.003)
+        assert ds.transform.c == -15800 and ds.bounds.bottom == pytest.approx(6711900)  # anchored on the area's corner
         counts = ds.read(1)
     assert (counts >= 0).all()
     rec = tif_record(out)
-    assert rec["values"] == "count" and rec["seeded"] is True and rec["n_cells"] == 168 and rec["epsilon"] == 1.0
+    assert rec["values"] == "count" and rec["seeded"] is True and rec["n_cells"] == 72 and rec["epsilon"] == 1.0
 
     again = tmp_path / "again.tif"
     assert run(capsys, *heat(again, "--bounds", *BOUNDS, "--seed", "2"))[0] == 0
