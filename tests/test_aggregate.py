@@ -80,6 +80,12 @@ def test_utm_grid_cells_are_the_step_in_metres():
     assert out["count"].sum() == 200
 
 
+def test_a_crs_whose_scale_varies_over_the_area_warns():
+    pts = gpd.GeoDataFrame(geometry=gpd.points_from_xy([1_000_000.0], [5_000_000.0]), crs=3857)
+    with pytest.warns(geopriv.DistortionWarning, match="varies by"):
+        geopriv.aggregate(pts, 1.0, cells=100_000, bounds=(0.0, 3_000_000.0, 3_000_000.0, 7_000_000.0), rng=1)
+
+
 def test_person_alone_bounds_rows_like_user():
     """A person charged once counts for at most max_per_user rows: person= is the bounded column."""
     pts = utm_points(users=np.r_[np.zeros(100, int), np.arange(1, 101)]).rename(columns={"user": "pid"})
