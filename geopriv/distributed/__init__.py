@@ -69,6 +69,7 @@ def register_accessor() -> None:
 def _register_lazy() -> None:
     """Register the lazy release functions with the core's dispatcher (geopriv.daskhook.lazy)."""
     from ..daskhook import register_lazy
+    from .aggregate import aggregate_dask, flows_dask, heatmap_dask
     from .perturb import perturb_dask
     from .synthesize import synthesize_dask
     from .traces import sanitize_traces_dask, trace_ledger_dask
@@ -77,6 +78,9 @@ def _register_lazy() -> None:
     register_lazy("synthesize", synthesize_dask)
     register_lazy("sanitize_traces", sanitize_traces_dask)
     register_lazy("trace_ledger", trace_ledger_dask)
+    register_lazy("aggregate", aggregate_dask)  # eager: counts per partition, one noise draw on the driver
+    register_lazy("heatmap", heatmap_dask)
+    register_lazy("flows", flows_dask)
 
 
 _register_lazy()

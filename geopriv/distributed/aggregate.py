@@ -1,0 +1,814 @@
+"""``aggregate``, ``heatmap`` and ``flows`` on dask-geopandas: the in-memory plan, counted per partition.
+
+The same release as in memory (:mod:`geopriv.counting`: ``plan_counts`` / ``plan_flows``, the rows
+located in the public cells, their counts, ``release_counts``), with the data read partition by
+partition.  These calls are **eager**: they read the data, charge the budget store, draw the noise
+once on the driver and return an in-memory result (the cells are public and few): a GeoDataFrame of
+cells, a :class:`~geopriv.Heatmap`, a GeoDataFrame of flows.  There is no lazy result, so nothing
+can be recomputed into a second release, and no secret is left in a graph after the call.
+
+How the plan runs on partitions
+-------------------------------
+* **Public first**: the plan (cells, hierarchy, split of epsilon, expected errors) is built from the
+  frame's CRS and the parameters before any row is read.
+* **Pass 1**, one dask computation over ALL partitions, tree-reduced: each partition's rows are
+  validated as in memory (rows outside the public area and rows without a person id are refused by
+  label, in the partition that holds them); its partial counts are ``np.bincount`` of the cell ids
+  (``minlength`` = the number of cells); the edges of the declared area that its points touch are
+  OR-ed over partitions (the "area computed from the data" check, on all the data); with ``user=``,
+  every person's number of counted rows (keyed by :func:`person_digests`).  Memory: a partition, the
+  cells, and (with ``user=``) the persons.
+* **Bounding by person across partitions** (``user=``): a person whose rows over ALL partitions
+  number more than ``max_per_user`` keeps ``max_per_user`` of them chosen uniformly at random with
+  fresh randomness.  Pass 2 gives every row a random priority from its partition's generator, derived
+  from a secret root drawn for this release and the partition's number
+  (:meth:`geopriv.keys.SecretRoot.seed_for`); each partition counts the rows of persons under the cap
+  and keeps, per capped person, its ``max_per_user`` smallest priorities (ties, of probability about
+  2^-53, broken by partition then position) with their cells; these are merged up a tree keeping the
+  ``max_per_user`` smallest per person, i.e. the person's ``max_per_user`` smallest priorities over
+  all partitions: a uniformly random subset of that size, as in memory.  Their cells are counted.
+  Pass 2 runs only when someone is over the cap; it is bound to pass 1 by a keyed multiset digest
+  of (person, cell) (:class:`~geopriv.exceptions.StaleReleaseError` when the data changed between
+  the passes: persons under the cap in pass 1 must be the persons counted whole in pass 2).
+* **Noise once, on the driver**: ``release_counts`` with the generator of ``make_rng(rng)``, after
+  the budget store (``budget_store=``) is charged every person once, on the driver.  A seeded call
+  draws the same noise as the in-memory call with the same seed (the root of the priorities comes
+  from a jumped copy of the generator, which leaves it untouched), so when nobody is over the cap
+  the release is the in-memory one exactly.  The provenance record is the in-memory one.
+* ``flows`` of trajectory points: a trip's rows may lie in several partitions; each partition
+  reports, per trip, its earliest and latest rows (time, then row order) and their regions, and the
+  driver keeps the earliest and latest over all partitions (ties by partition, then position: the
+  in-memory rule on the concatenated frame).  The driver then holds one row per trip, and bounds and
+  counts them exactly as in memory.  ``flows`` of one LineString per trip counts rows like
+  ``aggregate``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import numbers
+
+import numpy as np
+import pandas as pd
+
+from ..counting import (check_epsilon, check_not_empty, locate_rows, person_codes, plan_counts, plan_flows,
+                        release_counts, warn_if_swamped)
+from ..exceptions import GeometryError, GeoprivError, ParameterError, StaleReleaseError
+
+__all__ = ["aggregate_dask", "heatmap_dask", "flows_dask", "person_digests", "dask_counts"]
+
+#: the purpose of the keyed digests binding pass 2 to pass 1 (geopriv.keys)
+DIGEST_PURPOSE = "aggregate-bind"
+#: the purpose of the partitions' priority generators (contribution bounding)
+BOUND_PURPOSE = "aggregate-bounding"
+#: partitions (or partial results) merged per task of the tree reductions
+SPLIT_EVERY = 8
+
+_INT_TAG = np.uint64(0x9E3779B97F4A7C15)  # as geopriv.keys: integers keep their value, with this tag
+_FLOAT_TAG = np.uint64(0xD1B54A32D192ED03)
+_M64 = (1 << 64) - 1
+
+
+# ----------------------------------------------------------------------------- person keys
+def person_digests(col) -> tuple[np.ndarray, np.ndarray]:
+    """128-bit keys ``(a, b)`` of person ids, equal in every partition for ids the in-memory release groups.
+
+    In memory the ids are grouped by ``pandas.factorize`` on the whole column; across partitions
+    the dtype may differ (an object column of integers in one partition, of floats in another), so
+    ids are keyed by value, whatever their dtype: integers, booleans and floats with an integer
+    value by that integer (``1``, ``1.0`` and ``True`` are one person, as for ``factorize``), other
+    floats by their bits, strings by two 64-bit digests (pandas' object hashing under two keys).
+    Any other object is keyed by its text: ids that ``factorize`` keeps apart may then share a key,
+    which bounds them together (stricter), never apart.  Missing ids are refused before this.
+    """
+    col = pd.Series(col, copy=False)
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        col = col.astype(object)
+    dtype = col.dtype
+    n = len(col)
+    if pd.api.types.is_bool_dtype(dtype) or (pd.api.types.is_integer_dtype(dtype)):
+        unsigned = pd.api.types.is_unsigned_integer_dtype(dtype)
+        a = col.to_numpy(dtype=np.uint64 if unsigned else np.int64).view(np.uint64).copy()
+        return a, np.full(n, _INT_TAG, np.uint64)
+    if pd.api.types.is_float_dtype(dtype):
+        return _float_keys(col.to_numpy(dtype=np.float64))
+    values = col.to_numpy(dtype=object)
+    a = np.empty(n, np.uint64)
+    b = np.empty(n, np.uint64)
+    kind = np.fromiter((_kind(v) for v in values), np.int8, n)
+    ints = kind == 0
+    if ints.any():
+        a[ints] = np.fromiter((int(v) & _M64 for v in values[ints]), np.uint64, int(ints.sum()))
+        b[ints] = _INT_TAG
+    floats = kind == 1
+    if floats.any():
+        a[floats], b[floats] = _float_keys(np.fromiter((float(v) for v in values[floats]), np.float64,
+                                                       int(floats.sum())))
+    text = kind == 2
+    if text.any():
+        s = pd.Series([v if isinstance(v, str) else str(v) for v in values[text]], dtype=object)
+        a[text] = pd.util.hash_pandas_object(s, index=False, hash_key="geopriv-count-a1").to_numpy(np.uint64)
+        b[text] = pd.util.hash_pandas_object(s, index=False, hash_key="geopriv-count-b2").to_numpy(np.uint64)
+    return a, b
+
+
+def _kind(v) -> int:
+    if isinstance(v, (bool, np.bool_, int, np.integer)):
+        return 0
+    if isinstance(v, numbers.Real) and not isinstance(v, str):
+        return 1
+    return 2
+
+
+def _float_keys(f: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    f = np.ascontiguousarray(f, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        integral = np.isfinite(f) & (f == np.floor(f)) & (np.abs(f) < 2.0 ** 63)
+    a = f.view(np.uint64).copy()
+    a[integral] = f[integral].astype(np.int64).view(np.uint64)
+    return a, np.where(integral, _INT_TAG, _FLOAT_TAG).astype(np.uint64)
+
+
+def _groups(a: np.ndarray, b: np.ndarray, *more) -> tuple[np.ndarray, np.ndarray]:
+    """(order sorting by person then ``more`` (last key first, as lexsort), start of each person's run in it)."""
+    order = np.lexsort((*more, b, a))
+    sa, sb = a[order], b[order]
+    new = np.ones(len(order), bool)
+    if len(order) > 1:
+        new[1:] = (sa[1:] != sa[:-1]) | (sb[1:] != sb[:-1])
+    return order, new
+
+
+def _member(keys: tuple, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Whether each (a, b) is one of ``keys`` (two arrays sorted by a, then b)."""
+    ka, kb = keys
+    found = np.zeros(len(a), bool)
+    if not len(ka) or not len(a):
+        return found
+    lo = np.searchsorted(ka, a, "left")
+    hi = np.searchsorted(ka, a, "right")
+    for step in range(int((hi - lo).max())):  # 1 but for 64-bit collisions of a
+        at = lo + step
+        ok = at < hi
+        found[ok] |= kb[at[ok]] == b[ok]
+    return found
+
+
+@dataclasses.dataclass
+class _PersonCounts:
+    """Counted rows per person: keys (sorted by a, then b) and counts."""
+
+    a: np.ndarray
+    b: np.ndarray
+    count: np.ndarray
+
+    @classmethod
+    def of(cls, a, b, count=None) -> "_PersonCounts":
+        count = np.ones(len(a), np.int64) if count is None else count
+        order, new = _groups(a, b)
+        starts = np.flatnonzero(new)
+        total = np.add.reduceat(count[order], starts) if len(starts) else np.zeros(0, np.int64)
+        return cls(a[order][starts], b[order][starts], total.astype(np.int64))
+
+    @classmethod
+    def merge(cls, parts) -> "_PersonCounts":
+        parts = list(parts)
+        return cls.of(np.concatenate([p.a for p in parts]), np.concatenate([p.b for p in parts]),
+                      np.concatenate([p.count for p in parts]))
+
+    def over(self, k: int) -> tuple:
+        """The persons with more than ``k`` rows (sorted keys)."""
+        big = self.count > k
+        return self.a[big], self.b[big]
+
+
+@dataclasses.dataclass
+class _Candidates:
+    """Rows of capped persons that may be kept: person, priority, partition, position and cell."""
+
+    a: np.ndarray
+    b: np.ndarray
+    prio: np.ndarray
+    part: np.ndarray
+    pos: np.ndarray
+    cell: np.ndarray
+
+    def smallest(self, k: int) -> "_Candidates":
+        """Each person's ``k`` smallest priorities (ties by partition, then position)."""
+        order, new = _groups(self.a, self.b, self.pos, self.part, self.prio)
+        n = len(order)
+        start = np.maximum.accumulate(np.where(new, np.arange(n), 0)) if n else np.zeros(0, np.int64)
+        keep = order[(np.arange(n) - start) < k]
+        return _Candidates(*(getattr(self, f.name)[keep] for f in dataclasses.fields(self)))
+
+    @classmethod
+    def merge(cls, parts, k: int) -> "_Candidates":
+        parts = list(parts)
+        return cls(*(np.concatenate([getattr(p, f.name) for p in parts]) for f in dataclasses.fields(cls))).smallest(k)
+
+    @classmethod
+    def empty(cls) -> "_Candidates":
+        z = np.zeros(0, np.uint64)
+        return cls(z, z, np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+
+def _digest(root, a, b, cell) -> tuple:
+    """Keyed multiset digest of the partition's (person, cell) rows (geopriv.keys.RowStreams.digest)."""
+    from ..keys import row_streams
+
+    return row_streams(root, DIGEST_PURPOSE, (a, b), [np.asarray(cell, np.int64).view(np.uint64)]).digest()
+
+
+def _add_digests(ds) -> tuple:
+    ds = [d for d in ds if d is not None]
+    return (sum(d[0] for d in ds), sum(d[1] for d in ds) & _M64, sum(d[2] for d in ds) & _M64) if ds else None
+
+
+def _priorities(root, number: int, n: int) -> np.ndarray:
+    """The rows' priorities: uniforms from the partition's own generator (root, partition number)."""
+    seed = root.seed_for(BOUND_PURPOSE, int(number).to_bytes(8, "little"))
+    return np.random.Generator(np.random.PCG64DXSM(seed)).random(n)
+
+
+# ----------------------------------------------------------------------------- rows and their cells
+class _PointRows:
+    """aggregate / heatmap: every row is a point counted in its cell (rows outside refused by label)."""
+
+    def __init__(self, plan, bounds, region):
+        self.plan, self.bounds, self.region = plan, bounds, region
+
+    @property
+    def n(self) -> int:
+        return self.plan.cells.n
+
+    def cells(self, part, marks: bool = True):
+        """(cell of every row, its labels, what the area check needs) for one partition."""
+        from ..release import check_release_input
+
+        geoms, xy = check_release_input(part, bounds=self.bounds, region=self.region, attributes=False)
+        labels = geoms.index
+        seen = _area_marks(self.plan, xy) if marks else None
+        return locate_rows(self.plan, xy, labels), labels, seen
+
+    def check_area(self, marks) -> None:
+        """Refuse a public area or cells computed from the data, over ALL partitions (memory: check_area_public)."""
+        from ..cells import PolygonCells
+        from ..frame import check_area_not_from_data
+
+        touched, hits = marks
+        plan = self.plan
+        if isinstance(plan.cells, PolygonCells):
+            if hits >= 3:
+                import shapely
+
+                # public corners stand in for the data points lying on them: the in-memory refusal, its words
+                verts = shapely.get_coordinates(plan.cells.geoms)
+                plan.cells.check_not_from_data(np.resize(verts, (hits, 2)))
+            check_area_not_from_data(touched, "region")
+        elif plan.area is not None:
+            check_area_not_from_data(touched, plan.area_source)
+
+
+def _area_marks(plan, xy) -> tuple:
+    """(edges of the checked area that the points touch, how many points lie on a polygon cell's corner)."""
+    from ..cells import PolygonCells
+    from ..frame import touched_edges
+
+    if isinstance(plan.cells, PolygonCells):
+        import shapely
+
+        geoms = plan.cells.geoms
+        verts = shapely.get_coordinates(geoms)
+        # the test of PolygonCells.check_not_from_data, counted here and summed over partitions
+        v = pd.MultiIndex.from_arrays([verts[:, 0], verts[:, 1]])
+        hits = int(pd.MultiIndex.from_arrays([xy[:, 0], xy[:, 1]]).isin(v).sum()) if len(verts) else 0
+        return touched_edges(xy, tuple(shapely.total_bounds(geoms))), hits
+    if plan.area is not None:
+        return touched_edges(xy, plan.area), 0
+    return np.zeros(4, bool), 0
+
+
+class _LineRows:
+    """flows of one LineString per trip: every row is a trip counted in its (origin, destination) pair."""
+
+    def __init__(self, plan, outside):
+        self.plan, self.outside = plan, outside
+
+    @property
+    def n(self) -> int:
+        return self.plan.cells.n
+
+    def cells(self, part, marks: bool = True):
+        import shapely
+
+        from ..aggregate import _OUTSIDE_FIX
+        from ..counting import trip_ends
+        from ..points import check_no_other_geometries
+
+        check_no_other_geometries(part)
+        geoms = part.geometry
+        labels = geoms.index
+        kinds = shapely.get_type_id(geoms.values)
+        bad = (kinds != 1) | shapely.is_empty(geoms.values)
+        if bad.any():
+            raise GeometryError("are not LineStrings (give one line per trip, or points with traj_id= and time=)",
+                                labels[bad], "Give one LineString per trip, or trajectory points with traj_id= and "
+                                             "time=.")
+        o_xy, d_xy, _, trip_ids = trip_ends(part, geoms, None, None, None, labels)
+        regions = self.plan.cells.regions
+        o, d = regions.locate(o_xy), regions.locate(d_xy)
+        out = (o < 0) | (d < 0)
+        if out.any() and self.outside == "refuse":
+            raise GeometryError("start or end outside every region", pd.Index(trip_ids[out]), _OUTSIDE_FIX)
+        return np.where(out, -1, o * regions.n + d).astype(np.int64), labels, None
+
+    def check_area(self, marks) -> None:
+        """The regions are public polygons given by the caller: nothing to check against the data here."""
+
+
+# ----------------------------------------------------------------------------- the two passes
+@dataclasses.dataclass
+class _Scan:
+    """Pass 1 over some partitions: rows, partial counts, area marks, counted rows per person, digest."""
+
+    n: int
+    counts: np.ndarray
+    touched: np.ndarray
+    hits: int
+    persons: _PersonCounts | None
+    digest: tuple | None
+
+
+def _scan(part, number, rows, user, root) -> _Scan:
+    """Pass 1, one partition: its rows validated and counted (no randomness, nothing released)."""
+    if len(part) == 0:
+        return _Scan(0, np.zeros(rows.n, np.int64), np.zeros(4, bool), 0, None, None)
+    cell, labels, (touched, hits) = _cells_and_marks(rows, part)
+    counted = cell >= 0
+    counts = np.bincount(cell[counted], minlength=rows.n).astype(np.int64)
+    persons = digest = None
+    if user is not None:
+        person_codes(part, user, labels)  # missing ids refused by row label (the in-memory check)
+        a, b = person_digests(part[user])
+        persons = _PersonCounts.of(a[counted], b[counted])
+        digest = _digest(root, a, b, cell)
+    return _Scan(len(part), counts, np.asarray(touched, bool), int(hits), persons, digest)
+
+
+def _cells_and_marks(rows, part):
+    cell, labels, marks = rows.cells(part)
+    return cell, labels, (marks if marks is not None else (np.zeros(4, bool), 0))
+
+
+def _merge_scans(scans) -> _Scan:
+    scans = list(scans)
+    persons = [s.persons for s in scans if s.persons is not None]
+    return _Scan(sum(s.n for s in scans), np.sum([s.counts for s in scans], axis=0),
+                 np.logical_or.reduce([s.touched for s in scans]), sum(s.hits for s in scans),
+                 _PersonCounts.merge(persons) if persons else None, _add_digests(s.digest for s in scans))
+
+
+@dataclasses.dataclass
+class _Bounded:
+    """Pass 2 over some partitions: counts of uncapped persons' rows, capped persons' candidates, digest."""
+
+    counts: np.ndarray
+    candidates: _Candidates
+    digest: tuple | None
+
+
+def _bounded(part, number, rows, user, root, over, k) -> _Bounded:
+    """Pass 2, one partition: rows of persons under the cap counted, the rest's k smallest priorities kept."""
+    if len(part) == 0:
+        return _Bounded(np.zeros(rows.n, np.int64), _Candidates.empty(), None)
+    cell, _, _ = rows.cells(part, marks=False)
+    a, b = person_digests(part[user])
+    digest = _digest(root, a, b, cell)
+    counted = cell >= 0
+    capped = counted & _member(over, a, b)
+    counts = np.bincount(cell[counted & ~capped], minlength=rows.n).astype(np.int64)
+    prio = _priorities(root, number, len(part))
+    at = np.flatnonzero(capped)
+    cands = _Candidates(a[at], b[at], prio[at], np.full(len(at), number, np.int64), at.astype(np.int64),
+                        cell[at]).smallest(k)
+    return _Bounded(counts, cands, digest)
+
+
+def _merge_bounded(parts, k) -> _Bounded:
+    parts = list(parts)
+    return _Bounded(np.sum([p.counts for p in parts], axis=0), _Candidates.merge([p.candidates for p in parts], k),
+                    _add_digests(p.digest for p in parts))
+
+
+def _tree(tasks, combine, **kwargs):
+    """Reduce delayed partial results up a tree (SPLIT_EVERY per task): no task holds all partitions' results."""
+    import dask
+
+    tasks = list(tasks)
+    while len(tasks) > 1:
+        tasks = [dask.delayed(combine, pure=True)(tasks[i:i + SPLIT_EVERY], **kwargs)
+                 for i in range(0, len(tasks), SPLIT_EVERY)]
+    return tasks[0]
+
+
+def _count(data, rows, k, user, root, charge=None, want_persons=False):
+    """Pass 1 (with the budget's persons); returns (function giving the bounded true counts, persons).
+
+    The function runs pass 2 when some person is over the cap (call it after the budget is reserved:
+    if it fails, nothing is charged).
+    """
+    import dask
+
+    from .budget import partition_persons
+
+    parts = data.to_delayed()
+    shipped = dask.delayed(rows, pure=True)  # the plan goes to each worker once
+    tasks = [_tree([dask.delayed(_scan, pure=True)(p, i, shipped, user, root) for i, p in enumerate(parts)],
+                   _merge_scans)]
+    if want_persons:  # the charge's persons, in the same pass over ALL partitions
+        tasks += [dask.delayed(partition_persons, pure=True)(p, charge) for p in parts]
+    computed = dask.compute(*tasks)
+    scan, persons = computed[0], computed[1:]
+    check_not_empty(scan.n)
+    rows.check_area((scan.touched, scan.hits))
+    over = scan.persons.over(k) if scan.persons is not None else None
+    if over is None or not len(over[0]):
+        counts = scan.counts
+        return (lambda: counts), persons
+
+    def bounded():
+        ship = dask.delayed(over, pure=True)
+        leaves = [dask.delayed(_bounded, pure=True)(p, i, shipped, user, root, ship, k) for i, p in enumerate(parts)]
+        (res,) = dask.compute(_tree(leaves, _merge_bounded, k=k))
+        if res.digest != scan.digest:
+            raise StaleReleaseError(
+                "the data changed between the two passes over it (each person's rows are counted in the first, "
+                "bounded in the second): compute from stable data (persist it, or read it from files that do not "
+                "change during the call).")
+        return res.counts + np.bincount(res.candidates.cell, minlength=rows.n).astype(np.int64)
+
+    return bounded, persons
+
+
+def dask_counts(data, plan, *, user=None, bounds=None, region=None, rng=None) -> np.ndarray:
+    """The true counts of ``plan``'s cells in a dask frame, after bounding (no noise: for tests and checks).
+
+    What :func:`aggregate_dask` releases with noise: the same passes, the same randomness for the
+    same ``rng``.  Not a release: the result is the data's exact statistic, keep it like the data.
+    """
+    from ..rng import make_rng
+
+    root = _root(rng, make_rng(rng).generator)
+    counts, _ = _count(data, _PointRows(plan, bounds, region), plan.mechanism.sensitivity, user, root)
+    return counts()
+
+
+def _root(rng, gen):
+    """The secret root of the priorities: OS entropy, or (seeded) a jumped copy of the noise generator.
+
+    The jumped copy leaves ``gen`` untouched, so the noise is the in-memory noise for the same seed.
+    """
+    from ..keys import SecretRoot
+
+    if rng is None:
+        return SecretRoot.draw(None)
+    bits = getattr(gen, "bit_generator", None)
+    if bits is not None and hasattr(bits, "jumped"):
+        return SecretRoot.draw(np.random.Generator(bits.jumped()))
+    return SecretRoot.draw(gen)
+
+
+# ----------------------------------------------------------------------------- the release
+def _meta_crs(meta):
+    from ..exceptions import MissingCRSError
+
+    crs = getattr(meta, "crs", None)
+    if crs is None:
+        raise MissingCRSError("The dask GeoDataFrame")
+    return crs
+
+
+def _once_each(pk):
+    """The persons of :func:`geopriv.distributed.budget.merge_persons`, each charged once (user level)."""
+    from ..budget import PersonKeys
+
+    return PersonKeys(pk.keys, np.ones(len(pk.keys), np.int64), np.arange(len(pk.keys)), label_keys=pk.label_keys,
+                      label_text=pk.label_text)
+
+
+def _bounded_user(user, person):
+    """The column whose persons are bounded and charged: ``user``, else ``person`` (they must agree).
+
+    The in-memory rule (geopriv.aggregate): a person charged once counts for at most
+    ``max_per_user`` rows, so ``person=`` alone bounds rows per person like ``user=``.
+    """
+    if person is not None and user is not None and person != user:
+        raise ParameterError("person= and user= name different columns: the person charged is the user whose rows are "
+                             "bounded. Give only user=.")
+    return user if user is not None else person
+
+
+def _check_charge_column(meta, store, column) -> None:
+    if store is not None and column is not None and (not hasattr(meta, "columns") or column not in meta.columns):
+        from ..budget import PERSON_FIX
+
+        raise GeoprivError(f"person={column!r} is not a column of the data.", fix=PERSON_FIX)
+
+
+def _noise_once(plan, counts, source, store, persons, epsilon, fields, kind):
+    """Charge every person once (before any noise), draw the noise once: (released counts, record)."""
+    from ..budget import PURE
+    from ..provenance import make_record
+    from .budget import merge_persons
+
+    gen = source.generator
+    if store is None:
+        released = release_counts(plan, counts(), gen)
+    else:
+        reservation = store.reserve(_once_each(merge_persons(persons)), float(epsilon), unit=PURE, kind=kind,
+                                    spend=True, parameters=fields, rows_released=plan.cells.n)
+        with reservation:
+            true = counts()  # pass 2 if needed: no noise yet, a failure gives the charge back
+            reservation.start()
+            released = release_counts(plan, true, gen)
+    record = make_record(fields, seeded=source.seeded, n=plan.cells.n)
+    warn_if_swamped(plan, released)  # points at the caller's line (geopriv.exceptions.caller_stacklevel)
+    return released, record
+
+
+def _cell_release(data, epsilon, *, cells, user, max_per_user, bounds, region, levels, nonnegative, suppress, rng,
+                  store, person, kind, extra=None):
+    """(plan, released counts, record): the in-memory ``_release`` of geopriv.aggregate, on partitions."""
+    from ..budget import PURE
+    from ..release import budget_fields
+    from ..rng import make_rng
+
+    epsilon = check_epsilon(epsilon)
+    user = _bounded_user(user, person)
+    meta = data._meta
+    crs = _meta_crs(meta)
+    _check_schema(meta, bounds, region)
+    plan = plan_counts(crs, epsilon, cells=cells, max_per_user=max_per_user, user=user, bounds=bounds,
+                       region=region, levels=levels, nonnegative=nonnegative, suppress=suppress)
+    if user is not None:
+        person_codes(meta, user, meta.index)  # a column of the data (no row is read)
+    charge = user
+    _check_charge_column(meta, store, charge)
+    source = make_rng(rng)
+    counts, persons = _count(data, _PointRows(plan, bounds, region), plan.mechanism.sensitivity, user,
+                             _root(rng, source.generator), charge, store is not None)
+    fields = plan.fields()
+    fields.update(extra or {})
+    if store is not None:
+        fields.update(budget_fields(store, PURE, epsilon))
+    released, record = _noise_once(plan, counts, source, store, persons, epsilon, fields, kind)
+    return plan, released, record
+
+
+def _check_schema(meta, bounds, region) -> None:
+    """The in-memory input checks on the empty meta (geometry type, CRS, bounds in its units): no row is read."""
+    from ..exceptions import EmptyInputError
+    from ..points import check_coordinates
+    from ..release import check_release_input
+
+    try:
+        check_release_input(meta, bounds=bounds, region=region, attributes=False)
+    except EmptyInputError:
+        pass
+    check_coordinates(np.empty((0, 2)), _meta_crs(meta), pd.Index([]), bounds=bounds)
+
+
+def aggregate_dask(data, epsilon, *, cells, user=None, max_per_user=1, bounds=None, region=None, levels="auto",
+                   nonnegative=True, suppress=None, rng=None, budget_store=None, person=None):
+    """:func:`geopriv.aggregate` of a dask-geopandas GeoDataFrame or GeoSeries (same parameters, same release).
+
+    Eager: the data are read (one pass; two when ``user=`` and someone has more than
+    ``max_per_user`` rows over all partitions), the budget store charged, the noise drawn once on
+    the driver, and the cells returned as an in-memory GeoDataFrame (module docstring).
+    ``budget_store``: every person is charged ``epsilon`` once, on the driver, before the noise;
+    the persons are counted over all partitions in the first pass.
+    """
+    from ..aggregate import cells_frame
+    from .budget import driver_store
+
+    with driver_store(budget_store) as store:
+        plan, released, record = _cell_release(
+            data, epsilon, cells=cells, user=user, max_per_user=max_per_user, bounds=bounds, region=region,
+            levels=levels, nonnegative=nonnegative, suppress=suppress, rng=rng, store=store, person=person,
+            kind="aggregate")
+    return cells_frame(plan, released, record)
+
+
+def heatmap_dask(data, epsilon, *, resolution, bounds=None, region=None, user=None, max_per_user=1, values="count",
+                 levels="auto", nonnegative=True, rng=None, path=None, overwrite=False, budget_store=None,
+                 person=None):
+    """:func:`geopriv.heatmap` of a dask-geopandas frame: the grid release of :func:`aggregate_dask` as a raster.
+
+    Eager, in-memory :class:`~geopriv.Heatmap` (written to ``path`` when given).  ``values`` and
+    ``path`` are checked by :func:`geopriv.heatmap` before it dispatches here.
+    """
+    from .budget import driver_store
+
+    with driver_store(budget_store) as store:
+        plan, released, record = _cell_release(
+            data, epsilon, cells=resolution, user=user, max_per_user=max_per_user, bounds=bounds, region=region,
+            levels=levels, nonnegative=nonnegative, suppress=None, rng=rng, store=store, person=person,
+            kind="heatmap", extra={"values": values})
+    return _heatmap(plan, released, record, values, path, overwrite)
+
+
+def _heatmap(plan, released, record, values, path, overwrite):
+    # TODO(refactor): the raster layout of geopriv.heatmap, copied until it is factored out there (one function
+    # taking (plan, released, record, values)); tests/test_distributed_aggregate.py checks the two agree exactly
+    from ..aggregate import Heatmap
+
+    grid = plan.cells
+    shape = (grid.ny, grid.nx)
+    err = np.full(shape, np.nan, dtype=np.float32)
+    err.flat[grid.kept] = plan.expected_error
+    if values == "count":
+        out = np.full(shape, -1, dtype=np.int32)
+        out.flat[grid.kept] = released
+        unit = "count"
+    else:
+        area = float(grid.cell_area_km2()[0])
+        out = np.full(shape, np.nan, dtype=np.float32)
+        out.flat[grid.kept] = released / area
+        err = err / np.float32(area)
+        unit = "count per km²"
+    result = Heatmap(out, err, grid.transform(), grid.crs, record, unit)
+    if path is not None:
+        result.to_raster(path, overwrite=overwrite)
+    return result
+
+
+# ----------------------------------------------------------------------------- flows
+def flows_dask(data, epsilon, *, regions, traj_id=None, time=None, user=None, max_per_user=1, region_id=None,
+               outside="refuse", levels="auto", nonnegative=True, rng=None, budget_store=None, person=None):
+    """:func:`geopriv.flows` of a dask-geopandas GeoDataFrame (same parameters, same release), eager.
+
+    Trajectory points: a trip's rows may lie in several partitions; its origin and destination are
+    its earliest and latest rows over all partitions (module docstring).  The driver then holds
+    one row per trip.  One LineString per trip: counted per partition like :func:`aggregate_dask`.
+    Returns the flows as an in-memory GeoDataFrame.
+    """
+    from .budget import driver_store
+
+    with driver_store(budget_store) as store:
+        return _flows(data, epsilon, regions=regions, traj_id=traj_id, time=time, user=user,
+                      max_per_user=max_per_user, region_id=region_id, outside=outside, levels=levels,
+                      nonnegative=nonnegative, rng=rng, store=store, person=person)
+
+
+def _flows(data, epsilon, *, regions, traj_id, time, user, max_per_user, region_id, outside, levels, nonnegative,
+           rng, store, person):
+    from ..budget import PURE
+    from ..release import budget_fields
+    from ..rng import make_rng
+
+    epsilon = check_epsilon(epsilon)
+    user = _bounded_user(user, person)
+    if outside not in ("refuse", "drop"):
+        raise ParameterError(f"outside must be 'refuse' or 'drop', got {outside!r}.")
+    meta = data._meta
+    crs = _meta_crs(meta)
+    if traj_id is not None:
+        for col in (traj_id, time):
+            if col is None or not hasattr(meta, "columns") or col not in meta.columns:
+                raise ParameterError(f"{col!r} is not a column of the data (flows need traj_id= and time= columns).")
+    plan = plan_flows(crs, epsilon, regions=regions, region_id=region_id, max_per_user=max_per_user, user=user,
+                      levels=levels, nonnegative=nonnegative)
+    if user is not None:
+        person_codes(meta, user, meta.index)  # a column of the data (no row is read)
+    charge = user
+    _check_charge_column(meta, store, charge)
+    source = make_rng(rng)
+    if traj_id is None:
+        counts, persons = _count(data, _LineRows(plan, outside), plan.mechanism.sensitivity, user,
+                                 _root(rng, source.generator), charge, store is not None)
+    else:
+        counts, persons = _trip_counts(data, plan, traj_id, time, user, outside, source.generator, charge,
+                                       store is not None)
+    fields = plan.fields()
+    fields.update({"traj_id": None if traj_id is None else str(traj_id), "time": None if time is None else str(time),
+                   "trip_rule": "first and last row of each trip by time" if traj_id is not None else
+                   "first and last vertex of each line", "outside": outside})
+    if store is not None:
+        fields.update(budget_fields(store, PURE, epsilon))
+    released, record = _noise_once(plan, counts, source, store, persons, epsilon, fields, "flows")
+    return _flows_frame(plan, released, record)
+
+
+def _flows_frame(plan, released, record):
+    # TODO(refactor): the output of geopriv.flows, copied until it is factored out there (one function taking
+    # (plan, released, record)); tests/test_distributed_aggregate.py checks the two agree exactly
+    import geopandas as gpd
+    import shapely
+
+    regions_cells = plan.cells.regions
+    m = regions_cells.n
+    rep = shapely.get_coordinates(shapely.point_on_surface(regions_cells.geoms))
+    oi, di = np.divmod(np.arange(m * m), m)
+    lines = shapely.linestrings(np.stack([rep[oi], rep[di]], axis=1))
+    names = plan.cells.names
+    result = gpd.GeoDataFrame({"origin": names[oi], "destination": names[di], "count": released.astype(np.int64),
+                               "expected_error": plan.expected_error}, geometry=lines, crs=regions_cells.crs)
+    result.attrs["geopriv"] = record
+    return result
+
+
+def _trip_summary(part, number, plan, traj_id, time, user):
+    """One partition's trips: first appearance, earliest and latest rows (time, then position) and their regions.
+
+    Returns (rows, trips frame, (trip, user) pairs or None).  Rows are validated as in memory.
+    """
+    from ..points import as_geoseries, check_coordinates, check_no_other_geometries, point_xy
+
+    if len(part) == 0:
+        return 0, None, None
+    geoms = as_geoseries(part)
+    check_no_other_geometries(part)
+    labels = geoms.index
+    xy = point_xy(geoms)
+    check_coordinates(xy, geoms.crs, labels)
+    bad = part[time].isna().to_numpy() | part[traj_id].isna().to_numpy()
+    if bad.any():  # geopriv.counting.trip_ends' refusal
+        raise GeometryError("have no trajectory id or time stamp", labels[bad], "Fill them in or drop those rows.")
+    if user is not None:
+        person_codes(part, user, labels)  # missing ids refused by row label
+    n = len(part)
+    tid, uniq = pd.factorize(part[traj_id], sort=False)
+    tv = part[time].to_numpy()
+    order = np.lexsort((np.arange(n), tv, tid))  # geopriv.counting.trip_ends' rule, within the partition
+    ts = tid[order]
+    brk = ts[1:] != ts[:-1]
+    first = order[np.r_[True, brk]]
+    last = order[np.r_[brk, True]]
+    seen = np.unique(tid, return_index=True)[1]  # each trip's first row (factorize order)
+    located = plan.cells.regions
+    trips = pd.DataFrame({"trip": uniq, "part": np.full(len(uniq), number, np.int64), "seen": seen,
+                          "t0": tv[first], "i0": first, "o": located.locate(xy[first]),
+                          "t1": tv[last], "i1": last, "d": located.locate(xy[last])})
+    pairs = None
+    if user is not None:
+        trips["user"] = part[user].to_numpy()[first]
+        pairs = pd.DataFrame({"trip": part[traj_id].to_numpy(), "user": part[user].to_numpy()}).drop_duplicates()
+    return n, trips, pairs
+
+
+def _trip_counts(data, plan, traj_id, time, user, outside, gen, charge, want_persons):
+    """Trips over ALL partitions, combined on the driver; returns (function giving the bounded counts, persons)."""
+    import dask
+
+    from ..aggregate import _OUTSIDE_FIX
+    from ..counting import bound_contributions, count_rows
+    from .budget import partition_persons
+
+    parts = data.to_delayed()
+    shipped = dask.delayed(plan, pure=True)
+    tasks = [dask.delayed(_trip_summary, pure=True)(p, i, shipped, traj_id, time, user) for i, p in enumerate(parts)]
+    if want_persons:
+        tasks += [dask.delayed(partition_persons, pure=True)(p, charge) for p in parts]
+    computed = dask.compute(*tasks)
+    summaries, persons = computed[:len(parts)], computed[len(parts):]
+    check_not_empty(sum(s[0] for s in summaries))
+    frames = [s[1] for s in summaries if s[1] is not None]
+    s = pd.concat(frames, ignore_index=True)
+    g, trip_ids = pd.factorize(s["trip"], sort=False)
+    part, seen = s["part"].to_numpy(), s["seen"].to_numpy()
+
+    def pick(keys, which):  # per trip, the row first (or last) in the order of ``keys``
+        order = np.lexsort((*keys, g))
+        gs = g[order]
+        brk = gs[1:] != gs[:-1]
+        at = order[np.r_[True, brk]] if which == "first" else order[np.r_[brk, True]]
+        return at  # indexed by trip code (codes are 0..T-1 and sorted)
+
+    first = pick((s["i0"].to_numpy(), part, s["t0"].to_numpy()), "first")
+    last = pick((s["i1"].to_numpy(), part, s["t1"].to_numpy()), "last")
+    appear = pick((seen, part), "first")
+    trip_order = np.lexsort((seen[appear], part[appear]))  # the trips in the concatenated frame's order
+    first, last = first[trip_order], last[trip_order]
+    trip_ids = np.asarray(trip_ids)[trip_order]
+    o = s["o"].to_numpy()[first]
+    d = s["d"].to_numpy()[last]
+    out = (o < 0) | (d < 0)
+    if out.any() and outside == "refuse":
+        raise GeometryError("start or end outside every region", pd.Index(trip_ids[out]), _OUTSIDE_FIX)
+    codes = None
+    if user is not None:
+        pairs = pd.concat([p[2] for p in summaries if p[2] is not None], ignore_index=True).drop_duplicates()
+        per_trip = np.bincount(pd.Index(trip_ids).get_indexer(pairs["trip"]), minlength=len(trip_ids))
+        mixed = per_trip > 1
+        if mixed.any():
+            raise GeometryError("have rows of several users (a trip belongs to one person)",
+                                pd.Index(trip_ids[mixed]), "Give each trip one user id.")
+        codes, _ = pd.factorize(s["user"].to_numpy()[first], sort=False)
+    keep_trip = ~out
+    m = plan.cells.regions.n
+    leaf = np.where(keep_trip, o * m + d, -1)
+
+    def counts():  # geopriv.flows' draw: the same generator, the trips in the same order
+        keep = bound_contributions(None if codes is None else codes[keep_trip], plan.mechanism.sensitivity, gen)
+        return count_rows(plan, leaf[keep_trip], keep)
+
+    return counts, persons
