@@ -282,6 +282,10 @@ def heatmap(
         from .io import check_file_output
 
         check_file_output(path, suffixes=(".tif", ".tiff"), what="heatmap", overwrite=overwrite)
+    if is_dask(data):  # after the checks of values and path, before any row is read
+        return lazy("heatmap")(data, epsilon, resolution=resolution, bounds=bounds, region=region, user=user,
+                               max_per_user=max_per_user, values=values, levels=levels, nonnegative=nonnegative,
+                               rng=rng, path=path, overwrite=overwrite, budget_store=budget_store, person=person)
     plan, released, record = _release(
         data, epsilon, cells=resolution, user=user, max_per_user=max_per_user, bounds=bounds, region=region,
         levels=levels, nonnegative=nonnegative, suppress=None, rng=rng, budget_store=budget_store, person=person,
