@@ -32,7 +32,7 @@ at most a factor exp(&epsilon;). <b>Every cell of the public area is released, e
 integers with exact discrete Laplace noise on a public hierarchy of cells made consistent (Hay et al. 2010: a
 cell's parent equals the sum of its children), non-negative by default. <b>Epsilon</b> is dimensionless, for the
 whole map (the library has no default; the dialog proposes 1).</p>
-<p><b>Cells</b>: a square grid step in metres (<code>250</code>, a projected layer), an H3 resolution
+<p><b>Cells</b>: a square grid step in ground metres (<code>250</code>, a projected layer), an H3 resolution
 (<code>h3:9</code>, any CRS; needs the <code>h3</code> package in QGIS's Python), or a <b>layer of public
 polygons</b> (districts, a tessellation laid out without looking at the points; their attributes are kept). A grid
 or H3 cells need the <b>public study area</b> (an extent in any CRS, chosen without looking at the points; the grid
