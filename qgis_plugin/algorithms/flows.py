@@ -39,8 +39,8 @@ noise on a consistent hierarchy (pairs, origins, all trips). <b>Epsilon</b> is d
 (the dialog proposes 1).</p>
 <p><b>Trips</b>: trajectory points with a <b>trace id field</b> (one trip per trace) and a <b>time field</b> (a trip
 runs from its earliest point to its latest: date-time fields and numbers sort as times, text sorts as text, so
-ISO 8601 text must be in one format and time zone), or a <b>line layer</b> with one line per trip (from its first vertex to
-its last). A trip end falls in the first region that holds it. <b>{OUTSIDE_LABEL}</b> (starting or ending outside
+ISO 8601 text must be in one format and time zone), or a <b>line layer</b> with one line per trip (from its first
+vertex to its last). A trip end falls in the first region that holds it. <b>{OUTSIDE_LABEL}</b> (starting or ending outside
 every region): <i>refuse</i> stops and names the trips (trace ids, or feature ids for lines) and writes nothing;
 <i>drop</i> leaves them out (a rule on each trip alone: the guarantee is unchanged). The <b>region id field</b>
 names the regions in the output (empty: their feature ids).</p>
