@@ -278,6 +278,9 @@ def heatmap(
     """
     if values not in ("count", "density"):
         raise ParameterError(f"values must be 'count' or 'density', got {values!r}.")
+    if isinstance(resolution, (bool, np.bool_)) or not isinstance(resolution, (int, float, np.integer, np.floating)) \
+            or not np.isfinite(resolution) or resolution <= 0:
+        raise ParameterError(f"The heatmap's resolution must be a positive number of metres, got {resolution!r}.")
     if path is not None:
         from .io import check_file_output
 
@@ -410,7 +413,7 @@ def flows(
     out = (o < 0) | (d < 0)
     if out.any() and outside == "refuse":
         raise GeometryError(
-            "start or end outside every region", pd.Index(trip_ids[out]), _OUTSIDE_FIX)
+            "start or end outside every region", pd.Index(trip_ids[out]), _OUTSIDE_FIX, what="trip(s)")
     codes = None
     if user is not None:
         codes = person_codes(data, user, labels)
@@ -420,7 +423,7 @@ def flows(
             mixed = pd.Series(codes).groupby(tid).nunique().to_numpy() > 1
             if mixed.any():
                 raise GeometryError("have rows of several users (a trip belongs to one person)",
-                                    pd.Index(trip_ids[mixed]), "Give each trip one user id.")
+                                    pd.Index(trip_ids[mixed]), "Give each trip one user id.", what="trip(s)")
         codes = per_trip
     keep_trip = ~out
     source = make_rng(rng)

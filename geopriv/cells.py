@@ -61,7 +61,7 @@ def parse_cells(cells):
             cells = float(text)
         except ValueError:
             raise ParameterError(
-                f"cells={cells!r} is not a grid step in metres, an H3 resolution ('h3:9') or public polygons.",
+                f"{cells!r} is not a grid step in metres, an H3 resolution ('h3:9') or public polygons.",
                 fix=_cells_fix()) from None
     if isinstance(cells, (bool, np.bool_)) or not isinstance(cells, numbers.Real):
         raise ParameterTypeError("cells must be a grid step in metres (e.g. 250), 'h3:<resolution>' or a "

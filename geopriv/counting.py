@@ -39,10 +39,11 @@ def check_max_per_user(max_per_user, user) -> int:
         raise ParameterTypeError(f"max_per_user must be a positive integer, got {type(max_per_user).__name__}.")
     k = int(max_per_user)
     if k < 1:
-        raise ParameterError(f"max_per_user must be at least 1, got {k}.")
+        raise ParameterError(f"The most rows counted per person must be at least 1, got {k}.")
     if user is None and k != 1:
         raise ParameterError(
-            "max_per_user > 1 needs a user column: without one every row is its own person, who contributes 1 row.",
+            "Counting more than one row per person needs a person id column: without one, every row is its own "
+            "person, who contributes 1 row.",
             fix=Fix("user_column", python="Give user='<column of person ids>', or leave max_per_user=1.",
                     cli="Give --user <column of person ids>, or leave --max-per-user 1.",
                     qgis="Set 'Person id field', or leave 'Most rows per person' at 1."))

@@ -174,10 +174,10 @@ class CRSError(GeoprivError):
 class GeometryError(GeoprivError):
     """Geometries the mechanism cannot release (not points, empty, missing, non-finite)."""
 
-    def __init__(self, problem: str, labels: Iterable, hint: str | Fix):
+    def __init__(self, problem: str, labels: Iterable, hint: str | Fix, what: str = "row(s)"):
         labels = list(labels)
         self.labels = labels
-        message = f"{len(labels)} row(s) {problem}: labels {format_labels(labels)}."
+        message = f"{len(labels)} {what} {problem}: labels {format_labels(labels)}."
         if isinstance(hint, Fix):  # the advice, per front end
             super().__init__(message, fix=hint)
         else:  # advice that holds in every front end, part of the message

@@ -188,7 +188,7 @@ def test_missing_user_ids_are_refused_by_row_label():
 
 
 def test_max_per_user_needs_a_user_column():
-    with pytest.raises(ParameterError, match="user column"):
+    with pytest.raises(ParameterError, match="person id column"):
         geopriv.aggregate(utm_points(), 1.0, cells=100, bounds=BOX, max_per_user=3)
     with pytest.raises(ParameterTypeError):
         geopriv.aggregate(utm_points(), 1.0, cells=100, bounds=BOX, max_per_user=2.5)
