@@ -495,18 +495,6 @@ def _once_each(pk):
                       label_text=pk.label_text)
 
 
-def _bounded_user(user, person):
-    """The column whose persons are bounded and charged: ``user``, else ``person`` (they must agree).
-
-    The in-memory rule (geopriv.aggregate): a person charged once counts for at most
-    ``max_per_user`` rows, so ``person=`` alone bounds rows per person like ``user=``.
-    """
-    if person is not None and user is not None and person != user:
-        raise ParameterError("person= and user= name different columns: the person charged is the user whose rows are "
-                             "bounded. Give only user=.")
-    return user if user is not None else person
-
-
 def _check_charge_column(meta, store, column) -> None:
     if store is not None and column is not None and (not hasattr(meta, "columns") or column not in meta.columns):
         from ..budget import PERSON_FIX
@@ -538,12 +526,13 @@ def _noise_once(plan, counts, source, store, persons, epsilon, fields, kind):
 def _cell_release(data, epsilon, *, cells, user, max_per_user, bounds, region, levels, nonnegative, suppress, rng,
                   store, person, kind, extra=None):
     """(plan, released counts, record): the in-memory ``_release`` of geopriv.aggregate, on partitions."""
+    from ..aggregate import _bounded_person
     from ..budget import PURE
     from ..release import budget_fields
     from ..rng import make_rng
 
     epsilon = check_epsilon(epsilon)
-    user = _bounded_user(user, person)
+    user = _bounded_person(user, person)  # geopriv.aggregate's rule: person= alone is the bounded column
     meta = data._meta
     crs = _meta_crs(meta)
     _check_schema(meta, bounds, region)
@@ -661,12 +650,13 @@ def flows_dask(data, epsilon, *, regions, traj_id=None, time=None, user=None, ma
 
 def _flows(data, epsilon, *, regions, traj_id, time, user, max_per_user, region_id, outside, levels, nonnegative,
            rng, store, person):
+    from ..aggregate import _bounded_person
     from ..budget import PURE
     from ..release import budget_fields
     from ..rng import make_rng
 
     epsilon = check_epsilon(epsilon)
-    user = _bounded_user(user, person)
+    user = _bounded_person(user, person)  # geopriv.aggregate's rule: person= alone is the bounded column
     if outside not in ("refuse", "drop"):
         raise ParameterError(f"outside must be 'refuse' or 'drop', got {outside!r}.")
     meta = data._meta
