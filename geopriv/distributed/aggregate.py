@@ -24,7 +24,7 @@ How the plan runs on partitions
   from a secret root drawn for this release and the partition's number
   (:meth:`geopriv.keys.SecretRoot.seed_for`); each partition counts the rows of persons under the cap
   and keeps, per capped person, its ``max_per_user`` smallest priorities (ties, of probability about
-  2^-53, broken by partition then position) with their cells; these are merged up a tree keeping the
+  2^-53, go to the earlier partition, then the earlier row) with their cells; these are merged up a tree keeping the
   ``max_per_user`` smallest per person, i.e. the person's ``max_per_user`` smallest priorities over
   all partitions: a uniformly random subset of that size, as in memory.  Their cells are counted.
   Pass 2 runs only when someone is over the cap; it is bound to pass 1 by a keyed multiset digest
@@ -183,18 +183,17 @@ class _PersonCounts:
 
 @dataclasses.dataclass
 class _Candidates:
-    """Rows of capped persons that may be kept: person, priority, partition, position and cell."""
+    """Rows of capped persons that may be kept: person, priority and cell, in partition then row order."""
 
     a: np.ndarray
     b: np.ndarray
     prio: np.ndarray
-    part: np.ndarray
-    pos: np.ndarray
     cell: np.ndarray
 
     def smallest(self, k: int) -> "_Candidates":
-        """Each person's ``k`` smallest priorities (ties by partition, then position)."""
-        order, new = _groups(self.a, self.b, self.pos, self.part, self.prio)
+        """Each person's ``k`` smallest priorities; the sort is stable and every merge keeps partition then row
+        order, so ties (of probability about 2^-53) go to the earlier partition, then the earlier row."""
+        order, new = _groups(self.a, self.b, self.prio)
         n = len(order)
         start = np.maximum.accumulate(np.where(new, np.arange(n), 0)) if n else np.zeros(0, np.int64)
         keep = order[(np.arange(n) - start) < k]
@@ -208,7 +207,7 @@ class _Candidates:
     @classmethod
     def empty(cls) -> "_Candidates":
         z = np.zeros(0, np.uint64)
-        return cls(z, z, np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+        return cls(z, z, np.zeros(0), np.zeros(0, np.int64))
 
 
 def _digest(root, a, b, cell) -> tuple:
@@ -387,9 +386,8 @@ def _bounded(part, number, rows, user, root, over, k) -> _Bounded:
     capped = counted & _member(over, a, b)
     counts = np.bincount(cell[counted & ~capped], minlength=rows.n).astype(np.int64)
     prio = _priorities(root, number, len(part))
-    at = np.flatnonzero(capped)
-    cands = _Candidates(a[at], b[at], prio[at], np.full(len(at), number, np.int64), at.astype(np.int64),
-                        cell[at]).smallest(k)
+    at = np.flatnonzero(capped)  # in row order
+    cands = _Candidates(a[at], b[at], prio[at], cell[at]).smallest(k)
     return _Bounded(counts, cands, digest)
 
 
