@@ -4,7 +4,9 @@
 on a :class:`dask_geopandas.GeoDataFrame` return lazy results with the same guarantees as the
 in-memory calls (``pip install 'geopriv[dask]'``; ``import geopriv`` never imports dask: the
 accessor is registered on dask's frames when ``dask_geopandas`` is already imported, or when
-this module is).
+this module is).  ``ddf.priv.aggregate(...)``, ``.heatmap(...)`` and ``.flows(...)`` are eager: they
+count per partition, draw the noise once on the driver and return in-memory results
+(:mod:`geopriv.distributed.aggregate`).
 
 What goes wrong in a naive scale-out, and what is done here instead:
 
