@@ -16,7 +16,7 @@ import pandas as pd
 
 from .budget import PURE, open_store, opens_budget_store
 from .counting import (budget_charge, bound_contributions, cells_frame, check_area_public, check_epsilon,
-                       check_not_empty, count_rows, locate_rows, person_codes, plan_counts, release_counts,
+                       count_rows, locate_rows, person_codes, plan_counts, release_counts,
                        warn_if_swamped)
 from .daskhook import is_dask, lazy
 from .exceptions import Fix, ParameterError
@@ -36,25 +36,24 @@ def _release(data, epsilon, *, cells, user, max_per_user, bounds, region, levels
     """(plan, released counts, record) of a count release of ``data`` (the one in-memory path)."""
     epsilon = check_epsilon(epsilon)
     user = _bounded_person(user, person)
-    geoms, xy = check_release_input(data, bounds=bounds, region=region, attributes=False)
+    store = open_store(budget_store)
+    geoms, xy = _points(data, bounds, region)
     labels = geoms.index
-    check_not_empty(len(xy))
-    plan = plan_counts(geoms.crs, epsilon, cells=cells, max_per_user=max_per_user, user=user, bounds=bounds,
-                       region=region, levels=levels, nonnegative=nonnegative, suppress=suppress)
+    by_index = store is not None and user is None  # the index labels are the persons charged: bound them too
+    plan = plan_counts(geoms.crs, epsilon, cells=cells, max_per_user=max_per_user,
+                       user=INDEX_PERSONS if by_index else user, bounds=bounds, region=region, levels=levels,
+                       nonnegative=nonnegative, suppress=suppress)
     check_area_public(plan, xy)
     cell = locate_rows(plan, xy, labels)
-    codes = person_codes(data, user, labels)
+    codes = _index_codes(data) if by_index else person_codes(data, user, labels)
     source = make_rng(rng)
     gen = source.generator
     fields = plan.fields()
     fields.update(extra or {})
-    store = open_store(budget_store)
+    reservation = None
     if store is not None:
         fields.update(budget_fields(store, PURE, epsilon))
-        reservation = budget_charge(store, codes, data, user if user is not None else person, labels, epsilon,
-                                    fields, plan.cells.n, kind)
-    else:
-        reservation = None
+        reservation = budget_charge(store, codes, data, user, labels, epsilon, fields, plan.cells.n, kind)
     if reservation is not None:
         with reservation:
             reservation.start()
@@ -64,6 +63,33 @@ def _release(data, epsilon, *, cells, user, max_per_user, bounds, region, levels
     record = make_record(fields, seeded=source.seeded, n=plan.cells.n)
     warn_if_swamped(plan, released)
     return plan, released, record
+
+
+#: the provenance's ``user`` when the index labels are the persons (charged in a budget store, and bounded)
+INDEX_PERSONS = "index labels"
+
+
+def _points(data, bounds, region):
+    """(GeoSeries, (n, 2) xy) of the input points; an empty input is released like any other (all counts noise)."""
+    from .points import as_geoseries, check_no_other_geometries
+
+    geoms = as_geoseries(data)
+    if len(geoms):
+        return check_release_input(data, bounds=bounds, region=region, attributes=False)
+    check_no_other_geometries(data)
+    if geoms.crs is None:
+        from .exceptions import MissingCRSError
+
+        raise MissingCRSError("The data")
+    return geoms, np.empty((0, 2))
+
+
+def _index_codes(data):
+    """Person codes of the rows from their index labels (refused when they look like positions)."""
+    from .keys import row_identities
+
+    ids, _ = row_identities(data, None, refuse_positions=True)
+    return pd.factorize(ids, sort=False)[0].astype(np.int64)
 
 
 def _bounded_person(user, person):
@@ -184,8 +210,8 @@ class Heatmap:
     Attributes
     ----------
     values : numpy.ndarray
-        ``(rows, cols)``: int32 counts (``-1`` outside the region) or float32 densities per km²
-        (NaN outside the region).
+        ``(rows, cols)``: int32 counts (int64 when larger; the type's smallest value outside the
+        region) or float32 densities per km² (NaN outside the region).
     expected_error : numpy.ndarray
         ``(rows, cols)`` float32, in the same unit as ``values`` (NaN outside the region).
     transform : affine.Affine
@@ -203,14 +229,17 @@ class Heatmap:
 
     @property
     def nodata(self):
-        return -1 if self.values.dtype.kind == "i" else float("nan")
+        return int(np.iinfo(self.values.dtype).min) if self.values.dtype.kind == "i" else float("nan")
 
     def to_raster(self, path, *, overwrite: bool = False):
-        """Write a GeoTIFF (band 1: the values, band 2: their expected error), atomically; returns the path."""
+        """Write a GeoTIFF (band 1: the values, band 2: their expected error, rounded to whole counts in a count
+        heatmap), atomically; returns the path."""
         from .io import write_raster
 
         return write_raster(path, [self.values, self.expected_error.astype(self.values.dtype)
-                                   if self.values.dtype.kind == "f" else np.rint(self.expected_error).astype(np.int32)],
+                                   if self.values.dtype.kind == "f" else
+                                   np.where(np.isnan(self.expected_error), self.nodata,
+                                            np.rint(np.nan_to_num(self.expected_error))).astype(self.values.dtype)],
                             transform=self.transform, crs=self.crs, nodata=self.nodata, record=self.record,
                             band_names=[self.unit, f"expected error ({self.unit})"], overwrite=overwrite)
 
@@ -224,7 +253,7 @@ class Heatmap:
         rows, cols = self.values.shape
         extent = (t.c, t.c + t.a * cols, t.f + t.e * rows, t.f)
         vals = np.ma.masked_invalid(self.values.astype(float)) if self.values.dtype.kind == "f" else \
-            np.ma.masked_less(self.values, 0)
+            np.ma.masked_equal(self.values, self.nodata)
         im = ax.imshow(vals, extent=extent, origin="upper", **{"cmap": "magma", **kwargs})
         ax.figure.colorbar(im, ax=ax, label=self.unit)
         return ax
@@ -298,7 +327,8 @@ def heatmap(
     err = np.full(shape, np.nan, dtype=np.float32)
     err.flat[grid.kept] = plan.expected_error
     if values == "count":
-        out = np.full(shape, -1, dtype=np.int32)
+        dtype = np.int32 if np.abs(released).max(initial=0) < np.iinfo(np.int32).max else np.int64
+        out = np.full(shape, np.iinfo(dtype).min, dtype=dtype)  # nodata: no count can be this
         out.flat[grid.kept] = released
         unit = "count"
     else:
@@ -386,12 +416,17 @@ def flows(
                              **({} if budget_store is None else {"budget_store": budget_store, "person": person}))
     epsilon = check_epsilon(epsilon)
     user = _bounded_person(user, person)
+    store = open_store(budget_store)
+    if store is not None and user is None:
+        raise ParameterError("A budget store charges persons: say whose each trip is.", fix=Fix(
+            "person_column", python="Give user= (the column of person ids; each person's trips are bounded by "
+                                    "max_per_user).", cli="Give --user (the column of person ids).",
+            qgis="Set 'Person id field'."))
     if outside not in ("refuse", "drop"):
         raise ParameterError(f"outside must be 'refuse' or 'drop', got {outside!r}.")
     geoms = as_geoseries(data) if traj_id is not None else data.geometry
     check_no_other_geometries(data)
     labels = geoms.index
-    check_not_empty(len(geoms))
     if geoms.crs is None:
         raise MissingCRSError("The data")
     xy = None
@@ -407,6 +442,7 @@ def flows(
     plan = plan_flows(geoms.crs, epsilon, regions=regions, region_id=region_id, max_per_user=max_per_user, user=user,
                       levels=levels, nonnegative=nonnegative)
     o_xy, d_xy, first, trip_ids = trip_ends(data, geoms, xy, traj_id, time, labels)
+    check_area_public(plan, np.concatenate([o_xy, d_xy]))  # regions built on the trips would publish them
     regions_cells = plan.cells.regions
     o = regions_cells.locate(o_xy)
     d = regions_cells.locate(d_xy)
@@ -432,12 +468,10 @@ def flows(
     fields.update({"traj_id": None if traj_id is None else str(traj_id), "time": None if time is None else str(time),
                    "trip_rule": "first and last row of each trip by time" if traj_id is not None else
                    "first and last vertex of each line", "outside": outside})
-    store = open_store(budget_store)
     reservation = None
     if store is not None:
         fields.update(budget_fields(store, PURE, epsilon))
-        reservation = budget_charge(store, None, data, user if user is not None else person, labels, epsilon, fields,
-                              plan.cells.n, "flows")
+        reservation = budget_charge(store, None, data, user, labels, epsilon, fields, plan.cells.n, "flows")
     m = regions_cells.n
     leaf = np.where(keep_trip, o * m + d, -1)
 

@@ -31,7 +31,8 @@ from pyproj import Transformer
 from .crs import as_crs
 from .exceptions import CRSError, Fix, GeoprivError, ParameterError, ParameterTypeError
 
-__all__ = ["GridCells", "H3Cells", "PolygonCells", "make_cells", "MAX_CELLS", "parse_cells"]
+__all__ = ["GridCells", "H3Cells", "PolygonCells", "make_cells", "MAX_CELLS", "parse_cells", "check_polygons_not_from_data",
+           "crs_units_per_metre", "h3_parents"]
 
 #: most cells one release may have (memory: a few int64 and float arrays per cell and level)
 MAX_CELLS = 20_000_000
@@ -280,7 +281,21 @@ class H3Cells:
         cells = np.unique(np.array([h3.str_to_int(c) for c in found], dtype=np.uint64))
         if not len(cells):
             raise ParameterError("No H3 cell meets the public area.")
-        return cls(crs, int(res), cells, area_source)
+        out = cls(crs, int(res), cells, area_source)
+        # public check: sample points of the area (and its boundary) must all fall in the cell set
+        gx, gy = np.meshgrid(np.linspace(rect[0], rect[2], 41), np.linspace(rect[1], rect[3], 41))
+        sample = np.column_stack([gx.ravel(), gy.ravel()])
+        if region_geom is not None:
+            sample = sample[shapely.contains_xy(region_geom, sample[:, 0], sample[:, 1])]
+        if len(sample) and (out.locate(sample) < 0).any():
+            raise ParameterError(
+                f"H3 cells of resolution {res} do not cover the public area (an area around a pole or across the "
+                "antimeridian, or too large).", fix=Fix(
+                    "split_area", python="Split the area into smaller ones and release them separately, or use a square "
+                                         "grid in a projected CRS.",
+                    cli="Split the area into smaller ones and release them separately, or use a square grid.",
+                    qgis="Split the study area into smaller ones, or use a square grid."))
+        return out
 
     @property
     def n(self) -> int:
@@ -291,8 +306,12 @@ class H3Cells:
         lon, lat = Transformer.from_crs(self.crs, as_crs("EPSG:4326"), always_xy=True).transform(xy[:, 0], xy[:, 1])
         to_cell = h3.api.basic_int.latlng_to_cell
         res = self.res
-        idx = np.fromiter((to_cell(a, b, res) for a, b in zip(np.asarray(lat).tolist(), np.asarray(lon).tolist())),
+        lat, lon = np.asarray(lat, dtype=float), np.asarray(lon, dtype=float)
+        ok = np.isfinite(lat) & np.isfinite(lon) & (np.abs(lat) <= 90) & (np.abs(lon) <= 180)
+        lat, lon = np.where(ok, lat, 0.0), np.where(ok, lon, 0.0)
+        idx = np.fromiter((to_cell(a, b, res) for a, b in zip(lat.tolist(), lon.tolist())),
                           dtype=np.uint64, count=len(xy))
+        idx[~ok] = 0  # no H3 cell is 0: such rows are outside every cell
         pos = np.searchsorted(self.cells, idx)
         pos = np.minimum(pos, len(self.cells) - 1)
         return np.where(self.cells[pos] == idx, pos, -1).astype(np.int64)
@@ -392,24 +411,43 @@ class PolygonCells:
         return shapely.area(self.geoms) * unit ** 2 / 1e6
 
     def check_not_from_data(self, xy: np.ndarray) -> None:
-        """Refuse cells built on the data: polygons with data points as vertices (a convex hull, a
-        Delaunay mesh of the points), or whose extent the points touch on two or more edges."""
+        """Refuse cells built on the data: polygons with data points on their corners or at their
+        centres (a convex hull, a Delaunay mesh, buffers of the points), or whose extent the points
+        touch on two or more edges."""
         from .frame import check_area_not_from_data, touched_edges
 
-        verts = shapely.get_coordinates(self.geoms)
-        if len(xy) and len(verts):
-            v = pd.MultiIndex.from_arrays([verts[:, 0], verts[:, 1]])
-            p = pd.MultiIndex.from_arrays([xy[:, 0], xy[:, 1]])
-            hits = int(p.isin(v).sum())
-            if hits >= 3:
-                raise GeoprivError(
-                    f"The cells look computed from the data: {hits} points lie exactly on their corners, and the "
-                    "cells are published with the release. Use public polygons (districts, a tessellation laid out "
-                    "without looking at the points).")
+        check_polygons_not_from_data(self.geoms, xy, "The cells")
         check_area_not_from_data(touched_edges(xy, tuple(shapely.total_bounds(self.geoms))), "region")
 
     def describe(self) -> dict:
         return {"cells": f"{self.n} public polygons", "n_cells": self.n}
+
+
+def check_polygons_not_from_data(geoms, xy: np.ndarray, what: str) -> None:
+    """Refuse polygons with 3 or more data points on their corners or at their centres (to 1e-9 of their extent)."""
+    import shapely
+
+    if not len(xy):
+        return
+    verts = shapely.get_coordinates(geoms)
+    centres = np.vstack([shapely.get_coordinates(shapely.centroid(geoms)),
+                         shapely.get_coordinates(shapely.point_on_surface(geoms))])
+    b = shapely.total_bounds(geoms)
+    tol = 1e-9 * max(float(b[2] - b[0]), float(b[3] - b[1]), 1.0)
+
+    def hits(ref):
+        if not len(ref):
+            return 0
+        tree = shapely.STRtree(shapely.points(ref))
+        found, _ = tree.query(shapely.points(xy), predicate="dwithin", distance=tol)
+        return len(np.unique(found))
+
+    n = max(hits(verts), hits(centres))
+    if n >= 3:
+        raise GeoprivError(
+            f"{what} looks computed from the data: {n} points lie exactly on its corners or at its centres, and it is "
+            "published with the release. Use public polygons (districts, a tessellation laid out without looking at "
+            "the points).")
 
 
 def make_cells(kind: str, value, crs, rect, region_geom, area_source: str):

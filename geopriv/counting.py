@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from .budget import PURE
-from .cells import PolygonCells, make_cells, parse_cells
+from .cells import PolygonCells, check_polygons_not_from_data, make_cells, parse_cells
 from .exceptions import (EmptyInputError, caller_stacklevel, Fix, GeometryError, IdentityError, LowUtilityWarning,
                          ParameterError, ParameterTypeError)
 from .frame import check_area_not_from_data, declared_bounds, touched_edges
@@ -76,7 +76,7 @@ def level_weights(levels, depth: int) -> tuple:
         return tuple(Fraction(1 if i in picked else 0) for i in range(depth))
     try:
         w = [Fraction(x) for x in levels]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ParameterTypeError("levels must be 'auto', a number of levels or a list of weights.") from None
     if len(w) != depth:
         raise ParameterError(f"levels has {len(w)} weights; the tree of these cells has {depth} levels.")
@@ -97,6 +97,7 @@ class CountPlan:
     area_source: str
     region_given: bool
     user: object
+    region_geom: object = None
 
     def fields(self) -> dict:
         f = dict(self.mechanism.describe())
@@ -152,7 +153,8 @@ def plan_counts(crs, epsilon, *, cells, max_per_user=1, user=None, bounds=None, 
     tree = CellTree.from_keys(cell_set.keys())
     mech = HierarchicalCounts(split_levels(epsilon, level_weights(levels, tree.depth)), k)
     err = mech.leaf_error(tree)
-    return CountPlan(cell_set, tree, mech, bool(nonnegative), suppress, err, rect, source, region is not None, user)
+    return CountPlan(cell_set, tree, mech, bool(nonnegative), suppress, err, rect, source, region is not None, user,
+                     region_geom)
 
 
 def person_codes(data, user, labels) -> np.ndarray | None:
@@ -214,11 +216,25 @@ def locate_rows(plan: CountPlan, xy: np.ndarray, labels) -> np.ndarray:
 
 
 def check_area_public(plan: CountPlan, xy: np.ndarray) -> None:
-    """Refuse a public area or cells computed from the data (all rows are looked at)."""
-    if isinstance(plan.cells, PolygonCells):
-        plan.cells.check_not_from_data(xy)
-    elif plan.area is not None and len(xy):
+    """Refuse a public area, region or cells computed from the data (all rows are looked at).
+
+    Bounds and a region's box that points touch on two or more edges, and polygons (cells, a
+    region, flow regions) with data points on their corners or at their centres, are refused.
+    Padded extents, a single data-derived edge, Voronoi cells of the points or buffers of them are
+    not detected: docs/aggregate.md says so.
+    """
+    if not len(xy):
+        return
+    cells = plan.cells.regions if isinstance(plan.cells, FlowCells) else plan.cells
+    if isinstance(cells, PolygonCells):
+        cells.check_not_from_data(xy)
+    elif plan.area is not None:
         check_area_not_from_data(touched_edges(xy, plan.area), plan.area_source)
+    if plan.region_geom is not None:
+        import shapely
+
+        check_area_not_from_data(touched_edges(xy, plan.region_geom.bounds), "region")
+        check_polygons_not_from_data(shapely.get_parts(plan.region_geom), xy, "The region")
 
 
 def release_counts(plan: CountPlan, counts: np.ndarray, gen) -> np.ndarray:
@@ -358,7 +374,13 @@ def trip_ends(data, geoms, xy, traj_id, time, labels):
                             "Fill them in or drop those rows.")
     tid, uniq = pd.factorize(data[traj_id], sort=False)
     tv = t.to_numpy()
-    order = np.lexsort((np.arange(len(tv)), tv, tid))
+    try:
+        order = np.lexsort((np.arange(len(tv)), tv, tid))
+    except TypeError:
+        raise ParameterError(f"The time column {time!r} mixes types that cannot be ordered (e.g. numbers and text).",
+                             fix=Fix("time_column", python="Convert it to one type, e.g. pd.to_datetime(...).",
+                                     cli="Give a time column of one type (ISO 8601 text or numbers).",
+                                     qgis="Give a time field of one type (a date-time field)."))from None
     ts = tid[order]
     first = order[np.r_[True, ts[1:] != ts[:-1]]]
     last = order[np.r_[ts[1:] != ts[:-1], True]]

@@ -4,8 +4,9 @@ The passing tests lock in what the review checked by brute force or by construct
 consistency step is the weighted least-squares estimate, the integer step is the rounded
 projection onto the simplex, every row is counted once per level of every kind of tree, H3
 parents by bit arithmetic are h3's, neighbouring datasets differ in the counts only, refusals draw
-nothing.  The tests marked ``xfail(strict=True)`` demonstrate problems (the reason says which);
-they pass, and then fail the suite as XPASS, once the problem is fixed: remove the mark then.
+nothing.  The others demonstrated problems the review found (budgets charged to persons whose rows
+were not bounded, regions and cells built on the data, H3 near a pole, rasters wrapping or masking
+counts, an empty dataset refused); they were fixed and now lock the fixes in.
 
 Randomness: every generator is seeded, except in the neighbour test, which compares only what must
 not depend on the noise (OS entropy there is the point).  Nothing here is statistical.
@@ -25,7 +26,7 @@ import shapely
 import geopriv
 from geopriv.cells import h3_parents
 from geopriv.counting import locate_rows, plan_counts
-from geopriv.exceptions import GeometryError, GeoprivError, ParameterError
+from geopriv.exceptions import GeometryError, GeoprivError, ParameterError, ParameterTypeError
 from geopriv.mechanisms.hierarchy import (
     CellTree,
     HierarchicalCounts,
@@ -285,9 +286,6 @@ def test_a_refused_release_draws_nothing_and_names_no_coordinate(name, call):
 
 
 # ----------------------------------------------------------------------------- problems found
-@pytest.mark.xfail(strict=True, reason="leak-by-budget: with user=None the budget store charges the index labels once, "
-                                       "but rows sharing a label are not bounded: a person charged epsilon once "
-                                       "counts for 5 rows (5 epsilon)")
 def test_persons_charged_by_index_label_are_bounded_like_user(tmp_path):
     store = geopriv.BudgetStore(tmp_path / "b.db", create=True)
     store.grant(2 * EXACT, unit="epsilon")
@@ -298,9 +296,6 @@ def test_persons_charged_by_index_label_are_bounded_like_user(tmp_path):
     assert out["count"].sum() <= 2  # ... so each may count for max_per_user = 1 row
 
 
-@pytest.mark.xfail(strict=True, reason="leak-by-budget: flows with trajectory points and user=None charge the index "
-                                       "labels once, while every trip is its own unbounded person: alice pays epsilon "
-                                       "once for 6 trips")
 def test_flows_persons_charged_by_index_label_are_bounded(tmp_path):
     store = geopriv.BudgetStore(tmp_path / "b.db", create=True)
     store.grant(2 * EXACT, unit="epsilon")
@@ -309,14 +304,13 @@ def test_flows_persons_charged_by_index_label_are_bounded(tmp_path):
     rows = [(f"t{i}", s, x) for i in range(6) for s, x in ((0, 500_100.0), (1, 500_900.0))]
     df = pd.DataFrame(rows, columns=["trip", "t", "x"], index=pd.Index(["alice"] * 12, name="pid"))
     tracks = gpd.GeoDataFrame(df[["trip", "t"]], geometry=gpd.points_from_xy(df.x, [4_000_500.0] * 12), crs=32650)
-    od = geopriv.flows(tracks, EXACT, regions=zones, region_id="z", traj_id="trip", time="t", budget_store=store,
-                       rng=1, levels=False)
-    assert store.balances(unit="epsilon")["spent"].tolist() == [EXACT]
-    assert od["count"].sum() <= 1
+    # fixed by refusing: a budget store charges persons, so flows need user= (whose trips are then bounded)
+    with pytest.raises(ParameterError, match="charges persons"):
+        geopriv.flows(tracks, EXACT, regions=zones, region_id="z", traj_id="trip", time="t", budget_store=store,
+                      rng=1, levels=False)
+    assert len(store.balances(unit="epsilon")) == 0
 
 
-@pytest.mark.xfail(strict=True, reason="leak: flows never check the regions against the data (aggregate refuses "
-                                       "polygons with data points as corners; flows publishes them)")
 def test_flows_refuse_regions_computed_from_the_trip_ends():
     xy = scattered()
     trips = gpd.GeoDataFrame(geometry=[shapely.LineString([xy[2 * i], xy[2 * i + 1]]) for i in range(6)], crs=32650,
@@ -326,8 +320,6 @@ def test_flows_refuse_regions_computed_from_the_trip_ends():
         geopriv.flows(trips, 1.0, regions=hull, region_id="z", rng=1)
 
 
-@pytest.mark.xfail(strict=True, reason="leak: with bounds= given, region= is never checked against the data; a "
-                                       "convex hull of the points is accepted and the released cell set traces it")
 @pytest.mark.parametrize("cells", [20, "h3:12"])
 def test_a_region_computed_from_the_data_is_refused_even_with_bounds(cells):
     if cells != 20:
@@ -340,8 +332,6 @@ def test_a_region_computed_from_the_data_is_refused_even_with_bounds(cells):
         geopriv.aggregate(points(xy), 1.0, cells=cells, bounds=BOX, region=hull)  # ... but not beside bounds
 
 
-@pytest.mark.xfail(strict=True, reason="leak: polygon cells centred on the data points (buffers) pass the check; "
-                                       "every published cell is a data point to 1e-9 m")
 def test_polygon_cells_centred_on_the_points_are_refused():
     xy = scattered()
     pts = points(xy)
@@ -350,8 +340,6 @@ def test_polygon_cells_centred_on_the_points_are_refused():
         geopriv.aggregate(pts, 1.0, cells=buf, rng=1)
 
 
-@pytest.mark.xfail(strict=True, reason="correctness: a point outside the CRS's domain reaches h3 and escapes as "
-                                       "h3's H3LatLngDomainError instead of a GeometryError naming the row")
 def test_h3_refuses_a_point_outside_the_projection_by_label():
     pytest.importorskip("h3")
     pts = points([[450_000.0, 4_410_000.0], [1e12, 4e6]], index=pd.Index(["a", "b"]))
@@ -359,17 +347,15 @@ def test_h3_refuses_a_point_outside_the_projection_by_label():
         geopriv.aggregate(pts, 1.0, cells="h3:5", bounds=(440_000, 4_400_000, 460_000, 4_420_000), rng=1)
 
 
-@pytest.mark.xfail(strict=True, reason="correctness: a declared area around a pole: the H3 cell set misses most of "
-                                       "it and points inside the declared area are refused as outside")
 def test_h3_cells_cover_an_area_around_the_pole():
     pytest.importorskip("h3")
     gen = np.random.default_rng(9)
     xy = np.column_stack([gen.uniform(-40_000, 40_000, 50), gen.uniform(-40_000, 40_000, 50)])
-    geopriv.aggregate(points(xy, crs=3413), 1.0, cells="h3:5", bounds=(-50_000, -50_000, 50_000, 50_000), rng=1)
+    # fixed by refusing, before any row is looked at: the cell set is checked on public sample points of the area
+    with pytest.raises(ParameterError, match="do not cover the public area"):
+        geopriv.aggregate(points(xy, crs=3413), 1.0, cells="h3:5", bounds=(-50_000, -50_000, 50_000, 50_000), rng=1)
 
 
-@pytest.mark.xfail(strict=True, reason="correctness: heatmap counts are cast to int32 silently; counts above 2**31 "
-                                       "wrap to negative values (some read as nodata)")
 def test_heatmap_counts_do_not_wrap():
     pts = points([[500_500.0, 4_000_500.0]])
     hm = geopriv.heatmap(pts, 1e-10, resolution=250, bounds=BOX, rng=3)
@@ -378,23 +364,17 @@ def test_heatmap_counts_do_not_wrap():
     assert np.array_equal(hm.values.ravel().astype(np.int64), agg["count"].to_numpy())
 
 
-@pytest.mark.xfail(strict=True, reason="cosmetic: an infinite level weight escapes as a bare OverflowError")
 def test_an_infinite_level_weight_is_a_parameter_error():
-    with pytest.raises(ParameterError):
+    with pytest.raises((ParameterError, ParameterTypeError)):
         geopriv.aggregate(points(scattered()), 1.0, cells=250, bounds=BOX, levels=[1, 0, float("inf")])
 
 
-@pytest.mark.xfail(strict=True, reason="wrong guarantee: an empty dataset is refused while one person is released, "
-                                       "so whether a release exists tells whether anyone is in the data; an empty "
-                                       "input is a valid dataset whose release is noise on zeros (flows already "
-                                       "release when every trip is dropped)")
 def test_an_empty_dataset_is_released_like_any_other():
     out = geopriv.aggregate(points(scattered()).iloc[:0], 1.0, cells=250, bounds=BOX, rng=1)
-    assert len(out) == 16
+    full = geopriv.aggregate(points(scattered()), 1.0, cells=250, bounds=BOX, rng=1)
+    assert len(out) == len(full) and (out["count"] >= 0).all()
 
 
-@pytest.mark.xfail(strict=True, reason="correctness: with nonnegative=False a released count of -1 equals the count "
-                                       "raster's nodata (-1): those cells vanish in QGIS and in masked reads")
 def test_heatmap_negative_counts_are_not_nodata(tmp_path):
     rasterio = pytest.importorskip("rasterio")
     hm = geopriv.heatmap(points(scattered(30)), 1.0, resolution=100, bounds=BOX, nonnegative=False, rng=1,

@@ -42,8 +42,8 @@ __all__ = ["CellTree", "HierarchicalCounts", "discrete_laplace_variance", "split
 
 def discrete_laplace_variance(t: Fraction) -> float:
     """Variance of the discrete Laplace law of scale ``t``: ``2 r / (1 - r)**2`` with ``r = exp(-1/t)``."""
-    r = math.exp(-1.0 / float(t))
-    return 2.0 * r / (1.0 - r) ** 2
+    d = -math.expm1(-1.0 / float(t))  # 1 - r, without cancellation at large t
+    return 2.0 * (1.0 - d) / (d * d)
 
 
 @dataclasses.dataclass(frozen=True)
