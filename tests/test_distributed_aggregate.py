@@ -279,10 +279,27 @@ def test_polygon_cells_on_the_points_are_refused_though_each_partition_holds_one
                            index=pd.Index(np.arange(8), name="row"))
     hull = gpd.GeoDataFrame(geometry=[shapely.Polygon(corners)], crs=32650)
     d = lazy(gdf, 4)
-    with pytest.raises(GeoprivError, match="4 points lie exactly on their corners"):
+    with pytest.raises(GeoprivError, match="4 points lie exactly on") as dsk:
         geopriv.aggregate(d, 1.0, cells=hull)
-    with pytest.raises(GeoprivError, match="4 points lie exactly on their corners"):
-        geopriv.aggregate(gdf, 1.0, cells=hull)  # the in-memory refusal, word for word
+    with pytest.raises(GeoprivError) as mem:
+        geopriv.aggregate(gdf, 1.0, cells=hull)
+    assert str(dsk.value) == str(mem.value)  # the in-memory refusal, word for word
+
+
+def test_the_refusals_copied_from_memory_say_the_same_words():
+    pts = points(n=30)
+    with pytest.raises(geopriv.exceptions.ParameterError) as mem:
+        geopriv.aggregate(pts, 1.0, cells=100, bounds=BOX, user="user", person="other")
+    with pytest.raises(geopriv.exceptions.ParameterError) as dsk:
+        aggregate_dask(lazy(pts, 2), 1.0, cells=100, bounds=BOX, user="user", person="other")
+    assert str(dsk.value) == str(mem.value)
+    lines = gpd.GeoDataFrame(geometry=[shapely.LineString([(500_100, 4_000_500), (505_000, 4_000_500)])], crs=32650,
+                             index=pd.Index([4], name="line"))
+    with pytest.raises(GeometryError) as mem:
+        geopriv.flows(lines, 1.0, regions=zones())
+    with pytest.raises(GeometryError) as dsk:
+        geopriv.flows(lazy(lines, 1), 1.0, regions=zones())
+    assert str(dsk.value) == str(mem.value) and dsk.value.fix == mem.value.fix
 
 
 def test_the_swamp_warning_names_the_callers_line():

@@ -52,7 +52,7 @@ import pandas as pd
 
 from ..counting import (check_epsilon, check_not_empty, locate_rows, person_codes, plan_counts, plan_flows,
                         release_counts, warn_if_swamped)
-from ..exceptions import GeometryError, GeoprivError, ParameterError, StaleReleaseError
+from ..exceptions import Fix, GeometryError, GeoprivError, ParameterError, StaleReleaseError
 
 __all__ = ["aggregate_dask", "heatmap_dask", "flows_dask", "person_digests", "dask_counts"]
 
@@ -299,7 +299,6 @@ class _LineRows:
     def cells(self, part, marks: bool = True):
         import shapely
 
-        from ..aggregate import _OUTSIDE_FIX
         from ..counting import trip_ends
         from ..points import check_no_other_geometries
 
@@ -317,7 +316,8 @@ class _LineRows:
         o, d = regions.locate(o_xy), regions.locate(d_xy)
         out = (o < 0) | (d < 0)
         if out.any() and self.outside == "refuse":
-            raise GeometryError("start or end outside every region", pd.Index(trip_ids[out]), _OUTSIDE_FIX)
+            raise GeometryError("start or end outside every region", pd.Index(trip_ids[out]), _OUTSIDE_FIX,
+                                what="trip(s)")
         return np.where(out, -1, o * regions.n + d).astype(np.int64), labels, None
 
     def check_area(self, marks) -> None:
@@ -493,6 +493,25 @@ def _once_each(pk):
                       label_text=pk.label_text)
 
 
+# Copies of two private names of geopriv.aggregate, until they are public there (the architecture test forbids
+# importing private names); tests/test_distributed_aggregate.py checks that the messages are the in-memory ones.
+_OUTSIDE_FIX = Fix("outside", python="Pass outside='drop' to leave those trips out, or use regions that cover them.",
+                   cli="Give --outside drop to leave those trips out, or use regions that cover them.",
+                   qgis="Set 'Trips outside every region' to 'drop', or use regions that cover them.")
+
+
+def _bounded_person(user, person):
+    """The column whose persons are bounded and charged: ``user``, else ``person`` (geopriv.aggregate's rule).
+
+    A person charged once counts for at most ``max_per_user`` rows, so ``person=`` alone bounds
+    rows per person like ``user=``.
+    """
+    if person is not None and user is not None and person != user:
+        raise ParameterError("person= and user= name different columns: the person charged is the user whose rows are "
+                             "bounded. Give only user=.")
+    return user if user is not None else person
+
+
 def _check_charge_column(meta, store, column) -> None:
     if store is not None and column is not None and (not hasattr(meta, "columns") or column not in meta.columns):
         from ..budget import PERSON_FIX
@@ -524,13 +543,12 @@ def _noise_once(plan, counts, source, store, persons, epsilon, fields, kind):
 def _cell_release(data, epsilon, *, cells, user, max_per_user, bounds, region, levels, nonnegative, suppress, rng,
                   store, person, kind, extra=None):
     """(plan, released counts, record): the in-memory ``_release`` of geopriv.aggregate, on partitions."""
-    from ..aggregate import _bounded_person
     from ..budget import PURE
     from ..release import budget_fields
     from ..rng import make_rng
 
     epsilon = check_epsilon(epsilon)
-    user = _bounded_person(user, person)  # geopriv.aggregate's rule: person= alone is the bounded column
+    user = _bounded_person(user, person)
     meta = data._meta
     crs = _meta_crs(meta)
     _check_schema(meta, bounds, region)
@@ -648,13 +666,12 @@ def flows_dask(data, epsilon, *, regions, traj_id=None, time=None, user=None, ma
 
 def _flows(data, epsilon, *, regions, traj_id, time, user, max_per_user, region_id, outside, levels, nonnegative,
            rng, store, person):
-    from ..aggregate import _bounded_person
     from ..budget import PURE
     from ..release import budget_fields
     from ..rng import make_rng
 
     epsilon = check_epsilon(epsilon)
-    user = _bounded_person(user, person)  # geopriv.aggregate's rule: person= alone is the bounded column
+    user = _bounded_person(user, person)
     if outside not in ("refuse", "drop"):
         raise ParameterError(f"outside must be 'refuse' or 'drop', got {outside!r}.")
     meta = data._meta
@@ -747,7 +764,6 @@ def _trip_counts(data, plan, traj_id, time, user, outside, gen, charge, want_per
     """Trips over ALL partitions, combined on the driver; returns (function giving the bounded counts, persons)."""
     import dask
 
-    from ..aggregate import _OUTSIDE_FIX
     from ..counting import bound_contributions, count_rows
     from .budget import partition_persons
 
@@ -781,7 +797,8 @@ def _trip_counts(data, plan, traj_id, time, user, outside, gen, charge, want_per
     d = s["d"].to_numpy()[last]
     out = (o < 0) | (d < 0)
     if out.any() and outside == "refuse":
-        raise GeometryError("start or end outside every region", pd.Index(trip_ids[out]), _OUTSIDE_FIX)
+        raise GeometryError("start or end outside every region", pd.Index(trip_ids[out]), _OUTSIDE_FIX,
+                            what="trip(s)")
     codes = None
     if user is not None:
         pairs = pd.concat([p[2] for p in summaries if p[2] is not None], ignore_index=True).drop_duplicates()
@@ -789,7 +806,7 @@ def _trip_counts(data, plan, traj_id, time, user, outside, gen, charge, want_per
         mixed = per_trip > 1
         if mixed.any():
             raise GeometryError("have rows of several users (a trip belongs to one person)",
-                                pd.Index(trip_ids[mixed]), "Give each trip one user id.")
+                                pd.Index(trip_ids[mixed]), "Give each trip one user id.", what="trip(s)")
         codes, _ = pd.factorize(s["user"].to_numpy()[first], sort=False)
     keep_trip = ~out
     m = plan.cells.regions.n
