@@ -19,7 +19,7 @@ import shapely
 
 import geopriv
 from geopriv.counting import count_rows, locate_rows, plan_counts
-from geopriv.exceptions import (BudgetExceededError, EmptyInputError, GeometryError, GeoprivError, IdentityError,
+from geopriv.exceptions import (BudgetExceededError, GeometryError, GeoprivError, IdentityError,
                                 LowUtilityWarning, OutputError, StaleReleaseError)
 
 dask = pytest.importorskip("dask")
@@ -117,9 +117,9 @@ def test_empty_partitions_a_geoseries_and_the_accessor():
     mem = gdf[gdf.geometry.x < 500_300]
     plan = plan_counts(gdf.crs, 1.0, cells=100, bounds=BOX)
     assert (dask_counts(west, plan, bounds=BOX) == memory_counts(mem, plan)).all() and sum(parts) == len(mem)
-    empty = d[d.geometry.x < 0]
-    with pytest.raises(EmptyInputError):
-        geopriv.aggregate(empty, 1.0, cells=100, bounds=BOX)
+    empty = d[d.geometry.x < 0]  # no rows: released like any other data (noise on zeros), as in memory
+    pd.testing.assert_frame_equal(geopriv.aggregate(empty, 1.0, cells=100, bounds=BOX, rng=2),
+                                  geopriv.aggregate(gdf.iloc[:0], 1.0, cells=100, bounds=BOX, rng=2))
     out = d.geometry.priv.aggregate(EXACT, cells=100, bounds=BOX, rng=1)
     assert isinstance(out, gpd.GeoDataFrame) and out["count"].sum() == len(gdf)
 
@@ -127,11 +127,15 @@ def test_empty_partitions_a_geoseries_and_the_accessor():
 def test_heatmap_is_the_in_memory_raster(tmp_path):
     gdf = points()
     d = lazy(gdf, 3)
-    for values in ("count", "density"):
-        mem = geopriv.heatmap(gdf, 1.0, resolution=100, bounds=BOX, rng=4, values=values)
-        out = geopriv.heatmap(d, 1.0, resolution=100, bounds=BOX, rng=4, values=values)
+    region = shapely.Polygon([(500_000, 4_000_000), (501_000, 4_000_000), (500_000, 4_001_000)])
+    inside = gdf[gdf.within(region)]
+    for values, area in (("count", {"bounds": BOX}), ("density", {"bounds": BOX}), ("count", {"region": region})):
+        data = gdf if "bounds" in area else inside
+        mem = geopriv.heatmap(data, 1.0, resolution=100, rng=4, values=values, **area)
+        out = geopriv.heatmap(lazy(data, 3), 1.0, resolution=100, rng=4, values=values, **area)
         assert isinstance(out, geopriv.Heatmap) and out.unit == mem.unit and out.transform == mem.transform
-        np.testing.assert_array_equal(out.values, mem.values)
+        assert out.values.dtype == mem.values.dtype and out.nodata == mem.nodata or np.isnan(out.nodata)
+        np.testing.assert_array_equal(out.values, mem.values)  # cells outside the region included
         np.testing.assert_array_equal(out.expected_error, mem.expected_error)
         assert without_time(out.record) == without_time(mem.record)
     path = tmp_path / "heat.tif"
@@ -219,6 +223,8 @@ def test_a_person_column_alone_bounds_rows_as_in_memory(tmp_path):
     store.grant(2 * EXACT, unit="epsilon")
     out = geopriv.aggregate(d, EXACT, cells=100, bounds=BOX, person="user", rng=1, budget_store=store)
     assert out["count"].sum() == 1 + 100 and out.attrs["geopriv"]["user"] == "user"
+    hm = geopriv.heatmap(d, EXACT, resolution=100, bounds=BOX, person="user", rng=1)  # no store: bounded all the same
+    assert hm.values.sum() == 1 + 100
 
 
 def test_data_changed_between_the_two_passes_are_refused_and_nothing_is_charged(tmp_path):
@@ -300,6 +306,51 @@ def test_the_refusals_copied_from_memory_say_the_same_words():
     with pytest.raises(GeometryError) as dsk:
         geopriv.flows(lazy(lines, 1), 1.0, regions=zones())
     assert str(dsk.value) == str(mem.value) and dsk.value.fix == mem.value.fix
+
+
+def same_refusal(memory, on_dask, kind=GeoprivError):
+    """Both calls are refused, with the same words."""
+    with pytest.raises(kind) as mem:
+        memory()
+    with pytest.raises(kind) as dsk:
+        on_dask()
+    assert type(dsk.value) is type(mem.value) and str(dsk.value) == str(mem.value)
+    return str(dsk.value)
+
+
+def test_regions_and_cells_built_on_the_points_are_refused_over_all_partitions_as_in_memory():
+    gdf = points(n=40).sort_index()
+    d = lazy(gdf, 4)
+    # a region= whose corners are data points in four different partitions (beside declared bounds)
+    corners = [gdf.geometry.iloc[i] for i in (0, 12, 25, 38)]
+    region = shapely.Polygon([(p.x, p.y) for p in corners]).convex_hull
+    assert len(shapely.get_coordinates(region)) >= 4
+    inside = gdf[gdf.intersects(region.buffer(1e-3))]
+    msg = same_refusal(lambda: geopriv.aggregate(inside, 1.0, cells=100, bounds=BOX, region=region),
+                       lambda: geopriv.aggregate(lazy(inside, 4), 1.0, cells=100, bounds=BOX, region=region))
+    assert "computed from the data" in msg
+    # polygon cells centred on data points (buffers), the points in different partitions
+    buffers = gpd.GeoDataFrame(geometry=[gdf.geometry.iloc[i].buffer(30) for i in (1, 14, 27, 39)], crs=32650)
+    near = gdf[gdf.intersects(buffers.union_all())]
+    assert len(near) >= 3
+    same_refusal(lambda: geopriv.aggregate(near, 1.0, cells=buffers),
+                 lambda: geopriv.aggregate(lazy(near, 3), 1.0, cells=buffers))
+    # flow regions whose corners are trip ends in different partitions (the frame in dask's order: tied times)
+    t = tracks().sort_index()
+    ends = t.sort_values(["trip", "t"]).groupby("trip").head(1).geometry.iloc[:4]
+    hull = gpd.GeoDataFrame(geometry=[shapely.MultiPoint(list(ends)).convex_hull], crs=32650)
+    assert len(shapely.get_coordinates(hull.geometry.iloc[0])) >= 4  # 3 trip ends or more on its corners
+    msg = same_refusal(lambda: geopriv.flows(t, 1.0, regions=hull, traj_id="trip", time="t", outside="drop"),
+                       lambda: geopriv.flows(lazy(t, 3), 1.0, regions=hull, traj_id="trip", time="t", outside="drop"))
+    assert "on its corners" in msg
+
+
+def test_area_witnesses_keep_only_points_on_the_public_lines_and_corners():
+    from geopriv.distributed.aggregate import area_witnesses
+
+    plan = plan_counts(gpd.GeoSeries(crs=32650).crs, 1.0, cells=100, bounds=BOX)
+    xy = np.array([[BOX[0], 4_000_500.0], [500_500.0, 4_000_500.0], [500_500.0, BOX[3]]])
+    assert area_witnesses(plan, xy).tolist() == [xy[0].tolist(), xy[2].tolist()]
 
 
 def test_the_swamp_warning_names_the_callers_line():
@@ -412,6 +463,32 @@ def test_flows_of_lines_count_per_partition_and_bound_across_partitions():
     pd.testing.assert_frame_equal(geopriv.flows(d, 1.0, regions=zones(), rng=2), mem)
     out = geopriv.flows(d, EXACT, regions=zones(), user="person", max_per_user=2, rng=2)
     assert out["count"].sum() == 2 + 30
+
+
+def test_index_labels_are_the_bounded_persons_of_a_budget_store_without_user(tmp_path):
+    gdf = points(n=60)
+    gdf.index = pd.Index(np.r_[np.zeros(30, int), np.arange(1, 31)], name="pid")  # person 0: 30 rows
+    d = dd.concat([lazy(gdf.iloc[:20], 2), lazy(gdf.iloc[20:], 2)])  # unsorted: person 0 in three partitions
+    stores = [geopriv.BudgetStore(tmp_path / f"{k}.db", create=True) for k in ("mem", "dask")]
+    for store in stores:
+        store.grant(2 * EXACT, unit="epsilon")
+    mem = geopriv.aggregate(gdf, EXACT, cells=100, bounds=BOX, budget_store=stores[0], rng=1)
+    out = geopriv.aggregate(d, EXACT, cells=100, bounds=BOX, budget_store=stores[1], rng=1)
+    assert out["count"].sum() == mem["count"].sum() == 1 + 30
+    assert out.attrs["geopriv"]["user"] == mem.attrs["geopriv"]["user"]
+    assert len(stores[1].balances(unit="epsilon")) == 31
+
+
+def test_flows_with_a_budget_store_need_user_and_flows_of_no_points_are_refused_as_in_memory(tmp_path):
+    store = geopriv.BudgetStore(tmp_path / "n.db", create=True)
+    t = tracks()
+    same_refusal(lambda: geopriv.flows(t, 1.0, regions=zones(), traj_id="trip", time="t", budget_store=store),
+                 lambda: geopriv.flows(lazy(t, 2), 1.0, regions=zones(), traj_id="trip", time="t", budget_store=store),
+                 geopriv.exceptions.ParameterError)
+    empty = lazy(t, 3)
+    empty = empty[empty["t"] < -1]
+    same_refusal(lambda: geopriv.flows(t.iloc[:0], 1.0, regions=zones(), traj_id="trip", time="t"),
+                 lambda: geopriv.flows(empty, 1.0, regions=zones(), traj_id="trip", time="t"))
 
 
 def test_flows_charge_every_person_once(tmp_path):

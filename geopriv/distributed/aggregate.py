@@ -50,7 +50,7 @@ import numbers
 import numpy as np
 import pandas as pd
 
-from ..counting import (check_epsilon, check_not_empty, locate_rows, person_codes, plan_counts, plan_flows,
+from ..counting import (check_area_public, check_epsilon, locate_rows, person_codes, plan_counts, plan_flows,
                         release_counts, warn_if_swamped)
 from ..exceptions import Fix, GeometryError, GeoprivError, ParameterError, StaleReleaseError
 
@@ -62,6 +62,16 @@ DIGEST_PURPOSE = "aggregate-bind"
 BOUND_PURPOSE = "aggregate-bounding"
 #: partitions (or partial results) merged per task of the tree reductions
 SPLIT_EVERY = 8
+#: ``user=INDEX``: the persons are the index labels (a budget store's persons when no user= is given, as in memory)
+class _IndexLabels:
+    def __repr__(self) -> str:
+        return "INDEX"
+
+    def __reduce__(self):  # one object, also on dask workers
+        return "INDEX"
+
+
+INDEX = _IndexLabels()
 
 _INT_TAG = np.uint64(0x9E3779B97F4A7C15)  # as geopriv.keys: integers keep their value, with this tag
 _FLOAT_TAG = np.uint64(0xD1B54A32D192ED03)
@@ -239,51 +249,14 @@ class _PointRows:
     def n(self) -> int:
         return self.plan.cells.n
 
-    def cells(self, part, marks: bool = True):
-        """(cell of every row, its labels, what the area check needs) for one partition."""
+    def cells(self, part, witnesses: bool = True):
+        """(cell of every row, its labels, the points the area check looks at) for one partition."""
         from ..release import check_release_input
 
         geoms, xy = check_release_input(part, bounds=self.bounds, region=self.region, attributes=False)
         labels = geoms.index
-        seen = _area_marks(self.plan, xy) if marks else None
+        seen = area_witnesses(self.plan, xy) if witnesses else None
         return locate_rows(self.plan, xy, labels), labels, seen
-
-    def check_area(self, marks) -> None:
-        """Refuse a public area or cells computed from the data, over ALL partitions (memory: check_area_public)."""
-        from ..cells import PolygonCells
-        from ..frame import check_area_not_from_data
-
-        touched, hits = marks
-        plan = self.plan
-        if isinstance(plan.cells, PolygonCells):
-            if hits >= 3:
-                import shapely
-
-                # public corners stand in for the data points lying on them: the in-memory refusal, its words
-                verts = shapely.get_coordinates(plan.cells.geoms)
-                plan.cells.check_not_from_data(np.resize(verts, (hits, 2)))
-            check_area_not_from_data(touched, "region")
-        elif plan.area is not None:
-            check_area_not_from_data(touched, plan.area_source)
-
-
-def _area_marks(plan, xy) -> tuple:
-    """(edges of the checked area that the points touch, how many points lie on a polygon cell's corner)."""
-    from ..cells import PolygonCells
-    from ..frame import touched_edges
-
-    if isinstance(plan.cells, PolygonCells):
-        import shapely
-
-        geoms = plan.cells.geoms
-        verts = shapely.get_coordinates(geoms)
-        # the test of PolygonCells.check_not_from_data, counted here and summed over partitions
-        v = pd.MultiIndex.from_arrays([verts[:, 0], verts[:, 1]])
-        hits = int(pd.MultiIndex.from_arrays([xy[:, 0], xy[:, 1]]).isin(v).sum()) if len(verts) else 0
-        return touched_edges(xy, tuple(shapely.total_bounds(geoms))), hits
-    if plan.area is not None:
-        return touched_edges(xy, plan.area), 0
-    return np.zeros(4, bool), 0
 
 
 class _LineRows:
@@ -296,7 +269,7 @@ class _LineRows:
     def n(self) -> int:
         return self.plan.cells.n
 
-    def cells(self, part, marks: bool = True):
+    def cells(self, part, witnesses: bool = True):
         import shapely
 
         from ..counting import trip_ends
@@ -312,58 +285,104 @@ class _LineRows:
                                 labels[bad], "Give one LineString per trip, or trajectory points with traj_id= and "
                                              "time=.")
         o_xy, d_xy, _, trip_ids = trip_ends(part, geoms, None, None, None, labels)
+        seen = area_witnesses(self.plan, np.concatenate([o_xy, d_xy])) if witnesses else None
         regions = self.plan.cells.regions
         o, d = regions.locate(o_xy), regions.locate(d_xy)
         out = (o < 0) | (d < 0)
         if out.any() and self.outside == "refuse":
             raise GeometryError("start or end outside every region", pd.Index(trip_ids[out]), _OUTSIDE_FIX,
                                 what="trip(s)")
-        return np.where(out, -1, o * regions.n + d).astype(np.int64), labels, None
+        return np.where(out, -1, o * regions.n + d).astype(np.int64), labels, seen
 
-    def check_area(self, marks) -> None:
-        """The regions are public polygons given by the caller: nothing to check against the data here."""
+
+def area_witnesses(plan, xy: np.ndarray) -> np.ndarray:
+    """The points of ``xy`` that the "area computed from the data" check can depend on (a superset of them).
+
+    :func:`geopriv.counting.check_area_public` looks at the points lying on an edge of a public
+    rectangle (the declared bounds, a region's box, the polygons' extent: ``touched_edges``) and at
+    the points lying on a public polygon's corners or centres (cells, a region, flow regions), to
+    about 1e-9 of the area's size.  This keeps every point within 1e-6 of that size of those lines
+    and points: the check on the witnesses of ALL partitions, concatenated, is the check on all the
+    data (the same refusal, word for word), while each partition sends the driver only the few
+    points lying there (usually none).
+    """
+    import shapely
+
+    from ..cells import PolygonCells
+    from ..counting import FlowCells
+
+    if not len(xy):
+        return np.zeros((0, 2))
+    rects, polys = [], []
+    cells = plan.cells.regions if isinstance(plan.cells, FlowCells) else plan.cells
+    if isinstance(cells, PolygonCells):
+        polys.append(np.asarray(cells.geoms))
+        rects.append(tuple(shapely.total_bounds(cells.geoms)))
+    if plan.area is not None:
+        rects.append(tuple(plan.area))
+    region = getattr(plan, "region_geom", None)
+    if region is not None:
+        polys.append(np.asarray(shapely.get_parts(region)))
+        rects.append(tuple(region.bounds))
+    size = max([max(r[2] - r[0], r[3] - r[1]) for r in rects] + [1.0])
+    tol = 1e-6 * size
+    near = np.zeros(len(xy), bool)
+    for xmin, ymin, xmax, ymax in rects:
+        near |= (np.abs(xy[:, 0] - xmin) <= tol) | (np.abs(xy[:, 0] - xmax) <= tol)
+        near |= (np.abs(xy[:, 1] - ymin) <= tol) | (np.abs(xy[:, 1] - ymax) <= tol)
+    if polys:
+        geoms = np.concatenate(polys)
+        ref = np.vstack([shapely.get_coordinates(geoms), shapely.get_coordinates(shapely.centroid(geoms)),
+                         shapely.get_coordinates(shapely.point_on_surface(geoms))])
+        found, _ = shapely.STRtree(shapely.points(ref)).query(shapely.points(xy), predicate="dwithin", distance=tol)
+        near[found] = True
+    return xy[near]
 
 
 # ----------------------------------------------------------------------------- the two passes
 @dataclasses.dataclass
 class _Scan:
-    """Pass 1 over some partitions: rows, partial counts, area marks, counted rows per person, digest."""
+    """Pass 1 over some partitions: rows, partial counts, area witnesses, counted rows per person, digest."""
 
     n: int
     counts: np.ndarray
-    touched: np.ndarray
-    hits: int
+    witnesses: np.ndarray
     persons: _PersonCounts | None
     digest: tuple | None
+
+
+def _person_ids(part, user, labels):
+    """The rows' person ids: the ``user`` column (missing ids refused by row label, as in memory), or with
+    ``user=INDEX`` the index labels (refused when they look like positions, as in memory)."""
+    if user is INDEX:
+        from ..keys import row_identities
+
+        return row_identities(part, None, refuse_positions=True)[0]
+    person_codes(part, user, labels)
+    return part[user]
 
 
 def _scan(part, number, rows, user, root) -> _Scan:
     """Pass 1, one partition: its rows validated and counted (no randomness, nothing released)."""
     if len(part) == 0:
-        return _Scan(0, np.zeros(rows.n, np.int64), np.zeros(4, bool), 0, None, None)
-    cell, labels, (touched, hits) = _cells_and_marks(rows, part)
+        return _Scan(0, np.zeros(rows.n, np.int64), np.zeros((0, 2)), None, None)
+    cell, labels, witnesses = rows.cells(part)
     counted = cell >= 0
     counts = np.bincount(cell[counted], minlength=rows.n).astype(np.int64)
     persons = digest = None
     if user is not None:
-        person_codes(part, user, labels)  # missing ids refused by row label (the in-memory check)
-        a, b = person_digests(part[user])
+        a, b = person_digests(_person_ids(part, user, labels))
         persons = _PersonCounts.of(a[counted], b[counted])
         digest = _digest(root, a, b, cell)
-    return _Scan(len(part), counts, np.asarray(touched, bool), int(hits), persons, digest)
-
-
-def _cells_and_marks(rows, part):
-    cell, labels, marks = rows.cells(part)
-    return cell, labels, (marks if marks is not None else (np.zeros(4, bool), 0))
+    return _Scan(len(part), counts, witnesses, persons, digest)
 
 
 def _merge_scans(scans) -> _Scan:
     scans = list(scans)
     persons = [s.persons for s in scans if s.persons is not None]
     return _Scan(sum(s.n for s in scans), np.sum([s.counts for s in scans], axis=0),
-                 np.logical_or.reduce([s.touched for s in scans]), sum(s.hits for s in scans),
-                 _PersonCounts.merge(persons) if persons else None, _add_digests(s.digest for s in scans))
+                 np.concatenate([s.witnesses for s in scans]), _PersonCounts.merge(persons) if persons else None,
+                 _add_digests(s.digest for s in scans))
 
 
 @dataclasses.dataclass
@@ -379,8 +398,8 @@ def _bounded(part, number, rows, user, root, over, k) -> _Bounded:
     """Pass 2, one partition: rows of persons under the cap counted, the rest's k smallest priorities kept."""
     if len(part) == 0:
         return _Bounded(np.zeros(rows.n, np.int64), _Candidates.empty(), None)
-    cell, _, _ = rows.cells(part, marks=False)
-    a, b = person_digests(part[user])
+    cell, labels, _ = rows.cells(part, witnesses=False)
+    a, b = person_digests(_person_ids(part, user, labels))
     digest = _digest(root, a, b, cell)
     counted = cell >= 0
     capped = counted & _member(over, a, b)
@@ -426,8 +445,7 @@ def _count(data, rows, k, user, root, charge=None, want_persons=False):
         tasks += [dask.delayed(partition_persons, pure=True)(p, charge) for p in parts]
     computed = dask.compute(*tasks)
     scan, persons = computed[0], computed[1:]
-    check_not_empty(scan.n)
-    rows.check_area((scan.touched, scan.hits))
+    check_area_public(rows.plan, scan.witnesses)  # over ALL partitions: the in-memory check (area_witnesses)
     over = scan.persons.over(k) if scan.persons is not None else None
     if over is None or not len(over[0]):
         counts = scan.counts
@@ -493,8 +511,11 @@ def _once_each(pk):
                       label_text=pk.label_text)
 
 
-# Copies of two private names of geopriv.aggregate, until they are public there (the architecture test forbids
+# Copies of private names of geopriv.aggregate, until they are public there (the architecture test forbids
 # importing private names); tests/test_distributed_aggregate.py checks that the messages are the in-memory ones.
+_TRIP_PERSON_FIX = Fix(
+    "person_column", python="Give user= (the column of person ids; each person's trips are bounded by max_per_user).",
+    cli="Give --user (the column of person ids).", qgis="Set 'Person id field'.")
 _OUTSIDE_FIX = Fix("outside", python="Pass outside='drop' to leave those trips out, or use regions that cover them.",
                    cli="Give --outside drop to leave those trips out, or use regions that cover them.",
                    qgis="Set 'Trips outside every region' to 'drop', or use regions that cover them.")
@@ -547,20 +568,23 @@ def _cell_release(data, epsilon, *, cells, user, max_per_user, bounds, region, l
     from ..release import budget_fields
     from ..rng import make_rng
 
+    from ..aggregate import INDEX_PERSONS
+
     epsilon = check_epsilon(epsilon)
     user = _bounded_person(user, person)
     meta = data._meta
     crs = _meta_crs(meta)
     _check_schema(meta, bounds, region)
-    plan = plan_counts(crs, epsilon, cells=cells, max_per_user=max_per_user, user=user, bounds=bounds,
-                       region=region, levels=levels, nonnegative=nonnegative, suppress=suppress)
+    by_index = store is not None and user is None  # the index labels are the persons charged: bound them too
+    plan = plan_counts(crs, epsilon, cells=cells, max_per_user=max_per_user,
+                       user=INDEX_PERSONS if by_index else user, bounds=bounds, region=region, levels=levels,
+                       nonnegative=nonnegative, suppress=suppress)
     if user is not None:
         person_codes(meta, user, meta.index)  # a column of the data (no row is read)
-    charge = user
-    _check_charge_column(meta, store, charge)
+    _check_charge_column(meta, store, user)
     source = make_rng(rng)
-    counts, persons = _count(data, _PointRows(plan, bounds, region), plan.mechanism.sensitivity, user,
-                             _root(rng, source.generator), charge, store is not None)
+    counts, persons = _count(data, _PointRows(plan, bounds, region), plan.mechanism.sensitivity,
+                             INDEX if by_index else user, _root(rng, source.generator), user, store is not None)
     fields = plan.fields()
     fields.update(extra or {})
     if store is not None:
@@ -631,7 +655,8 @@ def _heatmap(plan, released, record, values, path, overwrite):
     err = np.full(shape, np.nan, dtype=np.float32)
     err.flat[grid.kept] = plan.expected_error
     if values == "count":
-        out = np.full(shape, -1, dtype=np.int32)
+        dtype = np.int32 if np.abs(released).max(initial=0) < np.iinfo(np.int32).max else np.int64
+        out = np.full(shape, np.iinfo(dtype).min, dtype=dtype)  # nodata: no count can be this
         out.flat[grid.kept] = released
         unit = "count"
     else:
@@ -672,6 +697,8 @@ def _flows(data, epsilon, *, regions, traj_id, time, user, max_per_user, region_
 
     epsilon = check_epsilon(epsilon)
     user = _bounded_person(user, person)
+    if store is not None and user is None:
+        raise ParameterError("A budget store charges persons: say whose each trip is.", fix=_TRIP_PERSON_FIX)
     if outside not in ("refuse", "drop"):
         raise ParameterError(f"outside must be 'refuse' or 'drop', got {outside!r}.")
     meta = data._meta
@@ -684,14 +711,12 @@ def _flows(data, epsilon, *, regions, traj_id, time, user, max_per_user, region_
                       levels=levels, nonnegative=nonnegative)
     if user is not None:
         person_codes(meta, user, meta.index)  # a column of the data (no row is read)
-    charge = user
-    _check_charge_column(meta, store, charge)
     source = make_rng(rng)
     if traj_id is None:
         counts, persons = _count(data, _LineRows(plan, outside), plan.mechanism.sensitivity, user,
-                                 _root(rng, source.generator), charge, store is not None)
+                                 _root(rng, source.generator), user, store is not None)
     else:
-        counts, persons = _trip_counts(data, plan, traj_id, time, user, outside, source.generator, charge,
+        counts, persons = _trip_counts(data, plan, traj_id, time, user, outside, source.generator, user,
                                        store is not None)
     fields = plan.fields()
     fields.update({"traj_id": None if traj_id is None else str(traj_id), "time": None if time is None else str(time),
@@ -721,95 +746,86 @@ def _flows_frame(plan, released, record):
     return result
 
 
-def _trip_summary(part, number, plan, traj_id, time, user):
-    """One partition's trips: first appearance, earliest and latest rows (time, then position) and their regions.
+def _trip_rows(part, number, traj_id, time, user):
+    """One partition's candidate ends of trips: per trip, its first row and its earliest and latest rows.
 
-    Returns (rows, trips frame, (trip, user) pairs or None).  Rows are validated as in memory.
+    The rows are validated as in memory, and :func:`geopriv.counting.trip_ends` picks the earliest
+    and latest rows (its rule: by time, ties to the earlier row; missing ids or times refused by
+    label).  Returns (a frame of those rows in row order: trip id, time, x, y, user, partition,
+    position; the (trip, user) pairs of the partition, or None).
     """
+    from ..counting import trip_ends
     from ..points import as_geoseries, check_coordinates, check_no_other_geometries, point_xy
 
     if len(part) == 0:
-        return 0, None, None
+        return None, None
     geoms = as_geoseries(part)
     check_no_other_geometries(part)
     labels = geoms.index
     xy = point_xy(geoms)
     check_coordinates(xy, geoms.crs, labels)
-    bad = part[time].isna().to_numpy() | part[traj_id].isna().to_numpy()
-    if bad.any():  # geopriv.counting.trip_ends' refusal
-        raise GeometryError("have no trajectory id or time stamp", labels[bad], "Fill them in or drop those rows.")
     if user is not None:
         person_codes(part, user, labels)  # missing ids refused by row label
     n = len(part)
-    tid, uniq = pd.factorize(part[traj_id], sort=False)
-    tv = part[time].to_numpy()
-    order = np.lexsort((np.arange(n), tv, tid))  # geopriv.counting.trip_ends' rule, within the partition
-    ts = tid[order]
-    brk = ts[1:] != ts[:-1]
-    first = order[np.r_[True, brk]]
-    last = order[np.r_[brk, True]]
-    seen = np.unique(tid, return_index=True)[1]  # each trip's first row (factorize order)
-    located = plan.cells.regions
-    trips = pd.DataFrame({"trip": uniq, "part": np.full(len(uniq), number, np.int64), "seen": seen,
-                          "t0": tv[first], "i0": first, "o": located.locate(xy[first]),
-                          "t1": tv[last], "i1": last, "d": located.locate(xy[last])})
+    at = np.column_stack([xy, np.arange(n, dtype=np.float64)])  # trip_ends picks rows: their positions come along
+    first_xy, last_xy, _, _ = trip_ends(part, geoms, at, traj_id, time, labels)
+    tid, _ = pd.factorize(part[traj_id], sort=False)
+    seen = np.unique(tid, return_index=True)[1]  # each trip's first row: the trips' order of appearance
+    rows = np.unique(np.concatenate([seen, first_xy[:, 2].astype(np.int64), last_xy[:, 2].astype(np.int64)]))
+    out = pd.DataFrame({traj_id: part[traj_id].to_numpy()[rows], time: part[time].to_numpy()[rows],
+                        "x": xy[rows, 0], "y": xy[rows, 1], "part": np.full(len(rows), number, np.int64),
+                        "pos": rows})
     pairs = None
     if user is not None:
-        trips["user"] = part[user].to_numpy()[first]
+        out["user"] = part[user].to_numpy()[rows]
         pairs = pd.DataFrame({"trip": part[traj_id].to_numpy(), "user": part[user].to_numpy()}).drop_duplicates()
-    return n, trips, pairs
+    return out, pairs
 
 
 def _trip_counts(data, plan, traj_id, time, user, outside, gen, charge, want_persons):
-    """Trips over ALL partitions, combined on the driver; returns (function giving the bounded counts, persons)."""
+    """Trips over ALL partitions, combined on the driver; returns (function giving the bounded counts, persons).
+
+    The candidate rows of every partition, in partition then row order, hold each trip's first row and its
+    earliest and latest rows over all the data; :func:`geopriv.counting.trip_ends` on them is the in-memory rule
+    on the concatenated frame: the same ends, the trips in the same order.
+    """
     import dask
 
-    from ..counting import bound_contributions, count_rows
+    from ..counting import bound_contributions, count_rows, trip_ends
     from .budget import partition_persons
 
     parts = data.to_delayed()
-    shipped = dask.delayed(plan, pure=True)
-    tasks = [dask.delayed(_trip_summary, pure=True)(p, i, shipped, traj_id, time, user) for i, p in enumerate(parts)]
+    tasks = [dask.delayed(_trip_rows, pure=True)(p, i, traj_id, time, user) for i, p in enumerate(parts)]
     if want_persons:
         tasks += [dask.delayed(partition_persons, pure=True)(p, charge) for p in parts]
     computed = dask.compute(*tasks)
-    summaries, persons = computed[:len(parts)], computed[len(parts):]
-    check_not_empty(sum(s[0] for s in summaries))
-    frames = [s[1] for s in summaries if s[1] is not None]
-    s = pd.concat(frames, ignore_index=True)
-    g, trip_ids = pd.factorize(s["trip"], sort=False)
-    part, seen = s["part"].to_numpy(), s["seen"].to_numpy()
+    found, persons = computed[:len(parts)], computed[len(parts):]
+    frames = [f[0] for f in found if f[0] is not None]
+    m = plan.cells.regions.n
+    if not frames:  # no rows: refused as in memory (points without rows are no trips)
+        from ..points import as_geoseries, point_xy
 
-    def pick(keys, which):  # per trip, the row first (or last) in the order of ``keys``
-        order = np.lexsort((*keys, g))
-        gs = g[order]
-        brk = gs[1:] != gs[:-1]
-        at = order[np.r_[True, brk]] if which == "first" else order[np.r_[brk, True]]
-        return at  # indexed by trip code (codes are 0..T-1 and sorted)
-
-    first = pick((s["i0"].to_numpy(), part, s["t0"].to_numpy()), "first")
-    last = pick((s["i1"].to_numpy(), part, s["t1"].to_numpy()), "last")
-    appear = pick((seen, part), "first")
-    trip_order = np.lexsort((seen[appear], part[appear]))  # the trips in the concatenated frame's order
-    first, last = first[trip_order], last[trip_order]
-    trip_ids = np.asarray(trip_ids)[trip_order]
-    o = s["o"].to_numpy()[first]
-    d = s["d"].to_numpy()[last]
+        point_xy(as_geoseries(data._meta))
+    cands = pd.concat(frames, ignore_index=True)
+    xy = cands[["x", "y"]].to_numpy()
+    o_xy, d_xy, first, trip_ids = trip_ends(cands, None, xy, traj_id, time, cands.index)
+    check_area_public(plan, np.concatenate([o_xy, d_xy]))  # regions built on the trips would publish them
+    regions = plan.cells.regions
+    o, d = regions.locate(o_xy), regions.locate(d_xy)
     out = (o < 0) | (d < 0)
     if out.any() and outside == "refuse":
         raise GeometryError("start or end outside every region", pd.Index(trip_ids[out]), _OUTSIDE_FIX,
                             what="trip(s)")
     codes = None
     if user is not None:
-        pairs = pd.concat([p[2] for p in summaries if p[2] is not None], ignore_index=True).drop_duplicates()
+        pairs = pd.concat([f[1] for f in found if f[1] is not None], ignore_index=True).drop_duplicates()
         per_trip = np.bincount(pd.Index(trip_ids).get_indexer(pairs["trip"]), minlength=len(trip_ids))
         mixed = per_trip > 1
         if mixed.any():
             raise GeometryError("have rows of several users (a trip belongs to one person)",
                                 pd.Index(trip_ids[mixed]), "Give each trip one user id.", what="trip(s)")
-        codes, _ = pd.factorize(s["user"].to_numpy()[first], sort=False)
+        codes, _ = pd.factorize(cands["user"].to_numpy()[first], sort=False)
     keep_trip = ~out
-    m = plan.cells.regions.n
     leaf = np.where(keep_trip, o * m + d, -1)
 
     def counts():  # geopriv.flows' draw: the same generator, the trips in the same order
