@@ -14,10 +14,12 @@ How the plan runs on partitions
 * **Pass 1**, one dask computation over ALL partitions, tree-reduced: each partition's rows are
   validated as in memory (rows outside the public area and rows without a person id are refused by
   label, in the partition that holds them); its partial counts are ``np.bincount`` of the cell ids
-  (``minlength`` = the number of cells); the edges of the declared area that its points touch are
-  OR-ed over partitions (the "area computed from the data" check, on all the data); with ``user=``,
-  every person's number of counted rows (keyed by :func:`person_digests`).  Memory: a partition, the
-  cells, and (with ``user=``) the persons.
+  (``minlength`` = the number of cells); the few points it holds on the public lines and corners
+  that the "area computed from the data" check looks at (:func:`area_witnesses`), on which the
+  driver then runs that check, :func:`geopriv.counting.check_area_public`, for all the data at once;
+  with ``user=`` (or the index labels, with a budget store and no ``user=``, as in memory), every
+  person's number of counted rows (keyed by :func:`person_digests`).  Memory: a partition, the
+  cells, and (with ``user=``) the persons.  Data without rows are released, as in memory.
 * **Bounding by person across partitions** (``user=``): a person whose rows over ALL partitions
   number more than ``max_per_user`` keeps ``max_per_user`` of them chosen uniformly at random with
   fresh randomness.  Pass 2 gives every row a random priority from its partition's generator, derived
@@ -35,11 +37,13 @@ How the plan runs on partitions
   draws the same noise as the in-memory call with the same seed (the root of the priorities comes
   from a jumped copy of the generator, which leaves it untouched), so when nobody is over the cap
   the release is the in-memory one exactly.  The provenance record is the in-memory one.
-* ``flows`` of trajectory points: a trip's rows may lie in several partitions; each partition
-  reports, per trip, its earliest and latest rows (time, then row order) and their regions, and the
-  driver keeps the earliest and latest over all partitions (ties by partition, then position: the
-  in-memory rule on the concatenated frame).  The driver then holds one row per trip, and bounds and
-  counts them exactly as in memory.  ``flows`` of one LineString per trip counts rows like
+* ``flows`` of trajectory points: a trip's rows may lie in several partitions.  Each partition
+  sends, per trip, its first row and its earliest and latest rows (picked by
+  :func:`geopriv.counting.trip_ends`, the in-memory rule); on these candidates, in partition then
+  row order, the driver runs ``trip_ends`` again: the ends and the order of the trips are those of
+  the concatenated frame in memory.  The driver then holds at most three rows per trip and
+  partition, and bounds and counts the trips exactly as in memory (the same generator: a seeded
+  release is the in-memory one).  ``flows`` of one LineString per trip counts rows like
   ``aggregate``.
 """
 from __future__ import annotations
