@@ -320,7 +320,7 @@ def same_refusal(memory, on_dask, kind=GeoprivError):
 
 def test_regions_and_cells_built_on_the_points_are_refused_over_all_partitions_as_in_memory():
     gdf = points(n=40).sort_index()
-    # a region= whose corners are data points in four different partitions (beside declared bounds)
+    # a region= whose corners are data points, spread over the partitions (beside declared bounds)
     corners = [gdf.geometry.iloc[i] for i in (0, 12, 25, 38)]
     region = shapely.Polygon([(p.x, p.y) for p in corners]).convex_hull
     assert len(shapely.get_coordinates(region)) >= 4
