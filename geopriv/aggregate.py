@@ -15,27 +15,22 @@ import numpy as np
 import pandas as pd
 
 from .budget import PURE, open_store, opens_budget_store
-from .counting import (budget_charge, bound_contributions, cells_frame, check_area_public, check_epsilon,
+from .counting import (OUTSIDE_FIX, bounded_person, check_flows_store, flows_frame, heatmap_layout,budget_charge, bound_contributions, cells_frame, check_area_public, check_epsilon,
                        count_rows, locate_rows, person_codes, plan_counts, release_counts,
                        warn_if_swamped)
 from .daskhook import is_dask, lazy
-from .exceptions import Fix, ParameterError
+from .exceptions import ParameterError
 from .provenance import make_record
 from .release import budget_fields, check_release_input
 from .rng import make_rng
 
 __all__ = ["aggregate", "heatmap", "flows", "Heatmap"]
 
-_OUTSIDE_FIX = Fix("outside", python="Pass outside='drop' to leave those trips out, or use regions that cover them.",
-                   cli="Give --outside drop to leave those trips out, or use regions that cover them.",
-                   qgis="Set 'Trips outside every region' to 'drop', or use regions that cover them.")
-
-
 def _release(data, epsilon, *, cells, user, max_per_user, bounds, region, levels, nonnegative, suppress, rng,
              budget_store, person, kind, extra=None):
     """(plan, released counts, record) of a count release of ``data`` (the one in-memory path)."""
     epsilon = check_epsilon(epsilon)
-    user = _bounded_person(user, person)
+    user = bounded_person(user, person)
     store = open_store(budget_store)
     geoms, xy = _points(data, bounds, region)
     labels = geoms.index
@@ -90,18 +85,6 @@ def _index_codes(data):
 
     ids, _ = row_identities(data, None, refuse_positions=True)
     return pd.factorize(ids, sort=False)[0].astype(np.int64)
-
-
-def _bounded_person(user, person):
-    """The column whose persons are bounded and charged: ``user``, else ``person`` (they must agree).
-
-    A person charged once must count for at most ``max_per_user`` rows, so ``person=`` alone bounds
-    rows per person like ``user=`` does.
-    """
-    if person is not None and user is not None and person != user:
-        raise ParameterError("person= and user= name different columns: the person charged is the user whose rows are "
-                             "bounded. Give only user=.")
-    return user if user is not None else person
 
 
 def _noise(plan, cell, codes, gen):
@@ -195,7 +178,7 @@ def aggregate(
     if is_dask(data):
         return lazy("aggregate")(data, epsilon, cells=cells, user=user, max_per_user=max_per_user, bounds=bounds,
                                  region=region, levels=levels, nonnegative=nonnegative, suppress=suppress, rng=rng,
-                                 **({} if budget_store is None else {"budget_store": budget_store, "person": person}))
+                                 budget_store=budget_store, person=person)
     plan, released, record = _release(
         data, epsilon, cells=cells, user=user, max_per_user=max_per_user, bounds=bounds, region=region, levels=levels,
         nonnegative=nonnegative, suppress=suppress, rng=rng, budget_store=budget_store, person=person,
@@ -322,22 +305,8 @@ def heatmap(
         data, epsilon, cells=resolution, user=user, max_per_user=max_per_user, bounds=bounds, region=region,
         levels=levels, nonnegative=nonnegative, suppress=None, rng=rng, budget_store=budget_store, person=person,
         kind="heatmap", extra={"values": values})
-    grid = plan.cells
-    shape = (grid.ny, grid.nx)
-    err = np.full(shape, np.nan, dtype=np.float32)
-    err.flat[grid.kept] = plan.expected_error
-    if values == "count":
-        dtype = np.int32 if np.abs(released).max(initial=0) < np.iinfo(np.int32).max else np.int64
-        out = np.full(shape, np.iinfo(dtype).min, dtype=dtype)  # nodata: no count can be this
-        out.flat[grid.kept] = released
-        unit = "count"
-    else:
-        area = float(grid.cell_area_km2()[0])
-        out = np.full(shape, np.nan, dtype=np.float32)
-        out.flat[grid.kept] = released / area
-        err = err / np.float32(area)
-        unit = "count per km²"
-    result = Heatmap(out, err, grid.transform(), grid.crs, record, unit)
+    out, err, unit = heatmap_layout(plan, released, values)
+    result = Heatmap(out, err, plan.cells.transform(), plan.cells.crs, record, unit)
     if path is not None:
         result.to_raster(path, overwrite=overwrite)
     return result
@@ -403,7 +372,6 @@ def flows(
     >>> od = geopriv.flows(tracks, 1.0, regions=districts, traj_id="trip", time="t", user="person",
     ...                    max_per_user=5)  # doctest: +SKIP
     """
-    import geopandas as gpd
     import shapely
 
     from .counting import plan_flows, trip_ends
@@ -412,16 +380,11 @@ def flows(
     if is_dask(data):
         return lazy("flows")(data, epsilon, regions=regions, traj_id=traj_id, time=time, user=user,
                              max_per_user=max_per_user, region_id=region_id, outside=outside, levels=levels,
-                             nonnegative=nonnegative, rng=rng,
-                             **({} if budget_store is None else {"budget_store": budget_store, "person": person}))
+                             nonnegative=nonnegative, rng=rng, budget_store=budget_store, person=person)
     epsilon = check_epsilon(epsilon)
-    user = _bounded_person(user, person)
+    user = bounded_person(user, person)
     store = open_store(budget_store)
-    if store is not None and user is None:
-        raise ParameterError("A budget store charges persons: say whose each trip is.", fix=Fix(
-            "person_column", python="Give user= (the column of person ids; each person's trips are bounded by "
-                                    "max_per_user).", cli="Give --user (the column of person ids).",
-            qgis="Set 'Person id field'."))
+    check_flows_store(store, user)
     if outside not in ("refuse", "drop"):
         raise ParameterError(f"outside must be 'refuse' or 'drop', got {outside!r}.")
     geoms = as_geoseries(data) if traj_id is not None else data.geometry
@@ -449,7 +412,7 @@ def flows(
     out = (o < 0) | (d < 0)
     if out.any() and outside == "refuse":
         raise GeometryError(
-            "start or end outside every region", pd.Index(trip_ids[out]), _OUTSIDE_FIX, what="trip(s)")
+            "start or end outside every region", pd.Index(trip_ids[out]), OUTSIDE_FIX, what="trip(s)")
     codes = None
     if user is not None:
         codes = person_codes(data, user, labels)
@@ -488,12 +451,5 @@ def flows(
         released = draw()
     record = make_record(fields, seeded=source.seeded, n=plan.cells.n)
     warn_if_swamped(plan, released)
-    rep = shapely.get_coordinates(shapely.point_on_surface(regions_cells.geoms))
-    oi, di = np.divmod(np.arange(m * m), m)
-    lines = shapely.linestrings(np.stack([rep[oi], rep[di]], axis=1))
-    names = plan.cells.names
-    result = gpd.GeoDataFrame({"origin": names[oi], "destination": names[di], "count": released.astype(np.int64),
-                               "expected_error": plan.expected_error}, geometry=lines, crs=regions_cells.crs)
-    result.attrs["geopriv"] = record
-    return result
+    return flows_frame(plan, released, record)
 

@@ -30,8 +30,72 @@ from .frame import check_area_not_from_data, declared_bounds, touched_edges
 from .mechanisms.hierarchy import CellTree, HierarchicalCounts, split_levels
 from .provenance import make_record
 
-__all__ = ["CountPlan", "plan_counts", "bound_contributions", "count_rows", "release_counts", "check_max_per_user",
+__all__ = ["OUTSIDE_FIX", "TRIP_PERSON_FIX", "bounded_person", "check_flows_store", "heatmap_layout", "flows_frame",
+           "CountPlan", "plan_counts", "bound_contributions", "count_rows", "release_counts", "check_max_per_user",
            "level_weights", "person_codes"]
+
+
+OUTSIDE_FIX = Fix("outside", python="Pass outside='drop' to leave those trips out, or use regions that cover them.",
+                  cli="Give --outside drop to leave those trips out, or use regions that cover them.",
+                  qgis="Set 'Trips outside every region' to 'drop', or use regions that cover them.")
+TRIP_PERSON_FIX = Fix(
+    "person_column", python="Give user= (the column of person ids; each person's trips are bounded by max_per_user).",
+    cli="Give --user (the column of person ids).", qgis="Set 'Person id field'.")
+
+
+def bounded_person(user, person):
+    """The column whose persons are bounded and charged: ``user``, else ``person`` (they must agree).
+
+    A person charged once must count for at most ``max_per_user`` rows, so ``person=`` alone bounds
+    rows per person like ``user=`` does.
+    """
+    if person is not None and user is not None and person != user:
+        raise ParameterError("person= and user= name different columns: the person charged is the user whose rows are "
+                             "bounded. Give only user=.")
+    return user if user is not None else person
+
+
+def check_flows_store(store, user) -> None:
+    """Flows charged to a budget store need the persons: trips are not persons."""
+    if store is not None and user is None:
+        raise ParameterError("A budget store charges persons: say whose each trip is.", fix=TRIP_PERSON_FIX)
+
+
+def heatmap_layout(plan, released: np.ndarray, values: str):
+    """(values, expected error, unit) of a grid release as north-up rasters.
+
+    Counts are int32 (int64 when larger) with the type's smallest value as no-data; densities per
+    km² (counts over the public cell area) are float32 with NaN.
+    """
+    grid = plan.cells
+    shape = (grid.ny, grid.nx)
+    err = np.full(shape, np.nan, dtype=np.float32)
+    err.flat[grid.kept] = plan.expected_error
+    if values == "count":
+        dtype = np.int32 if np.abs(released).max(initial=0) < np.iinfo(np.int32).max else np.int64
+        out = np.full(shape, np.iinfo(dtype).min, dtype=dtype)  # nodata: no count can be this
+        out.flat[grid.kept] = released
+        return out, err, "count"
+    area = float(grid.cell_area_km2()[0])
+    out = np.full(shape, np.nan, dtype=np.float32)
+    out.flat[grid.kept] = released / area
+    return out, err / np.float32(area), "count per km²"
+
+
+def flows_frame(plan, released: np.ndarray, record: dict) -> gpd.GeoDataFrame:
+    """The released flows: one line per ordered pair of regions, between their representative points."""
+    import shapely
+
+    regions = plan.cells.regions
+    m = regions.n
+    rep = shapely.get_coordinates(shapely.point_on_surface(regions.geoms))
+    oi, di = np.divmod(np.arange(m * m), m)
+    lines = shapely.linestrings(np.stack([rep[oi], rep[di]], axis=1))
+    names = plan.cells.names
+    result = gpd.GeoDataFrame({"origin": names[oi], "destination": names[di], "count": released.astype(np.int64),
+                               "expected_error": plan.expected_error}, geometry=lines, crs=regions.crs)
+    result.attrs["geopriv"] = record
+    return result
 
 
 def check_max_per_user(max_per_user, user) -> int:

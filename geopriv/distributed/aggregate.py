@@ -54,9 +54,10 @@ import numbers
 import numpy as np
 import pandas as pd
 
-from ..counting import (check_area_public, check_epsilon, locate_rows, person_codes, plan_counts, plan_flows,
+from ..counting import (OUTSIDE_FIX, bounded_person, check_flows_store, flows_frame, heatmap_layout,
+                        check_area_public, check_epsilon, locate_rows, person_codes, plan_counts, plan_flows,
                         release_counts, warn_if_swamped)
-from ..exceptions import Fix, GeometryError, GeoprivError, ParameterError, StaleReleaseError
+from ..exceptions import GeometryError, GeoprivError, ParameterError, StaleReleaseError
 
 __all__ = ["aggregate_dask", "heatmap_dask", "flows_dask", "person_digests", "dask_counts"]
 
@@ -294,7 +295,7 @@ class _LineRows:
         o, d = regions.locate(o_xy), regions.locate(d_xy)
         out = (o < 0) | (d < 0)
         if out.any() and self.outside == "refuse":
-            raise GeometryError("start or end outside every region", pd.Index(trip_ids[out]), _OUTSIDE_FIX,
+            raise GeometryError("start or end outside every region", pd.Index(trip_ids[out]), OUTSIDE_FIX,
                                 what="trip(s)")
         return np.where(out, -1, o * regions.n + d).astype(np.int64), labels, seen
 
@@ -515,28 +516,6 @@ def _once_each(pk):
                       label_text=pk.label_text)
 
 
-# Copies of private names of geopriv.aggregate, until they are public there (the architecture test forbids
-# importing private names); tests/test_distributed_aggregate.py checks that the messages are the in-memory ones.
-_TRIP_PERSON_FIX = Fix(
-    "person_column", python="Give user= (the column of person ids; each person's trips are bounded by max_per_user).",
-    cli="Give --user (the column of person ids).", qgis="Set 'Person id field'.")
-_OUTSIDE_FIX = Fix("outside", python="Pass outside='drop' to leave those trips out, or use regions that cover them.",
-                   cli="Give --outside drop to leave those trips out, or use regions that cover them.",
-                   qgis="Set 'Trips outside every region' to 'drop', or use regions that cover them.")
-
-
-def _bounded_person(user, person):
-    """The column whose persons are bounded and charged: ``user``, else ``person`` (geopriv.aggregate's rule).
-
-    A person charged once counts for at most ``max_per_user`` rows, so ``person=`` alone bounds
-    rows per person like ``user=``.
-    """
-    if person is not None and user is not None and person != user:
-        raise ParameterError("person= and user= name different columns: the person charged is the user whose rows are "
-                             "bounded. Give only user=.")
-    return user if user is not None else person
-
-
 def _check_charge_column(meta, store, column) -> None:
     if store is not None and column is not None and (not hasattr(meta, "columns") or column not in meta.columns):
         from ..budget import PERSON_FIX
@@ -575,7 +554,7 @@ def _cell_release(data, epsilon, *, cells, user, max_per_user, bounds, region, l
     from ..aggregate import INDEX_PERSONS
 
     epsilon = check_epsilon(epsilon)
-    user = _bounded_person(user, person)
+    user = bounded_person(user, person)
     meta = data._meta
     crs = _meta_crs(meta)
     _check_schema(meta, bounds, region)
@@ -650,26 +629,10 @@ def heatmap_dask(data, epsilon, *, resolution, bounds=None, region=None, user=No
 
 
 def _heatmap(plan, released, record, values, path, overwrite):
-    # TODO(refactor): the raster layout of geopriv.heatmap, copied until it is factored out there (one function
-    # taking (plan, released, record, values)); tests/test_distributed_aggregate.py checks the two agree exactly
     from ..aggregate import Heatmap
 
-    grid = plan.cells
-    shape = (grid.ny, grid.nx)
-    err = np.full(shape, np.nan, dtype=np.float32)
-    err.flat[grid.kept] = plan.expected_error
-    if values == "count":
-        dtype = np.int32 if np.abs(released).max(initial=0) < np.iinfo(np.int32).max else np.int64
-        out = np.full(shape, np.iinfo(dtype).min, dtype=dtype)  # nodata: no count can be this
-        out.flat[grid.kept] = released
-        unit = "count"
-    else:
-        area = float(grid.cell_area_km2()[0])
-        out = np.full(shape, np.nan, dtype=np.float32)
-        out.flat[grid.kept] = released / area
-        err = err / np.float32(area)
-        unit = "count per km²"
-    result = Heatmap(out, err, grid.transform(), grid.crs, record, unit)
+    out, err, unit = heatmap_layout(plan, released, values)
+    result = Heatmap(out, err, plan.cells.transform(), plan.cells.crs, record, unit)
     if path is not None:
         result.to_raster(path, overwrite=overwrite)
     return result
@@ -700,9 +663,8 @@ def _flows(data, epsilon, *, regions, traj_id, time, user, max_per_user, region_
     from ..rng import make_rng
 
     epsilon = check_epsilon(epsilon)
-    user = _bounded_person(user, person)
-    if store is not None and user is None:
-        raise ParameterError("A budget store charges persons: say whose each trip is.", fix=_TRIP_PERSON_FIX)
+    user = bounded_person(user, person)
+    check_flows_store(store, user)
     if outside not in ("refuse", "drop"):
         raise ParameterError(f"outside must be 'refuse' or 'drop', got {outside!r}.")
     meta = data._meta
@@ -735,19 +697,8 @@ def _flows(data, epsilon, *, regions, traj_id, time, user, max_per_user, region_
 def _flows_frame(plan, released, record):
     # TODO(refactor): the output of geopriv.flows, copied until it is factored out there (one function taking
     # (plan, released, record)); tests/test_distributed_aggregate.py checks the two agree exactly
-    import geopandas as gpd
-    import shapely
 
-    regions_cells = plan.cells.regions
-    m = regions_cells.n
-    rep = shapely.get_coordinates(shapely.point_on_surface(regions_cells.geoms))
-    oi, di = np.divmod(np.arange(m * m), m)
-    lines = shapely.linestrings(np.stack([rep[oi], rep[di]], axis=1))
-    names = plan.cells.names
-    result = gpd.GeoDataFrame({"origin": names[oi], "destination": names[di], "count": released.astype(np.int64),
-                               "expected_error": plan.expected_error}, geometry=lines, crs=regions_cells.crs)
-    result.attrs["geopriv"] = record
-    return result
+    return flows_frame(plan, released, record)
 
 
 def _trip_rows(part, number, traj_id, time, user):
@@ -818,7 +769,7 @@ def _trip_counts(data, plan, traj_id, time, user, outside, gen, charge, want_per
     o, d = regions.locate(o_xy), regions.locate(d_xy)
     out = (o < 0) | (d < 0)
     if out.any() and outside == "refuse":
-        raise GeometryError("start or end outside every region", pd.Index(trip_ids[out]), _OUTSIDE_FIX,
+        raise GeometryError("start or end outside every region", pd.Index(trip_ids[out]), OUTSIDE_FIX,
                             what="trip(s)")
     codes = None
     if user is not None:
