@@ -29,6 +29,7 @@ import shapely
 from pyproj import Transformer
 
 from .crs import as_crs
+from .defaults import DEFAULT_MAX_DISTORTION
 from .exceptions import CRSError, Fix, GeoprivError, ParameterError, ParameterTypeError
 
 __all__ = ["GridCells", "H3Cells", "PolygonCells", "make_cells", "MAX_CELLS", "parse_cells", "check_polygons_not_from_data",
@@ -101,10 +102,13 @@ def _too_many(n: float, what: str) -> None:
 
 
 def crs_units_per_metre(crs, rect) -> float:
-    """CRS units per ground metre at the centre of the public area ``rect`` (a function of public data).
+    """CRS units per ground metre over the public area ``rect`` (a function of public data).
 
-    Warns (:class:`~geopriv.exceptions.DistortionWarning`) when the scale varies by more than 1 %
-    over the area: cells then differ in ground size by as much.
+    Where the CRS's scale stays within 1 % of its unit over the area (UTM, national grids: the
+    tolerance geopriv's public frame uses), its unit is taken as it is, so 100 m cells are 100
+    units and line up with round coordinates; otherwise (Web Mercator away from the equator) the
+    scale at the area's centre.  Warns (:class:`~geopriv.exceptions.DistortionWarning`) when the
+    scale varies by more than 1 % over the area: cells then differ in ground size by as much.
     """
     import warnings
 
@@ -122,6 +126,10 @@ def crs_units_per_metre(crs, rect) -> float:
             f"The CRS's scale varies by {100 * spread:.1f} % over the public area: the grid's cells are square in "
             "the CRS and their ground size varies as much. Reproject to a local CRS (a UTM zone) for cells of one "
             "size.", DistortionWarning, stacklevel=caller_stacklevel())
+    unit = crs.axis_info[0].unit_conversion_factor if crs.axis_info else 1.0
+    nominal = 1.0 / float(unit or 1.0)  # CRS units per metre of its own unit
+    if float(np.max(np.abs(scale / nominal - 1))) <= DEFAULT_MAX_DISTORTION:
+        return nominal
     return float(scale[0])
 
 
@@ -152,6 +160,8 @@ class GridCells:
     ny: int
     kept: np.ndarray
     area_source: str
+    x1: float = math.inf  # the public area's east and north edges: the last column and row reach them
+    y1: float = math.inf
 
     @classmethod
     def build(cls, crs, step_m: float, rect, region_geom, area_source: str) -> "GridCells":
@@ -181,7 +191,8 @@ class GridCells:
                                   ~shapely.touches(boxes.ravel(), region_geom)).astype(np.int64)
             if not len(kept):
                 raise ParameterError("No grid cell meets the region.")
-        return cls(crs, float(xmin), float(ymin), float(step), float(step_m), int(nx), int(ny), kept, area_source)
+        return cls(crs, float(xmin), float(ymin), float(step), float(step_m), int(nx), int(ny), kept, area_source,
+                   float(xmax), float(ymax))
 
     @property
     def n(self) -> int:
@@ -195,14 +206,25 @@ class GridCells:
     def locate(self, xy: np.ndarray) -> np.ndarray:
         col = np.floor((xy[:, 0] - self.x0) / self.step)
         row_s = np.floor((xy[:, 1] - self.y0) / self.step)  # from the south
-        # a point exactly on the north or east edge of the public area belongs to the last cell
-        col = np.where((col == self.nx) & (xy[:, 0] <= self.x0 + self.nx * self.step), self.nx - 1, col)
-        row_s = np.where((row_s == self.ny) & (xy[:, 1] <= self.y0 + self.ny * self.step), self.ny - 1, row_s)
+        # a point on the north or east edge of the grid or of the public area (which float rounding may put a
+        # hair beyond the grid's) belongs to the last cell
+        col = np.where((col == self.nx) & (xy[:, 0] <= self._east), self.nx - 1, col)
+        row_s = np.where((row_s == self.ny) & (xy[:, 1] <= self._north), self.ny - 1, row_s)
         ok = (col >= 0) & (col < self.nx) & (row_s >= 0) & (row_s < self.ny)
         flat = np.where(ok, (self.ny - 1 - np.where(ok, row_s, 0)).astype(np.int64) * self.nx
                         + np.where(ok, col, 0).astype(np.int64), 0)
         out = np.where(ok, self._lookup()[flat], -1)
         return out
+
+    @property
+    def _east(self) -> float:
+        east = self.x0 + self.nx * self.step
+        return max(east, self.x1) if math.isfinite(self.x1) and self.x1 - east < 1e-6 * self.step else east
+
+    @property
+    def _north(self) -> float:
+        north = self.y0 + self.ny * self.step
+        return max(north, self.y1) if math.isfinite(self.y1) and self.y1 - north < 1e-6 * self.step else north
 
     def keys(self) -> list:
         row, col = np.divmod(self.kept, self.nx)
@@ -215,7 +237,9 @@ class GridCells:
         row, col = np.divmod(self.kept, self.nx)
         top = self.y0 + (self.ny - row) * self.step
         left = self.x0 + col * self.step
-        return shapely.box(left, top - self.step, left + self.step, top)
+        right = np.where(col == self.nx - 1, self._east, left + self.step)
+        top = np.where(row == 0, self._north, top)
+        return shapely.box(left, self.y0 + (self.ny - row - 1) * self.step, right, top)
 
     def transform(self):
         """The raster transform (north up) of the full grid."""
