@@ -23,8 +23,9 @@ Protocol
   M random trips per user, and adds Laplace noise of scale 2 M / eps to every tile (then rounds and
   clips at 0).  Its noise comes from ``secrets.SystemRandom`` (diffprivlib): only its trip sampling
   is seeded, so its figures move by Monte-Carlo error between runs.
-* geopriv: ``geopriv.aggregate(gdf, eps, cells=1000.0, user="user", max_per_user=K,
-  bounds=BOUNDS, rng=seed)`` with K = 2 M, the same bound on counted points per user as
+* geopriv: ``geopriv.aggregate(gdf, eps, cells=tiles, user="user", max_per_user=K, rng=seed)``
+  (``tiles``: the same 1 km UTM tiles, as public polygons; geopriv's ``cells=1000`` grid is in
+  ground metres, 999.6 UTM units here, and would not line up with them) with K = 2 M, the same bound on counted points per user as
   dp_mobility_report's (each trip gives at most 2 counted points): the same user-level eps-DP
   guarantee (neighbours differ by all rows of one person).  Run on two inputs:
 
@@ -112,14 +113,18 @@ def tile_of(x, y):
     return row * NX + col
 
 
-def tessellation() -> gpd.GeoDataFrame:
-    """The public 1 km tiles, with tile_id, in EPSG:4326 (dp_mobility_report's CRS; it reprojects others)."""
+def tiles_utm() -> gpd.GeoDataFrame:
+    """The public 1 km tiles (squares of 1,000 UTM units), with tile_id, in EPSG:32650."""
     col, row = np.meshgrid(np.arange(NX), np.arange(NY))
     col, row = col.ravel(), row.ravel()
     x0, y0 = BOUNDS[0] + col * TILE, BOUNDS[1] + row * TILE
-    tiles = gpd.GeoDataFrame({"tile_id": (row * NX + col).astype(str)},
-                             geometry=shapely.box(x0, y0, x0 + TILE, y0 + TILE), crs=CRS_UTM)
-    return tiles.to_crs("EPSG:4326")
+    return gpd.GeoDataFrame({"tile_id": (row * NX + col).astype(str)},
+                            geometry=shapely.box(x0, y0, x0 + TILE, y0 + TILE), crs=CRS_UTM)
+
+
+def tessellation() -> gpd.GeoDataFrame:
+    """The public 1 km tiles, with tile_id, in EPSG:4326 (dp_mobility_report's CRS; it reprojects others)."""
+    return tiles_utm().to_crs("EPSG:4326")
 
 
 def dpmr_report(df, tess, eps, max_trips, seed, user_privacy=True):
@@ -290,6 +295,10 @@ def main(argv=None) -> int:
     #: geopriv's split of epsilon over its hierarchy: the default (7/8 cells, 1/8 the area's total),
     #: the cells only, and 4 equally weighted levels (Hay et al.)
     splits = (("geopriv", "auto"), ("geopriv levels=False", False), ("geopriv levels=4", 4))
+    # geopriv's grid steps are ground metres (1,000 m is 999.6 UTM units here: a 70 x 69 grid that
+    # does not line up with dp_mobility_report's tiles), so geopriv gets the very tiles
+    # dp_mobility_report counts, as public polygons (its own quadtree over them is the hierarchy).
+    cells_geopriv = tiles_utm()[["geometry"]]
     runs = [(USER, tool, lv, "trip ends", ends_gdf, "user", k, true_ends) for tool, lv in splits]
     runs.append((USER, "geopriv", "auto", "all fixes", gp, "user", k, true_fixes))
     runs += [(ITEM, tool, lv, "trip ends", ends_trip_gdf, "trip", 2, true_ends) for tool, lv in splits]
@@ -308,7 +317,7 @@ def main(argv=None) -> int:
                     for s in seeds:
                         with warnings.catch_warnings():
                             warnings.simplefilter("ignore")  # LowUtilityWarning where the noise swamps
-                            res = aggregate(data, eps, cells=TILE, user=user_col, max_per_user=bound, bounds=BOUNDS,
+                            res = aggregate(data, eps, cells=cells_geopriv, user=user_col, max_per_user=bound,
                                             levels=lv, rng=s)
                         e.add(geopriv_vector(res), true)
                     results[(regime, tool, label, eps)] = e
@@ -346,6 +355,14 @@ def main(argv=None) -> int:
     def mae(regime, tool, eps):
         e = results.get((regime, tool, "trip ends", eps))
         return None if e is None else float(np.mean(e.mae))
+
+    def busy_mae(regime, tool, eps):
+        e = results.get((regime, tool, "trip ends", eps))
+        return None if e is None else float(np.mean(e.mae_busy))
+
+    def empty_mae(regime, tool, eps):
+        e = results.get((regime, tool, "trip ends", eps))
+        return None if e is None else float(np.mean(e.mae_empty))
 
     verdict = ["| regime | eps | dp_mobility_report MAE | geopriv default MAE | reduction | ≥ 30 % lower? | "
                "geopriv levels=False | geopriv levels=4 | zeros everywhere | best geopriv split beats zeros? |",
@@ -396,15 +413,17 @@ def main(argv=None) -> int:
         "* dp_mobility_report, item level: the same with `user_privacy=False, max_trips_per_user=None` (no trip "
         "sampling: every trip end counted); sensitivity 2 (checked in its output); Laplace of scale 2/eps, "
         "rounded, clipped at 0, on every tile.",
-        f"* geopriv, user level: `geopriv.aggregate(gdf, eps, cells=1000.0, user='user', max_per_user={k}, "
-        f"bounds={BOUNDS}, levels=..., rng=seed)`, gdf in EPSG:32650. K = {k} = 2 x max_trips_per_user: "
+        f"* geopriv, user level: `geopriv.aggregate(gdf, eps, cells=tiles, user='user', max_per_user={k}, "
+        "levels=..., rng=seed)`, gdf in EPSG:32650, `tiles` = the same 1 km UTM tiles as dp_mobility_report's, "
+        "given as public polygons (geopriv's own `cells=1000` grid is in ground metres, 999.6 UTM units here, "
+        "a 70 x 69 grid not aligned with them). K = {k} = 2 x max_trips_per_user: "
         "the same bound on counted points per person, hence the same user-level eps-DP guarantee. Inputs: "
         f"`trip ends` (the {n_ends:,} rows dp_mobility_report counts) and `all fixes` ({len(df):,} rows).",
         "* geopriv, item level: the same on the trip ends with `user='trip', max_per_user=2`, where `trip` is "
         f"dp_mobility_report's own trip id (unique per user and trajectory; at most {rows_per_trip} rows per "
         "trip, so nothing is dropped): neighbours differ by one trip with its two ends, the guarantee of "
         "`user_privacy=False`.",
-        "* geopriv's split of epsilon over its quadtree of cells (8 levels from 1 km tiles to the whole area): "
+        "* geopriv's split of epsilon over its hierarchy (a quadtree over the tiles, up to the whole area): "
         "`levels='auto'` (the default: 7/8 to the tiles, 1/8 to the whole area's total), `levels=False` (the tiles "
         "only) and `levels=4` (4 levels with equal shares, Hay et al.). Non-negative (default).",
         f"* {a.reps} repetitions, seeds 1..{a.reps} (dp_mobility_report: trip sampling only; its noise is "
@@ -433,6 +452,22 @@ def main(argv=None) -> int:
            "met at eps " + ", ".join(f"{e:g}" for e, m in zip(a.eps, met[ITEM]) if m) + "; not met at eps "
            + ", ".join(f"{e:g}" for e, m in zip(a.eps, met[ITEM]) if not m) + "." if any(met[ITEM]) else
            "not met at any eps."),
+        "",
+        "Where the MAE comes from (item level): " + "; ".join(
+            f"eps {eps:g}: on the {int((true_ends > 0).sum())} non-empty tiles dp_mobility_report "
+            f"{busy_mae(ITEM, 'dp_mobility_report', eps):.2f}, geopriv {busy_mae(ITEM, 'geopriv', eps):.2f}; on the "
+            f"{int((true_ends == 0).sum()):,} empty tiles {empty_mae(ITEM, 'dp_mobility_report', eps):.2f} vs "
+            f"{empty_mae(ITEM, 'geopriv', eps):.2f}" for eps in a.eps if busy_mae(ITEM, 'geopriv', eps) is not None)
+        + ". MAE per tile averages over all tiles, 98 % of them empty: geopriv wins it on the empty tiles, where "
+        "its non-negative release that adds up to an accurate total puts almost nothing, while dp_mobility_report "
+        "puts about half its Laplace scale on each. On the tiles with trips the order is reversed "
+        + ("at every eps" if all((busy_mae(ITEM, 'geopriv', e) or 0) > (busy_mae(ITEM, 'dp_mobility_report', e) or 0)
+                                 for e in a.eps) else "at some eps")
+        + ": geopriv's tiles get 7/8 of eps (noise scale 2 / (0.875 eps), 14 % above dp_mobility_report's 2 / eps) "
+        "and its projection onto counts >= 0 that add up to their parent (level by level down its quadtree) "
+        "shifts the positive tiles under each parent down by a common amount (the positive noise of the empty "
+        "tiles has to go somewhere). So the 30 % target is met on the "
+        "metric it names, not on the busy tiles (see also the top-20 columns).",
         "",
         "## Item level (one trip protected): counts with signal",
         "",
