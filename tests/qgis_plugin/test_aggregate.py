@@ -448,7 +448,7 @@ def test_parameters_are_the_librarys(provider, name):
 
 def test_the_qgis_names_in_the_librarys_advice_are_the_dialogs(provider):
     """The library's QGIS fixes for counts quote these labels: the dialogs must have them."""
-    from geopriv.aggregate import _OUTSIDE_FIX
+    from geopriv.counting import OUTSIDE_FIX
     from geopriv.cells import _cells_fix
     from geopriv.counting import check_max_per_user
     from geopriv.exceptions import ParameterError
@@ -456,7 +456,7 @@ def test_the_qgis_names_in_the_librarys_advice_are_the_dialogs(provider):
     with pytest.raises(ParameterError) as most:
         check_max_per_user(2, None)
     advice = {"aggregate": [_cells_fix().qgis, most.value.fix.qgis], "heatmap": [most.value.fix.qgis],
-              "flows": [_OUTSIDE_FIX.qgis, most.value.fix.qgis]}
+              "flows": [OUTSIDE_FIX.qgis, most.value.fix.qgis]}
     for name, texts in advice.items():
         labels = [d.description() for d in provider.algorithm(name).parameterDefinitions()]
         for text in texts:
