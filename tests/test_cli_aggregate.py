@@ -3,7 +3,7 @@
 Data: the shipped Soho deaths (``geopriv/data/soho_cholera.gpkg`` layer ``deaths``, 324 points in
 EPSG:3857, a unique integer ``Id`` per row) with the shipped public study area
 (``geopriv/data/study_area.gpkg``, the box -15800 6711900 -14600 6713300: a 100 m grid over it
-has 12 x 14 cells); for flows, the GeoLife sample (``/work/shared/data/geolife_sample.gpkg``: 5
+has 8 x 9 cells of 100 ground metres); for flows, the GeoLife sample (``tests/data/geolife_sample.gpkg``: 5
 trajectories of 3 trackers) reprojected to UTM 50N in ``tmp_path``, with four 14 km boxes as
 public regions.  Runs go through the real command line (:func:`geopriv.cli.main`, as in
 tests/test_cli.py, and once a real process) on real files and real SQLite budget stores.
@@ -30,6 +30,7 @@ import rasterio
 from shapely.geometry import LineString, box
 
 import geopriv
+from tests.conftest import data_path
 from geopriv.io import sidecar_path
 
 from .test_cli import SOHO, one_line_error, run
@@ -37,7 +38,7 @@ from .test_cli import SOHO, one_line_error, run
 DATA = Path(geopriv.__file__).parent / "data"
 AREA = DATA / "study_area.gpkg"
 BOUNDS = ["-15800", "6711900", "-14600", "6713300"]  # the study area's box
-GEOLIFE = Path("/work/shared/data/geolife_sample.gpkg")
+GEOLIFE = data_path("geolife_sample.gpkg")
 COUNT_COMMANDS = {"aggregate": geopriv.aggregate, "heatmap": geopriv.heatmap, "flows": geopriv.flows}
 
 
@@ -71,8 +72,6 @@ def releases(store) -> pd.DataFrame:
 @pytest.fixture
 def tracks(tmp_path):
     """The GeoLife sample (5 trips, 3 trackers) in UTM 50N, and four public 14 km boxes holding every trip end."""
-    if not GEOLIFE.exists():
-        pytest.skip(f"{GEOLIFE} is not on this machine")
     points = tmp_path / "tracks.gpkg"
     pyogrio.read_dataframe(GEOLIFE).to_crs(32650).to_file(points, engine="pyogrio")
     regions = tmp_path / "regions.gpkg"
