@@ -23,9 +23,9 @@ Protocol
   M random trips per user, and adds Laplace noise of scale 2 M / eps to every tile (then rounds and
   clips at 0).  Its noise comes from ``secrets.SystemRandom`` (diffprivlib): only its trip sampling
   is seeded, so its figures move by Monte-Carlo error between runs.
-* geopriv: ``geopriv.aggregate(gdf, eps, cells=tiles, user="user", max_per_user=K, rng=seed)``
-  (``tiles``: the same 1 km UTM tiles, as public polygons; geopriv's ``cells=1000`` grid is in
-  ground metres, 999.6 UTM units here, and would not line up with them) with K = 2 M, the same bound on counted points per user as
+* geopriv: ``geopriv.aggregate(gdf, eps, cells=1000.0, user="user", max_per_user=K,
+  bounds=BOUNDS, rng=seed)`` (checked to be dp_mobility_report's very tiles; should geopriv's
+  grid of ground metres stop lining up with them, the tiles are passed as public polygons) with K = 2 M, the same bound on counted points per user as
   dp_mobility_report's (each trip gives at most 2 counted points): the same user-level eps-DP
   guarantee (neighbours differ by all rows of one person).  Run on two inputs:
 
@@ -295,10 +295,20 @@ def main(argv=None) -> int:
     #: geopriv's split of epsilon over its hierarchy: the default (7/8 cells, 1/8 the area's total),
     #: the cells only, and 4 equally weighted levels (Hay et al.)
     splits = (("geopriv", "auto"), ("geopriv levels=False", False), ("geopriv levels=4", 4))
-    # geopriv's grid steps are ground metres (1,000 m is 999.6 UTM units here: a 70 x 69 grid that
-    # does not line up with dp_mobility_report's tiles), so geopriv gets the very tiles
-    # dp_mobility_report counts, as public polygons (its own quadtree over them is the hierarchy).
-    cells_geopriv = tiles_utm()[["geometry"]]
+    # geopriv's grid steps are ground metres: where its 1,000 m grid is dp_mobility_report's tiles
+    # (the same origin, step and shape: UTM's scale is within geopriv's 1 % tolerance), it is used as
+    # a user would (cells=1000); otherwise geopriv gets the very tiles as public polygons.
+    cells_geopriv, cells_note = tiles_utm()[["geometry"]], "polygons"
+    try:
+        from geopriv.counting import plan_counts
+        g = plan_counts(CRS_UTM, 1.0, cells=TILE, bounds=BOUNDS).cells
+        if (g.nx, g.ny, g.x0, g.y0, g.step) == (NX, NY, BOUNDS[0], BOUNDS[1], TILE):
+            cells_geopriv, cells_note = TILE, "grid"
+        else:
+            cells_note = f"polygons: geopriv's 1000 m grid is {g.nx} x {g.ny} cells of {g.step:.2f} UTM units here"
+    except Exception as exc:  # noqa: BLE001 - the plan's internals may move; polygons are the same tiles
+        cells_note = f"polygons (geopriv's grid not inspected: {type(exc).__name__})"
+    print(f"geopriv cells: {cells_note}", flush=True)
     runs = [(USER, tool, lv, "trip ends", ends_gdf, "user", k, true_ends) for tool, lv in splits]
     runs.append((USER, "geopriv", "auto", "all fixes", gp, "user", k, true_fixes))
     runs += [(ITEM, tool, lv, "trip ends", ends_trip_gdf, "trip", 2, true_ends) for tool, lv in splits]
@@ -318,7 +328,7 @@ def main(argv=None) -> int:
                         with warnings.catch_warnings():
                             warnings.simplefilter("ignore")  # LowUtilityWarning where the noise swamps
                             res = aggregate(data, eps, cells=cells_geopriv, user=user_col, max_per_user=bound,
-                                            levels=lv, rng=s)
+                                            bounds=BOUNDS if cells_note == "grid" else None, levels=lv, rng=s)
                         e.add(geopriv_vector(res), true)
                     results[(regime, tool, label, eps)] = e
                     timings[(f"{tool} {regime} level {label}", eps)] = time.time() - t0
@@ -413,10 +423,12 @@ def main(argv=None) -> int:
         "* dp_mobility_report, item level: the same with `user_privacy=False, max_trips_per_user=None` (no trip "
         "sampling: every trip end counted); sensitivity 2 (checked in its output); Laplace of scale 2/eps, "
         "rounded, clipped at 0, on every tile.",
-        f"* geopriv, user level: `geopriv.aggregate(gdf, eps, cells=tiles, user='user', max_per_user={k}, "
-        "levels=..., rng=seed)`, gdf in EPSG:32650, `tiles` = the same 1 km UTM tiles as dp_mobility_report's, "
-        "given as public polygons (geopriv's own `cells=1000` grid is in ground metres, 999.6 UTM units here, "
-        "a 70 x 69 grid not aligned with them). K = {k} = 2 x max_trips_per_user: "
+        (f"* geopriv, user level: `geopriv.aggregate(gdf, eps, cells=1000.0, user='user', max_per_user={k}, "
+         f"bounds={BOUNDS}, levels=..., rng=seed)` (its grid is dp_mobility_report's tiles: same origin, step and "
+         f"{NX} x {NY} shape, checked)" if cells_note == "grid" else
+         f"* geopriv, user level: `geopriv.aggregate(gdf, eps, cells=tiles, user='user', max_per_user={k}, "
+         f"levels=..., rng=seed)`, `tiles` = dp_mobility_report's 1 km UTM tiles as public polygons ({cells_note})")
+        + f", gdf in EPSG:32650. K = {k} = 2 x max_trips_per_user: "
         "the same bound on counted points per person, hence the same user-level eps-DP guarantee. Inputs: "
         f"`trip ends` (the {n_ends:,} rows dp_mobility_report counts) and `all fixes` ({len(df):,} rows).",
         "* geopriv, item level: the same on the trip ends with `user='trip', max_per_user=2`, where `trip` is "
