@@ -208,13 +208,20 @@ class GridCells:
         row_s = np.floor((xy[:, 1] - self.y0) / self.step)  # from the south
         # a point on the north or east edge of the grid or of the public area (which float rounding may put a
         # hair beyond the grid's) belongs to the last cell
-        col = np.where((col == self.nx) & (xy[:, 0] <= self._east), self.nx - 1, col)
-        row_s = np.where((row_s == self.ny) & (xy[:, 1] <= self._north), self.ny - 1, row_s)
+        if len(xy) and col.max() >= self.nx:
+            col = np.where((col == self.nx) & (xy[:, 0] <= self._east), self.nx - 1, col)
+        if len(xy) and row_s.max() >= self.ny:
+            row_s = np.where((row_s == self.ny) & (xy[:, 1] <= self._north), self.ny - 1, row_s)
         ok = (col >= 0) & (col < self.nx) & (row_s >= 0) & (row_s < self.ny)
-        flat = np.where(ok, (self.ny - 1 - np.where(ok, row_s, 0)).astype(np.int64) * self.nx
-                        + np.where(ok, col, 0).astype(np.int64), 0)
-        out = np.where(ok, self._lookup()[flat], -1)
-        return out
+        everywhere = bool(ok.all())
+        if not everywhere:
+            col, row_s = np.where(ok, col, 0), np.where(ok, row_s, 0)
+        flat = (self.ny - 1 - row_s.astype(np.int64)) * self.nx + col.astype(np.int64)
+        if len(self.kept) == self.nx * self.ny:  # every cell is released: its position is its index
+            out = flat
+        else:
+            out = self._lookup()[flat]
+        return out if everywhere else np.where(ok, out, -1)
 
     @property
     def _east(self) -> float:
@@ -349,12 +356,13 @@ class H3Cells:
     def geometry(self) -> np.ndarray:
         h3 = _h3()
         t = Transformer.from_crs(as_crs("EPSG:4326"), self.crs, always_xy=True)
-        polys = []
-        for c in self.cells.tolist():
-            ring = np.array(h3.api.basic_int.cell_to_boundary(c))[:, ::-1]
-            x, y = t.transform(ring[:, 0], ring[:, 1])
-            polys.append(shapely.polygons(np.column_stack([x, y])))
-        return np.array(polys, dtype=object)
+        rings = [np.array(h3.api.basic_int.cell_to_boundary(c))[:, ::-1] for c in self.cells.tolist()]
+        sizes = np.array([len(r) for r in rings])  # 6, or 5 for pentagons (and more where edges are distorted)
+        ll = np.concatenate(rings)
+        x, y = t.transform(ll[:, 0], ll[:, 1])  # one transform for every vertex
+        xy = np.column_stack([x, y])
+        rings_ix = np.repeat(np.arange(len(rings)), sizes)
+        return shapely.polygons(shapely.linearrings(xy, indices=rings_ix))
 
     def cell_area_km2(self) -> np.ndarray:
         h3 = _h3()

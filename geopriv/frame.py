@@ -396,8 +396,15 @@ def touched_edges(xy: np.ndarray, area) -> np.ndarray:
     tx, ty = 1e-9 * max(xmax - xmin, 1.0), 1e-9 * max(ymax - ymin, 1.0)
     if not len(xy):
         return np.zeros(4, bool)
-    return np.array([bool(np.any(np.abs(v - e) <= t)) for v, e, t in (
-        (xy[:, 0], xmin, tx), (xy[:, 0], xmax, tx), (xy[:, 1], ymin, ty), (xy[:, 1], ymax, ty))])
+    lo, hi = xy.min(axis=0), xy.max(axis=0)
+
+    def near(v, e, t, axis):
+        if lo[axis] > e + t or hi[axis] < e - t:  # no point within t of the edge: skip the full pass
+            return False
+        return bool(np.any(np.abs(v - e) <= t))
+
+    return np.array([near(xy[:, 0], xmin, tx, 0), near(xy[:, 0], xmax, tx, 0), near(xy[:, 1], ymin, ty, 1),
+                     near(xy[:, 1], ymax, ty, 1)])
 
 
 def check_area_not_from_data(touched, source: str = "bounds") -> None:

@@ -141,8 +141,8 @@ def point_xy(geoms: gpd.GeoSeries, what: str = "data") -> np.ndarray:
                 cli="Remove those rows from the file or give them a location.",
                 qgis="Remove those features or give them a location."),
         )
-    bad = ~np.isfinite(coords).all(axis=1)
-    if bad.any():
+    if not np.isfinite(coords).all():  # the per-row mask only when something is wrong
+        bad = ~np.isfinite(coords).all(axis=1)
         raise GeometryError(
             "have NaN or infinite coordinates", index[bad], _rows_fix(
                 "drop_rows", python="Fix or drop them before releasing.", cli="Fix or remove those rows.",
