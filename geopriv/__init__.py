@@ -74,6 +74,7 @@ _LAZY = {
     "flows": ".aggregate",
     "Heatmap": ".aggregate",
     "network_distances": ".diffuse",
+    "show_versions": ".versions",
 }
 
 #: the core's modules, imported on first attribute access as ``import geopriv`` used to import them all
@@ -180,4 +181,5 @@ __all__ = [
     "WeakProtectionWarning",
     "LowUtilityWarning",
     "Fix",
+    "show_versions",
 ]
