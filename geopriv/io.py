@@ -22,6 +22,12 @@ What it guarantees
   complete.  A run that fails, at any point, leaves every existing file byte-identical and no
   partial output behind (only a process killed outright can leave a hidden
   ``.NAME.*.geopriv-tmp`` directory beside the destination, which is safe to delete).
+* **Runs writing into one folder take turns**, on every platform: each holds an exclusive lock
+  on a hidden ``.geopriv.lock`` file in the destination's folder (:data:`LOCK_NAME`; a
+  :mod:`filelock` lock, waited for as long as another run writes there) from its first staged
+  output until it commits or fails, so two runs (two QGIS algorithms, two commands) adding
+  layers to one GeoPackage both keep theirs.  The lock file is removed when the run lets go;
+  like a staging directory, only a process killed outright can leave it, and it is safe to delete.
 * **GeoPackages keep their other layers**: writing a layer into an existing GeoPackage copies
   the file next to it, writes or replaces that one layer in the copy, and moves the copy into
   place.  Without ``overwrite`` a *new* layer may be added to an existing GeoPackage, but a
@@ -86,6 +92,8 @@ SHAPEFILE_PARTS = (".shp", ".shx", ".dbf", ".prj", ".cpg")
 #: index files of a Shapefile that would describe the old data: removed when it is replaced
 SHAPEFILE_STALE = (".qix", ".sbn", ".sbx")
 SIDECAR_SUFFIX = ".geopriv.json"
+#: the lock file a writer holds in the destination's folder while it writes there (removed afterwards)
+LOCK_NAME = ".geopriv.lock"
 
 
 #: how to replace an existing output
@@ -572,27 +580,62 @@ class Staging:
         self._moves: list[tuple[Path, Path]] = []
         self._remove: list[Path] = []
         self._made: list[Path] = []
-        self._locks: dict[str, int] = {}
+        self._locks: dict[str, object] = {}  # folder -> its held filelock.FileLock
         self._unchanged: list[tuple[Path, tuple]] = []
         self._done = False
 
     def _lock(self, directory: Path) -> None:
-        """Hold an exclusive lock on the destination's directory until close (geopriv writers queue).
+        """Hold an exclusive lock on the destination's folder until close (geopriv writers queue).
 
         Two geopriv runs writing into one GeoPackage (or one file) then take turns: the second
-        copies the file only after the first has committed, so no layer or file is lost.
+        copies the file only after the first has committed, so no layer or file is lost.  The
+        lock is a :mod:`filelock` lock (``flock`` on Unix, ``LockFileEx``/``msvcrt.locking`` on
+        Windows) on ``LOCK_NAME`` in that folder, waited for without a time limit (another run's
+        write ends); each :class:`Staging` opens its own, so threads of one process (QGIS runs
+        algorithms in threads) queue too.  :meth:`close` releases it and removes the file.
         """
         key = os.path.realpath(directory)
         if key in self._locks:
             return
-        try:
-            import fcntl
+        from filelock import FileLock
 
-            fd = os.open(key, os.O_RDONLY)
-        except (ImportError, OSError):  # pragma: no cover - no flock (Windows): best effort
-            return
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        self._locks[key] = fd
+        # thread_local=False: released by close() whichever thread calls it
+        lock = FileLock(os.path.join(key, LOCK_NAME), timeout=-1, thread_local=False)
+        try:
+            lock.acquire()
+        except (OSError, NotImplementedError):  # no permission there, or a file system without locks
+            raise OutputError(
+                f"cannot write into {key}: geopriv could not lock that folder against another run writing there "
+                "at the same time", fix=Fix.same(
+                    "output_folder", "Write the output to a folder on a local disk that you can write to (then copy "
+                    "it where it belongs).")) from None
+        self._locks[key] = lock
+
+    @staticmethod
+    def _unlock(lock) -> None:
+        """Release a folder's lock and remove its file (no lock file stays in the user's folder).
+
+        On Unix the file is unlinked *while still locked*: a run that opened the old file meanwhile
+        gets a lock on a file no longer in the folder, which filelock (>= 3.20.4, the floor) detects
+        (``st_nlink == 0``) and retries on the new one, so two runs never both hold the lock.
+        Unlinking after the release could split them (the second locking the old file, a third a new
+        one).  On Windows an open file cannot be removed: it is removed after the release, and only if no
+        other run has it open (the next one to release removes it then).
+        """
+        from filelock import UnixFileLock, WindowsFileLock
+
+        path = lock.lock_file
+        if isinstance(lock, UnixFileLock):  # not after filelock's fallback to an existence lock (it removes that)
+            try:
+                os.unlink(path)
+            except OSError:  # pragma: no cover - already gone
+                pass
+        lock.release()
+        if isinstance(lock, WindowsFileLock):  # pragma: no cover - Windows
+            try:
+                os.unlink(path)
+            except OSError:  # another run has it open (and removes it when it is done)
+                pass
 
     def __enter__(self):
         return self
@@ -714,8 +757,8 @@ class Staging:
         for d in self._tmpdirs:
             shutil.rmtree(d, ignore_errors=True)
         self._tmpdirs = []
-        for fd in self._locks.values():
-            os.close(fd)  # releases the lock
+        for lock in self._locks.values():
+            self._unlock(lock)
         self._locks = {}
         if not self._done:
             for d in self._made:  # innermost first

@@ -333,6 +333,100 @@ def test_concurrent_writers_into_one_geopackage_keep_every_layer(tmp_path):
         t.join()
     assert not errors
     assert sorted(pyogrio.list_layers(path)[:, 0]) == ["L0", "L1", "L2", "L3", "keepme"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["project.gpkg"]  # no lock file, no staging directory
+
+
+#: a second geopriv run: says "ready" just before it writes its layer into the GeoPackage (argv: path, layer)
+_WRITE_A_LAYER = """
+import sys
+from pathlib import Path
+
+import geopriv
+from geopriv.io import read_vector, write_vector
+
+gdf = read_vector(Path(geopriv.__file__).parent / "data" / "soho_cholera.gpkg", "deaths")
+print("ready", flush=True)
+write_vector(gdf, sys.argv[1], layer=sys.argv[2])
+print("written", flush=True)
+"""
+
+
+def test_two_processes_writing_into_one_geopackage_both_keep_their_layer(tmp_path):
+    """Two real processes (two QGIS runs, two commands) write a layer into one GeoPackage at once.
+
+    This run holds the folder's lock (a Staging writing another file) until both processes have
+    started writing, so both then queue on the lock (filelock, as on Windows) and run one after
+    the other: each copies the GeoPackage only after the other's commit.  Without the lock the
+    second commit would fail ("changed while geopriv was writing") or drop the first layer.  It
+    could fail only if a process were not started (an interpreter that cannot import geopriv).
+    """
+    import subprocess
+    import sys
+
+    from geopriv.io import LOCK_NAME
+
+    path = tmp_path / "project.gpkg"
+    write_vector(_soho().iloc[:5], path, layer="keepme")
+    procs = []
+
+    def start_both_while_holding_the_lock(tmp):
+        assert (tmp_path / LOCK_NAME).exists()  # held for as long as this run writes there
+        for name in ("first", "second"):
+            procs.append(subprocess.Popen([sys.executable, "-c", _WRITE_A_LAYER, str(path), name],
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        for proc in procs:
+            assert proc.stdout.readline() == "ready\n", proc.communicate()[1]
+        # both are now writing, blocked on the lock this run holds: nothing of theirs is in the file yet
+        assert list(pyogrio.list_layers(path)[:, 0]) == ["keepme"]
+        tmp.write_text("a\n")
+
+    try:
+        with Staging() as stage:
+            stage.file(tmp_path / "other.csv", start_both_while_holding_the_lock)
+            stage.commit()
+        for proc in procs:
+            out, err = proc.communicate(timeout=600)
+            assert proc.returncode == 0 and out == "written\n", err
+    finally:
+        for proc in procs:
+            if proc.poll() is None:  # pragma: no cover - a failure above
+                proc.kill()
+                proc.communicate()
+    assert sorted(pyogrio.list_layers(path)[:, 0]) == ["first", "keepme", "second"]
+    assert len(read_vector(path, "first")) == len(read_vector(path, "second")) == len(_soho())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.csv", "project.gpkg"]  # the lock file removed
+
+
+def test_a_lock_file_left_by_a_killed_run_neither_blocks_nor_stays(tmp_path):
+    """A process killed outright while writing leaves ``.geopriv.lock`` (its lock died with it)."""
+    from geopriv.io import LOCK_NAME
+
+    (tmp_path / LOCK_NAME).write_bytes(b"")
+    write_vector(points(), tmp_path / "out.gpkg")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.gpkg"]
+
+
+def test_a_folder_that_cannot_be_locked_is_refused_with_advice(tmp_path):
+    """Where the lock file cannot be made (here a directory of its name, or a planted symbolic link,
+    which is never followed: its target is not truncated), nothing is written and the error is
+    geopriv's own, with advice, not the operating system's text."""
+    from geopriv.exceptions import user_message
+    from geopriv.io import LOCK_NAME
+
+    (tmp_path / LOCK_NAME).mkdir()
+    with pytest.raises(OutputError, match="could not lock that folder") as refused:
+        write_vector(points(), tmp_path / "out.gpkg")
+    assert refused.value.fix is not None and "local disk" in user_message(refused.value, front_end="qgis")
+    assert "Is a directory" not in str(refused.value) and "Errno" not in str(refused.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [LOCK_NAME]
+
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep me")
+    (tmp_path / LOCK_NAME).rmdir()
+    (tmp_path / LOCK_NAME).symlink_to(precious)
+    with pytest.raises(OutputError, match="could not lock that folder"):
+        write_vector(points(), tmp_path / "out.gpkg")
+    assert precious.read_text() == "keep me" and not (tmp_path / "out.gpkg").exists()
 
 
 def test_a_second_writer_without_overwrite_does_not_clobber(tmp_path):
