@@ -397,6 +397,43 @@ def test_two_processes_writing_into_one_geopackage_both_keep_their_layer(tmp_pat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["other.csv", "project.gpkg"]  # the lock file removed
 
 
+#: argv: counter file, rounds.  Each round reads the counter and stages it plus one: a lost update unless
+#: the runs take turns (each round takes the folder's lock, and removes its file, afresh)
+_COUNT_UNDER_THE_LOCK = """
+import sys
+from pathlib import Path
+
+from geopriv.io import Staging
+
+counter = Path(sys.argv[1])
+for _ in range(int(sys.argv[2])):
+    with Staging() as stage:
+        stage.file(counter, lambda tmp: tmp.write_text(str(int(counter.read_text()) + 1)))
+        stage.commit()
+"""
+
+
+def test_writers_take_turns_while_the_lock_file_comes_and_goes(tmp_path):
+    """Four processes, 150 writes each, to one file: every write is kept (the count is exact).
+
+    Each write removes the lock file while it still holds it, and the others keep opening it,
+    waiting on it and making it anew: the lock must still admit one writer at a time (the run
+    that waited on a removed file retries on the new one).  It fails only if two writers held
+    the lock at once (an update lost: a count short) or a writer failed; no randomness.
+    """
+    import subprocess
+    import sys
+
+    counter = tmp_path / "count.txt"
+    counter.write_text("0")
+    procs = [subprocess.Popen([sys.executable, "-c", _COUNT_UNDER_THE_LOCK, str(counter), "150"],
+                              stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    errors = [proc.communicate(timeout=600)[1] for proc in procs]
+    assert [proc.returncode for proc in procs] == [0] * 4, errors
+    assert counter.read_text() == "600"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["count.txt"]
+
+
 def test_a_lock_file_left_by_a_killed_run_neither_blocks_nor_stays(tmp_path):
     """A process killed outright while writing leaves ``.geopriv.lock`` (its lock died with it)."""
     from geopriv.io import LOCK_NAME
