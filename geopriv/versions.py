@@ -20,7 +20,8 @@ from typing import IO
 from ._version import __version__
 
 #: the distributions geopriv requires (pyproject.toml's ``dependencies``), by their PyPI names
-REQUIRED = ("numpy", "pandas", "geopandas", "shapely", "pyproj", "pyogrio", "rasterio", "scipy", "scikit-fmm", "tqdm")
+REQUIRED = ("numpy", "pandas", "geopandas", "shapely", "pyproj", "pyogrio", "rasterio", "scipy", "scikit-fmm", "tqdm",
+            "filelock")
 #: the distributions of geopriv's extras (pyproject.toml's ``optional-dependencies``)
 OPTIONAL = ("h3", "dask", "dask-geopandas", "distributed", "movingpandas", "networkx", "psycopg", "matplotlib",
             "highspy", "pot")
