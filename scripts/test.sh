@@ -22,6 +22,9 @@ echo ">> lint-imports: the layers and the core-never-imports-a-front-end contrac
 echo ">> pytest: newest dependencies ($("$ROOT/.venv/latest/bin/python" -c 'import numpy, pandas, geopandas; print("numpy", numpy.__version__, "pandas", pandas.__version__, "geopandas", geopandas.__version__)'))"
 GEOPRIV_REQUIRE_POSTGRESQL=1 "$ROOT/.venv/latest/bin/python" -m pytest -m "not qgis" "$@" || status=$?
 echo ">> pytest: dependency floors + QGIS ($("$ROOT/.venv/qgis/bin/python" -c 'import numpy, pandas, geopandas; print("numpy", numpy.__version__, "pandas", pandas.__version__, "geopandas", geopandas.__version__)'))"
-GEOPRIV_REQUIRE_QGIS=1 GEOPRIV_REQUIRE_POSTGRESQL=1 "$ROOT/.venv/qgis/bin/python" -m pytest "$@" || status=$?
+# GEOPRIV_WHEEL_CONSTRAINTS: tests/test_wheel.py installs the built wheel into a fresh venv with the floors
+# (the newest releases in the run above)
+GEOPRIV_REQUIRE_QGIS=1 GEOPRIV_REQUIRE_POSTGRESQL=1 GEOPRIV_WHEEL_CONSTRAINTS="$ROOT/constraints/floor.txt" \
+  "$ROOT/.venv/qgis/bin/python" -m pytest "$@" || status=$?
 # pytest exit 5 (no tests collected) is a failure here, as is any other non-zero code.
 exit $status
