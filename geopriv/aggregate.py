@@ -417,6 +417,7 @@ def flows(
     codes = None
     if user is not None:
         codes = person_codes(data, user, labels)
+        assert codes is not None  # user given: a code per row (for type checkers)
         per_trip = codes[first]
         if traj_id is not None:
             tid, _ = pd.factorize(data[traj_id], sort=False)

@@ -39,6 +39,7 @@ import contextlib
 import dataclasses
 import math
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import geopandas as gpd
 import numpy as np
@@ -789,7 +790,7 @@ class TracePlan:
     runs the in-memory function per bucket) share it: one source for the record.
     """
 
-    mechanism: object
+    mechanism: Any  # a trace mechanism (run)
     manager: object
     method: str
     epsilon_per_m: float

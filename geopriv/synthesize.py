@@ -160,6 +160,7 @@ def synthesize_xy(xy, epsilon, *, bounds, n=None, method: str = "srw", depth="au
         raise ParameterError(f"n (the number of synthetic points) must be a positive integer, got {n!r}.")
     if placement not in ("uniform", "centre"):
         raise ParameterError(f"placement must be 'uniform' or 'centre', got {placement!r}.")
-    unit_out, _ = mech.sample_unit((arr - lo) / (hi - lo), make_rng(rng).generator, n_out=n, placement=placement)
+    unit_out, _ = mech.sample_unit((arr - lo) / (hi - lo), make_rng(rng).generator,
+                                     n_out=None if n is None else int(n), placement=placement)
     out = lo + unit_out * (hi - lo)
     return out[:, 0] if flat else out

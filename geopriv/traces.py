@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import math
 import sys
+from typing import Any
 
 import geopandas as gpd
 import numpy as np
@@ -524,7 +525,7 @@ def sanitize_traces(
         # what the predictor and the tests may see: the released value, not its unrounded bits
         return frame.to_work(to_release(noisy)) / unit
 
-    reservation = contextlib.nullcontext()
+    reservation: Any = contextlib.nullcontext()  # or the store's Reservation (start, commit)
     if store is not None:  # each trace's worst case, charged to its person before any noise is drawn
         per_draw = plan.draw_increment()
         worst = eps + lengths * per_draw
