@@ -233,7 +233,7 @@ def main(argv=None) -> int:
     print(f"grid: {a.n_grid:,} points generated in {t_gen:.1f} s", flush=True)
 
     t_build, runs_build, gdf, _ = repeat(
-        lambda: gpd.GeoDataFrame(geometry=gpd.points_from_xy(x, y), crs=GRID_CRS), a.repeat)
+        lambda x=x, y=y: gpd.GeoDataFrame(geometry=gpd.points_from_xy(x, y), crs=GRID_CRS), a.repeat)
     print(f"grid: GeoDataFrame of points {t_build:.2f} s ({fmt_runs(runs_build)}); peak RSS {rss_gb():.1f} GB",
           flush=True)
 
@@ -252,7 +252,7 @@ def main(argv=None) -> int:
         c = shapely.get_coordinates(gdf.geometry.values)
         return floor_xy(c[:, 0], c[:, 1])
 
-    t_floor, runs_floor, counts_floor, _ = repeat(lambda: floor_xy(x, y), a.repeat)
+    t_floor, runs_floor, counts_floor, _ = repeat(lambda x=x, y=y: floor_xy(x, y), a.repeat)
     t_floor2, runs_floor2, counts_floor2, _ = repeat(floor_from_gdf, a.repeat)
     print(f"grid: floor {t_floor:.3f} s, floor from the GeoDataFrame {t_floor2:.3f} s", flush=True)
     # the floor counts the very cells geopriv counts

@@ -76,7 +76,7 @@ def section_inmemory(repeats):
     import geopandas as gpd
     from pyproj import Geod
 
-    import geopriv
+    import geopriv  # noqa: F401  (registers the .priv accessor)
 
     n = 2_000_000
     rng = np.random.default_rng(1)
@@ -123,7 +123,6 @@ print(json.dumps({"read": t_read, "build": t_build, "release": t_rel, "n": n}))
 def write_points(folder, n, part=1 << 20):
     """N clustered points in UTM 50N as GeoParquet files of ``part`` rows, with a ``pid`` column (written once)."""
     import geopandas as gpd
-    import pandas as pd
 
     os.makedirs(folder, exist_ok=True)
     if len(os.listdir(folder)) == (n + part - 1) // part:

@@ -526,7 +526,6 @@ def write_raster(path, bands, *, transform, crs, nodata, record=None, band_names
     The provenance ``record`` goes into the file's metadata (tag ``GEOPRIV``).  An existing file is
     refused unless ``overwrite``; a failed write leaves nothing behind.
     """
-    import rasterio
     from rasterio.io import MemoryFile
 
     dest = check_file_output(path, suffixes=(".tif", ".tiff"), what="raster", overwrite=overwrite)

@@ -19,6 +19,8 @@ export QT_QPA_PLATFORM=offscreen MPLBACKEND=Agg
 status=0
 echo ">> lint-imports: the layers and the core-never-imports-a-front-end contracts (pyproject.toml)"
 (cd "$ROOT" && "$ROOT/.venv/latest/bin/lint-imports") || status=$?
+echo ">> ruff: lint ([tool.ruff] in pyproject.toml)"
+(cd "$ROOT" && "$ROOT/.venv/latest/bin/ruff" check geopriv qgis_plugin tests bench scripts) || status=$?
 echo ">> mypy: the public modules ([tool.mypy] in pyproject.toml)"
 (cd "$ROOT" && "$ROOT/.venv/latest/bin/mypy") || status=$?
 echo ">> pytest: newest dependencies ($("$ROOT/.venv/latest/bin/python" -c 'import numpy, pandas, geopandas; print("numpy", numpy.__version__, "pandas", pandas.__version__, "geopandas", geopandas.__version__)'))"
