@@ -1,6 +1,7 @@
 # Shared set-up for scripts/demo.sh and scripts/test.sh (sourced, not run).
 # make_env NAME PYTHON [VENV_FLAGS] [PIP_ARGS...]: create or reuse .venv/NAME and install geopriv
-# into it; reinstall only when pyproject.toml or the constraints change.
+# into it; reinstall only when pyproject.toml or the constraints change.  The extras installed are
+# [all,test], or those in MAKE_ENV_EXTRAS (e.g. MAKE_ENV_EXTRAS=docs,plot for scripts/docs.sh).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_PROGRESS_BAR=off
@@ -10,7 +11,9 @@ make_env() {
   local env="$ROOT/.venv/$name"
   local stamp="$env/.geopriv-stamp"
   local want
-  want="$( (cat "$ROOT/pyproject.toml" "$ROOT"/constraints/*.txt; echo "$venv_flags $*") | sha256sum | cut -c1-16)"
+  local extras="${MAKE_ENV_EXTRAS:-all,test}" tag="$venv_flags $*"
+  [ "$extras" = "all,test" ] || tag="$tag [$extras]"  # the default keeps the existing envs' stamps
+  want="$( (cat "$ROOT/pyproject.toml" "$ROOT"/constraints/*.txt; echo "$tag") | sha256sum | cut -c1-16)"
   if [ -x "$env/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
     return 0
   fi
@@ -18,7 +21,7 @@ make_env() {
   rm -rf "$env"
   "$python" -m venv $venv_flags "$env"
   "$env/bin/python" -m pip install -q --upgrade pip >&2
-  "$env/bin/python" -m pip install -q "$@" -e "$ROOT[all,test]" >&2
+  "$env/bin/python" -m pip install -q "$@" -e "$ROOT[$extras]" >&2
   if [ "$venv_flags" = "--system-site-packages" ] && [ -d /usr/share/proj ]; then
     # Debian's pyproj looks for PROJ's data under sys.prefix: show it the system's (never set PROJ_DATA
     # globally: rasterio's wheel carries its own PROJ, whose data must stay its own)

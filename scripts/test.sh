@@ -23,6 +23,8 @@ echo ">> ruff: lint ([tool.ruff] in pyproject.toml)"
 (cd "$ROOT" && "$ROOT/.venv/latest/bin/ruff" check geopriv qgis_plugin tests bench scripts) || status=$?
 echo ">> mypy: the public modules ([tool.mypy] in pyproject.toml)"
 (cd "$ROOT" && "$ROOT/.venv/latest/bin/mypy") || status=$?
+echo ">> docs: the Sphinx site, warnings as errors (scripts/docs.sh, its own .venv/docs)"
+bash "$ROOT/scripts/docs.sh" || status=$?
 echo ">> pytest: newest dependencies ($("$ROOT/.venv/latest/bin/python" -c 'import numpy, pandas, geopandas; print("numpy", numpy.__version__, "pandas", pandas.__version__, "geopandas", geopandas.__version__)'))"
 GEOPRIV_REQUIRE_POSTGRESQL=1 "$ROOT/.venv/latest/bin/python" -m pytest -m "not qgis" "$@" || status=$?
 echo ">> pytest: dependency floors + QGIS ($("$ROOT/.venv/qgis/bin/python" -c 'import numpy, pandas, geopandas; print("numpy", numpy.__version__, "pandas", pandas.__version__, "geopandas", geopandas.__version__)'))"

@@ -899,7 +899,7 @@ class OptimalMechanism:
 
     # ------------------------------------------------------------------ verification
     def verify(self, privacy_map: PrivacyMap | None = None) -> float:
-        """Largest |ln P(y|a) - ln P(y|b)| / allowed(a, b) over neighbouring nodes and outputs.
+        """Largest ``|ln P(y|a) - ln P(y|b)| / allowed(a, b)`` over neighbouring nodes and outputs.
 
         Against this mechanism's map, or another map of the same grid (e.g. a stricter one).
         Pairs where both probabilities are below 1e-12 are skipped.  <= 1 means the guarantee
@@ -985,7 +985,7 @@ def optimal_mechanism(
         the exact discrete problem) from the solver's duals: ``params["dual_bound"]`` (square
         ground metres) and ``params["gap"]`` = (repaired MSE - bound) / bound.
     window : int, optional
-        Keep only the variables P(y|a) with |a - y| <= ``window`` cells (Chebyshev distance)
+        Keep only the variables P(y|a) with ``|a - y| <= window`` cells (Chebyshev distance)
         and the constraints among them; the rest start at 0 and the repair fills them with the
         exactly private envelope (then rows are renormalised).  The result is still exactly
         private (checked by verify()) and its MSE an upper bound on the optimum, while the

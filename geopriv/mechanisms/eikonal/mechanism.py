@@ -441,7 +441,7 @@ class EikonalMechanism:
         return out
 
     def normaliser_share(self) -> np.ndarray:
-        """Per cell: the largest |delta ln s| / allowed loss over its edges (ny, nx).
+        """Per cell: the largest ``|delta ln s|`` / allowed loss over its edges (ny, nx).
 
         The part of the privacy loss the exact normalisation uses at each cell; it must stay
         below the cell's ``margin``.  Where it is far below, the margin there is wasted.
