@@ -28,6 +28,7 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
     "sphinxarg.ext",
+    "matplotlib.sphinxext.plot_directive",  # examples.rst: figures run at build time
 ]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 root_doc = "index"
@@ -41,6 +42,12 @@ autosummary_generate = True
 autodoc_typehints = "none"  # the numpydoc docstrings say the types
 numpydoc_show_class_members = False  # the class pages list their members themselves (autosummary's template)
 numpydoc_class_members_toctree = False
+
+# examples.rst: the examples of one page share a namespace (like one session), PNG only
+plot_working_directory = str(HERE)
+plot_formats = [("png", 100)]
+plot_html_show_formats = False
+plot_html_show_source_link = False
 
 html_theme = "pydata_sphinx_theme"
 html_title = f"geopriv {release}"
