@@ -33,6 +33,7 @@ extensions = [
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 root_doc = "index"
 exclude_patterns = ["_build", "_ext", "img", "Thumbs.db", ".DS_Store"]
+smartquotes = False  # options stay as typed: --level, not an en dash (the CLI's help texts, the guides' code)
 
 # Markdown pages: their links to sections (privacy.md#keyed-noise-...) go to headings down to ####
 myst_heading_anchors = 4
