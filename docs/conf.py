@@ -55,6 +55,7 @@ html_title = f"geopriv {release}"
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,
+    "header_links_before_dropdown": 4,
 }
 html_static_path: list[str] = []
 
@@ -76,8 +77,8 @@ def _write_api_index() -> None:
             groups["Functions"].append(name)
     lines = [
         "API reference", "=============", "",
-        "Every public name of ``geopriv`` (``geopriv.__all__``).  The GeoPandas accessor ``gdf.priv`` calls these "
-        "functions on a GeoDataFrame.", "",
+        "Every public name of ``geopriv`` (``geopriv.__all__``).  :doc:`The GeoPandas accessor </accessor>` "
+        "``gdf.priv`` calls these functions on a GeoDataFrame.", "",
         ".. currentmodule:: geopriv", "",
     ]
     for title, names in groups.items():
