@@ -274,8 +274,10 @@ def locate_rows(plan: CountPlan, xy: np.ndarray, labels) -> np.ndarray:
             f"lie outside {where}, so they have no public cell", labels[out], Fix(
                 "drop_rows", python="Declare a study area that holds them (chosen without looking at the points), or "
                                     "drop those rows (e.g. data.clip(area)).",
-                cli="Declare --bounds that hold them (chosen without looking at the points), or remove those rows.",
-                qgis="Set a 'Public study area' that holds them, or remove those features (Clip)."))
+                cli="The labels are row numbers, from 0. Declare --bounds that hold them (chosen without looking at the "
+                    "points), or remove those rows.",
+                qgis="In QGIS, the labels are feature ids. Set a 'Public study area' that holds them, or remove those "
+                     "features (Clip)."))
     return cell
 
 
