@@ -255,3 +255,60 @@ def test_a_process_killed_in_the_middle_of_a_big_release_leaves_the_store_charge
         store.reserve([0, 1], 0.01, unit=PER_METRE, kind="test")  # and it still charges
     if kind(store_url) == "sqlite":
         assert execute(store_url, "PRAGMA integrity_check") == [("ok",)]
+
+
+# ------------------------------------------------------------------------------------------ new labels
+@pytest.mark.postgresql
+def test_two_releases_naming_the_same_new_persons_in_opposite_orders_do_not_deadlock(pg_url):
+    """Persons known by text ids are named in the store (geopriv_person) when first charged.  Two
+    releases adding the same new names in opposite row orders used to insert them in row order: each
+    then waited on the other's uncommitted name (a deadlock, PostgreSQL aborting one: seen once in CI
+    under load).  Forced here: a third transaction holds one name in the middle, both releases queue
+    behind it (the test waits until PostgreSQL shows both waiting), then it commits.  The names are
+    inserted in key order now: both releases must succeed."""
+    import threading
+
+    import psycopg
+
+    names = [f"name-{i:03d}" for i in range(200)]
+    with BudgetStore(pg_url, create=True) as store:
+        store.grant(1.0, unit=PER_METRE)
+        store.reserve(["someone"], AMOUNT, unit=PER_METRE, kind="concurrency").commit()  # the labels table in use
+    from geopriv.budget.persons import person_keys
+
+    pk = person_keys(names)
+    key = dict(zip(pk.label_text, pk.label_keys.tolist()))
+    middle = sorted(key.values())[100]  # the middle name in key order: both releases meet it half-way
+    holder = psycopg.connect(pg_url)
+    holder.execute("INSERT INTO geopriv_person (person, label) VALUES (%s, %s)",
+                   (middle, next(t for t, k in key.items() if k == middle)))
+    results = {}
+
+    def release(name, who):
+        try:
+            with BudgetStore(pg_url, timeout=60) as s:
+                s.reserve(who, AMOUNT, unit=PER_METRE, kind="concurrency").commit()
+            results[name] = "ok"
+        except Exception as exc:  # noqa: BLE001 - reported by the assertion below
+            results[name] = f"{type(exc).__name__}: {exc}"
+
+    by_key = sorted(names, key=key.get)
+    threads = [threading.Thread(target=release, args=("forward", by_key)),
+               threading.Thread(target=release, args=("backward", by_key[::-1]))]
+    for t in threads:
+        t.start()
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # both releases blocked on the held name
+            waiting = execute(pg_url, "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                                      "AND datname = current_database()")[0][0]
+            if waiting >= 2 or not any(t.is_alive() for t in threads):
+                break
+            time.sleep(0.05)
+        assert waiting >= 2, "the releases did not queue behind the held name"
+    finally:
+        holder.commit()
+        holder.close()
+        for t in threads:
+            t.join(timeout=120)
+    assert results == {"forward": "ok", "backward": "ok"}, results

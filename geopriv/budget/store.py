@@ -659,10 +659,13 @@ class _Postgres:
                              "ON b.person = c.k", params, len(keys)).fetchall()
 
     def add_labels(self, pk):
+        """Name the persons known by a text id.  Inserted in key order, once each: two releases adding the same
+        new labels in different orders would otherwise wait for each other on the key's index (a deadlock)."""
         if len(pk.label_keys):
+            keys, first = np.unique(pk.label_keys, return_index=True)
             self.con.execute(
                 "INSERT INTO geopriv_person (person, label) SELECT * FROM unnest(%s::bigint[], %s::text[]) "
-                "ON CONFLICT DO NOTHING", (pk.label_keys.tolist(), list(pk.label_text)))
+                "ON CONFLICT DO NOTHING", (keys.tolist(), [pk.label_text[i] for i in first]))
 
     def is_overspend(self, exc) -> bool:
         return isinstance(exc, self.psycopg.errors.CheckViolation)
@@ -678,6 +681,11 @@ class _Postgres:
         if isinstance(exc, (self.psycopg.errors.InsufficientPrivilege, self.psycopg.errors.ReadOnlySqlTransaction)):
             return BudgetStoreError(f"The budget store {self.shown} cannot be written by this user. Nothing was "
                                     "charged or released.", fix=_STORE_FIX)
+        if isinstance(exc, (self.psycopg.errors.DeadlockDetected, self.psycopg.errors.SerializationFailure)):
+            return BudgetStoreError(f"The budget store {self.shown} was busy with other releases for the same persons "
+                                    "(PostgreSQL chose this one to give way). Nothing was charged or released.",
+                                    fix=Fix("store_busy", python="Retry the release.", cli="Retry the release.",
+                                            qgis="Retry the release."))
         if isinstance(exc, self.psycopg.OperationalError):
             return BudgetStoreError(f"The connection to the budget store {self.shown} failed. Nothing was charged or "
                                     "released, unless the store's audit shows this release as charged.", fix=_STORE_FIX)
