@@ -885,6 +885,8 @@ def _cmd_report(args) -> int:
     if args.wasserstein and (args.quantile is not None or args.id is not None):
         raise CLIError("--wasserstein compares the two point sets as wholes: no rows are matched (--id) and there are "
                        "no displacements (--quantile)")
+    if args.html is None and (args.population or args.map_cell is not None or args.overwrite):
+        raise CLIError("--population, --map-cell and --overwrite are options of the release report: add --html")
     crs = _check_crs(args.crs)
     released_crs = _check_crs(args.released_crs)
     io.check_input(args.true, "true")
@@ -894,6 +896,8 @@ def _cmd_report(args) -> int:
                      layer_flag="--released-layer")
     record = io.read_provenance(args.released, args.released_layer)  # public: what the release published
     if args.wasserstein:
+        if args.html is not None:
+            _report_html(true, released, record, args)
         return _report_wasserstein(true, released, args)
     if record is not None and record.get("row_order") == "shuffled" and args.id is None:
         raise CLIError(f"the rows of {args.released} were shuffled by the release (--shuffle), so they cannot be "
@@ -906,6 +910,12 @@ def _cmd_report(args) -> int:
         true, released = true.set_index(args.id), released.set_index(args.id)
     if record is not None:  # the library refuses what its record rules out (displacements of a synthetic set)
         released.attrs["geopriv"] = record
+    if args.html is not None:
+        from .metrics import is_synthetic
+
+        _report_html(true, released, record, args)
+        if is_synthetic(record):
+            return 0  # a synthetic set has no displacements to print: the report compares the distributions
     report = geopriv.utility_report(true, released, **_given(args, ("quantile",)))
     values = {k: (int(v) if k == "n" else float(v)) for k, v in report.items()}
     if args.json:
@@ -917,6 +927,21 @@ def _cmd_report(args) -> int:
             note = f"   radius containing {100 * share:g} % of the displacements" if k == q else ""
             print(f"{k:<12} {v:.6g}{note}")
     return 0
+
+
+def _report_html(true, released, record, args) -> None:
+    """--html: the release report (geopriv.report.release_report), private: for the data holder."""
+    from .report import release_report, report_path
+
+    if record is not None:
+        released.attrs["geopriv"] = record
+    path = args.html or report_path(args.released)
+    kwargs = {"quantile": args.quantile} if args.quantile is not None else {}
+    written = release_report(true, released, path, population=args.population,
+                             prior="population" if args.population else "uniform", map_cell=args.map_cell,
+                             overwrite=args.overwrite, front_end="cli", **kwargs)
+    print(f"wrote the release report {written}: private, for the data holder (it shows counts of the true points "
+          "per map cell); do not publish it", file=sys.stderr)
 
 
 def _report_wasserstein(true, released, args) -> int:
@@ -1427,6 +1452,9 @@ EPILOG_REPORT = """examples:
 
   # a synthetic set (geopriv synthesize) belongs to nobody: compare the distributions, not rows
   geopriv report homes.gpkg synthetic.gpkg --wasserstein
+
+  # the release report for the data holder: writes homes_private.private-report.html (do not publish it)
+  geopriv report homes.gpkg homes_private.gpkg --html
 """
 
 EPILOG_DEMO = """examples:
@@ -1803,6 +1831,16 @@ def _report_arguments(r) -> None:
                         "instead: no rows are matched, so it also compares a synthetic set (needs pip install "
                         "'geopriv[metrics]')")
     r.add_argument("--json", action="store_true", help="print the statistics as one JSON object")
+    r.add_argument("--html", nargs="?", const="", metavar="PATH",
+                   help="also write the release report, one self-contained HTML file (guarantee, parameters, utility, "
+                        "adversary error, maps of counts per cell): private, for the data holder, not for publication "
+                        "(default PATH: RELEASED's name ending in .private-report.html)")
+    r.add_argument("--population", metavar="RASTER",
+                   help="population raster for the report's adversary (prior and k-equivalent; with --html)")
+    r.add_argument("--map-cell", type=float, metavar="METRES",
+                   help="grid step of the report's maps in ground metres, at least 100 (with --html; default: a round "
+                        "step giving about 60 cells across)")
+    r.add_argument("--overwrite", action="store_true", help="replace an existing --html report")
     r.set_defaults(func=_cmd_report)
 
 
