@@ -16,7 +16,13 @@
 #                    environments have numpy 2: one more reason for a separate venv) and requires
 #                    its facial-data stack too (torch, tf-keras, deepface, open3d): `import privkit`
 #                    imports every submodule, so the location-privacy classes cannot be imported
-#                    without them.  Several GB; everything else resolves to the newest that fits.
+#                    without them.  Several GB (about 9 GB with torch's CUDA wheels); everything
+#                    else resolves to the newest that fits.
+#   open3d==0.19.0   open3d 0.20 dropped the open3d.cpu subpackage, which privkit/data/facial_data.py
+#                    imports (`from open3d.cpu.pybind.geometry import PointCloud`): `import privkit`
+#                    fails with open3d 0.20.  0.19.0 is the newest with it.
+# System library: open3d's extension links libusb-1.0.so.0 (Debian: apt-get install libusb-1.0-0);
+# the script stops with that advice when it is missing.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -24,7 +30,8 @@ VENV="$HERE/.venv-privkit"
 STAMP="$VENV/.setup-stamp"
 PYTHON="${PYTHON:-python3}"
 
-PINS="privkit==0.5.1"
+PINS="privkit==0.5.1
+open3d==0.19.0"
 
 want="$(printf '%s\n' "$PINS" | sha256sum | cut -d' ' -f1)"
 
@@ -39,6 +46,11 @@ if not (3, 10) <= sys.version_info[:2] <= (3, 12):
     sys.exit(f"privkit 0.5.1 (numpy==1.26.4, tensorflow) needs Python 3.10-3.12; {sys.executable} is {sys.version.split()[0]} (set PYTHON=...)")
 EOF
 
+if ! ldconfig -p 2>/dev/null | grep -q 'libusb-1\.0\.so\.0'; then
+    echo "open3d (a privkit requirement) needs libusb-1.0.so.0: apt-get install libusb-1.0-0 (Debian/Ubuntu)" >&2
+    exit 1
+fi
+
 if [[ "${FORCE:-0}" == 1 ]]; then
     rm -rf "$VENV"
 fi
@@ -50,8 +62,9 @@ rm -f "$STAMP"
 mapfile -t pins <<<"$PINS"
 "$VENV/bin/python" -m pip install --disable-pip-version-check -q "${pins[@]}"
 
-# fail here, not in the benchmark, when an import is broken (TensorFlow's start-up chatter muted)
-TF_CPP_MIN_LOG_LEVEL=3 "$VENV/bin/python" -c "import numpy, privkit; from privkit.attacks import HW; from privkit.ppms import PlanarLaplace; from privkit.metrics import AdversaryError, QualityLoss; print('privkit', privkit.__version__, '| numpy', numpy.__version__)"
+# fail here, not in the benchmark, when an import is broken (TensorFlow's start-up chatter muted;
+# deepface, imported by privkit, creates $DEEPFACE_HOME/.deepface: kept inside the venv)
+DEEPFACE_HOME="$VENV" TF_CPP_MIN_LOG_LEVEL=3 "$VENV/bin/python" -c "import numpy, privkit; from privkit.attacks import HW; from privkit.ppms import PlanarLaplace; from privkit.metrics import AdversaryError, QualityLoss; print('privkit', privkit.__version__, '| numpy', numpy.__version__)"
 
 { echo "$want"; "$VENV/bin/python" -m pip freeze --disable-pip-version-check; } >"$STAMP.tmp"
 mv "$STAMP.tmp" "$STAMP"
