@@ -70,3 +70,19 @@ ensure_postgresql() {
     systemctl disable --now postgresql >/dev/null 2>&1 || true
   fi
 }
+
+# Debian's Chromium for tests/test_report.py, which renders the release report in headless Chromium (offline: no
+# network, every figure decoded, no console message); GEOPRIV_REQUIRE_CHROMIUM=1 makes a missing browser a failure.
+ensure_chromium() {
+  if command -v chromium >/dev/null || command -v chromium-browser >/dev/null; then
+    return 0
+  fi
+  if [ "$(id -u)" != 0 ]; then
+    echo "Chromium is missing: run 'sudo apt-get install chromium' (Debian/Ubuntu), then retry." >&2
+    exit 1
+  fi
+  echo ">> installing Chromium from Debian packages (chromium) for the release report's rendering test" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >&2
+  apt-get install -y -qq --no-install-recommends chromium >/dev/null
+}

@@ -4,6 +4,7 @@
 #   2. the dependency floors inside Debian's QGIS Python (.venv/qgis: /usr/bin/python3 with
 #      --system-site-packages so that qgis and osgeo come from Debian), including the QGIS
 #      plugin tests, which must run there (they fail, never skip, if QGIS is missing).
+# tests/test_report.py renders the release report in Debian's headless Chromium (installed here as QGIS is).
 # Both runs start a throwaway PostgreSQL server of their own (tests/pg_cluster.py; its tests fail, never
 # skip, if PostgreSQL or psycopg is missing).
 # Extra arguments go to both pytest runs (e.g. -k perturb, -x).
@@ -13,9 +14,12 @@ cd "$ROOT"
 make_env latest python3 ""
 ensure_qgis
 ensure_postgresql
+ensure_chromium
 make_env qgis /usr/bin/python3 "--system-site-packages" -c "$ROOT/constraints/floor.txt"
 
 export QT_QPA_PLATFORM=offscreen MPLBACKEND=Agg
+# tests/test_report.py renders the release report in Debian's Chromium (ensure_chromium): it fails, never skips, here
+export GEOPRIV_REQUIRE_CHROMIUM=1
 status=0
 echo ">> lint-imports: the layers and the core-never-imports-a-front-end contracts (pyproject.toml)"
 (cd "$ROOT" && "$ROOT/.venv/latest/bin/lint-imports") || status=$?
