@@ -378,11 +378,12 @@ def _homes(pts: _Points, grid: _Grid, night, tz, min_points: int, what: str) -> 
     geom[has] = shapely.points(centres[has])
     ids = np.full(len(persons), None, dtype=object)
     ids[has] = _cell_ids(home_ij[has])
+    index = persons.rename(pts.person_name)
     out = gpd.GeoDataFrame({
-        "cell": pd.array(ids, dtype=object),
+        "cell": pd.Series(ids, index=index, dtype=object),  # None without a home (object on every pandas)
         "night_points": n_night,
         "home_points": np.where(has, home_n, 0),
-    }, index=persons.rename(pts.person_name))
+    }, index=index)
     out = out.set_geometry(gpd.GeoSeries(geom, index=out.index, crs=grid.crs).rename("geometry"))
     out["share"] = np.divide(out["home_points"], out["night_points"], out=np.zeros(len(out)),
                              where=out["night_points"].to_numpy() > 0)
@@ -498,8 +499,8 @@ def home_attack(true, released, *, person=None, time=None, night=DEFAULT_NIGHT, 
         b = shapely.get_coordinates(hr.geometry.to_numpy()[both])
         dist[both] = ground_distance(ht.geometry, a, b)
     out = gpd.GeoDataFrame({
-        "true_cell": ht["cell"].to_numpy(),
-        "inferred_cell": hr["cell"].to_numpy(),
+        "true_cell": pd.Series(ht["cell"].to_numpy(), index=ht.index, dtype=object),
+        "inferred_cell": pd.Series(hr["cell"].to_numpy(dtype=object, na_value=None), index=ht.index, dtype=object),
         "night_points_true": ht["night_points"].to_numpy(),
         "night_points_released": hr["night_points"].fillna(0).to_numpy(dtype=np.int64),
         "distance_m": dist,
@@ -510,19 +511,24 @@ def home_attack(true, released, *, person=None, time=None, night=DEFAULT_NIGHT, 
 
     out["same_cell"] = hits(both & (out["true_cell"].to_numpy() == out["inferred_cell"].to_numpy()))
     for rad in radii:
-        out[f"hit_{rad:g}m"] = hits(both & (np.nan_to_num(dist, nan=np.inf) <= rad))
+        out[_hit(rad)] = hits(both & (np.nan_to_num(dist, nan=np.inf) <= rad))
     out["true_home"] = gpd.GeoSeries(ht.geometry.to_numpy(), index=ht.index, crs=grid.crs)
     out = out.set_geometry(gpd.GeoSeries(hr.geometry.to_numpy(), index=ht.index, crs=grid.crs).rename("inferred_home"))
     n = int(has_t.sum())
     summary = {"persons": n, "inferred": int(both.sum())}
     for rad in radii:
-        summary[f"hit_rate_{rad:g}m"] = float(out[f"hit_{rad:g}m"].sum()) / n if n else math.nan
+        summary["hit_rate" + _hit(rad)[3:]] = float(out[_hit(rad)].sum()) / n if n else math.nan
     summary["same_cell_rate"] = float(out["same_cell"].sum()) / n if n else math.nan
     summary["median_distance_m"] = float(np.median(dist[both])) if both.any() else math.nan
     out.attrs["summary"] = summary
     out.attrs["geopriv_attack"] = {"attack": "home", "night": night, "tz": tz, "min_points": min_points,
                                    "radii": radii, **grid.record()}
     return out
+
+
+def _hit(radius: float) -> str:
+    """The column of hits within ``radius`` metres: hit_200m, hit_2.5m."""
+    return f"hit_{int(radius)}m" if float(radius).is_integer() else f"hit_{radius:g}m"
 
 
 def _check_persons(t: _Points, r: _Points) -> None:
