@@ -209,6 +209,12 @@ def _points(data, person, time, what, *, need_time=False, released=False) -> _Po
     return _Points(geoms, xy, persons, times, person)
 
 
+def _is_release(data) -> bool:
+    """Whether ``data`` carries geopriv's release record (then rows without a point were not released)."""
+    record = getattr(data, "attrs", None)
+    return isinstance(record, dict) and isinstance(record.get("geopriv"), dict)
+
+
 def _factorize(values) -> tuple[np.ndarray, pd.Index]:
     try:
         codes, uniques = pd.factorize(values, sort=True)
@@ -243,6 +249,9 @@ class _Grid:
                                                "crs=gdf.estimate_utm_crs()), or leave crs=None."),
                 )
             return cls(grid_crs, cell)
+        if len(pts.xy) == 0:
+            raise EmptyInputError("The release has no point (every trace's budget was exhausted): there is no grid "
+                                  "to place it on.", fix=Fix("grid_crs", python="Pass crs= (a projected CRS in metres)."))
         own = as_crs(pts.geoms.crs)
         if _is_metric(own):
             lo, hi = pts.xy.min(axis=0), pts.xy.max(axis=0)
@@ -391,7 +400,7 @@ def _homes(pts: _Points, grid: _Grid, night, tz, min_points: int, what: str) -> 
 
 
 def home_inference(traces, *, person=None, time=None, night=DEFAULT_NIGHT, tz=None, cell: float = DEFAULT_CELL,
-                   crs=None, min_points: int = 1, released: bool = False) -> gpd.GeoDataFrame:
+                   crs=None, min_points: int = 1, released=None) -> gpd.GeoDataFrame:
     """Each person's home: the centre of the public grid cell holding most of their night-time points.
 
     The rule: keep the points whose local time of day is in ``night`` (22:00 to 06:00 by
@@ -426,9 +435,10 @@ def home_inference(traces, *, person=None, time=None, night=DEFAULT_NIGHT, tz=No
         The projected CRS in metres of the grid (default: see the module's notes).
     min_points : int
         Night-time points a person needs to be given a home (1).
-    released : bool
+    released : bool, optional
         The traces are a release: rows without a geometry (budget exhausted) are left out
-        instead of refused.
+        instead of refused.  Default: whether ``traces`` carries a release record
+        (``attrs["geopriv"]``, as ``sanitize_traces`` results do).
 
     Returns
     -------
@@ -441,6 +451,7 @@ def home_inference(traces, *, person=None, time=None, night=DEFAULT_NIGHT, tz=No
     cell = _check_cell(cell)
     night = _check_night(night)
     min_points = _check_count(min_points, "min_points")
+    released = _is_release(traces) if released is None else bool(released)
     pts = _points(traces, person, time, "traces", need_time=night is not None, released=released)
     grid = _Grid.of(pts, crs, cell)
     out = _homes(pts, grid, night, tz, min_points, "traces")
@@ -565,7 +576,7 @@ def _top_places(pts: _Points, grid: _Grid, n: int, ordered: bool) -> pd.DataFram
 
 
 def top_places_uniqueness(traces, *, person=None, n: int = 2, cell: float = DEFAULT_CELL, crs=None,
-                          ordered: bool = False) -> pd.DataFrame:
+                          ordered: bool = False, released=None) -> pd.DataFrame:
     """How many people are unique given their top-``n`` places (cells of a public grid).
 
     A person's top-``n`` places are the ``n`` cells holding most of their points (every point
@@ -587,6 +598,8 @@ def top_places_uniqueness(traces, *, person=None, n: int = 2, cell: float = DEFA
         Projected CRS in metres of the grid.
     ordered : bool
         Compare ranked lists instead of sets.
+    released : bool, optional
+        As in :func:`home_inference`: rows without a geometry are left out of a release.
 
     Returns
     -------
@@ -598,7 +611,8 @@ def top_places_uniqueness(traces, *, person=None, n: int = 2, cell: float = DEFA
     """
     cell = _check_cell(cell)
     n = _check_count(n, "n")
-    pts = _points(traces, person, None, "traces")
+    released = _is_release(traces) if released is None else bool(released)
+    pts = _points(traces, person, None, "traces", released=released)
     grid = _Grid.of(pts, crs, cell)
     out = _top_places(pts, grid, n, bool(ordered))
     out["anonymity_set"] = out.groupby("places", sort=False)["places"].transform("size").to_numpy(dtype=np.int64)

@@ -295,3 +295,21 @@ def test_grid_crs_choice(fixes):
     # the true data's grid serves both sides, whatever the release's CRS
     out = home_attack(fixes, fixes.to_crs(3857), person="tracker", night=None)
     assert out.attrs["summary"]["hit_rate_200m"] == 1.0 and (out["distance_m"] == 0).all()
+
+
+def test_releases_are_recognised_by_their_record(queries):
+    rel = release(queries, math.log(10) / 100)
+    assert rel.geometry.isna().any()  # exhausted rows
+    homes = home_inference(rel, person="trajectory_id", night=None)  # rows without a point left out
+    assert homes["cell"].notna().all()
+    tops = top_places_uniqueness(rel, person="trajectory_id")
+    assert tops["points"].sum() == int(rel.geometry.notna().sum())
+    with pytest.raises(GeoprivError, match="no geometry"):
+        home_inference(rel, person="trajectory_id", night=None, released=False)
+    nothing = rel.assign(geometry=None)
+    with pytest.raises(EmptyInputError, match="no point"):
+        home_inference(nothing, person="trajectory_id", night=None)
+    # on the true data's grid, an empty release is a release in which every home is missed
+    out = home_attack(queries, nothing, person="trajectory_id", night=None)
+    assert out.attrs["summary"]["inferred"] == 0 and out.attrs["summary"]["hit_rate_500m"] == 0.0
+    assert top_places_attack(queries, nothing, person="trajectory_id").attrs["summary"]["persons"] == 0
