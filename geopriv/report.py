@@ -321,7 +321,7 @@ def _count_map(ax, grid, counts, min_count, title, plt):
 # ---------------------------------------------------------------------------- the report
 def release_report(true, released, path=None, *, prior="uniform", population=None, area=None, cell=None,
                    mechanism=None, radius: float = DEFAULT_RADIUS_M, map_cell=None, min_count: int = 1,
-                   quantile: float | None = None, traj_id=None, time=None, title: str | None = None,
+                   quantile: float | None = None, person=None, time=None, tz=None, title: str | None = None,
                    overwrite: bool = False, front_end: str = "python"):
     """Write the release report: one self-contained, offline HTML file for the data holder.
 
@@ -353,8 +353,14 @@ def release_report(true, released, path=None, *, prior="uniform", population=Non
         non-empty cells are drawn).
     quantile : float, optional
         alpha's share of the displacements (as :func:`geopriv.utility_report`; default 0.9).
-    traj_id, time : str, optional
-        Trace id and time columns of ``true`` for the trace attacks (default: the record's).
+    person, time : str, optional
+        Person (or trace id) and time columns of ``true`` and ``released`` for the trace attacks
+        (:mod:`geopriv.attacks`; default: the record's ``traj_id`` and ``time`` of a trace
+        release).  Without a person column the trace attacks are left out.
+    tz : str, optional
+        The people's time zone for the home attack's night hours (e.g. ``"Asia/Shanghai"``);
+        default: the time stamps as they are when they carry no zone, else local mean solar time
+        (``"solar"``), as the report states.
     title : str, optional
         The report's heading.
     overwrite : bool
@@ -496,7 +502,7 @@ def release_report(true, released, path=None, *, prior="uniform", population=Non
 
     # --- trace attacks
     counter = [0]
-    attacks = _attacks_html(true, released, record, traj_id, time, front_end, plt, counter)
+    attacks = _attacks_html(true, released, record, person, time, tz, front_end, plt, counter)
     if attacks is not None:
         sections.append(("attacks", "Trace attacks", attacks))
         figures += counter[0]
@@ -505,7 +511,7 @@ def release_report(true, released, path=None, *, prior="uniform", population=Non
     grid = _Grid(true_g, bounds, map_cell)
     t_counts, _ = grid.counts(true_g)
     r_counts, r_out = grid.counts(rel_g)
-    unit = "fixes" if ("traj_id" in record or traj_id is not None) else "points"
+    unit = "fixes" if ("traj_id" in record or person is not None) else "points"
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 5.2))
     _count_map(a1, grid, t_counts, min_count, f"True {unit} per {grid.cell:g} m cell", plt)
     _count_map(a2, grid, r_counts, 1, f"Released {unit} per {grid.cell:g} m cell", plt)
@@ -604,61 +610,141 @@ def _adversary_html(true_g, released, rel_g, record, synthetic, mechanism, prior
     if synthetic:
         return ("<p>A synthetic set belongs to nobody: there is no released point whose owner an adversary could "
                 "locate, so the adversary error does not apply.</p>")
-    try:
-        from . import adversary as _adv
-    except ImportError:
-        return '<p class="note">Not computed: this version of geopriv has no geopriv.adversary.</p>'
-    kwargs = {"prior": prior, "population": population, "cell": cell}
+    kind = str(record.get("mechanism", ""))
+    if mechanism is None and kind not in ("planar_laplace", "spherical_laplace"):
+        if kind == "eikonal":
+            return ('<p class="note">Not computed: pass the eikonal mechanism itself (mechanism=) for its '
+                    "adversary.</p>")
+        return (f"<p>The optimal adversary's error is computed for point releases (perturb) and eikonal mechanisms; "
+                f"this is a {_e(kind or 'other')} release"
+                + (": the trace attacks below measure what an adversary learns from it.</p>"
+                   if "traj_id" in record else ".</p>"))
+    from . import adversary as _adv
+
+    kwargs = {"prior": prior, "population": population}
+    if mechanism is None:
+        kwargs["cell"] = cell
     if area is not None:
-        kwargs["area"] = area
-        kwargs["crs"] = true_g.crs
+        kwargs.update(area=area, crs=true_g.crs)
     elif bounds is not None:
-        kwargs["area"] = bounds
-        kwargs["crs"] = true_g.crs
+        kwargs.update(area=bounds, crs=true_g.crs)
     try:
         adv = _adv.adversary_error(mechanism if mechanism is not None else released, **kwargs)
     except GeoprivError as exc:
         return _note(exc, front_end)
     parts = []
-    s = adv.summary()
     names = {"adversary_error_m": "optimal adversary's expected error (m)",
              "expected_displacement_m": "expected displacement under the prior (m)",
              "k_equivalent": f"k-equivalent: people expected in the adversary's {100 * adv.confidence:g} % region",
-             "epsilon_per_m": "epsilon per metre"}
-    rows = [(names.get(k, k), v) for k, v in s.items()]
+             "epsilon_per_m": "epsilon per metre", "cell_m": "adversary's grid step (m)",
+             "confidence": "confidence of the k-equivalent region"}
+    rows = [(names.get(k, k), v if k != "k_equivalent" or adv.k_equivalent is not None
+             else "needs a population raster (population=)") for k, v in adv.summary().items()]
     try:
         sub = rel_g.index.intersection(true_g.index)
-        emp = _adv.empirical_adversary_error(true_g.loc[sub], rel_g.loc[sub], adv)
-        e = emp.attrs.get("summary", {})
-        rows += [("adversary's error on these points: mean (m)", e.get("mean_m")),
-                 ("... median (m)", e.get("median_m")), ("... 90th percentile (m)", e.get("p90_m")),
-                 ("... points", e.get("n"))]
+        emp = _adv.empirical_adversary_error(true_g.loc[sub], rel_g.loc[sub], adv).attrs.get("summary", {})
+        rows += [("adversary's error on these points: mean (m)", emp.get("mean_m")),
+                 ("... median (m)", emp.get("median_m")), ("... 90th percentile (m)", emp.get("p90_m")),
+                 ("... points", emp.get("n"))]
     except GeoprivError as exc:
         parts.append(_note(exc, front_end))
-    parts.insert(0, "<p>The adversary knows the mechanism and the prior (" + _e(adv.prior) + ") and guesses each "
-                 "person's location from the released point as well as possible (the optimal Bayesian adversary of "
-                 "Shokri et al. 2011). Its expected error is a property of the mechanism and prior, computed from "
-                 "public parameters; the error on these points uses the true locations.</p>")
-    parts.insert(1, _table(rows, head=("measure", "value")))
-    for what, caption in (("error", "Expected adversary error for a person in each cell (metres): computed from "
+    intro = ("<p>The adversary knows the mechanism and a prior (" + _e(adv.prior) + ") over where people are, sees a "
+             "released point and guesses the true location minimising its expected error (the optimal Bayesian "
+             "adversary of Shokri et al. 2011). Its expected error and the maps below come from public parameters and "
+             "the prior only; its error on these points uses the true locations.</p>")
+    parts[:0] = [intro, _table(rows, head=("measure", "value"))]
+    for what, caption in (("error", "The optimal adversary's expected error for a person in each cell (metres): "
                                     "public parameters and the prior only."),
-                          ("k", "k-equivalent per cell: people expected in the adversary's region.")):
-        if what == "k" and getattr(adv, "k_map", None) is None:
+                          ("k", "k-equivalent for a person in each cell: people expected in the adversary's "
+                                "region.")):
+        if what == "k" and adv.k_map is None:
             continue
-        try:
-            fig, ax = plt.subplots(figsize=(6.4, 5))
-            adv.plot(ax=ax, what=what)
-            parts.append(_figure(_png(fig), caption, f"adversary {what} map"))
-            counter[0] += 1
-        except GeoprivError as exc:
-            plt.close("all")
-            parts.append(_note(exc, front_end))
+        fig, ax = plt.subplots(figsize=(6.4, 5))
+        adv.plot(ax=ax, what=what)
+        parts.append(_figure(_png(fig), caption, f"adversary {what} map"))
+        counter[0] += 1
     return "\n".join(parts)
 
 
-def _attacks_html(true, released, record, traj_id, time, front_end, plt, counter):
-    """The trace attacks section, or None where it does not apply (no trace ids, or no geopriv.attacks)."""
-    return None
+def _clock(hour) -> str:
+    minutes = int(round(float(hour) * 60)) % (24 * 60)
+    return f"{minutes // 60:02d}:{minutes % 60:02d}"
+
+
+def _attacks_html(true, released, record, person, time, tz, front_end, plt, counter):
+    """The trace attacks section, or None where it does not apply (no person or trace id column)."""
+    if person is None:
+        person = record.get("traj_id")
+    if person is None or is_synthetic(record):
+        return None
+    try:
+        from . import attacks
+    except ImportError:  # pragma: no cover - geopriv.attacks ships with this module
+        return None
+    if time is None:
+        time = record.get("time")
+    for what, data in (("true", true), ("released", released)):
+        if not hasattr(data, "columns") or person not in data.columns:
+            return f'<p class="note">Not computed: the {what} data have no column {_e(person)!r} (person=).</p>'
+    parts = [f"<p>Persons are the values of <code>{_e(person)}</code> (a trace id counts as a person). Only "
+             "aggregates over persons are shown.</p>"]
+    rows = []
+    home = None
+    if time is not None and time in true.columns and time in released.columns:
+        zone = tz
+        try:
+            try:
+                home = attacks.home_attack(true, released, person=person, time=time, tz=zone)
+            except GeoprivError as exc:
+                if tz is not None or getattr(getattr(exc, "fix", None), "kind", None) != "time_zone":
+                    raise
+                zone = "solar"
+                home = attacks.home_attack(true, released, person=person, time=time, tz=zone)
+        except GeoprivError as exc:
+            parts.append(_note(exc, front_end))
+        if home is not None:
+            h = home.attrs["summary"]
+            night = home.attrs.get("geopriv_attack", {}).get("night")
+            hours = (f"{_clock(night[0])} to {_clock(night[1])}" if night else "all hours")
+            zone_text = {None: "as the time stamps are", "solar": "local mean solar time"}.get(zone, zone)
+            rows += [("home attack: persons with a home in the true data", h.get("persons")),
+                     ("... of them, a home inferred from the release", h.get("inferred"))]
+            rows += [(f"... inferred home within {k[len('hit_rate_'):-1]} m of the true home (share)", v)
+                     for k, v in h.items() if k.startswith("hit_rate_")]
+            rows += [("... in the same cell (share)", h.get("same_cell_rate")),
+                     ("... median distance, inferred to true home (m)", h.get("median_distance_m"))]
+            parts.append(f"<p>Home attack (geopriv.attacks.home_attack): a person's home is the "
+                         f"{_num(home.attrs.get('geopriv_attack', {}).get('cell_m', attacks.DEFAULT_CELL))} m cell "
+                         f"holding most of their points from {hours}, {_e(zone_text)}.</p>")
+    else:
+        parts.append('<p class="note">Home attack not computed: it needs a time column in both data (time=).</p>')
+    top = None
+    try:
+        top = attacks.top_places_attack(true, released, person=person)
+    except GeoprivError as exc:
+        parts.append(_note(exc, front_end))
+    if top is not None:
+        t = top.attrs["summary"]
+        rows += [("top-places attack: released persons", t.get("persons")),
+                 (f"... re-identified by their top {t.get('n')} places (share)", t.get("reidentification_rate")),
+                 ("... with exactly one candidate (share)", t.get("unique_match_rate")),
+                 (f"persons unique by their true top {t.get('n')} places (share)", t.get("true_unique_share"))]
+    if rows:
+        parts.insert(1, _table(rows, head=("attack", "value")))
+        bars = [(label, float(v)) for label, v in rows if "(share)" in label and v is not None
+                and isinstance(v, (int, float)) and math.isfinite(float(v))]
+        if bars:
+            fig, ax = plt.subplots(figsize=(6.4, 0.5 + 0.45 * len(bars)))
+            ax.barh([b[0].replace("... ", "").replace(" (share)", "") for b in bars], [b[1] for b in bars],
+                    color="tab:purple")
+            ax.set_xlim(0, 1)
+            ax.invert_yaxis()
+            ax.set_xlabel("share of persons")
+            ax.grid(axis="x", alpha=0.3)
+            parts.append(_figure(_png(fig), "What the trace attacks achieve on this release (shares of persons).",
+                                 "trace attack success rates"))
+            counter[0] += 1
+    return "\n".join(parts)
 
 
 _STYLE = """

@@ -138,6 +138,27 @@ def test_refusals(deaths, released):
         release_report(deaths, released, min_count=0)
 
 
+#: a public rectangle around Soho (EPSG:3857), chosen without looking at the points
+SOHO_AREA = (-16500.0, 6711000.0, -13800.0, 6714200.0)
+
+
+def test_adversary_section(deaths, released):
+    """The optimal adversary (geopriv.adversary) on a declared public area: its expected error is close to planar
+    Laplace's 2 / epsilon in the open (289 m), less near the area's edges; its error on these points is reported."""
+    doc = release_report(deaths, released, area=SOHO_AREA, cell=60)
+    text = text_of(doc)
+    section = text[text.index('<section id="adversary">'):text.index('<section id="maps">')]
+    expected = float(re.search(r"optimal adversary&#x27;s expected error \(m\)</td><td>([\d.]+)<", section).group(1))
+    assert 200 < expected < 2 / released.attrs["geopriv"]["epsilon_per_m"]
+    assert "adversary&#x27;s error on these points: mean (m)" in section
+    assert "needs a population raster" in section
+    assert 'alt="adversary error map"' in section
+    # without a public area the section says how to give one, and the rest of the report is there
+    bare = release_report(deaths, released)
+    assert "Not computed" in bare[bare.index('<section id="adversary">'):bare.index('<section id="maps">')]
+    assert "area=" in bare
+
+
 def test_min_count_and_map_cell(deaths, released):
     doc = release_report(deaths, released, map_cell=250, min_count=3)
     assert "square cells of 250 m" in doc and "cells with fewer than 3 are blank" in doc
@@ -163,7 +184,13 @@ def test_trace_release_counts_withheld_rows():
     doc = release_report(fixes, out, radius=100)
     assert "trace A rather than trace B change by at most 10x" in doc
     assert f"{withheld:,} released row(s) carry no location" in doc
-    assert "True fixes per" in doc or "fixes per" in doc
+    assert "counts of true fixes per 1000 m cell" in doc
+    # the trace attacks (geopriv.attacks): aggregates over persons only
+    attacks = doc[doc.index('<section id="attacks">'):doc.index('<section id="maps">')]
+    assert "home attack: persons with a home in the true data" in attacks
+    assert "re-identified by their top 2 places" in attacks
+    assert "local mean solar time" in attacks  # the time stamps carry a zone and no tz= was given
+    assert "optimal adversary's error is computed for point releases" in doc
 
 
 # ---------------------------------------------------------------------------- command line
