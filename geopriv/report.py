@@ -411,6 +411,13 @@ def release_report(true, released, path=None, *, prior="uniform", population=Non
     withheld = len(rel_all) - len(rel_g)
     synthetic = is_synthetic(record)
     bounds = _area_bounds(area, true_g.crs, record)
+    area_source = "given (area=)" if area is not None else "the record's declared bounds" if bounds else "none declared"
+    if bounds is None and mechanism is not None and hasattr(mechanism, "privacy_map"):
+        from pyproj import CRS
+
+        if CRS.from_user_input(mechanism.crs).equals(CRS.from_user_input(true_g.crs)):
+            bounds = tuple(float(v) for v in mechanism.privacy_map.bounds)  # the mechanism's public extent
+            area_source = "the mechanism's privacy map"
     plt = _plt()
     sections = []
     figures = 0
@@ -419,10 +426,16 @@ def release_report(true, released, path=None, *, prior="uniform", population=Non
     gtable = _table([(d if isinstance(d, str) else f"{d:g} m", f"{_factor(math.log(f))}x")
                      for d, f in zip(promise["table"]["distance_m"], promise["table"]["odds_factor"])],
                     head=("A and B within", "odds change by at most"), cls="grid")
-    sections.append(("guarantee", "The guarantee",
-                     f'<p class="promise">{_e(promise["sentence"])}</p>'
-                     f'<p>Based on the record\'s <code>{_e(promise["basis"])}</code>; it holds whatever the adversary '
-                     f"knows beforehand, and adds up over releases of the same person.</p>{gtable}"))
+    verified = record.get("verified_max_ratio")
+    checked = (f" The mechanism was verified on its grid: the largest realised privacy loss is {verified:.3g} of the "
+               "allowed one." if isinstance(verified, (int, float)) else "")
+    gparts = [f'<p class="promise">{_e(promise["sentence"])}</p>'
+              f'<p>Based on the record\'s <code>{_e(promise["basis"])}</code>; it holds whatever the adversary '
+              f"knows beforehand, and adds up over releases of the same person.{_e(checked)}</p>{gtable}"]
+    if mechanism is not None and hasattr(mechanism, "privacy_map"):
+        gparts.append(_privacy_map_figure(mechanism.privacy_map, radius, plt))
+        figures += 1
+    sections.append(("guarantee", "The guarantee", "\n".join(gparts)))
 
     # --- public parameters
     rows = []
@@ -439,9 +452,9 @@ def release_report(true, released, path=None, *, prior="uniform", population=Non
     own = [("distance in the guarantee sentence", "not used (any distance)" if synthetic else f"{radius:g} m"),
            ("adversary's prior", prior if isinstance(prior, str) else "array on the grid"),
            ("population", "given" if population is not None else "none"),
-           ("adversary's grid step", "default (longest side / 100)" if cell is None else f"{cell:g} m"),
-           ("public area", "record's declared bounds" if area is None and bounds is not None else
-            ("given" if area is not None else "none declared"))]
+           ("adversary's grid step", "the mechanism's grid" if mechanism is not None else
+            "default (longest side / 100)" if cell is None else f"{cell:g} m"),
+           ("public area", area_source)]
     sections.append(("parameters", "Public parameters",
                      "<p>The release record (published with the release: public):</p>"
                      + _table(rows, head=("field", "value")) + "<p>This report's own parameters:</p>"
@@ -561,6 +574,21 @@ def release_report(true, released, path=None, *, prior="uniform", population=Non
     return dest
 
 
+def _privacy_map_figure(pm, radius, plt) -> str:
+    """The eikonal mechanism's guarantee by place: the odds factor within ``radius`` metres, from its (public) map."""
+    factor = np.exp(np.asarray(pm.epsilon, dtype=float) * radius)
+    x0, y0, x1, y1 = pm.bounds
+    fig, ax = plt.subplots(figsize=(6.4, 5))
+    im = ax.imshow(factor, extent=(x0, x1, y0, y1), origin="upper", cmap="magma_r")
+    ax.ticklabel_format(useOffset=False, style="plain")
+    fig.colorbar(im, ax=ax, shrink=0.8, label=f"odds factor within {radius:g} m")
+    ax.set_title(f"Guarantee by place: odds change by at most this within {radius:g} m", fontsize=10)
+    ax.set_xlabel(f"x ({pm.crs.to_string()})")
+    ax.set_ylabel("y")
+    return _figure(_png(fig), f"The privacy map (public): e^(epsilon x {radius:g} m) at each place; lower is more "
+                   "private.", "guarantee by place")
+
+
 def _area_bounds(area, crs, record):
     """The public area as bounds in ``crs`` (area=, else the record's declared bounds), or None."""
     if area is None:
@@ -639,7 +667,8 @@ def _adversary_html(true_g, released, rel_g, record, synthetic, mechanism, prior
              "epsilon_per_m": "epsilon per metre", "cell_m": "adversary's grid step (m)",
              "confidence": "confidence of the k-equivalent region"}
     rows = [(names.get(k, k), v if k != "k_equivalent" or adv.k_equivalent is not None
-             else "needs a population raster (population=)") for k, v in adv.summary().items()]
+             else "needs a population raster (population=)") for k, v in adv.summary().items()
+            if not (k == "epsilon_per_m" and not (isinstance(v, float) and math.isfinite(v)))]
     try:
         sub = rel_g.index.intersection(true_g.index)
         emp = _adv.empirical_adversary_error(true_g.loc[sub], rel_g.loc[sub], adv).attrs.get("summary", {})

@@ -159,6 +159,31 @@ def test_adversary_section(deaths, released):
     assert "area=" in bare
 
 
+def test_eikonal_release_with_its_mechanism_and_a_population():
+    """A location-dependent release: the guarantee by place from the privacy map, the adversary of the mechanism
+    itself, and the k-equivalent from a population on its grid (people per km2)."""
+    import geopandas as gpd
+    from rasterio.transform import from_origin
+
+    x = np.linspace(0, 1, 12)
+    eps = 1e-3 * (1 + 1.5 * np.exp(-((x[None, :] - 0.5) ** 2 + (x[:, None] - 0.5) ** 2) / 0.05))
+    pm = geopriv.PrivacyMap.from_epsilon(eps, transform=from_origin(500_000, 4_000_000, 400, 300), crs=32654)
+    mech = geopriv.EikonalMechanism.build(pm, margin=0.1, max_step=1)
+    xy = np.random.default_rng(3).uniform([500_400, 3_996_900], [504_400, 3_999_700], size=(300, 2))
+    true = gpd.GeoDataFrame(geometry=gpd.points_from_xy(xy[:, 0], xy[:, 1]), crs=32654)
+    out = geopriv.perturb(true, mechanism=mech, rng=4)
+    doc = release_report(true, out, mechanism=mech, population=np.full((12, 12), 500.0))
+    hi, lo = math.exp(float(eps.max()) * 200), math.exp(float(eps.min()) * 200)
+    assert f"at most {hi:.3g}x when A and B are within 200 m of each other, wherever they are" in doc
+    assert f"by at most {lo:.3g}x" in doc
+    assert 'alt="guarantee by place"' in doc and "verified on its grid" in doc
+    assert 'alt="adversary k map"' in doc
+    k = float(re.search(r"people expected in the adversary&#x27;s 90 % region</td><td>([\d,.]+)<", doc).group(1)
+              .replace(",", ""))
+    assert k > 0
+    assert "<td>the mechanism&#x27;s privacy map</td>" in doc
+
+
 def test_min_count_and_map_cell(deaths, released):
     doc = release_report(deaths, released, map_cell=250, min_count=3)
     assert "square cells of 250 m" in doc and "cells with fewer than 3 are blank" in doc
