@@ -75,12 +75,17 @@ _LAZY = {
     "Heatmap": ".aggregate",
     "network_distances": ".diffuse",
     "show_versions": ".versions",
+    "adversary_error": ".adversary",
+    "AdversaryError": ".adversary",
+    "empirical_adversary_error": ".adversary",
+    "calibrate": ".adversary",
+    "Calibration": ".adversary",
 }
 
 #: the core's modules, imported on first attribute access as ``import geopriv`` used to import them all
 #: (``geopriv.cli``, ``geopriv.plot`` and ``geopriv.distributed`` are imported by name, as before)
 _SUBMODULES = frozenset({
-    "accessor", "accounting", "aggregate", "attributes", "cells", "counting", "crs", "daskhook", "defaults", "diffuse", "exceptions", "frame",
+    "accessor", "accounting", "adversary", "aggregate", "attributes", "cells", "counting", "crs", "daskhook", "defaults", "diffuse", "exceptions", "frame",
     "importhook", "io", "keys", "mechanisms", "metrics", "network", "parsing", "perturb", "points", "precision",
     "privacy_map", "progress", "provenance", "release", "rng", "synthesize", "traces",
 })
@@ -139,6 +144,11 @@ __all__ = [
     "utility_report",
     "wasserstein",
     "wasserstein_bound",
+    "adversary_error",
+    "AdversaryError",
+    "empirical_adversary_error",
+    "calibrate",
+    "Calibration",
     "make_rng",
     "sanitize_traces",
     "synthesize",

@@ -59,7 +59,7 @@ from .exceptions import (
     RasterError,
 )
 
-__all__ = ["PrivacyMap", "lipschitz_envelope", "edge_weights", "affine6", "OUTLIER_QUANTILE", "OUTLIER_MIN_CELLS",
+__all__ = ["PrivacyMap", "read_raster", "lipschitz_envelope", "edge_weights", "affine6", "OUTLIER_QUANTILE", "OUTLIER_MIN_CELLS",
            "MAX_CELLS", "check_raster_size"]
 
 #: Largest raster (width x height cells) read from a file by default.  A compressed GeoTIFF can be far
@@ -203,6 +203,17 @@ def _read(raster, band, transform, crs, nodata, max_cells=MAX_CELLS):
         transform = Affine(transform.a, 0.0, transform.c, 0.0, -transform.e, transform.f + transform.e * values.shape[0])
     values[~np.isfinite(values)] = np.nan
     return values, transform, crs
+
+
+def read_raster(raster, *, band: int = 1, transform=None, crs=None, nodata=None, max_cells=MAX_CELLS):
+    """Read a projected, north-up raster the way privacy maps read theirs.
+
+    Returns ``(values, transform, crs)``: float64 values (ny, nx) with NaN where there is no data,
+    the north-up :class:`affine.Affine` and the :class:`pyproj.CRS`.  ``raster`` is a GeoTIFF
+    path, an open rasterio dataset, or an array with ``transform=`` and ``crs=``.  The same checks
+    and messages as :meth:`PrivacyMap.from_population` (a CRS, projected, not rotated, finite).
+    """
+    return _read(raster, band, transform, crs, nodata, max_cells)
 
 
 def affine6(t) -> tuple:
