@@ -885,8 +885,9 @@ def _cmd_report(args) -> int:
     if args.wasserstein and (args.quantile is not None or args.id is not None):
         raise CLIError("--wasserstein compares the two point sets as wholes: no rows are matched (--id) and there are "
                        "no displacements (--quantile)")
-    if args.html is None and (args.population or args.map_cell is not None or args.overwrite):
-        raise CLIError("--population, --map-cell and --overwrite are options of the release report: add --html")
+    if args.html is None and (args.population or args.map_cell is not None or args.overwrite or args.bounds):
+        raise CLIError("--bounds, --population, --map-cell and --overwrite are options of the release report: add "
+                       "--html")
     crs = _check_crs(args.crs)
     released_crs = _check_crs(args.released_crs)
     io.check_input(args.true, "true")
@@ -937,7 +938,7 @@ def _report_html(true, released, record, args) -> None:
         released.attrs["geopriv"] = record
     path = args.html or report_path(args.released)
     kwargs = {"quantile": args.quantile} if args.quantile is not None else {}
-    written = release_report(true, released, path, population=args.population,
+    written = release_report(true, released, path, population=args.population, area=args.bounds,
                              prior="population" if args.population else "uniform", map_cell=args.map_cell,
                              overwrite=args.overwrite, front_end="cli", **kwargs)
     print(f"wrote the release report {written}: private, for the data holder (it shows counts of the true points "
@@ -1835,6 +1836,9 @@ def _report_arguments(r) -> None:
                    help="also write the release report, one self-contained HTML file (guarantee, parameters, utility, "
                         "adversary error, maps of counts per cell): private, for the data holder, not for publication "
                         "(default PATH: RELEASED's name ending in .private-report.html)")
+    r.add_argument("--bounds", type=float, nargs=4, metavar=("XMIN", "YMIN", "XMAX", "YMAX"),
+                   help="public area for the report's adversary and maps, in the true file's CRS (with --html; "
+                        "default: the release's declared bounds)")
     r.add_argument("--population", metavar="RASTER",
                    help="population raster for the report's adversary (prior and k-equivalent; with --html)")
     r.add_argument("--map-cell", type=float, metavar="METRES",

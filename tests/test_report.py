@@ -241,6 +241,11 @@ def test_cli_report_html(deaths, tmp_path, capsys):
     assert "square cells of 200 m" in chosen.read_text(encoding="utf-8")
     assert main(["report", str(source), str(rel), "--layer", "deaths", "--map-cell", "200"]) != 0
     assert "add --html" in capsys.readouterr().err
+    # without a declared area the adversary section says how to give one; --bounds gives it
+    assert "Give the public area with --bounds" in default.read_text(encoding="utf-8")
+    assert main(["report", str(source), str(rel), "--layer", "deaths", "--html", "--overwrite", "--bounds",
+                 *map(str, SOHO_AREA)]) == 0
+    assert "optimal adversary&#x27;s expected error (m)" in default.read_text(encoding="utf-8")
 
 
 # ---------------------------------------------------------------------------- in a real browser

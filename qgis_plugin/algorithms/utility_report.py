@@ -8,6 +8,7 @@ from qgis.core import (
     QgsProcessingException,
     QgsProcessingOutputNumber,
     QgsProcessingParameterFeatureSink,
+    QgsProcessingParameterExtent,
     QgsProcessingParameterFeatureSource,
     QgsProcessingParameterField,
     QgsProcessingParameterFileDestination,
@@ -15,7 +16,7 @@ from qgis.core import (
     QgsProcessingParameterString,
 )
 
-from .base import TYPE_POINTS, GeoprivAlgorithm
+from .base import BOUNDS_LABEL, TYPE_POINTS, GeoprivAlgorithm
 
 
 class UtilityReport(GeoprivAlgorithm):
@@ -80,6 +81,9 @@ released file written by the geopriv command line, which carries its record.</p>
         self.addParameter(QgsProcessingParameterString(
             self.RECORD, "Release record (the release's PROVENANCE output, JSON; empty: read from the released file)",
             multiLine=True, optional=True))
+        self.addParameter(QgsProcessingParameterExtent(
+            self.BOUNDS, f"{BOUNDS_LABEL} (for the release report's adversary and maps; empty: the release's declared "
+                         "area)", defaultValue=None, optional=True))
         # an .html file destination: Processing lists it as an HTML output and shows it in the results viewer
         self.addParameter(QgsProcessingParameterFileDestination(
             self.REPORT, "Release report (HTML; private: for the data holder, not for publication)",
@@ -129,7 +133,8 @@ released file written by the geopriv command line, which carries its record.</p>
         feedback.pushInfo(", ".join(f"{k} = {v:.6g}" for k, v in report.items()))
         results = {self.OUTPUT: dest}
         if html:
-            results[self.REPORT] = self.release_report(feedback, true, out, record, html, quantile)
+            area = self.public_study_area(parameters, context, original)
+            results[self.REPORT] = self.release_report(feedback, true, out, record, html, quantile, area)
         for key, value in report.items():
             name = self.NUMBERS.get("alpha" if key.startswith("alpha_") else key)
             if name:
@@ -162,13 +167,13 @@ released file written by the geopriv command line, which carries its record.</p>
                 "model, connect it), or choose a file written by the geopriv command line.")
         return record
 
-    def release_report(self, feedback, true, out, record, path, quantile) -> str:
+    def release_report(self, feedback, true, out, record, path, quantile, area) -> str:
         """Write the release report (geopriv.report.release_report) to ``path``; QGIS's dialog asked before replacing."""
         from geopriv.report import release_report
 
         out = out.copy()
         out.attrs["geopriv"] = record
-        written = release_report(true, out, path, quantile=quantile, overwrite=True, front_end="qgis")
+        written = release_report(true, out, path, quantile=quantile, area=area, overwrite=True, front_end="qgis")
         feedback.pushInfo(f"Wrote the release report {written}: private, for the data holder (it shows counts of the "
                           "original points per map cell); do not publish it.")
         return str(written)

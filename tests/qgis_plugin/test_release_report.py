@@ -53,6 +53,16 @@ def test_report_with_the_release_record(run, soho_release, tmp_path):
     assert temp["REPORT"].endswith(".html") and Path(temp["REPORT"]).exists()
 
 
+def test_the_public_study_area_gives_the_adversary(run, soho_release, tmp_path):
+    released, provenance = soho_release
+    report = tmp_path / "area.html"
+    run("utilityreport", {"ORIGINAL": data_path("soho_cholera.gpkg", "deaths"), "RELEASED": released,
+                          "RELEASE_RECORD": provenance, "BOUNDS": "-16500,-13800,6711000,6714200 [EPSG:3857]",
+                          "OUTPUT": "TEMPORARY_OUTPUT", "REPORT": str(report)})
+    doc = report.read_text(encoding="utf-8")
+    assert "optimal adversary&#x27;s expected error (m)" in doc and 'alt="adversary error map"' in doc
+
+
 def test_report_reads_the_record_of_a_file_written_by_geopriv(run, tmp_path):
     import geopriv
     from geopriv import io
