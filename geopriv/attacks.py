@@ -141,7 +141,7 @@ def _collection_frame(data, person, time, what):
     if not trajectories:
         raise EmptyInputError(f"The {what} has no trajectories.")
     crs = trajectories[0].df.crs
-    traj_col, time_col = "__trajectory__", "__time__"
+    traj_col, time_col = "trajectory", "__time__"  # a person column of that name replaces the trajectory ids
     parts = []
     for tr in trajectories:
         df = tr.df

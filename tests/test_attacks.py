@@ -313,3 +313,12 @@ def test_releases_are_recognised_by_their_record(queries):
     out = home_attack(queries, nothing, person="trajectory_id", night=None)
     assert out.attrs["summary"]["inferred"] == 0 and out.attrs["summary"]["hit_rate_500m"] == 0.0
     assert top_places_attack(queries, nothing, person="trajectory_id").attrs["summary"]["persons"] == 0
+
+
+def test_collection_persons_are_named_trajectory(fixes):
+    mpd = pytest.importorskip("movingpandas")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tc = mpd.TrajectoryCollection(fixes.assign(t=pd.to_datetime(fixes["t"], utc=True)), "trajectory_id", t="t")
+    out = top_places_uniqueness(tc)
+    assert out.index.name == "trajectory" and out.index.tolist() == [1, 2, 3, 4, 5]
