@@ -53,6 +53,10 @@ DEFAULT_CELLS_PER_SIDE = 100
 DEFAULT_CONFIDENCE = 0.9
 #: what :func:`calibrate` can aim at
 CALIBRATION_TARGETS = ("displacement", "adversary_error", "k_equivalent")
+#: default grid step, as a share of the noise's scale 1 / epsilon (when coarser than DEFAULT_CELLS_PER_SIDE)
+NOISE_SCALE_SHARE = 0.2
+#: calibrate's default grid: the area's longest side in this many cells
+CALIBRATION_CELLS = 60
 #: the largest grid (cells) the exact computation accepts
 MAX_GRID_CELLS = 250_000
 #: the k-equivalent posterior regions are found on a grid of at most this many cells (coarsened by an integer factor)
@@ -99,11 +103,16 @@ class _Grid:
         row = np.floor((xy[:, 1] - t.f) / t.e).astype(np.int64)
         return np.clip(row, 0, self.ny - 1) * self.nx + np.clip(col, 0, self.nx - 1)
 
-    def distance_kernel(self) -> np.ndarray:
-        """Ground distance (m) of every cell offset (2 ny - 1, 2 nx - 1), offset (0, 0) in the centre."""
-        dy = (np.arange(-(self.ny - 1), self.ny) * self.hy)[:, None]
-        dx = (np.arange(-(self.nx - 1), self.nx) * self.hx)[None, :]
-        return np.hypot(dx, dy)
+    def distance_kernel(self, shape) -> np.ndarray:
+        """Ground distance (m) of every cell offset, wrapped for a circular convolution of ``shape``.
+
+        Offset (dy, dx) sits at index (dy mod L0, dx mod L1); with L >= 2 n - 1 no two offsets of the
+        grid share an index, so the circular convolution of a grid with it is the linear one."""
+        out = np.zeros(shape)
+        dy = np.arange(-(self.ny - 1), self.ny)
+        dx = np.arange(-(self.nx - 1), self.nx)
+        out[np.ix_(dy % shape[0], dx % shape[1])] = np.hypot((dx * self.hx)[None, :], (dy * self.hy)[:, None])
+        return out
 
     def coarsened(self, f: int) -> "_Grid":
         from affine import Affine
@@ -367,8 +376,8 @@ class _Solver:
             from scipy import fft
 
             g = self.g
-            self._shape = _fft_shape(3 * g.ny - 2, 3 * g.nx - 2)
-            self._dk_fft = fft.rfft2(g.distance_kernel(), self._shape, workers=-1)
+            self._shape = _fft_shape(2 * g.ny - 1, 2 * g.nx - 1)
+            self._dk_fft = fft.rfft2(g.distance_kernel(self._shape), workers=-1)
         return self._dk_fft
 
     def per_output(self, z: np.ndarray, progress=None) -> None:
@@ -389,7 +398,7 @@ class _Solver:
             m = w.sum(axis=1)
             spec = fft.rfft2(w.reshape(len(zb), g.ny, g.nx), self._shape, workers=-1)
             cost = fft.irfft2(spec * dk[None], self._shape, workers=-1)
-            cost = cost[:, g.ny - 1:2 * g.ny - 1, g.nx - 1:2 * g.nx - 1].reshape(len(zb), g.n)
+            cost = cost[:, :g.ny, :g.nx].reshape(len(zb), g.n)
             cost[:, ~self.mask] = np.inf  # guesses are cells of the public area
             best = cost.argmin(axis=1)
             self.guess[zb] = best
@@ -602,7 +611,7 @@ def _area(area, crs):
     return rect, region, crs
 
 
-def _grid_over(rect, crs, cell) -> _Grid:
+def _grid_over(rect, crs, cell, epsilon=None) -> _Grid:
     from affine import Affine
 
     from .cells import crs_units_per_metre
@@ -611,6 +620,8 @@ def _grid_over(rect, crs, cell) -> _Grid:
     w_m, h_m = (rect[2] - rect[0]) / upm, (rect[3] - rect[1]) / upm
     if cell is None:
         cell = max(w_m, h_m) / DEFAULT_CELLS_PER_SIDE
+        if epsilon is not None:  # finer than a fifth of the noise's scale changes the result by well under 1 %
+            cell = max(cell, NOISE_SCALE_SHARE / epsilon)
     cell = float(cell)
     if not (math.isfinite(cell) and cell > 0):
         raise ParameterError("cell must be a positive number of ground metres.")
@@ -730,8 +741,9 @@ def adversary_error(mechanism=None, *, epsilon=None, level=None, radius=None, ar
     units : "per_km2" or "per_cell"
         What the population raster holds (as :meth:`PrivacyMap.from_population`).
     cell : float, optional
-        Grid step in ground metres (default: the area's longest side / 100).  Ignored for an
-        eikonal mechanism (its map's grid).
+        Grid step in ground metres.  Default: the area's longest side / 100, or a fifth of the
+        noise's scale (0.2 / epsilon) when that is coarser (finer cells change the result by well
+        under 1 %).  Ignored for an eikonal mechanism (its map's grid).
     confidence : float
         Posterior mass of the k-equivalent region (default 0.9).
     progress : callable, optional
@@ -798,7 +810,7 @@ def adversary_error(mechanism=None, *, epsilon=None, level=None, radius=None, ar
             raise ParameterTypeError("mechanism must be None (planar Laplace with epsilon=), an EikonalMechanism or a "
                                      "GeoDataFrame released by perturb.")
         rect, region, crs = _area(area, crs)
-        grid = _grid_over(rect, crs, cell)
+        grid = _grid_over(rect, crs, cell, eps)
         channel = _LaplaceChannel(eps, grid)
         mask = _area_mask(grid, region)
         people = None if population is None else _population_on(population, grid, units)
@@ -951,6 +963,9 @@ def calibrate(target: str, value: float, *, area, crs=None, prior="uniform", pop
     if target == "k_equivalent" and population is None:
         raise ParameterError('target="k_equivalent" needs population= (a population raster).')
     rect, region, crs_ = _area(area, crs)
+    if cell is None:  # one grid for every epsilon tried: the area's longest side in CALIBRATION_CELLS cells
+        probe = _grid_over(rect, crs_, None)
+        cell = max(probe.nx, probe.ny) * probe.hx / CALIBRATION_CELLS
     grid = _grid_over(rect, crs_, cell)
     col = {"displacement": "displacement_m", "adversary_error": "adversary_error_m",
            "k_equivalent": "k_equivalent"}[target]
