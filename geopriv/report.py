@@ -339,8 +339,10 @@ def release_report(true, released, path=None, *, prior="uniform", population=Non
         The adversary's prior and grid, as in :func:`geopriv.adversary_error`: ``prior``
         ``"uniform"`` or ``"population"`` (with ``population=`` a raster path, PrivacyMap or
         array), ``area`` the public area (bounds in ``true``'s CRS, or public polygons; default:
-        the record's declared bounds) and ``cell`` the adversary's grid step in metres.
-        ``area`` also fixes the maps' extent.
+        the record's declared bounds, else an eikonal mechanism's map) and ``cell`` the
+        adversary's grid step in metres (default: :func:`geopriv.adversary_error`'s).  ``area``
+        also fixes the maps' extent.  Without a public area the adversary section says how to
+        give one: it is never taken from the data.
     mechanism : EikonalMechanism, optional
         The location-dependent mechanism of an eikonal release (its adversary and privacy map).
     radius : float
@@ -453,7 +455,7 @@ def release_report(true, released, path=None, *, prior="uniform", population=Non
            ("adversary's prior", prior if isinstance(prior, str) else "array on the grid"),
            ("population", "given" if population is not None else "none"),
            ("adversary's grid step", "the mechanism's grid" if mechanism is not None else
-            "default (longest side / 100)" if cell is None else f"{cell:g} m"),
+            "adversary_error's default" if cell is None else f"{cell:g} m"),
            ("public area", area_source)]
     sections.append(("parameters", "Public parameters",
                      "<p>The release record (published with the release: public):</p>"

@@ -40,7 +40,8 @@ guarantee in plain words, every public parameter, the utility, the adversary's e
 where the original points appear only as counts per cell of at least 100 m. It is <b>private</b>: it is computed
 from the original points and is for the data holder, not for publication. It needs the release's record: the
 <b>PROVENANCE</b> output of the release (paste it into <b>Release record</b>, or connect it in a model), or a
-released file written by the geopriv command line, which carries its record.</p>"""
+released file written by the geopriv command line, which carries its record. The <b>Public study area</b> (or
+the area the release declared) gives the adversary its grid; it is never taken from the data.</p>"""
 
     ORIGINAL = "ORIGINAL"
     RELEASED = "RELEASED"
