@@ -76,7 +76,7 @@ def tokyo():
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.6))
     ext = (b[0], b[2], b[1], b[3])
     im = axes[0].imshow(np.log10(np.maximum(dens, 1)), extent=ext, cmap="magma")
-    fig.colorbar(im, ax=axes[0], label="log10 people per km2", shrink=0.8)
+    fig.colorbar(im, ax=axes[0], label="log10 density (the raster's units)", shrink=0.8)
     axes[0].set_title("Population density (the prior)")
     vmax = float(np.nanmax(lap.error_map))
     for ax, adv, title in [(axes[1], eik, "Eikonal mechanism"), (axes[2], lap, "Planar Laplace at the map's minimum")]:
@@ -86,7 +86,7 @@ def tokyo():
     for ax in axes:
         ax.set_xticks([])
         ax.set_yticks([])
-    fig.suptitle("Central Tokyo, 40 x 40 cells of 200 m: the adversary errs less where people are many")
+    fig.suptitle("Central Tokyo, 40 x 40 cells of about 700 m: the adversary errs less where people are many")
     fig.tight_layout()
     FIG.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(FIG, dpi=90)
