@@ -291,6 +291,22 @@ class AdversaryError:
             "confidence": self.confidence,
         }, name="adversary")
 
+    def to_raster(self, path, *, overwrite: bool = False):
+        """Write the error map (band 1, metres) and the k-equivalent map (band 2, when computed) as a GeoTIFF.
+
+        Both are functions of the public parameters only (mechanism, area, prior, population), not of
+        any data.  Written atomically; an existing file is refused unless ``overwrite``.  Returns the path.
+        """
+        from .io import write_raster
+
+        bands = [np.asarray(self.error_map, np.float32)]
+        names = ["adversary error (m)"]
+        if self.k_map is not None:
+            bands.append(np.asarray(self.k_map, np.float32))
+            names.append(f"people in the {self.confidence:.0%} posterior region")
+        return write_raster(path, bands, transform=self.transform, crs=self.crs, nodata=float("nan"),
+                            band_names=names, overwrite=overwrite)
+
     def plot(self, ax=None, what: str = "error", **kwargs):
         """Map ``what`` = "error" (the error map, metres) or "k" (the k-equivalent map); returns the Axes."""
         import matplotlib.pyplot as plt

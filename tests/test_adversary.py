@@ -183,3 +183,17 @@ def test_refusals_say_how_to_fix():
         geopriv.adversary_error(unbounded)
     with pytest.raises(ParameterError, match="calibrate|target"):
         geopriv.calibrate("speed", 1, area=(0, 0, 1000, 1000), crs=CRS)
+
+
+def test_maps_written_as_a_geotiff(tmp_path):
+    import rasterio
+
+    adv = geopriv.adversary_error(epsilon=LN4_200, area=(400_000, 4_400_000, 404_000, 4_403_000), crs=CRS,
+                                  cell=200, population=np.full((15, 20), 500.0))
+    path = adv.to_raster(tmp_path / "adversary.tif")
+    with rasterio.open(path) as ds:
+        assert ds.count == 2 and ds.crs.to_epsg() == 32650 and ds.res == (200.0, 200.0)
+        np.testing.assert_allclose(ds.read(1), adv.error_map.astype(np.float32))
+        assert ds.descriptions[0] == "adversary error (m)"
+    with pytest.raises(geopriv.exceptions.OutputError):
+        adv.to_raster(path)  # never overwritten unless asked
