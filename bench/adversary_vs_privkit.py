@@ -76,9 +76,13 @@ LEVEL, RADIUS = math.log(4), 200.0
 EPSILON = LEVEL / RADIUS  # per ground metre
 #: the docs' public study area of the Soho deaths, EPSG:3857 (docs/synthesize.md, docs/diffusion.md)
 SOHO = (-15800.0, 6711900.0, -14600.0, 6713300.0)
-#: GeoLife public area, EPSG:4326 (lon/lat): around Tsinghua / Zhongguancun, where users 000-009
-#: live and work (hard-coded, not computed from the data)
-GEOLIFE = (116.30, 39.97, 116.35, 40.01)
+#: GeoLife's CRS: geopriv's adversary needs a projected CRS; a transverse Mercator centred on the
+#: area (scale 1 there) keeps the area's rectangle a lat/lon box within a metre, so that privkit's
+#: lat/lon GridMap covers the same ground (UTM 50N's meridian is 0.7 degrees away: 33 m of skew)
+GEOLIFE_CRS = "+proj=tmerc +lat_0=39.99 +lon_0=116.325 +k=1 +x_0=0 +y_0=0 +datum=WGS84 +units=m +no_defs"
+#: GeoLife public area in GEOLIFE_CRS: 4.2 x 4.4 km around Tsinghua / Zhongguancun (116.300-116.350 E,
+#: 39.970-40.010 N), where users 000-009 live and work (hard-coded, not computed from the data)
+GEOLIFE = (-2100.0, -2200.0, 2100.0, 2200.0)
 
 
 # ============================================================================ privkit worker
@@ -121,6 +125,23 @@ def _stats(v) -> dict:
             "se_m": float(v.std(ddof=1) / math.sqrt(len(v))) if len(v) > 1 else float("nan"), "n": int(len(v))}
 
 
+def _weiszfeld(w: np.ndarray, pts: np.ndarray, start: np.ndarray, tol_m: float = 1e-3, max_iter: int = 20000):
+    """The weighted geometric median of ``pts`` (metres) run to convergence (steps under ``tol_m``)."""
+    keep = w > 0
+    w, pts = w[keep], pts[keep]
+    y = np.asarray(start, dtype=float)
+    for _ in range(max_iter):
+        d = np.hypot(*(pts - y).T)
+        if np.any(d < 1e-9):  # on a support point: stop there (Weiszfeld's fixed point)
+            break
+        t = w / d
+        y_new = t @ pts / t.sum()
+        if np.hypot(*(y_new - y)) < tol_m:
+            return y_new
+        y = y_new
+    return y
+
+
 def privkit_worker(work: Path) -> None:
     """The privkit half: reads ``work/config.json`` and arrays, writes ``work/privkit.json``."""
     import contextlib
@@ -146,7 +167,8 @@ def privkit_worker(work: Path) -> None:
     ny, nx = cfg["shape"]
     rng = np.random.default_rng(cfg["seed"])
     random.seed(cfg["seed"])  # privkit's PlanarLaplace draws from the random module
-    n_mc_metric, n_mc_latlon = int(cfg["n_mc_metric"]), int(cfg["n_mc_latlon"])
+    n_mc_metric, n_mc_latlon, n_mc_raw = int(cfg["n_mc_metric"]), int(cfg["n_mc_latlon"]), int(cfg["n_mc_raw"])
+    area_m = np.asarray(cfg["area_m"], dtype=float)  # the public area's box in the local frame (xmin, ymin, xmax, ymax)
     aeqd = pyproj.CRS.from_proj4(cfg["aeqd"])
     to_m = pyproj.Transformer.from_crs("EPSG:4326", aeqd, always_xy=True)
     to_ll = pyproj.Transformer.from_crs(aeqd, "EPSG:4326", always_xy=True)
@@ -180,13 +202,19 @@ def privkit_worker(work: Path) -> None:
         guess = ld.data[[C.ADV_LONGITUDE, C.ADV_LATITUDE]].to_numpy(dtype=float)
         return guess, adversary_error(true_lonlat, guess)
 
-    def hw_metric(obf_m, mgrid, prior):
-        """privkit's likelihood and HW attack on geopriv's grid (metres in, metres out)."""
+    def hw_metric(obf_m, mgrid, prior, converged=None):
+        """privkit's likelihood and HW attack on geopriv's grid (metres in, metres out).
+
+        ``converged``: an array filled with the geometric median of the same posterior run to
+        convergence (a diagnostic: privkit's Weiszfeld loop stops at a step under 31.6 m)."""
         pl, hw = PlanarLaplace(eps), HW(eps, prior)
         guesses = np.empty_like(obf_m)
         for k, z in enumerate(obf_m):
             f = pl.planar_laplace_distribuition(z / 1000.0, mgrid)
             guesses[k] = np.asarray(hw.execute_attack(f, mgrid), dtype=float) * 1000.0
+            if converged is not None:
+                post = f * prior
+                converged[k] = _weiszfeld(post / post.sum(), centres_m, guesses[k])
         return guesses
 
     def pl_noise_m(n):
@@ -208,27 +236,41 @@ def privkit_worker(work: Path) -> None:
         prior = prior / prior.sum()
         run: dict = {}
         t0 = time.perf_counter()
-        g = hw_metric(rel_m, mgrid, prior)
+        conv = np.empty_like(rel_m)
+        g = hw_metric(rel_m, mgrid, prior, converged=conv)
         g_ll = metres_to_ll(g)
         np.save(work / f"pk_metric_guess_{prior_name}.npy", g_ll)
+        np.save(work / f"pk_metric_guess_converged_{prior_name}.npy", metres_to_ll(conv))
         run["release_geopriv"] = _stats(adversary_error(true_ll, g_ll))
+        run["release_geopriv_converged"] = _stats(adversary_error(true_ll, metres_to_ll(conv)))
+        run["weiszfeld_shift"] = _stats(np.hypot(*(conv - g).T))
         timings[f"metric/{prior_name}/release"] = time.perf_counter() - t0
-        np.save(work / f"pk_metric_err_{prior_name}.npy", adversary_error(true_ll, g_ll))
+        first = prior_name == cfg["priors"][0]  # the full Monte Carlo for the first prior, a shorter one after
         t0 = time.perf_counter()
-        cells = rng.choice(len(prior), size=n_mc_metric, p=prior)
+        n = n_mc_metric if first else n_mc_metric // 2
+        cells = rng.choice(len(prior), size=n, p=prior)
         x = centres_m[cells]
-        z = x + pl_noise_m(n_mc_metric)
+        z_raw = x + pl_noise_m(n)
+        # releases clamped into the public area, as geopriv.perturb(bounds=) releases them
+        z = np.clip(z_raw, area_m[:2], area_m[2:])
         g = hw_metric(z, mgrid, prior)
-        x_ll, z_ll = metres_to_ll(x), metres_to_ll(z)
-        err = adversary_error(x_ll, metres_to_ll(g))
-        run["mc"] = _stats(err)
-        run["mc_displacement"] = _stats(np.hypot(*(z - x).T))
+        x_ll, g_ll = metres_to_ll(x), metres_to_ll(g)
+        run["mc"] = _stats(adversary_error(x_ll, g_ll))
+        run["mc_displacement_raw"] = _stats(np.hypot(*(z_raw - x).T))
+        run["mc_displacement_clamped"] = _stats(np.hypot(*(z - x).T))
+        run["mc_clamped_share"] = float(np.mean(np.any(z != z_raw, axis=1)))
         # the draws, so that the geopriv side scores its own adversary on the very same ones
         np.save(work / f"pk_metric_mc_true_{prior_name}.npy", x_ll)
-        np.save(work / f"pk_metric_mc_obs_{prior_name}.npy", z_ll)
-        np.save(work / f"pk_metric_mc_err_{prior_name}.npy", err)
-        np.save(work / f"pk_metric_mc_guess_{prior_name}.npy", metres_to_ll(g))
+        np.save(work / f"pk_metric_mc_obs_{prior_name}.npy", metres_to_ll(z))
+        np.save(work / f"pk_metric_mc_guess_{prior_name}.npy", g_ll)
         timings[f"metric/{prior_name}/mc"] = time.perf_counter() - t0
+        if first:  # the same truths and noise, unclamped: what privkit's attack models (an unbounded release)
+            t0 = time.perf_counter()
+            k = min(n_mc_raw, n)
+            g = hw_metric(z_raw[:k], mgrid, prior)
+            run["mc_raw"] = _stats(adversary_error(x_ll[:k], metres_to_ll(g)))
+            run["mc_raw_clamped_same_draws"] = _stats(adversary_error(x_ll[:k], g_ll[:k]))
+            timings[f"metric/{prior_name}/mc_raw"] = time.perf_counter() - t0
         out["runs"][f"metric/{prior_name}"] = run
 
     # ------------------------------------------------------------------ privkit as shipped (lat/lon)
@@ -252,7 +294,8 @@ def privkit_worker(work: Path) -> None:
         np.save(work / f"pk_latlon_guess_{prior_name}.npy", g_ll)
         run["release_geopriv"] = _stats(err)
         timings[f"latlon/{prior_name}/release_geopriv"] = time.perf_counter() - t0
-        # privkit's own release of the same truths (no grid attached: unbounded, like geopriv.perturb)
+        # privkit's own release of the same truths: its PlanarLaplace never clamps (with a grid attached it
+        # redraws until inside; none is attached here), so this release is unbounded
         t0 = time.perf_counter()
         df = pd.DataFrame({C.LATITUDE: true_ll[:, 1], C.LONGITUDE: true_ll[:, 0]})
         ld = LocationData()
@@ -268,19 +311,30 @@ def privkit_worker(work: Path) -> None:
         run["quality_loss_metric"] = _stats(ql.values)
         run["ground_displacement"] = _stats(ground)
         timings[f"latlon/{prior_name}/release_privkit"] = time.perf_counter() - t0
-        # Monte Carlo of the expected error: truths = cell centres drawn from the profile
+        # Monte Carlo of the expected error: truths = cell centres drawn from the profile, privkit's
+        # PlanarLaplace, releases clamped into the area's lat/lon box (as geopriv's); unclamped after
+        first = prior_name == cfg["priors"][0]
         t0 = time.perf_counter()
-        cells = rng.choice(n_cells, size=n_mc_latlon, p=profile / profile.sum())
+        n = n_mc_latlon if first else n_mc_latlon // 2
+        cells = rng.choice(n_cells, size=n, p=profile / profile.sum())
         x = centres_ll[cells]
         pl = PlanarLaplace(eps)
-        z = np.array([pl.get_obfuscated_point(lat, lon)[:2] for lon, lat in x])[:, ::-1]
+        z_raw = np.array([pl.get_obfuscated_point(lat, lon)[:2] for lon, lat in x])[:, ::-1]
+        z = np.column_stack([np.clip(z_raw[:, 0], min_lon, max_lon), np.clip(z_raw[:, 1], min_lat, max_lat)])
         _, err = hw_latlon(x, z, grid, profile)
         run["mc"] = _stats(err)
-        dx = np.column_stack(to_m.transform(z[:, 0], z[:, 1])) - np.column_stack(to_m.transform(x[:, 0], x[:, 1]))
-        run["mc_displacement"] = _stats(np.hypot(*dx.T))
+        dx = np.column_stack(to_m.transform(z_raw[:, 0], z_raw[:, 1])) - np.column_stack(to_m.transform(x[:, 0], x[:, 1]))
+        run["mc_displacement_raw"] = _stats(np.hypot(*dx.T))
         run["mc_noise_sd_east_m"] = float(dx[:, 0].std())
         run["mc_noise_sd_north_m"] = float(dx[:, 1].std())
         timings[f"latlon/{prior_name}/mc"] = time.perf_counter() - t0
+        if first:
+            t0 = time.perf_counter()
+            k = min(n_mc_raw // 2, n)
+            _, err_raw = hw_latlon(x[:k], z_raw[:k], grid, profile)
+            run["mc_raw"] = _stats(err_raw)
+            run["mc_raw_clamped_same_draws"] = _stats(err[:k])
+            timings[f"latlon/{prior_name}/mc_raw"] = time.perf_counter() - t0
         out["runs"][f"latlon/{prior_name}"] = run
     # the reference: privkit's sampler in the ground plane, the same draws' east/north spread
     dxy = pl_noise_m(max(n_mc_latlon, 2000))
@@ -290,6 +344,12 @@ def privkit_worker(work: Path) -> None:
 
 
 # ============================================================================ geopriv side
+
+EXPLANATION = """## Why the numbers differ
+
+(written after the run; see the module docstring for the set-up)
+"""
+
 
 def _affine6(t) -> tuple:
     """(a, b, c, d, e, f) of an affine transform (affine.Affine or a 6-sequence): x = a*col + b*row + c."""
@@ -331,6 +391,7 @@ def _soho_case():
 
     deaths = gpd.read_file(ROOT / "geopriv" / "data" / "soho_cholera.gpkg", layer="deaths")
     return {"name": "soho", "title": "Soho deaths (324 points, EPSG:3857)", "true": deaths, "crs": deaths.crs,
+            "crs_label": "EPSG:3857, the docs' study area",
             "area": SOHO, "priors": ["uniform", "empirical"]}
 
 
@@ -340,15 +401,16 @@ def _geolife_case(args):
 
     path = Path(args.data) if args.data else DATA_DIR / PARQUET
     fixes = gpd.read_parquet(path)
-    q = geopriv.sample_queries(fixes, traj_id="trajectory_id", time="t", p=0.0, rng=args.seed)
+    q = geopriv.sample_queries(fixes, traj_id="trajectory_id", time="t", p=0.0, rng=args.seed).to_crs(GEOLIFE_CRS)
     xy = q.get_coordinates().to_numpy()
     inside = (xy[:, 0] >= GEOLIFE[0]) & (xy[:, 0] <= GEOLIFE[2]) & (xy[:, 1] >= GEOLIFE[1]) & (xy[:, 1] <= GEOLIFE[3])
     q_in = q[inside]
     sub = q_in.sample(n=min(args.n_queries, len(q_in)), random_state=args.seed).sort_index()
     sub = sub[["user", "trajectory_id", "t", "geometry"]]
     return {"name": "geolife", "true": sub, "crs": sub.crs, "area": GEOLIFE, "priors": ["uniform"],
+            "crs_label": "metres of GEOLIFE_CRS, a transverse Mercator centred on 116.325 E, 39.99 N",
             "title": f"GeoLife queries ({len(sub)} of the {len(q_in):,} sample_queries queries inside the area; "
-                     f"{len(q):,} in all; EPSG:4326)"}
+                     f"{len(q):,} in all; a local transverse Mercator)"}
 
 
 def _geopriv_side(case: dict, work: Path, args) -> None:
@@ -365,10 +427,7 @@ def _geopriv_side(case: dict, work: Path, args) -> None:
     adv = adversary_error(epsilon=EPSILON, area=area, crs=crs, prior="uniform")
     res["timings_s"]["adversary_error uniform"] = time.perf_counter() - t0
     released = geopriv.perturb(true, level=LEVEL, radius=RADIUS, bounds=area, rng=args.seed)
-    t0 = time.perf_counter()
-    adv_rel = adversary_error(released, area=area)
-    res["timings_s"]["adversary_error(released)"] = time.perf_counter() - t0
-    res["from_release_expected_error_m"] = float(adv_rel.expected_error_m)
+    case["released"] = released
     ny, nx = adv.shape
     centres = _grid_centres(adv)
     to_ll = pyproj.Transformer.from_crs(adv.crs, "EPSG:4326", always_xy=True)
@@ -380,7 +439,7 @@ def _geopriv_side(case: dict, work: Path, args) -> None:
     g = c_m.reshape(ny, nx, 2)
     spacing = float(np.median(np.hypot(*(g[:, 1:] - g[:, :-1]).reshape(-1, 2).T)))
     spacing_y = float(np.median(np.hypot(*(g[1:] - g[:-1]).reshape(-1, 2).T)))
-    res.update(shape=[ny, nx], cell_m=[spacing, spacing_y], aeqd=aeqd, crs=str(adv.crs),
+    res.update(shape=[ny, nx], cell_m=[spacing, spacing_y], aeqd=aeqd, crs_name=adv.crs.name, lat0=lat0,
                parameters={k: (v if isinstance(v, (int, float, str, bool, type(None))) else str(v))
                            for k, v in dict(adv.parameters).items()})
     true_ll = true.to_crs("EPSG:4326").get_coordinates().to_numpy()
@@ -391,6 +450,8 @@ def _geopriv_side(case: dict, work: Path, args) -> None:
     # the public area as a lat/lon box, for privkit's GridMap (the area's corners)
     a_ll = np.column_stack(to_ll.transform([area[0], area[2], area[0], area[2]], [area[1], area[1], area[3], area[3]]))
     bbox = [float(a_ll[:, 1].min()), float(a_ll[:, 1].max()), float(a_ll[:, 0].min()), float(a_ll[:, 0].max())]
+    a_m = np.column_stack(to_m.transform(a_ll[:, 0], a_ll[:, 1]))
+    area_m = [float(a_m[:, 0].min()), float(a_m[:, 1].min()), float(a_m[:, 0].max()), float(a_m[:, 1].max())]
 
     true_xy = true.to_crs(adv.crs).get_coordinates().to_numpy()
     advs = {"uniform": adv}
@@ -418,7 +479,8 @@ def _geopriv_side(case: dict, work: Path, args) -> None:
     case["geopriv"] = res
     case["advs"] = advs
     cfg = {"epsilon_per_m": EPSILON, "shape": [ny, nx], "seed": args.seed, "aeqd": aeqd,
-           "n_mc_metric": args.n_mc_metric, "n_mc_latlon": args.n_mc_latlon, "bbox_latlon": bbox,
+           "n_mc_metric": args.n_mc_metric, "n_mc_latlon": args.n_mc_latlon, "n_mc_raw": args.n_mc_raw,
+           "bbox_latlon": bbox, "area_m": area_m,
            "spacing_m": max(spacing, spacing_y), "priors": case["priors"]}
     (work / "config.json").write_text(json.dumps(cfg, indent=1))
 
@@ -442,73 +504,102 @@ def _score_geopriv_on_draws(adv, true_ll: np.ndarray, obs_ll: np.ndarray) -> np.
 def _report(cases: list, args, wall: float) -> str:
     L = ["# Adversary error: geopriv.adversary against privkit 0.5.1 (issue 34)", ""]
     L.append(f"Planar Laplace at ln 4 within 200 m (epsilon = {EPSILON:.6f} per ground metre; mean displacement "
-             f"2/epsilon = {2 / EPSILON:.1f} m), releases made by `geopriv.perturb` (seed {args.seed}). "
-             f"`bench/adversary_vs_privkit.py` (`--n-mc-metric {args.n_mc_metric} --n-mc-latlon {args.n_mc_latlon} "
-             f"--n-queries {args.n_queries}`), {wall:.0f} s wall on {os.cpu_count()} cores, Python "
-             f"{platform.python_version()}; privkit {cases[0]['privkit']['privkit_version']} with numpy "
-             f"{cases[0]['privkit']['numpy_version']} in `bench/.venv-privkit` (`bench/setup_privkit.sh`).")
+             f"2/epsilon = {2 / EPSILON:.1f} m in the open plane), releases made by `geopriv.perturb(bounds=area)` "
+             f"(seed {args.seed}: clamped into the area).  `timeout 1200 .venv/latest/bin/python "
+             f"bench/adversary_vs_privkit.py --n-mc-metric {args.n_mc_metric} --n-mc-latlon {args.n_mc_latlon} "
+             f"--n-mc-raw {args.n_mc_raw} --n-queries {args.n_queries}`: {wall:.0f} s wall on {os.cpu_count()} "
+             f"cores (the two data sets' privkit halves in parallel), Python {platform.python_version()}; privkit "
+             f"{cases[0]['privkit']['privkit_version']} with numpy {cases[0]['privkit']['numpy_version']} in "
+             f"`bench/.venv-privkit` (`bench/setup_privkit.sh`).  \"diff\" is (privkit - geopriv) / geopriv.")
     L.append("")
-    for case in cases:
+    L.append("Columns: **geopriv**: `adversary_error(...)` (exact on its grid) and `empirical_adversary_error`; "
+             "**privkit on geopriv's grid**: privkit's own `PlanarLaplace.planar_laplace_distribuition` and "
+             "`HW.execute_attack` run on geopriv's cell centres in local ground km, with geopriv's prior array; "
+             "**privkit as shipped**: lat/lon data, privkit's `GridMap`, `PlanarLaplace`, `HW`, `AdversaryError`.  "
+             "privkit's expected errors are Monte Carlo means (truths drawn from the prior at cell centres, "
+             "privkit's planar Laplace sampler, releases clamped into the area as geopriv's are) ± their standard "
+             "error.")
+    L.append("")
+    for case in sorted(cases, key=lambda c: c["name"] != "soho"):
         gp, pk = case["geopriv"], case["privkit"]
         L.append(f"## {case['title']}")
         L.append("")
-        L.append(f"Public area {case['area']} ({gp['crs']}); geopriv's grid {gp['shape'][0]} x {gp['shape'][1]} cells "
-                 f"of {gp['cell_m'][0]:.2f} x {gp['cell_m'][1]:.2f} ground m; privkit's lat/lon GridMap "
-                 f"{pk['latlon_grid']['shape'][0]} x {pk['latlon_grid']['shape'][1]} cells of spacing "
-                 f"{pk['latlon_grid']['spacing_m']:.2f} m over the same box.  `adversary_error(released, area=...)` "
-                 f"(epsilon read from the release's record): {_m(gp['from_release_expected_error_m'])}.")
+        L.append(f"Public area {tuple(case['area'])} ({case['crs_label']}); geopriv's grid {gp['shape'][0]} x "
+                 f"{gp['shape'][1]} cells of {gp['cell_m'][0]:.2f} x {gp['cell_m'][1]:.2f} ground m (measured in a "
+                 f"local azimuthal equidistant frame; geopriv's own cell_m {gp['parameters'].get('cell_m')}); "
+                 f"privkit's lat/lon GridMap {pk['latlon_grid']['shape'][0]} x {pk['latlon_grid']['shape'][1]} "
+                 f"cells, spacing {pk['latlon_grid']['spacing_m']:.2f} m, over the same box.  "
+                 f"`adversary_error(released)` (epsilon and area from the release's record): "
+                 f"{_m(gp['from_release_expected_error_m'])}.")
         L.append("")
         for prior_name in case["priors"]:
             g = gp[prior_name]
             pm, pl = pk["runs"][f"metric/{prior_name}"], pk["runs"][f"latlon/{prior_name}"]
             paired = case["paired"][prior_name]
+            e = g["empirical"]
             L.append(f"### Prior: {prior_name}")
             L.append("")
             L.append("| quantity | geopriv | privkit on geopriv's grid | diff | privkit as shipped | diff |")
             L.append("|---|---|---|---|---|---|")
-            L.append(f"| expected adversary error (geopriv exact on the grid; privkit Monte Carlo, mean ± s.e.) "
+            L.append(f"| expected adversary error (releases clamped into the area) "
                      f"| {_m(g['expected_error_m'])} | {_m(pm['mc']['mean_m'])} ± {pm['mc']['se_m']:.1f} "
                      f"(n = {pm['mc']['n']}) | {_rel(pm['mc']['mean_m'], g['expected_error_m'])} "
                      f"| {_m(pl['mc']['mean_m'])} ± {pl['mc']['se_m']:.1f} (n = {pl['mc']['n']}) "
                      f"| {_rel(pl['mc']['mean_m'], g['expected_error_m'])} |")
-            L.append(f"| the same Monte Carlo draws, both guesses scored in geodesic metres | "
-                     f"{_m(paired['geopriv_mean_m'])} | {_m(paired['privkit_mean_m'])} "
+            L.append(f"| the same Monte Carlo draws, both adversaries' guesses, geodesic metres "
+                     f"| {_m(paired['geopriv_mean_m'])} | {_m(paired['privkit_mean_m'])} "
                      f"| {_rel(paired['privkit_mean_m'], paired['geopriv_mean_m'])} "
                      f"(paired s.e. {paired['paired_se_pct']:.2f} %) | | |")
-            e = g["empirical"]
+            if "mc_raw" in pm:
+                L.append(f"| expected adversary error, releases *not* clamped (privkit's model), vs the same draws "
+                         f"clamped | | {_m(pm['mc_raw']['mean_m'])} vs {_m(pm['mc_raw_clamped_same_draws']['mean_m'])} "
+                         f"(n = {pm['mc_raw']['n']}) | {_rel(pm['mc_raw']['mean_m'], g['expected_error_m'])} "
+                         f"| {_m(pl['mc_raw']['mean_m'])} vs {_m(pl['mc_raw_clamped_same_draws']['mean_m'])} "
+                         f"(n = {pl['mc_raw']['n']}) | {_rel(pl['mc_raw']['mean_m'], g['expected_error_m'])} |")
             L.append(f"| adversary error on geopriv's release: mean (median, p90), n = {int(e['n'])} "
                      f"| {_m(e['mean_m'])} ({e['median_m']:.1f}, {e['p90_m']:.1f}) "
                      f"| {_m(pm['release_geopriv']['mean_m'])} ({pm['release_geopriv']['median_m']:.1f}, "
                      f"{pm['release_geopriv']['p90_m']:.1f}) | {_rel(pm['release_geopriv']['mean_m'], e['mean_m'])} "
                      f"| {_m(pl['release_geopriv']['mean_m'])} ({pl['release_geopriv']['median_m']:.1f}, "
                      f"{pl['release_geopriv']['p90_m']:.1f}) | {_rel(pl['release_geopriv']['mean_m'], e['mean_m'])} |")
-            L.append(f"| adversary error on privkit's own release of the same truths (its PlanarLaplace) | | | "
+            L.append(f"| the same, privkit's posterior with its geometric median run to convergence (not privkit's "
+                     f"31.6 m stop; mean shift {pm['weiszfeld_shift']['mean_m']:.1f} m) | "
+                     f"| {_m(pm['release_geopriv_converged']['mean_m'])} "
+                     f"| {_rel(pm['release_geopriv_converged']['mean_m'], e['mean_m'])} | | |")
+            L.append(f"| adversary error on privkit's own (unclamped) release of the same truths | | | "
                      f"| {_m(pl['release_privkit']['mean_m'])} | {_rel(pl['release_privkit']['mean_m'], e['mean_m'])} |")
-            L.append(f"| expected displacement (geopriv `displacement_m`; privkit `PlanarLaplace.expected_error()`) "
-                     f"| {_m(g['displacement_m'])} | {_m(pk['expected_error_formula_m'])} "
-                     f"| {_rel(pk['expected_error_formula_m'], g['displacement_m'])} | | |")
-            L.append(f"| mean displacement, Monte Carlo draws (ground metres) | | {_m(pm['mc_displacement']['mean_m'])} "
-                     f"| | {_m(pl['mc_displacement']['mean_m'])} | |")
-            L.append(f"| privkit's release: QualityLoss metric (mean) vs its true ground displacement | | | "
+            L.append(f"| expected displacement, clamped releases (geopriv `displacement_m`: to the release's cell) "
+                     f"| {_m(g['displacement_m'])} | {_m(pm['mc_displacement_clamped']['mean_m'])} ± "
+                     f"{pm['mc_displacement_clamped']['se_m']:.1f} (Monte Carlo) "
+                     f"| {_rel(pm['mc_displacement_clamped']['mean_m'], g['displacement_m'])} | | |")
+            L.append(f"| expected displacement, unclamped (privkit `PlanarLaplace.expected_error()` = 2/eps; "
+                     f"Monte Carlo) | | {_m(pm['mc_displacement_raw']['mean_m'])} | "
+                     f"| {_m(pk['expected_error_formula_m'])}; {_m(pl['mc_displacement_raw']['mean_m'])} on the "
+                     f"ground | |")
+            L.append(f"| privkit's own release: its QualityLoss metric (mean) vs the true ground displacement | | | "
                      f"| {_m(pl['quality_loss_metric']['mean_m'])} vs {_m(pl['ground_displacement']['mean_m'])} | |")
-            gd = case["guess_dist"][prior_name]
+            gd, gl = case["guess_dist"][prior_name], case["guess_dist_latlon"][prior_name]
+            gc = case["guess_dist_converged"][prior_name]
             L.append("")
-            L.append(f"Guesses on geopriv's release, geopriv's `guess()` against privkit's HW on geopriv's grid: "
-                     f"median {gd['median_m']:.1f} m apart, p90 {gd['p90_m']:.1f} m, max {gd['max_m']:.1f} m "
-                     f"(cell side {gp['cell_m'][0]:.1f} m); against privkit as shipped: median "
-                     f"{case['guess_dist_latlon'][prior_name]['median_m']:.1f} m, p90 "
-                     f"{case['guess_dist_latlon'][prior_name]['p90_m']:.1f} m.  k-equivalent (geopriv): "
-                     f"{g['k_equivalent']}.")
+            L.append(f"Share of Monte Carlo releases clamped: {100 * pm['mc_clamped_share']:.1f} %.  Guesses on "
+                     f"geopriv's release, geopriv's `guess()` against privkit's HW on geopriv's grid: median "
+                     f"{gd['median_m']:.1f} m apart, p90 {gd['p90_m']:.1f} m, max {gd['max_m']:.1f} m (cell "
+                     f"{gp['cell_m'][0]:.1f} m); against privkit as shipped: median {gl['median_m']:.1f} m, p90 "
+                     f"{gl['p90_m']:.1f} m, max {gl['max_m']:.1f} m; against privkit's posterior with the median "
+                     f"run to convergence: median {gc['median_m']:.1f} m, p90 {gc['p90_m']:.1f} m, max "
+                     f"{gc['max_m']:.1f} m.")
             L.append("")
         sd = pk["runs"]["latlon/uniform"]
         L.append(f"privkit's PlanarLaplace noise on the ground here (Monte Carlo draws, azimuthal equidistant metres): "
                  f"s.d. east {sd['mc_noise_sd_east_m']:.1f} m, north {sd['mc_noise_sd_north_m']:.1f} m "
-                 f"(ratio {sd['mc_noise_sd_north_m'] / sd['mc_noise_sd_east_m']:.3f}; the same sampler in a true "
-                 f"ground plane: {pk['ground_plane_noise_sd_m'][0]:.1f} / {pk['ground_plane_noise_sd_m'][1]:.1f} m).")
+                 f"(ratio {sd['mc_noise_sd_north_m'] / sd['mc_noise_sd_east_m']:.3f}, sin(latitude) "
+                 f"{math.sin(math.radians(gp['lat0'])):.3f}); the same sampler's radius and angle in a true ground "
+                 f"plane: {pk['ground_plane_noise_sd_m'][0]:.1f} / {pk['ground_plane_noise_sd_m'][1]:.1f} m.")
         L.append("")
         L.append("Timings (s): geopriv " + ", ".join(f"{k} {v:.1f}" for k, v in gp["timings_s"].items())
                  + "; privkit " + ", ".join(f"{k} {v:.0f}" for k, v in pk["timings_s"].items()) + ".")
         L.append("")
+    L.append(EXPLANATION)
     return "\n".join(L) + "\n"
 
 
@@ -516,18 +607,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n-mc-metric", type=int, default=2000, help="Monte Carlo draws, privkit on geopriv's grid")
     ap.add_argument("--n-mc-latlon", type=int, default=1000, help="Monte Carlo draws, privkit as shipped")
+    ap.add_argument("--n-mc-raw", type=int, default=1000,
+                    help="of those, draws also attacked unclamped (privkit on geopriv's grid; half as shipped)")
     ap.add_argument("--n-queries", type=int, default=500, help="GeoLife queries (a seeded subset)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--data", default=None, help=f"path of {PARQUET}")
     ap.add_argument("--only", choices=["soho", "geolife"], default=None)
     ap.add_argument("--out", default=str(OUT))
-    ap.add_argument("--explanation", default=None, help="a Markdown file appended to the report")
     args = ap.parse_args()
     if not PK_PYTHON.exists():
         raise SystemExit("privkit's environment is missing: bash bench/setup_privkit.sh")
     t_start = time.perf_counter()
     builders = {"soho": _soho_case, "geolife": lambda: _geolife_case(args)}
-    names = [args.only] if args.only else ["soho", "geolife"]
+    names = [args.only] if args.only else ["geolife", "soho"]  # GeoLife's geopriv side is the quicker: its worker starts first
     cases = []
     with tempfile.TemporaryDirectory(prefix="adversary_vs_privkit_") as tmp:
         procs = []
@@ -542,6 +634,13 @@ def main() -> None:
                 [str(PK_PYTHON), str(Path(__file__).resolve()), "--privkit-worker", str(work)],
                 stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(work))))
             cases.append(case)
+            # while privkit works: the same adversary read from the release's own record (epsilon, bounds)
+            from geopriv.adversary import adversary_error
+
+            t0 = time.perf_counter()
+            adv_rel = adversary_error(case["released"], area=case["area"])
+            case["geopriv"]["timings_s"]["adversary_error(released)"] = time.perf_counter() - t0
+            case["geopriv"]["from_release_expected_error_m"] = float(adv_rel.expected_error_m)
         for case, work, log, proc in procs:
             rc = proc.wait()
             log.close()
@@ -550,7 +649,7 @@ def main() -> None:
                 raise SystemExit(f"privkit worker for {case['name']} failed (exit {rc})")
             pk = json.loads((work / "privkit.json").read_text())
             case["privkit"] = pk
-            case["paired"], case["guess_dist"], case["guess_dist_latlon"] = {}, {}, {}
+            case["paired"], case["guess_dist"], case["guess_dist_latlon"], case["guess_dist_converged"] = {}, {}, {}, {}
             for prior_name in case["priors"]:
                 x_ll = np.load(work / f"pk_metric_mc_true_{prior_name}.npy")
                 z_ll = np.load(work / f"pk_metric_mc_obs_{prior_name}.npy")
@@ -562,13 +661,12 @@ def main() -> None:
                     "geopriv_mean_m": float(e_gp.mean()), "privkit_mean_m": float(e_pk.mean()),
                     "paired_se_pct": float(100 * diff.std(ddof=1) / math.sqrt(len(diff)) / e_gp.mean())}
                 g_gp = case["geopriv"][prior_name]["guess_ll"]
-                for key, fname in (("guess_dist", "pk_metric_guess"), ("guess_dist_latlon", "pk_latlon_guess")):
+                for key, fname in (("guess_dist", "pk_metric_guess"), ("guess_dist_latlon", "pk_latlon_guess"),
+                                   ("guess_dist_converged", "pk_metric_guess_converged")):
                     d = _geodesic(g_gp, np.load(work / f"{fname}_{prior_name}.npy"))
                     case[key][prior_name] = {"median_m": float(np.median(d)), "p90_m": float(np.quantile(d, 0.9)),
                                              "max_m": float(d.max())}
     text = _report(cases, args, time.perf_counter() - t_start)
-    if args.explanation:
-        text += "\n" + Path(args.explanation).read_text()
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text)
     print(text)
