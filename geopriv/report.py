@@ -48,6 +48,8 @@ MIN_MAP_CELL_M = 100.0
 #: the distance the guarantee sentence uses by default (metres)
 DEFAULT_RADIUS_M = 200.0
 _NICE_CELLS = (100, 200, 250, 500, 1000, 2000, 2500, 5000, 10_000, 20_000, 25_000, 50_000, 100_000)
+_OVERWRITE = Fix("overwrite", python="Pass overwrite=True to replace it.", cli="Pass --overwrite to replace it.",
+                 qgis="Choose another file name.")
 _CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
 
 
@@ -147,16 +149,26 @@ def _positive(value, name: str) -> float:
 def _png(fig) -> str:
     buf = _io.BytesIO()
     fig.savefig(buf, format="png", dpi=96, bbox_inches="tight", metadata={"Software": None})
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def _plt():
-    from .plot import _plt as plt
+class _Figures:
+    """matplotlib figures without pyplot: no backend chosen, no global state (safe in Jupyter, QGIS and threads)."""
 
-    return plt()
+    @staticmethod
+    def subplots(*args, figsize=None, **kwargs):
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=figsize)
+        return fig, fig.subplots(*args, **kwargs)
+
+
+def _plt() -> type[_Figures]:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:  # pragma: no cover - exercised only without the extra
+        raise ImportError("The release report draws with matplotlib: pip install 'geopriv[plot]'.") from None
+    return _Figures
 
 
 def _e(x) -> str:
@@ -315,7 +327,7 @@ def _count_map(ax, grid, counts, min_count, title, plt):
     ax.set_xlabel("km east")
     ax.set_ylabel("km north")
     ax.set_aspect("equal")
-    plt.colorbar(im, ax=ax, shrink=0.8, label="count per cell")
+    ax.figure.colorbar(im, ax=ax, shrink=0.8, label="count per cell")
 
 
 # ---------------------------------------------------------------------------- the report
@@ -491,7 +503,7 @@ def release_report(true, released, path=None, *, prior="uniform", population=Non
 
                 grid = np.linspace(0, float(xs.max()) * 1.05 + 1e-9, 300)
                 ax.plot(grid, radius_cdf(grid, float(record["epsilon_per_m"])), "k--", lw=1,
-                        label="planar Laplace, expected")
+                        label="planar Laplace on an open plane (expected)")
             ax.set_xlabel("displacement (ground metres)")
             ax.set_ylabel("share of points")
             ax.set_ylim(0, 1.02)
@@ -572,7 +584,7 @@ def release_report(true, released, path=None, *, prior="uniform", population=Non
 
     data = doc.encode("utf-8")
     io.write_new_file(dest, lambda fh: fh.write(data), overwrite=overwrite, prefix=".geopriv-report-",
-                      exists=lambda p: OutputError(f"{os.fspath(path)} exists", fix=io._OVERWRITE))
+                      exists=lambda p: OutputError(f"{os.fspath(path)} exists", fix=_OVERWRITE))
     return dest
 
 
