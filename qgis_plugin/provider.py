@@ -12,6 +12,7 @@ import os
 from qgis.core import QgsProcessingProvider
 from qgis.PyQt.QtGui import QIcon
 
+from .algorithms.adversary import AdversaryErrorAlgorithm, CalibrateAlgorithm
 from .algorithms.aggregate import Aggregate
 from .algorithms.build_privacy_map import BuildPrivacyMap
 from .algorithms.diffuse import Diffuse
@@ -34,6 +35,8 @@ ALGORITHMS = [
     Heatmap,
     Flows,
     UtilityReport,
+    AdversaryErrorAlgorithm,
+    CalibrateAlgorithm,
 ]
 
 ICON = os.path.join(os.path.dirname(__file__), "icon.svg")

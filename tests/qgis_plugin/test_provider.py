@@ -11,7 +11,7 @@ pytestmark = pytest.mark.qgis
 
 EXPECTED = {"geopriv:perturbpoints", "geopriv:buildprivacymap", "geopriv:perturblocationdependent",
             "geopriv:synthesize", "geopriv:diffuse", "geopriv:sanitizetraces", "geopriv:utilityreport",
-            "geopriv:aggregate", "geopriv:heatmap", "geopriv:flows"}
+            "geopriv:aggregate", "geopriv:heatmap", "geopriv:flows", "geopriv:adversaryerror", "geopriv:calibrate"}
 
 
 def test_provider_registers_every_algorithm(provider):
