@@ -271,7 +271,8 @@ def test_report_renders_in_headless_chromium(deaths, released, tmp_path):
     """The report loads offline without any console message (a script error or a blocked load would log one), every
     figure decodes (naturalWidth > 0, counted by the report's own script), and a screenshot is not blank."""
     page = Path(release_report(deaths, released, tmp_path / ("soho" + REPORT_SUFFIX)))
-    done = browse(page, tmp_path, "--dump-dom")
+    # --virtual-time-budget: the DOM is dumped after the page's load handlers and any timers have run
+    done = browse(page, tmp_path, "--virtual-time-budget=5000", "--dump-dom")
     assert done.returncode == 0, done.stderr[-2000:]
     console = [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
     assert console == []
