@@ -47,6 +47,8 @@ REPORT_SUFFIX = ".private-report.html"
 MIN_MAP_CELL_M = 100.0
 #: the distance the guarantee sentence uses by default (metres)
 DEFAULT_RADIUS_M = 200.0
+#: most released points drawn one by one on the last map (a random sample beyond)
+MAX_DRAWN = 50_000
 _NICE_CELLS = (100, 200, 250, 500, 1000, 2000, 2500, 5000, 10_000, 20_000, 25_000, 50_000, 100_000)
 _OVERWRITE = Fix("overwrite", python="Pass overwrite=True to replace it.", cli="Pass --overwrite to replace it.",
                  qgis="Choose another file name.")
@@ -552,9 +554,15 @@ def release_report(true, released, path=None, *, prior="uniform", population=Non
     x0, x1, y0, y1 = (v / 1000 for v in grid.extent)
     ax.imshow(np.ma.masked_less(t_counts.astype(float), max(min_count, 1)), origin="lower", extent=(x0, x1, y0, y1),
               cmap="Greys", alpha=0.5, interpolation="nearest")
-    if len(rel_g):
-        w = grid.xy(rel_g) / 1000
-        ax.scatter(w[:, 0], w[:, 1], s=4, c="tab:red", alpha=0.6, linewidths=0, label="released points")
+    drawn = rel_g
+    if len(rel_g) > MAX_DRAWN:  # a fixed sample of the (public) released points: the picture, not the data
+        drawn = rel_g.iloc[np.sort(np.random.default_rng(0).choice(len(rel_g), MAX_DRAWN, replace=False))]
+        maps[0] = maps[0].replace("</p>", f" The last map draws {MAX_DRAWN:,} of the {len(rel_g):,} released points, "
+                                          "chosen at random.</p>", 1)
+    if len(drawn):
+        w = grid.xy(drawn) / 1000
+        ax.scatter(w[:, 0], w[:, 1], s=4 if len(drawn) < 5000 else 1, c="tab:red", alpha=0.6, linewidths=0,
+                   label="released points")
         ax.legend(loc="upper right")
     ax.set_xlim(x0, x1)
     ax.set_ylim(y0, y1)
