@@ -26,7 +26,12 @@ def soho_release(provider, tmp_path_factory):
 
 
 def test_the_report_is_an_html_output(provider):
+    """The Processing dialog adds every QgsProcessingOutputHtml result to its Results Viewer (AlgorithmDialog.finish
+    tests isinstance): an optional .html file destination is one."""
+    from qgis.core import QgsProcessingOutputHtml
+
     alg = provider.algorithm("utilityreport")
+    assert isinstance(alg.outputDefinition("REPORT"), QgsProcessingOutputHtml)
     param = alg.parameterDefinition("REPORT")
     assert param.type() == "fileDestination" and param.flags() & param.FlagOptional
     assert param.defaultFileExtension() == "html"
