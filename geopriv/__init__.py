@@ -80,14 +80,21 @@ _LAZY = {
     "empirical_adversary_error": ".adversary",
     "calibrate": ".adversary",
     "Calibration": ".adversary",
+    "home_inference": ".attacks",
+    "home_attack": ".attacks",
+    "top_places_uniqueness": ".attacks",
+    "top_places_attack": ".attacks",
+    "query_error": ".attacks",
+    "release_report": ".report",
+    "report_path": ".report",
 }
 
 #: the core's modules, imported on first attribute access as ``import geopriv`` used to import them all
 #: (``geopriv.cli``, ``geopriv.plot`` and ``geopriv.distributed`` are imported by name, as before)
 _SUBMODULES = frozenset({
-    "accessor", "accounting", "adversary", "aggregate", "attributes", "cells", "counting", "crs", "daskhook", "defaults", "diffuse", "exceptions", "frame",
+    "accessor", "accounting", "adversary", "aggregate", "attacks", "attributes", "cells", "counting", "crs", "daskhook", "defaults", "diffuse", "exceptions", "frame",
     "importhook", "io", "keys", "mechanisms", "metrics", "network", "parsing", "perturb", "points", "precision",
-    "privacy_map", "progress", "provenance", "release", "rng", "synthesize", "traces",
+    "privacy_map", "progress", "provenance", "release", "report", "rng", "synthesize", "traces",
 })
 
 #: public functions named like a module: ``geopriv.perturb`` is the function, never the module
@@ -149,6 +156,13 @@ __all__ = [
     "empirical_adversary_error",
     "calibrate",
     "Calibration",
+    "home_inference",
+    "home_attack",
+    "top_places_uniqueness",
+    "top_places_attack",
+    "query_error",
+    "release_report",
+    "report_path",
     "make_rng",
     "sanitize_traces",
     "synthesize",
