@@ -322,3 +322,25 @@ def test_collection_persons_are_named_trajectory(fixes):
         tc = mpd.TrajectoryCollection(fixes.assign(t=pd.to_datetime(fixes["t"], utc=True)), "trajectory_id", t="t")
     out = top_places_uniqueness(tc)
     assert out.index.name == "trajectory" and out.index.tolist() == [1, 2, 3, 4, 5]
+
+
+def test_query_error_with_an_adversary(queries):
+    from geopriv.adversary import adversary_error, empirical_adversary_error
+
+    q = queries.to_crs(32650)
+    box = (430_000.0, 4_400_000.0, 470_000.0, 4_440_000.0)  # public: round numbers around the sample
+    eps = math.log(10) / 100
+    rel = q.priv.sanitize_traces(eps, traj_id="trajectory_id", time="t", bounds=box, rate=0.033, rng=3,
+                                 method="independent")
+    adv = adversary_error(epsilon=eps * 0.033, area=box, crs=32650)  # one query's noise (fixed rate 3.3 %)
+    out = query_error(q, rel, adversary=adv)
+    shown = rel.geometry.notna().to_numpy()
+    np.testing.assert_allclose(out["adversary_error_m"], empirical_adversary_error(q[shown], rel[shown], adv))
+    np.testing.assert_allclose(out["displacement_m"], geopriv.displacement(q[shown], rel[shown]))
+    s = out.attrs["summary"]
+    assert s["expected_error_m"] == pytest.approx(adv.expected_error_m)
+    assert s["expected_displacement_m"] == pytest.approx(adv.displacement_m)
+    assert s["n"] == int(shown.sum()) and np.isfinite(s["adversary_error_median_m"])
+    # the guesses of a release in another CRS are measured against the truth all the same
+    out84 = query_error(q, rel.to_crs(4326), adversary=adv)
+    np.testing.assert_allclose(out84["adversary_error_m"], out["adversary_error_m"], atol=1e-3)
