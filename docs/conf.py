@@ -29,10 +29,11 @@ extensions = [
     "sphinx.ext.autosummary",
     "sphinxarg.ext",
     "matplotlib.sphinxext.plot_directive",  # examples.rst: figures run at build time
+    "geopriv_qgis_docs",  # qgis_algorithms.rst: the provider's own help strings (docs/_generated)
 ]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 root_doc = "index"
-exclude_patterns = ["_build", "_ext", "img", "Thumbs.db", ".DS_Store"]
+exclude_patterns = ["_build", "_ext", "_generated", "img", "Thumbs.db", ".DS_Store"]
 smartquotes = False  # options stay as typed: --level, not an en dash (the CLI's help texts, the guides' code)
 
 # Markdown pages: their links to sections (privacy.md#keyed-noise-...) go to headings down to ####
