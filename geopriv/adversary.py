@@ -223,7 +223,10 @@ class _EikonalChannel:
 class AdversaryError:
     """The optimal Bayesian adversary against a point release, on a public grid (:func:`adversary_error`).
 
-    Attributes
+    Made by :func:`adversary_error`; every field is a function of the public parameters (mechanism,
+    area, prior, population), none of any data.
+
+    Parameters
     ----------
     expected_error_m : float
         Expected ground distance between the adversary's best guess and the truth, metres.
@@ -238,14 +241,36 @@ class AdversaryError:
     k_map : ndarray (ny, nx) or None
         The same for a person in each cell.
     confidence : float
+        Posterior mass of the k-equivalent region.
     shape : tuple
+        (ny, nx) of the grid.
     transform : affine.Affine
         North-up transform of the grid (CRS units).
     crs : pyproj.CRS
+        The grid's CRS (projected).
     prior : str
         "uniform", "population" or "array".
     parameters : dict
-        The public parameters: mechanism, epsilon, grid, prior, what was certified.
+        The public parameters: mechanism, epsilon, grid, prior, what the outputs and guesses are.
+    guess_cells : ndarray of int
+        For every output, the grid cell (row-major index) the adversary guesses.
+    _locate : callable
+        Maps released coordinates (n, 2) in ``crs`` to output indices (internal).
+
+    See Also
+    --------
+    adversary_error : Computes it.
+    empirical_adversary_error : The adversary's guesses against a concrete release.
+
+    Examples
+    --------
+    >>> adv = geopriv.adversary_error(epsilon=0.01, area=(0, 0, 2000, 2000), crs="EPSG:32650", cell=100)
+    >>> adv.shape
+    (20, 20)
+    >>> bool(adv.expected_error_m <= adv.displacement_m)   # the release itself is one possible guess
+    True
+    >>> sorted(adv.summary().index)[:2]
+    ['adversary_error_m', 'cell_m']
     """
 
     expected_error_m: float
@@ -768,6 +793,7 @@ def adversary_error(mechanism=None, *, epsilon=None, level=None, radius=None, ar
     Returns
     -------
     AdversaryError
+        The expected error, the displacement, the error map, the k-equivalent, the guesses.
 
     Raises
     ------
@@ -778,8 +804,8 @@ def adversary_error(mechanism=None, *, epsilon=None, level=None, radius=None, ar
 
     See Also
     --------
-    empirical_adversary_error : the adversary's guesses against a concrete release.
-    calibrate : the epsilon that meets a target.
+    empirical_adversary_error : The adversary's guesses against a concrete release.
+    calibrate : The epsilon that meets a target.
 
     Examples
     --------
@@ -887,14 +913,43 @@ def adversary_error(mechanism=None, *, epsilon=None, level=None, radius=None, ar
 def empirical_adversary_error(true, released, adversary: AdversaryError) -> pd.Series:
     """The adversary's guess for each released point against the truth: ground metres per row.
 
-    Rows are matched by index (as :func:`geopriv.displacement` does).  ``attrs["summary"]``
-    holds the mean, median, 90th percentile and count.  This is for the data holder: it is
-    computed from the true locations.
+    Rows are matched by index (as :func:`geopriv.displacement` does).  This is for the data holder:
+    it is computed from the true locations.
+
+    Parameters
+    ----------
+    true : GeoDataFrame or GeoSeries of points
+        The true locations.
+    released : GeoDataFrame or GeoSeries of points
+        Their release (same index).
+    adversary : AdversaryError
+        The adversary of that release (:func:`adversary_error`): its guesses are applied to the
+        released points.
+
+    Returns
+    -------
+    pandas.Series
+        Ground metres between each row's guess and its truth, named ``adversary_error_m``;
+        ``attrs["summary"]`` holds the mean, median, 90th percentile and count.
+
+    Raises
+    ------
+    ParameterTypeError
+        ``adversary`` is not an :class:`AdversaryError`.
+
+    See Also
+    --------
+    adversary_error : The expected error over the prior, exactly.
+    AdversaryError.guess : The guesses themselves (the optimal remapping).
 
     Examples
     --------
-    >>> err = geopriv.empirical_adversary_error(gdf, out, adv)        # doctest: +SKIP
-    >>> err.attrs["summary"]["mean_m"]                                   # doctest: +SKIP
+    >>> true = gpd.GeoDataFrame(geometry=gpd.points_from_xy([1000.0, 1500.0], [1000.0, 700.0]), crs="EPSG:32650")
+    >>> out = true.priv.perturb(epsilon=0.01, bounds=(0, 0, 2000, 2000), rng=1)
+    >>> adv = geopriv.adversary_error(out, cell=100)
+    >>> err = geopriv.empirical_adversary_error(true, out, adv)
+    >>> err.attrs["summary"]["n"]
+    2
     """
     from .metrics import displacement
 
@@ -916,7 +971,31 @@ def empirical_adversary_error(true, released, adversary: AdversaryError) -> pd.S
 # ------------------------------------------------------------------------------------------ calibrate
 @dataclass(frozen=True)
 class Calibration:
-    """The epsilon meeting a target (:func:`calibrate`), and the curve behind it."""
+    """The epsilon meeting a target (:func:`calibrate`), and the curve behind it.
+
+    Parameters
+    ----------
+    epsilon_per_m : float
+        The epsilon chosen, per ground metre.
+    target : str
+        "displacement", "adversary_error" or "k_equivalent".
+    value : float
+        The target (metres, or people).
+    curve : pandas.DataFrame
+        Every epsilon tried with its displacement, adversary error and k-equivalent.
+    met : bool
+        False when no epsilon tried meets the target (``epsilon_per_m`` is then the closest).
+
+    See Also
+    --------
+    calibrate : Makes it.
+
+    Examples
+    --------
+    >>> cal = geopriv.calibrate("displacement", 300, area=(0, 0, 3000, 3000), crs="EPSG:32650", cell=150)
+    >>> cal.met, round(cal.level(200), 1) > 0
+    (True, True)
+    """
 
     epsilon_per_m: float
     target: str
@@ -960,16 +1039,56 @@ def calibrate(target: str, value: float, *, area, crs=None, prior="uniform", pop
       posterior region (needs ``population``).
 
     Every number comes from :func:`adversary_error` on the same public area, grid and prior.  The
-    curve is evaluated at ``epsilons`` (default: 9 values from 1 / (the area's diagonal) to 4 /
-    (the cell size): expected displacements from about twice the diagonal to half a cell), then refined by ``steps`` bisections in log epsilon between the two values
-    that bracket the target.  The metrics fall as epsilon grows (less noise); ``met`` is False
-    when no epsilon in the range meets the target.
+    metrics fall as epsilon grows (less noise).
+
+    Parameters
+    ----------
+    target : {"displacement", "adversary_error", "k_equivalent"}
+        What to meet.
+    value : float
+        Metres (displacement: at most; adversary error: at least) or people (k-equivalent: at least).
+    area : tuple or GeoDataFrame
+        The public area, as for :func:`adversary_error`.
+    crs : CRS-like, optional
+        The CRS of ``area`` (a tuple).
+    prior : "uniform", "population" or ndarray
+        The adversary's prior, as for :func:`adversary_error`.
+    population : str, PrivacyMap or ndarray, optional
+        A population raster (``prior="population"``, the k-equivalent).
+    units : "per_km2" or "per_cell"
+        What the population raster holds.
+    cell : float, optional
+        One grid step in ground metres for every epsilon tried (default: the area's longest side / 60).
+    confidence : float
+        Posterior mass of the k-equivalent region (default 0.9).
+    epsilons : array-like, optional
+        Epsilons (per metre) to evaluate first; default 9 values from 1 / (the area's diagonal) to
+        4 / (the cell size): expected displacements from about twice the diagonal to half a cell.
+    steps : int
+        Bisections in log epsilon between the two values that bracket the target (default 8).
+
+    Returns
+    -------
+    Calibration
+        The epsilon, whether it meets the target (``met``), and the curve of every epsilon tried.
+
+    Raises
+    ------
+    ParameterError
+        An unknown target, a value that is not positive, ``k_equivalent`` without a population.
+
+    See Also
+    --------
+    adversary_error : The measures behind each point of the curve.
 
     Examples
     --------
-    >>> cal = geopriv.calibrate("adversary_error", 300, area=(0, 0, 4000, 4000), crs="EPSG:32650",
-    ...                         cell=100)                                                # doctest: +SKIP
-    >>> cal.level(200)      # the same guarantee as "ln ... within 200 m"                # doctest: +SKIP
+    >>> cal = geopriv.calibrate("adversary_error", 300, area=(0, 0, 4000, 4000), crs="EPSG:32650", cell=200)
+    >>> cal.met
+    True
+    >>> bool(geopriv.adversary_error(epsilon=cal.epsilon_per_m, area=(0, 0, 4000, 4000), crs="EPSG:32650",
+    ...                              cell=200).expected_error_m >= 300)
+    True
     """
     if target not in CALIBRATION_TARGETS:
         raise ParameterError(f"target must be one of {CALIBRATION_TARGETS}.")
