@@ -57,7 +57,27 @@ _CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src
 
 # ---------------------------------------------------------------------------- the guarantee
 def report_path(released) -> Path:
-    """The default report path beside a released file: ``homes_private.gpkg`` -> ``homes_private.private-report.html``."""
+    """The default report path beside a released file: ``homes_private.gpkg`` -> ``homes_private.private-report.html``.
+
+    Parameters
+    ----------
+    released : str or os.PathLike
+        The released file's path.
+
+    Returns
+    -------
+    pathlib.Path
+        The same folder and name, ending in ``.private-report.html`` (for the data holder).
+
+    See Also
+    --------
+    release_report : Writes the report.
+
+    Examples
+    --------
+    >>> geopriv.report_path("out/homes_private.gpkg").as_posix()
+    'out/homes_private.private-report.html'
+    """
     p = Path(os.fspath(released))
     return p.with_name(p.stem + REPORT_SUFFIX)
 
@@ -368,7 +388,7 @@ def release_report(true, released, path=None, *, prior="uniform", population=Non
         Cells of the true-location map with fewer points are left blank (default 1: all
         non-empty cells are drawn).
     quantile : float, optional
-        alpha's share of the displacements (as :func:`geopriv.utility_report`; default 0.9).
+        The share of the displacements within alpha (as :func:`geopriv.utility_report`; default 0.9).
     person, time : str, optional
         Person (or trace id) and time columns of ``true`` and ``released`` for the trace attacks
         (:mod:`geopriv.attacks`; default: the record's ``traj_id`` and ``time`` of a trace
@@ -389,12 +409,33 @@ def release_report(true, released, path=None, *, prior="uniform", population=Non
     Path or str
         The path written, or the HTML text when ``path`` is None.
 
+    Raises
+    ------
+    ParameterError
+        A release without a geopriv record, a map cell under 100 m, an unknown front end.
+    OutputError
+        ``path`` exists (without ``overwrite``) or is not an ``.html`` file.
+
+    See Also
+    --------
+    adversary_error : The adversary section.
+    utility_report : The displacement statistics.
+    home_attack : The home attack on traces.
+
     Notes
     -----
     The report never prints or draws a true location; what it reveals about the true data is
     listed in the report itself (counts per map cell, the map's extent, displacement and
     adversary statistics over all rows).  It is for the data holder: do not publish it.
     The file is written atomically and created readable by its owner only.
+
+    Examples
+    --------
+    >>> deaths = gpd.read_file("soho_cholera.gpkg", layer="deaths")
+    >>> out = deaths.priv.perturb(level=math.log(4), radius=200, bounds=(-15800, 6711900, -14550, 6713250), rng=1)
+    >>> path = geopriv.release_report(deaths, out, "deaths.private-report.html")
+    >>> path.name, path.stat().st_size > 10_000
+    ('deaths.private-report.html', True)
     """
     from .points import as_geoseries
 
