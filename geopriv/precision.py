@@ -76,6 +76,42 @@ def resolve_epsilon(epsilon=None, level=None, radius=None) -> float:
 
     ``level=math.log(4), radius=200`` means: two locations 200 m apart are at most 4 times
     more or less likely to produce any output, i.e. epsilon = ln(4) / 200 per metre.
+
+    Parameters
+    ----------
+    epsilon : float, optional
+        Privacy loss per ground metre.  Give this, or ``level`` and ``radius``.
+    level : float, optional
+        The privacy level (a loss, e.g. ``math.log(4)``) within ``radius``.
+    radius : float, optional
+        The radius in ground metres within which two locations are protected at ``level``.
+
+    Returns
+    -------
+    float
+        Epsilon per ground metre: ``epsilon``, or ``level / radius``; finite and > 0.
+
+    Raises
+    ------
+    ParameterError
+        Both ``epsilon`` and ``level``/``radius`` are given, or neither, or a value is not a finite
+        number > 0.
+    ParameterTypeError
+        A value is a bool.
+
+    See Also
+    --------
+    perturb : Releases points at this epsilon.
+    PlanarLaplace : The mechanism built from it.
+
+    Examples
+    --------
+    >>> geopriv.resolve_epsilon(level=math.log(4), radius=200)   # ln 4 within 200 m
+    0.00693...
+    >>> geopriv.resolve_epsilon(0.01)
+    0.01
+    >>> 2 / geopriv.resolve_epsilon(level=math.log(4), radius=200)   # the mean displacement, in metres
+    288.5...
     """
     if epsilon is not None:
         if level is not None or radius is not None:

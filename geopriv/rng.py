@@ -36,6 +36,33 @@ def make_rng(rng=None) -> RandomSource:
     ----------
     rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
         ``None`` draws a seed from OS entropy.  Anything else is treated as seeded.
+
+    Returns
+    -------
+    RandomSource
+        ``generator``, a :class:`numpy.random.Generator` (a new PCG64DXSM one, or ``rng`` itself), and
+        ``seeded``, whether the output is reproducible (``False`` only for ``rng=None``).
+
+    Raises
+    ------
+    ParameterTypeError
+        ``rng`` is a bool, a legacy :class:`numpy.random.RandomState` or any other type.
+    ParameterError
+        ``rng`` is a negative int.
+
+    See Also
+    --------
+    perturb : Its ``rng=`` goes through this function, as every release function's does.
+
+    Examples
+    --------
+    >>> source = geopriv.make_rng(42)
+    >>> source.seeded
+    True
+    >>> bool(geopriv.make_rng(42).generator.random() == source.generator.random())
+    True
+    >>> geopriv.make_rng().seeded   # OS entropy: the only choice for real releases
+    False
     """
     if rng is None:
         return RandomSource(np.random.Generator(np.random.PCG64DXSM(np.random.SeedSequence())), False)
