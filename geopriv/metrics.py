@@ -74,6 +74,29 @@ def displacement(true, released) -> pd.Series:
     -------
     Series
         ``displacement_m``: geodesic distance on ``true``'s ellipsoid, indexed like ``true``.
+
+    Raises
+    ------
+    GeoprivError
+        ``released`` is a synthetic point set (:func:`synthesize`: its rows are nobody's), or a label of
+        ``true`` is not in ``released`` (the error names the labels).
+    CRSError
+        A CRS has no datum (ground distances cannot be measured).
+
+    See Also
+    --------
+    utility_report : Statistics of these distances (mean, median, alpha, RMSE).
+    wasserstein : A distance between point sets, without matching rows.
+
+    Examples
+    --------
+    >>> true = gpd.GeoDataFrame(geometry=gpd.points_from_xy([440000, 440100, 440200], [4420000] * 3),
+    ...                         crs="EPSG:32650")
+    >>> geopriv.displacement(true, true.translate(30, 40)).round(1)   # 50 m on the map: 50 m on the ground
+    0    50.0
+    1    50.0
+    2    50.0
+    Name: displacement_m, dtype: float64
     """
     _refuse_synthetic(released)
     a, b = _aligned(true, released)
@@ -140,7 +163,7 @@ def utility_report(true, released, quantile: float = DEFAULT_QUANTILE, *, delta:
     true, released : GeoDataFrame or GeoSeries of points
         The data and its release, rows matched by index label (as :func:`displacement`).
     quantile : float in (0, 1)
-        alpha is the radius containing this share of the displacements: with 0.9 (default),
+        The share of the displacements within the radius alpha: with 0.9 (default),
         90 % of the points moved less than ``alpha_0.9_m`` metres.  The accuracy measure
         "alpha(delta)" of the geo-indistinguishability papers; a share of points, unrelated
         to the delta of (epsilon, delta)-differential privacy.
@@ -154,15 +177,32 @@ def utility_report(true, released, quantile: float = DEFAULT_QUANTILE, *, delta:
         containing 90 % of the displacements), ``max_m``, ``mse_m2`` (mean squared
         displacement, square metres) and ``rmse_m``.
 
+    Raises
+    ------
+    ParameterError
+        ``quantile`` is not strictly between 0 and 1.
+    ParameterTypeError
+        ``quantile`` is not a number, or both ``quantile`` and ``delta`` are given.
+    GeoprivError
+        As :func:`displacement`: a synthetic release, or labels of ``true`` missing from ``released``.
+
     See Also
     --------
-    displacement : the per-row distances behind the statistics.
-    wasserstein : a distance between point sets, without matching rows.
+    displacement : The per-row distances behind the statistics.
+    wasserstein : A distance between point sets, without matching rows.
 
     Examples
     --------
-    >>> geopriv.utility_report(homes, released)                 # doctest: +SKIP
-    >>> geopriv.utility_report(homes, released, quantile=0.5)   # alpha_0.5_m is the median  # doctest: +SKIP
+    >>> homes = gpd.GeoDataFrame(geometry=gpd.points_from_xy([440000, 440100, 440200], [4420000] * 3),
+    ...                          crs="EPSG:32650")
+    >>> released = geopriv.perturb(homes, level=math.log(4), radius=200, rng=1)
+    >>> report = geopriv.utility_report(homes, released)
+    >>> list(report.index)
+    ['n', 'mean_m', 'median_m', 'alpha_0.9_m', 'max_m', 'mse_m2', 'rmse_m']
+    >>> int(report["n"]), bool(report["median_m"] <= report["alpha_0.9_m"] <= report["max_m"])
+    (3, True)
+    >>> float(geopriv.utility_report(homes, homes.translate(30, 40), quantile=0.5)["alpha_0.5_m"].round(1))   # median
+    50.0
     """
     quantile = _renamed_delta(quantile, delta, stacklevel=3)
     quantile = _check_quantile(quantile)
@@ -189,6 +229,42 @@ def wasserstein(a, b, *, max_points: int = 20_000) -> float:
     the analyst, who holds the true points: nothing here is released), and the exact
     optimal transport problem is solved by POT's network simplex (``ot.emd2``).  The cost
     matrix is len(a) x len(b), so sets are limited to ``max_points`` each.
+
+    Parameters
+    ----------
+    a : GeoDataFrame or GeoSeries of points
+        The first point set (e.g. the true points), in any CRS with a datum.
+    b : GeoDataFrame or GeoSeries of points
+        The second point set (e.g. a release or a synthetic set), any size; reprojected to ``a``'s CRS.
+    max_points : int, default 20000
+        The largest set size accepted (the cost matrix takes len(a) x len(b) x 8 bytes).
+
+    Returns
+    -------
+    float
+        The mean distance in metres each point must travel, in the cheapest plan, to turn one set
+        into the other.
+
+    Raises
+    ------
+    ParameterError
+        A set has more than ``max_points`` points.
+    ImportError
+        POT is not installed (``pip install 'geopriv[metrics]'``).
+
+    See Also
+    --------
+    wasserstein_bound : An upper bound for sets of any size.
+    displacement : Row by row distances, when rows are matched.
+
+    Examples
+    --------
+    >>> a = gpd.GeoDataFrame(geometry=gpd.points_from_xy([440000, 440100, 440200], [4420000] * 3),
+    ...                      crs="EPSG:32650")
+    >>> round(geopriv.wasserstein(a, a.translate(30, 40)), 1)   # every point 50 m away
+    50.0
+    >>> round(geopriv.wasserstein(a, a.iloc[[0, 0, 2]]), 1)   # a third of the mass moves 100 m
+    33.3
     """
     try:
         import ot
@@ -235,6 +311,38 @@ def wasserstein_bound(a, b, *, cells: int = 4000) -> float:
     triangle inequality the sum bounds W1 from above; it is close when cells are small against
     W1 (exact when both sets have fewer distinct cells than ``cells``).  O((len(a) + len(b)) log) plus one ``cells`` x
     ``cells`` transport problem: millions of points in seconds.
+
+    Parameters
+    ----------
+    a : GeoDataFrame or GeoSeries of points
+        The first point set, in any CRS with a datum.
+    b : GeoDataFrame or GeoSeries of points
+        The second point set, any size; reprojected to ``a``'s CRS.
+    cells : int, default 4000
+        The most non-empty cells: more is a tighter bound and a larger transport problem.
+
+    Returns
+    -------
+    float
+        An upper bound, in metres, on :func:`wasserstein` of ``a`` and ``b``.
+
+    Raises
+    ------
+    ImportError
+        POT is not installed (``pip install 'geopriv[metrics]'``).
+
+    See Also
+    --------
+    wasserstein : The exact distance, for sets up to 20,000 points.
+
+    Examples
+    --------
+    >>> a = gpd.GeoDataFrame(geometry=gpd.points_from_xy([440000, 440100, 440200], [4420000] * 3),
+    ...                      crs="EPSG:32650")
+    >>> b = a.iloc[[0, 0, 2]]
+    >>> bound = geopriv.wasserstein_bound(a, b)
+    >>> bool(bound >= geopriv.wasserstein(a, b) - 1e-9), round(bound, 1)   # few cells: exact
+    (True, 33.3)
     """
     try:
         import ot
