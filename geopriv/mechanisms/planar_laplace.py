@@ -152,6 +152,33 @@ class PlanarLaplace:
     Small and immutable; validated at construction.  Works in whatever planar unit the caller
     uses: :func:`geopriv.perturb` converts epsilon per ground metre to the working CRS's
     units first (see :mod:`geopriv.crs`).
+
+    Parameters
+    ----------
+    epsilon : float
+        Privacy loss per unit of planar distance (per metre in a metric CRS): two inputs ``d``
+        apart give any output with likelihoods at most ``exp(epsilon * d)`` apart.
+
+    Raises
+    ------
+    ParameterError
+        ``epsilon`` is not a finite number > 0.
+
+    See Also
+    --------
+    perturb : Releases a GeoDataFrame's points with this noise, epsilon per ground metre in any CRS.
+    resolve_epsilon : Epsilon from a level within a radius.
+
+    Examples
+    --------
+    >>> mech = geopriv.PlanarLaplace(math.log(4) / 200)   # ln 4 within 200 m
+    >>> round(mech.expected_radius(), 1), round(mech.alpha(0.9), 1)   # mean and 90 % radius, metres
+    (288.5, 561.2)
+    >>> float(mech.privacy_loss(200))   # the loss between two points 200 m apart: ln 4
+    1.386...
+    >>> out = mech.sample(np.zeros((1000, 2)), geopriv.make_rng(0).generator)
+    >>> out.shape
+    (1000, 2)
     """
 
     epsilon: float
