@@ -82,6 +82,8 @@ def synthesize(
     max_distortion : float
         CRS scale variation tolerated when fixing the lattice (see :func:`geopriv.perturb`).
     progress : None, True or callable(done, total)
+        ``True`` shows a tqdm bar; a callable receives progress (used by the QGIS plugin) and
+        may raise to cancel (nothing is returned).
     budget_store : geopriv.BudgetStore or str, optional
         A persistent store of lifetime budgets (or its URL).  Every row's person is charged
         ``epsilon`` (dimensionless: the unit ``"epsilon"``, kept apart from the per-metre
@@ -98,9 +100,32 @@ def synthesize(
         column; ``result.attrs["geopriv"]`` records epsilon, the method, the tree depth and
         per-level noise scales, the public area and the lattice (public fields only).
 
+    Raises
+    ------
+    GeometryError
+        Points lie outside the public area (the error names their rows).
+    ParameterError
+        ``epsilon``, ``n``, ``method``, ``depth``, ``placement`` or ``grid`` is not valid.
+    BudgetExceededError
+        A person in ``budget_store`` cannot afford ``epsilon`` (nothing is drawn or charged).
+
+    See Also
+    --------
+    synthesize_xy : The same for plain coordinates (a line or a box).
+    PrivateMeasure : The mechanism behind it.
+    wasserstein : How far the synthetic set is from the true one, in metres.
+    perturb : One released point per person instead (epsilon per ground metre).
+
     Examples
     --------
-    >>> synth = deaths.priv.synthesize(1.0, bounds=(-16500, 6710000, -15500, 6711000))  # doctest: +SKIP
+    >>> deaths = gpd.read_file("soho_cholera.gpkg", layer="deaths")   # EPSG:3857
+    >>> soho = (-15800, 6711900, -14600, 6713300)   # the public study area, not the data's extent
+    >>> synth = geopriv.synthesize(deaths, 1.0, bounds=soho, rng=0)
+    >>> len(synth), list(synth.columns), synth.attrs["geopriv"]["epsilon"]
+    (324, ['geometry'], 1.0)
+    >>> len(geopriv.synthesize(deaths, 1.0, bounds=soho, n=50, rng=0))
+    50
+    >>> synth = deaths.priv.synthesize(1.0, bounds=soho)   # the accessor; OS entropy  # doctest: +SKIP
     """
     if is_dask(data):
         return lazy("synthesize")(
@@ -121,6 +146,7 @@ def synthesize_xy(xy, epsilon, *, bounds, n=None, method: str = "srw", depth="au
     Parameters
     ----------
     xy : array_like, shape (n,), (n, 1) or (n, 2)
+        The values (one per person), all inside ``bounds``.
     epsilon : float
         Differential privacy loss (one value replaced anywhere in ``bounds``; n public).
     bounds : (lo, hi) for 1-D or (xmin, ymin, xmax, ymax) for 2-D
@@ -133,6 +159,29 @@ def synthesize_xy(xy, epsilon, *, bounds, n=None, method: str = "srw", depth="au
     numpy.ndarray
         Synthetic values, shape (n,) for 1-D input, else (n, 2).  Outputs are placed in the
         noisy cells with independent randomness (post-processing of a discrete release).
+
+    Raises
+    ------
+    ParameterError
+        ``xy`` or ``bounds`` has the wrong shape, ``bounds`` is empty, or ``n`` or ``placement`` is not valid.
+    EmptyInputError
+        ``xy`` has no rows.
+    GeometryError
+        Values lie outside ``bounds`` or are not finite (the error names their rows).
+
+    See Also
+    --------
+    synthesize : The same for a GeoDataFrame's points, in ground metres.
+    PrivateMeasure : The mechanism behind it.
+
+    Examples
+    --------
+    >>> ages = geopriv.make_rng(1).generator.uniform(0, 100, 500)
+    >>> out = geopriv.synthesize_xy(ages, 1.0, bounds=(0, 100), rng=0)
+    >>> out.shape, bool(((out >= 0) & (out <= 100)).all())
+    ((500,), True)
+    >>> geopriv.synthesize_xy(np.column_stack([ages, ages[::-1]]), 1.0, bounds=(0, 0, 100, 100), n=10, rng=0).shape
+    (10, 2)
     """
     arr = np.asarray(xy, dtype=float)
     flat = arr.ndim == 1
