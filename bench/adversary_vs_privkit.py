@@ -339,6 +339,20 @@ def privkit_worker(work: Path) -> None:
     # the reference: privkit's sampler in the ground plane, the same draws' east/north spread
     dxy = pl_noise_m(max(n_mc_latlon, 2000))
     out["ground_plane_noise_sd_m"] = [float(dxy[:, 0].std()), float(dxy[:, 1].std())]
+    # HW's way back from its plane to lat/lon: a guess meant 100 m north / east of the release (the
+    # x, y of that point's Earth-centred coordinates, in km as HW uses them), with the release's z
+    lat_c, lon_c = (min_lat + max_lat) / 2, (min_lon + max_lon) / 2
+    _, _, z_obs = gu.geodetic2cartesian(lat_c, lon_c, gu.EARTH_RADIUS / 1000)
+    back = {}
+    for name, (dlon_m, dlat_m) in (("north", (0.0, 100.0)), ("east", (100.0, 0.0))):
+        mx, my = to_m.transform(lon_c, lat_c)
+        tlon, tlat = to_ll.transform(mx + dlon_m, my + dlat_m)
+        gx, gy, _ = gu.geodetic2cartesian(tlat, tlon, gu.EARTH_RADIUS / 1000)
+        blat, blon = gu.cartesian2geodetic(gx, gy, z_obs)
+        bx, by = to_m.transform(blon, blat)
+        back[name] = float(math.hypot(bx - mx, by - my))
+    out["hw_back_conversion_100m"] = back
+    out["lat_centre"] = lat_c
     out["timings_s"] = timings
     (work / "privkit.json").write_text(json.dumps(out, indent=1))
 
@@ -405,7 +419,8 @@ def _geolife_case(args):
     xy = q.get_coordinates().to_numpy()
     inside = (xy[:, 0] >= GEOLIFE[0]) & (xy[:, 0] <= GEOLIFE[2]) & (xy[:, 1] >= GEOLIFE[1]) & (xy[:, 1] <= GEOLIFE[3])
     q_in = q[inside]
-    sub = q_in.sample(n=min(args.n_queries, len(q_in)), random_state=args.seed).sort_index()
+    # a seeded random subset in random order, renumbered (perturb refuses rows in spatial order)
+    sub = q_in.sample(n=min(args.n_queries, len(q_in)), random_state=args.seed).reset_index(drop=True)
     sub = sub[["user", "trajectory_id", "t", "geometry"]]
     return {"name": "geolife", "true": sub, "crs": sub.crs, "area": GEOLIFE, "priors": ["uniform"],
             "crs_label": "metres of GEOLIFE_CRS, a transverse Mercator centred on 116.325 E, 39.99 N",
@@ -428,6 +443,11 @@ def _geopriv_side(case: dict, work: Path, args) -> None:
     res["timings_s"]["adversary_error uniform"] = time.perf_counter() - t0
     released = geopriv.perturb(true, level=LEVEL, radius=RADIUS, bounds=area, rng=args.seed)
     case["released"] = released
+    if case["name"] == "soho":  # grid sensitivity: geopriv's default cell (a fifth of 1/eps here) against finer ones
+        res["grid_sensitivity"] = []
+        for cell in (None, 14.0, 8.72):  # 8.72 m: the area's longest side (872 m) / 100
+            a = adversary_error(epsilon=EPSILON, area=area, crs=crs, prior="uniform", cell=cell)
+            res["grid_sensitivity"].append((a.parameters["cell_m"], list(a.shape), a.expected_error_m, a.displacement_m))
     ny, nx = adv.shape
     centres = _grid_centres(adv)
     to_ll = pyproj.Transformer.from_crs(adv.crs, "EPSG:4326", always_xy=True)
@@ -470,6 +490,7 @@ def _geopriv_side(case: dict, work: Path, args) -> None:
         emp = empirical_adversary_error(true, released, a)
         guess = a.guess(released)
         res[prior_name] = {
+            "mc_check": _geopriv_mc_check(a, prior, area, args),
             "expected_error_m": float(a.expected_error_m), "displacement_m": float(a.displacement_m),
             "k_equivalent": None if a.k_equivalent is None else float(a.k_equivalent),
             "empirical": {k: float(v) for k, v in emp.attrs["summary"].items()},
@@ -483,6 +504,28 @@ def _geopriv_side(case: dict, work: Path, args) -> None:
            "bbox_latlon": bbox, "area_m": area_m,
            "spacing_m": max(spacing, spacing_y), "priors": case["priors"]}
     (work / "config.json").write_text(json.dumps(cfg, indent=1))
+
+
+def _geopriv_mc_check(adv, prior: np.ndarray, area, args) -> dict:
+    """geopriv's own guess on ``--n-check`` draws of its grid model: truths at cell centres from the
+    prior, planar Laplace noise (numpy), releases clamped into the area; checks ``expected_error_m``."""
+    import geopandas as gpd
+
+    from geopriv.cells import crs_units_per_metre
+    from geopriv.metrics import ground_distance
+
+    rng = np.random.default_rng(args.seed + 1000)
+    n = args.n_check
+    centres = _grid_centres(adv)
+    cells = rng.choice(len(centres), size=n, p=prior.ravel() / prior.sum())
+    x = centres[cells]
+    r, th = rng.gamma(2.0, 1.0 / EPSILON, n), rng.uniform(0.0, 2 * math.pi, n)
+    z = x + crs_units_per_metre(adv.crs, area) * np.column_stack([r * np.cos(th), r * np.sin(th)])
+    z = np.column_stack([np.clip(z[:, 0], area[0], area[2]), np.clip(z[:, 1], area[1], area[3])])
+    truth = gpd.GeoSeries(gpd.points_from_xy(x[:, 0], x[:, 1]), crs=adv.crs)
+    guess = adv.guess(gpd.GeoSeries(gpd.points_from_xy(z[:, 0], z[:, 1]), crs=adv.crs))
+    d = ground_distance(truth, x, guess.get_coordinates().to_numpy())
+    return {"mean_m": float(d.mean()), "se_m": float(d.std(ddof=1) / math.sqrt(n)), "n": n}
 
 
 def _geodesic(a_ll: np.ndarray, b_ll: np.ndarray) -> np.ndarray:
@@ -507,7 +550,7 @@ def _report(cases: list, args, wall: float) -> str:
              f"2/epsilon = {2 / EPSILON:.1f} m in the open plane), releases made by `geopriv.perturb(bounds=area)` "
              f"(seed {args.seed}: clamped into the area).  `timeout 1200 .venv/latest/bin/python "
              f"bench/adversary_vs_privkit.py --n-mc-metric {args.n_mc_metric} --n-mc-latlon {args.n_mc_latlon} "
-             f"--n-mc-raw {args.n_mc_raw} --n-queries {args.n_queries}`: {wall:.0f} s wall on {os.cpu_count()} "
+             f"--n-mc-raw {args.n_mc_raw} --n-check {args.n_check} --n-queries {args.n_queries}`: {wall:.0f} s wall on {os.cpu_count()} "
              f"cores (the two data sets' privkit halves in parallel), Python {platform.python_version()}; privkit "
              f"{cases[0]['privkit']['privkit_version']} with numpy {cases[0]['privkit']['numpy_version']} in "
              f"`bench/.venv-privkit` (`bench/setup_privkit.sh`).  \"diff\" is (privkit - geopriv) / geopriv.")
@@ -531,6 +574,10 @@ def _report(cases: list, args, wall: float) -> str:
                  f"cells, spacing {pk['latlon_grid']['spacing_m']:.2f} m, over the same box.  "
                  f"`adversary_error(released)` (epsilon and area from the release's record): "
                  f"{_m(gp['from_release_expected_error_m'])}.")
+        if "grid_sensitivity" in gp:
+            L.append("geopriv's grid sensitivity (uniform prior): " + "; ".join(
+                f"cell {c:.2f} m ({s[0]} x {s[1]}): expected error {e:.1f} m, displacement {d:.1f} m"
+                for c, s, e, d in gp["grid_sensitivity"]) + ".")
         L.append("")
         for prior_name in case["priors"]:
             g = gp[prior_name]
@@ -546,6 +593,9 @@ def _report(cases: list, args, wall: float) -> str:
                      f"(n = {pm['mc']['n']}) | {_rel(pm['mc']['mean_m'], g['expected_error_m'])} "
                      f"| {_m(pl['mc']['mean_m'])} ± {pl['mc']['se_m']:.1f} (n = {pl['mc']['n']}) "
                      f"| {_rel(pl['mc']['mean_m'], g['expected_error_m'])} |")
+            L.append(f"| geopriv's guess on {g['mc_check']['n']:,} draws of its own grid model (numpy noise, clamped) "
+                     f"| {_m(g['mc_check']['mean_m'])} ± {g['mc_check']['se_m']:.1f} "
+                     f"({_rel(g['mc_check']['mean_m'], g['expected_error_m'])} from exact) | | | | |")
             L.append(f"| the same Monte Carlo draws, both adversaries' guesses, geodesic metres "
                      f"| {_m(paired['geopriv_mean_m'])} | {_m(paired['privkit_mean_m'])} "
                      f"| {_rel(paired['privkit_mean_m'], paired['geopriv_mean_m'])} "
@@ -595,6 +645,11 @@ def _report(cases: list, args, wall: float) -> str:
                  f"(ratio {sd['mc_noise_sd_north_m'] / sd['mc_noise_sd_east_m']:.3f}, sin(latitude) "
                  f"{math.sin(math.radians(gp['lat0'])):.3f}); the same sampler's radius and angle in a true ground "
                  f"plane: {pk['ground_plane_noise_sd_m'][0]:.1f} / {pk['ground_plane_noise_sd_m'][1]:.1f} m.")
+        b = pk["hw_back_conversion_100m"]
+        L.append(f"HW's way back to lat/lon (its guess's x, y with the release's z): a guess meant 100 m north of "
+                 f"the release lands {b['north']:.1f} m north (sin^2(latitude) x 100 = "
+                 f"{100 * math.sin(math.radians(pk['lat_centre'])) ** 2:.1f} m); 100 m east lands {b['east']:.1f} m "
+                 f"east.")
         L.append("")
         L.append("Timings (s): geopriv " + ", ".join(f"{k} {v:.1f}" for k, v in gp["timings_s"].items())
                  + "; privkit " + ", ".join(f"{k} {v:.0f}" for k, v in pk["timings_s"].items()) + ".")
@@ -605,10 +660,11 @@ def _report(cases: list, args, wall: float) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--n-mc-metric", type=int, default=2000, help="Monte Carlo draws, privkit on geopriv's grid")
-    ap.add_argument("--n-mc-latlon", type=int, default=1000, help="Monte Carlo draws, privkit as shipped")
+    ap.add_argument("--n-mc-metric", type=int, default=4000, help="Monte Carlo draws, privkit on geopriv's grid")
+    ap.add_argument("--n-mc-latlon", type=int, default=2000, help="Monte Carlo draws, privkit as shipped")
     ap.add_argument("--n-mc-raw", type=int, default=1000,
                     help="of those, draws also attacked unclamped (privkit on geopriv's grid; half as shipped)")
+    ap.add_argument("--n-check", type=int, default=100_000, help="draws of geopriv's check of its exact figure")
     ap.add_argument("--n-queries", type=int, default=500, help="GeoLife queries (a seeded subset)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--data", default=None, help=f"path of {PARQUET}")
