@@ -430,23 +430,41 @@ def check_area_not_from_data(touched, source: str = "bounds") -> None:
 class PublicFrame:
     """Where noise is drawn, from public information only.
 
-    Attributes
+    Made by :func:`public_frame` (or by the release functions); its fields are also its attributes.
+
+    Parameters
     ----------
     input_crs : pyproj.CRS
+        The data's CRS.
     kind : {"planar", "spherical"}
+        Noise drawn in a plane (``work_crs``) or on a sphere of radius ``sphere_radius``.
     work_crs : pyproj.CRS
-        planar: the CRS noise is drawn in (the input CRS, or an AEQD centred on the declared
+        Planar: the CRS noise is drawn in (the input CRS, or an AEQD centred on the declared
         area); spherical: the input's geodetic CRS (longitude/latitude in degrees).
     scale_max, scale_min : float
-        planar: work units per ground metre over the public area (extremes, all directions);
-        spherical: sphere metres per ground metre (<= 1).
+        Planar: work units per ground metre over the public area (extremes, all directions);
+        spherical: sphere metres per ground metre (<= 1).  Epsilon per ground metre is divided
+        by ``scale_max`` to give epsilon per work unit (``epsilon_to_work``).
     area : tuple or None
         The public area (xmin, ymin, xmax, ymax) in input-CRS coordinates inputs must lie in;
         None: the whole CRS (spherical frame without declared bounds).
     area_source : str
         "bounds", "region", "crs_scale_band" (:func:`scale_band_bounds`), "area_of_use" or "none".
     sphere_radius : float or None
-        spherical: R in metres.
+        Spherical: R in metres; None for a planar frame.
+
+    See Also
+    --------
+    public_frame : Makes the frame of a CRS and a declared area.
+    perturb : Draws noise in the frame its data's CRS and ``bounds`` fix.
+
+    Examples
+    --------
+    >>> frame = geopriv.public_frame("EPSG:32650", bounds=(430000, 4410000, 460000, 4440000))
+    >>> frame.kind, frame.same, frame.area_source   # UTM is used as is over 30 km
+    ('planar', True, 'bounds')
+    >>> round(frame.scale_min, 4), round(frame.scale_max, 4)   # UTM metres per ground metre
+    (0.9996, 0.9997)
     """
 
     input_crs: CRS
@@ -632,6 +650,44 @@ def public_frame(crs, *, bounds=None, region=None, max_distortion: float = DEFAU
         Largest scale variation over the public area for which a projected CRS is used as is.
     planar_only : bool
         Refuse the spherical frame (mechanisms that need a plane, e.g. trace prediction).
+
+    Returns
+    -------
+    PublicFrame
+        Planar (the CRS as is, when it distorts ground distances by at most ``max_distortion``
+        over the public area; else a local equidistant projection of a declared area) or
+        spherical (longitude/latitude, or a CRS too distorted, without a declared area).
+
+    Raises
+    ------
+    MissingCRSError
+        ``crs`` is None.
+    CRSError
+        ``crs`` cannot be read, or ``planar_only`` and no plane can be fixed from public information.
+    ParameterError
+        ``bounds`` or ``max_distortion`` is not valid.
+
+    Warns
+    -----
+    DistortionWarning
+        The declared area is so large that even a local equidistant projection distorts distances by more
+        than ``max_distortion`` (the guarantee holds; some points get more noise than needed).
+
+    See Also
+    --------
+    PublicFrame : The frame and its fields.
+    perturb : Fixes the frame of its data the same way.
+
+    Examples
+    --------
+    >>> geopriv.public_frame("EPSG:32650", bounds=(430000, 4410000, 460000, 4440000)).kind
+    'planar'
+    >>> frame = geopriv.public_frame("EPSG:4326")   # longitude/latitude, no declared area
+    >>> frame.kind, round(frame.sphere_radius)   # metres
+    ('spherical', 6335439)
+    >>> frame = geopriv.public_frame("EPSG:4326", bounds=(116.2, 39.8, 116.5, 40.1), planar_only=True)
+    >>> frame.kind, frame.work_crs.is_projected   # a local equidistant projection of the declared area
+    ('planar', True)
     """
     crs = as_crs(crs)
     max_distortion = float(max_distortion)
