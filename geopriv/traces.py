@@ -372,13 +372,25 @@ def sanitize_traces(
         trace and drive ``skip_speed``.  ``None``: rows are in query order already.
         Rows with equal time stamps keep their input order.  Required for a GeoDataFrame;
         not given for a TrajectoryCollection (its trajectories' DatetimeIndex).
+    level : float, optional
+        Privacy level within ``radius`` metres, for the whole trace: epsilon = level / radius.
+    radius : float, optional
+        The radius in ground metres of ``level``.
     method : {"predictive", "independent"}
+        ``"predictive"`` (default): a private test against a prediction before any fresh noise;
+        ``"independent"``: fresh planar Laplace noise at every query.
     budget : {"fixed_rate", "fixed_utility"} or a budget manager
         ``fixed_rate`` with ``rate`` (fraction of the budget per query on average: 0.033 is
         about 30 queries) gives the best accuracy at that rate; ``fixed_utility`` with
         ``accuracy`` (metres: alpha(delta) of each hard query) covers as many queries as it can.
         Or a configured :class:`~geopriv.FixedRate` / :class:`~geopriv.FixedUtility` (then
         ``rate``, ``accuracy``, ``eta``, ``gamma``, ``delta``, ``prediction_rate`` are its own).
+    rate : float, optional
+        For ``budget="fixed_rate"``: the share of the trace's budget each query spends on
+        average (0.033: about 30 queries).
+    accuracy : float, optional
+        For ``budget="fixed_utility"``: the accuracy aimed at, in ground metres (alpha(delta) of
+        each query that needs fresh noise).
     skip_speed : float, optional
         Assumed top speed in metres per second for the time skip rule: when
         ``skip_speed * (time since the last noisy release)`` is below the accuracy aimed at, the
@@ -461,12 +473,32 @@ def sanitize_traces(
         Never in normal use: the budget managers stop a trace before it overspends, and the
         accountant refuses, before any noise is drawn, a step that would.
 
+    See Also
+    --------
+    sample_queries : Query traces from raw GPS trajectories (the paper's protocol).
+    trace_ledger : The per-trace ledger of the result.
+    FixedRate : The budget manager for a rate of queries.
+    FixedUtility : The budget manager for an accuracy in metres.
+    perturb : Independent points, each with its own epsilon per ground metre.
+
     Examples
     --------
-    >>> import math, geopriv
-    >>> out = gdf.priv.sanitize_traces(traj_id="user", time="t", level=math.log(10), radius=100,
-    ...                                rate=0.033)                                  # doctest: +SKIP
-    >>> geopriv.trace_ledger(out)                                                   # doctest: +SKIP
+    Five GeoLife trajectories in Beijing (longitude/latitude), sampled into queries, released with
+    "ln 10 within 100 m" per trace:
+
+    >>> fixes = gpd.read_file("geolife_sample.gpkg")
+    >>> queries = geopriv.sample_queries(fixes, traj_id="trajectory_id", time="t", rng=0)
+    >>> out = geopriv.sanitize_traces(queries, traj_id="trajectory_id", time="t", level=math.log(10), radius=100,
+    ...                               rate=0.033, bounds=(116.0, 39.5, 117.0, 40.5), rng=0)
+    >>> len(out) == len(queries), list(out.columns[-3:])
+    (True, ['predicted', 'status', 'epsilon_spent'])
+    >>> sorted(out["status"].unique())
+    ['exhausted', 'noise', 'predicted']
+    >>> ledger = geopriv.trace_ledger(out)
+    >>> bool((ledger["spent"] <= ledger["budget"]).all())
+    True
+    >>> out = queries.priv.sanitize_traces(traj_id="trajectory_id", time="t", level=math.log(10), radius=100,
+    ...                                    rate=0.033, bounds=(116.0, 39.5, 117.0, 40.5))   # doctest: +SKIP
     """
     if is_dask(data):  # lazy, one release whatever the partitioning: geopriv.distributed.traces
         return lazy("sanitize_traces")(
@@ -658,6 +690,41 @@ def trace_ledger(result) -> pd.DataFrame:
     one a DataFrame, both built from the release's columns (``tests``, ``spent_test`` and
     ``spent_noise`` are missing for the predictive mechanism there: see
     :func:`ledger_from_columns`).
+
+    Parameters
+    ----------
+    result : GeoDataFrame, movingpandas.TrajectoryCollection or dask-geopandas GeoDataFrame
+        A result of :func:`sanitize_traces`, with its ``attrs["geopriv"]`` record.
+
+    Returns
+    -------
+    DataFrame
+        One row per trace, indexed by trace id (the ``traj_id`` column's name); budgets and
+        spending in epsilon per ground metre.  Lazy (a dask DataFrame) for a lazy release.
+
+    Raises
+    ------
+    GeoprivError
+        ``result`` carries no ledger (not a result of :func:`sanitize_traces`, or its ``attrs``
+        were dropped by a pandas operation).
+
+    See Also
+    --------
+    sanitize_traces : Makes the release and its ledger.
+
+    Examples
+    --------
+    >>> fixes = gpd.read_file("geolife_sample.gpkg")
+    >>> queries = geopriv.sample_queries(fixes, traj_id="trajectory_id", time="t", rng=0)
+    >>> out = geopriv.sanitize_traces(queries, traj_id="trajectory_id", time="t", level=math.log(10), radius=100,
+    ...                               rate=0.033, bounds=(116.0, 39.5, 117.0, 40.5), rng=0)
+    >>> ledger = geopriv.trace_ledger(out)
+    >>> ledger.index.name, len(ledger)
+    ('trajectory_id', 5)
+    >>> bool((ledger["released"] + ledger["exhausted"] == ledger["queries"]).all())
+    True
+    >>> bool((ledger["spent"] <= ledger["budget"]).all())   # never more than the trace's budget
+    True
     """
     if is_dask(result):  # a lazy release: a lazy ledger (geopriv.distributed.traces.trace_ledger_dask)
         return lazy("trace_ledger")(result)
@@ -778,6 +845,19 @@ def sample_queries(
         unless ``time_unit`` says otherwise).
     p : float
         Probability of a jump, 0 (frequent user) .. 1 (occasional user).
+    short : float
+        The short interval between queries, in seconds (default 60).
+    jump : float
+        The long interval (a jump), in seconds (default 3600).
+    jitter : float
+        Relative standard deviation of every interval, in [0, 1) (default 0.1).
+    max_speed : float
+        Queries are kept while the user moves slower than this, in metres per second
+        (default 15 km/h).
+    speed_window : float
+        The window, in seconds centred on a fix, its speed is measured over (default 60).
+    max_gap : float
+        The oldest a fix may be, in seconds, to stand for a query's location (default 600).
     rng : None, int, SeedSequence or Generator
         Randomness of the sampling (not a privacy mechanism: a seed is fine here).
     time_unit : None or {"s", "ms", "us", "ns", "min", "h", "D"}
@@ -795,6 +875,28 @@ def sample_queries(
         One row per query, a new RangeIndex: the fix's columns, its time column replaced by the
         query time (same type and unit as the input's), and ``source_row`` (the fix's index
         label in ``data``).
+
+    Raises
+    ------
+    ParameterError
+        ``p``, ``jitter`` or an interval, speed or window is out of range.
+    GeoprivError
+        ``data`` is not a GeoDataFrame, a column is missing, or numeric times look like another
+        unit than seconds (give ``time_unit``), or sampling would draw too many query times.
+
+    See Also
+    --------
+    sanitize_traces : Releases the query traces within a budget per trace.
+
+    Examples
+    --------
+    >>> fixes = gpd.read_file("geolife_sample.gpkg")   # 5 GeoLife trajectories, 5,908 fixes
+    >>> queries = geopriv.sample_queries(fixes, traj_id="trajectory_id", time="t", rng=0)
+    >>> len(queries) < len(fixes), queries["trajectory_id"].nunique(), list(queries.columns[-2:])
+    (True, 5, ['geometry', 'source_row'])
+    >>> occasional = geopriv.sample_queries(fixes, traj_id="trajectory_id", time="t", p=0.5, rng=0)
+    >>> len(occasional) < len(queries)   # jumps of an hour: fewer queries
+    True
     """
     if not 0 <= float(p) <= 1:
         raise ParameterError("p (probability of a jump) must be in [0, 1].")
