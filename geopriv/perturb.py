@@ -119,11 +119,45 @@ def perturb(
         ``result.attrs["geopriv"]`` records the mechanism, epsilon per metre, the effective
         epsilon, the CRS handling, whether the noise was seeded, and the library version.
 
+    Raises
+    ------
+    ParameterError
+        No privacy parameter, or both ``epsilon`` and ``level``/``radius``, or a prebuilt
+        ``mechanism`` with either; or another argument out of range.
+    MissingCRSError
+        ``data`` has no CRS.
+    GeometryError
+        Geometries that are not points, or points outside the public area (the error names their rows).
+    LocationAttributeError
+        An attribute column looks like locations and is not in ``keep``.
+    BudgetExceededError
+        A person in ``budget_store`` cannot afford the release (nothing is drawn or charged).
+
+    See Also
+    --------
+    resolve_epsilon : Epsilon per ground metre from a level within a radius.
+    PlanarLaplace : The noise, in a plane.
+    EikonalMechanism : Location-dependent privacy (a privacy map) instead of one epsilon.
+    utility_report : How far the points moved, in metres.
+    sanitize_traces : Traces within a budget per trace.
+    synthesize : A synthetic point set instead of one point per person.
+
     Examples
     --------
-    >>> import math, geopriv
-    >>> out = geopriv.perturb(gdf, level=math.log(4), radius=200)   # doctest: +SKIP
-    >>> out = gdf.priv.perturb(level=math.log(4), radius=200)       # the same  # doctest: +SKIP
+    The Soho cholera deaths of 1854 (EPSG:3857), released with "ln 4 within 200 m" (a mean
+    displacement of 2 / epsilon = 289 m, on the ground whatever the CRS's scale):
+
+    >>> deaths = gpd.read_file("soho_cholera.gpkg", layer="deaths")
+    >>> out = geopriv.perturb(deaths, level=math.log(4), radius=200, rng=0)   # a seed: demos and tests only
+    >>> out.index.equals(deaths.index), list(out.columns), out.crs == deaths.crs
+    (True, ['Id', 'Count', 'geometry'], True)
+    >>> record = out.attrs["geopriv"]
+    >>> round(record["epsilon_per_m"], 5), record["grid_m"], record["seeded"]
+    (0.00693, 1.0, True)
+    >>> bool(200 < geopriv.utility_report(deaths, out)["mean_m"] < 400)
+    True
+    >>> out = geopriv.perturb(deaths, level=math.log(4), radius=200)   # OS entropy: a real release
+    >>> out = deaths.priv.perturb(level=math.log(4), radius=200)       # the same, as the accessor
     """
     if is_dask(data):
         return lazy("perturb")(
