@@ -264,6 +264,46 @@ class FixedUtility(_Manager):
     Every step gets eps_N = c_N / alpha and eps_theta = eta c_theta (1 + 1/gamma) / alpha, so a
     hard step is within ``accuracy`` of the secret with probability delta; the mechanism stops
     when the remaining budget cannot pay for a step at that accuracy.
+
+    Parameters
+    ----------
+    eta : float
+        Utility slack, in (0, 1] (the paper's 0.5 .. 1; default 0.5).
+    gamma : float
+        The ratio of the test's noise to its threshold, in (0, 1] (default 0.8).
+    delta : float
+        The accuracy level, in (0.5, 1): a hard step is within ``accuracy`` of the secret with this
+        probability (default 0.9).
+    accuracy : float
+        The accuracy aimed at, alpha(delta) in ground metres (required).
+
+    Raises
+    ------
+    ParameterError
+        A value out of its range, or no ``accuracy``.
+
+    See Also
+    --------
+    FixedRate : The other manager: a fixed share of the budget per query, the best accuracy.
+    sanitize_traces : Takes a manager as ``budget=``.
+
+    Examples
+    --------
+    >>> manager = geopriv.FixedUtility(accuracy=300)   # 300 m with probability 0.9
+    >>> eps_test, eps_noise, threshold = manager.configure()   # per ground metre, and metres
+    >>> round(eps_noise, 5), round(eps_test, 5), round(threshold, 1)
+    (0.01297, 0.00604, 333.3)
+
+    A trace's budget of "ln 10 within 100 m" (0.023 per ground metre) pays for a single step
+    at that accuracy (0.019 per metre); then the trace stops:
+
+    >>> fixes = gpd.read_file("geolife_sample.gpkg")
+    >>> queries = geopriv.sample_queries(fixes, traj_id="trajectory_id", time="t", rng=0)
+    >>> out = geopriv.sanitize_traces(queries, traj_id="trajectory_id", time="t", level=math.log(10), radius=100,
+    ...                               budget=manager, bounds=(116.0, 39.5, 117.0, 40.5), rng=0)
+    >>> ledger = geopriv.trace_ledger(out)
+    >>> ledger["released"].tolist(), bool((ledger["spent"] <= ledger["budget"]).all())
+    ([1, 1, 1, 1, 1], True)
     """
 
     accuracy: float = 0.0
@@ -312,6 +352,12 @@ class FixedRate(_Manager):
 
     Parameters
     ----------
+    eta : float
+        Utility slack, in (0, 1] (the paper's 0.5 .. 1; default 0.5).
+    gamma : float
+        The ratio of the test's noise to its threshold, in (0, 1] (default 0.8).
+    delta : float
+        The accuracy level, in (0.5, 1) (default 0.9).
     rate : float
         Budget per query as a fraction of the trace's total, e.g. 0.033 for about 30 queries.
     prediction_rate : float
@@ -327,13 +373,34 @@ class FixedRate(_Manager):
         points (the "alternance" of sec. 4), so short traces use their rate too.  ``None``:
         the paper's literal rule, rho_i = remaining / max(1/rate - i, 1), spreading what is
         left over the remaining planned queries.
-    eta, gamma, delta : float
-        As in the paper (0.5, 0.8, 0.9).
+
+    Raises
+    ------
+    ParameterError
+        A value out of its range, or no ``rate``.
+
+    See Also
+    --------
+    FixedUtility : The other manager: a fixed accuracy in metres, as many queries as it pays for.
+    sanitize_traces : Takes a manager as ``budget=`` (or ``budget="fixed_rate", rate=...``).
 
     Notes
     -----
     The rate is an average: a hard step may spend more than ``rate * total`` (paid for by
     earlier or later easy steps), never more than the trace's remaining budget.
+
+    Examples
+    --------
+    >>> manager = geopriv.FixedRate(rate=0.05, horizon=None)   # about 20 queries, the paper's literal rule
+    >>> round(manager.min_prediction_rate, 3)   # predictions must pass this often to beat independent noise
+    0.465
+    >>> fixes = gpd.read_file("geolife_sample.gpkg")
+    >>> queries = geopriv.sample_queries(fixes, traj_id="trajectory_id", time="t", rng=0)
+    >>> out = geopriv.sanitize_traces(queries, traj_id="trajectory_id", time="t", level=math.log(10), radius=100,
+    ...                               budget=manager, bounds=(116.0, 39.5, 117.0, 40.5), rng=0)
+    >>> ledger = geopriv.trace_ledger(out)
+    >>> bool((ledger["spent"] <= ledger["budget"]).all()), bool((ledger["released"] > 1).all())
+    (True, True)
     """
 
     rate: float = 0.0
