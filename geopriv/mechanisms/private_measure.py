@@ -294,6 +294,31 @@ class PrivateMeasure:
         Levels of the binary partition tree (leaves: ``2**depth`` cells along the curve).
         ``"auto"``: a public function of n, epsilon and the dimension.
     dim : 1 or 2
+        Values on the unit interval (1) or points in the unit square, along a Hilbert curve (2).
+
+    Raises
+    ------
+    ParameterError
+        ``epsilon`` is not finite and > 0, or ``method``, ``depth`` or ``dim`` is not one of the
+        values above.
+    ParameterTypeError
+        ``epsilon`` is not a number.
+
+    See Also
+    --------
+    synthesize : Releases a GeoDataFrame's points with this mechanism, in ground metres.
+    synthesize_xy : The same for plain coordinates in a public box.
+    wasserstein : How far a synthetic set is from the true one, in metres.
+
+    Examples
+    --------
+    >>> mech = geopriv.PrivateMeasure(1.0)   # srw in the unit square
+    >>> mech.resolved_depth(500), round(mech.privacy_loss(500), 6)   # the tree's levels share epsilon
+    (6, 1.0)
+    >>> unit = geopriv.make_rng(1).generator.random((500, 2))
+    >>> points, depth = mech.sample_unit(unit, geopriv.make_rng(0).generator)
+    >>> points.shape, bool(((points >= 0) & (points <= 1)).all())
+    ((500, 2), True)
     """
 
     epsilon: float
