@@ -335,8 +335,9 @@ class PrivacyMap:
 
     Build one with :meth:`from_population` or :meth:`from_epsilon`; objects are immutable
     (methods return new maps).  Cell centres are the grid *nodes* of the eikonal mechanism.
+    The constructor's parameters are also the map's attributes.
 
-    Attributes
+    Parameters
     ----------
     epsilon : ndarray (ny, nx)
         Privacy loss per ground metre, finite and > 0 in every cell (no-data cells filled).
@@ -352,6 +353,32 @@ class PrivacyMap:
         :meth:`geopriv.EikonalMechanism.expected_mse`.
     info : dict
         How the map was made (JSON-serialisable).
+
+    Raises
+    ------
+    RasterError
+        ``epsilon`` is not a 2-D grid of at least 2 x 2 cells, a cell is not finite and > 0, or
+        ``nodata_mask`` or ``population`` has another shape.
+
+    See Also
+    --------
+    EikonalMechanism : Releases points with the guarantee this map sets, place by place.
+    optimal_mechanism : A mechanism for a privacy map that minimises the expected loss.
+
+    Examples
+    --------
+    Central Tokyo (40 x 40 cells of about 700 m): "ln 4 within 2 km" where nobody lives, up to
+    "ln 4 within 400 m" at the densest cell:
+
+    >>> pm = geopriv.PrivacyMap.from_population("tokyo_density_40.tif",
+    ...                                         epsilon_range=(math.log(4) / 2000, math.log(4) / 400))
+    >>> pm.shape, pm.crs.to_epsg()
+    ((40, 40), 30166)
+    >>> round(pm.epsilon_min, 6), round(pm.epsilon_max, 6)   # per ground metre
+    (0.000693, 0.003466)
+    >>> x0, y0, x1, y1 = pm.bounds
+    >>> bool(pm.epsilon_min <= pm.epsilon_at((x0 + x1) / 2, (y0 + y1) / 2) <= pm.epsilon_max)
+    True
     """
 
     epsilon: np.ndarray
@@ -471,7 +498,9 @@ class PrivacyMap:
         >>> import math, geopriv
         >>> pm = geopriv.PrivacyMap.from_population(
         ...     "tokyo_density_200.tif",
-        ...     epsilon_range=(math.log(4) / 2000, math.log(4) / 400))   # doctest: +SKIP
+        ...     epsilon_range=(math.log(4) / 2000, math.log(4) / 400))
+        >>> pm.shape
+        (200, 200)
         """
         values, transform, crs = _read(raster, band, transform, crs, nodata, max_cells)
         if units not in ("per_km2", "per_cell"):
