@@ -19,8 +19,7 @@ import pyogrio
 import pytest
 
 import geopriv
-from geopriv import cli
-from geopriv.cli import main
+from geopriv.cli import common, main
 
 DATA = Path(geopriv.__file__).parent / "data"
 SOHO = DATA / "soho_cholera.gpkg"
@@ -83,7 +82,7 @@ def test_a_file_in_spatial_order_is_refused_with_the_shuffle_flag(capsys, tmp_pa
 def test_shuffle_releases_the_rows_in_a_random_order(capsys, tmp_path, deaths, monkeypatch):
     ordered_frame = west_to_east(deaths)
     ordered = write(ordered_frame, tmp_path / "ordered.gpkg")
-    monkeypatch.setattr(cli, "_shuffle_generator", lambda: np.random.default_rng(7))  # a fixed seed: tests only
+    monkeypatch.setattr(common, "_shuffle_generator", lambda: np.random.default_rng(7))  # a fixed seed: tests only
     code, _, err = run(capsys, "perturb", ordered, tmp_path / "out.gpkg", *LN4_200, "--shuffle", "--seed", 1,
                        "--no-progress")
     assert code == 0, err

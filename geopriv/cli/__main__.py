@@ -1,0 +1,6 @@
+"""python -m geopriv.cli"""
+import sys
+
+from . import main
+
+sys.exit(main())
