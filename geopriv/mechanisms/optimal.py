@@ -816,7 +816,9 @@ def _max_ratio(P: np.ndarray, pm: PrivacyMap, floor: float = VERIFY_FLOOR):
 class OptimalMechanism:
     """Optimal (minimum expected squared error) mechanism on a privacy map's grid, from an LP.
 
-    Attributes
+    Made by :func:`optimal_mechanism`; the constructor's parameters are also its attributes.
+
+    Parameters
     ----------
     privacy_map : PrivacyMap
         The map whose discrete guarantee the LP imposes (see the module notes).
@@ -837,6 +839,27 @@ class OptimalMechanism:
         Prior, pad, solver, LP size (``lp_variables``/``lp_constraints`` as solved), repair
         statistics, ``dual_bound`` (certified lower bound on the exact optimum, m^2) and ``gap``,
         build time.
+
+    Raises
+    ------
+    ParameterError
+        ``probs`` is not (number of map nodes, number of outputs).
+
+    See Also
+    --------
+    optimal_mechanism : Solves the LP and returns this mechanism.
+    EikonalMechanism : A mechanism for maps of any size (this one is for coarse maps).
+
+    Examples
+    --------
+    >>> from geopriv.mechanisms.optimal import coarsen_to
+    >>> pm = geopriv.PrivacyMap.from_population("tokyo_density_40.tif",
+    ...                                         epsilon_range=(math.log(4) / 2000, math.log(4) / 400))
+    >>> mech = geopriv.optimal_mechanism(coarsen_to(pm, (8, 8)))
+    >>> mech.probs.shape, mech.status, bool(np.allclose(mech.probs.sum(axis=1), 1))
+    ((64, 64), 0, True)
+    >>> bool(mech.verify() <= 1), bool(mech.compare_laplace()["ratio"] < 1)
+    (True, True)
     """
 
     privacy_map: PrivacyMap
@@ -996,11 +1019,46 @@ def optimal_mechanism(
         The windowed LP's objective gives zero-prior inputs a small weight
         (``WINDOW_PRIOR_FLOOR`` x the mean prior), else their free rows pile mass on the window
         edges; MSE and bound are for the true prior.
+    n_jobs : int
+        Worker processes pricing the outputs with ``solver="colgen"`` (default 1).
+
+    Returns
+    -------
+    OptimalMechanism
+        P(y|a) for every input node a and output y, exactly private for ``privacy_map`` after the
+        repair (``verify() <= 1``), with the solver's statistics in ``params``.
 
     Raises
     ------
     InfeasibleMechanismError
         The problem is too large, or HiGHS did not return an optimal solution.
+    ParameterError
+        An option is out of range, or options that do not go together (``solver="colgen"`` with
+        ``pad`` or ``window``).
+    ParameterTypeError
+        ``privacy_map`` is not a :class:`PrivacyMap`.
+    ImportError
+        ``solver="colgen"`` without the optional package highspy.
+
+    See Also
+    --------
+    OptimalMechanism : The result.
+    EikonalMechanism : A mechanism for maps of any size, close to this optimum.
+    PrivacyMap : The privacy level, epsilon per ground metre, place by place.
+
+    Examples
+    --------
+    The central Tokyo map coarsened to 8 x 8 cells (the LP has 64 x 64 variables):
+
+    >>> from geopriv.mechanisms.optimal import coarsen_to
+    >>> pm = geopriv.PrivacyMap.from_population("tokyo_density_40.tif",
+    ...                                         epsilon_range=(math.log(4) / 2000, math.log(4) / 400))
+    >>> mech = geopriv.optimal_mechanism(coarsen_to(pm, (8, 8)))
+    >>> mech.shape, bool(mech.verify() <= 1)
+    ((8, 8), True)
+    >>> comparison = mech.compare_laplace()   # square ground metres, population prior
+    >>> bool(comparison["optimal_mse_m2"] < comparison["laplace_mse_m2"])
+    True
     """
     import scipy.optimize
 
