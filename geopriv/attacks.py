@@ -447,6 +447,19 @@ def home_inference(traces, *, person=None, time=None, night=DEFAULT_NIGHT, tz=No
         ``"ix:iy"``, None without a home), ``night_points``, ``home_points`` (night-time points
         in the home cell), ``share`` (their share), geometry = the home cell's centre (None
         without a home).  ``attrs["geopriv_attack"]`` holds the rule's parameters.
+
+    See Also
+    --------
+    home_attack : The same rule on a release, scored against the truth.
+    top_places_uniqueness : Who is unique by their most visited places.
+
+    Examples
+    --------
+    >>> fixes = gpd.read_file("geolife_sample.gpkg")          # GeoLife GPS fixes, 3 trackers
+    >>> fixes["t"] = pd.to_datetime(fixes["t"])
+    >>> homes = geopriv.home_inference(fixes, person="tracker", time="t", tz="Asia/Shanghai")
+    >>> len(homes), list(homes.columns[:2])
+    (3, ['cell', 'night_points'])
     """
     cell = _check_cell(cell)
     night = _check_night(night)
@@ -474,10 +487,12 @@ def home_attack(true, released, *, person=None, time=None, night=DEFAULT_NIGHT, 
         The true traces and a release of them (or of a subset: queries sampled from them),
         sharing person ids.  Released rows without a geometry are left out.  Every released
         person must be a true person.
-    person, time, night, tz, cell, crs, min_points
+    person, time, night, tz, cell, crs
         As in :func:`home_inference`, the same for both sides.
     radii : sequence of float
         Hit distances in metres (200 and 500).
+    min_points : int
+        As in :func:`home_inference`.
 
     Returns
     -------
@@ -490,6 +505,19 @@ def home_attack(true, released, *, person=None, time=None, night=DEFAULT_NIGHT, 
         ``attrs["summary"]``: ``persons`` (with a true home), ``inferred`` (of them, with an
         inferred home), ``hit_rate_<r>m`` and ``same_cell_rate`` (over persons with a true
         home: a person the release gives no home counts as a miss), ``median_distance_m``.
+
+    See Also
+    --------
+    home_inference : The rule on one trace set.
+    top_places_attack : Re-identification by the most visited places.
+
+    Examples
+    --------
+    >>> fixes = gpd.read_file("geolife_sample.gpkg")          # GeoLife GPS fixes, 3 trackers
+    >>> fixes["t"] = pd.to_datetime(fixes["t"])
+    >>> same = geopriv.home_attack(fixes, fixes, person="tracker", time="t", tz="Asia/Shanghai")
+    >>> same.attrs["summary"]["hit_rate_200m"]     # the truth itself finds every home
+    1.0
     """
     cell = _check_cell(cell)
     night = _check_night(night)
@@ -590,6 +618,7 @@ def top_places_uniqueness(traces, *, person=None, n: int = 2, cell: float = DEFA
     traces : GeoDataFrame of points or movingpandas.TrajectoryCollection
         As in :func:`home_inference` (no time stamps needed).
     person : column label
+        Person ids, as in :func:`home_inference`.
     n : int
         Places per person (2: home and work, Zang and Bolot 2011).
     cell : float
@@ -608,6 +637,19 @@ def top_places_uniqueness(traces, *, person=None, n: int = 2, cell: float = DEFA
         ``top_points`` (points in them), ``points``, ``anonymity_set``, ``unique``.
         ``attrs["summary"]``: ``persons``, ``unique_share``, ``mean_anonymity_set``, ``n``,
         ``ordered``, ``cell_m``, ``grid_crs``.
+
+    See Also
+    --------
+    top_places_attack : The same on a release: re-identification.
+    home_inference : The most visited night-time place.
+
+    Examples
+    --------
+    >>> fixes = gpd.read_file("geolife_sample.gpkg")          # GeoLife GPS fixes, 3 trackers
+    >>> fixes["t"] = pd.to_datetime(fixes["t"])
+    >>> top = geopriv.top_places_uniqueness(fixes, person="tracker", n=2)
+    >>> top.attrs["summary"]["persons"]
+    3
     """
     cell = _check_cell(cell)
     n = _check_count(n, "n")
@@ -649,6 +691,19 @@ def top_places_attack(true, released, *, person=None, n: int = 2, cell: float = 
         ``attrs["summary"]``: ``persons`` (released), ``reidentification_rate``,
         ``unique_match_rate`` (exactly one candidate, right or wrong), ``true_unique_share``
         (the true data's :func:`top_places_uniqueness`), ``n``, ``ordered``, the grid.
+
+    See Also
+    --------
+    top_places_uniqueness : Uniqueness on one trace set.
+    home_attack : The home attack.
+
+    Examples
+    --------
+    >>> fixes = gpd.read_file("geolife_sample.gpkg")          # GeoLife GPS fixes, 3 trackers
+    >>> fixes["t"] = pd.to_datetime(fixes["t"])
+    >>> attack = geopriv.top_places_attack(fixes, fixes, person="tracker", n=2)
+    >>> attack.attrs["summary"]["reidentification_rate"]     # the truth re-identifies everyone unique
+    1.0
     """
     cell = _check_cell(cell)
     n = _check_count(n, "n")
@@ -730,6 +785,19 @@ def query_error(true, released, *, adversary=None) -> pd.DataFrame:
         ``attrs["summary"]``: ``n``, ``not_released`` (rows without a point),
         ``displacement_mean_m`` / ``_median_m`` / ``_p90_m``, the same for ``adversary_error``,
         and the adversary's model figures ``expected_error_m`` and ``expected_displacement_m``.
+
+    See Also
+    --------
+    empirical_adversary_error : The adversary's error for any point release.
+    displacement : Displacement per row.
+
+    Examples
+    --------
+    >>> true = gpd.GeoDataFrame(geometry=gpd.points_from_xy([1000.0, 1500.0], [1000.0, 700.0]), crs="EPSG:32650")
+    >>> out = true.priv.perturb(epsilon=0.01, bounds=(0, 0, 2000, 2000), rng=1)
+    >>> adv = geopriv.adversary_error(out, cell=100)
+    >>> geopriv.query_error(true, out, adversary=adv).columns.tolist()
+    ['displacement_m', 'adversary_error_m']
     """
     if is_synthetic(getattr(released, "attrs", {}).get("geopriv")):
         raise GeoprivError(
