@@ -62,49 +62,34 @@ def _epsilon_policy(args):
 
 
 def _as_ids(values, labels, what: str):
-    """``values`` (text or numbers) as ids of the people layer's kind: whole numbers, or text."""
+    """``values`` (text or numbers) as ids of the people layer's kind (geopriv.people.people_ids), or an error."""
     import numpy as np
-    import pandas as pd
 
-    s = pd.Series(list(values), dtype=object)
-    text = s.map(lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v).strip())
-    empty = (text == "").to_numpy()
-    if empty.any():
-        raise CLIError(f"{what}: {int(empty.sum())} id(s) are empty (first at row {int(np.argmax(empty)) + 1}); every "
-                       "entry must name a person")
-    if pd.api.types.is_integer_dtype(labels.dtype):
-        num = pd.to_numeric(text, errors="coerce")
-        bad = (num.isna() | (num % 1 != 0)).to_numpy()
-        if bad.any():
-            raise CLIError(f"{what}: {int(bad.sum())} id(s) are not whole numbers (first at row "
-                           f"{int(np.argmax(bad)) + 1}), but the people's ids are (row numbers, or --id-field)")
-        return num.astype("int64").to_numpy()
-    return text.to_numpy(dtype=object)
+    from ..people import people_ids
+
+    values = list(values)
+    ids, bad = people_ids(values, labels)
+    if len(bad):
+        empty = [i for i in bad if values[i] is None or (isinstance(values[i], float) and math.isnan(values[i]))
+                 or str(values[i]).strip() == ""]
+        if empty:
+            raise CLIError(f"{what}: {len(empty)} id(s) are empty (first at row {int(empty[0]) + 1}); every "
+                           "entry must name a person")
+        raise CLIError(f"{what}: {len(bad)} id(s) are not whole numbers (first at row {int(np.min(bad)) + 1}), "
+                       "but the people's ids are (row numbers, or --id-field)")
+    return ids
 
 
 def _people_ids(gdf, field):
-    """The people layer indexed by its ids: ``field``'s values (whole numbers or text), or row numbers 0, 1, ..."""
-    import pandas as pd
+    """The people layer indexed by its ids (geopriv.people.index_people), and how the ids are described."""
+    from ..people import index_people
 
     if field is None:
-        return gdf.reset_index(drop=True), "row numbers 0, 1, 2, ... in the input's order"
+        return index_people(gdf, None), "row numbers 0, 1, 2, ... in the input's order"
     if field not in gdf.columns or field == gdf.geometry.name:
         shown = ", ".join(repr(str(c)) for c in gdf.columns if c != gdf.geometry.name) or "none"
         raise CLIError(f"the input has no column {field!r} (--id-field); its columns are: {shown}")
-    ids = gdf[field]
-    if ids.isna().any():
-        raise CLIError(f"--id-field {field!r} is empty at {int(ids.isna().sum())} row(s) (labels "
-                       f"{', '.join(str(i) for i in gdf.index[ids.isna()][:5])}); every person needs an id")
-    if pd.api.types.is_float_dtype(ids.dtype) and bool((ids % 1 == 0).all()):
-        ids = ids.astype("int64")  # whole numbers stored as floats
-    elif not pd.api.types.is_integer_dtype(ids.dtype):
-        ids = ids.map(lambda v: str(v).strip())
-    if ids.duplicated().any():
-        raise CLIError(f"--id-field {field!r} has {int(ids.duplicated().sum())} duplicate id(s); every person needs "
-                       "their own id")
-    out = gdf.drop(columns=[field])
-    out.index = pd.Index(ids.to_numpy(), name=field)
-    return out, f"values of --id-field {field!r}"
+    return index_people(gdf, field, what=f"--id-field {field!r}"), f"values of --id-field {field!r}"
 
 
 def read_table(path, layer, layer_flag: str, choose: str, *, skipinitialspace: bool = False):

@@ -1,7 +1,6 @@
 """Diffuse a location over a network: ``geopriv.diffuse_locations`` from one person to everyone connected to her."""
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pandas as pd
@@ -23,26 +22,13 @@ from qgis.core import (
 
 from geopriv.network import ExponentialEpsilon
 from geopriv.parsing import parse_epsilon_table
+from geopriv.people import people_ids
 
 from .base import BOUNDS_LABEL, GRID_LABEL, TYPE_POINTS, GeoprivAlgorithm, library_default
 from .layers import feature_for, fields_for, to_qgis
 
 TYPE_LINES = QgsProcessing.TypeVectorLine
 TYPE_TABLES = QgsProcessing.TypeVector  # any vector layer, with or without geometry (a CSV table)
-
-def as_ids(values, labels: pd.Index):
-    """Values (text or numbers) as ids of the people's kind: whole numbers (feature ids, integer fields) or text.
-
-    Returns (ids, positions of the values that are not whole numbers or are empty).
-    """
-    text = pd.Series(["" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v).strip() for v in values],
-                     dtype=object)
-    if pd.api.types.is_integer_dtype(labels.dtype):
-        num = pd.to_numeric(text, errors="coerce")
-        bad = (num.isna() | (num % 1 != 0)).to_numpy()
-        return num.fillna(-1).astype("int64").to_numpy(), np.flatnonzero(bad)
-    return text.to_numpy(dtype=object), np.flatnonzero((text == "").to_numpy())
-
 
 class Diffuse(GeoprivAlgorithm):
     NAME = "diffuse"
@@ -239,24 +225,14 @@ empty for a real release.</p>"""
         gdf = data.gdf
         if not field:
             return data, gdf, "feature ids"
-        ids = gdf[field]
-        if ids.isna().any():
-            raise self.fail(f"the id field '{field}' is empty at {int(ids.isna().sum())} feature(s) (feature ids "
-                            f"{', '.join(str(i) for i in gdf.index[ids.isna()][:5])}); every person needs an id.")
-        if pd.api.types.is_float_dtype(ids.dtype) and bool((ids % 1 == 0).all()):
-            ids = ids.astype("int64")
-        elif not pd.api.types.is_integer_dtype(ids.dtype):
-            ids = ids.map(lambda v: str(v).strip())
-        if ids.duplicated().any():
-            raise self.fail(f"the id field '{field}' has {int(ids.duplicated().sum())} duplicate value(s); every "
-                            "person needs their own id.")
-        gdf = gdf.drop(columns=[field])
-        gdf.index = pd.Index(ids.to_numpy(), name=field)
+        from geopriv.people import index_people
+
+        gdf = index_people(gdf, field, rows="feature(s)", labels="feature ids")
         return data, gdf, f"values of the id field '{field}'"
 
     def source(self, parameters, context, labels, described):
         text = self.parameterAsString(parameters, self.SOURCE, context).strip()
-        ids, bad = as_ids([text], labels)
+        ids, bad = people_ids([text], labels)
         if len(bad) or ids[0] not in labels:
             raise self.fail(f"source '{text}' is not a person of the people layer (the ids are {described}).")
         return ids[0]
@@ -290,7 +266,7 @@ empty for a real release.</p>"""
         table = self.read_layer(parameters, self.EDGES, context, feedback, columns=names, progress=(10.0, 20.0)).gdf
         out = {}
         for key, name in zip(("from", "to"), names):
-            ids, bad = as_ids(table[name].tolist(), labels)
+            ids, bad = people_ids(table[name].tolist(), labels)
             if len(bad):
                 raise self.fail(f"the network table's field '{name}' is empty or not a whole number at "
                                 f"{len(bad)} feature(s) (feature ids {', '.join(str(i) for i in table.index[bad][:5])})"
