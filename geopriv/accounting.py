@@ -55,14 +55,36 @@ class BudgetAccountant:
         Names used in error messages and :meth:`to_frame` (trace ids, user ids).  Default:
         a single unnamed budget (``labels=[None]``) when ``total`` is a number, else 0..n-1.
 
+    Raises
+    ------
+    geopriv.exceptions.ParameterError
+        If a total is not finite and > 0, ``total`` does not give one number per label, or
+        there is no label.
+
+    See Also
+    --------
+    BudgetStore : Lifetime budgets per person, kept in a database across sessions.
+    DiffusionLedger : What graded releases over a network cost (a path costs its largest epsilon).
+    BudgetExceededError : Raised when a release would overspend; nothing is recorded.
+
     Examples
     --------
-    >>> acc = BudgetAccountant(1.0)
+    >>> acc = geopriv.BudgetAccountant(1.0)
     >>> acc.spend(0.4); acc.spend(0.5)
-    >>> float(acc.remaining[0])                                        # doctest: +ELLIPSIS
+    >>> float(acc.remaining[0])
     0.09999...
-    >>> acc.spend(0.2)                                                # doctest: +SKIP
-    BudgetExceededError: ...
+    >>> try:
+    ...     acc.spend(0.2)
+    ... except geopriv.BudgetExceededError as exc:
+    ...     print(type(exc).__name__)
+    BudgetExceededError
+
+    One budget per trace, spent for several traces at once (all or nothing):
+
+    >>> acc = geopriv.BudgetAccountant([0.02, 0.01], labels=["trace a", "trace b"])
+    >>> acc.spend([0.005, 0.005])
+    >>> acc.to_frame()["remaining"].round(6).tolist()
+    [0.015, 0.005]
     """
 
     def __init__(self, total, labels: Iterable | None = None):
@@ -253,10 +275,45 @@ class DiffusionLedger:
         Budget per source and value column (epsilon per unit of the value).  Default: ``total``
         (give it explicitly: the units differ).
 
+    Raises
+    ------
+    geopriv.exceptions.ParameterError
+        If ``total`` or ``value_total`` is not finite and > 0.
+
+    See Also
+    --------
+    diffuse_locations : A location (or value) released to a network, charged to a ledger (``ledger=``).
+    DiffusionPath : The secret path whose largest epsilon is charged.
+    BudgetAccountant : Budgets that add up release by release.
+
     Notes
     -----
     The ledger recognises a path by :meth:`~geopriv.mechanisms.diffusion.DiffusionPath.fingerprint`
     (a SHA-256 of its noise and binding); it keeps no path and :meth:`to_frame` shows no fingerprint.
+
+    Examples
+    --------
+    A path answering recipients up to 0.02 per ground metre costs 0.02; extending the same path
+    to 0.03 costs only the increase:
+
+    >>> ledger = geopriv.DiffusionLedger(total=0.05)
+    >>> path = geopriv.DiffusionPath.sample(2, eps_max=0.02, eps_min=0.001, rng=1)
+    >>> ledger.record("ann", 0.02, None, path)
+    0.02
+    >>> wider = path.extend_up(0.03, rng=2)
+    >>> round(ledger.record("ann", 0.03, path, wider), 6)
+    0.01
+    >>> ledger.spent("ann")
+    0.03
+
+    A fresh path is an independent release, charged in full, and refused before any noise is
+    drawn when it would overspend:
+
+    >>> try:
+    ...     ledger.check("ann", 0.04)
+    ... except geopriv.BudgetExceededError as exc:
+    ...     print(type(exc).__name__)
+    BudgetExceededError
     """
 
     def __init__(self, total: float | None = None, value_total: float | None = None):
