@@ -715,13 +715,50 @@ class BudgetStore:
     timeout : float
         Seconds to wait for another process's transaction before giving up (default 30).
 
+    Raises
+    ------
+    geopriv.BudgetStoreError
+        If the store is missing (and ``create`` is False), not a geopriv budget store, damaged,
+        written by a newer geopriv, locked past ``timeout`` or read-only.  Nothing is modified.
+    geopriv.exceptions.ParameterError
+        If ``timeout`` is not a positive number of seconds.
+
+    See Also
+    --------
+    BudgetAccountant : Budgets in memory, for one session.
+    BudgetExceededError : Raised when a release would exceed a person's lifetime budget.
+    BudgetStoreError : Raised when the store cannot be used.
+    perturb : Charges a store with ``budget_store=`` and ``person=``.
+
     Examples
     --------
-    >>> import math, geopriv
-    >>> store = geopriv.BudgetStore("sqlite:///budgets.db", create=True)          # doctest: +SKIP
-    >>> store.grant(math.log(4) / 50, unit="epsilon/m")    # everyone: ln 4 within 50 m, for life  # doctest: +SKIP
-    >>> out = gdf.priv.perturb(level=math.log(4), radius=200, budget_store=store, person="pid")  # doctest: +SKIP
-    >>> store.balances()                                                         # doctest: +SKIP
+    A store in a SQLite file, everyone granted ln 4 within 100 m for life (epsilon per ground
+    metre); a release at ln 4 within 200 m spends half of it:
+
+    >>> store = geopriv.BudgetStore("sqlite:///budgets.db", create=True)
+    >>> store.grant(math.log(4) / 100, unit="epsilon/m")
+    >>> gdf = gpd.GeoDataFrame({"pid": ["ann", "bob"]}, crs="EPSG:32650",
+    ...                        geometry=gpd.points_from_xy([500000, 500100], [4400000, 4400050]))
+    >>> out = geopriv.perturb(gdf, level=math.log(4), radius=200, budget_store=store, person="pid", rng=1)
+    >>> store.balances()[["person", "unit", "spent", "remaining"]].round(4)
+      person       unit   spent  remaining
+    0    ann  epsilon/m  0.0069     0.0069
+    1    bob  epsilon/m  0.0069     0.0069
+
+    A release that would overspend is refused before any noise is drawn, and charges nothing:
+
+    >>> try:
+    ...     geopriv.perturb(gdf, level=math.log(4), radius=100, budget_store=store, person="pid", rng=2)
+    ... except geopriv.BudgetExceededError as exc:
+    ...     print(type(exc).__name__, exc.fix.kind)
+    BudgetExceededError budget_exhausted
+    >>> store.close()
+
+    The budgets outlive the session: the file is opened again (without ``create``) later.
+
+    >>> with geopriv.BudgetStore("budgets.db") as store:
+    ...     print(store.balances()["spent"].round(4).tolist())
+    [0.0069, 0.0069]
     """
 
     def __init__(self, url, *, create: bool = False, timeout: float = 30.0):
