@@ -115,17 +115,25 @@ def show_versions(file: IO[str] | None = None) -> None:
 
     See Also
     --------
-    geopandas.show_versions : the same for GeoPandas.
+    geopandas.show_versions : The same for GeoPandas.
 
     Examples
     --------
-    >>> import geopriv
-    >>> geopriv.show_versions()  # doctest: +SKIP
+    >>> geopriv.show_versions()
     <BLANKLINE>
     SYSTEM INFO
     -----------
-    geopriv    : 0.1.0
-    ...
+    geopriv    : ...
+    GEOS, PROJ, GDAL INFO
+    ---------------------
+    GEOS (shapely)     : ...
+
+    Or into a file, to attach to the report:
+
+    >>> with open("versions.txt", "w") as f:
+    ...     geopriv.show_versions(file=f)
+    >>> open("versions.txt").read().splitlines()[1]
+    'SYSTEM INFO'
     """
     out = sys.stdout if file is None else file
     for section, values in versions().items():
