@@ -8,12 +8,12 @@ and any coalition of recipients learns no more than its closest member.  Distanc
 (:func:`geopriv.release.release_diffusion`); the budget is charged by
 :class:`~geopriv.accounting.DiffusionLedger` (a path costs its largest epsilon).
 
-What is published, and in which order
--------------------------------------
-One row per recipient: its index label, its network distance (the graph is public), its
-epsilon and its answer.  The rows are in the order of the recipients' index labels (sorted;
-labels of mixed types by type name, then value), a function of public information only: the
-input's row order (often spatial: FlatGeobuf files are Hilbert-sorted) is never published.
+Notes
+-----
+What is published, and in which order: one row per recipient, with its index label, its network
+distance (the graph is public), its epsilon and its answer.  The rows are in the order of the
+recipients' index labels (sorted; labels of mixed types by type name, then value), a function of
+public information only: the input's row order (often spatial: FlatGeobuf files are Hilbert-sorted) is never published.
 Because the labels themselves and their order are published, an index assigned in spatial
 order (or holding coordinates) is refused with :class:`~geopriv.exceptions.LocationAttributeError`
 by :func:`geopriv.attributes.check_location_attributes` run on the rows in label order;
@@ -129,7 +129,19 @@ def network_distances(data, graph, source, *, distance: str = "hops", tolerance:
     Returns
     -------
     pandas.Series
-        ``distance``, indexed like ``data``.
+        ``distance``, indexed like ``data``: hops (a whole number) or ohms of unit resistors.
+
+    Raises
+    ------
+    geopriv.GeoprivError
+        If ``distance`` is unknown, the graph names nodes that are not rows of ``data``, or
+        ``source`` is not a node of the graph.
+
+    See Also
+    --------
+    diffuse_locations : A location released to every row, graded by this distance.
+    hop_distance : Hops from a node of a network.
+    resistance_distance : Effective resistance from a node of a network.
 
     Notes
     -----
@@ -144,6 +156,22 @@ def network_distances(data, graph, source, *, distance: str = "hops", tolerance:
     * scipy sparse matrix: an entry is the weight; duplicate COO entries add up.
 
     De-duplicate the input (or give it weights) when this matters for your resistance distances.
+
+    Examples
+    --------
+    Four people (UTM zone 50N, metres) and who knows whom, as an edge list of index labels:
+
+    >>> people = gpd.GeoDataFrame(index=["ann", "bob", "cat", "dan"], crs="EPSG:32650",
+    ...                           geometry=gpd.points_from_xy([500300, 500000, 500900, 500100],
+    ...                                                       [4400100, 4400600, 4400200, 4400000]))
+    >>> edges = [("ann", "bob"), ("bob", "cat"), ("ann", "cat"), ("cat", "dan")]
+    >>> geopriv.network_distances(people, edges, "ann").tolist()
+    [0.0, 1.0, 1.0, 2.0]
+
+    Effective resistance counts the two routes from ann to bob (1 and 2 edges): 2/3.
+
+    >>> geopriv.network_distances(people, edges, "ann", distance="resistance").round(3).tolist()
+    [0.0, 0.667, 0.667, 1.667]
     """
     if distance not in DISTANCES:
         raise GeoprivError(f"distance must be 'hops' or 'resistance', got {distance!r}.")
@@ -233,16 +261,31 @@ def diffuse_locations(
         again.
     rng : None, int, SeedSequence or Generator
         ``None`` (default): OS entropy.
-    bounds, grid, max_distortion
-        The public study area, lattice and CRS handling, as in :func:`geopriv.perturb` (the
-        path needs a plane: longitude/latitude data need ``bounds=``).  The lattice step follows
-        the largest epsilon.  ``bounds=`` that any row's point touches on two edges (the data's
-        own extent) are refused.  With ``value``, ``grid`` is the lattice step in units of the
-        value ("auto": ``min(1, 1 / (20 epsilon_max))``) and ``bounds`` and ``max_distortion``
-        are not used.
+    bounds : (xmin, ymin, xmax, ymax), optional
+        The public study area in the data's CRS, as in :func:`geopriv.perturb` (the path needs
+        a plane: longitude/latitude data need ``bounds=``).  ``bounds=`` that any row's point
+        touches on two edges (the data's own extent) are refused.  Not used with ``value``.
+    grid : "auto" or float
+        The public lattice step in ground metres, as in :func:`geopriv.perturb`; "auto" follows
+        the largest epsilon.  With ``value``, the step in units of the value ("auto":
+        ``min(1, 1 / (20 epsilon_max))``).
+    max_distortion : float
+        Largest scale variation of a projected CRS over the public area for which it is used as
+        is, as in :func:`geopriv.perturb`.  Not used with ``value``.
     ledger : DiffusionLedger, optional
         Charged before any noise is drawn (refuses an overspend); a path costs its largest
         epsilon, kept per source and per released quantity (location, or each value column).
+    on_unreachable : {"warn", "raise", "ignore"}
+        Rows not connected to the source (or not in the graph) get no answer; by default a
+        warning names them.
+    tolerance : float
+        Matching of line ends to points, in CRS units (line networks only): see
+        :func:`geopriv.network.as_network`.
+    weight : column label or array, optional
+        Edge weights (conductances); default every edge 1.
+    keep : iterable, optional
+        ``("<index>",)`` publishes the recipients' labels even though they are in spatial order
+        (for labels that are public anyway).  Nothing else can be kept: no column is released.
     budget_store : geopriv.BudgetStore or str, optional
         A persistent store of lifetime budgets (or its URL).  The source's person is charged,
         before any noise is drawn, the path's largest effective epsilon (per ground metre for a
@@ -251,14 +294,6 @@ def diffuse_locations(
     person : column label, optional
         The column of stable person ids; the source row's id is charged.  Default: the source's
         index label.
-    on_unreachable : {"warn", "raise", "ignore"}
-        Rows not connected to the source (or not in the graph) get no answer; by default a
-        warning names them.
-    tolerance, weight
-        Matching of line ends to points, and edge weights (conductances): see :func:`geopriv.network.as_network`.
-    keep : iterable, optional
-        ``("<index>",)`` publishes the recipients' labels even though they are in spatial order
-        (for labels that are public anyway).  Nothing else can be kept: no column is released.
 
     Returns
     -------
@@ -276,6 +311,52 @@ def diffuse_locations(
         ``path`` was made for another source, value, column, dimension or frame.
     geopriv.exceptions.LocationAttributeError
         The index labels (published) are in spatial order or hold coordinates.
+    geopriv.BudgetExceededError
+        The ``ledger`` or the ``budget_store`` cannot afford the largest epsilon; nothing was drawn.
+    geopriv.GeoprivError
+        ``source`` is not a row label, the labels are not unique, the graph names nodes that are
+        not rows, or nobody is connected to the source.
+
+    Warns
+    -----
+    geopriv.network.UnreachableRecipientsWarning
+        Rows not connected to the source get no answer (``on_unreachable="warn"``).
+
+    See Also
+    --------
+    network_distances : The network distances the epsilons are a function of.
+    epsilon_of_distance : Checks and evaluates the epsilon function.
+    diffuse : The same release for a value given as numbers, without a GeoDataFrame.
+    DiffusionLedger : What graded releases cost, per source (a path costs its largest epsilon).
+    perturb : One epsilon for everybody: an independent release per point.
+
+    Examples
+    --------
+    Four people and who knows whom; ann's location goes to the others at ln 4 within 200 m for
+    her friends, within 400 m for friends of friends (epsilon per ground metre):
+
+    >>> people = gpd.GeoDataFrame(index=["ann", "bob", "cat", "dan"], crs="EPSG:32650",
+    ...                           geometry=gpd.points_from_xy([500300, 500000, 500900, 500100],
+    ...                                                       [4400100, 4400600, 4400200, 4400000]))
+    >>> edges = [("ann", "bob"), ("bob", "cat"), ("ann", "cat"), ("cat", "dan")]
+    >>> out, path = geopriv.diffuse_locations(people, lambda d: math.log(4) / (200 * d), source="ann", graph=edges,
+    ...                                       bounds=(499000, 4399000, 502000, 4402000), rng=1)
+    >>> out[["network_distance", "epsilon_per_m"]].round(5)
+         network_distance  epsilon_per_m
+    bob               1.0        0.00693
+    cat               1.0        0.00693
+    dan               2.0        0.00347
+    >>> path  # SECRET: keep it with the data owner, to answer later recipients consistently
+    DiffusionPath(dim=2, eps_min=0.0034..., eps_max=0.0069..., bound=True, <secret noise path: values not shown>)
+
+    A value instead of the location (an infection bit, epsilon per unit of the value),
+    projected to 0 or 1:
+
+    >>> people["infected"] = [1, 0, 0, 1]
+    >>> answers, _ = geopriv.diffuse_locations(people, lambda d: 2.0 / d, source="ann", graph=edges,
+    ...                                        value="infected", support=[0, 1], rng=1)
+    >>> answers.columns.tolist()
+    ['network_distance', 'epsilon', 'response']
     """
     if not isinstance(data, gpd.GeoDataFrame):
         raise ParameterTypeError("diffuse_locations needs a GeoDataFrame of the people (one point per row).")
