@@ -491,6 +491,58 @@ class DiffusionPath:
     :func:`diffuse` refuse any other use with :class:`~geopriv.exceptions.PathBindingError`:
     the same noise on two different values would publish their exact difference.  Extensions,
     pickles and saved files keep the binding.
+
+    Parameters
+    ----------
+    dim : int
+        Dimension n of the private value (1 for a number or a bit, 2 for a location).
+    eps_min, eps_max : float
+        The range of privacy levels the path answers (finite, > 0, ``eps_min <= eps_max``).
+    levels : array_like
+        The jump levels, strictly increasing inside ``(eps_min, eps_max]``.
+    values : array_like
+        The noise on each piece between jumps, shape ``(len(levels) + 1, dim)``.
+    binding : dict, optional
+        What the path answers (as :meth:`bind` makes it); given with ``key`` or not at all.
+    key : bytes, optional
+        The 32-byte commitment key of the binding.
+
+    Raises
+    ------
+    geopriv.GeoprivError
+        If the levels, values, range or binding are inconsistent.
+
+    See Also
+    --------
+    diffuse : Answers for one private value at many privacy levels, from one path.
+    diffuse_locations : A location released to a network, graded by distance.
+    DiffusionLedger : What paths cost (each its largest epsilon).
+
+    Notes
+    -----
+    The constructor checks a path given as arrays (as :meth:`load` reads one); build a path
+    with :meth:`sample` (or let :func:`diffuse` draw one).
+
+    Examples
+    --------
+    >>> path = geopriv.DiffusionPath.sample(1, eps_max=15.0, eps_min=0.5, rng=1)
+    >>> path  # its repr never shows the noise
+    DiffusionPath(dim=1, eps_min=0.5, eps_max=15, bound=False, <secret noise path: values not shown>)
+    >>> path.noise([0.5, 15.0]).round(3).tolist()  # SECRET: the noise at two levels
+    [[0.192], [-0.008]]
+
+    Extending it keeps every earlier answer:
+
+    >>> wider = path.extend_up(30.0, rng=2)
+    >>> bool((wider.noise([0.5, 15.0]) == path.noise([0.5, 15.0])).all())
+    True
+
+    Saved (a SECRET file, owner-only) and loaded with its checksum verified:
+
+    >>> path.save("path.npz")
+    'path.npz'
+    >>> geopriv.DiffusionPath.load("path.npz").fingerprint() == path.fingerprint()
+    True
     """
 
     __slots__ = ("_binding", "_dim", "_eps_max", "_eps_min", "_key", "_levels", "_values")
@@ -904,7 +956,7 @@ def _walk_down(dim: int, top: np.ndarray, eps_low: float, eps_high: float, gen: 
 # --------------------------------------------------------------------------------------------
 
 def diffuse(value, epsilons, rng=None, *, path: DiffusionPath | None = None):
-    """Answers for one private value to recipients at privacy levels ``epsilons``, from one path.
+    """Answer recipients at privacy levels ``epsilons`` about one private value, from one path.
 
     Recipient i gets ``value + V_{epsilons[i]}``: alone it is ``epsilons[i]``-private; any
     group of recipients together is ``max(epsilons of the group)``-private (module note).
@@ -932,6 +984,37 @@ def diffuse(value, epsilons, rng=None, *, path: DiffusionPath | None = None):
         Shape ``(len(epsilons),)`` for a scalar value, ``(len(epsilons), dim)`` for a vector.
     path : DiffusionPath
         The (possibly extended) SECRET path; keep it to answer later recipients.
+
+    Raises
+    ------
+    geopriv.GeoprivError
+        If ``value`` is not finite numbers, or a level is not finite and > 0.
+    geopriv.exceptions.PathBindingError
+        If ``path`` was made for another value (or dimension).
+
+    See Also
+    --------
+    diffuse_locations : The same release for a row of a GeoDataFrame, graded by network distance.
+    DiffusionPath : The secret path of the answers.
+    project_discrete : Answers projected to a finite set of values.
+    DiffusionLedger : What paths cost (each its largest epsilon).
+
+    Examples
+    --------
+    A private number told to three recipients at 0.5, 2 and 15 per unit of the value:
+
+    >>> answers, path = geopriv.diffuse(1.0, [0.5, 2.0, 15.0], rng=1)
+    >>> answers.round(3).tolist()
+    [1.192, 1.098, 0.992]
+
+    A later recipient at 30 is answered from the same path (the path is extended exactly), and
+    a level asked again gets the same answer: together they are only 30-private.
+
+    >>> more, path = geopriv.diffuse(1.0, [2.0, 30.0], rng=2, path=path)
+    >>> more.round(3).tolist()
+    [1.098, 1.011]
+    >>> path.eps_max
+    30.0
     """
     scalar = np.ndim(value) == 0
     try:
@@ -980,7 +1063,31 @@ def project_discrete(responses, support) -> np.ndarray:
 
     Returns
     -------
-    numpy.ndarray, same shape as ``responses``, each row an element of ``support``.
+    numpy.ndarray
+        Same shape as ``responses``, each row (or number) an element of ``support``.
+
+    Raises
+    ------
+    geopriv.GeoprivError
+        If the shapes of ``responses`` and ``support`` do not match, ``support`` is empty, or
+        either is not finite.
+
+    See Also
+    --------
+    diffuse : Answers to project.
+    diffuse_locations : Projects value answers with ``support=``.
+
+    Examples
+    --------
+    Noisy answers about a bit, projected to 0 or 1:
+
+    >>> geopriv.project_discrete([0.2, 0.7, -1.3, 2.4], [0, 1]).tolist()
+    [0.0, 1.0, 0.0, 1.0]
+
+    Vectors, projected to the nearest corner of the unit square:
+
+    >>> geopriv.project_discrete([[0.2, 0.9], [1.4, -0.3]], [[0, 0], [0, 1], [1, 0], [1, 1]]).tolist()
+    [[0.0, 1.0], [1.0, 0.0]]
     """
     y = np.asarray(responses, dtype=float)
     s = np.asarray(support, dtype=float)
