@@ -399,7 +399,8 @@ def hop_distance(graph, source, **graph_options) -> pd.Series:
 
     Parameters
     ----------
-    graph : any form accepted by :func:`as_network`
+    graph : networkx graph, scipy.sparse matrix, edge list, GeoDataFrame of lines, or Network
+        The network, in any form accepted by :func:`as_network`.
     source : hashable
         The label of the node that owns the data.
     **graph_options
@@ -408,7 +409,34 @@ def hop_distance(graph, source, **graph_options) -> pd.Series:
 
     Returns
     -------
-    pandas.Series of float indexed by node label, named ``"hops"``.
+    pandas.Series
+        Hops (float; ``inf``: not connected) indexed by node label, named ``"hops"``.
+
+    Raises
+    ------
+    geopriv.exceptions.NetworkError
+        If the graph cannot be used, or ``source`` is not one of its nodes.
+
+    See Also
+    --------
+    resistance_distance : A smoother distance that counts every path.
+    network_distances : Either distance from a row of a GeoDataFrame to every row.
+    epsilon_of_distance : A privacy level per distance.
+
+    Examples
+    --------
+    >>> edges = [("ann", "bob"), ("bob", "cat"), ("ann", "cat"), ("cat", "dan")]
+    >>> geopriv.hop_distance(edges, "ann")
+    ann    0.0
+    bob    1.0
+    cat    1.0
+    dan    2.0
+    Name: hops, dtype: float64
+
+    A node named in ``nodes=`` but on no edge is not connected:
+
+    >>> geopriv.hop_distance(edges, "ann", nodes=["ann", "bob", "cat", "dan", "eve"]).tolist()
+    [0.0, 1.0, 1.0, 2.0, inf]
     """
     net = as_network(graph, **graph_options)
     s = net.index_of(source)
@@ -424,15 +452,51 @@ def resistance_distance(graph, source, *, method: str = "sparse", **graph_option
     ``method="dense"``: the paper's ``Gamma_ss + Gamma_jj - 2 Gamma_sj`` with a dense
     pseudo-inverse of the component's Laplacian (O(N^3); a reference for small graphs).
 
+    Parameters
+    ----------
+    graph : networkx graph, scipy.sparse matrix, edge list, GeoDataFrame of lines, or Network
+        The network, in any form accepted by :func:`as_network`.
+    source : hashable
+        The label of the node that owns the data.
+    method : {"sparse", "dense"}
+        Sparse selected inversion (default), or a dense pseudo-inverse (small graphs).
+    **graph_options
+        ``nodes=``, ``points=``, ``tolerance=``, ``weight=`` for :func:`as_network` (weights
+        are conductances: an edge of weight 2 is a resistor of 1/2).
+
     Returns
     -------
-    pandas.Series of float indexed by node label, named ``"resistance"``.
+    pandas.Series
+        Effective resistance (float, in units of one edge's resistance; ``inf``: not connected)
+        indexed by node label, named ``"resistance"``.
 
     Raises
     ------
     NetworkError
         The graph cannot be used, or its weights span a range too wide for float64 (the
         Laplacian is numerically singular): the message says how to rescale them.
+    geopriv.exceptions.ParameterError
+        If ``method`` is not "sparse" or "dense".
+
+    See Also
+    --------
+    hop_distance : The number of edges on a shortest path.
+    network_distances : Either distance from a row of a GeoDataFrame to every row.
+    diffuse_over_network : Answers graded by either distance.
+
+    Examples
+    --------
+    Two routes join ann and bob (one edge, and two through cat): resistances 1 and 2 in parallel, 2/3.
+
+    >>> edges = [("ann", "bob"), ("bob", "cat"), ("ann", "cat"), ("cat", "dan")]
+    >>> geopriv.resistance_distance(edges, "ann").round(3)
+    ann    0.000
+    bob    0.667
+    cat    0.667
+    dan    1.667
+    Name: resistance, dtype: float64
+    >>> geopriv.resistance_distance(edges, "ann", method="dense").round(3).tolist()
+    [0.0, 0.667, 0.667, 1.667]
     """
     if method not in ("sparse", "dense"):
         raise ParameterError(f"method must be 'sparse' or 'dense', got {method!r}.")
@@ -673,14 +737,47 @@ def epsilon_of_distance(spec, *, kind: str = "linear") -> EpsilonSchedule:
         (``eps_i`` on ``[d_i, d_{i+1})``).  Either way the first epsilon applies below the
         first distance and the last beyond the last distance.
 
-    Every evaluation checks that epsilon is finite, > 0 and non-increasing in distance over
-    the distances asked (a farther recipient must not get a more accurate answer); a table is
-    checked when it is built.
+    Returns
+    -------
+    EpsilonSchedule
+        A callable from an array of finite distances to epsilons (per ground metre for a
+        location, per unit of a value).  Every evaluation checks that epsilon is finite, > 0 and
+        non-increasing in distance over the distances asked (a farther recipient must not get a
+        more accurate answer); a table is checked when it is built.
 
     Raises
     ------
     GeoprivError
         An increasing or non-positive epsilon, a malformed table, an infinite distance.
+
+    See Also
+    --------
+    diffuse_over_network : Answers graded by an epsilon function of distance.
+    diffuse_locations : A location released to a network, graded the same way.
+    hop_distance : Distances in hops.
+
+    Examples
+    --------
+    The paper's Facebook example, exp(4 - 3.3 d) per unit of the value:
+
+    >>> schedule = geopriv.epsilon_of_distance(lambda d: np.exp(-3.3 * d + 4))
+    >>> schedule([1, 2, 3]).round(3).tolist()
+    [2.014, 0.074, 0.003]
+
+    A table, interpolated linearly, or piecewise constant:
+
+    >>> geopriv.epsilon_of_distance({1: 2.0, 3: 0.5})([0, 1, 2, 4]).tolist()
+    [2.0, 2.0, 1.25, 0.5]
+    >>> geopriv.epsilon_of_distance({1: 2.0, 3: 0.5}, kind="step")([0, 1, 2, 4]).tolist()
+    [2.0, 2.0, 2.0, 0.5]
+
+    A farther recipient must not get a more accurate answer:
+
+    >>> try:
+    ...     geopriv.epsilon_of_distance(lambda d: 0.1 * d)([1, 2])
+    ... except geopriv.GeoprivError as exc:
+    ...     print(type(exc).__name__)
+    ParameterError
     """
     if isinstance(spec, EpsilonSchedule):
         return spec
@@ -747,17 +844,24 @@ def diffuse_over_network(graph, source, value, epsilon, *, distance: str = "hops
                          **graph_options) -> NetworkDiffusion:
     """Answer every node reachable from ``source`` with ``value + V_{eps(d_j)}`` from one path.
 
+    Each recipient alone is ``eps(d_j)``-private; any coalition is ``max eps``-private.
+
     Parameters
     ----------
-    graph : any form accepted by :func:`as_network`
+    graph : networkx graph, scipy.sparse matrix, edge list, GeoDataFrame of lines, or Network
+        The (public) network, in any form accepted by :func:`as_network`.
     source : hashable
         The node that owns ``value``; it gets no answer itself.
     value : float or 1-D array_like
-        The private value.
+        The private value (a number, a bit as 0/1, a location in metres).
     epsilon : callable, table or EpsilonSchedule
-        Passed to :func:`epsilon_of_distance`.
+        The privacy level per unit of the value as a non-increasing function of the network
+        distance; passed to :func:`epsilon_of_distance`.
     distance : {"hops", "resistance"}
+        Shortest-path hops (:func:`hop_distance`) or effective resistance
+        (:func:`resistance_distance`).
     rng : None, int, SeedSequence or Generator
+        Randomness of the path (``None``: OS entropy, for real releases).
     path : DiffusionPath, optional
         The secret path already used for this value (extended exactly if needed).
     on_unreachable : {"warn", "raise", "ignore"}
@@ -765,7 +869,41 @@ def diffuse_over_network(graph, source, value, epsilon, *, distance: str = "hops
     **graph_options
         ``nodes=``, ``points=``, ``tolerance=``, ``weight=`` for :func:`as_network`.
 
-    Each recipient alone is ``eps(d_j)``-private; any coalition is ``max eps``-private.
+    Returns
+    -------
+    NetworkDiffusion
+        ``recipients``, their ``responses``, ``distances`` and ``epsilons`` (in the same order),
+        the ``unreachable`` nodes, and the SECRET ``path`` (keep it to answer later recipients).
+
+    Raises
+    ------
+    geopriv.exceptions.NetworkError
+        If the graph cannot be used, or nodes are unreachable with ``on_unreachable="raise"``.
+    geopriv.exceptions.ParameterError
+        If ``distance`` or ``on_unreachable`` is unknown, or the epsilon function increases.
+
+    Warns
+    -----
+    geopriv.network.UnreachableRecipientsWarning
+        Nodes not connected to the source get no answer (``on_unreachable="warn"``).
+
+    See Also
+    --------
+    diffuse_locations : The same release for a row of a GeoDataFrame (a location or a column).
+    diffuse : Answers at given privacy levels, without a network.
+    epsilon_of_distance : The privacy level as a function of distance.
+
+    Examples
+    --------
+    A private number told to ann's network, at 2 per unit for friends and 1 for friends of
+    friends:
+
+    >>> edges = [("ann", "bob"), ("bob", "cat"), ("ann", "cat"), ("cat", "dan")]
+    >>> result = geopriv.diffuse_over_network(edges, "ann", 1.0, lambda d: 2.0 / d, rng=1)
+    >>> list(result.recipients), result.epsilons.tolist()
+    (['bob', 'cat', 'dan'], [2.0, 2.0, 1.0])
+    >>> result.responses.round(3).tolist()  # the same level, the same answer
+    [0.942, 0.942, 1.791]
     """
     if on_unreachable not in ("warn", "raise", "ignore"):
         raise ParameterError(f"on_unreachable must be 'warn', 'raise' or 'ignore', got {on_unreachable!r}.")
