@@ -171,10 +171,40 @@ def aggregate(
         Rows without a person id.
     ParameterError
         No public area for a grid, too many cells, a bad epsilon.
+    BudgetExceededError
+        A person in ``budget_store`` cannot afford ``epsilon``; nothing was drawn.
+
+    Warns
+    -----
+    LowUtilityWarning
+        The noise swamps the counts (larger cells, a smaller area or a larger epsilon help).
+
+    See Also
+    --------
+    heatmap : The same release on a square grid, as a raster.
+    flows : Private origin-destination counts between public regions.
+    perturb : A noisy location per point instead of counts.
 
     Examples
     --------
-    >>> counts = deaths.priv.aggregate(1.0, cells=100, bounds=(-16500, 6710000, -15500, 6711000))  # doctest: +SKIP
+    The Soho cholera deaths (Web Mercator) in 100 m cells (ground metres) of a public study area,
+    the whole map 1-differentially private:
+
+    >>> deaths = gpd.read_file("soho_cholera.gpkg", layer="deaths")
+    >>> counts = geopriv.aggregate(deaths, 1.0, cells=100, bounds=(-15800, 6711900, -14600, 6713300), rng=1)
+    >>> len(counts), counts.columns.tolist()
+    (72, ['cell', 'count', 'expected_error', 'geometry'])
+    >>> counts.nlargest(3, "count")[["cell", "count", "expected_error"]].round(2)
+        cell  count  expected_error
+    36    36     37            1.56
+    34    34     36            1.56
+    35    35     34            1.56
+
+    The same in the cells of a public region (a polygon layer):
+
+    >>> area = gpd.read_file("study_area.gpkg")
+    >>> len(geopriv.aggregate(deaths, 1.0, cells=100, region=area, rng=1))
+    72
     """
     if is_dask(data):
         return lazy("aggregate")(data, epsilon, cells=cells, user=user, max_per_user=max_per_user, bounds=bounds,
@@ -191,7 +221,9 @@ def aggregate(
 class Heatmap:
     """A released heatmap: a north-up raster of counts (or densities per km²) over the public area.
 
-    Attributes
+    Made by :func:`heatmap` (immutable); its fields are public, like the release.
+
+    Parameters
     ----------
     values : numpy.ndarray
         ``(rows, cols)``: int32 counts (int64 when larger; the type's smallest value outside the
@@ -199,9 +231,32 @@ class Heatmap:
     expected_error : numpy.ndarray
         ``(rows, cols)`` float32, in the same unit as ``values`` (NaN outside the region).
     transform : affine.Affine
+        The raster's georeferencing: the north-west corner and the cell size, in CRS units.
     crs : pyproj.CRS
+        The CRS of the data and of the grid.
     record : dict
         The provenance record (public fields only).
+    unit : str
+        What ``values`` count: ``"count"`` or ``"count per km²"``.
+
+    Attributes
+    ----------
+    nodata : int or float
+        The value of cells outside the region: the integer type's smallest value, or NaN.
+
+    See Also
+    --------
+    heatmap : Releases a heatmap.
+    aggregate : The same counts as a GeoDataFrame of cells.
+
+    Examples
+    --------
+    >>> deaths = gpd.read_file("soho_cholera.gpkg", layer="deaths")
+    >>> hm = geopriv.heatmap(deaths, 1.0, resolution=100, bounds=(-15800, 6711900, -14600, 6713300), rng=1)
+    >>> type(hm).__name__, hm.values.shape, hm.unit, hm.values.dtype.name
+    ('Heatmap', (9, 8), 'count', 'int32')
+    >>> print(hm.to_raster("deaths_counts.tif"))  # band 1: the counts, band 2: their expected error
+    deaths_counts.tif
     """
 
     values: np.ndarray
@@ -271,23 +326,70 @@ def heatmap(
 
     Parameters
     ----------
-    data, epsilon, bounds, region, user, max_per_user, levels, nonnegative, rng, budget_store, person
-        As in :func:`aggregate`.
+    data : GeoDataFrame or GeoSeries of points
+        As in :func:`aggregate` (a projected CRS).  Never modified.
+    epsilon : float
+        Privacy loss of the whole heatmap (dimensionless), as in :func:`aggregate`.
     resolution : float
-        Cell size in metres (a projected CRS).
+        Cell size in ground metres (a projected CRS).
+    bounds : (xmin, ymin, xmax, ymax), optional
+        The public study area in the data's CRS, chosen without looking at the points.
+    region : shapely Polygon or GeoSeries/GeoDataFrame, optional
+        A public polygon: cells outside it are no data.
+    user : column label, optional
+        Person ids.  Default: every row is its own person.
+    max_per_user : int
+        Most rows counted per person (more are dropped at random, never by location).
     values : {"count", "density"}
         Released counts, or counts per km² (the same release divided by the cell area).
+    levels : "auto", int, False or list of weights
+        How epsilon is split over the hierarchy of cells, as in :func:`aggregate`.
+    nonnegative : bool
+        Release counts >= 0 that still add up (post-processing).
+    rng : None, int, SeedSequence or Generator
+        ``None`` (default): OS entropy.  A seed is for tests and demos (recorded as seeded).
     path : str or Path, optional
         Write a GeoTIFF there (atomically; an existing file is refused unless ``overwrite``).
+    overwrite : bool, default False
+        Replace an existing file at ``path``.
+    budget_store : geopriv.BudgetStore or str, optional
+        Charge every person ``epsilon`` once (unit ``"epsilon"``), before any noise is drawn.
+    person : column label, optional
+        The person ids charged when ``user`` is not given (default: the index labels).
 
     Returns
     -------
     Heatmap
+        The values and their expected error as ``(rows, cols)`` arrays, with the grid's
+        transform and CRS and the provenance record.
+
+    Raises
+    ------
+    ParameterError
+        A bad ``values``, ``resolution`` or epsilon, no public area, or ``path`` not a GeoTIFF
+        name.
+    GeometryError
+        Rows outside the public area (named by label).
+
+    See Also
+    --------
+    aggregate : The same counts as a GeoDataFrame of cells (also H3 cells, or polygons).
+    Heatmap : The released raster.
 
     Examples
     --------
-    >>> hm = geopriv.heatmap(deaths, 1.0, resolution=50, bounds=(-16500, 6710000, -15500, 6711000))  # doctest: +SKIP
-    >>> hm.to_raster("deaths_heatmap.tif")  # doctest: +SKIP
+    The Soho cholera deaths on a 100 m grid (ground metres), written as a GeoTIFF:
+
+    >>> deaths = gpd.read_file("soho_cholera.gpkg", layer="deaths")
+    >>> hm = geopriv.heatmap(deaths, 1.0, resolution=100, bounds=(-15800, 6711900, -14600, 6713300), rng=1,
+    ...                      path="deaths_heatmap.tif")
+    >>> hm.values.shape, hm.unit, int(hm.values.sum())
+    ((9, 8), 'count', 325)
+    >>> os.path.exists("deaths_heatmap.tif")
+    True
+    >>> geopriv.heatmap(deaths, 1.0, resolution=100, bounds=(-15800, 6711900, -14600, 6713300), rng=1,
+    ...                 values="density").unit
+    'count per km²'
     """
     if values not in ("count", "density"):
         raise ParameterError(f"values must be 'count' or 'density', got {values!r}.")
@@ -347,7 +449,7 @@ def flows(
     regions : GeoDataFrame or GeoSeries of polygons
         Public regions (districts, zones), in any CRS.  A trip end falls in the first region
         that holds it.
-    traj_id, time : column labels
+    traj_id, time : column label, optional
         The trip id and time stamp columns of trajectory points.
     user : column label, optional
         Person ids (constant within a trip).  Default: every trip is its own person.
@@ -358,8 +460,16 @@ def flows(
     outside : {"refuse", "drop"}
         Trips starting or ending outside every region: refused, naming the trips (default), or
         left out (a rule on each trip alone: the guarantee is unchanged).
-    levels, nonnegative, rng, budget_store, person
-        As in :func:`aggregate` (the hierarchy is pairs, origins, all trips).
+    levels : "auto", int, False or list of weights
+        How epsilon is split over the hierarchy (pairs, origins, all trips), as in :func:`aggregate`.
+    nonnegative : bool
+        Release counts >= 0 that still add up (post-processing).
+    rng : None, int, SeedSequence or Generator
+        ``None`` (default): OS entropy.  A seed is for tests and demos (recorded as seeded).
+    budget_store : geopriv.BudgetStore or str, optional
+        Charge every person ``epsilon`` once (unit ``"epsilon"``), before any noise is drawn.
+    person : column label, optional
+        The person ids charged when ``user`` is not given.
 
     Returns
     -------
@@ -368,10 +478,37 @@ def flows(
         ``expected_error`` and a LineString between the regions' representative points (zero
         length for trips within a region).  ``attrs["geopriv"]`` is the provenance record.
 
+    Raises
+    ------
+    GeometryError
+        Trips starting or ending outside every region (``outside="refuse"``), geometries that
+        are neither trajectory points nor LineStrings, or trips of several users.
+    MissingCRSError
+        The data has no CRS.
+    ParameterError
+        A bad epsilon or ``outside``.
+
+    See Also
+    --------
+    aggregate : Private counts of points per cell.
+    sanitize_traces : The trajectories themselves, within a budget per trace.
+
     Examples
     --------
-    >>> od = geopriv.flows(tracks, 1.0, regions=districts, traj_id="trip", time="t", user="person",
-    ...                    max_per_user=5)  # doctest: +SKIP
+    Five GeoLife trips in Beijing between two public zones (a trip runs from its earliest fix
+    to its latest):
+
+    >>> from shapely.geometry import box
+    >>> tracks = gpd.read_file("geolife_sample.gpkg")
+    >>> zones = gpd.GeoDataFrame({"zone": ["west", "east"]}, crs="EPSG:4326",
+    ...                          geometry=[box(116.2, 39.8, 116.45, 40.2), box(116.45, 39.8, 116.7, 40.2)])
+    >>> od = geopriv.flows(tracks, 3.0, regions=zones, traj_id="trajectory_id", time="t", region_id="zone", rng=1)
+    >>> od[["origin", "destination", "count"]]
+      origin destination  count
+    0   west        west      4
+    1   west        east      0
+    2   east        west      1
+    3   east        east      0
     """
     import shapely
 
