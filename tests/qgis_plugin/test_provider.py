@@ -36,6 +36,15 @@ def test_every_algorithm_is_described(provider):
             assert "(metres" in names, alg.id()
 
 
+def test_the_about_text_lists_every_algorithm(provider):
+    """The QGIS plugin repository shows metadata.txt's about text: it names every algorithm as the toolbox does."""
+    meta = configparser.ConfigParser()
+    meta.read(ROOT / "metadata.txt", encoding="utf-8")
+    about = meta["general"]["about"]
+    missing = [alg.displayName() for alg in provider.algorithms() if alg.displayName() not in about]
+    assert not missing, f"metadata.txt's about text does not name: {missing}"
+
+
 def test_metadata_matches_library_and_plugin():
     import geopriv
 
