@@ -163,8 +163,8 @@ def utility_report(true, released, quantile: float = DEFAULT_QUANTILE, *, delta:
     true, released : GeoDataFrame or GeoSeries of points
         The data and its release, rows matched by index label (as :func:`displacement`).
     quantile : float in (0, 1)
-        The share of the displacements within alpha, the radius containing this share of the
-        displacements: with 0.9 (default), 90 % of the points moved less than ``alpha_0.9_m`` metres.  The accuracy measure
+        The share of the displacements within alpha, the radius containing this share of the displacements:
+        with 0.9 (default), 90 % of the points moved less than ``alpha_0.9_m`` metres.  The accuracy measure
         "alpha(delta)" of the geo-indistinguishability papers; a share of points, unrelated
         to the delta of (epsilon, delta)-differential privacy.
     delta : float, deprecated
