@@ -14,6 +14,7 @@
 Run: .venv/latest/bin/python bench/adversary_paper_check.py  (about 3 minutes on 2 cores)
 Writes bench/results/adversary_paper_check.md.
 """
+
 from __future__ import annotations
 
 import math
@@ -43,9 +44,11 @@ def laplace_large():
     for side, cell in [(5_000, 50), (20_000, 100), (40_000, 200)]:
         adv, t = timed(geopriv.adversary_error, epsilon=EPS, area=(0, 0, side, side), crs=CRS, cell=cell)
         c = adv.error_map[adv.shape[0] // 2, adv.shape[1] // 2]
-        rows.append(f"| {side / 1000:g} km, {cell} m cells ({adv.shape[0]} x {adv.shape[1]}) | "
-                    f"{adv.expected_error_m:.1f} | {c:.1f} | {adv.displacement_m:.1f} | {2 / EPS:.1f} | "
-                    f"{adv.expected_error_m / (2 / EPS):.3f} | {t:.1f} s |")
+        rows.append(
+            f"| {side / 1000:g} km, {cell} m cells ({adv.shape[0]} x {adv.shape[1]}) | "
+            f"{adv.expected_error_m:.1f} | {c:.1f} | {adv.displacement_m:.1f} | {2 / EPS:.1f} | "
+            f"{adv.expected_error_m / (2 / EPS):.3f} | {t:.1f} s |"
+        )
     return rows
 
 
@@ -60,8 +63,15 @@ def tokyo():
     mech, t_build = timed(geopriv.EikonalMechanism.build, pm, n_jobs=2)
     eik, t_eik = timed(geopriv.adversary_error, mech, prior="population")
     b = pm.bounds
-    lap, t_lap = timed(geopriv.adversary_error, epsilon=pm.epsilon_min, area=b, crs=pm.crs,
-                       cell=eik.parameters["cell_m"], prior="population", population=pm)
+    lap, t_lap = timed(
+        geopriv.adversary_error,
+        epsilon=pm.epsilon_min,
+        area=b,
+        crs=pm.crs,
+        cell=eik.parameters["cell_m"],
+        prior="population",
+        population=pm,
+    )
     # the Laplace grid (metres) differs slightly from the map's: read its error map at the map's cell centres
     t = lap.transform
     xs, ys = np.meshgrid(pm.node_x, pm.node_y)
@@ -102,8 +112,10 @@ def tokyo():
 def speed():
     rows = []
     adv, t200 = timed(geopriv.adversary_error, epsilon=EPS, area=(0, 0, 20_000, 20_000), crs=CRS, cell=100)
-    rows.append(f"| 200 x 200, fast path (interior by offsets, boundary per output) | {t200:.1f} s | "
-                f"{adv.expected_error_m:.3f} m |")
+    rows.append(
+        f"| 200 x 200, fast path (interior by offsets, boundary per output) | {t200:.1f} s | "
+        f"{adv.expected_error_m:.3f} m |"
+    )
     # 100 x 100: fast path against the per-output path alone
     rect, _, crs = A._area((0, 0, 10_000, 10_000), CRS)
     grid = A._grid_over(rect, crs, 100)
@@ -134,24 +146,48 @@ def speed():
 
 
 def main():
-    lines = ["# Adversary error: the paper checks and speed", "",
-             "`bench/adversary_paper_check.py` (2 cores). The optimal Bayesian adversary (Shokri et al. 2011) "
-             "exactly on a grid; releases clamped to the area.", "",
-             "## Planar Laplace, uniform prior: approaches 2 / epsilon", "",
-             f"epsilon = ln 4 / 200 m; 2 / epsilon = {2 / EPS:.1f} m.", "",
-             "| area | adversary error (m) | centre cell (m) | displacement (m) | 2 / epsilon (m) | ratio | time |",
-             "|---|---|---|---|---|---|---|", *laplace_large(), ""]
+    lines = [
+        "# Adversary error: the paper checks and speed",
+        "",
+        "`bench/adversary_paper_check.py` (2 cores). The optimal Bayesian adversary (Shokri et al. 2011) "
+        "exactly on a grid; releases clamped to the area.",
+        "",
+        "## Planar Laplace, uniform prior: approaches 2 / epsilon",
+        "",
+        f"epsilon = ln 4 / 200 m; 2 / epsilon = {2 / EPS:.1f} m.",
+        "",
+        "| area | adversary error (m) | centre cell (m) | displacement (m) | 2 / epsilon (m) | ratio | time |",
+        "|---|---|---|---|---|---|---|",
+        *laplace_large(),
+        "",
+    ]
     rows, rho, t_build = tokyo()
-    lines += ["## Eikonal mechanism, central Tokyo (population prior)", "",
-              "tokyo_density_40.tif, epsilon from ln 4 / 3 km (empty) to ln 4 / 600 m (densest); the mechanism "
-              f"built in {t_build:.0f} s. Densest: the top 10 % of populated cells; emptiest: the bottom 10 %.", "",
-              "| mechanism | adversary error (m) | densest cells (m) | emptiest cells (m) | time |", "|---|---|---|---|---|",
-              *rows, "",
-              f"Correlation of the eikonal error map with log density: {rho:.2f} (negative: less error where dense).",
-              "", "![](../../docs/img/adversary_tokyo.png)", ""]
+    lines += [
+        "## Eikonal mechanism, central Tokyo (population prior)",
+        "",
+        "tokyo_density_40.tif, epsilon from ln 4 / 3 km (empty) to ln 4 / 600 m (densest); the mechanism "
+        f"built in {t_build:.0f} s. Densest: the top 10 % of populated cells; emptiest: the bottom 10 %.",
+        "",
+        "| mechanism | adversary error (m) | densest cells (m) | emptiest cells (m) | time |",
+        "|---|---|---|---|---|",
+        *rows,
+        "",
+        f"Correlation of the eikonal error map with log density: {rho:.2f} (negative: less error where dense).",
+        "",
+        "![](../../docs/img/adversary_tokyo.png)",
+        "",
+    ]
     rows, ratio = speed()
-    lines += ["## Speed", "", "| what | time | adversary error |", "|---|---|---|", *rows, "",
-              f"Fast path / per-output path at 100 x 100: {ratio:.2f}x the time.", ""]
+    lines += [
+        "## Speed",
+        "",
+        "| what | time | adversary error |",
+        "|---|---|---|",
+        *rows,
+        "",
+        f"Fast path / per-output path at 100 x 100: {ratio:.2f}x the time.",
+        "",
+    ]
     OUT.write_text("\n".join(lines))
     print("\n".join(lines))
 

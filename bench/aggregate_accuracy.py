@@ -34,6 +34,7 @@ output's ``cell`` id.  Per cell: measured RMSE = sqrt(mean over the releases of
 * ``nonnegative=True`` (the default): the same ratios for busy cells (true count > 3 x
   expected_error) and for empty cells (true count 0), and the pooled ratio of the cells between.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -96,10 +97,15 @@ def pct(v):
 
 def git_state() -> str:
     try:
-        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "geopriv"],
-                               capture_output=True, text=True, check=True).stdout.strip()
+        head = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(ROOT), "status", "--porcelain", "--", "geopriv"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "not a git checkout"
     return f"commit {head}" + (", with uncommitted changes in geopriv/" if dirty else "")
@@ -107,11 +113,14 @@ def git_state() -> str:
 
 def ratio_stats(mse, ee):
     r = np.sqrt(mse) / ee
-    return {"n": len(r), "median": float(np.median(r)) if len(r) else float("nan"),
-            "p5": float(np.percentile(r, 5)) if len(r) else float("nan"),
-            "p95": float(np.percentile(r, 95)) if len(r) else float("nan"),
-            "within": float(np.mean(np.abs(r - 1) <= 0.10)) if len(r) else float("nan"),
-            "pooled": float(np.sqrt(mse.sum() / (ee ** 2).sum())) if len(r) else float("nan")}
+    return {
+        "n": len(r),
+        "median": float(np.median(r)) if len(r) else float("nan"),
+        "p5": float(np.percentile(r, 5)) if len(r) else float("nan"),
+        "p95": float(np.percentile(r, 95)) if len(r) else float("nan"),
+        "within": float(np.mean(np.abs(r - 1) <= 0.10)) if len(r) else float("nan"),
+        "pooled": float(np.sqrt(mse.sum() / (ee**2).sum())) if len(r) else float("nan"),
+    }
 
 
 def main(argv=None) -> int:
@@ -140,8 +149,9 @@ def main(argv=None) -> int:
                     for s in seeds:
                         with warnings.catch_warnings():
                             warnings.simplefilter("ignore")  # LowUtilityWarning: 324 deaths over thousands of cells
-                            res = geopriv.aggregate(deaths, eps, cells=step, bounds=bounds, levels=lv,
-                                                    nonnegative=nonneg, rng=s)
+                            res = geopriv.aggregate(
+                                deaths, eps, cells=step, bounds=bounds, levels=lv, nonnegative=nonneg, rng=s
+                            )
                         if true is None:
                             true, step_crs = true_counts(xy, res)
                             if true.sum() != len(deaths):
@@ -152,7 +162,7 @@ def main(argv=None) -> int:
                             errs = np.zeros((a.reps, len(res)))
                         released = res["count"].to_numpy(dtype=float)
                         err = released - true
-                        sq += err ** 2
+                        sq += err**2
                         errs[s - 1] = err
                         if replay_ok:
                             try:
@@ -166,17 +176,31 @@ def main(argv=None) -> int:
                                     replay_ok = False
                                 sq_unrounded += (x0 - true) ** 2
                     mse = sq / a.reps
-                    cfg = {"cells": step, "step_crs": step_crs, "eps": eps, "levels": lv_name, "n": len(ee),
-                           "ee_min": float(ee.min()), "ee_med": float(np.median(ee)), "ee_max": float(ee.max())}
+                    cfg = {
+                        "cells": step,
+                        "step_crs": step_crs,
+                        "eps": eps,
+                        "levels": lv_name,
+                        "n": len(ee),
+                        "ee_min": float(ee.min()),
+                        "ee_med": float(np.median(ee)),
+                        "ee_max": float(ee.max()),
+                    }
                     if not nonneg:
                         z = (errs / ee).ravel()
-                        kurt = float(np.mean(z ** 4) / np.mean(z ** 2) ** 2)
+                        kurt = float(np.mean(z**4) / np.mean(z**2) ** 2)
                         se = math.sqrt((kurt - 1) / (4 * a.reps))
                         expect = math.erf(0.1 / se / math.sqrt(2))
-                        cfg.update(ratio_stats(mse, ee), kurt=kurt, se=se, expect=expect,
-                                   pooled_unrounded=float(np.sqrt((sq_unrounded / a.reps).sum() / (ee ** 2).sum()))
-                                   if replay_ok else float("nan"),
-                                   bias=float(np.mean(errs)))
+                        cfg.update(
+                            ratio_stats(mse, ee),
+                            kurt=kurt,
+                            se=se,
+                            expect=expect,
+                            pooled_unrounded=float(np.sqrt((sq_unrounded / a.reps).sum() / (ee**2).sum()))
+                            if replay_ok
+                            else float("nan"),
+                            bias=float(np.mean(errs)),
+                        )
                         # sampling error alone, measured: the same statistic on the unrounded estimate, whose
                         # true RMSE is expected_error exactly if the formula is right
                         lin_rows.append(cfg)
@@ -184,14 +208,19 @@ def main(argv=None) -> int:
                         busy = true > 3 * ee
                         empty = true == 0
                         mid = ~busy & ~empty
-                        cfg.update(busy=ratio_stats(mse[busy], ee[busy]), empty=ratio_stats(mse[empty], ee[empty]),
-                                   mid=ratio_stats(mse[mid], ee[mid]),
-                                   empty_mean=float(np.mean(errs[:, empty])) if empty.any() else float("nan"),
-                                   busy_bias=float(np.mean(errs[:, busy])) if busy.any() else float("nan"),
-                                   busy_ee=float(np.median(ee[busy])) if busy.any() else float("nan"))
+                        cfg.update(
+                            busy=ratio_stats(mse[busy], ee[busy]),
+                            empty=ratio_stats(mse[empty], ee[empty]),
+                            mid=ratio_stats(mse[mid], ee[mid]),
+                            empty_mean=float(np.mean(errs[:, empty])) if empty.any() else float("nan"),
+                            busy_bias=float(np.mean(errs[:, busy])) if busy.any() else float("nan"),
+                            busy_ee=float(np.median(ee[busy])) if busy.any() else float("nan"),
+                        )
                         nn_rows.append(cfg)
-                    print(f"cells={step:g} eps={eps:g} levels={lv_name} nonnegative={nonneg}: "
-                          f"{time.time() - t0:.1f} s", flush=True)
+                    print(
+                        f"cells={step:g} eps={eps:g} levels={lv_name} nonnegative={nonneg}: {time.time() - t0:.1f} s",
+                        flush=True,
+                    )
 
     f = lambda v, d=3: "–" if v != v else f"{v:.{d}f}"  # noqa: E731
     lines = [
@@ -220,7 +249,8 @@ def main(argv=None) -> int:
         lines.append(
             f"| {c['cells']:g} m | {c['eps']:g} | {c['levels']} | {c['n']:,} | {c['ee_min']:.2f} / {c['ee_med']:.2f} / "
             f"{c['ee_max']:.2f} | {f(c['median'])} | {f(c['p5'])}-{f(c['p95'])} | {pct(c['within'])} | "
-            f"{f(c['pooled'])} | {f(c['pooled_unrounded'])} | {c['kurt']:.1f} | {pct(c['se'])} | {pct(c['expect'])} | {c['bias']:+.3f} |")
+            f"{f(c['pooled'])} | {f(c['pooled_unrounded'])} | {c['kurt']:.1f} | {pct(c['se'])} | {pct(c['expect'])} | {c['bias']:+.3f} |"
+        )
     lines += [
         "",
         "## nonnegative=True (the default): busy cells, empty cells, the cells between",
@@ -240,7 +270,8 @@ def main(argv=None) -> int:
             f"| {c['cells']:g} m | {c['eps']:g} | {c['levels']} | {b['n']} | {f(b['median'])} | "
             f"{f(b['p5'])}-{f(b['p95'])} | {pct(b['within']) if b['n'] else '–'} | {f(b['pooled'])} | {f(c['busy_bias'], 2)} | {e['n']:,} | "
             f"{f(e['median'])} | {f(e['pooled'])} | {f(1 / e['pooled'], 1) if e['n'] else '–'}x | "
-            f"{f(c['empty_mean'], 2)} | {m['n']} | {f(m['pooled'])} |")
+            f"{f(c['empty_mean'], 2)} | {m['n']} | {f(m['pooled'])} |"
+        )
     rng_ = lambda vals, d=3: f"{min(vals):.{d}f}-{max(vals):.{d}f}"  # noqa: E731
     busy_rows = [c for c in nn_rows if c["busy"]["n"]]
     lines += [
@@ -267,8 +298,11 @@ def main(argv=None) -> int:
         f"{rng_([c['mid']['pooled'] for c in nn_rows])}.",
     ]
     if not replay_ok:
-        lines += ["", "**The replay of geopriv's release path did not reproduce its output: the before-rounding "
-                      "column is missing.**"]
+        lines += [
+            "",
+            "**The replay of geopriv's release path did not reproduce its output: the before-rounding "
+            "column is missing.**",
+        ]
     text = "\n".join(lines) + "\n"
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(text)

@@ -14,6 +14,7 @@ each with ``user=None``, with ``user="user", max_per_user=5`` (everyone over the
 
     python bench/aggregate_dask.py [--n 3000000] [--files 30] [--persons 100000]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-RUN = r'''
+RUN = r"""
 import resource, sys, time, warnings
 import geopandas as gpd
 warnings.simplefilter("ignore")
@@ -39,7 +40,7 @@ else:
     data = dask_geopandas.read_parquet(folder + "/*.parquet")
 out = geopriv.aggregate(data, 1.0, **kw)
 print(f"{time.perf_counter() - t:.1f} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2:.2f}")
-'''
+"""
 
 
 def write(folder: Path, n: int, files: int, persons: int) -> None:
@@ -50,9 +51,11 @@ def write(folder: Path, n: int, files: int, persons: int) -> None:
     gen = np.random.default_rng(0)
     per = n // files
     for f in range(files):
-        g = gpd.GeoDataFrame({"user": gen.integers(0, persons, per)},
-                             geometry=gpd.points_from_xy(gen.uniform(448_000, 456_000, per),
-                                                         gen.uniform(4_416_000, 4_424_000, per)), crs=32650)
+        g = gpd.GeoDataFrame(
+            {"user": gen.integers(0, persons, per)},
+            geometry=gpd.points_from_xy(gen.uniform(448_000, 456_000, per), gen.uniform(4_416_000, 4_424_000, per)),
+            crs=32650,
+        )
         g.index = pd.RangeIndex(f * per, (f + 1) * per, name="row")
         g.to_parquet(folder / f"part-{f:03d}.parquet", index=True)
 
@@ -70,8 +73,9 @@ def main() -> None:
         for cap in ("none", "1000", "5"):
             row = []
             for mode in ("memory", "dask"):
-                out = subprocess.run([sys.executable, "-c", RUN, mode, cap, tmp], capture_output=True, text=True,
-                                     check=True).stdout.split()
+                out = subprocess.run(
+                    [sys.executable, "-c", RUN, mode, cap, tmp], capture_output=True, text=True, check=True
+                ).stdout.split()
                 row.append(f"{out[0]} s, {out[1]} GB")
             name = "user=None" if cap == "none" else f"user=, max_per_user={cap}"
             print(f"| {name} | {row[0]} | {row[1]} |")

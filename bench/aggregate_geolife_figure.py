@@ -8,6 +8,7 @@ counted for at most 20,000 fixes: all that 10 people can give at that guarantee)
 contrast, the same release if every fix were its own person (item level, epsilon = 2), which is
 what a heatmap of many people looks like.  The seed is fixed (a demo).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,8 +33,12 @@ BOUNDS = (420_000.0, 4_390_000.0, 480_000.0, 4_450_000.0)
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--data", default=os.environ.get("GEOPRIV_DATA", str(Path(__file__).resolve().parents[2] / "shared" / "data")))
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "docs" / "img" / "aggregate_geolife.png"))
+    ap.add_argument(
+        "--data", default=os.environ.get("GEOPRIV_DATA", str(Path(__file__).resolve().parents[2] / "shared" / "data"))
+    )
+    ap.add_argument(
+        "--out", default=str(Path(__file__).resolve().parents[1] / "docs" / "img" / "aggregate_geolife.png")
+    )
     args = ap.parse_args()
     df = pd.read_parquet(Path(args.data) / "geolife_users_000_009.parquet")
     g = gpd.GeoDataFrame(df[["user"]], geometry=gpd.GeoSeries.from_wkb(df.geometry, crs=4326)).to_crs(32650)
@@ -48,8 +53,12 @@ def main():
         item = geopriv.heatmap(g, 2.0, resolution=2000, bounds=BOUNDS, rng=1)
     e_user = float(np.nanmedian(user.expected_error))
     e_item = float(np.nanmedian(item.expected_error))
-    panels.append((f"user level: 10 people, \u03b5 = 2, \u2264 20,000 fixes each\n(expected error {e_user:,.0f} per cell)",
-                   user.values))
+    panels.append(
+        (
+            f"user level: 10 people, \u03b5 = 2, \u2264 20,000 fixes each\n(expected error {e_user:,.0f} per cell)",
+            user.values,
+        )
+    )
     panels.append((f"if each fix were a person: \u03b5 = 2\n(expected error {e_item:.1f} per cell)", item.values))
     vmax = max(float(v.max()) for _, v in panels)
     fig, axes = plt.subplots(1, 3, figsize=(15, 5.2), constrained_layout=True)
@@ -64,9 +73,11 @@ def main():
     fig.colorbar(im, ax=axes, shrink=0.8, label="fixes per cell (log; 0 in black)")
     fig.suptitle("GeoLife Beijing, users 000-009 (1.6 M fixes): a private heatmap at user and at item level")
     fig.savefig(args.out, dpi=110)
-    print(f"wrote {args.out}; user level: total released {int(user.values.sum()):,} (true {int(true.values.sum()):,}), "
-          f"non-zero cells {(user.values > 0).sum()} (true {(true.values > 0).sum()}); item level non-zero "
-          f"{(item.values > 0).sum()}")
+    print(
+        f"wrote {args.out}; user level: total released {int(user.values.sum()):,} (true {int(true.values.sum()):,}), "
+        f"non-zero cells {(user.values > 0).sum()} (true {(true.values > 0).sum()}); item level non-zero "
+        f"{(item.values > 0).sum()}"
+    )
 
 
 if __name__ == "__main__":

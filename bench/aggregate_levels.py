@@ -8,6 +8,7 @@ user level with 2,000 fixes per person and with 50 fixes per person (noise >> mo
 For each split of epsilon (``levels=``): mean absolute error per cell, on the empty cells, and
 the median relative error of the 20 busiest cells.  Writes bench/results/aggregate_levels.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,15 +24,24 @@ import pandas as pd
 from geopriv.counting import bound_contributions, count_rows, locate_rows, person_codes, plan_counts, release_counts
 
 BOUNDS = (410_000.0, 4_380_000.0, 490_000.0, 4_450_000.0)
-SPLITS = [("auto (7/8 cells, 1/8 total)", "auto"), ("cells only (levels=False)", False),
-          ("Hay et al., 3 levels (levels=3)", 3), ("Hay et al., every level (levels=8)", 8)]
-REGIMES = [("each fix a person", None, 1), ("user level, 2,000 fixes each", "user", 2000),
-           ("user level, 50 fixes each", "user", 50)]
+SPLITS = [
+    ("auto (7/8 cells, 1/8 total)", "auto"),
+    ("cells only (levels=False)", False),
+    ("Hay et al., 3 levels (levels=3)", 3),
+    ("Hay et al., every level (levels=8)", 8),
+]
+REGIMES = [
+    ("each fix a person", None, 1),
+    ("user level, 2,000 fixes each", "user", 2000),
+    ("user level, 50 fixes each", "user", 50),
+]
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--data", default=os.environ.get("GEOPRIV_DATA", str(Path(__file__).resolve().parents[2] / "shared" / "data")))
+    ap.add_argument(
+        "--data", default=os.environ.get("GEOPRIV_DATA", str(Path(__file__).resolve().parents[2] / "shared" / "data"))
+    )
     ap.add_argument("--reps", type=int, default=10)
     args = ap.parse_args()
     df = pd.read_parquet(Path(args.data) / "geolife_users_000_009.parquet")
@@ -58,16 +68,23 @@ def main():
                 empty.append(err[true == 0].mean())
                 top = np.argsort(true)[-20:]
                 busy.append(np.median(err[top] / true[top]))
-            rows.append((regime, name, np.mean(mae), np.mean(empty), np.mean(busy), float(np.median(plan.expected_error))))
+            rows.append(
+                (regime, name, np.mean(mae), np.mean(empty), np.mean(busy), float(np.median(plan.expected_error)))
+            )
             print(rows[-1], flush=True)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=Path(__file__).parent).stdout.strip()
-    lines = ["# How epsilon's split over the hierarchy trades busy and empty cells", "",
-             f"GeoLife users 000-009, {len(g):,} fixes inside {BOUNDS} (EPSG:32650), 1 km grid (5,600 cells), "
-             f"epsilon = 1, {args.reps} releases each, non-negative counts (the default). geopriv {commit}. "
-             "Run: `.venv/latest/bin/python bench/aggregate_levels.py`.", "",
-             "| regime | split | MAE per cell | MAE, empty cells | median rel. error, 20 busiest | reported error (median) |",
-             "|---|---|---:|---:|---:|---:|"]
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent
+    ).stdout.strip()
+    lines = [
+        "# How epsilon's split over the hierarchy trades busy and empty cells",
+        "",
+        f"GeoLife users 000-009, {len(g):,} fixes inside {BOUNDS} (EPSG:32650), 1 km grid (5,600 cells), "
+        f"epsilon = 1, {args.reps} releases each, non-negative counts (the default). geopriv {commit}. "
+        "Run: `.venv/latest/bin/python bench/aggregate_levels.py`.",
+        "",
+        "| regime | split | MAE per cell | MAE, empty cells | median rel. error, 20 busiest | reported error (median) |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
     for r in rows:
         lines.append(f"| {r[0]} | {r[1]} | {r[2]:.3f} | {r[3]:.3f} | {r[4]:.3f} | {r[5]:,.2f} |")
     out = Path(__file__).parent / "results" / "aggregate_levels.md"

@@ -27,6 +27,7 @@ Where geopriv's time goes: its functions are wrapped with timers for the timed r
 wrappers add microseconds): input checks, planning the cells, locating, bounding and counting,
 noise and consistency, building the output GeoDataFrame.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -69,8 +70,9 @@ def synthetic(n: int, bounds, rng, sigma_frac=(0.01, 0.02, 0.04, 0.06, 0.08)):
     n_uni = n // 2
     x = [rng.uniform(xmin, xmax, n_uni)]
     y = [rng.uniform(ymin, ymax, n_uni)]
-    centres = np.column_stack([xmin + w * rng.uniform(0.2, 0.8, len(sigma_frac)),
-                               ymin + h * rng.uniform(0.2, 0.8, len(sigma_frac))])
+    centres = np.column_stack(
+        [xmin + w * rng.uniform(0.2, 0.8, len(sigma_frac)), ymin + h * rng.uniform(0.2, 0.8, len(sigma_frac))]
+    )
     weights = np.array([0.3, 0.25, 0.2, 0.15, 0.1])
     need = n - n_uni
     while need > 0:
@@ -96,6 +98,7 @@ def _timed(f, label):
             return f(*a, **k)
         finally:
             TIMES[label] += time.perf_counter() - t
+
     return w
 
 
@@ -180,17 +183,22 @@ def fmt_runs(runs):
 
 def git_state() -> str:
     try:
-        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "geopriv"],
-                               capture_output=True, text=True, check=True).stdout.strip()
+        head = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(ROOT), "status", "--porcelain", "--", "geopriv"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "not a git checkout"
     return f"commit {head}" + (", with uncommitted changes in geopriv/" if dirty else "")
 
 
 def rss_gb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
 
 
 def pieces_table(total, pieces, labels) -> list:
@@ -202,9 +210,13 @@ def pieces_table(total, pieces, labels) -> list:
             continue
         if level == 0:
             top += v
-        rows.append(f"| {label if level == 0 else '&nbsp;&nbsp;' + label.strip()} | {v:.3f} | {100 * v / total:.0f} % |")
-    rows.append(f"| the rest (argument checks, RNG, glue) | {max(total - top, 0):.3f} | "
-                f"{100 * max(total - top, 0) / total:.0f} % |")
+        rows.append(
+            f"| {label if level == 0 else '&nbsp;&nbsp;' + label.strip()} | {v:.3f} | {100 * v / total:.0f} % |"
+        )
+    rows.append(
+        f"| the rest (argument checks, RNG, glue) | {max(total - top, 0):.3f} | "
+        f"{100 * max(total - top, 0) / total:.0f} % |"
+    )
     rows.append(f"| **total** | **{total:.3f}** | 100 % |")
     return rows
 
@@ -233,9 +245,11 @@ def main(argv=None) -> int:
     print(f"grid: {a.n_grid:,} points generated in {t_gen:.1f} s", flush=True)
 
     t_build, runs_build, gdf, _ = repeat(
-        lambda x=x, y=y: gpd.GeoDataFrame(geometry=gpd.points_from_xy(x, y), crs=GRID_CRS), a.repeat)
-    print(f"grid: GeoDataFrame of points {t_build:.2f} s ({fmt_runs(runs_build)}); peak RSS {rss_gb():.1f} GB",
-          flush=True)
+        lambda x=x, y=y: gpd.GeoDataFrame(geometry=gpd.points_from_xy(x, y), crs=GRID_CRS), a.repeat
+    )
+    print(
+        f"grid: GeoDataFrame of points {t_build:.2f} s ({fmt_runs(runs_build)}); peak RSS {rss_gb():.1f} GB", flush=True
+    )
 
     plan = plan_counts(gdf.crs, 1.0, cells=100, bounds=GRID_BOUNDS)
     g = plan.cells
@@ -257,6 +271,7 @@ def main(argv=None) -> int:
     print(f"grid: floor {t_floor:.3f} s, floor from the GeoDataFrame {t_floor2:.3f} s", flush=True)
     # the floor counts the very cells geopriv counts
     from geopriv.counting import count_rows, locate_rows
+
     cell = locate_rows(plan, np.column_stack([x, y]), gdf.index)
     if not np.array_equal(count_rows(plan, cell), counts_floor) or not np.array_equal(counts_floor, counts_floor2):
         raise RuntimeError("the floor's counts differ from geopriv's exact counts")
@@ -264,7 +279,8 @@ def main(argv=None) -> int:
 
     seeds = iter(range(1, 1000))
     t_geo, runs_geo, res, pieces = repeat(
-        lambda: geopriv.aggregate(gdf, 1.0, cells=100, bounds=GRID_BOUNDS, rng=next(seeds)), a.repeat)
+        lambda: geopriv.aggregate(gdf, 1.0, cells=100, bounds=GRID_BOUNDS, rng=next(seeds)), a.repeat
+    )
     print(f"grid: geopriv.aggregate {t_geo:.2f} s ({fmt_runs(runs_geo)}); peak RSS {rss_gb():.1f} GB", flush=True)
     if len(res) != n_cells:
         raise RuntimeError("geopriv released another number of cells")
@@ -318,8 +334,9 @@ def main(argv=None) -> int:
     to_str = h3.latlng_to_cell
 
     def h3_int():
-        ids = np.fromiter((to_int(la, lo, res_h3) for la, lo in zip(lat.tolist(), lon.tolist())), dtype=np.uint64,
-                          count=len(lat))
+        ids = np.fromiter(
+            (to_int(la, lo, res_h3) for la, lo in zip(lat.tolist(), lon.tolist())), dtype=np.uint64, count=len(lat)
+        )
         uniq, inv = np.unique(ids, return_inverse=True)
         return uniq, np.bincount(inv, minlength=len(uniq))
 
@@ -339,7 +356,8 @@ def main(argv=None) -> int:
     print(f"h3: int fromiter {t_int:.2f} s, int list {t_lc:.2f} s, str list {t_str:.2f} s", flush=True)
     seeds = iter(range(1, 1000))
     t_geo, runs_geo, res, pieces = repeat(
-        lambda: geopriv.aggregate(gdf, 1.0, cells="h3:9", bounds=H3_BOUNDS, rng=next(seeds)), a.repeat)
+        lambda: geopriv.aggregate(gdf, 1.0, cells="h3:9", bounds=H3_BOUNDS, rng=next(seeds)), a.repeat
+    )
     print(f"h3: geopriv.aggregate {t_geo:.2f} s ({fmt_runs(runs_geo)})", flush=True)
     # the same cells: every occupied cell is released
     pos = np.searchsorted(res["cell"].to_numpy(dtype=np.uint64), u_int)

@@ -52,6 +52,7 @@ Second regime, item level (one trip protected; the counts carry signal)
 * The report opens with the target "at least 30 % lower MAE than dp_mobility_report at the same
   guarantee" per regime and epsilon, next to releasing zeros (the no-signal reference).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -94,13 +95,15 @@ def load(path: Path):
     inside = (x >= BOUNDS[0]) & (x < BOUNDS[2]) & (y >= BOUNDS[1]) & (y < BOUNDS[3])
     dropped = int((~inside).sum())
     g, x, y = g[inside].reset_index(drop=True), x[inside], y[inside]
-    df = pd.DataFrame({
-        "uid": g["user"].astype(str).to_numpy(),
-        "tid": g["trajectory_id"].astype(str).to_numpy(),
-        "datetime": g["t"].dt.tz_convert("UTC").dt.tz_localize(None).to_numpy(),
-        "lat": g.geometry.y.to_numpy(),
-        "lng": g.geometry.x.to_numpy(),
-    })
+    df = pd.DataFrame(
+        {
+            "uid": g["user"].astype(str).to_numpy(),
+            "tid": g["trajectory_id"].astype(str).to_numpy(),
+            "datetime": g["t"].dt.tz_convert("UTC").dt.tz_localize(None).to_numpy(),
+            "lat": g.geometry.y.to_numpy(),
+            "lng": g.geometry.x.to_numpy(),
+        }
+    )
     gp = gpd.GeoDataFrame({"user": df["uid"].to_numpy()}, geometry=gpd.points_from_xy(x, y), crs=CRS_UTM)
     tile = tile_of(x, y)
     return df, gp, tile, dropped, len(inside)
@@ -118,8 +121,9 @@ def tiles_utm() -> gpd.GeoDataFrame:
     col, row = np.meshgrid(np.arange(NX), np.arange(NY))
     col, row = col.ravel(), row.ravel()
     x0, y0 = BOUNDS[0] + col * TILE, BOUNDS[1] + row * TILE
-    return gpd.GeoDataFrame({"tile_id": (row * NX + col).astype(str)},
-                            geometry=shapely.box(x0, y0, x0 + TILE, y0 + TILE), crs=CRS_UTM)
+    return gpd.GeoDataFrame(
+        {"tile_id": (row * NX + col).astype(str)}, geometry=shapely.box(x0, y0, x0 + TILE, y0 + TILE), crs=CRS_UTM
+    )
 
 
 def tessellation() -> gpd.GeoDataFrame:
@@ -133,9 +137,16 @@ def dpmr_report(df, tess, eps, max_trips, seed, user_privacy=True):
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        rep = DpMobilityReport(df, tess.copy(), privacy_budget=eps, max_trips_per_user=max_trips,
-                               analysis_selection=[const.VISITS_PER_TILE], disable_progress_bar=True,
-                               seed_sampling=seed, user_privacy=user_privacy)
+        rep = DpMobilityReport(
+            df,
+            tess.copy(),
+            privacy_budget=eps,
+            max_trips_per_user=max_trips,
+            analysis_selection=[const.VISITS_PER_TILE],
+            disable_progress_bar=True,
+            seed_sampling=seed,
+            user_privacy=user_privacy,
+        )
         sec = rep.report[const.VISITS_PER_TILE]
     return rep, sec
 
@@ -184,18 +195,28 @@ class Errors:
 
     def row(self) -> list:
         m = np.array(self.mae)
-        return [f"{m.mean():.2f} ± {m.std(ddof=1) if len(m) > 1 else 0:.2f}",
-                f"{np.median(self.rel_top):.3f}", f"{np.mean(self.rel_top):.3f}",
-                f"{np.mean(self.mae_empty):.2f}", f"{np.mean(self.mae_busy):.2f}", f"{np.mean(self.total):,.0f}"]
+        return [
+            f"{m.mean():.2f} ± {m.std(ddof=1) if len(m) > 1 else 0:.2f}",
+            f"{np.median(self.rel_top):.3f}",
+            f"{np.mean(self.rel_top):.3f}",
+            f"{np.mean(self.mae_empty):.2f}",
+            f"{np.mean(self.mae_busy):.2f}",
+            f"{np.mean(self.total):,.0f}",
+        ]
 
 
 def geopriv_tree() -> str:
     """The commit geopriv ran from, and whether geopriv/ had uncommitted changes (figures of work in progress)."""
     try:
-        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "geopriv"], capture_output=True,
-                               text=True, check=True).stdout.strip()
+        head = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(ROOT), "status", "--porcelain", "--", "geopriv"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "not a git checkout"
     return f"commit {head}" + (", with uncommitted changes in geopriv/" if dirty else "")
@@ -220,8 +241,11 @@ def main(argv=None) -> int:
 
     df, gp, tile_all, dropped, n_all = load(a.data)
     tess = tessellation()
-    print(f"{n_all:,} fixes; {dropped:,} outside the declared bounds dropped; {len(df):,} kept; "
-          f"{df['uid'].nunique()} users, {df['tid'].nunique():,} trajectories; {len(tess):,} tiles", flush=True)
+    print(
+        f"{n_all:,} fixes; {dropped:,} outside the declared bounds dropped; {len(df):,} kept; "
+        f"{df['uid'].nunique()} users, {df['tid'].nunique():,} trajectories; {len(tess):,} tiles",
+        flush=True,
+    )
 
     # True counts as dp_mobility_report defines them: its own output with no noise and no bounding
     # (privacy_budget=None, max_trips_per_user=None keeps every trip).  Its preprocessed frame gives
@@ -236,8 +260,11 @@ def main(argv=None) -> int:
     mismatch = int(np.abs(ends_utm - true_ends).sum())
     true_fixes = counts_of(tile_all)
     ends_gdf = gp.iloc[ends_rows].reset_index(drop=True)
-    print(f"trip ends counted by dp_mobility_report: {n_ends:,} ({int(true_ends.sum()):,} in tiles); "
-          f"its own tile assignment (sjoin in EPSG:4326) vs the UTM grid: L1 difference {mismatch}", flush=True)
+    print(
+        f"trip ends counted by dp_mobility_report: {n_ends:,} ({int(true_ends.sum()):,} in tiles); "
+        f"its own tile assignment (sjoin in EPSG:4326) vs the UTM grid: L1 difference {mismatch}",
+        flush=True,
+    )
 
     # Item level: one trip is the protected unit.  geopriv's person is the trip (a unique trip id per
     # (user, trajectory), dp_mobility_report's own renumbered tid), at most 2 rows per trip.
@@ -265,8 +292,10 @@ def main(argv=None) -> int:
         for s in seeds:
             rep, sec = dpmr_report(df, tess, eps, a.max_trips, s)
             if sec.sensitivity != 2 * a.max_trips or sec.privacy_budget != eps:
-                raise RuntimeError(f"dp_mobility_report used sensitivity {sec.sensitivity}, epsilon "
-                                   f"{sec.privacy_budget}; expected {2 * a.max_trips}, {eps}")
+                raise RuntimeError(
+                    f"dp_mobility_report used sensitivity {sec.sensitivity}, epsilon "
+                    f"{sec.privacy_budget}; expected {2 * a.max_trips}, {eps}"
+                )
             released = dpmr_vector(sec)
             e_true.add(released, true_ends)
             bounded = counts_of(rep.df["tile_id"].dropna().astype(np.int64))
@@ -285,8 +314,10 @@ def main(argv=None) -> int:
         for s in seeds:
             rep, sec = dpmr_report(df, tess, eps, None, s, user_privacy=False)
             if sec.sensitivity != 2 or sec.privacy_budget != eps:
-                raise RuntimeError(f"dp_mobility_report (item level) used sensitivity {sec.sensitivity}, epsilon "
-                                   f"{sec.privacy_budget}; expected 2, {eps}")
+                raise RuntimeError(
+                    f"dp_mobility_report (item level) used sensitivity {sec.sensitivity}, epsilon "
+                    f"{sec.privacy_budget}; expected 2, {eps}"
+                )
             e_true.add(dpmr_vector(sec), true_ends)
         results[(ITEM, "dp_mobility_report", "trip ends", eps)] = e_true
         timings[("dp_mobility_report item level", eps)] = time.time() - t0
@@ -301,6 +332,7 @@ def main(argv=None) -> int:
     cells_geopriv, cells_note = tiles_utm()[["geometry"]], "polygons"
     try:
         from geopriv.counting import plan_counts
+
         g = plan_counts(CRS_UTM, 1.0, cells=TILE, bounds=BOUNDS).cells
         if (g.nx, g.ny, g.x0, g.y0, g.step) == (NX, NY, BOUNDS[0], BOUNDS[1], TILE):
             cells_geopriv, cells_note = TILE, "grid"
@@ -315,8 +347,10 @@ def main(argv=None) -> int:
     geopriv_note = ""
     aggregate = getattr(geopriv, "aggregate", None)
     if aggregate is None:
-        geopriv_note = (f"geopriv {geopriv.__version__} at {Path(geopriv.__file__).parent} has no "
-                        "geopriv.aggregate yet: geopriv was skipped.")
+        geopriv_note = (
+            f"geopriv {geopriv.__version__} at {Path(geopriv.__file__).parent} has no "
+            "geopriv.aggregate yet: geopriv was skipped."
+        )
         print("SKIPPED geopriv: " + geopriv_note, file=sys.stderr, flush=True)
     else:
         try:
@@ -327,8 +361,16 @@ def main(argv=None) -> int:
                     for s in seeds:
                         with warnings.catch_warnings():
                             warnings.simplefilter("ignore")  # LowUtilityWarning where the noise swamps
-                            res = aggregate(data, eps, cells=cells_geopriv, user=user_col, max_per_user=bound,
-                                            bounds=BOUNDS if cells_note == "grid" else None, levels=lv, rng=s)
+                            res = aggregate(
+                                data,
+                                eps,
+                                cells=cells_geopriv,
+                                user=user_col,
+                                max_per_user=bound,
+                                bounds=BOUNDS if cells_note == "grid" else None,
+                                levels=lv,
+                                rng=s,
+                            )
                         e.add(geopriv_vector(res), true)
                     results[(regime, tool, label, eps)] = e
                     timings[(f"{tool} {regime} level {label}", eps)] = time.time() - t0
@@ -340,9 +382,11 @@ def main(argv=None) -> int:
 
     # ---- report -------------------------------------------------------------------------------
     b = {eps: 2 * a.max_trips / eps for eps in a.eps}
-    header = ["| tool | input (true counts) | eps | per-person bound | MAE all tiles | top-20 rel. err. median | "
-              "top-20 rel. err. mean | MAE empty tiles | MAE non-empty tiles | released total |",
-              "|---|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+    header = [
+        "| tool | input (true counts) | eps | per-person bound | MAE all tiles | top-20 rel. err. median | "
+        "top-20 rel. err. mean | MAE empty tiles | MAE non-empty tiles | released total |",
+        "|---|---|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
 
     def order(key):
         regime, tool, label, eps = key
@@ -353,11 +397,21 @@ def main(argv=None) -> int:
         for key in sorted((r for r in results if r[0] == regime), key=order):
             _, tool, label, eps = key
             if regime == USER:
-                bound = (f"{a.max_trips} trips (≤ {k} points)" if tool.startswith("dp_mobility_report")
-                         else f"{k} points" if tool.startswith("geopriv") else "–")
+                bound = (
+                    f"{a.max_trips} trips (≤ {k} points)"
+                    if tool.startswith("dp_mobility_report")
+                    else f"{k} points"
+                    if tool.startswith("geopriv")
+                    else "–"
+                )
             else:
-                bound = ("1 trip (≤ 2 points)" if tool.startswith("dp_mobility_report")
-                         else "2 points per trip" if tool.startswith("geopriv") else "–")
+                bound = (
+                    "1 trip (≤ 2 points)"
+                    if tool.startswith("dp_mobility_report")
+                    else "2 points per trip"
+                    if tool.startswith("geopriv")
+                    else "–"
+                )
             eps_s = "–" if eps is None else f"{eps:g}"
             rows.append(f"| {tool} | {label} | {eps_s} | {bound} | " + " | ".join(results[key].row()) + " |")
         return rows
@@ -374,9 +428,11 @@ def main(argv=None) -> int:
         e = results.get((regime, tool, "trip ends", eps))
         return None if e is None else float(np.mean(e.mae_empty))
 
-    verdict = ["| regime | eps | dp_mobility_report MAE | geopriv default MAE | reduction | ≥ 30 % lower? | "
-               "geopriv levels=False | geopriv levels=4 | zeros everywhere | best geopriv split beats zeros? |",
-               "|---|---:|---:|---:|---:|---|---:|---:|---:|---|"]
+    verdict = [
+        "| regime | eps | dp_mobility_report MAE | geopriv default MAE | reduction | ≥ 30 % lower? | "
+        "geopriv levels=False | geopriv levels=4 | zeros everywhere | best geopriv split beats zeros? |",
+        "|---|---:|---:|---:|---:|---|---:|---:|---:|---|",
+    ]
     zeros_mae = float(np.mean(results[(USER, "zeros everywhere (reference)", "trip ends", None)].mae))
     met = {USER: [], ITEM: []}
     signal = {USER: False, ITEM: False}  # does any private release beat releasing zeros?
@@ -391,9 +447,11 @@ def main(argv=None) -> int:
             best = min(x for x in others if x is not None)
             signal[regime] |= min(best, d) < zeros_mae
             fmt = lambda x: "–" if x is None else f"{x:.3f}"  # noqa: E731
-            verdict.append(f"| {regime} level | {eps:g} | {d:.3f} | {g:.3f} | {100 * red:.0f} % | "
-                           f"{'yes' if red >= 0.30 else 'no'} | {fmt(others[1])} | {fmt(others[2])} | {zeros_mae:.3f} | "
-                           f"{'yes' if best < zeros_mae else 'no'} ({fmt(best)}) |")
+            verdict.append(
+                f"| {regime} level | {eps:g} | {d:.3f} | {g:.3f} | {100 * red:.0f} % | "
+                f"{'yes' if red >= 0.30 else 'no'} | {fmt(others[1])} | {fmt(others[2])} | {zeros_mae:.3f} | "
+                f"{'yes' if best < zeros_mae else 'no'} ({fmt(best)}) |"
+            )
 
     lines = [
         "# Private visits per 1 km tile: geopriv.aggregate vs dp_mobility_report 0.2.11",
@@ -423,11 +481,14 @@ def main(argv=None) -> int:
         "* dp_mobility_report, item level: the same with `user_privacy=False, max_trips_per_user=None` (no trip "
         "sampling: every trip end counted); sensitivity 2 (checked in its output); Laplace of scale 2/eps, "
         "rounded, clipped at 0, on every tile.",
-        (f"* geopriv, user level: `geopriv.aggregate(gdf, eps, cells=1000.0, user='user', max_per_user={k}, "
-         f"bounds={BOUNDS}, levels=..., rng=seed)` (its grid is dp_mobility_report's tiles: same origin, step and "
-         f"{NX} x {NY} shape, checked)" if cells_note == "grid" else
-         f"* geopriv, user level: `geopriv.aggregate(gdf, eps, cells=tiles, user='user', max_per_user={k}, "
-         f"levels=..., rng=seed)`, `tiles` = dp_mobility_report's 1 km UTM tiles as public polygons ({cells_note})")
+        (
+            f"* geopriv, user level: `geopriv.aggregate(gdf, eps, cells=1000.0, user='user', max_per_user={k}, "
+            f"bounds={BOUNDS}, levels=..., rng=seed)` (its grid is dp_mobility_report's tiles: same origin, step and "
+            f"{NX} x {NY} shape, checked)"
+            if cells_note == "grid"
+            else f"* geopriv, user level: `geopriv.aggregate(gdf, eps, cells=tiles, user='user', max_per_user={k}, "
+            f"levels=..., rng=seed)`, `tiles` = dp_mobility_report's 1 km UTM tiles as public polygons ({cells_note})"
+        )
         + f", gdf in EPSG:32650. K = {k} = 2 x max_trips_per_user: "
         "the same bound on counted points per person, hence the same user-level eps-DP guarantee. Inputs: "
         f"`trip ends` (the {n_ends:,} rows dp_mobility_report counts) and `all fixes` ({len(df):,} rows).",
@@ -455,26 +516,45 @@ def main(argv=None) -> int:
         "",
         *verdict,
         "",
-        "User level: " + ("met at every eps" if met[USER] and all(met[USER]) else "not met at every eps")
-        + (", but vacuously: with 10 persons no private release beats releasing zeros, so the lower MAE says only "
-           "that geopriv's consistent, non-negative release puts almost nothing on the empty tiles while "
-           "dp_mobility_report puts about half its Laplace scale on each." if not signal[USER] else ".")
+        "User level: "
+        + ("met at every eps" if met[USER] and all(met[USER]) else "not met at every eps")
+        + (
+            ", but vacuously: with 10 persons no private release beats releasing zeros, so the lower MAE says only "
+            "that geopriv's consistent, non-negative release puts almost nothing on the empty tiles while "
+            "dp_mobility_report puts about half its Laplace scale on each."
+            if not signal[USER]
+            else "."
+        )
         + " Item level: "
-        + ("met at every eps." if met[ITEM] and all(met[ITEM]) else
-           "met at eps " + ", ".join(f"{e:g}" for e, m in zip(a.eps, met[ITEM]) if m) + "; not met at eps "
-           + ", ".join(f"{e:g}" for e, m in zip(a.eps, met[ITEM]) if not m) + "." if any(met[ITEM]) else
-           "not met at any eps."),
+        + (
+            "met at every eps."
+            if met[ITEM] and all(met[ITEM])
+            else "met at eps "
+            + ", ".join(f"{e:g}" for e, m in zip(a.eps, met[ITEM]) if m)
+            + "; not met at eps "
+            + ", ".join(f"{e:g}" for e, m in zip(a.eps, met[ITEM]) if not m)
+            + "."
+            if any(met[ITEM])
+            else "not met at any eps."
+        ),
         "",
-        "Where the MAE comes from (item level): " + "; ".join(
+        "Where the MAE comes from (item level): "
+        + "; ".join(
             f"eps {eps:g}: on the {int((true_ends > 0).sum())} non-empty tiles dp_mobility_report "
             f"{busy_mae(ITEM, 'dp_mobility_report', eps):.2f}, geopriv {busy_mae(ITEM, 'geopriv', eps):.2f}; on the "
             f"{int((true_ends == 0).sum()):,} empty tiles {empty_mae(ITEM, 'dp_mobility_report', eps):.2f} vs "
-            f"{empty_mae(ITEM, 'geopriv', eps):.2f}" for eps in a.eps if busy_mae(ITEM, 'geopriv', eps) is not None)
+            f"{empty_mae(ITEM, 'geopriv', eps):.2f}"
+            for eps in a.eps
+            if busy_mae(ITEM, "geopriv", eps) is not None
+        )
         + ". MAE per tile averages over all tiles, 98 % of them empty: geopriv wins it on the empty tiles, where "
         "its non-negative release that adds up to an accurate total puts almost nothing, while dp_mobility_report "
         "puts about half its Laplace scale on each. On the tiles with trips the order is reversed "
-        + ("at every eps" if all((busy_mae(ITEM, 'geopriv', e) or 0) > (busy_mae(ITEM, 'dp_mobility_report', e) or 0)
-                                 for e in a.eps) else "at some eps")
+        + (
+            "at every eps"
+            if all((busy_mae(ITEM, "geopriv", e) or 0) > (busy_mae(ITEM, "dp_mobility_report", e) or 0) for e in a.eps)
+            else "at some eps"
+        )
         + ": geopriv's tiles get 7/8 of eps (noise scale 2 / (0.875 eps), 14 % above dp_mobility_report's 2 / eps) "
         "and its projection onto counts >= 0 that add up to their parent (level by level down its quadtree) "
         "shifts the positive tiles under each parent down by a common amount (the positive noise of the empty "
@@ -500,10 +580,12 @@ def main(argv=None) -> int:
         f"{n_ends:,} trip ends, so against the unbounded truth its error on busy tiles is mostly the bounding, "
         "not the noise: its `bounded sample, no noise` row is the bounding alone, its `vs its bounded sample` rows the noise alone. Its Laplace scale is "
         + ", ".join(f"{b[eps]:g} at eps={eps:g}" for eps in a.eps)
-        + " at user level and " + ", ".join(f"{2 / eps:g}" for eps in a.eps)
+        + " at user level and "
+        + ", ".join(f"{2 / eps:g}" for eps in a.eps)
         + " at item level; on an empty tile, rounding and clipping at 0 give an expected error of about half the scale.",
         "",
-        "Wall time: " + ", ".join(f"{t} eps={eps:g} {v:.0f} s" for (t, eps), v in timings.items())
+        "Wall time: "
+        + ", ".join(f"{t} eps={eps:g} {v:.0f} s" for (t, eps), v in timings.items())
         + f"; total {time.time() - t_start:.0f} s (2 shared cores, nice).",
     ]
     text = "\n".join(lines) + "\n"

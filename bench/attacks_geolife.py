@@ -38,6 +38,7 @@ have 28 to 395 trajectories, each released with its own budget):
 
 About 5 minutes on 2 cores with 3 samplings for each of p = 0, 0.3, 1 (295 s measured).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -72,13 +73,15 @@ PS = (0.0, 0.3, 1.0)
 
 def load(path: Path) -> gpd.GeoDataFrame:
     if not path.is_file():
-        sys.exit(f"The GeoLife benchmark data {path} does not exist. Put {PARQUET} in a folder and run with "
-                 f"GEOPRIV_DATA=/that/folder, or pass --data /path/to/{PARQUET}.")
+        sys.exit(
+            f"The GeoLife benchmark data {path} does not exist. Put {PARQUET} in a folder and run with "
+            f"GEOPRIV_DATA=/that/folder, or pass --data /path/to/{PARQUET}."
+        )
     try:
         g = gpd.read_parquet(path)
     except ImportError:
         sys.exit("Reading GeoParquet needs pyarrow: pip install pyarrow (or pip install 'geopriv[bench]').")
-    return g.cx[BOUNDS[0]:BOUNDS[2], BOUNDS[1]:BOUNDS[3]]
+    return g.cx[BOUNDS[0] : BOUNDS[2], BOUNDS[1] : BOUNDS[3]]
 
 
 def adversaries(fixes) -> dict:
@@ -87,8 +90,12 @@ def adversaries(fixes) -> dict:
 
     tr = Transformer.from_crs(4326, 32650, always_xy=True)
     xs, ys = tr.transform([BOUNDS[0], BOUNDS[2], BOUNDS[0], BOUNDS[2]], [BOUNDS[1], BOUNDS[1], BOUNDS[3], BOUNDS[3]])
-    rect = (math.floor(min(xs) / 1e4) * 1e4, math.floor(min(ys) / 1e4) * 1e4,
-            math.ceil(max(xs) / 1e4) * 1e4, math.ceil(max(ys) / 1e4) * 1e4)  # the box in UTM 50N, 10 km round
+    rect = (
+        math.floor(min(xs) / 1e4) * 1e4,
+        math.floor(min(ys) / 1e4) * 1e4,
+        math.ceil(max(xs) / 1e4) * 1e4,
+        math.ceil(max(ys) / 1e4) * 1e4,
+    )  # the box in UTM 50N, 10 km round
     eps = BUDGETS[0][1] * RATE
     uniform = adversary_error(epsilon=eps, area=rect, crs=32650, cell=1000)
     t, (ny, nx) = uniform.transform, uniform.shape
@@ -106,10 +113,15 @@ def attack(fixes, q, released, advs=None) -> dict:
     home = home_attack(fixes, released, person="user", time="t", tz=TZ).attrs["summary"]
     top = top_places_attack(fixes, released, person="user", n=2).attrs["summary"]
     top1k = top_places_attack(fixes, released, person="user", n=2, cell=1000).attrs["summary"]
-    row = {"home_200m": home["hit_rate_200m"], "home_500m": home["hit_rate_500m"],
-           "home_median_m": home["median_distance_m"], "homes_inferred": home["inferred"] / max(home["persons"], 1),
-           "top2_reid": top["reidentification_rate"], "top2_reid_1km": top1k["reidentification_rate"],
-           "top2_unique_match": top["unique_match_rate"]}
+    row = {
+        "home_200m": home["hit_rate_200m"],
+        "home_500m": home["hit_rate_500m"],
+        "home_median_m": home["median_distance_m"],
+        "homes_inferred": home["inferred"] / max(home["persons"], 1),
+        "top2_reid": top["reidentification_rate"],
+        "top2_reid_1km": top1k["reidentification_rate"],
+        "top2_unique_match": top["unique_match_rate"],
+    }
     if released is q:
         row.update(query_median_m=0.0, released_share=1.0)
     else:
@@ -117,7 +129,8 @@ def attack(fixes, q, released, advs=None) -> dict:
         row.update(query_median_m=err["displacement_median_m"], released_share=err["n"] / len(q))
         for name, adv in (advs or {}).items():
             row[f"adv_{name}_median_m"] = query_error(q, released, adversary=adv).attrs["summary"][
-                "adversary_error_median_m"]
+                "adversary_error_median_m"
+            ]
     return row
 
 
@@ -136,24 +149,45 @@ def run(fixes, reps: int, seed: int, advs: dict) -> pd.DataFrame:
     for p in PS:
         t0 = time.perf_counter()
         for rep in range(reps):
-            q = geopriv.sample_queries(fixes, traj_id="trajectory_id", time="t", p=p, rng=seed + 1000 * rep + round(100 * p))
-            q = q.cx[BOUNDS[0]:BOUNDS[2], BOUNDS[1]:BOUNDS[3]]
+            q = geopriv.sample_queries(
+                fixes, traj_id="trajectory_id", time="t", p=p, rng=seed + 1000 * rep + round(100 * p)
+            )
+            q = q.cx[BOUNDS[0] : BOUNDS[2], BOUNDS[1] : BOUNDS[3]]
             rows.append(dict(release="raw", budget="-", p=p, rep=rep, **attack(fixes, q, q)))
             for label, eps in BUDGETS:
                 for method in ("predictive", "independent"):
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore", geopriv.DistortionWarning)
                         warnings.simplefilter("ignore", geopriv.WeakProtectionWarning)
-                        out = q.priv.sanitize_traces(eps, traj_id="trajectory_id", time="t", method=method, rate=RATE,
-                                                     bounds=BOUNDS, rng=seed + 7 * rep + 1)
+                        out = q.priv.sanitize_traces(
+                            eps,
+                            traj_id="trajectory_id",
+                            time="t",
+                            method=method,
+                            rate=RATE,
+                            bounds=BOUNDS,
+                            rng=seed + 7 * rep + 1,
+                        )
                     at_paper = label == BUDGETS[0][0]
-                    rows.append(dict(release=method, budget=label, p=p, rep=rep,
-                                     **attack(fixes, q, out, advs if at_paper else None)))
-        print(f"  p = {p:.1f}: {len(q):,} queries in {q['trajectory_id'].nunique():,} traces of "
-              f"{q['user'].nunique()} users ({time.perf_counter() - t0:.0f} s)", flush=True)
+                    rows.append(
+                        dict(
+                            release=method,
+                            budget=label,
+                            p=p,
+                            rep=rep,
+                            **attack(fixes, q, out, advs if at_paper else None),
+                        )
+                    )
+        print(
+            f"  p = {p:.1f}: {len(q):,} queries in {q['trajectory_id'].nunique():,} traces of "
+            f"{q['user'].nunique()} users ({time.perf_counter() - t0:.0f} s)",
+            flush=True,
+        )
     res = pd.DataFrame(rows)
     order = {"raw": 0, "predictive": 1, "independent": 2}
-    res["_o"] = res["release"].map(order) + 10 * res["budget"].map({"-": 0, **{b: i + 1 for i, (b, _) in enumerate(BUDGETS)}})
+    res["_o"] = res["release"].map(order) + 10 * res["budget"].map(
+        {"-": 0, **{b: i + 1 for i, (b, _) in enumerate(BUDGETS)}}
+    )
     out = res.groupby(["p", "_o", "release", "budget"], sort=True).mean(numeric_only=True).drop(columns="rep")
     return out.reset_index(level="_o", drop=True)
 
@@ -189,12 +223,16 @@ def markdown(res: pd.DataFrame, header: dict, reps: int, elapsed: float) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (p, rel, budget), r in res.iterrows():
-        adv = "-" if pd.isna(r.get("adv_uniform_median_m")) else \
-            f"{r['adv_uniform_median_m']:,.0f} / {r['adv_fixes_median_m']:,.0f}"
+        adv = (
+            "-"
+            if pd.isna(r.get("adv_uniform_median_m"))
+            else f"{r['adv_uniform_median_m']:,.0f} / {r['adv_fixes_median_m']:,.0f}"
+        )
         lines.append(
             f"| {p:.1f} | {rel} | {budget} | {r['home_200m']:.0%} | {r['home_500m']:.0%} | "
             f"{r['home_median_m']:,.0f} | {r['homes_inferred']:.0%} | {r['top2_reid']:.0%} | {r['top2_reid_1km']:.0%} | "
-            f"{r['top2_unique_match']:.0%} | {r['query_median_m']:,.0f} | {r['released_share']:.0%} | {adv} |")
+            f"{r['top2_unique_match']:.0%} | {r['query_median_m']:,.0f} | {r['released_share']:.0%} | {adv} |"
+        )
     lines += [
         "",
         "Notes. Ten users: one user is 10 % of a rate in one sampling (3.3 % in the mean of three). Every "
@@ -221,14 +259,27 @@ def main():
     u200 = top_places_uniqueness(fixes, person="user").attrs["summary"]
     u1k = top_places_uniqueness(fixes, person="user", cell=1000).attrs["summary"]
     homes = home_attack(fixes, fixes, person="user", time="t", tz=TZ).attrs["summary"]["persons"]
-    header = dict(fixes=len(fixes), trajectories=fixes["trajectory_id"].nunique(), users=fixes["user"].nunique(),
-                  unique_200=u200["unique_share"], unique_1k=u1k["unique_share"], homes=homes, **baseline(fixes))
-    print(f"{header['fixes']:,} fixes, {header['trajectories']:,} trajectories, {header['users']} users; "
-          f"{args.reps} samplings per p", flush=True)
+    header = dict(
+        fixes=len(fixes),
+        trajectories=fixes["trajectory_id"].nunique(),
+        users=fixes["user"].nunique(),
+        unique_200=u200["unique_share"],
+        unique_1k=u1k["unique_share"],
+        homes=homes,
+        **baseline(fixes),
+    )
+    print(
+        f"{header['fixes']:,} fixes, {header['trajectories']:,} trajectories, {header['users']} users; "
+        f"{args.reps} samplings per p",
+        flush=True,
+    )
     t1 = time.perf_counter()
     advs = adversaries(fixes)
-    header.update(adv_uniform=advs["uniform"].expected_error_m, adv_fixes=advs["fixes"].expected_error_m,
-                  adv_displacement=advs["uniform"].displacement_m)
+    header.update(
+        adv_uniform=advs["uniform"].expected_error_m,
+        adv_fixes=advs["fixes"].expected_error_m,
+        adv_displacement=advs["uniform"].displacement_m,
+    )
     print(f"adversaries built in {time.perf_counter() - t1:.0f} s", flush=True)
     res = run(fixes, args.reps, args.seed, advs)
     text = markdown(res, header, args.reps, time.perf_counter() - t0)

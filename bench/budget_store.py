@@ -22,6 +22,7 @@ must import):
     python bench/budget_store.py [--sections sqlite,postgresql,writers] [--n 1000000] [--repeats 3]
         [--writers 8] [--seconds 5] [--out bench/results/budget_store.md]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -97,15 +98,22 @@ def releases_vs_plain(gdf, new_store, repeats, label):
             assert len(spent) == 3 and spent[0] > 0 and spent.count(spent[0]) == 3, spent  # three charges each
         finally:
             store.close()
-        print(f"  {label} rep {r + 1}: plain {base1[-1]:.2f} s, first {first[-1]:.2f} s "
-              f"({first[-1] / base1[-1]:.2f}x); plain {base2[-1]:.2f} s, later {later[-1]:.2f} s "
-              f"({later[-1] / base2[-1]:.2f}x)", flush=True)
+        print(
+            f"  {label} rep {r + 1}: plain {base1[-1]:.2f} s, first {first[-1]:.2f} s "
+            f"({first[-1] / base1[-1]:.2f}x); plain {base2[-1]:.2f} s, later {later[-1]:.2f} s "
+            f"({later[-1] / base2[-1]:.2f}x)",
+            flush=True,
+        )
     rows = []
-    for what, mine, base in (("first release (persons new to the store)", first, base1),
-                             ("later release (persons already there)", later, base2)):
+    for what, mine, base in (
+        ("first release (persons new to the store)", first, base1),
+        ("later release (persons already there)", later, base2),
+    ):
         ratios = [m / b for m, b in zip(mine, base)]
-        rows.append(f"| {label}: {what} | plain perturb {statistics.median(base):.2f} s | with the store "
-                    f"{statistics.median(mine):.2f} s | {statistics.median(ratios):.2f}x ({spread(ratios)}) |")
+        rows.append(
+            f"| {label}: {what} | plain perturb {statistics.median(base):.2f} s | with the store "
+            f"{statistics.median(mine):.2f} s | {statistics.median(ratios):.2f}x ({spread(ratios)}) |"
+        )
     return rows
 
 
@@ -177,11 +185,13 @@ def breakdown(gdf, new_store, label):
             for took, sql in log:
                 part[_part(sql.lstrip())] += took
             python = (t2 - t1) - sum(part.values())
-            rows.append(f"| {label}: where a {release} charge of {len(keys):,} persons goes | | keying the persons "
-                        f"{t1 - t0:.2f} s; balance statements (and COPY) {part['balances']:.2f} s; commits "
-                        f"{part['commit']:.2f} s; "
-                        f"audit row {part['audit']:.2f} s; other statements {part['other']:.2f} s; the rest (Python) "
-                        f"{python:.2f} s | |")
+            rows.append(
+                f"| {label}: where a {release} charge of {len(keys):,} persons goes | | keying the persons "
+                f"{t1 - t0:.2f} s; balance statements (and COPY) {part['balances']:.2f} s; commits "
+                f"{part['commit']:.2f} s; "
+                f"audit row {part['audit']:.2f} s; other statements {part['other']:.2f} s; the rest (Python) "
+                f"{python:.2f} s | |"
+            )
             print(rows[-1], flush=True)
     finally:
         store.close()
@@ -192,6 +202,7 @@ def section_sqlite(gdf, repeats):
     folder = tempfile.mkdtemp(prefix="geopriv-bench-")
     count = iter(range(10**6))
     try:
+
         def new_store():
             return BudgetStore(f"sqlite:///{folder}/b{next(count)}.db", create=True)
 
@@ -270,19 +281,25 @@ def section_writers(repeats, writers, seconds, pg_url):
                         store.grant(GRANT, unit=UNIT)
                         store.grant(GRANT, unit=UNIT, persons=pool)  # the pool is in the store already
                     rates[what].append(writers_rate(url, what, writers, seconds, pool))
-                    print(f"  {label}, {writers} writers, {what}: rep {r + 1}: {rates[what][-1]:.0f} releases/s",
-                          flush=True)
+                    print(
+                        f"  {label}, {writers} writers, {what}: rep {r + 1}: {rates[what][-1]:.0f} releases/s",
+                        flush=True,
+                    )
 
             def rate(what):
                 return f"{statistics.median(rates[what]):.0f}/s ({min(rates[what]):.0f}-{max(rates[what]):.0f})"
 
             target = " (target >= 1000/s)" if label == "SQLite" else ""
-            rows.append(f"| {label}: {writers} writer processes, single-person releases (reserve + commit), "
-                        f"{seconds:g} s{target} | | {rate('reserve')} | |")
+            rows.append(
+                f"| {label}: {writers} writer processes, single-person releases (reserve + commit), "
+                f"{seconds:g} s{target} | | {rate('reserve')} | |"
+            )
             per = [p / b for p, b in zip(rates["perturb"], rates["plain"])]
-            rows.append(f"| {label}: {writers} writer processes, one-row perturb, {seconds:g} s | without a store "
-                        f"{rate('plain')} | charging the store {rate('perturb')} | {statistics.median(per):.2f} of the "
-                        f"rate ({spread(per)}) |")
+            rows.append(
+                f"| {label}: {writers} writer processes, one-row perturb, {seconds:g} s | without a store "
+                f"{rate('plain')} | charging the store {rate('perturb')} | {statistics.median(per):.2f} of the "
+                f"rate ({spread(per)}) |"
+            )
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return rows
@@ -315,7 +332,8 @@ def main():
                 server = con.execute("SELECT current_setting('server_version')").fetchone()[0]
                 pg_settings = f"PostgreSQL {server}, " + ", ".join(
                     f"{name} {con.execute(f'SHOW {name}').fetchone()[0]}"
-                    for name in ("fsync", "synchronous_commit", "full_page_writes", "shared_buffers"))
+                    for name in ("fsync", "synchronous_commit", "full_page_writes", "shared_buffers")
+                )
         except PostgresUnavailable as exc:
             print(f"no PostgreSQL ({exc}): its sections are skipped", file=sys.stderr)
             cluster = None
@@ -337,15 +355,18 @@ def main():
     text = "\n".join(rows)
     print(text)
     if args.out:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                text=True).stdout.strip()
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
         with open(args.out, "w") as fh:
-            fh.write(f"# budget store: costs (bench/budget_store.py, {time.strftime('%Y-%m-%d')}, on {commit} + the "
-                     f"working tree, {os.cpu_count()} CPUs shared, load average {load[0]:.1f} at the start and "
-                     f"{load[1]:.1f} at the end, medians of {args.repeats})\n\n"
-                     f"Sections: `{args.sections}`; {args.n:,} points and persons; {args.writers} writers for "
-                     f"{args.seconds:g} s; tests/pg_cluster.py's throwaway server over a Unix socket ({pg_settings})."
-                     f"\n\n{text}\n")
+            fh.write(
+                f"# budget store: costs (bench/budget_store.py, {time.strftime('%Y-%m-%d')}, on {commit} + the "
+                f"working tree, {os.cpu_count()} CPUs shared, load average {load[0]:.1f} at the start and "
+                f"{load[1]:.1f} at the end, medians of {args.repeats})\n\n"
+                f"Sections: `{args.sections}`; {args.n:,} points and persons; {args.writers} writers for "
+                f"{args.seconds:g} s; tests/pg_cluster.py's throwaway server over a Unix socket ({pg_settings})."
+                f"\n\n{text}\n"
+            )
 
 
 if __name__ == "__main__":

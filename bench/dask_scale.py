@@ -32,6 +32,7 @@ machine is shared: ratios measured together are what to read, not absolute secon
 Run it under ``timeout``: the default sizes took more than 25 minutes on the shared 2-core machine it was
 written on (load average 4-6); ``--sections`` runs parts separately.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,6 +67,7 @@ SYNTH_EPS = 1.0
 # ---------------------------------------------------------------------------------------------
 # lazily generated data: one partition per call, on the worker that runs it
 
+
 def _count_generation():
     """Count partition generations in this process (read back with client.run)."""
     counter = builtins.__dict__.setdefault("_geopriv_bench_generated", [0])
@@ -94,8 +96,9 @@ def make_points(spec, seed=0):
     n = stop - start
     xy = _clustered_xy(np.random.default_rng([seed, i]), n, seed)
     # a named index of person ids (an unnamed integer index looks like positions and is refused)
-    return gpd.GeoDataFrame(geometry=gpd.points_from_xy(xy[:, 0], xy[:, 1]), crs=CRS,
-                            index=pd.RangeIndex(start, stop, name="pid"))
+    return gpd.GeoDataFrame(
+        geometry=gpd.points_from_xy(xy[:, 0], xy[:, 1]), crs=CRS, index=pd.RangeIndex(start, stop, name="pid")
+    )
 
 
 def make_traces(spec, length=5, seed=1):
@@ -113,7 +116,8 @@ def make_traces(spec, length=5, seed=1):
     t = np.tile(np.arange(length) * 60.0, n_tr) + rng.uniform(0, 3600, n_tr).repeat(length)
     return gpd.GeoDataFrame(
         {"traj": np.arange(t0, t1, dtype=np.int64).repeat(length), "t": t},
-        geometry=gpd.points_from_xy(xy[:, 0], xy[:, 1]), crs=CRS,
+        geometry=gpd.points_from_xy(xy[:, 0], xy[:, 1]),
+        crs=CRS,
         # unique fix ids in the partition's range, in no particular order (a row-number index is refused by the
         # location-attribute check of small buckets: it looks like an affine function of the points there)
         index=pd.Index(t0 * length + rng.permutation(n_tr * length), dtype=np.int64),
@@ -129,16 +133,18 @@ def lazy_points(n, per_part):
 
     parts = specs(n, per_part)
     divisions = [a for _, a, _ in parts] + [n - 1]
-    return dd.from_map(make_points, parts, meta=make_points((0, 0, 0)), divisions=divisions,
-                       enforce_metadata=False, label="points")
+    return dd.from_map(
+        make_points, parts, meta=make_points((0, 0, 0)), divisions=divisions, enforce_metadata=False, label="points"
+    )
 
 
 def lazy_traces(n_traces, per_part, length):
     import dask.dataframe as dd
 
     parts = specs(n_traces, per_part)
-    return dd.from_map(make_traces, parts, length=length, meta=make_traces((0, 0, 0), length),
-                       enforce_metadata=False, label="traces")
+    return dd.from_map(
+        make_traces, parts, length=length, meta=make_traces((0, 0, 0), length), enforce_metadata=False, label="traces"
+    )
 
 
 def in_memory_points(n, per_part):
@@ -147,6 +153,7 @@ def in_memory_points(n, per_part):
 
 # ---------------------------------------------------------------------------------------------
 # measurement
+
 
 def install_gc_timer():
     """Accumulate the wall time of the cyclic garbage collector in this process (read by _worker_state)."""
@@ -275,16 +282,19 @@ def loadavg():
 # ---------------------------------------------------------------------------------------------
 # sections
 
+
 def bench_perturb(client, rep, args, gdf):
     sizes = sorted({args.n_small, args.n}) if args.n_small else [args.n]
     P = args.partition
     rep("## perturb: `ddf.priv.perturb(level=ln 4, radius=200)`")
     rep()
-    rep(f"Partitions of {P:,} rows (multiple of geopriv's 16,384-row key block), reduced by "
+    rep(
+        f"Partitions of {P:,} rows (multiple of geopriv's 16,384-row key block), reduced by "
         f"`map_partitions(len).sum()`; generation alone timed beside it in every repeat. "
         f"In memory: `gdf.priv.perturb` of {len(gdf):,} points. Median of {args.repeats} repeats "
-        + (f"({min(args.repeats, args.repeats_big)} for the largest N) " if len(sizes) > 1 else "") +
-        f"(load average at start {loadavg()}).")
+        + (f"({min(args.repeats, args.repeats_big)} for the largest N) " if len(sizes) > 1 else "")
+        + f"(load average at start {loadavg()})."
+    )
     rep()
     runs = {("gen", n): [] for n in sizes}
     runs.update({("perturb", n): [] for n in sizes})
@@ -299,9 +309,15 @@ def bench_perturb(client, rep, args, gdf):
             runs["gen", n].append(dask_run(client, lambda: ddf.map_partitions(len).sum()))
             runs["perturb", n].append(dask_run(client, lambda: ddf.priv.perturb(**PERTURB).map_partitions(len).sum()))
             assert runs["perturb", n][-1].value == n == runs["gen", n][-1].value
-        print(f"  repeat {r + 1}: in memory {pinned[-1].wall:.2f} s pinned, {unpinned[-1].wall:.2f} s; "
-              + "; ".join(f"N={n:,}: gen {runs['gen', n][-1].wall:.1f} s, gen+perturb {runs['perturb', n][-1].wall:.1f} s"
-                          for n in sizes if len(runs["gen", n]) == r + 1), flush=True)
+        print(
+            f"  repeat {r + 1}: in memory {pinned[-1].wall:.2f} s pinned, {unpinned[-1].wall:.2f} s; "
+            + "; ".join(
+                f"N={n:,}: gen {runs['gen', n][-1].wall:.1f} s, gen+perturb {runs['perturb', n][-1].wall:.1f} s"
+                for n in sizes
+                if len(runs["gen", n]) == r + 1
+            ),
+            flush=True,
+        )
 
     m = len(gdf)
     mem_pin, mem_free = m / med(pinned), m / med(unpinned)
@@ -314,42 +330,107 @@ def bench_perturb(client, rep, args, gdf):
         release = med_diff(p, g)
         release_cpu = med_diff(p, g, "cpu")
         rate = n / release
-        results[n] = dict(rate=rate, per_core=rate / workers, per_cpu=n / release_cpu, end=n / med(p),
-                          peak=max(x.peak for x in p), peak_gen=max(x.peak for x in g), idle=max(x.idle for x in p),
-                          gen=med(g), total=med(p), generated=p[-1].generated / max(1, len(specs(n, P))))
-        rows.append([f"dask, N = {n:,} ({len(specs(n, P))} partitions, {len(p)} runs)",
-                     f"{med(g):.1f}", f"{med(p):.1f}", f"{release:.1f}",
-                     fmt_rate(rate), fmt_rate(rate / workers), fmt_rate(n / release_cpu),
-                     f"{results[n]['generated']:.0f}", f"{med(g, 'gc'):.1f} / {med(p, 'gc'):.1f}"])
-    rows.append([f"in memory, M = {m:,}, pinned to 1 CPU", "", "", f"{med(pinned):.2f}",
-                 fmt_rate(mem_pin), fmt_rate(mem_pin), fmt_rate(mem_cpu), "", f"{med(pinned, 'gc'):.1f}"])
-    rows.append([f"in memory, M = {m:,}, 1 process unpinned", "", "", f"{med(unpinned):.2f}",
-                 fmt_rate(mem_free), "", fmt_rate(m / med(unpinned, "cpu")), "", f"{med(unpinned, 'gc'):.1f}"])
-    rep.table(["run", "generation only (s)", "generation + perturb (s)", "release (s)", "release throughput",
-               "per core (wall / workers)", "per CPU-second", "reads per partition",
-               "cyclic GC (s, summed over workers): gen / gen+perturb"], rows)
+        results[n] = dict(
+            rate=rate,
+            per_core=rate / workers,
+            per_cpu=n / release_cpu,
+            end=n / med(p),
+            peak=max(x.peak for x in p),
+            peak_gen=max(x.peak for x in g),
+            idle=max(x.idle for x in p),
+            gen=med(g),
+            total=med(p),
+            generated=p[-1].generated / max(1, len(specs(n, P))),
+        )
+        rows.append(
+            [
+                f"dask, N = {n:,} ({len(specs(n, P))} partitions, {len(p)} runs)",
+                f"{med(g):.1f}",
+                f"{med(p):.1f}",
+                f"{release:.1f}",
+                fmt_rate(rate),
+                fmt_rate(rate / workers),
+                fmt_rate(n / release_cpu),
+                f"{results[n]['generated']:.0f}",
+                f"{med(g, 'gc'):.1f} / {med(p, 'gc'):.1f}",
+            ]
+        )
+    rows.append(
+        [
+            f"in memory, M = {m:,}, pinned to 1 CPU",
+            "",
+            "",
+            f"{med(pinned):.2f}",
+            fmt_rate(mem_pin),
+            fmt_rate(mem_pin),
+            fmt_rate(mem_cpu),
+            "",
+            f"{med(pinned, 'gc'):.1f}",
+        ]
+    )
+    rows.append(
+        [
+            f"in memory, M = {m:,}, 1 process unpinned",
+            "",
+            "",
+            f"{med(unpinned):.2f}",
+            fmt_rate(mem_free),
+            "",
+            fmt_rate(m / med(unpinned, "cpu")),
+            "",
+            f"{med(unpinned, 'gc'):.1f}",
+        ]
+    )
+    rep.table(
+        [
+            "run",
+            "generation only (s)",
+            "generation + perturb (s)",
+            "release (s)",
+            "release throughput",
+            "per core (wall / workers)",
+            "per CPU-second",
+            "reads per partition",
+            "cyclic GC (s, summed over workers): gen / gen+perturb",
+        ],
+        rows,
+    )
 
     big = max(sizes)
     b = results[big]
-    rep("* dask release throughput per core / in-memory (pinned, 1 core): "
+    rep(
+        "* dask release throughput per core / in-memory (pinned, 1 core): "
         + ", ".join(f"N={n:,}: {results[n]['per_core'] / mem_pin:.2f}" for n in sizes)
-        + f"  (in memory is {mem_pin / b['per_core']:.2f}x dask per core at N={big:,}; target <= 1.2)")
-    rep("* same per CPU-second (worker CPU seconds: less sensitive to other jobs than wall time): "
-        + ", ".join(f"N={n:,}: in memory / dask {mem_cpu / results[n]['per_cpu']:.2f}x" for n in sizes))
-    rep(f"* speed-up of {workers} workers over 1 in-memory process (release only): "
-        f"{b['rate'] / mem_free:.2f}x vs unpinned, {b['rate'] / mem_pin:.2f}x vs 1 pinned core")
-    rep(f"* end to end on dask (generation + perturb + reduction): {fmt_rate(b['end'])} at N={big:,}"
-        f" ({b['total']:.1f} s)")
+        + f"  (in memory is {mem_pin / b['per_core']:.2f}x dask per core at N={big:,}; target <= 1.2)"
+    )
+    rep(
+        "* same per CPU-second (worker CPU seconds: less sensitive to other jobs than wall time): "
+        + ", ".join(f"N={n:,}: in memory / dask {mem_cpu / results[n]['per_cpu']:.2f}x" for n in sizes)
+    )
+    rep(
+        f"* speed-up of {workers} workers over 1 in-memory process (release only): "
+        f"{b['rate'] / mem_free:.2f}x vs unpinned, {b['rate'] / mem_pin:.2f}x vs 1 pinned core"
+    )
+    rep(
+        f"* end to end on dask (generation + perturb + reduction): {fmt_rate(b['end'])} at N={big:,}"
+        f" ({b['total']:.1f} s)"
+    )
     if big < 50_000_000:
-        rep(f"* extrapolated to 50 M points (linear in N): generation + perturb {b['total'] * 5e7 / big:.0f} s, "
-            f"release alone {5e7 / b['rate']:.0f} s on {workers} workers")
+        rep(
+            f"* extrapolated to 50 M points (linear in N): generation + perturb {b['total'] * 5e7 / big:.0f} s, "
+            f"release alone {5e7 / b['rate']:.0f} s on {workers} workers"
+        )
     rep()
     rep("Peak resident memory per worker (VmHWM, max over workers and repeats; reset before each run):")
     rep()
-    rep.table(["N", "idle RSS", "peak, generation only", "peak, generation + perturb"],
-              [[f"{n:,}", gib(results[n]["idle"]), gib(results[n]["peak_gen"]), gib(results[n]["peak"])] for n in sizes])
-    rep(f"In memory ({m:,} points held by the process): peak {gib(max(x.peak for x in pinned + unpinned))} "
-        f"with the input frame at {gib(min(x.idle for x in pinned + unpinned))} before the call.")
+    rep.table(
+        ["N", "idle RSS", "peak, generation only", "peak, generation + perturb"],
+        [[f"{n:,}", gib(results[n]["idle"]), gib(results[n]["peak_gen"]), gib(results[n]["peak"])] for n in sizes],
+    )
+    rep(
+        f"In memory ({m:,} points held by the process): peak {gib(max(x.peak for x in pinned + unpinned))} "
+        f"with the input frame at {gib(min(x.idle for x in pinned + unpinned))} before the call."
+    )
     rep()
     return results, mem_pin
 
@@ -368,25 +449,66 @@ def bench_synthesize(client, rep, args, gdf):
         for n in sizes:
             ddf = lazy_points(n, P)
             runs["gen", n].append(dask_run(client, lambda: ddf.map_partitions(len).sum()))
-            runs["synth", n].append(dask_run(client, lambda: ddf.priv.synthesize(SYNTH_EPS, bounds=AREA).map_partitions(len).sum()))
-        print(f"  repeat {r + 1}: in memory {mem[-1].wall:.2f} s; "
-              + "; ".join(f"N={n:,}: gen {runs['gen', n][-1].wall:.1f} s, gen+synth {runs['synth', n][-1].wall:.1f} s"
-                          for n in sizes), flush=True)
+            runs["synth", n].append(
+                dask_run(client, lambda: ddf.priv.synthesize(SYNTH_EPS, bounds=AREA).map_partitions(len).sum())
+            )
+        print(
+            f"  repeat {r + 1}: in memory {mem[-1].wall:.2f} s; "
+            + "; ".join(
+                f"N={n:,}: gen {runs['gen', n][-1].wall:.1f} s, gen+synth {runs['synth', n][-1].wall:.1f} s"
+                for n in sizes
+            ),
+            flush=True,
+        )
     rows = []
     for n in sizes:
         g, s = runs["gen", n], runs["synth", n]
         reads = s[-1].generated / len(specs(n, P))
-        rows.append([f"dask, N = {n:,}", f"{med(g):.1f}", f"{med(s):.1f}", f"{med_diff(s, g):.1f}",
-                     fmt_rate(n / med_diff(s, g)), fmt_rate(n / med(s)), f"{reads:.0f}", f"{med(s, 'gc'):.1f}",
-                     gib(max(x.peak for x in s))])
-    rows.append([f"in memory, M = {m:,}, pinned", "", "", f"{med(mem):.2f}", fmt_rate(m / med(mem)), "", "",
-                 f"{med(mem, 'gc'):.1f}", gib(max(x.peak for x in mem))])
-    rep.table(["run", "generation only (s)", "generation + synthesize (s)", "synthesize - generation (s)",
-               "throughput (minus one generation)", "end to end", "reads per partition", "cyclic GC (s)",
-               "peak RSS (max worker / process)"], rows)
+        rows.append(
+            [
+                f"dask, N = {n:,}",
+                f"{med(g):.1f}",
+                f"{med(s):.1f}",
+                f"{med_diff(s, g):.1f}",
+                fmt_rate(n / med_diff(s, g)),
+                fmt_rate(n / med(s)),
+                f"{reads:.0f}",
+                f"{med(s, 'gc'):.1f}",
+                gib(max(x.peak for x in s)),
+            ]
+        )
+    rows.append(
+        [
+            f"in memory, M = {m:,}, pinned",
+            "",
+            "",
+            f"{med(mem):.2f}",
+            fmt_rate(m / med(mem)),
+            "",
+            "",
+            f"{med(mem, 'gc'):.1f}",
+            gib(max(x.peak for x in mem)),
+        ]
+    )
+    rep.table(
+        [
+            "run",
+            "generation only (s)",
+            "generation + synthesize (s)",
+            "synthesize - generation (s)",
+            "throughput (minus one generation)",
+            "end to end",
+            "reads per partition",
+            "cyclic GC (s)",
+            "peak RSS (max worker / process)",
+        ],
+        rows,
+    )
     s_m = med_diff(runs["synth", m], runs["gen", m])
-    rep(f"* at the same N = {m:,}: dask (2 workers) {s_m:.2f} s vs in memory {med(mem):.2f} s "
-        f"({med(mem) / s_m:.2f}x speed-up; per core {med(mem) / (2 * s_m):.2f})")
+    rep(
+        f"* at the same N = {m:,}: dask (2 workers) {s_m:.2f} s vs in memory {med(mem):.2f} s "
+        f"({med(mem) / s_m:.2f}x speed-up; per core {med(mem) / (2 * s_m):.2f})"
+    )
     rep()
 
 
@@ -397,10 +519,12 @@ def bench_traces(client, rep, args):
 
     rep("## sanitize_traces: `sanitize_traces(traj_id='traj', time='t', level=ln 10, radius=100, rate=0.2)`")
     rep()
-    rep(f"Traces of {L} fixes a minute apart, {per_part:,} traces per input partition; the release shuffles them into "
+    rep(
+        f"Traces of {L} fixes a minute apart, {per_part:,} traces per input partition; the release shuffles them into "
         f"{BUCKETS:,} public buckets and releases each bucket with the in-memory function. Dask at {Tm:,} and "
         f"{T:,} traces (generation alone timed beside), in memory at {Tm:,} traces pinned to one CPU; "
-        f"load average {loadavg()}.")
+        f"load average {loadavg()}."
+    )
     rep()
     local = pd.concat([make_traces(s, L) for s in specs(Tm, per_part)])
     kw = dict(traj_id="traj", time="t", bounds=AREA, **TRACES)
@@ -419,33 +543,74 @@ def bench_traces(client, rep, args):
             assert runs["san", n][-1].value == n * L
             if runs["san", n][-1].wall > args.traces_budget:
                 skipped.add(n)  # too slow to repeat within the time budget
-        print(f"  repeat {r + 1}: in memory {mem[-1].wall:.2f} s; "
-              + "; ".join(f"{n:,} traces: gen {runs['gen', n][-1].wall:.1f} s, gen+sanitize {runs['san', n][-1].wall:.1f} s"
-                          for n in sizes), flush=True)
+        print(
+            f"  repeat {r + 1}: in memory {mem[-1].wall:.2f} s; "
+            + "; ".join(
+                f"{n:,} traces: gen {runs['gen', n][-1].wall:.1f} s, gen+sanitize {runs['san', n][-1].wall:.1f} s"
+                for n in sizes
+            ),
+            flush=True,
+        )
     rows = []
     release = {}
     for n in sizes:
         g, sn = runs["gen", n], runs["san", n]
         release[n] = med_diff(sn, g)
         cpu = med_diff(sn, g, "cpu")
-        rows.append([f"dask, {n:,} traces ({n * L:,} points; {len(specs(n, per_part))} partitions)", f"{med(g):.1f}",
-                     f"{med(sn):.1f}", f"{release[n]:.1f}", fmt_rate(n * L / release[n]),
-                     fmt_rate(n * L / release[n] / 2), f"{cpu:.1f}", f"{med(sn, 'gc'):.1f}",
-                     gib(max(x.peak for x in sn)), str(len(sn))])
-    rows.append([f"in memory, {Tm:,} traces, pinned", "", "", f"{med(mem):.2f}", fmt_rate(Tm * L / med(mem)),
-                 fmt_rate(Tm * L / med(mem)), f"{med(mem, 'cpu'):.1f}", f"{med(mem, 'gc'):.1f}",
-                 gib(max(x.peak for x in mem)), str(len(mem))])
-    rep.table(["run", "generation only (s)", "generation + sanitize (s)", "sanitize (s)", "points/s", "per core",
-               "sanitize CPU (s)", "cyclic GC (s)", "peak RSS (max worker / process)", "runs"], rows)
+        rows.append(
+            [
+                f"dask, {n:,} traces ({n * L:,} points; {len(specs(n, per_part))} partitions)",
+                f"{med(g):.1f}",
+                f"{med(sn):.1f}",
+                f"{release[n]:.1f}",
+                fmt_rate(n * L / release[n]),
+                fmt_rate(n * L / release[n] / 2),
+                f"{cpu:.1f}",
+                f"{med(sn, 'gc'):.1f}",
+                gib(max(x.peak for x in sn)),
+                str(len(sn)),
+            ]
+        )
+    rows.append(
+        [
+            f"in memory, {Tm:,} traces, pinned",
+            "",
+            "",
+            f"{med(mem):.2f}",
+            fmt_rate(Tm * L / med(mem)),
+            fmt_rate(Tm * L / med(mem)),
+            f"{med(mem, 'cpu'):.1f}",
+            f"{med(mem, 'gc'):.1f}",
+            gib(max(x.peak for x in mem)),
+            str(len(mem)),
+        ]
+    )
+    rep.table(
+        [
+            "run",
+            "generation only (s)",
+            "generation + sanitize (s)",
+            "sanitize (s)",
+            "points/s",
+            "per core",
+            "sanitize CPU (s)",
+            "cyclic GC (s)",
+            "peak RSS (max worker / process)",
+            "runs",
+        ],
+        rows,
+    )
     big = max(sizes)
     per_core = big * L / release[big] / 2
     rep(f"* in memory per core / dask per core at {big:,} traces: {(Tm * L / med(mem)) / per_core:.1f}x")
     if len(sizes) == 2:
         slope = (release[T] - release[Tm]) / (T - Tm)
         fixed = release[Tm] - slope * Tm
-        rep(f"* linear fit of the dask release time: about {fixed:.1f} s fixed (independent of the number of traces: "
+        rep(
+            f"* linear fit of the dask release time: about {fixed:.1f} s fixed (independent of the number of traces: "
             f"{BUCKETS:,} per-bucket calls of the in-memory function, shuffle) + {slope * 1e6:.1f} s per million traces "
-            f"on 2 workers; 1 M traces: {fixed + slope * 1e6:.0f} s")
+            f"on 2 workers; 1 M traces: {fixed + slope * 1e6:.0f} s"
+        )
     rep()
 
 
@@ -491,14 +656,20 @@ def bench_profile(rep, args):
     prof.enable()
     release_partition(part, plan, 1, record)
     prof.disable()
-    rep("CPU seconds of this process, median of 5 alternating runs, with the cyclic garbage collector on (default) "
-        "and off (`gc.disable()` around the call):")
+    rep(
+        "CPU seconds of this process, median of 5 alternating runs, with the cyclic garbage collector on (default) "
+        "and off (`gc.disable()` around the call):"
+    )
     rep()
-    rep.table(["step", "GC on (s)", "GC off (s)"],
-              [[k, f"{statistics.median(times[k, True]):.2f}", f"{statistics.median(times[k, False]):.2f}"] for k in cases])
+    rep.table(
+        ["step", "GC on (s)", "GC off (s)"],
+        [[k, f"{statistics.median(times[k, True]):.2f}", f"{statistics.median(times[k, False]):.2f}"] for k in cases],
+    )
     k_rel, k_mem = list(cases)[1:]
-    rep(f"* `release_partition` / in-memory perturb: {statistics.median(times[k_rel, True]) / statistics.median(times[k_mem, True]):.2f}x "
-        f"(GC off: {statistics.median(times[k_rel, False]) / statistics.median(times[k_mem, False]):.2f}x)")
+    rep(
+        f"* `release_partition` / in-memory perturb: {statistics.median(times[k_rel, True]) / statistics.median(times[k_mem, True]):.2f}x "
+        f"(GC off: {statistics.median(times[k_rel, False]) / statistics.median(times[k_mem, False]):.2f}x)"
+    )
     rep()
     out = io.StringIO()
     pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(8)
@@ -523,15 +694,21 @@ def machine(rep, client):
             cpu = next(line.split(":", 1)[1].strip() for line in fh if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    rep(f"* machine: {os.cpu_count()} cores ({cpu}), {psutil.virtual_memory().total / 2**30:.1f} GiB RAM, "
-        f"Linux {platform.release()}; shared with other jobs (load average at start {loadavg()})")
-    rep(f"* Python {platform.python_version()}, geopriv {geopriv.__version__}, numpy {np.__version__}, "
+    rep(
+        f"* machine: {os.cpu_count()} cores ({cpu}), {psutil.virtual_memory().total / 2**30:.1f} GiB RAM, "
+        f"Linux {platform.release()}; shared with other jobs (load average at start {loadavg()})"
+    )
+    rep(
+        f"* Python {platform.python_version()}, geopriv {geopriv.__version__}, numpy {np.__version__}, "
         f"pandas {pd.__version__}, geopandas {gpd.__version__}, shapely {shapely.__version__}, pyproj {pyproj.__version__}, "
-        f"dask {dask.__version__}, distributed {distributed.__version__}, dask-geopandas {dask_geopandas.__version__}")
+        f"dask {dask.__version__}, distributed {distributed.__version__}, dask-geopandas {dask_geopandas.__version__}"
+    )
     info = client.scheduler_info()["workers"]
     w = next(iter(info.values()))
-    rep(f"* cluster: `LocalCluster(n_workers={len(info)}, threads_per_worker={w['nthreads']})`, processes, "
-        f"memory limit {gib(w['memory_limit'])} per worker")
+    rep(
+        f"* cluster: `LocalCluster(n_workers={len(info)}, threads_per_worker={w['nthreads']})`, processes, "
+        f"memory limit {gib(w['memory_limit'])} per worker"
+    )
     rep()
 
 
@@ -545,14 +722,18 @@ def main():
     ap.add_argument("--traces", type=int, default=1_000_000, help="traces for the dask sanitize_traces (0: skip)")
     ap.add_argument("--traces-inmem", type=int, default=100_000)
     ap.add_argument("--trace-length", type=int, default=5)
-    ap.add_argument("--traces-budget", type=float, default=150.0,
-                    help="seconds: a dask trace run longer than this is not repeated")
+    ap.add_argument(
+        "--traces-budget", type=float, default=150.0, help="seconds: a dask trace run longer than this is not repeated"
+    )
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--repeats-big", type=int, default=2, help="repeats of the largest perturb N")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--memory-limit", default="8GiB")
-    ap.add_argument("--sections", default="perturb,synthesize,traces,profile",
-                    help="comma-separated subset of perturb,synthesize,traces,profile")
+    ap.add_argument(
+        "--sections",
+        default="perturb,synthesize,traces,profile",
+        help="comma-separated subset of perturb,synthesize,traces,profile",
+    )
     ap.add_argument("--out", default=None, help="markdown file for the results")
     args = ap.parse_args()
     sections = set(args.sections.split(","))
@@ -567,8 +748,16 @@ def main():
     rep()
     rep(f"`python bench/dask_scale.py {' '.join(sys.argv[1:])}`".replace("  ", " "))
     rep()
-    with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                      memory_limit=args.memory_limit) as cluster, Client(cluster) as client:
+    with (
+        LocalCluster(
+            n_workers=args.workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            memory_limit=args.memory_limit,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
         machine(rep, client)
         # Workaround (see bench/results/dask.md): dask's p2p shuffle converts GeoDataFrames to arrow with a dispatch
         # that dask_geopandas registers; a worker that never imported dask_geopandas fails the transfer
@@ -586,8 +775,10 @@ def main():
         check = lazy_points(2 * args.partition, args.partition)
         moved = check.priv.perturb(**PERTURB, rng=1).partitions[1].compute()
         d = moved.geometry.distance(check.partitions[1].compute().geometry)
-        rep(f"Sanity: one released partition moved its points by {d.mean():.0f} m on average "
-            f"(planar Laplace, expected 2 / epsilon = {2 * PERTURB['radius'] / PERTURB['level']:.0f} m).")
+        rep(
+            f"Sanity: one released partition moved its points by {d.mean():.0f} m on average "
+            f"(planar Laplace, expected 2 / epsilon = {2 * PERTURB['radius'] / PERTURB['level']:.0f} m)."
+        )
         rep()
         if "perturb" in sections:
             bench_perturb(client, rep, args, gdf)

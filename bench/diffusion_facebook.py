@@ -22,6 +22,7 @@ GEOPRIV_DATA defaulting to ../shared/data beside the checkout).
 
     python bench/diffusion_facebook.py [graph.txt] [--source 0] [--reps 2000] [--no-dense] [--no-figure]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,23 +62,31 @@ def median_ms(fn, repeats: int) -> float:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("graph", nargs="?", default=str(DATA_DIR / "facebook_combined.txt"),
-                    help="SNAP edge list (two node ids per line)")
+    ap.add_argument(
+        "graph",
+        nargs="?",
+        default=str(DATA_DIR / "facebook_combined.txt"),
+        help="SNAP edge list (two node ids per line)",
+    )
     ap.add_argument("--source", type=int, default=0, help="node that owns the data (default 0, an ego)")
     ap.add_argument("--reps", type=int, default=2000, help="releases per coalition experiment")
     ap.add_argument("--no-dense", action="store_true", help="skip the dense pinv reference (slow)")
     ap.add_argument("--no-figure", action="store_true")
     args = ap.parse_args(argv)
     if not Path(args.graph).is_file():
-        print(f"no graph at {args.graph!r}: download facebook_combined.txt from SNAP (ego-Facebook) and pass its path",
-              file=sys.stderr)
+        print(
+            f"no graph at {args.graph!r}: download facebook_combined.txt from SNAP (ego-Facebook) and pass its path",
+            file=sys.stderr,
+        )
         return 2
 
     edges = np.loadtxt(args.graph, dtype=np.int64)
     t0 = time.perf_counter()
     net = as_network(edges)
     t_net = time.perf_counter() - t0
-    print(f"graph: {net.n_nodes} nodes, {net.n_edges} edges (normalised in {t_net * 1000:.0f} ms); source {args.source}")
+    print(
+        f"graph: {net.n_nodes} nodes, {net.n_edges} edges (normalised in {t_net * 1000:.0f} ms); source {args.source}"
+    )
 
     # ---- distances -----------------------------------------------------------------------
     t0 = time.perf_counter()
@@ -90,8 +99,10 @@ def main(argv=None) -> int:
         res_times.append(time.perf_counter() - t0)
     t_res = statistics.median(res_times)
     print(f"hop distances: {t_hops * 1000:.1f} ms (max {hops.max():.0f} hops)")
-    print(f"resistance distances, sparse selected inversion: median {t_res:.2f} s of 3 "
-          f"(min {min(res_times):.2f} s; target <= 5 s); range [{res.drop(args.source).min():.4f}, {res.max():.4f}]")
+    print(
+        f"resistance distances, sparse selected inversion: median {t_res:.2f} s of 3 "
+        f"(min {min(res_times):.2f} s; target <= 5 s); range [{res.drop(args.source).min():.4f}, {res.max():.4f}]"
+    )
     if not args.no_dense:
         t0 = time.perf_counter()
         dense = resistance_distance(net, args.source, method="dense")
@@ -99,8 +110,10 @@ def main(argv=None) -> int:
         others = res.index != args.source
         abs_err = np.abs(res.to_numpy() - dense.to_numpy())[others]
         rel_err = abs_err / dense.to_numpy()[others]
-        print(f"dense reference (pinv of the Laplacian, paper eq. 10): {t_dense:.1f} s; "
-              f"max abs error {abs_err.max():.2e}, max rel error {rel_err.max():.2e}, median rel {np.median(rel_err):.2e}")
+        print(
+            f"dense reference (pinv of the Laplacian, paper eq. 10): {t_dense:.1f} s; "
+            f"max abs error {abs_err.max():.2e}, max rel error {rel_err.max():.2e}, median rel {np.median(rel_err):.2e}"
+        )
 
     # ---- answering everybody -----------------------------------------------------------------
     recipients = res.index[res.index != args.source]
@@ -113,17 +126,23 @@ def main(argv=None) -> int:
         path = DiffusionPath.sample(dim, eps.max(), eps.min(), gen)
         t_noise = median_ms(lambda value=value, path=path: value + path.noise(eps), 51)
         t_indep = median_ms(lambda value=value, dim=dim: value + sample_laplace(dim, eps, None, gen), 51)
-        print(f"n={dim}: all {len(eps)} answers from a new path (diffuse): {t_path:.2f} ms (target <= 20 ms); "
-              f"from an existing path: {t_noise:.2f} ms; independent Laplace per recipient: {t_indep:.2f} ms")
+        print(
+            f"n={dim}: all {len(eps)} answers from a new path (diffuse): {t_path:.2f} ms (target <= 20 ms); "
+            f"from an existing path: {t_noise:.2f} ms; independent Laplace per recipient: {t_indep:.2f} ms"
+        )
     jumps = [DiffusionPath.sample(1, eps.max(), eps.min(), gen).secret_arrays()["levels"].size for _ in range(2000)]
-    print(f"jumps per path (n=1): mean {np.mean(jumps):.2f}, expected 2 ln({eps.max():.2f}/{eps.min():.3f}) = "
-          f"{2 * math.log(eps.max() / eps.min()):.2f}")
+    print(
+        f"jumps per path (n=1): mean {np.mean(jumps):.2f}, expected 2 ln({eps.max():.2f}/{eps.min():.3f}) = "
+        f"{2 * math.log(eps.max() / eps.min()):.2f}"
+    )
 
     # ---- coalitions -----------------------------------------------------------------------------
     order = np.argsort(-d)  # most distant first
-    print(f"\ncoalitions of the k most distant recipients, infection bit u = 1, {args.reps} releases each "
-          "(P(guess = u); a single recipient alone: 1 - exp(-eps/2)/2; 'wmean': the projected\n"
-          "inverse-variance weighted mean of the raw answers, weights eps^2):")
+    print(
+        f"\ncoalitions of the k most distant recipients, infection bit u = 1, {args.reps} releases each "
+        "(P(guess = u); a single recipient alone: 1 - exp(-eps/2)/2; 'wmean': the projected\n"
+        "inverse-variance weighted mean of the raw answers, weights eps^2):"
+    )
     print("      k  eps range         best member     diffusion: majority / wmean   independent: majority / wmean")
     table = []
     for k in (1, 10, 100, 1000, len(d)):
@@ -146,11 +165,15 @@ def main(argv=None) -> int:
             "theory": 1 - 0.5 * math.exp(-e.max() / 2),
         }
         table.append(row)
-        print(f"  {k:5d}  [{e.min():.3f}, {e.max():.3f}]  {row['best']:.3f} ({row['theory']:.3f})   "
-              f"{row['diff_major']:.3f} / {row['diff_mean']:.3f}                {row['ind_major']:.3f} / {row['ind_mean']:.3f}")
+        print(
+            f"  {k:5d}  [{e.min():.3f}, {e.max():.3f}]  {row['best']:.3f} ({row['theory']:.3f})   "
+            f"{row['diff_major']:.3f} / {row['diff_mean']:.3f}                {row['ind_major']:.3f} / {row['ind_mean']:.3f}"
+        )
 
-    print("\n2-D location, same epsilons (per unit): MSE of the coalition's weighted mean (weights eps^2) over the "
-          "MSE of its best member (1 = no gain):")
+    print(
+        "\n2-D location, same epsilons (per unit): MSE of the coalition's weighted mean (weights eps^2) over the "
+        "MSE of its best member (1 = no gain):"
+    )
     for k in (10, 100, 1000):
         e = eps[order[:k]]
         best = int(np.argmax(e))
@@ -159,9 +182,11 @@ def main(argv=None) -> int:
         iv = np.stack([sample_laplace(2, e, None, gen) for _ in range(args.reps)])
         mse = lambda v: float((v**2).sum(-1).mean())
         wmean = lambda v, w=w: np.einsum("i,nid->nd", w, v)
-        print(f"  k={k:5d}: diffusion {mse(wmean(dv)) / mse(dv[:, best]):.3f}   independent "
-              f"{mse(wmean(iv)) / mse(iv[:, best]):.3f}   (best member MSE {mse(dv[:, best]):.3g}, theory "
-              f"6/eps_max^2 = {6 / e.max() ** 2:.3g})")
+        print(
+            f"  k={k:5d}: diffusion {mse(wmean(dv)) / mse(dv[:, best]):.3f}   independent "
+            f"{mse(wmean(iv)) / mse(iv[:, best]):.3f}   (best member MSE {mse(dv[:, best]):.3g}, theory "
+            f"6/eps_max^2 = {6 / e.max() ** 2:.3g})"
+        )
 
     if not args.no_figure:
         figure(d, eps, gen, table)
@@ -203,15 +228,19 @@ def figure(d, eps, gen, table):
     ax.plot(0, 0, "*", color="black", ms=14)
     ax.set_aspect("equal")
     ax.set_xlabel("resistance distance from the source (radius; angle arbitrary)")
-    ax.set_title(f"recipients at their distance; red circles: jumps\n{int((bits != u).sum())} of {d.size} "
-                 "projected bits are wrong")
+    ax.set_title(
+        f"recipients at their distance; red circles: jumps\n{int((bits != u).sum())} of {d.size} "
+        "projected bits are wrong"
+    )
     fig.colorbar(sc, ax=ax, label="log10 |answer - u|")
 
     ax = axes[2]
     ks = [row["k"] for row in table]
     ax.plot(ks, [row["best"] for row in table], "k--", marker="o", label="best member alone")
     ax.plot(ks, [row["diff_mean"] for row in table], color="tab:blue", marker="o", label="coalition, one path")
-    ax.plot(ks, [row["ind_mean"] for row in table], color="tab:orange", marker="o", label="coalition, independent noise")
+    ax.plot(
+        ks, [row["ind_mean"] for row in table], color="tab:orange", marker="o", label="coalition, independent noise"
+    )
     ax.set_xscale("log")
     ax.set_ylim(0.45, 1.02)
     ax.set_xlabel("coalition size k (most distant recipients)")

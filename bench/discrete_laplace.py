@@ -14,6 +14,7 @@ floating-point inversion of 53-bit uniforms), both on one core; OpenDP's exact i
 on ``--n-opendp`` draws and scaled to ``--n`` (its cost is linear in the number of draws).
 The machine is shared: run it when it is idle, and read the ratios rather than the times.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,8 @@ SCALES = [
     ("t = 10", 10, 10.0),
     ("t = 37.123 (float)", 37.123, 37.123),
     ("t = 1000.3 (float)", 1000.3, 1000.3),
-    ("eps = 1e-6 (t = 1e6)", Fraction(10 ** 6), 1e6),
-    ("t = (10^30 + 1) / 10^29 (numerator beyond int64)", Fraction(10 ** 30 + 1, 10 ** 29), 10.0),
+    ("eps = 1e-6 (t = 1e6)", Fraction(10**6), 1e6),
+    ("t = (10^30 + 1) / 10^29 (numerator beyond int64)", Fraction(10**30 + 1, 10**29), 10.0),
     ("eps = 1e-10 float (t = 2^86 / m ~ 1e10)", 1 / Fraction(1e-10), 1e10),
 ]
 
@@ -73,11 +74,14 @@ def opendp_sampler():
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=10 ** 6)
-    ap.add_argument("--n-opendp", type=int, default=10 ** 5)
+    ap.add_argument("--n", type=int, default=10**6)
+    ap.add_argument("--n-opendp", type=int, default=10**5)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--synthesize", action="store_true",
-                    help="also time PrivateMeasure.sample_unit (the whole mechanism) with either sampler")
+    ap.add_argument(
+        "--synthesize",
+        action="store_true",
+        help="also time PrivateMeasure.sample_unit (the whole mechanism) with either sampler",
+    )
     args = ap.parse_args(argv)
     gen = np.random.default_rng(0)
     odp, odp_version = opendp_sampler()
@@ -133,8 +137,11 @@ def whole_mechanism(gen):
                     mech = pm.PrivateMeasure(1.0, method=method)
                     t = best_time(lambda: mech.sample_unit(unit, gen), reps)
                     best[name] = min(best.get(name, math.inf), t)
-                print(f"| {n:,} | {method} | {best['old'] * 1e3:.1f} | {best['exact'] * 1e3:.1f} | "
-                      f"{best['exact'] / best['old']:.2f}x |", flush=True)
+                print(
+                    f"| {n:,} | {method} | {best['old'] * 1e3:.1f} | {best['exact'] * 1e3:.1f} | "
+                    f"{best['exact'] / best['old']:.2f}x |",
+                    flush=True,
+                )
     finally:
         pm.discrete_laplace = exact
 

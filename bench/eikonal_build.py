@@ -17,6 +17,7 @@ Targets (issue 3): build <= 120 s, peak memory <= 8 GB, MSE <= 0.2 x Laplace, sa
 
 Run:  python bench/eikonal_build.py [--jobs 2] [--save path.npz] [--no-figure] [--refine]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -130,8 +131,12 @@ def main(argv=None):
     ap.add_argument("--no-figure", action="store_true")
     ap.add_argument("--points", type=int, default=1_000_000, help="points for the sampling throughput")
     ap.add_argument("--refine", action="store_true", help="also rebuild with mech.suggest_margin() (a second build)")
-    ap.add_argument("--nodata", choices=["floor", "nearest"], default="floor",
-                    help="epsilon of no-data cells (Tokyo Bay, outside the area): floor = 0.4 (default) or nearest data cell's")
+    ap.add_argument(
+        "--nodata",
+        choices=["floor", "nearest"],
+        default="floor",
+        help="epsilon of no-data cells (Tokyo Bay, outside the area): floor = 0.4 (default) or nearest data cell's",
+    )
     args = ap.parse_args(argv)
 
     pm = paper_scaled_map(None if args.nodata == "floor" else args.nodata)
@@ -169,23 +174,47 @@ def main(argv=None):
 
     tim = mech.params["timings"]
     rows = [
-        ("grid (inputs) / outputs / kernel entries", f"{pm.shape[0]} x {pm.shape[1]} / {len(mech.weights)} / {mech.params['nnz']:,}", ""),
+        (
+            "grid (inputs) / outputs / kernel entries",
+            f"{pm.shape[0]} x {pm.shape[1]} / {len(mech.weights)} / {mech.params['nnz']:,}",
+            "",
+        ),
         ("build time", f"{build_s:.1f} s", "<= 120 s"),
-        ("  kernels / weights / verify", f"{tim['kernels_s']:.1f} / {tim['weights_s']:.1f} / {tim.get('verify_s', 0):.1f} s", ""),
+        (
+            "  kernels / weights / verify",
+            f"{tim['kernels_s']:.1f} / {tim['weights_s']:.1f} / {tim.get('verify_s', 0):.1f} s",
+            "",
+        ),
         ("peak memory (process tree)", f"{mem.peak / 2**30:.2f} GiB", "<= 8 GB"),
         ("realised / target Lipschitz (max)", f"{rep.max_ratio:.6f}", "<= 1"),
-        ("normaliser share of the loss", f"{rep.normaliser_ratio:.4f} (budget used {mech.params['normaliser_budget_used']:.2f})", f"< margin {mech.params['margin']}"),
-        ("expected MSE eikonal (prior = population)", f"{cmp['eikonal_mse_m2']:.2f} (on the lattice: {raw:.2f})", "paper: 5.78"),
+        (
+            "normaliser share of the loss",
+            f"{rep.normaliser_ratio:.4f} (budget used {mech.params['normaliser_budget_used']:.2f})",
+            f"< margin {mech.params['margin']}",
+        ),
+        (
+            "expected MSE eikonal (prior = population)",
+            f"{cmp['eikonal_mse_m2']:.2f} (on the lattice: {raw:.2f})",
+            "paper: 5.78",
+        ),
         ("expected MSE planar Laplace at eps_min", f"{cmp['laplace_mse_m2']:.2f}", "paper: 37.5"),
         ("MSE ratio eikonal / Laplace", f"{cmp['ratio']:.3f}", "<= 0.2 (paper 0.154)"),
         ("MSE ratio with posterior-mean remap", f"{cmp_remap['ratio']:.3f} ({remap_s:.1f} s)", "post-processing"),
-        ("  reference: local Laplace proxy / Laplace", f"{local_laplace_proxy(pm) / cmp['laplace_mse_m2']:.3f}", "not private"),
+        (
+            "  reference: local Laplace proxy / Laplace",
+            f"{local_laplace_proxy(pm) / cmp['laplace_mse_m2']:.3f}",
+            "not private",
+        ),
         ("sampling tables (once)", f"{tables_s:.1f} s", ""),
         ("sampling throughput", f"{rate / 1e6:.2f} M points/s", ">= 1 M/s"),
     ]
     if refined is not None:
         rows += [
-            ("refined build (margin=suggest_margin())", f"{refine_s:.1f} s, ratio {refined.report.max_ratio:.4f}", "second build"),
+            (
+                "refined build (margin=suggest_margin())",
+                f"{refine_s:.1f} s, ratio {refined.report.max_ratio:.4f}",
+                "second build",
+            ),
             ("  MSE ratio refined / + remap", f"{ref_cmp['ratio']:.3f} / {ref_remap['ratio']:.3f}", ""),
         ]
     w = max(len(r[0]) for r in rows)
@@ -208,8 +237,13 @@ def main(argv=None):
         pts = [(pm.node_x[k % pm.shape[1]], pm.node_y[k // pm.shape[1]]) for k in picks]
         out = ROOT / "docs" / "img" / "eikonal.png"
         out.parent.mkdir(parents=True, exist_ok=True)
-        plot_mechanism(mech, pts, path=out, per="m",
-                       title="Tokyo raster, paper scaling (units of [0, 100]^2): privacy map and P(Q(u) = .) for a dense, a medium and a sparse location")
+        plot_mechanism(
+            mech,
+            pts,
+            path=out,
+            per="m",
+            title="Tokyo raster, paper scaling (units of [0, 100]^2): privacy map and P(Q(u) = .) for a dense, a medium and a sparse location",
+        )
         print(f"figure: {out.relative_to(ROOT)}")
         out2 = ROOT / "docs" / "img" / "eikonal_error.png"
         error_by_density(pm, {"eikonal": mech, "eikonal + posterior-mean release": remapped}, out2)

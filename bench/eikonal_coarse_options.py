@@ -8,6 +8,7 @@ the posterior-mean release.  Compare with the optimum bracket in bench/results/o
 
 Run:  python bench/eikonal_coarse_options.py [--size 10 14 20 35]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,8 +51,11 @@ def main(argv=None):
                 print(f"| {size} | {opts or 'defaults'} | infeasible: {type(exc).__name__} | | |", flush=True)
                 continue
             lap = m.laplace_mse()
-            print(f"| {size} | {opts or 'defaults'} | {m.expected_mse(jitter=False) / lap:.4f} | "
-                  f"{m.with_remap().expected_mse(jitter=False) / lap:.4f} | {m.report.max_ratio:.4f} |", flush=True)
+            print(
+                f"| {size} | {opts or 'defaults'} | {m.expected_mse(jitter=False) / lap:.4f} | "
+                f"{m.with_remap().expected_mse(jitter=False) / lap:.4f} | {m.report.max_ratio:.4f} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ Each load runs in its own process (peak memory of the load alone).
 
 Run:  python bench/eikonal_compact.py [--jobs 2] [--size 200] [--out bench/results/eikonal_compact.md]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,7 +62,13 @@ def child_load(path, pm, jobs, n):
     t0 = time.perf_counter()
     m.sample(big, np.random.default_rng(2))
     dt = time.perf_counter() - t0
-    return {"load_s": t_load, "all_s": t_all, "peak_gib": peak.peak / 2**30, "ratio": m.report.max_ratio, "throughput": 1e6 / dt}
+    return {
+        "load_s": t_load,
+        "all_s": t_all,
+        "peak_gib": peak.peak / 2**30,
+        "ratio": m.report.max_ratio,
+        "throughput": 1e6 / dt,
+    }
 
 
 def main(argv=None):
@@ -86,15 +93,26 @@ def main(argv=None):
         mech.save(compact)
         mech.save(full, compact=False)
         size_c, size_f = os.path.getsize(compact), os.path.getsize(full)
-        rows.append(("file size", f"compact {size_c / 1e6:.1f} MB", f"full {size_f / 1e6:.0f} MB ({size_f / size_c:.0f}x)"))
+        rows.append(
+            ("file size", f"compact {size_c / 1e6:.1f} MB", f"full {size_f / 1e6:.0f} MB ({size_f / size_c:.0f}x)")
+        )
         del mech
         for label, path in (("full", full), ("compact", compact), ("full (again)", full), ("compact (again)", compact)):
             # each load in a fresh process: its peak is the load's, not what the build left in this heap
-            out = subprocess.run([sys.executable, __file__, "--child-load", path, "--jobs", str(args.jobs), "--n", str(args.n)],
-                                 capture_output=True, text=True, check=True)
+            out = subprocess.run(
+                [sys.executable, __file__, "--child-load", path, "--jobs", str(args.jobs), "--n", str(args.n)],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             r = json.loads(out.stdout.strip().splitlines()[-1])
-            rows.append((f"load + verify + release {args.n:,} points, {label}", f"{r['all_s']:.1f} s (load+verify {r['load_s']:.1f} s)",
-                         f"peak {r['peak_gib']:.2f} GiB, ratio {r['ratio']:.4f}"))
+            rows.append(
+                (
+                    f"load + verify + release {args.n:,} points, {label}",
+                    f"{r['all_s']:.1f} s (load+verify {r['load_s']:.1f} s)",
+                    f"peak {r['peak_gib']:.2f} GiB, ratio {r['ratio']:.4f}",
+                )
+            )
             if label == "compact (again)":
                 rows.append(("sampling with cached rows, 1 M points", f"{r['throughput'] / 1e6:.2f} M points/s", ""))
     lines = ["| measurement | value | notes |", "|---|---|---|"] + [f"| {a} | {b} | {c} |" for a, b, c in rows]

@@ -7,6 +7,7 @@ contiguous runs of rows); checks the two CSRs are identical.  The point of to_cs
 
 Run:  python bench/eikonal_csr.py [--per 4000]
 """
+
 from __future__ import annotations
 
 import argparse

@@ -28,6 +28,7 @@ The shipped results: the default command (14 x 14, exact LP, ~75 s), then
       python bench/eikonal_error_map.py --size 20 --window 5 --margin 1e-3 --out-png /tmp/w20.png --append
 (20 x 20, windowed LP, ~2-2.5 min; its figure is not kept).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,12 +67,16 @@ def compute(size: int, solver: str, window: int | None, margin: float, time_limi
     pm = coarsen_to(paper_scaled_map(), (size, size))
     print(f"coarse map: {pm}", flush=True)
     t0 = time.perf_counter()
-    opt = optimal_mechanism(pm, solver=solver, window=window, margin=margin, time_limit=time_limit,
-                            max_variables=2_000_000)
+    opt = optimal_mechanism(
+        pm, solver=solver, window=window, margin=margin, time_limit=time_limit, max_variables=2_000_000
+    )
     lp_s = time.perf_counter() - t0
     o_verify = opt.verify()
-    print(f"  optimal ({opt.params['solver']}, window {window}): {lp_s:.1f} s, verify {o_verify:.6f}, "
-          f"dual bound {opt.params['dual_bound']:.4g}, gap {opt.params['gap']:.2%}", flush=True)
+    print(
+        f"  optimal ({opt.params['solver']}, window {window}): {lp_s:.1f} s, verify {o_verify:.6f}, "
+        f"dual bound {opt.params['dual_bound']:.4g}, gap {opt.params['gap']:.2%}",
+        flush=True,
+    )
     t0 = time.perf_counter()
     em = EikonalMechanism.build(pm)
     ek_s = time.perf_counter() - t0
@@ -137,7 +142,7 @@ def categories(r: dict) -> dict:
     near_nodata = np.zeros_like(nod)
     for di in (-1, 0, 1):
         for dj in (-1, 0, 1):
-            near_nodata |= padded[1 + di:1 + di + n, 1 + dj:1 + dj + n]
+            near_nodata |= padded[1 + di : 1 + di + n, 1 + dj : 1 + dj + n]
     coast = data & near_nodata
     dense_cut = wquantile(p[data], p[data], [0.5])[0]  # cells holding the denser half of the population
     dense = data & (p >= dense_cut)
@@ -155,7 +160,9 @@ def summarise(r: dict) -> dict:
     p, e, o, l = r["prior"], r["eik"], r["opt"], r["loc"]
     w = p > 0
     s = {
-        "eik": float((p * e).sum()), "opt": float((p * o).sum()), "loc": float((p * l).sum()),
+        "eik": float((p * e).sum()),
+        "opt": float((p * o).sum()),
+        "loc": float((p * l).sum()),
     }
     s["eik_opt"] = s["eik"] / s["opt"]
     s["eik_loc"] = s["eik"] / s["loc"]
@@ -193,16 +200,28 @@ def figure(r: dict, s: dict, path: Path, caption: str) -> None:
     fig, axes = plt.subplots(1, 3, figsize=(17, 6.2), constrained_layout=True)
 
     def ratio_panel(ax, ratio, label, title, lim=10.0):
-        im = ax.imshow(np.ma.masked_where(nod, np.clip(ratio, 1 / lim, lim)), extent=extent, cmap="RdBu_r",
-                       norm=LogNorm(1 / lim, lim), origin="upper")
+        im = ax.imshow(
+            np.ma.masked_where(nod, np.clip(ratio, 1 / lim, lim)),
+            extent=extent,
+            cmap="RdBu_r",
+            norm=LogNorm(1 / lim, lim),
+            origin="upper",
+        )
         ax.imshow(grey, extent=extent, cmap="Greys", vmin=0, vmax=4, origin="upper")
         for i, j in zip(*np.nonzero(lowered & ~nod)):
             ax.add_patch(Rectangle((node[j] - hx / 2, node_y[i] - hy / 2), hx, hy, fill=False, ec="k", lw=1.6))
         if n <= 20:
             for i, j in zip(*np.nonzero(~nod)):
                 v = ratio[i, j]
-                ax.text(node[j], node_y[i], f"{v:.1f}" if v < 9.95 else f"{v:.0f}", ha="center", va="center",
-                        fontsize=7 if n <= 14 else 5, color="w" if (v > 4 or v < 0.25) else "k")
+                ax.text(
+                    node[j],
+                    node_y[i],
+                    f"{v:.1f}" if v < 9.95 else f"{v:.0f}",
+                    ha="center",
+                    va="center",
+                    fontsize=7 if n <= 14 else 5,
+                    color="w" if (v > 4 or v < 0.25) else "k",
+                )
         cb = fig.colorbar(im, ax=ax, shrink=0.8, label=label)
         cb.set_ticks([0.1, 0.2, 0.5, 1, 2, 5, 10], labels=["0.1", "0.2", "0.5", "1", "2", "5", "10"])
         ax.set_title(title, fontsize=10)
@@ -213,25 +232,38 @@ def figure(r: dict, s: dict, path: Path, caption: str) -> None:
     ax.imshow(grey, extent=extent, cmap="Greys", vmin=0, vmax=4, origin="upper")
     pm_ = np.where(nod, 0.0, p)
     has = pm_ > 0
-    ax.scatter(X[has], Y[has], s=1500 * pm_[has] / pm_.max() * (14 / n) ** 2, facecolors="none", edgecolors="w",
-               linewidths=0.8)
+    ax.scatter(
+        X[has], Y[has], s=1500 * pm_[has] / pm_.max() * (14 / n) ** 2, facecolors="none", edgecolors="w", linewidths=0.8
+    )
     fig.colorbar(im, ax=ax, shrink=0.8, label="epsilon per unit (block minimum; linear in density)")
-    ax.set_title("(1) epsilon; circles: population (the prior)\ngrey: no data (Tokyo Bay, outside): prior 0",
-                 fontsize=10)
+    ax.set_title(
+        "(1) epsilon; circles: population (the prior)\ngrey: no data (Tokyo Bay, outside): prior 0", fontsize=10
+    )
 
-    ratio_panel(axes[1], r["eik"] / r["opt"], "eikonal / optimal, per node (log scale; 1 = white)",
-                f"(2) eikonal / optimal (LP) per node\naggregate {s['eik_opt']:.2f}, population-weighted mean of "
-                f"the ratio {s['r_eo_wmean']:.2f}")
-    ratio_panel(axes[2], r["eik"] / r["loc"], "eikonal / (6 / epsilon(a)^2), per node (log scale; 1 = white)",
-                f"(3) eikonal / Laplace at the node's own epsilon\naggregate {s['eik_loc']:.2f}, weighted mean "
-                f"{s['r_el_wmean']:.2f}; optimal / local {s['opt_loc']:.2f}")
+    ratio_panel(
+        axes[1],
+        r["eik"] / r["opt"],
+        "eikonal / optimal, per node (log scale; 1 = white)",
+        f"(2) eikonal / optimal (LP) per node\naggregate {s['eik_opt']:.2f}, population-weighted mean of "
+        f"the ratio {s['r_eo_wmean']:.2f}",
+    )
+    ratio_panel(
+        axes[2],
+        r["eik"] / r["loc"],
+        "eikonal / (6 / epsilon(a)^2), per node (log scale; 1 = white)",
+        f"(3) eikonal / Laplace at the node's own epsilon\naggregate {s['eik_loc']:.2f}, weighted mean "
+        f"{s['r_el_wmean']:.2f}; optimal / local {s['opt_loc']:.2f}",
+    )
     for ax in axes:
         ax.set_xlabel("x (units)")
         ax.set_ylabel("y (units)")
-    fig.suptitle(f"Tokyo, paper scaling, {n} x {n} nodes (Table I), node errors / Laplace at eps_min: eikonal (defaults) "
-                 f"{s['eik'] / r['lap']:.3f}, optimal {s['opt'] / r['lap']:.3f}, local Laplace {s['loc'] / r['lap']:.3f}; "
-                 f"eikonal / optimal {s['eik_opt']:.2f}\n{caption}; boxed: cells where the eikonal kernels' epsilon "
-                 "was lowered (jump / smooth); grey cells (prior 0) left out", fontsize=11)
+    fig.suptitle(
+        f"Tokyo, paper scaling, {n} x {n} nodes (Table I), node errors / Laplace at eps_min: eikonal (defaults) "
+        f"{s['eik'] / r['lap']:.3f}, optimal {s['opt'] / r['lap']:.3f}, local Laplace {s['loc'] / r['lap']:.3f}; "
+        f"eikonal / optimal {s['eik_opt']:.2f}\n{caption}; boxed: cells where the eikonal kernels' epsilon "
+        "was lowered (jump / smooth); grey cells (prior 0) left out",
+        fontsize=11,
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     buf = io.BytesIO()
     fig.savefig(buf, dpi=80, format="png")
@@ -269,7 +301,7 @@ def markdown(r: dict, s: dict, cmd: str, when: str, png: str | None, caption: st
         f"| optimal / local Laplace | {s['opt_loc']:.2f} | {s['r_ol_wmean']:.2f} | {q(s['r_ol_q'])} |",
         "",
         "Where: cell classes (edge and coast overlap; dense = the cells holding the denser half of the population).  "
-        "\"share of excess\" is the class's share of sum prior x (eikonal - optimal), the whole gap of Table I.",
+        '"share of excess" is the class\'s share of sum prior x (eikonal - optimal), the whole gap of Table I.',
         "",
         "| cells | n | population share | eikonal / optimal (aggregate) | weighted median e / o | e / o range | "
         "eikonal / local (aggregate) | share of excess | mean kernel lowering |",
@@ -289,37 +321,60 @@ def markdown(r: dict, s: dict, cmd: str, when: str, png: str | None, caption: st
         else:
             agg_o = med = agg_l = share = "-"
             low = f"{r['lowering'][m].mean():.2f} (unweighted)"
-        out.append(f"| {name} | {int(m.sum())} | {pw:.1%} | {agg_o} | {med} | {ro.min():.2f} .. {ro.max():.2f} | {agg_l} "
-                   f"| {share} | {low} |")
+        out.append(
+            f"| {name} | {int(m.sum())} | {pw:.1%} | {agg_o} | {med} | {ro.min():.2f} .. {ro.max():.2f} | {agg_l} "
+            f"| {share} | {low} |"
+        )
     # by epsilon band
-    out += ["", "| epsilon band (block minimum) | n | population share | eikonal / optimal (aggregate) | "
-            "eikonal / local (aggregate) | optimal / local (aggregate) | share of excess |", "|---|---|---|---|---|---|---|"]
+    out += [
+        "",
+        "| epsilon band (block minimum) | n | population share | eikonal / optimal (aggregate) | "
+        "eikonal / local (aggregate) | optimal / local (aggregate) | share of excess |",
+        "|---|---|---|---|---|---|---|",
+    ]
     eps = r["eps"]
     for lo_, hi_ in ((0.4, 0.6), (0.6, 1.0), (1.0, 1.4), (1.4, 2.01)):
         m = ~nod & (eps >= lo_) & (eps < hi_)
         if not m.any() or p[m].sum() == 0:
             continue
-        out.append(f"| {lo_:.1f} .. {min(hi_, 2.0):.1f} | {int(m.sum())} | {p[m].sum():.1%} | "
-                   f"{(p[m] * e[m]).sum() / (p[m] * o[m]).sum():.2f} | {(p[m] * e[m]).sum() / (p[m] * l[m]).sum():.2f} | "
-                   f"{(p[m] * o[m]).sum() / (p[m] * l[m]).sum():.2f} | {excess[m].sum() / tot_excess:.0%} |")
+        out.append(
+            f"| {lo_:.1f} .. {min(hi_, 2.0):.1f} | {int(m.sum())} | {p[m].sum():.1%} | "
+            f"{(p[m] * e[m]).sum() / (p[m] * o[m]).sum():.2f} | {(p[m] * e[m]).sum() / (p[m] * l[m]).sum():.2f} | "
+            f"{(p[m] * o[m]).sum() / (p[m] * l[m]).sum():.2f} | {excess[m].sum() / tot_excess:.0%} |"
+        )
     # the cells carrying most of the excess
     cats = categories(r)
     order = np.argsort(-excess.ravel())[:8]
-    out += ["", "Cells with the largest share of the excess error (row, col from the north-west corner):", "",
-            "| cell | epsilon | population share | eikonal | optimal | local Laplace | e / o | share of excess | class |",
-            "|---|---|---|---|---|---|---|---|---|"]
+    out += [
+        "",
+        "Cells with the largest share of the excess error (row, col from the north-west corner):",
+        "",
+        "| cell | epsilon | population share | eikonal | optimal | local Laplace | e / o | share of excess | class |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for k in order:
         i, j = divmod(int(k), n)
-        cls = ", ".join(c.split(" (")[0].replace("data, ", "") for c, m in cats.items() if m[i, j] and not c.startswith("sparse"))
-        out.append(f"| ({i}, {j}) | {eps[i, j]:.2f} | {p[i, j]:.1%} | {e[i, j]:.2f} | {o[i, j]:.2f} | {l[i, j]:.2f} | "
-                   f"{e[i, j] / o[i, j]:.2f} | {excess[i, j] / tot_excess:.1%} | {cls or 'interior'} |")
+        cls = ", ".join(
+            c.split(" (")[0].replace("data, ", "") for c, m in cats.items() if m[i, j] and not c.startswith("sparse")
+        )
+        out.append(
+            f"| ({i}, {j}) | {eps[i, j]:.2f} | {p[i, j]:.1%} | {e[i, j]:.2f} | {o[i, j]:.2f} | {l[i, j]:.2f} | "
+            f"{e[i, j] / o[i, j]:.2f} | {excess[i, j] / tot_excess:.1%} | {cls or 'interior'} |"
+        )
     # largest per-node ratios among populated cells
     w = (p > 0).ravel()
     ratio = (e / o).ravel()
     idx = np.flatnonzero(w)[np.argsort(-ratio[w])[:6]]
-    out += ["", "Largest per-node eikonal / optimal among populated cells: " + "; ".join(
-        f"({divmod(int(k), n)[0]}, {divmod(int(k), n)[1]}) {ratio[k]:.1f} (eps {eps.ravel()[k]:.2f}, pop {p.ravel()[k]:.2%})"
-        for k in idx) + ".", ""]
+    out += [
+        "",
+        "Largest per-node eikonal / optimal among populated cells: "
+        + "; ".join(
+            f"({divmod(int(k), n)[0]}, {divmod(int(k), n)[1]}) {ratio[k]:.1f} (eps {eps.ravel()[k]:.2f}, pop {p.ravel()[k]:.2%})"
+            for k in idx
+        )
+        + ".",
+        "",
+    ]
     return "\n".join(out) + "\n"
 
 
@@ -350,11 +405,16 @@ def variants(r: dict) -> str:
         ("suggest_margin + smooth=None", dict(margin=sm, smooth=None)),
         ("margin=0.01, smooth=None (not feasible on every map)", dict(margin=0.01, smooth=None)),
     ]
-    out = ["", f"Which eikonal options close the gap where (same {r['size']} x {r['size']} map and optimum; "
-           f"aggregate eikonal / optimal per class; the default build's normaliser uses at most a share "
-           f"{base.normaliser_share().max():.3f} of the loss, of up to {r['eik_margin']:g} reserved for it, "
-           f"verify {base.verify().max_ratio:.3f}):", "",
-           "| eikonal build | verify | " + " | ".join(classes) + " |", "|---|---|" + "---|" * len(classes)]
+    out = [
+        "",
+        f"Which eikonal options close the gap where (same {r['size']} x {r['size']} map and optimum; "
+        f"aggregate eikonal / optimal per class; the default build's normaliser uses at most a share "
+        f"{base.normaliser_share().max():.3f} of the loss, of up to {r['eik_margin']:g} reserved for it, "
+        f"verify {base.verify().max_ratio:.3f}):",
+        "",
+        "| eikonal build | verify | " + " | ".join(classes) + " |",
+        "|---|---|" + "---|" * len(classes),
+    ]
     for name, kw in runs:
         try:
             em = EikonalMechanism.build(pm, **kw)
@@ -362,8 +422,11 @@ def variants(r: dict) -> str:
             out.append(f"| {name} | infeasible: {str(exc)[:60]} |" + " |" * len(classes))
             continue
         e = em.node_mse(jitter=False)
-        out.append(f"| {name} | {em.verify().max_ratio:.3f} | " + " | ".join(
-            f"{(p[m] * e[m]).sum() / (p[m] * o[m]).sum():.2f}" for m in classes.values()) + " |")
+        out.append(
+            f"| {name} | {em.verify().max_ratio:.3f} | "
+            + " | ".join(f"{(p[m] * e[m]).sum() / (p[m] * o[m]).sum():.2f}" for m in classes.values())
+            + " |"
+        )
     return "\n".join(out) + "\n"
 
 
@@ -371,19 +434,29 @@ def variants(r: dict) -> str:
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--size", type=int, default=14, help="coarse grid size (default 14, as in Table I)")
-    ap.add_argument("--solver", default="ipm", choices=list(SOLVERS), help="LP solver (default ipm: HiGHS interior point)")
+    ap.add_argument(
+        "--solver", default="ipm", choices=list(SOLVERS), help="LP solver (default ipm: HiGHS interior point)"
+    )
     ap.add_argument("--window", type=int, default=None, help="windowed LP (an upper bound on the optimum; say so)")
     ap.add_argument("--margin", type=float, default=1e-4, help="LP margin (1e-3 with small windows)")
     ap.add_argument("--time-limit", type=float, default=600.0)
     ap.add_argument("--out-png", default="docs/img/eikonal_error_where.png")
     ap.add_argument("--out-md", default="bench/results/eikonal_error_where.md")
     ap.add_argument("--append", action="store_true", help="append a section to --out-md instead of rewriting it")
-    ap.add_argument("--cache", default=None, help="per-node arrays (npz); default bench/out/eikonal_error_where_<size>.npz")
+    ap.add_argument(
+        "--cache", default=None, help="per-node arrays (npz); default bench/out/eikonal_error_where_<size>.npz"
+    )
     ap.add_argument("--from-cache", action="store_true", help="redraw from --cache without solving")
     ap.add_argument("--no-variants", action="store_true", help="skip the eikonal builds with other options")
     args = ap.parse_args(argv)
 
-    cache = Path(args.cache or ROOT / "bench" / "out" / f"eikonal_error_where_{args.size}{'_w' + str(args.window) if args.window else ''}.npz")
+    cache = Path(
+        args.cache
+        or ROOT
+        / "bench"
+        / "out"
+        / f"eikonal_error_where_{args.size}{'_w' + str(args.window) if args.window else ''}.npz"
+    )
     t0 = time.perf_counter()
     if args.from_cache:
         with np.load(cache) as z:
@@ -395,20 +468,37 @@ def main(argv=None):
         np.savez(cache, **r)
     total = time.perf_counter() - t0
     s = summarise(r)
-    caption = ("exact LP (interior point, no window)" if r["window"] <= 0 else
-               f"windowed LP (window {r['window']} cells): 'optimal' is an upper bound on the optimum, "
-               "so eikonal / optimal is a lower estimate")
+    caption = (
+        "exact LP (interior point, no window)"
+        if r["window"] <= 0
+        else f"windowed LP (window {r['window']} cells): 'optimal' is an upper bound on the optimum, "
+        "so eikonal / optimal is a lower estimate"
+    )
     lap = r["lap"]
-    print(f"  node errors / Laplace: eikonal {s['eik'] / lap:.4f}, optimal {s['opt'] / lap:.4f}, local {s['loc'] / lap:.4f}")
-    print(f"  eikonal / optimal: aggregate {s['eik_opt']:.3f}, weighted mean {s['r_eo_wmean']:.3f}, q10/50/90 {s['r_eo_q']}")
-    print(f"  eikonal / local:   aggregate {s['eik_loc']:.3f}, weighted mean {s['r_el_wmean']:.3f}, q10/50/90 {s['r_el_q']}")
+    print(
+        f"  node errors / Laplace: eikonal {s['eik'] / lap:.4f}, optimal {s['opt'] / lap:.4f}, local {s['loc'] / lap:.4f}"
+    )
+    print(
+        f"  eikonal / optimal: aggregate {s['eik_opt']:.3f}, weighted mean {s['r_eo_wmean']:.3f}, q10/50/90 {s['r_eo_q']}"
+    )
+    print(
+        f"  eikonal / local:   aggregate {s['eik_loc']:.3f}, weighted mean {s['r_el_wmean']:.3f}, q10/50/90 {s['r_el_q']}"
+    )
     png = Path(args.out_png) if Path(args.out_png).is_absolute() else ROOT / args.out_png
     figure(r, s, png, caption)
     print(f"figure: {png} ({png.stat().st_size / 1024:.0f} KB)")
     when = f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC"
-    cmd = "python bench/eikonal_error_map.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
-    section = markdown(r, s, cmd.strip(), when + (f", {total:.0f} s in all" if not args.from_cache else " (from cache)"),
-                       args.out_png, caption)
+    cmd = "python bench/eikonal_error_map.py " + " ".join(
+        shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])
+    )
+    section = markdown(
+        r,
+        s,
+        cmd.strip(),
+        when + (f", {total:.0f} s in all" if not args.from_cache else " (from cache)"),
+        args.out_png,
+        caption,
+    )
     if not args.no_variants:
         section += variants(r)
     md = Path(args.out_md) if Path(args.out_md).is_absolute() else ROOT / args.out_md

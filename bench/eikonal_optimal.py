@@ -19,6 +19,7 @@ still exactly private after the repair) and the bound is for the full problem.
 Run:  python bench/eikonal_optimal.py --size 20 [--solver ipm] [--window 5] [--margin 1e-3]
           [--time-limit 600] [--n-jobs 2] [--no-eikonal] [--md bench/results/optimal.md]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,7 +55,9 @@ def main(argv=None):
     ap.add_argument("--size", type=int, default=20, help="coarse grid size (default 20; the paper used 35)")
     ap.add_argument("--time-limit", type=float, default=600.0, help="HiGHS time limit in seconds (default 600)")
     ap.add_argument("--solver", default=None, choices=list(SOLVERS), help="default: the library's (optimal_mechanism)")
-    ap.add_argument("--method", default=None, choices=["highs", "highs-ds", "highs-ipm"], help="scipy method for --solver highs")
+    ap.add_argument(
+        "--method", default=None, choices=["highs", "highs-ds", "highs-ipm"], help="scipy method for --solver highs"
+    )
     ap.add_argument("--window", type=int, default=None, help="LP variables only within this many cells of their output")
     ap.add_argument("--margin", type=float, default=1e-4)
     ap.add_argument("--max-variables", type=int, default=2_000_000)
@@ -74,19 +77,32 @@ def main(argv=None):
     t0 = time.perf_counter()
     try:
         chosen = {k: v for k, v in (("solver", args.solver), ("method", args.method)) if v is not None}
-        mech = optimal_mechanism(pm, time_limit=args.time_limit, max_variables=args.max_variables, margin=args.margin,
-                                 window=args.window, n_jobs=args.n_jobs, **chosen)
+        mech = optimal_mechanism(
+            pm,
+            time_limit=args.time_limit,
+            max_variables=args.max_variables,
+            margin=args.margin,
+            window=args.window,
+            n_jobs=args.n_jobs,
+            **chosen,
+        )
         total = time.perf_counter() - t0
         pr = mech.params
         o_mse, v = mech.expected_mse(), mech.verify()
-        print(f"  {pr['solver']}: {mech.message} in {mech.seconds:.1f} s (total {total:.1f} s incl. build/repair/bound); "
-              f"raw verify {pr['raw_verify_ratio']:.3g}, repair added mass {pr['repair_added_mass']:.2g} "
-              f"({pr['repair_rounds']} round(s)); verify {v:.9f}")
-        print(f"  optimal MSE {o_mse:.4g} (LP objective {mech.objective:.4g}), lower bound {pr['dual_bound']:.4g}, "
-              f"gap {pr['gap']:.2%}")
+        print(
+            f"  {pr['solver']}: {mech.message} in {mech.seconds:.1f} s (total {total:.1f} s incl. build/repair/bound); "
+            f"raw verify {pr['raw_verify_ratio']:.3g}, repair added mass {pr['repair_added_mass']:.2g} "
+            f"({pr['repair_rounds']} round(s)); verify {v:.9f}"
+        )
+        print(
+            f"  optimal MSE {o_mse:.4g} (LP objective {mech.objective:.4g}), lower bound {pr['dual_bound']:.4g}, "
+            f"gap {pr['gap']:.2%}"
+        )
         if pr.get("colgen_relaxed_rounds"):
-            print(f"  column generation: {pr['colgen_rounds']} rounds, of which {pr['colgen_relaxed_rounds']} on the relaxed "
-                  f"rows ({pr['colgen_relaxed_seconds']:.0f} s, bound {pr['colgen_relaxed_bound'] / lap:.4f} x Laplace)")
+            print(
+                f"  column generation: {pr['colgen_rounds']} rounds, of which {pr['colgen_relaxed_rounds']} on the relaxed "
+                f"rows ({pr['colgen_relaxed_seconds']:.0f} s, bound {pr['colgen_relaxed_bound'] / lap:.4f} x Laplace)"
+            )
     except InfeasibleMechanismError as exc:
         total = time.perf_counter() - t0
         print(f"  optimal: not solved after {total:.0f} s: {exc}")
@@ -103,12 +119,16 @@ def main(argv=None):
     if mech is not None:
         pr = mech.params
         lp_vars = f"{size['variables']:,}" + (f" ({pr['lp_variables']:,})" if pr.get("lp_variables") else "")
-        row = (f"| {args.size} x {args.size} | {lp_vars} | {pr['lp_constraints']:,} | {pr['solver']} | {args.window or '-'} "
-               f"| {mech.seconds:.1f} | {total:.1f} | {v:.6f} | {o_mse / lap:.4f} | {pr['dual_bound'] / lap:.4f} | {pr['gap']:.2%} "
-               f"| {e_nj / lap:.4f} | {e_j / lap:.4f} | {e_nj / o_mse:.2f} (<= {e_nj / pr['dual_bound']:.2f}) | {esecs:.1f} |")
+        row = (
+            f"| {args.size} x {args.size} | {lp_vars} | {pr['lp_constraints']:,} | {pr['solver']} | {args.window or '-'} "
+            f"| {mech.seconds:.1f} | {total:.1f} | {v:.6f} | {o_mse / lap:.4f} | {pr['dual_bound'] / lap:.4f} | {pr['gap']:.2%} "
+            f"| {e_nj / lap:.4f} | {e_j / lap:.4f} | {e_nj / o_mse:.2f} (<= {e_nj / pr['dual_bound']:.2f}) | {esecs:.1f} |"
+        )
     else:
-        row = (f"| {args.size} x {args.size} | {size['variables']:,} | {size['constraints']:,} | {args.solver or 'auto'} | "
-               f"{args.window or '-'} | not solved ({total:.0f} s) | | | | | | {e_nj / lap:.4f} | {e_j / lap:.4f} | | {esecs:.1f} |")
+        row = (
+            f"| {args.size} x {args.size} | {size['variables']:,} | {size['constraints']:,} | {args.solver or 'auto'} | "
+            f"{args.window or '-'} | not solved ({total:.0f} s) | | | | | | {e_nj / lap:.4f} | {e_j / lap:.4f} | | {esecs:.1f} |"
+        )
     print(MD_HEADER + row)
     if args.md:
         path = Path(args.md)

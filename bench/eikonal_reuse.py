@@ -20,6 +20,7 @@ old and the new command read the very same file.  Target: 1,000 points in at mos
 Run:  python bench/eikonal_reuse.py [--cache DIR] [--old-ref REF] [--old-tree /tmp/wt-eik]
                                     [--repeats 3] [--out bench/results/eikonal_reuse.md]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,8 +47,9 @@ def raster() -> Path:
 def old_tree(path: Path, ref: str) -> Path:
     """A worktree of the code before the change (created if missing)."""
     if not (path / "geopriv" / "cli.py").exists():
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(path), ref], check=True,
-                       capture_output=True)
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(path), ref], check=True, capture_output=True
+        )
     return path
 
 
@@ -61,7 +63,9 @@ def cli(args, *, pythonpath=None, home=None) -> tuple[float, int, str]:
         env["GEOPRIV_HOME"] = str(home)
     cwd = pythonpath if pythonpath is not None else ROOT  # the package imported is the tree's own
     t0 = time.perf_counter()
-    r = subprocess.run([PY, "-m", "geopriv.cli", *map(str, args)], env=env, cwd=cwd, capture_output=True, text=True, check=False)
+    r = subprocess.run(
+        [PY, "-m", "geopriv.cli", *map(str, args)], env=env, cwd=cwd, capture_output=True, text=True, check=False
+    )
     dt = time.perf_counter() - t0
     lines = [ln for ln in r.stderr.strip().splitlines() if ln.strip()]
     return dt, r.returncode, lines[-1] if lines else ""
@@ -102,8 +106,20 @@ def main(argv=None):
     mech = cache / "tokyo.npz"
     rows, notes = [], []
     if not mech.exists():
-        dt, rc, line = cli(["build-mechanism", raster(), mech, "--epsilon-range", "ln4/3000", "ln4/600", "--n-jobs", "2",
-                            "--no-progress"], home=cache / "build-home")
+        dt, rc, line = cli(
+            [
+                "build-mechanism",
+                raster(),
+                mech,
+                "--epsilon-range",
+                "ln4/3000",
+                "ln4/600",
+                "--n-jobs",
+                "2",
+                "--no-progress",
+            ],
+            home=cache / "build-home",
+        )
         assert rc == 0, line
         notes.append(f"built {mech.name} in {dt:.1f} s (n_jobs=2)")
     if not (cache / "pts1000.gpkg").exists():
@@ -143,16 +159,22 @@ def main(argv=None):
     import numpy as np
 
     a, b = gpd.read_file(cache / "out_old.gpkg"), gpd.read_file(cache / "out_new.gpkg")
-    same = bool(np.array_equal(a.geometry.x.values, b.geometry.x.values) and np.array_equal(a.geometry.y.values, b.geometry.y.values))
+    same = bool(
+        np.array_equal(a.geometry.x.values, b.geometry.x.values)
+        and np.array_equal(a.geometry.y.values, b.geometry.y.values)
+    )
     notes.append(f"the 1,000 released points of (a) and (b) with the same --seed are identical: {same}")
 
-    table = (["| run | seconds | exit | load average before the run |", "|---|---|---|---|"]
-             + [f"| {lab} | {dt:.2f} | {rc} | {load:.1f} |" for lab, dt, rc, _, load in rows])
+    table = ["| run | seconds | exit | load average before the run |", "|---|---|---|---|"] + [
+        f"| {lab} | {dt:.2f} | {rc} | {load:.1f} |" for lab, dt, rc, _, load in rows
+    ]
     errors = [f"* {lab}:\n\n  `{line}`" for lab, _, rc, line, _ in rows if rc != 0]
     old_t = [dt for lab, dt, *_ in rows if lab.startswith("(a) before: 1,000")]
     new_t = [dt for lab, dt, *_ in rows if lab.startswith("(b) now, repeated")]
-    summary = (f"1,000 points end to end: before {min(old_t):.1f}-{max(old_t):.1f} s, now {min(new_t):.2f}-{max(new_t):.2f} s "
-               f"on repeated use (target <= 5 s)")
+    summary = (
+        f"1,000 points end to end: before {min(old_t):.1f}-{max(old_t):.1f} s, now {min(new_t):.2f}-{max(new_t):.2f} s "
+        f"on repeated use (target <= 5 s)"
+    )
     text = "\n".join([summary, "", *table, "", "Errors printed:", "", *errors, "", *[f"* {n}" for n in notes]])
     print(text)
     if args.out:

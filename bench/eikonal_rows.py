@@ -16,6 +16,7 @@ and saved to ``--save``.
 
 Run:  python bench/eikonal_rows.py [--size 200] [--jobs 2] [--k 1 10 100 1000] [--md FILE]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -105,13 +106,17 @@ def main(argv=None):
         f"{len(mech.weights):,} outputs, {epr:,.0f} kernel entries per row on average, {n_nodes:,} nodes.  "
         "Rows of k nodes drawn from the population prior, each way on a fresh cache (and `sample()` of k points from the prior, up to 4 nodes each); the two ways "
         "gave identical arrays on every request where both ran.\n",
-        "| k | distinct nodes | from the nodes (n_jobs={0}) | from the nodes, in process | as columns (n_jobs={0}) | columns / nodes | sample(), automatic |".format(args.jobs),
+        "| k | distinct nodes | from the nodes (n_jobs={0}) | from the nodes, in process | as columns (n_jobs={0}) | columns / nodes | sample(), automatic |".format(
+            args.jobs
+        ),
         "|---|---|---|---|---|---|---|",
     ]
     for r in rows_out:
         cols = f"{r['columns_s']:.2f} s" if "columns_s" in r else "-"
         sp = f"{r['speedup']:.0f}x" if "speedup" in r else "-"
-        lines.append(f"| {r['k']:,} | {r['nodes']:,} | {r['nodes_s']:.2f} s | {r['nodes_1_s']:.2f} s | {cols} | {sp} | {r['sample_auto_s']:.2f} s |")
+        lines.append(
+            f"| {r['k']:,} | {r['nodes']:,} | {r['nodes_s']:.2f} s | {r['nodes_1_s']:.2f} s | {cols} | {sp} | {r['sample_auto_s']:.2f} s |"
+        )
     text = "\n".join(lines) + "\n"
     print(text)
     if args.md:

@@ -9,6 +9,7 @@ when the rest of a request should pay for that (``geopriv.mechanisms.pool.startu
 Run:  python bench/eikonal_rows_startup.py --load FILE [--k 256 512 1024 2048]
       (FILE: a compact 200 x 200 file of bench/eikonal_compact.py's map, built by this version)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,7 +41,9 @@ def main(argv=None):
         sys.exit("this file's kernels cannot be searched from the nodes (built by an earlier version): rebuild it")
     rng = np.random.default_rng(0)
     p = pm.prior("population").ravel()
-    ways = [("in process", 1, None)] + [(m, 2, m) for m in ("fork", "spawn", "forkserver") if m in mp.get_all_start_methods()]
+    ways = [("in process", 1, None)] + [
+        (m, 2, m) for m in ("fork", "spawn", "forkserver") if m in mp.get_all_start_methods()
+    ]
     print("| nodes | " + " | ".join(w for w, _, _ in ways) + " |")
     print("|---|" + "---|" * len(ways))
     for k in args.k:

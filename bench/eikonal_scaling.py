@@ -9,6 +9,7 @@ memory, kernel entries and the fitted exponents (log-log least squares).
 
 Run:  python bench/eikonal_scaling.py [--sizes 50 100 200 400] [--jobs 2] [--mem-limit-gib 12]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,8 +48,9 @@ def scaled_map(n: int):
         f = n // m
         dens = np.repeat(np.repeat(dens, f, axis=0), f, axis=1)
     h = 100.0 / dens.shape[0]
-    return PrivacyMap.from_population(dens, epsilon_range=(0.4, 2.0), transform=rasterio.Affine(h, 0, -50, 0, -h, 50),
-                                      crs=local_aeqd(0.0, 0.0))
+    return PrivacyMap.from_population(
+        dens, epsilon_range=(0.4, 2.0), transform=rasterio.Affine(h, 0, -50, 0, -h, 50), crs=local_aeqd(0.0, 0.0)
+    )
 
 
 def child(n: int, jobs: int, max_step=2, kernels: str = "held", mse: bool = True, sample_n: int = 0) -> dict:
@@ -67,12 +69,23 @@ def child(n: int, jobs: int, max_step=2, kernels: str = "held", mse: bool = True
         try:
             mech = EikonalMechanism.build(pm, n_jobs=jobs, max_step=max_step, kernels=kernels)
         except InfeasibleMechanismError as e:  # the time and memory up to the refusal are still figures
-            return {"n": dens_n, "seconds": time.perf_counter() - t0, "peak_gib": peak.peak / 2**30,
-                    "infeasible": str(e)}
+            return {
+                "n": dens_n,
+                "seconds": time.perf_counter() - t0,
+                "peak_gib": peak.peak / 2**30,
+                "infeasible": str(e),
+            }
         dt = time.perf_counter() - t0
-    out = {"n": dens_n, "seconds": dt, "peak_gib": peak.peak / 2**30, "nnz": mech.params["nnz"],
-           "outputs": mech.params["n_outputs"], "ratio": mech.report.max_ratio, "kernels": kernels,
-           "timings": mech.params["timings"]}
+    out = {
+        "n": dens_n,
+        "seconds": dt,
+        "peak_gib": peak.peak / 2**30,
+        "nnz": mech.params["nnz"],
+        "outputs": mech.params["n_outputs"],
+        "ratio": mech.report.max_ratio,
+        "kernels": kernels,
+        "timings": mech.params["timings"],
+    }
     print(json.dumps(out), flush=True)  # the build's figures, whatever follows
     if sample_n:
         # release sample_n points drawn from the population prior (rows computed on demand)
@@ -105,7 +118,9 @@ def main(argv=None):
     ap.add_argument("--mem-limit-gib", type=float, default=12.0)
     ap.add_argument("--child", type=int, default=None)
     ap.add_argument("--out", default=None)
-    ap.add_argument("--max-step", default="2", help="EikonalMechanism.build's max_step: a power of two, or none (no cap)")
+    ap.add_argument(
+        "--max-step", default="2", help="EikonalMechanism.build's max_step: a power of two, or none (no cap)"
+    )
     ap.add_argument("--kernels", default="held", choices=["held", "on_demand"], help="EikonalMechanism.build's kernels")
     ap.add_argument("--no-mse", action="store_true", help="child: skip the expected error (one more pass on demand)")
     ap.add_argument("--sample", type=int, default=0, help="child: also release this many points from the prior")
@@ -120,14 +135,40 @@ def main(argv=None):
             e_mem = fit([r["n"] for r in rows], [r["peak_gib"] for r in rows])
             pred = rows[-1]["peak_gib"] * (n / rows[-1]["n"]) ** e_mem
             if pred > args.mem_limit_gib:
-                print(f"skip {n} x {n}: predicted peak {pred:.0f} GiB > {args.mem_limit_gib} GiB (exponent {e_mem:.2f})")
-                rows.append({"n": n, "skipped": True, "predicted_peak_gib": pred,
-                             "predicted_seconds": rows[-1]["seconds"] * (n / rows[-1]["n"]) ** fit(
-                                 [r["n"] for r in rows if not r.get("skipped")], [r["seconds"] for r in rows if not r.get("skipped")])})
+                print(
+                    f"skip {n} x {n}: predicted peak {pred:.0f} GiB > {args.mem_limit_gib} GiB (exponent {e_mem:.2f})"
+                )
+                rows.append(
+                    {
+                        "n": n,
+                        "skipped": True,
+                        "predicted_peak_gib": pred,
+                        "predicted_seconds": rows[-1]["seconds"]
+                        * (n / rows[-1]["n"])
+                        ** fit(
+                            [r["n"] for r in rows if not r.get("skipped")],
+                            [r["seconds"] for r in rows if not r.get("skipped")],
+                        ),
+                    }
+                )
                 break
-        out = subprocess.run([sys.executable, __file__, "--child", str(n), "--jobs", str(args.jobs), "--max-step", args.max_step,
-                              "--kernels", args.kernels],
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--child",
+                str(n),
+                "--jobs",
+                str(args.jobs),
+                "--max-step",
+                args.max_step,
+                "--kernels",
+                args.kernels,
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         r = json.loads(out.stdout.strip().splitlines()[-1])
         print(json.dumps({k: v for k, v in r.items() if k != "timings"}))
         rows.append(r)
@@ -135,19 +176,30 @@ def main(argv=None):
     e_t = fit([r["n"] for r in done], [r["seconds"] for r in done])
     e_m = fit([r["n"] for r in done], [r["peak_gib"] for r in done])
     e_z = fit([r["n"] for r in done], [r["nnz"] for r in done])
-    lines = ["| n x n | build s | peak GiB | outputs | kernel entries | verified ratio | MSE / Laplace |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| n x n | build s | peak GiB | outputs | kernel entries | verified ratio | MSE / Laplace |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         if r.get("infeasible"):
             lines.append(f"| {r['n']} | {r['seconds']:.1f} (refused) | {r['peak_gib']:.2f} | | | infeasible | |")
         elif r.get("skipped"):
-            lines.append(f"| {r['n']} | (predicted {r['predicted_seconds']:.0f}) | (predicted {r['predicted_peak_gib']:.0f}) | | | not run | |")
+            lines.append(
+                f"| {r['n']} | (predicted {r['predicted_seconds']:.0f}) | (predicted {r['predicted_peak_gib']:.0f}) | | | not run | |"
+            )
         else:
-            lines.append(f"| {r['n']} | {r['seconds']:.1f} | {r['peak_gib']:.2f} | {r['outputs']:,} | {r['nnz']:,} | {r['ratio']:.4f} | {r['mse_ratio']:.3f} |")
-    lines.append(f"\nFitted exponents in n (cells per side): time {e_t:.2f}, peak memory {e_m:.2f}, kernel entries {e_z:.2f}.")
+            lines.append(
+                f"| {r['n']} | {r['seconds']:.1f} | {r['peak_gib']:.2f} | {r['outputs']:,} | {r['nnz']:,} | {r['ratio']:.4f} | {r['mse_ratio']:.3f} |"
+            )
+    lines.append(
+        f"\nFitted exponents in n (cells per side): time {e_t:.2f}, peak memory {e_m:.2f}, kernel entries {e_z:.2f}."
+    )
     text = "\n".join(lines)
     print(text)
     if args.out:
-        Path(args.out).write_text(f"# Eikonal build scaling ({time.strftime('%Y-%m-%d')}, `python bench/eikonal_scaling.py --jobs {args.jobs}`)\n\n{text}\n")
+        Path(args.out).write_text(
+            f"# Eikonal build scaling ({time.strftime('%Y-%m-%d')}, `python bench/eikonal_scaling.py --jobs {args.jobs}`)\n\n{text}\n"
+        )
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ coarsened to size x size (the Table I maps).
 
 Run:  python bench/eikonal_weights_lp.py [--sizes 20 50] [--rounds 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,16 +63,20 @@ def weights_lp(mech, rounds: int = 3, slack: float = 1e-4, time_limit: float = 6
     prior = pm.prior(None).ravel()
     prior = prior / prior.sum()
     # the normaliser's share of each edge, as the build computes it
-    budget = [np.maximum(al - kw, 1e-300) for al, kw in zip(grid_allowed(pm), edge_weights(mech.kernel_epsilon, hy, hx))]
+    budget = [
+        np.maximum(al - kw, 1e-300) for al, kw in zip(grid_allowed(pm), edge_weights(mech.kernel_epsilon, hy, hx))
+    ]
     ia, ib, beta = edge_list(pm.shape, budget)
     e = np.exp(beta * (1.0 - slack))
     ne = len(ia)
     # variables: w (M), s (n), W (1)
     nv = M + n + 1
-    eq = sp.vstack([
-        sp.hstack([-K, sp.eye(n), sp.csr_matrix(np.full((n, 1), -cT))]),
-        sp.hstack([sp.csr_matrix(-np.ones((1, M))), sp.csr_matrix((1, n)), sp.csr_matrix(np.ones((1, 1)))]),
-    ]).tocsr()
+    eq = sp.vstack(
+        [
+            sp.hstack([-K, sp.eye(n), sp.csr_matrix(np.full((n, 1), -cT))]),
+            sp.hstack([sp.csr_matrix(-np.ones((1, M))), sp.csr_matrix((1, n)), sp.csr_matrix(np.ones((1, 1)))]),
+        ]
+    ).tocsr()
     r = np.arange(ne)
     rows = np.concatenate([r, r, ne + r, ne + r])
     cols = M + np.concatenate([ia, ib, ib, ia])
@@ -85,8 +90,16 @@ def weights_lp(mech, rounds: int = 3, slack: float = 1e-4, time_limit: float = 6
     for _ in range(rounds):
         g = np.asarray(K.multiply(C).T @ weight).ravel() + cT * (C.T @ weight)
         c = np.concatenate([g, np.zeros(n + 1)])
-        res = linprog(c, A_ub=ub, b_ub=np.zeros(2 * ne), A_eq=eq, b_eq=np.zeros(n + 1), bounds=bounds,
-                      method="highs", options={"time_limit": time_limit})
+        res = linprog(
+            c,
+            A_ub=ub,
+            b_ub=np.zeros(2 * ne),
+            A_eq=eq,
+            b_eq=np.zeros(n + 1),
+            bounds=bounds,
+            method="highs",
+            options={"time_limit": time_limit},
+        )
         if res.status != 0:
             print("  LP:", res.message)
             break
@@ -104,7 +117,9 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args(argv)
     full = paper_scaled_map()
-    print("| grid | outputs | flat weights MSE / Laplace | LP weights MSE / Laplace | LP / flat | LP rounds | LP s | verified (flat, LP) |")
+    print(
+        "| grid | outputs | flat weights MSE / Laplace | LP weights MSE / Laplace | LP / flat | LP rounds | LP s | verified (flat, LP) |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for size in args.sizes:
         pm = full if size == full.shape[0] else coarsen_to(full, (size, size))
@@ -118,8 +133,11 @@ def main(argv=None):
         new = dataclasses.replace(new, normaliser=verification.exact_normaliser(new))
         rep = new.verify()
         lap2 = new.compare_laplace()
-        print(f"| {size} x {size} | {len(w):,} | {lap['ratio']:.4f} | {lap2['ratio']:.4f} | {lap2['ratio'] / lap['ratio']:.3f} | "
-              f"{rounds} | {secs:.1f} | {mech.report.max_ratio:.4f}, {rep.max_ratio:.4f} ({'ok' if rep.ok else 'FAILS'}) |", flush=True)
+        print(
+            f"| {size} x {size} | {len(w):,} | {lap['ratio']:.4f} | {lap2['ratio']:.4f} | {lap2['ratio'] / lap['ratio']:.3f} | "
+            f"{rounds} | {secs:.1f} | {mech.report.max_ratio:.4f}, {rep.max_ratio:.4f} ({'ok' if rep.ok else 'FAILS'}) |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

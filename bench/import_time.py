@@ -12,6 +12,7 @@ Run:  python bench/import_time.py [--n 15] [--root CHECKOUT ...]
       The console script is the one beside this interpreter (it imports whatever ``geopriv``
       resolves to).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,8 +33,10 @@ def commands(python: str) -> list[tuple[str, list[str]]]:
         ('python -c "import geopriv"', [python, "-c", "import geopriv"]),
         ("geopriv --help", [script, "--help"] if script else None),
         ("python -m geopriv.cli --help", [python, "-m", "geopriv.cli", "--help"]),
-        ("geopriv perturb --help (a command's options: imports the library)",
-         [script, "perturb", "--help"] if script else None),
+        (
+            "geopriv perturb --help (a command's options: imports the library)",
+            [script, "perturb", "--help"] if script else None,
+        ),
         ('python -c "import geopandas" (reference)', [python, "-c", "import geopandas"]),
         ('python -c "import geopriv, geopandas" (reference)', [python, "-c", "import geopriv, geopandas"]),
     ]
@@ -70,14 +73,23 @@ def main(argv=None) -> None:
                 for name, cmd in rows:
                     times[label, name].append(run_once(cmd, env, cwd))
         for label, env in envs.items():
-            where = subprocess.run([args.python, "-c", "import geopriv; print(geopriv.__file__)"], env=env, cwd=cwd,
-                                   capture_output=True, text=True, check=True).stdout.strip()
+            where = subprocess.run(
+                [args.python, "-c", "import geopriv; print(geopriv.__file__)"],
+                env=env,
+                cwd=cwd,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.strip()
             print(f"{label}: geopriv from {where}")
 
-    version = subprocess.run([args.python, "-c", "import sys; print(sys.version.split()[0])"],
-                             capture_output=True, text=True, check=True).stdout.strip()
-    print(f"\nPython {version} ({args.python}); {args.n} runs each, interleaved; {os.cpu_count()} CPUs; "
-          "median wall seconds (ratio to python -c pass)\n")
+    version = subprocess.run(
+        [args.python, "-c", "import sys; print(sys.version.split()[0])"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    print(
+        f"\nPython {version} ({args.python}); {args.n} runs each, interleaved; {os.cpu_count()} CPUs; "
+        "median wall seconds (ratio to python -c pass)\n"
+    )
     print("| command | " + " | ".join(envs) + " |")
     print("|---|" + "---|" * len(envs))
     for name, _ in rows:

@@ -19,6 +19,7 @@ shared: read the ratios, not the seconds):
     python bench/keyed_noise.py [--sections draws,inmemory,dask] [--n 8000000] [--baseline /tmp/base]
         [--repeats 3] [--out bench/results/keyed_noise.md]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -86,9 +87,12 @@ def section_inmemory(repeats):
     ll = gpd.GeoDataFrame(geometry=gpd.points_from_xy(lon, lat), crs=4326)
     eps = math.log(4) / 200
     rows = []
-    a, b = alternate(lambda: gpd.points_from_xy(x + 1.0, y + 1.0, crs=32650),
-                     lambda: utm.priv.perturb(eps, progress=None), repeats)
-    rows.append(f"| in-memory perturb, UTM, 2 M points | floor points_from_xy {a:.3f} s | perturb {b:.3f} s | {b / a:.2f}x |")
+    a, b = alternate(
+        lambda: gpd.points_from_xy(x + 1.0, y + 1.0, crs=32650), lambda: utm.priv.perturb(eps, progress=None), repeats
+    )
+    rows.append(
+        f"| in-memory perturb, UTM, 2 M points | floor points_from_xy {a:.3f} s | perturb {b:.3f} s | {b / a:.2f}x |"
+    )
     geod = Geod(ellps="WGS84")
     az, dist = rng.uniform(0, 360, n), rng.gamma(2.0, 1 / eps, n)
 
@@ -97,12 +101,14 @@ def section_inmemory(repeats):
         gpd.points_from_xy(lo, la, crs=4326)
 
     a, b = alternate(floor_ll, lambda: ll.priv.perturb(eps, progress=None), repeats)
-    rows.append(f"| in-memory perturb, lon/lat, 2 M points | floor points_from_xy + Geod.fwd {a:.3f} s | perturb {b:.3f} s "
-                f"| {b / a:.2f}x |")
+    rows.append(
+        f"| in-memory perturb, lon/lat, 2 M points | floor points_from_xy + Geod.fwd {a:.3f} s | perturb {b:.3f} s "
+        f"| {b / a:.2f}x |"
+    )
     return rows
 
 
-CHILD = r'''
+CHILD = r"""
 import json, math, sys, time
 import numpy as np, pandas as pd, geopandas as gpd
 import dask, dask.dataframe as dd, dask_geopandas
@@ -117,7 +123,7 @@ with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_a
     t_build = time.perf_counter() - t0
     t0 = time.perf_counter(); assert int(rel.compute()) == n; t_rel = time.perf_counter() - t0
 print(json.dumps({"read": t_read, "build": t_build, "release": t_rel, "n": n}))
-'''
+"""
 
 
 def write_points(folder, n, part=1 << 20):
@@ -133,8 +139,9 @@ def write_points(folder, n, part=1 << 20):
         centres = r.uniform([380_000, 4_330_000], [520_000, 4_490_000], (50, 2))
         xy = centres[r.integers(0, 50, b - a)] + r.normal(0, 2_000, (b - a, 2))
         xy = np.clip(xy, [380_001, 4_330_001], [519_999, 4_489_999])
-        g = gpd.GeoDataFrame({"pid": np.arange(a, b, dtype=np.int64)},
-                             geometry=gpd.points_from_xy(xy[:, 0], xy[:, 1]), crs=32650)
+        g = gpd.GeoDataFrame(
+            {"pid": np.arange(a, b, dtype=np.int64)}, geometry=gpd.points_from_xy(xy[:, 0], xy[:, 1]), crs=32650
+        )
         g.iloc[r.permutation(len(g))].to_parquet(os.path.join(folder, f"part{i:04d}.parquet"), index=False)
 
 
@@ -147,8 +154,14 @@ def section_dask(n, baseline, repeats):
             if path is None:
                 continue
             env = dict(os.environ, PYTHONPATH=path)
-            out = subprocess.run([sys.executable, "-c", CHILD, folder, "1" if name == "this tree" else "0"],
-                                 env=env, capture_output=True, text=True, cwd="/tmp", timeout=3600)
+            out = subprocess.run(
+                [sys.executable, "-c", CHILD, folder, "1" if name == "this tree" else "0"],
+                env=env,
+                capture_output=True,
+                text=True,
+                cwd="/tmp",
+                timeout=3600,
+            )
             if out.returncode != 0:
                 raise SystemExit(f"{name} failed:\n{out.stderr[-3000:]}")
             runs[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
@@ -158,17 +171,21 @@ def section_dask(n, baseline, repeats):
             continue
         build = statistics.median(r["build"] for r in rs)
         rel = statistics.median(r["release"] for r in rs)
-        rows.append(f"| dask perturb from GeoParquet, {n / 1e6:g} M points, 2 workers, {name} | build {build:.2f} s + "
-                    f"compute {rel:.2f} s (read + len alone {statistics.median(r['read'] for r in rs):.2f} s) "
-                    f"| {n / (build + rel) / 1e6:.2f} M points/s end to end | |")
+        rows.append(
+            f"| dask perturb from GeoParquet, {n / 1e6:g} M points, 2 workers, {name} | build {build:.2f} s + "
+            f"compute {rel:.2f} s (read + len alone {statistics.median(r['read'] for r in rs):.2f} s) "
+            f"| {n / (build + rel) / 1e6:.2f} M points/s end to end | |"
+        )
     if len(runs["baseline"]) and len(runs["this tree"]):
         a = statistics.median(r["release"] for r in runs["baseline"])
         b = statistics.median(r["release"] for r in runs["this tree"])
         ab = statistics.median(r["release"] + r["build"] for r in runs["baseline"])
         bb = statistics.median(r["release"] + r["build"] for r in runs["this tree"])
         rows.append(f"| ratio this tree / baseline, compute alone | | | {b / a:.2f}x |")
-        rows.append(f"| ratio this tree / baseline, build + compute (this tree's build reads and checks the data) "
-                    f"| | | {bb / ab:.2f}x |")
+        rows.append(
+            f"| ratio this tree / baseline, build + compute (this tree's build reads and checks the data) "
+            f"| | | {bb / ab:.2f}x |"
+        )
     return rows
 
 
@@ -192,8 +209,10 @@ def main():
     print(text)
     if args.out:
         with open(args.out, "w") as fh:
-            fh.write(f"# keyed noise: costs (bench/keyed_noise.py, {time.strftime('%Y-%m-%d')}, "
-                     f"{os.cpu_count()} CPUs, medians of {args.repeats})\n\n{text}\n")
+            fh.write(
+                f"# keyed noise: costs (bench/keyed_noise.py, {time.strftime('%Y-%m-%d')}, "
+                f"{os.cpu_count()} CPUs, medians of {args.repeats})\n\n{text}\n"
+            )
 
 
 if __name__ == "__main__":

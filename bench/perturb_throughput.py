@@ -11,6 +11,7 @@ median of repeats), on the same coordinates:
 
     python bench/perturb_throughput.py [--n 3000000] [--repeats 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,9 +62,12 @@ def main():
     x = 440_000 + rng.uniform(0, 30_000, n)
     y = 4_400_000 + rng.uniform(0, 30_000, n)
     utm = gpd.GeoDataFrame({"id": np.arange(n)}, geometry=gpd.points_from_xy(x, y), crs=32650)
-    pair("UTM 50N used as is: perturb / points_from_xy",
-         lambda: gpd.points_from_xy(x, y, crs=32650),
-         lambda: geopriv.perturb(utm, eps), args.repeats)  # noqa: F821 (called before the del below)
+    pair(
+        "UTM 50N used as is: perturb / points_from_xy",
+        lambda: gpd.points_from_xy(x, y, crs=32650),
+        lambda: geopriv.perturb(utm, eps),  # noqa: F821 (called before the del below)
+        args.repeats,
+    )
     del utm
 
     lon = 116.0 + rng.uniform(0, 0.5, n)
@@ -77,8 +81,12 @@ def main():
         lo, la, _ = geod.fwd(lon, lat, az, dist)
         return gpd.points_from_xy(lo, la, crs=4326)
 
-    pair("EPSG:4326 on the sphere: perturb / (points_from_xy + Geod.fwd)", base_ll,
-         lambda: geopriv.perturb(ll, eps), args.repeats)
+    pair(
+        "EPSG:4326 on the sphere: perturb / (points_from_xy + Geod.fwd)",
+        base_ll,
+        lambda: geopriv.perturb(ll, eps),
+        args.repeats,
+    )
 
 
 if __name__ == "__main__":

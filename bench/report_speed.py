@@ -7,6 +7,7 @@ and the adversary error alone at 100 x 100 and 200 x 200 cells.
 Run: .venv/latest/bin/python bench/report_speed.py   (about a minute on 2 cores)
 Writes bench/results/report_speed.md.
 """
+
 from __future__ import annotations
 
 import math
@@ -42,17 +43,24 @@ def main():
         size = Path(path).stat().st_size
     a100, t100 = timed(geopriv.adversary_error, released, cell=100)
     a200, t200 = timed(geopriv.adversary_error, released, cell=50)
-    lines = ["# Release report and adversary error: speed", "",
-             "`bench/report_speed.py`, 2 cores; 100,000 points uniform over 10 x 10 km (UTM 50N), "
-             "ln 4 within 200 m, area declared.", "",
-             "| what | time | ratio to the release |", "|---|---|---|",
-             f"| the release (perturb, baseline) | {t_release:.1f} s | 1.0 |",
-             f"| release report, 100,000 points (HTML {size / 1e6:.1f} MB) | {t_report:.1f} s | "
-             f"{t_report / t_release:.1f} |",
-             f"| adversary error, {a100.shape[0]} x {a100.shape[1]} cells | {t100:.1f} s | {t100 / t_release:.1f} |",
-             f"| adversary error, {a200.shape[0]} x {a200.shape[1]} cells | {t200:.1f} s | {t200 / t_release:.1f} |",
-             "", f"Targets: report under 60 s ({'met' if t_report < 60 else 'MISSED'}); 200 x 200 under 30 s "
-             f"({'met' if t200 < 30 else 'MISSED'}).", ""]
+    lines = [
+        "# Release report and adversary error: speed",
+        "",
+        "`bench/report_speed.py`, 2 cores; 100,000 points uniform over 10 x 10 km (UTM 50N), "
+        "ln 4 within 200 m, area declared.",
+        "",
+        "| what | time | ratio to the release |",
+        "|---|---|---|",
+        f"| the release (perturb, baseline) | {t_release:.1f} s | 1.0 |",
+        f"| release report, 100,000 points (HTML {size / 1e6:.1f} MB) | {t_report:.1f} s | "
+        f"{t_report / t_release:.1f} |",
+        f"| adversary error, {a100.shape[0]} x {a100.shape[1]} cells | {t100:.1f} s | {t100 / t_release:.1f} |",
+        f"| adversary error, {a200.shape[0]} x {a200.shape[1]} cells | {t200:.1f} s | {t200 / t_release:.1f} |",
+        "",
+        f"Targets: report under 60 s ({'met' if t_report < 60 else 'MISSED'}); 200 x 200 under 30 s "
+        f"({'met' if t200 < 30 else 'MISSED'}).",
+        "",
+    ]
     OUT.write_text("\n".join(lines))
     print("\n".join(lines))
 

@@ -59,6 +59,7 @@ About 10 minutes with the defaults on 2 cores (the 1M step is about 4 of them: L
 srw, pmm, privtree and three grid sizes); ``--large-sizes 100000`` takes about 5.  A depth scan
 at 1M (``--depth-sizes 3000,100000,1000000``) adds about 9 minutes.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -212,7 +213,7 @@ def privtree(xy, eps, bounds, rng, split=0.5, beta=4, theta=0.0, max_level=16) -
         if len(reps) == 0:
             continue
         u = leaf_boxes(reps, 2 * int(level), 2, rng) if level > 0 else rng.random((len(reps), 2))
-        out[pos:pos + len(reps)] = u
+        out[pos : pos + len(reps)] = u
         pos += len(reps)
     out = out[rng.permutation(n)]
     return np.column_stack([x0 + out[:, 0] * (x1 - x0), y0 + out[:, 1] * (y1 - y0)])
@@ -327,8 +328,9 @@ def local_matching_bound(a, b, bounds, cap=400, exact_left=5000, max_cap=6400) -
         LMB_STATS["centroid_fallback"] += 1
         total += _centroid_bound(pts[~who], pts[who], bounds)
     elif m:
-        total += float(ot.emd2(np.ones(m), np.ones(m), ot.dist(pts[~who], pts[who], metric="euclidean"),
-                               numItermax=10_000_000))
+        total += float(
+            ot.emd2(np.ones(m), np.ones(m), ot.dist(pts[~who], pts[who], metric="euclidean"), numItermax=10_000_000)
+        )
     return total / n
 
 
@@ -364,7 +366,7 @@ def choose_k(true_xy, eps, seed, k_hint=None, window=2, widen=True):
     ladder = K_LADDER
     if k_hint is not None:
         i = min(range(len(ladder)), key=lambda j: abs(math.log(ladder[j] / k_hint)))
-        ladder = ladder[max(0, i - window): i + window + 1]
+        ladder = ladder[max(0, i - window) : i + window + 1]
     tried = {}
     for k in ladder:
         out = grid_histogram(true_xy, eps, k, BOX, np.random.default_rng(seed))
@@ -386,8 +388,10 @@ def run_2d(args, log):
     D = diameter_m(CRS, BOX)
     exact_sizes = [int(v) for v in args.exact_sizes.split(",") if v]
     large_sizes = [int(v) for v in args.large_sizes.split(",") if v]
-    log(f"public area: 10 km x 10 km box in UTM 33N {BOX}, diameter D = {D:.0f} m; epsilon = {eps:g}; "
-        f"laplace at eps/D = {eps / D:.3g} per metre (mean displacement 2D/eps = {2 * D / eps / 1000:.1f} km before truncation)")
+    log(
+        f"public area: 10 km x 10 km box in UTM 33N {BOX}, diameter D = {D:.0f} m; epsilon = {eps:g}; "
+        f"laplace at eps/D = {eps / D:.3g} per metre (mean displacement 2D/eps = {2 * D / eps / 1000:.1f} km before truncation)"
+    )
     rows = []  # dicts
     k_hint, n_prev = None, None
     for n in exact_sizes + large_sizes:
@@ -395,8 +399,14 @@ def run_2d(args, log):
         seeds = args.seeds if n in exact_sizes else args.large_seeds
         t0 = time.perf_counter()
         # k grows like (eps n)^(1/3) (cell size against the clipped noise of k^2 cells): search around that
-        k, tried = choose_k(clustered(n, 1001), eps, 1, None if k_hint is None else k_hint * (n / n_prev) ** (1 / 3),
-                            window=1 if n > 100_000 else 2, widen=n <= 100_000)
+        k, tried = choose_k(
+            clustered(n, 1001),
+            eps,
+            1,
+            None if k_hint is None else k_hint * (n / n_prev) ** (1 / 3),
+            window=1 if n > 100_000 else 2,
+            widen=n <= 100_000,
+        )
         for s in range(1, seeds + 1):
             true_xy = clustered(n, 1000 + s)
             gdf = gpd.GeoDataFrame(geometry=as_series(true_xy))
@@ -414,15 +424,26 @@ def run_2d(args, log):
                 if exact_ok and not top and (m != "laplace" or n <= args.laplace_exact_max):
                     row["exact"] = exact_w1(true_xy, out)
                 if m != "laplace" and n > LMB_EXACT:  # below LMB_EXACT points LMB is the exact W1 itself
-                    row["lmb"] = cached if cached is not None else local_matching_bound(true_xy, out, BOX, exact_left=LMB_EXACT)
+                    row["lmb"] = (
+                        cached if cached is not None else local_matching_bound(true_xy, out, BOX, exact_left=LMB_EXACT)
+                    )
                 if not exact_ok or (m == "laplace" and "exact" not in row):
                     row["wb"] = geopriv.wasserstein_bound(as_series(true_xy), as_series(out))
                 row["t_metric"] = time.perf_counter() - t
                 rows.append(row)
         k_hint, n_prev = k, n
-        log(f"  n = {n:>9,}: {seeds} seed(s), grid k = {k} (tried {sorted(tried)}), {time.perf_counter() - t0:.0f} s; "
-            + ", ".join(f"{m} " + "/".join(f"{r.get('exact', r.get('lmb', r.get('wb', float('nan')))):.0f}"
-                                           for r in rows if r["n"] == n and r["method"] == m) for m in METHODS))
+        log(
+            f"  n = {n:>9,}: {seeds} seed(s), grid k = {k} (tried {sorted(tried)}), {time.perf_counter() - t0:.0f} s; "
+            + ", ".join(
+                f"{m} "
+                + "/".join(
+                    f"{r.get('exact', r.get('lmb', r.get('wb', float('nan')))):.0f}"
+                    for r in rows
+                    if r["n"] == n and r["method"] == m
+                )
+                for m in METHODS
+            )
+        )
     return rows, D
 
 
@@ -489,8 +510,11 @@ def plot_2d(summary, slopes_1d, args, path):
     colors = {"srw": "C0", "pmm": "C1", "grid": "C2", "privtree": "C4", "laplace": "C3"}
     for m in METHODS:
         # exact where computed; beyond: LMB (laplace: wasserstein_bound, its W1 is kilometres)
-        for metric, style, lab in (("exact", "-o", "exact"), ("lmb", "--s", "LMB upper bound"),
-                                   ("wb", ":^", "wasserstein_bound")):
+        for metric, style, lab in (
+            ("exact", "-o", "exact"),
+            ("lmb", "--s", "LMB upper bound"),
+            ("wb", ":^", "wasserstein_bound"),
+        ):
             if (metric == "wb") != (m == "laplace") and metric != "exact":
                 continue
             pts = sorted((n, v[m][0]) for (n, mt), v in summary.items() if mt == metric and m in v)
@@ -502,8 +526,9 @@ def plot_2d(summary, slopes_1d, args, path):
                 pts = [p for p in pts if not ex or p[0] > max(ex)]
             if pts:
                 xs, ys = zip(*pts)
-                ax.plot(xs, ys, style, color=colors[m], ms=4, lw=1.3 if metric == "exact" else 1.0,
-                        label=f"{m} ({lab})")
+                ax.plot(
+                    xs, ys, style, color=colors[m], ms=4, lw=1.3 if metric == "exact" else 1.0, label=f"{m} ({lab})"
+                )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("n (people = synthetic points)")
@@ -517,8 +542,11 @@ def plot_2d(summary, slopes_1d, args, path):
             if kind not in slopes_1d:
                 continue
             ns, curves = slopes_1d[kind]
-            for name, c in (("srw (auto depth)", "C0"), ("classical walk (srw's depth)", "C3"),
-                            ("classical walk (best depth)", "C2")):
+            for name, c in (
+                ("srw (auto depth)", "C0"),
+                ("classical walk (srw's depth)", "C3"),
+                ("classical walk (best depth)", "C2"),
+            ):
                 ys, slope = curves[name]
                 ax.plot(ns, ys, ls, marker="o", color=c, ms=3, lw=1.1, label=f"{kind}: {name}, slope {slope:.2f}")
         ax.set_xscale("log")
@@ -560,8 +588,13 @@ def classical_points(x, depth, eps, rng):
     return leaf_boxes(leaves, depth, 1, rng)[:, 0]
 
 
-SERIES_1D = ("srw (auto depth)", "pmm (auto depth)", "srw (best depth)", "classical walk (srw's depth)",
-             "classical walk (best depth)")
+SERIES_1D = (
+    "srw (auto depth)",
+    "pmm (auto depth)",
+    "srw (best depth)",
+    "classical walk (srw's depth)",
+    "classical walk (best depth)",
+)
 
 
 def run_1d(args, log):
@@ -572,10 +605,16 @@ def run_1d(args, log):
     lines, curves_all = [], {}
     for kind in ("smooth", "rough"):
         res = {k: [] for k in SERIES_1D}
-        lines += ["", (f"**{kind} data** (W1 on [0, 1], mean of {seeds} seeds; best depths are oracle choices on the "
-                      "true data, shown as srw / classical):"), "",
-                  "| n | auto depth srw / pmm | " + " | ".join(SERIES_1D) + " | best depth srw / classical |",
-                  "|---|---|" + "---|" * len(SERIES_1D) + "---|"]
+        lines += [
+            "",
+            (
+                f"**{kind} data** (W1 on [0, 1], mean of {seeds} seeds; best depths are oracle choices on the "
+                "true data, shown as srw / classical):"
+            ),
+            "",
+            "| n | auto depth srw / pmm | " + " | ".join(SERIES_1D) + " | best depth srw / classical |",
+            "|---|---|" + "---|" * len(SERIES_1D) + "---|",
+        ]
         for n in ns:
             depth = PrivateMeasure(eps, "srw", dim=1).resolved_depth(n)
             d_pmm = PrivateMeasure(eps, "pmm", dim=1).resolved_depth(n)
@@ -584,10 +623,13 @@ def run_1d(args, log):
             for s in range(1, seeds + 1):
                 x = data_1d(n, 2000 + s, kind)
                 w["srw (auto depth)"].append(w1_1d(x, geopriv.synthesize_xy(x, eps, bounds=(0, 1), rng=s)))
-                w["pmm (auto depth)"].append(w1_1d(x, geopriv.synthesize_xy(x, eps, bounds=(0, 1), method="pmm", rng=s)))
+                w["pmm (auto depth)"].append(
+                    w1_1d(x, geopriv.synthesize_xy(x, eps, bounds=(0, 1), method="pmm", rng=s))
+                )
                 for L in range(max(2, depth - 7), depth + 3):
                     srw_d.setdefault(L, []).append(
-                        w1_1d(x, geopriv.synthesize_xy(x, eps, bounds=(0, 1), depth=L, rng=100 + s)))
+                        w1_1d(x, geopriv.synthesize_xy(x, eps, bounds=(0, 1), depth=L, rng=100 + s))
+                    )
                 rng = np.random.default_rng(s)
                 for L in range(max(2, depth - 7), depth + 5):
                     cls_d.setdefault(L, []).append(w1_1d(x, classical_points(x, L, eps, rng)))
@@ -598,8 +640,11 @@ def run_1d(args, log):
             w["classical walk (best depth)"] = cls_d[best_c]
             for k in SERIES_1D:
                 res[k].append(float(np.mean(w[k])))
-            lines.append(f"| {n:,} | {depth} / {d_pmm} | " + " | ".join(f"{res[k][-1]:.3g}" for k in SERIES_1D)
-                         + f" | {best_s} / {best_c} |")
+            lines.append(
+                f"| {n:,} | {depth} / {d_pmm} | "
+                + " | ".join(f"{res[k][-1]:.3g}" for k in SERIES_1D)
+                + f" | {best_s} / {best_c} |"
+            )
             log(f"  1-D {kind} n = {n:>9,}: " + ", ".join(f"{k} {res[k][-1]:.3g}" for k in SERIES_1D))
         logn = np.log(ns)
         curves = {k: (ys, float(np.polyfit(logn, np.log(ys), 1)[0])) for k, ys in res.items()}
@@ -641,8 +686,10 @@ def run_depth(args, log):
         auto = PrivateMeasure(eps, m).resolved_depth(len(xy))
         vals = {}
         for L in range(max(2, auto - 3), auto + 4):
-            ws = [geopriv.wasserstein(deaths, deaths.priv.synthesize(eps, bounds=SOHO_BOUNDS, method=m, depth=L, rng=s))
-                  for s in range(1, 11)]
+            ws = [
+                geopriv.wasserstein(deaths, deaths.priv.synthesize(eps, bounds=SOHO_BOUNDS, method=m, depth=L, rng=s))
+                for s in range(1, 11)
+            ]
             vals[L] = float(np.mean(ws))
         best = min(vals, key=vals.get)
         txt = ", ".join(f"{L}: {_fmt(v)}" + ("*" if L == auto else "") for L, v in vals.items())
@@ -676,13 +723,19 @@ def run_soho(args, log):
     epsilons = [float(v) for v in args.soho_eps.split(",")]
     seeds = args.soho_seeds
     order = [broad] + [i for i in np.argsort(-true_share) if i != broad][:3]
-    lines = [(f"Public area {SOHO_BOUNDS} (EPSG:3857), ground diameter D = {D:.0f} m; n = {n}; "
-             f"Broad Street pump = pump row {broad} (nearest to the most deaths; the layer has no name column); "
-             f"{seeds} seeds per cell; share = fraction of points whose nearest pump is that pump (mean ± sd)."), "",
-             "| epsilon | method | depth | exact W1 (m) | Broad St share | pump " + " | pump ".join(str(i) for i in order[1:])
-             + " | TV distance of shares |",
-             "|---|---|---|---|---|" + "---|" * (len(order) - 1) + "---|",
-             "| - | truth | - | 0 | " + " | ".join(f"{true_share[i]:.3f}" for i in order) + " | 0 |"]
+    lines = [
+        (
+            f"Public area {SOHO_BOUNDS} (EPSG:3857), ground diameter D = {D:.0f} m; n = {n}; "
+            f"Broad Street pump = pump row {broad} (nearest to the most deaths; the layer has no name column); "
+            f"{seeds} seeds per cell; share = fraction of points whose nearest pump is that pump (mean ± sd)."
+        ),
+        "",
+        "| epsilon | method | depth | exact W1 (m) | Broad St share | pump "
+        + " | pump ".join(str(i) for i in order[1:])
+        + " | TV distance of shares |",
+        "|---|---|---|---|---|" + "---|" * (len(order) - 1) + "---|",
+        "| - | truth | - | 0 | " + " | ".join(f"{true_share[i]:.3f}" for i in order) + " | 0 |",
+    ]
     keep = {}
     for eps in epsilons:
         for m in ("srw", "pmm", "laplace"):
@@ -700,11 +753,15 @@ def run_soho(args, log):
                 if s == 1:
                     keep[(eps, m)] = (out, ws[-1], sh[broad])
             shares = np.array(shares)
-            lines.append(f"| {eps:g} | {m} | {depth if depth is not None else '-'} | {np.mean(ws):.0f} ± {np.std(ws):.0f} | "
-                         + " | ".join(f"{shares[:, i].mean():.3f} ± {shares[:, i].std():.3f}" for i in order)
-                         + f" | {np.mean(tvs):.3f} |")
-            log(f"  Soho eps={eps:g} {m}: W1 {np.mean(ws):.0f} m, Broad St share {shares[:, broad].mean():.3f} "
-                f"(truth {true_share[broad]:.3f})")
+            lines.append(
+                f"| {eps:g} | {m} | {depth if depth is not None else '-'} | {np.mean(ws):.0f} ± {np.std(ws):.0f} | "
+                + " | ".join(f"{shares[:, i].mean():.3f} ± {shares[:, i].std():.3f}" for i in order)
+                + f" | {np.mean(tvs):.3f} |"
+            )
+            log(
+                f"  Soho eps={eps:g} {m}: W1 {np.mean(ws):.0f} m, Broad St share {shares[:, broad].mean():.3f} "
+                f"(truth {true_share[broad]:.3f})"
+            )
     return lines, (deaths, pumps, broad, true_share, keep)
 
 
@@ -719,15 +776,23 @@ def plot_soho(state, eps_plot, method, path):
     pxy = coords(pumps)
     x0, y0, x1, y1 = SOHO_BOUNDS
     fig, axes = plt.subplots(1, 2, figsize=(9.0, 5.9), sharex=True, sharey=True)
-    for ax, pts, title in ((axes[0], coords(deaths), f"True deaths (n = {len(deaths)})"),
-                           (axes[1], coords(out), f"Synthetic: {method}, epsilon = {eps_plot:g}, seed 1 (n = {len(out)})")):
+    for ax, pts, title in (
+        (axes[0], coords(deaths), f"True deaths (n = {len(deaths)})"),
+        (axes[1], coords(out), f"Synthetic: {method}, epsilon = {eps_plot:g}, seed 1 (n = {len(out)})"),
+    ):
         ax.plot([x0, x1, x1, x0, x0], [y0, y0, y1, y1, y0], color="0.4", lw=1.0, ls="--")
         ax.scatter(pts[:, 0], pts[:, 1], s=8, c="k", alpha=0.7, lw=0, label="deaths" if ax is axes[0] else "synthetic")
         ax.scatter(pxy[:, 0], pxy[:, 1], marker="^", s=50, c="tab:blue", edgecolor="white", lw=0.6, label="pumps")
         ax.scatter(pxy[broad, 0], pxy[broad, 1], marker="^", s=120, c="tab:red", edgecolor="k", lw=0.8)
-        ax.annotate("Broad Street pump", pxy[broad], xytext=(pxy[broad, 0] + 120, pxy[broad, 1] - 330), fontsize=8.5,
-                    color="tab:red", bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "tab:red", "lw": 0.6, "alpha": 0.9},
-                    arrowprops={"arrowstyle": "-", "color": "tab:red", "lw": 0.9})
+        ax.annotate(
+            "Broad Street pump",
+            pxy[broad],
+            xytext=(pxy[broad, 0] + 120, pxy[broad, 1] - 330),
+            fontsize=8.5,
+            color="tab:red",
+            bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "tab:red", "lw": 0.6, "alpha": 0.9},
+            arrowprops={"arrowstyle": "-", "color": "tab:red", "lw": 0.9},
+        )
         ax.set_title(title, fontsize=9.5)
         ax.set_xlim(x0 - 40, x1 + 40)
         ax.set_ylim(y0 - 40, y1 + 40)
@@ -739,7 +804,9 @@ def plot_soho(state, eps_plot, method, path):
     fig.suptitle(
         f"Snow's Soho cholera deaths, EPSG:3857: n = {len(deaths)}, epsilon = {eps_plot:g} (one person replaced anywhere "
         f"in the dashed public area; n public), method = {method}\nexact W1 = {w:.0f} m; share of points nearest the "
-        f"Broad Street pump: true {true_share[broad]:.2f}, synthetic {share:.2f}", fontsize=9)
+        f"Broad Street pump: true {true_share[broad]:.2f}, synthetic {share:.2f}",
+        fontsize=9,
+    )
     fig.tight_layout(rect=(0, 0, 1, 0.94))
     fig.savefig(path, dpi=80)
     plt.close(fig)
@@ -753,7 +820,7 @@ def write_section(name: str, text: str, path: Path = RESULTS):
     old = path.read_text() if path.exists() else "# geopriv.synthesize: benchmark results\n\n"
     block = f"{begin}\n{text.rstrip()}\n{end}\n"
     if begin in old and end in old:
-        new = old[: old.index(begin)] + block + old[old.index(end) + len(end) + 1:]
+        new = old[: old.index(begin)] + block + old[old.index(end) + len(end) + 1 :]
     else:
         new = old.rstrip() + "\n\n" + block
     path.write_text(new)
@@ -768,8 +835,12 @@ def main(argv=None):
     ap.add_argument("--seeds", type=int, default=3, help="seeds per cell at the exact sizes")
     ap.add_argument("--exact-seeds-top", type=int, default=1, help="seeds with exact W1 at the largest exact size")
     ap.add_argument("--large-seeds", type=int, default=1)
-    ap.add_argument("--laplace-exact-max", type=int, default=3000,
-                    help="largest n with exact W1 for laplace (beyond: wasserstein_bound; its W1 is kilometres)")
+    ap.add_argument(
+        "--laplace-exact-max",
+        type=int,
+        default=3000,
+        help="largest n with exact W1 for laplace (beyond: wasserstein_bound; its W1 is kilometres)",
+    )
     ap.add_argument("--sizes-1d", default="1000,3000,10000,30000,100000,300000,1000000")
     ap.add_argument("--seeds-1d", type=int, default=3)
     ap.add_argument("--depth-sizes", default="3000", help="sizes of the depth scan (> 3000: LMB, slow)")
@@ -797,12 +868,14 @@ def main(argv=None):
         log("== 1-D rate check")
         t = time.perf_counter()
         lines_1d, slopes = run_1d(args, log)
-        text = (f"### 1-D rate check (synthesize_xy on [0, 1], epsilon = {args.epsilon:g})\n\n"
-                "Exact 1-D W1 by sorting; data and mechanism seeds vary together.  The classical random walk is "
-                "discrete Laplace noise on every leaf count (`classical_walk_counts`), clipped, rescaled to n, points "
-                "uniform in leaves; at the srw's auto depth and at its own best depth.  Theory (worst case over data): "
-                "about n^-1 (up to log factors) for srw; n^-1/2 for a classical walk with ~n leaves (about n^-2/3 with "
-                "the best leaf count).\n" + "\n".join(lines_1d) + f"\n\n({time.perf_counter() - t:.0f} s)")
+        text = (
+            f"### 1-D rate check (synthesize_xy on [0, 1], epsilon = {args.epsilon:g})\n\n"
+            "Exact 1-D W1 by sorting; data and mechanism seeds vary together.  The classical random walk is "
+            "discrete Laplace noise on every leaf count (`classical_walk_counts`), clipped, rescaled to n, points "
+            "uniform in leaves; at the srw's auto depth and at its own best depth.  Theory (worst case over data): "
+            "about n^-1 (up to log factors) for srw; n^-1/2 for a classical walk with ~n leaves (about n^-2/3 with "
+            "the best leaf count).\n" + "\n".join(lines_1d) + f"\n\n({time.perf_counter() - t:.0f} s)"
+        )
         print(text)
         if not args.no_write:
             write_section("eval-1d", text + "\n\nCommand: " + command)
@@ -811,19 +884,28 @@ def main(argv=None):
         t = time.perf_counter()
         rows, D = run_2d(args, log)
         table, params, summary = summarise_2d(rows, args)
-        text = (f"### 2-D W1 (metres) against n: clustered data in a 10 km box, epsilon = {args.epsilon:g}\n\n"
-                f"Mean ± sd (number of seeds).  `exact` = `geopriv.wasserstein` (POT); `LMB` = the local-matching "
-                f"upper bound of bench/synthesize_eval.py (a real matching's cost; compare it with `exact` where both "
-                f"exist); `wasserstein_bound` = the library's bound with 4000 cells (resolution floor ~100 m here).  "
-                f"laplace = planar Laplace at eps / D per metre, D = {D:.0f} m.  grid k: best of a ladder on the "
-                f"true data (oracle).  Last column: the best of grid / privtree / laplace divided by srw "
-                f"(> 1: srw wins).\n\n" + "\n".join(table)
-                + "\n\nAuto depths, grid k and median release time (s) per method (" + ", ".join(METHODS) + "):\n\n"
-                "| n | srw depth | pmm depth | grid k | " + " | ".join(f"t {m}" for m in METHODS) + " |\n|---|---|---|---|"
-                + "---|" * len(METHODS) + "\n" + "\n".join(params)
-                + f"\n\nLMB runs: {LMB_STATS['runs']}, of which {LMB_STATS['centroid_fallback']} bounded their last leftovers "
-                "through cell centroids (more than 5000 left after the local passes)."
-                + f"\n\n({time.perf_counter() - t:.0f} s)")
+        text = (
+            f"### 2-D W1 (metres) against n: clustered data in a 10 km box, epsilon = {args.epsilon:g}\n\n"
+            f"Mean ± sd (number of seeds).  `exact` = `geopriv.wasserstein` (POT); `LMB` = the local-matching "
+            f"upper bound of bench/synthesize_eval.py (a real matching's cost; compare it with `exact` where both "
+            f"exist); `wasserstein_bound` = the library's bound with 4000 cells (resolution floor ~100 m here).  "
+            f"laplace = planar Laplace at eps / D per metre, D = {D:.0f} m.  grid k: best of a ladder on the "
+            f"true data (oracle).  Last column: the best of grid / privtree / laplace divided by srw "
+            f"(> 1: srw wins).\n\n"
+            + "\n".join(table)
+            + "\n\nAuto depths, grid k and median release time (s) per method ("
+            + ", ".join(METHODS)
+            + "):\n\n"
+            "| n | srw depth | pmm depth | grid k | "
+            + " | ".join(f"t {m}" for m in METHODS)
+            + " |\n|---|---|---|---|"
+            + "---|" * len(METHODS)
+            + "\n"
+            + "\n".join(params)
+            + f"\n\nLMB runs: {LMB_STATS['runs']}, of which {LMB_STATS['centroid_fallback']} bounded their last leftovers "
+            "through cell centroids (more than 5000 left after the local passes)."
+            + f"\n\n({time.perf_counter() - t:.0f} s)"
+        )
         print(text)
         if not args.no_write:
             write_section("eval-2d", text + "\n\nCommand: " + command)
@@ -833,10 +915,11 @@ def main(argv=None):
         log("== W1 against the tree depth")
         t = time.perf_counter()
         lines = run_depth(args, log)
-        text = (f"### W1 (metres) against the tree depth, epsilon = {args.epsilon:g}\n\n"
-                f"Mean over {args.depth_seeds} seeds (1 above 100k; Soho: 10); * = the auto depth; data seeds 3001.. "
-                "(not those of the main table).\n\n" + "\n".join(lines)
-                + f"\n\n({time.perf_counter() - t:.0f} s)")
+        text = (
+            f"### W1 (metres) against the tree depth, epsilon = {args.epsilon:g}\n\n"
+            f"Mean over {args.depth_seeds} seeds (1 above 100k; Soho: 10); * = the auto depth; data seeds 3001.. "
+            "(not those of the main table).\n\n" + "\n".join(lines) + f"\n\n({time.perf_counter() - t:.0f} s)"
+        )
         print(text)
         if not args.no_write:
             write_section("eval-depth", text + "\n\nCommand: " + command)

@@ -18,6 +18,7 @@ the release path (validation, public frame and lattice, snapping, provenance).
 
     python bench/synthesize_speed.py [--n 1000000] [--repeats 3] [--no-write]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -70,26 +71,43 @@ def main(argv=None):
             times[k].append(timed(f))
     med = {k: statistics.median(v) for k, v in times.items()}
     base = times["points_from_xy"]
-    lines = [(f"n = {n:,} clustered points in a 10 km box, UTM 33N; epsilon = {eps:g}; median of {args.repeats} "
-             "alternating runs after a warm-up."), "",
-             "| case | median (s) | runs (s) | / points_from_xy (per-run ratios) | / perturb |",
-             "|---|---|---|---|---|"]
+    lines = [
+        (
+            f"n = {n:,} clustered points in a 10 km box, UTM 33N; epsilon = {eps:g}; median of {args.repeats} "
+            "alternating runs after a warm-up."
+        ),
+        "",
+        "| case | median (s) | runs (s) | / points_from_xy (per-run ratios) | / perturb |",
+        "|---|---|---|---|---|",
+    ]
     for k, v in times.items():
         per = ", ".join(f"{a / b:.2f}" for a, b in zip(v, base))
-        lines.append(f"| {k} | {med[k]:.2f} | {', '.join(f'{t:.2f}' for t in v)} | {med[k] / med['points_from_xy']:.2f} "
-                     f"({per}) | {med[k] / med['perturb (eps/D per m)']:.2f} |")
+        lines.append(
+            f"| {k} | {med[k]:.2f} | {', '.join(f'{t:.2f}' for t in v)} | {med[k] / med['points_from_xy']:.2f} "
+            f"({per}) | {med[k] / med['perturb (eps/D per m)']:.2f} |"
+        )
     srw = gdf.priv.synthesize(eps, bounds=BOX, rng=1)
     depth = srw.attrs["geopriv"]["depth"]
     lines.append("")
-    lines.append(f"srw auto depth at n = {n:,}: {depth} (Hilbert order {(depth + 1) // 2}); "
-                 f"target <= 5 s: {'met' if med['synthesize srw'] <= 5 else 'NOT met'} ({med['synthesize srw']:.2f} s).")
+    lines.append(
+        f"srw auto depth at n = {n:,}: {depth} (Hilbert order {(depth + 1) // 2}); "
+        f"target <= 5 s: {'met' if med['synthesize srw'] <= 5 else 'NOT met'} ({med['synthesize srw']:.2f} s)."
+    )
 
     # breakdown of one srw call, stage by stage (same work as the release path does)
     mech = PrivateMeasure(eps)
     rng = np.random.default_rng(1)
     x0, y0, x1, y1 = BOX
-    stages = {k: [] for k in ("Hilbert keys (leaf_keys)", "noisy tree (leaf_counts)", "placement (leaf_boxes)",
-                              "geometries (shapely.points)", "whole synthesize call")}
+    stages = {
+        k: []
+        for k in (
+            "Hilbert keys (leaf_keys)",
+            "noisy tree (leaf_counts)",
+            "placement (leaf_boxes)",
+            "geometries (shapely.points)",
+            "whole synthesize call",
+        )
+    }
     for _ in range(args.repeats):
         t = time.perf_counter()
         unit = np.column_stack([(xy[:, 0] - x0) / (x1 - x0), (xy[:, 1] - y0) / (y1 - y0)])
@@ -107,7 +125,9 @@ def main(argv=None):
         stages["whole synthesize call"].append(timed(lambda: gdf.priv.synthesize(eps, bounds=BOX)))
     smed = {k: statistics.median(v) for k, v in stages.items()}
     parts = sum(v for k, v in smed.items() if k != "whole synthesize call")
-    smed["rest of the release path (validation, frame, lattice snap, provenance)"] = smed["whole synthesize call"] - parts
+    smed["rest of the release path (validation, frame, lattice snap, provenance)"] = (
+        smed["whole synthesize call"] - parts
+    )
     lines += ["", "Breakdown of one srw call (medians, s):", "", "| stage | s | share of the call |", "|---|---|---|"]
     for k, v in smed.items():
         lines.append(f"| {k} | {v:.3f} | {v / smed['whole synthesize call']:.0%} |")

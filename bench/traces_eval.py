@@ -33,6 +33,7 @@ prediction rate (released queries that were predictions), test share (budget spe
 
 Runs in about 4-6 minutes on 2 cores with all 1,385 trajectories and 3 samplings per p.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -76,8 +77,9 @@ CONFIGS = {
         "paper": dict(budget=FixedUtility(accuracy=ACCURACY)),
         "paper+skip": dict(budget=FixedUtility(accuracy=ACCURACY), skip_speed=PAPER_SKIP),
         "tuned": dict(budget=FixedUtility(accuracy=ACCURACY, eta=0.35, gamma=1.0), predictor="cluster_mean"),
-        "tuned+skip": dict(budget=FixedUtility(accuracy=ACCURACY, eta=0.35, gamma=1.0), predictor="cluster_mean",
-                           skip_speed=TUNED_SKIP),
+        "tuned+skip": dict(
+            budget=FixedUtility(accuracy=ACCURACY, eta=0.35, gamma=1.0), predictor="cluster_mean", skip_speed=TUNED_SKIP
+        ),
     },
 }
 # one change at a time, from the paper's configuration to the tuned one (fixed rate)
@@ -99,9 +101,11 @@ def load(path: Path, max_trajectories: int | None, seed: int) -> gpd.GeoDataFram
             how = f"from GEOPRIV_DATA={os.environ['GEOPRIV_DATA']!r}"
         else:
             how = "GEOPRIV_DATA is not set, so ../shared/data beside the checkout was tried"
-        sys.exit(f"The GeoLife benchmark data {path} does not exist ({how}). Put {PARQUET} (Microsoft Research "
-                 "GeoLife 1.3, users 000-009, as GeoParquet) in a folder and run with GEOPRIV_DATA=/that/folder, "
-                 f"or pass --data /path/to/{PARQUET}.")
+        sys.exit(
+            f"The GeoLife benchmark data {path} does not exist ({how}). Put {PARQUET} (Microsoft Research "
+            "GeoLife 1.3, users 000-009, as GeoParquet) in a folder and run with GEOPRIV_DATA=/that/folder, "
+            f"or pass --data /path/to/{PARQUET}."
+        )
     try:
         g = gpd.read_parquet(path)
     except ImportError:
@@ -146,17 +150,37 @@ def run(g, ps, reps, seed, configs, log=print):
     for p in ps:
         t0 = time.perf_counter()
         for rep in range(reps):
-            q = geopriv.sample_queries(g, traj_id="trajectory_id", time="t", p=p, rng=seed + 1000 * rep + round(100 * p))
-            q = q.cx[BOUNDS[0]:BOUNDS[2], BOUNDS[1]:BOUNDS[3]]  # the declared study area: Beijing municipality
+            q = geopriv.sample_queries(
+                g, traj_id="trajectory_id", time="t", p=p, rng=seed + 1000 * rep + round(100 * p)
+            )
+            q = q.cx[BOUNDS[0] : BOUNDS[2], BOUNDS[1] : BOUNDS[3]]  # the declared study area: Beijing municipality
             for manager, cfgs in configs.items():
                 for name, kw in cfgs.items():
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore", geopriv.DistortionWarning)
-                        out = q.priv.sanitize_traces(traj_id="trajectory_id", time="t", level=LEVEL, radius=RADIUS,
-                                                     bounds=BOUNDS, rng=seed + 7 * rep + 1, **kw)
-                    rows.append(dict(manager=manager, config=name, p=p, rep=rep, queries=len(q),
-                                     traces=q["trajectory_id"].nunique(), **measure(q, out)))
-        log(f"  p = {p:.1f}: {len(q):,} queries in {q['trajectory_id'].nunique():,} traces  ({time.perf_counter() - t0:.0f} s)")
+                        out = q.priv.sanitize_traces(
+                            traj_id="trajectory_id",
+                            time="t",
+                            level=LEVEL,
+                            radius=RADIUS,
+                            bounds=BOUNDS,
+                            rng=seed + 7 * rep + 1,
+                            **kw,
+                        )
+                    rows.append(
+                        dict(
+                            manager=manager,
+                            config=name,
+                            p=p,
+                            rep=rep,
+                            queries=len(q),
+                            traces=q["trajectory_id"].nunique(),
+                            **measure(q, out),
+                        )
+                    )
+        log(
+            f"  p = {p:.1f}: {len(q):,} queries in {q['trajectory_id'].nunique():,} traces  ({time.perf_counter() - t0:.0f} s)"
+        )
     return pd.DataFrame(rows).groupby(["manager", "config", "p"]).mean(numeric_only=True).drop(columns="rep")
 
 
@@ -166,23 +190,42 @@ def tables(res: pd.DataFrame) -> str:
     out = []
     r = res.loc["fixed_rate"]
     ind = r.loc["independent"]
-    out.append("\n== fixed rate 3.3 %: average error in m (change vs independent), alpha(0.9) m, budget rate %, prediction rate ==")
-    out.append(f"{'p':>4} {'q/trace':>7} {'independent':>11} " + " ".join(f"{c:>16}" for c in cfgs)
-               + "   alpha90 ind/paper/tuned    rate% ind/paper/tuned/p+s/t+s   PR paper/tuned")
+    out.append(
+        "\n== fixed rate 3.3 %: average error in m (change vs independent), alpha(0.9) m, budget rate %, prediction rate =="
+    )
+    out.append(
+        f"{'p':>4} {'q/trace':>7} {'independent':>11} "
+        + " ".join(f"{c:>16}" for c in cfgs)
+        + "   alpha90 ind/paper/tuned    rate% ind/paper/tuned/p+s/t+s   PR paper/tuned"
+    )
     for p in ind.index:
-        cells = " ".join(f"{r.loc[c]['error'][p]:7.0f} ({100 * (r.loc[c]['error'][p] / ind['error'][p] - 1):+5.1f}%)" for c in cfgs)
-        a90 = "/".join(f"{v:.0f}" for v in (ind["alpha90"][p], r.loc["paper"]["alpha90"][p], r.loc["tuned"]["alpha90"][p]))
+        cells = " ".join(
+            f"{r.loc[c]['error'][p]:7.0f} ({100 * (r.loc[c]['error'][p] / ind['error'][p] - 1):+5.1f}%)" for c in cfgs
+        )
+        a90 = "/".join(
+            f"{v:.0f}" for v in (ind["alpha90"][p], r.loc["paper"]["alpha90"][p], r.loc["tuned"]["alpha90"][p])
+        )
         rate = "/".join(f"{100 * v:.2f}" for v in [ind["rate"][p]] + [r.loc[c]["rate"][p] for c in cfgs])
         pr = "/".join(f"{r.loc[c]['pred_rate'][p]:.2f}" for c in ("paper", "tuned"))
-        out.append(f"{p:4.1f} {ind['queries'][p] / ind['traces'][p]:7.1f} "
-                   f"{ind['error'][p]:11.0f} {cells}   {a90:>22}    {rate:>30}   {pr}")
+        out.append(
+            f"{p:4.1f} {ind['queries'][p] / ind['traces'][p]:7.1f} "
+            f"{ind['error'][p]:11.0f} {cells}   {a90:>22}    {rate:>30}   {pr}"
+        )
     r = res.loc["fixed_utility"]
     ind = r.loc["independent"]
-    out.append("\n== fixed utility 3 km: queries covered = 1 / budget rate (change vs independent), alpha(0.9) m, average error m ==")
-    out.append(f"{'p':>4} {'independent':>11} " + " ".join(f"{c:>16}" for c in cfgs)
-               + "   alpha90 ind/paper/tuned/p+s/t+s   avg err ind/paper/tuned/p+s/t+s")
+    out.append(
+        "\n== fixed utility 3 km: queries covered = 1 / budget rate (change vs independent), alpha(0.9) m, average error m =="
+    )
+    out.append(
+        f"{'p':>4} {'independent':>11} "
+        + " ".join(f"{c:>16}" for c in cfgs)
+        + "   alpha90 ind/paper/tuned/p+s/t+s   avg err ind/paper/tuned/p+s/t+s"
+    )
     for p in ind.index:
-        cells = " ".join(f"{r.loc[c]['covered'][p]:7.1f} ({100 * (r.loc[c]['covered'][p] / ind['covered'][p] - 1):+5.0f}%)" for c in cfgs)
+        cells = " ".join(
+            f"{r.loc[c]['covered'][p]:7.1f} ({100 * (r.loc[c]['covered'][p] / ind['covered'][p] - 1):+5.0f}%)"
+            for c in cfgs
+        )
         a90 = "/".join(f"{v:.0f}" for v in [ind["alpha90"][p]] + [r.loc[c]["alpha90"][p] for c in cfgs])
         err = "/".join(f"{v:.0f}" for v in [ind["error"][p]] + [r.loc[c]["error"][p] for c in cfgs])
         out.append(f"{p:4.1f} {ind['covered'][p]:11.1f} {cells}   {a90:>30}   {err}")
@@ -201,7 +244,9 @@ def figure(res: pd.DataFrame, path: Path):
         r = res.loc[manager]
         ind = r.loc["independent"]
         ps = ind.index.to_numpy()
-        title = f"{manager.replace('_', ' ')} {'3.3 %' if manager == 'fixed_rate' else '3 km'}" + (" with skip" if skip else " without skip")
+        title = f"{manager.replace('_', ' ')} {'3.3 %' if manager == 'fixed_rate' else '3 km'}" + (
+            " with skip" if skip else " without skip"
+        )
         ax = axes[row, 0]
         for cfg, ls in (("paper" + skip, "--"), ("tuned" + skip, "-")):
             c = r.loc[cfg]
@@ -254,12 +299,26 @@ def main():
     res = run(g, ps, args.reps, args.seed, CONFIGS)
     print(tables(res))
     if not args.no_ablation:
-        abl = run(g, ABLATION_P, args.reps, args.seed, {"fixed_rate": dict(ABLATION, independent=CONFIGS["fixed_rate"]["independent"])},
-                  log=lambda *a: None)
+        abl = run(
+            g,
+            ABLATION_P,
+            args.reps,
+            args.seed,
+            {"fixed_rate": dict(ABLATION, independent=CONFIGS["fixed_rate"]["independent"])},
+            log=lambda *a: None,
+        )
         r = abl.loc["fixed_rate"]
         ind = r.loc["independent"]["error"]
-        tab = pd.DataFrame({cfg: [f"{100 * (r.loc[cfg]['error'][p] / ind[p] - 1):+.1f} % (rate {100 * r.loc[cfg]['rate'][p]:.2f} %)"
-                                  for p in ABLATION_P] for cfg in ABLATION}, index=[f"p={p}" for p in ABLATION_P]).T
+        tab = pd.DataFrame(
+            {
+                cfg: [
+                    f"{100 * (r.loc[cfg]['error'][p] / ind[p] - 1):+.1f} % (rate {100 * r.loc[cfg]['rate'][p]:.2f} %)"
+                    for p in ABLATION_P
+                ]
+                for cfg in ABLATION
+            },
+            index=[f"p={p}" for p in ABLATION_P],
+        ).T
         print("\n== fixed rate: what closes the gap (average error vs independent; realised budget rate) ==")
         print(tab.to_string())
     split = res.loc["fixed_rate"]
@@ -267,7 +326,12 @@ def main():
     for cfg in ("paper", "tuned"):
         g1 = 100 * (split.loc[cfg]["error_users_0_4"] / split.loc["independent"]["error_users_0_4"] - 1)
         g2 = 100 * (split.loc[cfg]["error_users_5_9"] / split.loc["independent"]["error_users_5_9"] - 1)
-        print(f"  {cfg:6s} users 000-004: " + " ".join(f"{v:+5.1f}" for v in g1) + "   users 005-009: " + " ".join(f"{v:+5.1f}" for v in g2))
+        print(
+            f"  {cfg:6s} users 000-004: "
+            + " ".join(f"{v:+5.1f}" for v in g1)
+            + "   users 005-009: "
+            + " ".join(f"{v:+5.1f}" for v in g2)
+        )
     path = figure(res, args.out)
     print(f"\nfigure: {path}   total {time.perf_counter() - t0:.0f} s")
 

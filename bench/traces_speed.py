@@ -12,6 +12,7 @@ Also reported, for information: the same with fixed utility, with the time skip,
 cluster-mean predictor, and the end-to-end ``gdf.priv.sanitize_traces`` (GeoDataFrame in and
 out, CRS handling, ledger) on the same points.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,7 +42,9 @@ def synthetic_traces(n_traces: int, length: int, seed: int = 0) -> Traces:
     rng = np.random.default_rng(seed)
     moving = rng.random((n_traces, length)) < 0.6
     steps = rng.normal(0.0, 40.0, (n_traces, length, 2)) * moving[..., None]
-    xy = np.cumsum(steps, axis=1).reshape(-1, 2) + rng.uniform(0, 20_000, (n_traces, 1, 2)).repeat(length, 1).reshape(-1, 2)
+    xy = np.cumsum(steps, axis=1).reshape(-1, 2) + rng.uniform(0, 20_000, (n_traces, 1, 2)).repeat(length, 1).reshape(
+        -1, 2
+    )
     t = np.tile(np.arange(length) * 60.0, n_traces) + rng.normal(0, 3, n_traces * length).clip(-20, 20)
     t = np.sort(t.reshape(n_traces, length), axis=1).ravel()
     return Traces.from_lengths(xy, t, np.full(n_traces, length))
@@ -73,10 +76,26 @@ def main():
     print(f"{args.traces:,} traces x {args.length} points = {n:,} points; median of {args.repeats} alternating runs")
     rate = 1.0 / args.length
     cases = [
-        ("fixed rate 1/length, parrot (target case)", PredictiveMechanism(FixedRate(rate=rate)), IndependentMechanism(FixedRate(rate=rate))),
-        ("fixed rate, parrot, time skip 15 km/h", PredictiveMechanism(FixedRate(rate=rate), skip=TimeSkip(15 / 3.6)), IndependentMechanism(FixedRate(rate=rate))),
-        ("fixed rate, cluster_mean, eta .35 gamma 1", PredictiveMechanism(FixedRate(rate=rate, eta=0.35, gamma=1.0), predictor="cluster_mean"), IndependentMechanism(FixedRate(rate=rate))),
-        ("fixed utility 3 km, parrot", PredictiveMechanism(FixedUtility(accuracy=3000.0)), IndependentMechanism(FixedUtility(accuracy=3000.0))),
+        (
+            "fixed rate 1/length, parrot (target case)",
+            PredictiveMechanism(FixedRate(rate=rate)),
+            IndependentMechanism(FixedRate(rate=rate)),
+        ),
+        (
+            "fixed rate, parrot, time skip 15 km/h",
+            PredictiveMechanism(FixedRate(rate=rate), skip=TimeSkip(15 / 3.6)),
+            IndependentMechanism(FixedRate(rate=rate)),
+        ),
+        (
+            "fixed rate, cluster_mean, eta .35 gamma 1",
+            PredictiveMechanism(FixedRate(rate=rate, eta=0.35, gamma=1.0), predictor="cluster_mean"),
+            IndependentMechanism(FixedRate(rate=rate)),
+        ),
+        (
+            "fixed utility 3 km, parrot",
+            PredictiveMechanism(FixedUtility(accuracy=3000.0)),
+            IndependentMechanism(FixedUtility(accuracy=3000.0)),
+        ),
     ]
     for k, (label, pm, im) in enumerate(cases):
         tp, ti, (rel_p, rel_i) = side_by_side(tr, pm, im, args.repeats)
@@ -89,15 +108,18 @@ def main():
     # end to end through the accessor (GeoDataFrame, UTM 50N metres)
     gdf = gpd.GeoDataFrame(
         {"tid": np.repeat(np.arange(args.traces), args.length), "t": pd.to_datetime(tr.times, unit="s", utc=True)},
-        geometry=gpd.points_from_xy(tr.xy[:, 0] + 440_000, tr.xy[:, 1] + 4_400_000), crs=32650,
+        geometry=gpd.points_from_xy(tr.xy[:, 0] + 440_000, tr.xy[:, 1] + 4_400_000),
+        crs=32650,
     )
     ends = []
     for method in ("predictive", "independent"):
         t0 = time.perf_counter()
         gdf.priv.sanitize_traces(traj_id="tid", time="t", epsilon=EPS, method=method, rate=rate, rng=0)
         ends.append(time.perf_counter() - t0)
-    print(f"\nend to end gdf.priv.sanitize_traces: predictive {ends[0]:.2f} s ({n / ends[0] / 1e6:.2f} M points/s), "
-          f"independent {ends[1]:.2f} s")
+    print(
+        f"\nend to end gdf.priv.sanitize_traces: predictive {ends[0]:.2f} s ({n / ends[0] / 1e6:.2f} M points/s), "
+        f"independent {ends[1]:.2f} s"
+    )
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ The pages are the Markdown guides in docs/*.md (through myst-parser, as they are
 their code), the API reference of every name in ``geopriv.__all__`` (autosummary and numpydoc; its list is
 written here, at each build, into api/generated/) and the command line's reference (sphinx-argparse).
 """
+
 from __future__ import annotations
 
 import inspect
@@ -77,10 +78,14 @@ def _write_api_index() -> None:
         else:
             groups["Functions"].append(name)
     lines = [
-        "API reference", "=============", "",
+        "API reference",
+        "=============",
+        "",
         "Every public name of ``geopriv`` (``geopriv.__all__``).  :doc:`The GeoPandas accessor </accessor>` "
-        "``gdf.priv`` calls these functions on a GeoDataFrame.", "",
-        ".. currentmodule:: geopriv", "",
+        "``gdf.priv`` calls these functions on a GeoDataFrame.",
+        "",
+        ".. currentmodule:: geopriv",
+        "",
     ]
     for title, names in groups.items():
         if not names:

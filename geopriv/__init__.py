@@ -9,6 +9,7 @@ is first used (PEP 562 ``__getattr__``), and ``gdf.priv`` is registered the mome
 imported, or now if it already is (``geopriv.importhook``; ``ddf.priv`` the same way when
 dask_geopandas is, ``geopriv.daskhook``).
 """
+
 import importlib
 import sys
 import types
@@ -91,11 +92,42 @@ _LAZY = {
 
 #: the core's modules, imported on first attribute access as ``import geopriv`` used to import them all
 #: (``geopriv.cli``, ``geopriv.plot`` and ``geopriv.distributed`` are imported by name, as before)
-_SUBMODULES = frozenset({
-    "accessor", "accounting", "adversary", "aggregate", "attacks", "attributes", "cells", "counting", "crs", "daskhook", "defaults", "diffuse", "exceptions", "frame",
-    "importhook", "io", "keys", "mechanisms", "metrics", "network", "parsing", "perturb", "points", "precision",
-    "privacy_map", "progress", "provenance", "release", "report", "rng", "synthesize", "traces",
-})
+_SUBMODULES = frozenset(
+    {
+        "accessor",
+        "accounting",
+        "adversary",
+        "aggregate",
+        "attacks",
+        "attributes",
+        "cells",
+        "counting",
+        "crs",
+        "daskhook",
+        "defaults",
+        "diffuse",
+        "exceptions",
+        "frame",
+        "importhook",
+        "io",
+        "keys",
+        "mechanisms",
+        "metrics",
+        "network",
+        "parsing",
+        "perturb",
+        "points",
+        "precision",
+        "privacy_map",
+        "progress",
+        "provenance",
+        "release",
+        "report",
+        "rng",
+        "synthesize",
+        "traces",
+    }
+)
 
 #: public functions named like a module: ``geopriv.perturb`` is the function, never the module
 _SHADOWED = frozenset(_LAZY) & _SUBMODULES

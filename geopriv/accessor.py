@@ -8,6 +8,7 @@ function's signature (names, defaults and kinds; tests/test_accessor.py checks t
 it imports nothing else heavy: each method imports its function when it is called, and the
 defaults come from ``geopriv.defaults``.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -74,9 +75,21 @@ class PrivBase:
         from .perturb import perturb
 
         return perturb(
-            self._obj, epsilon, level=level, radius=radius, mechanism=mechanism, rng=rng, grid=grid,
-            continuous=continuous, bounds=bounds, region=region, keep=keep, person=person,
-            max_distortion=max_distortion, progress=progress, budget_store=budget_store,
+            self._obj,
+            epsilon,
+            level=level,
+            radius=radius,
+            mechanism=mechanism,
+            rng=rng,
+            grid=grid,
+            continuous=continuous,
+            bounds=bounds,
+            region=region,
+            keep=keep,
+            person=person,
+            max_distortion=max_distortion,
+            progress=progress,
+            budget_store=budget_store,
         )
 
     def sanitize_traces(
@@ -148,11 +161,33 @@ class PrivBase:
         from .traces import sanitize_traces
 
         return sanitize_traces(
-            self._obj, epsilon, traj_id=traj_id, time=time, level=level, radius=radius, method=method,
-            budget=budget, rate=rate, accuracy=accuracy, skip_speed=skip_speed, stale_after=stale_after,
-            predictor=predictor, on_exhausted=on_exhausted, eta=eta, gamma=gamma, delta=delta,
-            prediction_rate=prediction_rate, rng=rng, bounds=bounds, grid=grid, continuous=continuous, keep=keep,
-            max_distortion=max_distortion, progress=progress, budget_store=budget_store, person=person,
+            self._obj,
+            epsilon,
+            traj_id=traj_id,
+            time=time,
+            level=level,
+            radius=radius,
+            method=method,
+            budget=budget,
+            rate=rate,
+            accuracy=accuracy,
+            skip_speed=skip_speed,
+            stale_after=stale_after,
+            predictor=predictor,
+            on_exhausted=on_exhausted,
+            eta=eta,
+            gamma=gamma,
+            delta=delta,
+            prediction_rate=prediction_rate,
+            rng=rng,
+            bounds=bounds,
+            grid=grid,
+            continuous=continuous,
+            keep=keep,
+            max_distortion=max_distortion,
+            progress=progress,
+            budget_store=budget_store,
+            person=person,
         )
 
     def synthesize(
@@ -204,8 +239,19 @@ class PrivBase:
         from .synthesize import synthesize
 
         return synthesize(
-            self._obj, epsilon, bounds=bounds, region=region, n=n, method=method, depth=depth, placement=placement,
-            grid=grid, rng=rng, max_distortion=max_distortion, progress=progress, budget_store=budget_store,
+            self._obj,
+            epsilon,
+            bounds=bounds,
+            region=region,
+            n=n,
+            method=method,
+            depth=depth,
+            placement=placement,
+            grid=grid,
+            rng=rng,
+            max_distortion=max_distortion,
+            progress=progress,
+            budget_store=budget_store,
             person=person,
         )
 
@@ -270,10 +316,27 @@ class PrivBase:
         from .diffuse import diffuse_locations
 
         return diffuse_locations(
-            self._obj, epsilon, source=source, graph=graph, distance=distance, value=value, support=support,
-            value_range=value_range, continuous=continuous, path=path, rng=rng, bounds=bounds, grid=grid,
-            max_distortion=max_distortion, ledger=ledger, on_unreachable=on_unreachable, tolerance=tolerance,
-            weight=weight, keep=keep, budget_store=budget_store, person=person,
+            self._obj,
+            epsilon,
+            source=source,
+            graph=graph,
+            distance=distance,
+            value=value,
+            support=support,
+            value_range=value_range,
+            continuous=continuous,
+            path=path,
+            rng=rng,
+            bounds=bounds,
+            grid=grid,
+            max_distortion=max_distortion,
+            ledger=ledger,
+            on_unreachable=on_unreachable,
+            tolerance=tolerance,
+            weight=weight,
+            keep=keep,
+            budget_store=budget_store,
+            person=person,
         )
 
     def aggregate(
@@ -315,9 +378,21 @@ class PrivBase:
         """
         from .aggregate import aggregate
 
-        return aggregate(self._obj, epsilon, cells=cells, user=user, max_per_user=max_per_user, bounds=bounds,
-                         region=region, levels=levels, nonnegative=nonnegative, suppress=suppress, rng=rng,
-                         budget_store=budget_store, person=person)
+        return aggregate(
+            self._obj,
+            epsilon,
+            cells=cells,
+            user=user,
+            max_per_user=max_per_user,
+            bounds=bounds,
+            region=region,
+            levels=levels,
+            nonnegative=nonnegative,
+            suppress=suppress,
+            rng=rng,
+            budget_store=budget_store,
+            person=person,
+        )
 
     def heatmap(
         self,
@@ -358,9 +433,23 @@ class PrivBase:
         """
         from .aggregate import heatmap
 
-        return heatmap(self._obj, epsilon, resolution=resolution, bounds=bounds, region=region, user=user,
-                       max_per_user=max_per_user, values=values, levels=levels, nonnegative=nonnegative, rng=rng,
-                       path=path, overwrite=overwrite, budget_store=budget_store, person=person)
+        return heatmap(
+            self._obj,
+            epsilon,
+            resolution=resolution,
+            bounds=bounds,
+            region=region,
+            user=user,
+            max_per_user=max_per_user,
+            values=values,
+            levels=levels,
+            nonnegative=nonnegative,
+            rng=rng,
+            path=path,
+            overwrite=overwrite,
+            budget_store=budget_store,
+            person=person,
+        )
 
     def flows(
         self,
@@ -402,9 +491,22 @@ class PrivBase:
         """
         from .aggregate import flows
 
-        return flows(self._obj, epsilon, regions=regions, traj_id=traj_id, time=time, user=user,
-                     max_per_user=max_per_user, region_id=region_id, outside=outside, levels=levels,
-                     nonnegative=nonnegative, rng=rng, budget_store=budget_store, person=person)
+        return flows(
+            self._obj,
+            epsilon,
+            regions=regions,
+            traj_id=traj_id,
+            time=time,
+            user=user,
+            max_per_user=max_per_user,
+            region_id=region_id,
+            outside=outside,
+            levels=levels,
+            nonnegative=nonnegative,
+            rng=rng,
+            budget_store=budget_store,
+            person=person,
+        )
 
     def ledger(self):
         """The per-trace budget ledger of a :func:`geopriv.sanitize_traces` result: ``geopriv.trace_ledger(obj)``.

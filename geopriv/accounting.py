@@ -20,6 +20,7 @@ a single budget) and works on many labels at once with numpy arrays:
 * A total can be lowered (:meth:`~BudgetAccountant.lower_total`), never raised: there is no
   method that raises it and the arrays handed out are read-only copies.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -415,13 +416,21 @@ class DiffusionLedger:
         for (_, what), (source, _, entries) in self._entries.items():
             spent = float(sum(e[1] for e in entries))
             limit = self._total if what == LOCATION else self._value_total
-            rows.append({"source": source, "released": what,
-                         "unit": "per ground metre" if what == LOCATION else "per unit of the value",
-                         "paths": len(entries), "largest_epsilon": max(e[1] for e in entries),
-                         "spent": spent, "total": limit,
-                         "remaining": None if limit is None else max(limit - spent, 0.0)})
-        return pd.DataFrame(rows, columns=["source", "released", "unit", "paths", "largest_epsilon", "spent", "total",
-                                           "remaining"])
+            rows.append(
+                {
+                    "source": source,
+                    "released": what,
+                    "unit": "per ground metre" if what == LOCATION else "per unit of the value",
+                    "paths": len(entries),
+                    "largest_epsilon": max(e[1] for e in entries),
+                    "spent": spent,
+                    "total": limit,
+                    "remaining": None if limit is None else max(limit - spent, 0.0),
+                }
+            )
+        return pd.DataFrame(
+            rows, columns=["source", "released", "unit", "paths", "largest_epsilon", "spent", "total", "remaining"]
+        )
 
     def __repr__(self) -> str:
         return f"DiffusionLedger({len(self._entries)} (source, released) pair(s), total={self._total}, value_total={self._value_total})"

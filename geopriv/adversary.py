@@ -34,6 +34,7 @@ posterior; ``k`` is the expected number of people in it (population per cell), s
 to k-anonymity reads "after this release, a person hides among about k people".  It needs a
 population raster.
 """
+
 from __future__ import annotations
 
 import math
@@ -44,8 +45,16 @@ import pandas as pd
 
 from .exceptions import CRSError, Fix, ParameterError, ParameterTypeError
 
-__all__ = ["AdversaryError", "adversary_error", "empirical_adversary_error", "Calibration", "calibrate",
-           "DEFAULT_CELLS_PER_SIDE", "DEFAULT_CONFIDENCE", "CALIBRATION_TARGETS"]
+__all__ = [
+    "AdversaryError",
+    "adversary_error",
+    "empirical_adversary_error",
+    "Calibration",
+    "calibrate",
+    "DEFAULT_CELLS_PER_SIDE",
+    "DEFAULT_CONFIDENCE",
+    "CALIBRATION_TARGETS",
+]
 
 #: default grid: the public area's longest side in this many cells
 DEFAULT_CELLS_PER_SIDE = 100
@@ -68,11 +77,13 @@ _TAIL = 1e-7
 #: outputs per block on the per-output way (memory: block x cells x 8 bytes, several times)
 _BLOCK_BYTES = 64 * 2**20
 
-_AREA_FIX = Fix("declare_area",
-                python="Pass area=(xmin, ymin, xmax, ymax) in the CRS of the data (public knowledge: a city's "
-                       "bounds, never the data's own extent), or a GeoDataFrame of public polygons.",
-                cli="Give the public area with --bounds XMIN YMIN XMAX YMAX.",
-                qgis="Set the 'Public study area' extent.")
+_AREA_FIX = Fix(
+    "declare_area",
+    python="Pass area=(xmin, ymin, xmax, ymax) in the CRS of the data (public knowledge: a city's "
+    "bounds, never the data's own extent), or a GeoDataFrame of public polygons.",
+    cli="Give the public area with --bounds XMIN YMIN XMAX YMAX.",
+    qgis="Set the 'Public study area' extent.",
+)
 
 
 # ------------------------------------------------------------------------------------------ the grid
@@ -118,8 +129,14 @@ class _Grid:
         from affine import Affine
 
         t = self.transform
-        return _Grid(-(-self.ny // f), -(-self.nx // f), Affine(t.a * f, 0.0, t.c, 0.0, t.e * f, t.f), self.crs,
-                     self.hx * f, self.hy * f)
+        return _Grid(
+            -(-self.ny // f),
+            -(-self.nx // f),
+            Affine(t.a * f, 0.0, t.c, 0.0, t.e * f, t.f),
+            self.crs,
+            self.hx * f,
+            self.hy * f,
+        )
 
 
 def _block_sum(a: np.ndarray, f: int) -> np.ndarray:
@@ -184,8 +201,11 @@ class _LaplaceChannel:
         return self._range_mass(y0 - ur, y1 - ur, x0 - uc, x1 - uc)
 
     def describe(self) -> dict:
-        return {"mechanism": "planar_laplace", "epsilon_per_m": self.epsilon,
-                "kernel_window_mass": round(self.window_mass, 9)}
+        return {
+            "mechanism": "planar_laplace",
+            "epsilon_per_m": self.epsilon,
+            "kernel_window_mass": round(self.window_mass, 9),
+        }
 
 
 class _EikonalChannel:
@@ -197,8 +217,9 @@ class _EikonalChannel:
         import scipy.sparse as sp
 
         if not mech.kernels_held:
-            raise ParameterError("The adversary error needs the mechanism's kernels in memory: build or load it with "
-                                 "kernels='held'.")
+            raise ParameterError(
+                "The adversary error needs the mechanism's kernels in memory: build or load it with kernels='held'."
+            )
         self.mech = mech
         self.grid = grid
         n, m = len(mech.normaliser), len(mech.weights)
@@ -307,14 +328,17 @@ class AdversaryError:
 
     def summary(self) -> pd.Series:
         """The scalars, named for tables and reports."""
-        return pd.Series({
-            "adversary_error_m": self.expected_error_m,
-            "expected_displacement_m": self.displacement_m,
-            "k_equivalent": np.nan if self.k_equivalent is None else self.k_equivalent,
-            "epsilon_per_m": self.parameters.get("epsilon_per_m", np.nan),
-            "cell_m": self.parameters.get("cell_m", np.nan),
-            "confidence": self.confidence,
-        }, name="adversary")
+        return pd.Series(
+            {
+                "adversary_error_m": self.expected_error_m,
+                "expected_displacement_m": self.displacement_m,
+                "k_equivalent": np.nan if self.k_equivalent is None else self.k_equivalent,
+                "epsilon_per_m": self.parameters.get("epsilon_per_m", np.nan),
+                "cell_m": self.parameters.get("cell_m", np.nan),
+                "confidence": self.confidence,
+            },
+            name="adversary",
+        )
 
     def to_raster(self, path, *, overwrite: bool = False):
         """Write the error map (band 1, metres) and the k-equivalent map (band 2, when computed) as a GeoTIFF.
@@ -329,8 +353,15 @@ class AdversaryError:
         if self.k_map is not None:
             bands.append(np.asarray(self.k_map, np.float32))
             names.append(f"people in the {self.confidence:.0%} posterior region")
-        return write_raster(path, bands, transform=self.transform, crs=self.crs, nodata=float("nan"),
-                            band_names=names, overwrite=overwrite)
+        return write_raster(
+            path,
+            bands,
+            transform=self.transform,
+            crs=self.crs,
+            nodata=float("nan"),
+            band_names=names,
+            overwrite=overwrite,
+        )
 
     def plot(self, ax=None, what: str = "error", **kwargs):
         """Map ``what`` = "error" (the error map, metres) or "k" (the k-equivalent map); returns the Axes."""
@@ -376,9 +407,16 @@ def _points(data, what: str):
     if bad.any():
         from .exceptions import GeometryError
 
-        raise GeometryError("are not single points (empty, missing or other geometries)", gs.index[bad],
-                            Fix("points", python=f"Keep only point rows of {what} (e.g. gdf[gdf.geom_type == 'Point']).",
-                                cli="Keep only point features.", qgis="Keep only point features."))
+        raise GeometryError(
+            "are not single points (empty, missing or other geometries)",
+            gs.index[bad],
+            Fix(
+                "points",
+                python=f"Keep only point rows of {what} (e.g. gdf[gdf.geom_type == 'Point']).",
+                cli="Keep only point features.",
+                qgis="Keep only point features.",
+            ),
+        )
     return gs
 
 
@@ -433,21 +471,22 @@ class _Solver:
         bsz = max(1, int(_BLOCK_BYTES // (8 * (self._shape[0] * self._shape[1] + 4 * g.n))))
         out_cell = z if self.ch.invariant else None
         for i in range(0, len(z), bsz):
-            zb = z[i:i + bsz]
+            zb = z[i : i + bsz]
             cols = self.ch.columns(zb)  # (B, n): K(z|u)
             w = cols * self.prior[None, :]
             m = w.sum(axis=1)
             spec = fft.rfft2(w.reshape(len(zb), g.ny, g.nx), self._shape, workers=-1)
             cost = fft.irfft2(spec * dk[None], self._shape, workers=-1)
-            cost = cost[:, :g.ny, :g.nx].reshape(len(zb), g.n)
+            cost = cost[:, : g.ny, : g.nx].reshape(len(zb), g.n)
             cost[:, ~self.mask] = np.inf  # guesses are cells of the public area
             best = cost.argmin(axis=1)
             self.guess[zb] = best
             self.best[zb] = np.maximum(cost[np.arange(len(zb)), best], 0.0)
             self.mass[zb] = m
-            own = out_cell[i:i + bsz] if out_cell is not None else self.ch.output_cells[zb]
-            self.at_face[zb] = np.maximum(cost[np.arange(len(zb)), own], 0.0) if out_cell is not None else \
-                self._face_cost(zb, w)
+            own = out_cell[i : i + bsz] if out_cell is not None else self.ch.output_cells[zb]
+            self.at_face[zb] = (
+                np.maximum(cost[np.arange(len(zb)), own], 0.0) if out_cell is not None else self._face_cost(zb, w)
+            )
             d = np.hypot(*((centres[best][:, None, :] - centres[None, :, :]) / self._unit()).transpose(2, 0, 1))
             self.err_map += (cols * d).sum(axis=0)
             self.done[zb] = True
@@ -484,7 +523,7 @@ class _Solver:
 
         def conv(h):  # sum_u pi(u) h(z - u) for every cell z of the grid
             full = fft.irfft2(pi_f * fft.rfft2(h, shape, workers=-1), shape, workers=-1)
-            return full[ry:ry + g.ny, rx:rx + g.nx]
+            return full[ry : ry + g.ny, rx : rx + g.nx]
 
         vy = (np.arange(-ry, ry + 1) * g.hy)[:, None]
         vx = (np.arange(-rx, rx + 1) * g.hx)[None, :]
@@ -493,11 +532,11 @@ class _Solver:
         zero = conv(k * np.hypot(vx, vy))[inner]  # cost of guessing the output's own cell
         best = zero.copy()
         best_off = np.zeros(best.shape + (2,), np.int64)
-        zr, zc = np.mgrid[1:g.ny - 1, 1:g.nx - 1]
+        zr, zc = np.mgrid[1 : g.ny - 1, 1 : g.nx - 1]
         inside_area = self.mask.reshape(g.ny, g.nx)
         best[~inside_area[inner]] = np.inf
         # offsets by ground length, in rings; the largest useful: twice the largest conditional error
-        oy, ox = np.mgrid[-(g.ny - 1):g.ny, -(g.nx - 1):g.nx]
+        oy, ox = np.mgrid[-(g.ny - 1) : g.ny, -(g.nx - 1) : g.nx]
         length = np.hypot(oy * g.hy, ox * g.hx)
         order = np.argsort(length.ravel(), kind="stable")
         lengths = length.ravel()[order]
@@ -549,7 +588,7 @@ class _Solver:
             sel.flat[rows] = 1.0
             h = (k * np.hypot(vx + dx * g.hx, vy + dy * g.hy))[::-1, ::-1]  # correlation: sum_z sel(z) h(z - u)
             full = fft.irfft2(fft.rfft2(sel, shape, workers=-1) * fft.rfft2(h, shape, workers=-1), shape, workers=-1)
-            self.err_map += full[ry:ry + g.ny, rx:rx + g.nx].ravel()
+            self.err_map += full[ry : ry + g.ny, rx : rx + g.nx].ravel()
         return idx[~ok]
 
 
@@ -562,7 +601,7 @@ def _k_equivalent(channel, grid: _Grid, prior: np.ndarray, people: np.ndarray, c
     k_exp, k_map = 0.0, np.zeros(grid.n)
     bsz = max(1, int(_BLOCK_BYTES // (8 * 6 * grid.n)))
     for i in range(0, len(z_all), bsz):
-        zb = z_all[i:i + bsz]
+        zb = z_all[i : i + bsz]
         cols = channel.columns(zb)
         w = cols * p[None, :]
         m = w.sum(axis=1)
@@ -587,9 +626,11 @@ def _epsilon(epsilon, level, radius) -> float:
         raise ParameterError("Give epsilon (per metre), or level and radius, not both.")
     if epsilon is None:
         if level is None or radius is None:
-            raise ParameterError("Give the mechanism: epsilon per ground metre, or level and radius (e.g. level=ln 4, "
-                                 "radius=200: odds change by at most 4x within 200 m), or a mechanism / released "
-                                 "GeoDataFrame.")
+            raise ParameterError(
+                "Give the mechanism: epsilon per ground metre, or level and radius (e.g. level=ln 4, "
+                "radius=200: odds change by at most 4x within 200 m), or a mechanism / released "
+                "GeoDataFrame."
+            )
         epsilon = float(level) / float(radius)
     epsilon = float(epsilon)
     if not (math.isfinite(epsilon) and epsilon > 0):
@@ -601,18 +642,25 @@ def _from_release(released, area):
     """(epsilon per metre, crs, area) from a released GeoDataFrame's provenance record."""
     rec = getattr(released, "attrs", {}).get("geopriv")
     if not isinstance(rec, dict):
-        raise ParameterError("This GeoDataFrame has no geopriv release record (attrs['geopriv']): pass the "
-                             "mechanism's epsilon (or level and radius) instead.")
+        raise ParameterError(
+            "This GeoDataFrame has no geopriv release record (attrs['geopriv']): pass the "
+            "mechanism's epsilon (or level and radius) instead."
+        )
     mech = str(rec.get("mechanism", ""))
     if mech not in ("planar_laplace", "spherical_laplace"):
-        raise ParameterError(f"The release was made by {mech!r}: pass that mechanism object (an EikonalMechanism) "
-                             "to adversary_error, not its output.")
+        raise ParameterError(
+            f"The release was made by {mech!r}: pass that mechanism object (an EikonalMechanism) "
+            "to adversary_error, not its output."
+        )
     eps = float(rec["epsilon_per_m"])
     if area is None:
         area = rec.get("declared_bounds")
         if area is None:
-            raise ParameterError("The release declared no public area (bounds=), so the adversary's grid would "
-                                 "have to come from the data: pass area=.", fix=_AREA_FIX)
+            raise ParameterError(
+                "The release declared no public area (bounds=), so the adversary's grid would "
+                "have to come from the data: pass area=.",
+                fix=_AREA_FIX,
+            )
     return eps, released.crs, area
 
 
@@ -622,8 +670,9 @@ def _area(area, crs):
     from pyproj import CRS
 
     if area is None:
-        raise ParameterError("The adversary error needs the public area (the adversary's grid and prior support).",
-                             fix=_AREA_FIX)
+        raise ParameterError(
+            "The adversary error needs the public area (the adversary's grid and prior support).", fix=_AREA_FIX
+        )
     region = None
     if isinstance(area, (gpd.GeoDataFrame, gpd.GeoSeries)):
         if area.crs is None:
@@ -640,15 +689,19 @@ def _area(area, crs):
         try:
             rect = tuple(float(v) for v in area)
         except (TypeError, ValueError):
-            raise ParameterTypeError("area must be (xmin, ymin, xmax, ymax) or a GeoDataFrame of public polygons.") from None
+            raise ParameterTypeError(
+                "area must be (xmin, ymin, xmax, ymax) or a GeoDataFrame of public polygons."
+            ) from None
         if len(rect) != 4 or not all(map(math.isfinite, rect)) or rect[0] >= rect[2] or rect[1] >= rect[3]:
             raise ParameterError("area must be (xmin, ymin, xmax, ymax) with xmin < xmax and ymin < ymax.")
     if crs is None:
         raise ParameterError("Give crs= (the CRS of area=), e.g. crs='EPSG:32650'.")
     crs = CRS.from_user_input(crs)
     if not crs.is_projected:
-        raise CRSError(f"The CRS {crs.name!r} is not projected: the adversary's grid needs cells of a fixed ground "
-                       "size. Reproject to a local projected CRS (a UTM zone) first.")
+        raise CRSError(
+            f"The CRS {crs.name!r} is not projected: the adversary's grid needs cells of a fixed ground "
+            "size. Reproject to a local projected CRS (a UTM zone) first."
+        )
     return rect, region, crs
 
 
@@ -668,8 +721,10 @@ def _grid_over(rect, crs, cell, epsilon=None) -> _Grid:
         raise ParameterError("cell must be a positive number of ground metres.")
     nx, ny = max(2, int(math.ceil(w_m / cell - 1e-9))), max(2, int(math.ceil(h_m / cell - 1e-9)))
     if nx * ny > MAX_GRID_CELLS:
-        raise ParameterError(f"A {cell:g} m grid over this area has {nx * ny:,} cells; the exact computation is "
-                             f"limited to {MAX_GRID_CELLS:,}. Use larger cells (cell=) or a smaller area.")
+        raise ParameterError(
+            f"A {cell:g} m grid over this area has {nx * ny:,} cells; the exact computation is "
+            f"limited to {MAX_GRID_CELLS:,}. Use larger cells (cell=) or a smaller area."
+        )
     step = cell * upm
     return _Grid(ny, nx, Affine(step, 0.0, rect[0], 0.0, -step, rect[3]), crs, cell, cell)
 
@@ -747,9 +802,21 @@ def _prior(prior, grid: _Grid, mask: np.ndarray, people: np.ndarray | None) -> t
 
 
 # ------------------------------------------------------------------------------------------ the API
-def adversary_error(mechanism=None, *, epsilon=None, level=None, radius=None, area=None, crs=None,
-                    prior="uniform", population=None, units: str = "per_km2", cell=None,
-                    confidence: float = DEFAULT_CONFIDENCE, progress=None) -> AdversaryError:
+def adversary_error(
+    mechanism=None,
+    *,
+    epsilon=None,
+    level=None,
+    radius=None,
+    area=None,
+    crs=None,
+    prior="uniform",
+    population=None,
+    units: str = "per_km2",
+    cell=None,
+    confidence: float = DEFAULT_CONFIDENCE,
+    progress=None,
+) -> AdversaryError:
     """The optimal Bayesian adversary's expected error against a point release, exactly on a grid.
 
     Shokri et al. 2011: the adversary knows the mechanism and a prior over where people are, sees
@@ -849,8 +916,10 @@ def adversary_error(mechanism=None, *, epsilon=None, level=None, radius=None, ar
         elif mechanism is None:
             eps = _epsilon(epsilon, level, radius)
         else:
-            raise ParameterTypeError("mechanism must be None (planar Laplace with epsilon=), an EikonalMechanism or a "
-                                     "GeoDataFrame released by perturb.")
+            raise ParameterTypeError(
+                "mechanism must be None (planar Laplace with epsilon=), an EikonalMechanism or a "
+                "GeoDataFrame released by perturb."
+            )
         rect, region, crs = _area(area, crs)
         grid = _grid_over(rect, crs, cell, eps)
         channel = _LaplaceChannel(eps, grid)
@@ -878,9 +947,10 @@ def adversary_error(mechanism=None, *, epsilon=None, level=None, radius=None, ar
             f = int(math.ceil(math.sqrt(grid.n / K_GRID_CELLS)))
             cg = grid.coarsened(f)
             cpi = _block_sum(pi.reshape(grid.ny, grid.nx), f)
-            k_exp, ck = _k_equivalent(_LaplaceChannel(channel.epsilon, cg), cg, cpi / cpi.sum(),
-                                      _block_sum(people, f), confidence)
-            k_map = np.repeat(np.repeat(ck.reshape(cg.ny, cg.nx), f, 0), f, 1)[:grid.ny, :grid.nx]
+            k_exp, ck = _k_equivalent(
+                _LaplaceChannel(channel.epsilon, cg), cg, cpi / cpi.sum(), _block_sum(people, f), confidence
+            )
+            k_map = np.repeat(np.repeat(ck.reshape(cg.ny, cg.nx), f, 0), f, 1)[: grid.ny, : grid.nx]
             k_cell = cg.hx
         else:
             k_exp, km = _k_equivalent(channel, grid, pi, people, confidence)
@@ -888,13 +958,20 @@ def adversary_error(mechanism=None, *, epsilon=None, level=None, radius=None, ar
             k_cell = grid.hx
         k_map = k_map.astype(float)
         k_map[~mask] = np.nan
-    params.update({"cell_m": round(grid.hx, 6), "grid_shape": [grid.ny, grid.nx], "prior": prior_name,
-                   "outputs": "grid cells; releases beyond the area shown in the nearest boundary cell",
-                   "guesses": "grid cells of the area (exact optimum on the grid)",
-                   "confidence": confidence})
+    params.update(
+        {
+            "cell_m": round(grid.hx, 6),
+            "grid_shape": [grid.ny, grid.nx],
+            "prior": prior_name,
+            "outputs": "grid cells; releases beyond the area shown in the nearest boundary cell",
+            "guesses": "grid cells of the area (exact optimum on the grid)",
+            "confidence": confidence,
+        }
+    )
     if k_cell is not None:
         params["k_cell_m"] = round(k_cell, 6)
     if channel.invariant:
+
         def locate(xy, _g=grid):
             return _g.locate(xy)
     else:
@@ -904,10 +981,22 @@ def adversary_error(mechanism=None, *, epsilon=None, level=None, radius=None, ar
 
         def locate(xy, _t=tree):
             return _t.query(xy)[1]
+
     return AdversaryError(
-        expected_error_m=expected, displacement_m=face, error_map=err_map, k_equivalent=k_exp, k_map=k_map,
-        confidence=float(confidence), shape=(grid.ny, grid.nx), transform=grid.transform, crs=grid.crs,
-        prior=prior_name, parameters=params, guess_cells=solver.guess, _locate=locate)
+        expected_error_m=expected,
+        displacement_m=face,
+        error_map=err_map,
+        k_equivalent=k_exp,
+        k_map=k_map,
+        confidence=float(confidence),
+        shape=(grid.ny, grid.nx),
+        transform=grid.transform,
+        crs=grid.crs,
+        prior=prior_name,
+        parameters=params,
+        guess_cells=solver.guess,
+        _locate=locate,
+    )
 
 
 def empirical_adversary_error(true, released, adversary: AdversaryError) -> pd.Series:
@@ -962,9 +1051,12 @@ def empirical_adversary_error(true, released, adversary: AdversaryError) -> pd.S
     guessed = gpd.GeoDataFrame(geometry=guesses, crs=guesses.crs)
     out = displacement(true, guessed).rename("adversary_error_m")
     v = out.to_numpy(float)
-    out.attrs["summary"] = {"mean_m": float(np.mean(v)) if len(v) else float("nan"),
-                            "median_m": float(np.median(v)) if len(v) else float("nan"),
-                            "p90_m": float(np.quantile(v, 0.9)) if len(v) else float("nan"), "n": int(len(v))}
+    out.attrs["summary"] = {
+        "mean_m": float(np.mean(v)) if len(v) else float("nan"),
+        "median_m": float(np.median(v)) if len(v) else float("nan"),
+        "p90_m": float(np.quantile(v, 0.9)) if len(v) else float("nan"),
+        "n": int(len(v)),
+    }
     return out
 
 
@@ -1013,8 +1105,11 @@ class Calibration:
 
         if ax is None:
             _, ax = plt.subplots(figsize=(6, 4))
-        col = {"displacement": "displacement_m", "adversary_error": "adversary_error_m",
-               "k_equivalent": "k_equivalent"}[self.target]
+        col = {
+            "displacement": "displacement_m",
+            "adversary_error": "adversary_error_m",
+            "k_equivalent": "k_equivalent",
+        }[self.target]
         c = self.curve.sort_values("epsilon_per_m")
         ax.plot(c["epsilon_per_m"], c[col], "o-")
         ax.axhline(self.value, color="grey", ls="--")
@@ -1025,9 +1120,20 @@ class Calibration:
         return ax
 
 
-def calibrate(target: str, value: float, *, area, crs=None, prior="uniform", population=None,
-              units: str = "per_km2", cell=None, confidence: float = DEFAULT_CONFIDENCE, epsilons=None,
-              steps: int = 8) -> Calibration:
+def calibrate(
+    target: str,
+    value: float,
+    *,
+    area,
+    crs=None,
+    prior="uniform",
+    population=None,
+    units: str = "per_km2",
+    cell=None,
+    confidence: float = DEFAULT_CONFIDENCE,
+    epsilons=None,
+    steps: int = 8,
+) -> Calibration:
     """The planar Laplace epsilon (per ground metre) that meets a target, with the curve behind it.
 
     ``target``:
@@ -1102,17 +1208,29 @@ def calibrate(target: str, value: float, *, area, crs=None, prior="uniform", pop
         probe = _grid_over(rect, crs_, None)
         cell = max(probe.nx, probe.ny) * probe.hx / CALIBRATION_CELLS
     grid = _grid_over(rect, crs_, cell)
-    col = {"displacement": "displacement_m", "adversary_error": "adversary_error_m",
-           "k_equivalent": "k_equivalent"}[target]
+    col = {"displacement": "displacement_m", "adversary_error": "adversary_error_m", "k_equivalent": "k_equivalent"}[
+        target
+    ]
     rows = {}
 
     def at(eps):
         if eps not in rows:
-            adv = adversary_error(epsilon=eps, area=area, crs=crs, prior=prior, population=population, units=units,
-                                  cell=grid.hx, confidence=confidence)
-            rows[eps] = {"epsilon_per_m": eps, "displacement_m": adv.displacement_m,
-                         "adversary_error_m": adv.expected_error_m,
-                         "k_equivalent": np.nan if adv.k_equivalent is None else adv.k_equivalent}
+            adv = adversary_error(
+                epsilon=eps,
+                area=area,
+                crs=crs,
+                prior=prior,
+                population=population,
+                units=units,
+                cell=grid.hx,
+                confidence=confidence,
+            )
+            rows[eps] = {
+                "epsilon_per_m": eps,
+                "displacement_m": adv.displacement_m,
+                "adversary_error_m": adv.expected_error_m,
+                "k_equivalent": np.nan if adv.k_equivalent is None else adv.k_equivalent,
+            }
         return rows[eps][col]
 
     if epsilons is None:

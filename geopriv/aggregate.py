@@ -7,6 +7,7 @@ public area is released (empty or not), and counts are integers with exact discr
 noise on a public hierarchy of cells, made consistent (Hay et al. 2010).  See
 ``docs/aggregate.md``.  The release path is :mod:`geopriv.counting`.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -15,9 +16,24 @@ import numpy as np
 import pandas as pd
 
 from .budget import PURE, open_store, opens_budget_store
-from .counting import (OUTSIDE_FIX, bounded_person, check_flows_store, flows_frame, heatmap_layout,budget_charge, bound_contributions, cells_frame, check_area_public, check_epsilon,
-                       count_rows, locate_rows, person_codes, plan_counts, release_counts,
-                       warn_if_swamped)
+from .counting import (
+    OUTSIDE_FIX,
+    bounded_person,
+    check_flows_store,
+    flows_frame,
+    heatmap_layout,
+    budget_charge,
+    bound_contributions,
+    cells_frame,
+    check_area_public,
+    check_epsilon,
+    count_rows,
+    locate_rows,
+    person_codes,
+    plan_counts,
+    release_counts,
+    warn_if_swamped,
+)
 from .daskhook import is_dask, lazy
 from .exceptions import ParameterError
 from .provenance import make_record
@@ -26,8 +42,25 @@ from .rng import make_rng
 
 __all__ = ["aggregate", "heatmap", "flows", "Heatmap"]
 
-def _release(data, epsilon, *, cells, user, max_per_user, bounds, region, levels, nonnegative, suppress, rng,
-             budget_store, person, kind, extra=None):
+
+def _release(
+    data,
+    epsilon,
+    *,
+    cells,
+    user,
+    max_per_user,
+    bounds,
+    region,
+    levels,
+    nonnegative,
+    suppress,
+    rng,
+    budget_store,
+    person,
+    kind,
+    extra=None,
+):
     """(plan, released counts, record) of a count release of ``data`` (the one in-memory path)."""
     epsilon = check_epsilon(epsilon)
     user = bounded_person(user, person)
@@ -35,9 +68,18 @@ def _release(data, epsilon, *, cells, user, max_per_user, bounds, region, levels
     geoms, xy = _points(data, bounds, region)
     labels = geoms.index
     by_index = store is not None and user is None  # the index labels are the persons charged: bound them too
-    plan = plan_counts(geoms.crs, epsilon, cells=cells, max_per_user=max_per_user,
-                       user=INDEX_PERSONS if by_index else user, bounds=bounds, region=region, levels=levels,
-                       nonnegative=nonnegative, suppress=suppress)
+    plan = plan_counts(
+        geoms.crs,
+        epsilon,
+        cells=cells,
+        max_per_user=max_per_user,
+        user=INDEX_PERSONS if by_index else user,
+        bounds=bounds,
+        region=region,
+        levels=levels,
+        nonnegative=nonnegative,
+        suppress=suppress,
+    )
     check_area_public(plan, xy)
     cell = locate_rows(plan, xy, labels)
     codes = _index_codes(data) if by_index else person_codes(data, user, labels)
@@ -207,13 +249,37 @@ def aggregate(
     72
     """
     if is_dask(data):
-        return lazy("aggregate")(data, epsilon, cells=cells, user=user, max_per_user=max_per_user, bounds=bounds,
-                                 region=region, levels=levels, nonnegative=nonnegative, suppress=suppress, rng=rng,
-                                 budget_store=budget_store, person=person)
+        return lazy("aggregate")(
+            data,
+            epsilon,
+            cells=cells,
+            user=user,
+            max_per_user=max_per_user,
+            bounds=bounds,
+            region=region,
+            levels=levels,
+            nonnegative=nonnegative,
+            suppress=suppress,
+            rng=rng,
+            budget_store=budget_store,
+            person=person,
+        )
     plan, released, record = _release(
-        data, epsilon, cells=cells, user=user, max_per_user=max_per_user, bounds=bounds, region=region, levels=levels,
-        nonnegative=nonnegative, suppress=suppress, rng=rng, budget_store=budget_store, person=person,
-        kind="aggregate")
+        data,
+        epsilon,
+        cells=cells,
+        user=user,
+        max_per_user=max_per_user,
+        bounds=bounds,
+        region=region,
+        levels=levels,
+        nonnegative=nonnegative,
+        suppress=suppress,
+        rng=rng,
+        budget_store=budget_store,
+        person=person,
+        kind="aggregate",
+    )
     return cells_frame(plan, released, record)
 
 
@@ -275,12 +341,23 @@ class Heatmap:
         heatmap), atomically; returns the path."""
         from .io import write_raster
 
-        return write_raster(path, [self.values, self.expected_error.astype(self.values.dtype)
-                                   if self.values.dtype.kind == "f" else
-                                   np.where(np.isnan(self.expected_error), self.nodata,
-                                            np.rint(np.nan_to_num(self.expected_error))).astype(self.values.dtype)],
-                            transform=self.transform, crs=self.crs, nodata=self.nodata, record=self.record,
-                            band_names=[self.unit, f"expected error ({self.unit})"], overwrite=overwrite)
+        return write_raster(
+            path,
+            [
+                self.values,
+                self.expected_error.astype(self.values.dtype)
+                if self.values.dtype.kind == "f"
+                else np.where(
+                    np.isnan(self.expected_error), self.nodata, np.rint(np.nan_to_num(self.expected_error))
+                ).astype(self.values.dtype),
+            ],
+            transform=self.transform,
+            crs=self.crs,
+            nodata=self.nodata,
+            record=self.record,
+            band_names=[self.unit, f"expected error ({self.unit})"],
+            overwrite=overwrite,
+        )
 
     def plot(self, ax=None, **kwargs):
         """Show the heatmap with matplotlib (``geopriv[plot]``); returns the axes."""
@@ -291,8 +368,11 @@ class Heatmap:
         t = self.transform
         rows, cols = self.values.shape
         extent = (t.c, t.c + t.a * cols, t.f + t.e * rows, t.f)
-        vals = np.ma.masked_invalid(self.values.astype(float)) if self.values.dtype.kind == "f" else \
-            np.ma.masked_equal(self.values, self.nodata)
+        vals = (
+            np.ma.masked_invalid(self.values.astype(float))
+            if self.values.dtype.kind == "f"
+            else np.ma.masked_equal(self.values, self.nodata)
+        )
         im = ax.imshow(vals, extent=extent, origin="upper", **{"cmap": "magma", **kwargs})
         ax.figure.colorbar(im, ax=ax, label=self.unit)
         return ax
@@ -393,21 +473,52 @@ def heatmap(
     """
     if values not in ("count", "density"):
         raise ParameterError(f"values must be 'count' or 'density', got {values!r}.")
-    if isinstance(resolution, (bool, np.bool_)) or not isinstance(resolution, (int, float, np.integer, np.floating)) \
-            or not np.isfinite(resolution) or resolution <= 0:
+    if (
+        isinstance(resolution, (bool, np.bool_))
+        or not isinstance(resolution, (int, float, np.integer, np.floating))
+        or not np.isfinite(resolution)
+        or resolution <= 0
+    ):
         raise ParameterError(f"The heatmap's resolution must be a positive number of metres, got {resolution!r}.")
     if path is not None:
         from .io import check_file_output
 
         check_file_output(path, suffixes=(".tif", ".tiff"), what="heatmap", overwrite=overwrite)
     if is_dask(data):  # after the checks of values and path, before any row is read
-        return lazy("heatmap")(data, epsilon, resolution=resolution, bounds=bounds, region=region, user=user,
-                               max_per_user=max_per_user, values=values, levels=levels, nonnegative=nonnegative,
-                               rng=rng, path=path, overwrite=overwrite, budget_store=budget_store, person=person)
+        return lazy("heatmap")(
+            data,
+            epsilon,
+            resolution=resolution,
+            bounds=bounds,
+            region=region,
+            user=user,
+            max_per_user=max_per_user,
+            values=values,
+            levels=levels,
+            nonnegative=nonnegative,
+            rng=rng,
+            path=path,
+            overwrite=overwrite,
+            budget_store=budget_store,
+            person=person,
+        )
     plan, released, record = _release(
-        data, epsilon, cells=resolution, user=user, max_per_user=max_per_user, bounds=bounds, region=region,
-        levels=levels, nonnegative=nonnegative, suppress=None, rng=rng, budget_store=budget_store, person=person,
-        kind="heatmap", extra={"values": values})
+        data,
+        epsilon,
+        cells=resolution,
+        user=user,
+        max_per_user=max_per_user,
+        bounds=bounds,
+        region=region,
+        levels=levels,
+        nonnegative=nonnegative,
+        suppress=None,
+        rng=rng,
+        budget_store=budget_store,
+        person=person,
+        kind="heatmap",
+        extra={"values": values},
+    )
     out, err, unit = heatmap_layout(plan, released, values)
     result = Heatmap(out, err, plan.cells.transform(), plan.cells.crs, record, unit)
     if path is not None:
@@ -515,10 +626,24 @@ def flows(
     from .counting import plan_flows, trip_ends
     from .exceptions import GeometryError, MissingCRSError
     from .points import as_geoseries, check_coordinates, check_no_other_geometries, point_xy
+
     if is_dask(data):
-        return lazy("flows")(data, epsilon, regions=regions, traj_id=traj_id, time=time, user=user,
-                             max_per_user=max_per_user, region_id=region_id, outside=outside, levels=levels,
-                             nonnegative=nonnegative, rng=rng, budget_store=budget_store, person=person)
+        return lazy("flows")(
+            data,
+            epsilon,
+            regions=regions,
+            traj_id=traj_id,
+            time=time,
+            user=user,
+            max_per_user=max_per_user,
+            region_id=region_id,
+            outside=outside,
+            levels=levels,
+            nonnegative=nonnegative,
+            rng=rng,
+            budget_store=budget_store,
+            person=person,
+        )
     epsilon = check_epsilon(epsilon)
     user = bounded_person(user, person)
     store = open_store(budget_store)
@@ -538,10 +663,21 @@ def flows(
         kinds = shapely.get_type_id(geoms.values)
         bad = (kinds != 1) | shapely.is_empty(geoms.values)
         if bad.any():
-            raise GeometryError("are not LineStrings (give one line per trip, or points with traj_id= and time=)",
-                                labels[bad], "Give one LineString per trip, or trajectory points with traj_id= and time=.")
-    plan = plan_flows(geoms.crs, epsilon, regions=regions, region_id=region_id, max_per_user=max_per_user, user=user,
-                      levels=levels, nonnegative=nonnegative)
+            raise GeometryError(
+                "are not LineStrings (give one line per trip, or points with traj_id= and time=)",
+                labels[bad],
+                "Give one LineString per trip, or trajectory points with traj_id= and time=.",
+            )
+    plan = plan_flows(
+        geoms.crs,
+        epsilon,
+        regions=regions,
+        region_id=region_id,
+        max_per_user=max_per_user,
+        user=user,
+        levels=levels,
+        nonnegative=nonnegative,
+    )
     o_xy, d_xy, first, trip_ids = trip_ends(data, geoms, xy, traj_id, time, labels)
     check_area_public(plan, np.concatenate([o_xy, d_xy]))  # regions built on the trips would publish them
     regions_cells = plan.cells.regions
@@ -549,8 +685,7 @@ def flows(
     d = regions_cells.locate(d_xy)
     out = (o < 0) | (d < 0)
     if out.any() and outside == "refuse":
-        raise GeometryError(
-            "start or end outside every region", pd.Index(trip_ids[out]), OUTSIDE_FIX, what="trip(s)")
+        raise GeometryError("start or end outside every region", pd.Index(trip_ids[out]), OUTSIDE_FIX, what="trip(s)")
     codes = None
     if user is not None:
         codes = person_codes(data, user, labels)
@@ -560,16 +695,27 @@ def flows(
             tid, _ = pd.factorize(data[traj_id], sort=False)
             mixed = pd.Series(codes).groupby(tid).nunique().to_numpy() > 1
             if mixed.any():
-                raise GeometryError("have rows of several users (a trip belongs to one person)",
-                                    pd.Index(trip_ids[mixed]), "Give each trip one user id.", what="trip(s)")
+                raise GeometryError(
+                    "have rows of several users (a trip belongs to one person)",
+                    pd.Index(trip_ids[mixed]),
+                    "Give each trip one user id.",
+                    what="trip(s)",
+                )
         codes = per_trip
     keep_trip = ~out
     source = make_rng(rng)
     gen = source.generator
     fields = plan.fields()
-    fields.update({"traj_id": None if traj_id is None else str(traj_id), "time": None if time is None else str(time),
-                   "trip_rule": "first and last row of each trip by time" if traj_id is not None else
-                   "first and last vertex of each line", "outside": outside})
+    fields.update(
+        {
+            "traj_id": None if traj_id is None else str(traj_id),
+            "time": None if time is None else str(time),
+            "trip_rule": "first and last row of each trip by time"
+            if traj_id is not None
+            else "first and last vertex of each line",
+            "outside": outside,
+        }
+    )
     reservation = None
     if store is not None:
         fields.update(budget_fields(store, PURE, epsilon))
@@ -591,4 +737,3 @@ def flows(
     record = make_record(fields, seeded=source.seeded, n=plan.cells.n)
     warn_if_swamped(plan, released)
     return flows_frame(plan, released, record)
-

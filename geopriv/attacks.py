@@ -30,6 +30,7 @@ geometry (a trace's budget ran out: status ``"exhausted"``) were not released an
 Nothing here releases anything: these functions read true locations, so their results are the
 analyst's, never to be published next to the release.
 """
+
 from __future__ import annotations
 
 import math
@@ -46,8 +47,16 @@ from .exceptions import EmptyInputError, Fix, GeoprivError, ParameterError, Para
 from .metrics import ground_distance, is_synthetic
 from .points import as_geoseries, point_xy
 
-__all__ = ["home_inference", "home_attack", "top_places_uniqueness", "top_places_attack", "query_error",
-           "DEFAULT_CELL", "DEFAULT_NIGHT", "DEFAULT_RADII"]
+__all__ = [
+    "home_inference",
+    "home_attack",
+    "top_places_uniqueness",
+    "top_places_attack",
+    "query_error",
+    "DEFAULT_CELL",
+    "DEFAULT_NIGHT",
+    "DEFAULT_RADII",
+]
 
 #: side of the public grid's cells, metres
 DEFAULT_CELL = 200.0
@@ -59,17 +68,17 @@ DEFAULT_RADII = (200.0, 500.0)
 PERSON_FIX = Fix(
     "person_column",
     python="Name the column of person ids with person='...' (the user; a trace id only if every trace is a "
-           "different person).",
+    "different person).",
 )
 TIME_FIX = Fix(
     "time_column",
     python="Name the column of time stamps with time='...' (datetimes or ISO 8601 text), or pass night=None to use "
-           "every point whatever its hour.",
+    "every point whatever its hour.",
 )
 TZ_FIX = Fix(
     "time_zone",
     python="Pass tz= the time zone the people live in (e.g. tz='Asia/Shanghai' for Beijing) so that night is local "
-           "night; tz='solar' uses local mean solar time from each point's longitude.",
+    "night; tz='solar' uses local mean solar time from each point's longitude.",
 )
 
 
@@ -116,10 +125,10 @@ class _Points:
     """One side of an attack: points, their persons, their time stamps (or None), the rows' labels."""
 
     def __init__(self, geoms, xy, persons, times, person_name):
-        self.geoms = geoms          # GeoSeries (the rows with a point)
-        self.xy = xy                # (n, 2) in geoms.crs
-        self.persons = persons      # Series of person ids, index = geoms.index
-        self.times = times          # Series or None
+        self.geoms = geoms  # GeoSeries (the rows with a point)
+        self.xy = xy  # (n, 2) in geoms.crs
+        self.persons = persons  # Series of person ids, index = geoms.index
+        self.times = times  # Series or None
         self.person_name = person_name
 
 
@@ -146,14 +155,18 @@ def _collection_frame(data, person, time, what):
     for tr in trajectories:
         df = tr.df
         if df.crs != crs:
-            raise GeoprivError(f"The {what}'s trajectories are in different CRSs (e.g. trajectory {tr.id!r}): "
-                               "reproject them to one CRS first (tc.to_crs(...)).")
+            raise GeoprivError(
+                f"The {what}'s trajectories are in different CRSs (e.g. trajectory {tr.id!r}): "
+                "reproject them to one CRS first (tc.to_crs(...))."
+            )
         part = pd.DataFrame({traj_col: np.full(len(df), tr.id, dtype=object), time_col: df.index.to_numpy()})
         if person is not None:
             if person not in df.columns:
                 cols = [c for c in df.columns if c != df.geometry.name]
-                raise GeoprivError(f"The person column {person!r} is not in trajectory {tr.id!r} of the {what} "
-                                   f"(columns: {cols}).", fix=PERSON_FIX)
+                raise GeoprivError(
+                    f"The person column {person!r} is not in trajectory {tr.id!r} of the {what} (columns: {cols}).",
+                    fix=PERSON_FIX,
+                )
             part[person] = df[person].to_numpy()
         part["geometry"] = df.geometry.to_numpy()
         parts.append(part)
@@ -172,8 +185,7 @@ def _points(data, person, time, what, *, need_time=False, released=False) -> _Po
         )
     geoms = as_geoseries(data, f"the {what}")
     if person is None:
-        raise GeoprivError(f"The {what} is a GeoDataFrame: name its column of person ids with person=.",
-                           fix=PERSON_FIX)
+        raise GeoprivError(f"The {what} is a GeoDataFrame: name its column of person ids with person=.", fix=PERSON_FIX)
     if person not in data.columns:
         cols = [c for c in data.columns if c != geoms.name]
         raise GeoprivError(f"The person column {person!r} is not in the {what} (columns: {cols}).", fix=PERSON_FIX)
@@ -245,13 +257,18 @@ class _Grid:
             if not _is_metric(grid_crs):
                 raise ParameterError(
                     f"crs= must be a projected CRS in metres for the grid of {cell:g} m cells; {grid_crs.name!r} is not.",
-                    fix=Fix("grid_crs", python="Pass a local projected CRS in metres (e.g. its UTM zone: "
-                                               "crs=gdf.estimate_utm_crs()), or leave crs=None."),
+                    fix=Fix(
+                        "grid_crs",
+                        python="Pass a local projected CRS in metres (e.g. its UTM zone: "
+                        "crs=gdf.estimate_utm_crs()), or leave crs=None.",
+                    ),
                 )
             return cls(grid_crs, cell)
         if len(pts.xy) == 0:
-            raise EmptyInputError("The release has no point (every trace's budget was exhausted): there is no grid "
-                                  "to place it on.", fix=Fix("grid_crs", python="Pass crs= (a projected CRS in metres)."))
+            raise EmptyInputError(
+                "The release has no point (every trace's budget was exhausted): there is no grid to place it on.",
+                fix=Fix("grid_crs", python="Pass crs= (a projected CRS in metres)."),
+            )
         own = as_crs(pts.geoms.crs)
         if _is_metric(own):
             lo, hi = pts.xy.min(axis=0), pts.xy.max(axis=0)
@@ -287,8 +304,13 @@ def _cell_ids(ij: np.ndarray) -> list:
 
 def _ranked_cells(codes: np.ndarray, ij: np.ndarray) -> pd.DataFrame:
     """Points per (person, cell), most first, ties by the smaller column then the smaller row."""
-    counts = (pd.DataFrame({"p": codes, "i": ij[:, 0], "j": ij[:, 1]})
-              .groupby(["p", "i", "j"], sort=False).size().rename("n").reset_index())
+    counts = (
+        pd.DataFrame({"p": codes, "i": ij[:, 0], "j": ij[:, 1]})
+        .groupby(["p", "i", "j"], sort=False)
+        .size()
+        .rename("n")
+        .reset_index()
+    )
     counts = counts.sort_values(["p", "n", "i", "j"], ascending=[True, False, True, True], kind="mergesort")
     counts["rank"] = counts.groupby("p", sort=False).cumcount()
     return counts
@@ -302,8 +324,12 @@ def _local_hours(times: pd.Series, tz, lon_of, what: str) -> np.ndarray:
     if pd.api.types.is_bool_dtype(s) or pd.api.types.is_numeric_dtype(s) or pd.api.types.is_timedelta64_dtype(s):
         raise GeoprivError(
             f"The time column {name!r} of the {what} holds numbers or durations: night hours need dates and times of "
-            "day.", fix=Fix("datetimes", python=f"Convert it first, e.g. gdf[{name!r}] = pd.to_datetime(gdf[{name!r}], "
-                                                "unit='s', utc=True), and pass tz=."),
+            "day.",
+            fix=Fix(
+                "datetimes",
+                python=f"Convert it first, e.g. gdf[{name!r}] = pd.to_datetime(gdf[{name!r}], "
+                "unit='s', utc=True), and pass tz=.",
+            ),
         )
     if not (pd.api.types.is_datetime64_any_dtype(s) or isinstance(s.dtype, pd.DatetimeTZDtype)):
         parsed = None
@@ -328,14 +354,16 @@ def _local_hours(times: pd.Series, tz, lon_of, what: str) -> np.ndarray:
     if missing.any():
         raise GeoprivError(
             f"{int(missing.sum())} row(s) of the {what} have no time stamp in {name!r}: labels "
-            f"{format_labels(s.index[missing])}.", fix=Fix("drop_rows", python="Fill or drop them."),
+            f"{format_labels(s.index[missing])}.",
+            fix=Fix("drop_rows", python="Fill or drop them."),
         )
     aware = isinstance(s.dtype, pd.DatetimeTZDtype)
     if tz is None:
         if aware:
             raise GeoprivError(
                 f"The time stamps of the {what} ({name!r}) carry a time zone, so their hour is not local time until "
-                "the people's time zone is known.", fix=TZ_FIX,
+                "the people's time zone is known.",
+                fix=TZ_FIX,
             )
         local = s
     elif tz == "solar":
@@ -388,19 +416,33 @@ def _homes(pts: _Points, grid: _Grid, night, tz, min_points: int, what: str) -> 
     ids = np.full(len(persons), None, dtype=object)
     ids[has] = _cell_ids(home_ij[has])
     index = persons.rename(pts.person_name)
-    out = gpd.GeoDataFrame({
-        "cell": pd.Series(ids, index=index, dtype=object),  # None without a home (object on every pandas)
-        "night_points": n_night,
-        "home_points": np.where(has, home_n, 0),
-    }, index=index)
+    out = gpd.GeoDataFrame(
+        {
+            "cell": pd.Series(ids, index=index, dtype=object),  # None without a home (object on every pandas)
+            "night_points": n_night,
+            "home_points": np.where(has, home_n, 0),
+        },
+        index=index,
+    )
     out = out.set_geometry(gpd.GeoSeries(geom, index=out.index, crs=grid.crs).rename("geometry"))
-    out["share"] = np.divide(out["home_points"], out["night_points"], out=np.zeros(len(out)),
-                             where=out["night_points"].to_numpy() > 0)
+    out["share"] = np.divide(
+        out["home_points"], out["night_points"], out=np.zeros(len(out)), where=out["night_points"].to_numpy() > 0
+    )
     return out
 
 
-def home_inference(traces, *, person=None, time=None, night=DEFAULT_NIGHT, tz=None, cell: float = DEFAULT_CELL,
-                   crs=None, min_points: int = 1, released=None) -> gpd.GeoDataFrame:
+def home_inference(
+    traces,
+    *,
+    person=None,
+    time=None,
+    night=DEFAULT_NIGHT,
+    tz=None,
+    cell: float = DEFAULT_CELL,
+    crs=None,
+    min_points: int = 1,
+    released=None,
+) -> gpd.GeoDataFrame:
     """Each person's home: the centre of the public grid cell holding most of their night-time points.
 
     The rule: keep the points whose local time of day is in ``night`` (22:00 to 06:00 by
@@ -468,13 +510,29 @@ def home_inference(traces, *, person=None, time=None, night=DEFAULT_NIGHT, tz=No
     pts = _points(traces, person, time, "traces", need_time=night is not None, released=released)
     grid = _Grid.of(pts, crs, cell)
     out = _homes(pts, grid, night, tz, min_points, "traces")
-    out.attrs["geopriv_attack"] = {"attack": "home_inference", "night": night, "tz": tz, "min_points": min_points,
-                                   **grid.record()}
+    out.attrs["geopriv_attack"] = {
+        "attack": "home_inference",
+        "night": night,
+        "tz": tz,
+        "min_points": min_points,
+        **grid.record(),
+    }
     return out
 
 
-def home_attack(true, released, *, person=None, time=None, night=DEFAULT_NIGHT, tz=None, cell: float = DEFAULT_CELL,
-                crs=None, radii=DEFAULT_RADII, min_points: int = 1) -> gpd.GeoDataFrame:
+def home_attack(
+    true,
+    released,
+    *,
+    person=None,
+    time=None,
+    night=DEFAULT_NIGHT,
+    tz=None,
+    cell: float = DEFAULT_CELL,
+    crs=None,
+    radii=DEFAULT_RADII,
+    min_points: int = 1,
+) -> gpd.GeoDataFrame:
     """Infer each person's home from a release and compare it with the home the true data gives.
 
     Both homes follow :func:`home_inference`'s rule on one grid (the true data's): the true
@@ -537,13 +595,16 @@ def home_attack(true, released, *, person=None, time=None, night=DEFAULT_NIGHT, 
         a = shapely.get_coordinates(ht.geometry.to_numpy()[both])
         b = shapely.get_coordinates(hr.geometry.to_numpy()[both])
         dist[both] = ground_distance(ht.geometry, a, b)
-    out = gpd.GeoDataFrame({
-        "true_cell": pd.Series(ht["cell"].to_numpy(), index=ht.index, dtype=object),
-        "inferred_cell": pd.Series(hr["cell"].to_numpy(dtype=object, na_value=None), index=ht.index, dtype=object),
-        "night_points_true": ht["night_points"].to_numpy(),
-        "night_points_released": hr["night_points"].fillna(0).to_numpy(dtype=np.int64),
-        "distance_m": dist,
-    }, index=ht.index)
+    out = gpd.GeoDataFrame(
+        {
+            "true_cell": pd.Series(ht["cell"].to_numpy(), index=ht.index, dtype=object),
+            "inferred_cell": pd.Series(hr["cell"].to_numpy(dtype=object, na_value=None), index=ht.index, dtype=object),
+            "night_points_true": ht["night_points"].to_numpy(),
+            "night_points_released": hr["night_points"].fillna(0).to_numpy(dtype=np.int64),
+            "distance_m": dist,
+        },
+        index=ht.index,
+    )
 
     def hits(ok):
         return pd.array(np.where(has_t, ok & has_r, None), dtype="boolean")
@@ -560,8 +621,14 @@ def home_attack(true, released, *, person=None, time=None, night=DEFAULT_NIGHT, 
     summary["same_cell_rate"] = float(out["same_cell"].sum()) / n if n else math.nan
     summary["median_distance_m"] = float(np.median(dist[both])) if both.any() else math.nan
     out.attrs["summary"] = summary
-    out.attrs["geopriv_attack"] = {"attack": "home", "night": night, "tz": tz, "min_points": min_points,
-                                   "radii": radii, **grid.record()}
+    out.attrs["geopriv_attack"] = {
+        "attack": "home",
+        "night": night,
+        "tz": tz,
+        "min_points": min_points,
+        "radii": radii,
+        **grid.record(),
+    }
     return out
 
 
@@ -578,8 +645,11 @@ def _check_persons(t: _Points, r: _Points) -> None:
         raise GeoprivError(
             f"{len(unknown)} person(s) of the released data are not in the true data: person ids "
             f"{format_labels(unknown)}.",
-            fix=Fix("same_persons", python="Compare a release with the data it was made from, with the same person "
-                                           "column (and the same types of ids) on both sides."),
+            fix=Fix(
+                "same_persons",
+                python="Compare a release with the data it was made from, with the same person "
+                "column (and the same types of ids) on both sides.",
+            ),
         )
 
 
@@ -595,16 +665,20 @@ def _top_places(pts: _Points, grid: _Grid, n: int, ordered: bool) -> pd.DataFram
     places = pd.Series(ids, index=top["p"].to_numpy()).groupby(level=0, sort=True).agg(tuple)
     visits = top.groupby("p", sort=True)["n"].sum()
     total = np.bincount(codes, minlength=len(persons))
-    return pd.DataFrame({
-        "places": places.reindex(range(len(persons))).to_numpy(),
-        "n_places": places.reindex(range(len(persons))).map(len).to_numpy(dtype=np.int64),
-        "top_points": visits.reindex(range(len(persons))).to_numpy(dtype=np.int64),
-        "points": total,
-    }, index=persons.rename(pts.person_name))
+    return pd.DataFrame(
+        {
+            "places": places.reindex(range(len(persons))).to_numpy(),
+            "n_places": places.reindex(range(len(persons))).map(len).to_numpy(dtype=np.int64),
+            "top_points": visits.reindex(range(len(persons))).to_numpy(dtype=np.int64),
+            "points": total,
+        },
+        index=persons.rename(pts.person_name),
+    )
 
 
-def top_places_uniqueness(traces, *, person=None, n: int = 2, cell: float = DEFAULT_CELL, crs=None,
-                          ordered: bool = False, released=None) -> pd.DataFrame:
+def top_places_uniqueness(
+    traces, *, person=None, n: int = 2, cell: float = DEFAULT_CELL, crs=None, ordered: bool = False, released=None
+) -> pd.DataFrame:
     """How many people are unique given their top-``n`` places (cells of a public grid).
 
     A person's top-``n`` places are the ``n`` cells holding most of their points (every point
@@ -659,14 +733,20 @@ def top_places_uniqueness(traces, *, person=None, n: int = 2, cell: float = DEFA
     out = _top_places(pts, grid, n, bool(ordered))
     out["anonymity_set"] = out.groupby("places", sort=False)["places"].transform("size").to_numpy(dtype=np.int64)
     out["unique"] = out["anonymity_set"] == 1
-    out.attrs["summary"] = {"persons": len(out), "unique_share": float(out["unique"].mean()),
-                            "mean_anonymity_set": float(out["anonymity_set"].mean()), "n": n,
-                            "ordered": bool(ordered), **grid.record()}
+    out.attrs["summary"] = {
+        "persons": len(out),
+        "unique_share": float(out["unique"].mean()),
+        "mean_anonymity_set": float(out["anonymity_set"].mean()),
+        "n": n,
+        "ordered": bool(ordered),
+        **grid.record(),
+    }
     return out
 
 
-def top_places_attack(true, released, *, person=None, n: int = 2, cell: float = DEFAULT_CELL, crs=None,
-                      ordered: bool = False) -> pd.DataFrame:
+def top_places_attack(
+    true, released, *, person=None, n: int = 2, cell: float = DEFAULT_CELL, crs=None, ordered: bool = False
+) -> pd.DataFrame:
     """Re-identify released persons by their top-``n`` places.
 
     The adversary knows every true person's top-``n`` places (from ``true``) and computes each
@@ -721,12 +801,15 @@ def top_places_attack(true, released, *, person=None, n: int = 2, cell: float = 
             first.setdefault(p, who)
         cand = np.array([counts.get(p, 0) for p in rp["places"]], dtype=np.int64)
         matched = np.array([first[p] if c == 1 else None for p, c in zip(rp["places"], cand)], dtype=object)
-        out = pd.DataFrame({
-            "released_places": rp["places"].to_numpy(),
-            "true_places": tp["places"].reindex(rp.index).to_numpy(),
-            "candidates": cand,
-            "matched": matched,
-        }, index=rp.index)
+        out = pd.DataFrame(
+            {
+                "released_places": rp["places"].to_numpy(),
+                "true_places": tp["places"].reindex(rp.index).to_numpy(),
+                "candidates": cand,
+                "matched": matched,
+            },
+            index=rp.index,
+        )
         out["reidentified"] = np.array([c == 1 and m == p for c, m, p in zip(cand, matched, rp.index)], dtype=bool)
     else:
         out = out.assign(true_places=[], candidates=np.zeros(0, np.int64), matched=[], reidentified=np.zeros(0, bool))
@@ -737,7 +820,9 @@ def top_places_attack(true, released, *, person=None, n: int = 2, cell: float = 
         "reidentification_rate": float(out["reidentified"].mean()) if m else math.nan,
         "unique_match_rate": float((out["candidates"] == 1).mean()) if m else math.nan,
         "true_unique_share": float((anon == 1).mean()),
-        "n": n, "ordered": bool(ordered), **grid.record(),
+        "n": n,
+        "ordered": bool(ordered),
+        **grid.record(),
     }
     return out
 
@@ -751,16 +836,21 @@ def _query_frame(data, what: str):
         geoms.index = pd.MultiIndex.from_arrays([frame[traj], frame[tcol]], names=["trajectory", "t"])
         return geoms, True
     if not isinstance(data, (gpd.GeoDataFrame, gpd.GeoSeries)):
-        raise ParameterTypeError(f"The {what} must be a GeoDataFrame or GeoSeries of points, or a movingpandas "
-                                 f"TrajectoryCollection, got {type(data).__name__}.")
+        raise ParameterTypeError(
+            f"The {what} must be a GeoDataFrame or GeoSeries of points, or a movingpandas "
+            f"TrajectoryCollection, got {type(data).__name__}."
+        )
     return as_geoseries(data, f"the {what}"), False
 
 
 def _stats(d: np.ndarray, prefix: str) -> dict:
     if d.size == 0:
         return {f"{prefix}_mean_m": math.nan, f"{prefix}_median_m": math.nan, f"{prefix}_p90_m": math.nan}
-    return {f"{prefix}_mean_m": float(d.mean()), f"{prefix}_median_m": float(np.median(d)),
-            f"{prefix}_p90_m": float(np.quantile(d, 0.9))}
+    return {
+        f"{prefix}_mean_m": float(d.mean()),
+        f"{prefix}_median_m": float(np.median(d)),
+        f"{prefix}_p90_m": float(np.quantile(d, 0.9)),
+    }
 
 
 def query_error(true, released, *, adversary=None) -> pd.DataFrame:
@@ -803,8 +893,10 @@ def query_error(true, released, *, adversary=None) -> pd.DataFrame:
         raise GeoprivError(
             "The released points are a synthetic set (made by synthesize): no row of it is the release of a row of "
             "the true data, so there is no per-query error.",
-            fix=Fix("compare_distributions", python="Compare the two point sets as distributions: "
-                                                    "geopriv.wasserstein(true, released)."),
+            fix=Fix(
+                "compare_distributions",
+                python="Compare the two point sets as distributions: geopriv.wasserstein(true, released).",
+            ),
         )
     if adversary is not None and not callable(getattr(adversary, "guess", None)):
         raise ParameterTypeError(
@@ -814,21 +906,26 @@ def query_error(true, released, *, adversary=None) -> pd.DataFrame:
     a, a_coll = _query_frame(true, "true data")
     b, b_coll = _query_frame(released, "released data")
     if a_coll != b_coll:
-        raise GeoprivError("Compare a TrajectoryCollection with a TrajectoryCollection, a GeoDataFrame with a "
-                           "GeoDataFrame: rows are matched by (trajectory, time) or by index label.")
+        raise GeoprivError(
+            "Compare a TrajectoryCollection with a TrajectoryCollection, a GeoDataFrame with a "
+            "GeoDataFrame: rows are matched by (trajectory, time) or by index label."
+        )
     keep = ~(b.isna() | b.is_empty).to_numpy()
     not_released = int((~keep).sum())
     b = b[keep]
     if not a.index.is_unique:
-        raise GeoprivError("The true data's index has repeated labels: released rows cannot be matched to it.",
-                           fix=Fix("unique_index", python="Give the true data a unique index (and release it "
-                                                          "with that index)."))
+        raise GeoprivError(
+            "The true data's index has repeated labels: released rows cannot be matched to it.",
+            fix=Fix("unique_index", python="Give the true data a unique index (and release it with that index)."),
+        )
     missing = b.index.difference(a.index)
     if len(missing):
         raise GeoprivError(
             f"{len(missing)} released row(s) have no true counterpart: labels {format_labels(missing)}.",
-            fix=Fix("same_rows", python="Compare a release with the data it was made from (rows are matched by "
-                                        "index label)."),
+            fix=Fix(
+                "same_rows",
+                python="Compare a release with the data it was made from (rows are matched by index label).",
+            ),
         )
     out = pd.DataFrame(index=b.index)
     summary = {"n": len(b), "not_released": not_released}
@@ -846,7 +943,9 @@ def query_error(true, released, *, adversary=None) -> pd.DataFrame:
     if adversary is not None:
         if len(b):
             guess = adversary.guess(b)
-            guess = guess if isinstance(guess, gpd.GeoSeries) else gpd.GeoSeries(guess, crs=getattr(adversary, "crs", None))
+            guess = (
+                guess if isinstance(guess, gpd.GeoSeries) else gpd.GeoSeries(guess, crs=getattr(adversary, "crs", None))
+            )
             if len(guess) != len(b):
                 raise GeoprivError(f"The adversary guessed {len(guess)} point(s) for {len(b)} released point(s).")
             if guess.crs is None:

@@ -81,6 +81,7 @@ non-empty point are ignored by the coordinate comparisons.
 Nothing here ever puts a coordinate value in a message: reasons name columns, CRSs,
 tolerances and fractions only.
 """
+
 from __future__ import annotations
 
 import functools
@@ -100,8 +101,16 @@ from pyproj.exceptions import ProjError as _ProjError
 
 from .exceptions import Fix, LocationAttributeError, ParameterError, ParameterTypeError
 
-__all__ = ["INDEX", "ROW_ORDER", "check_location_attributes", "find_location_columns", "order_leaks",
-           "row_order_fix", "drop_columns_fix", "index_fix"]
+__all__ = [
+    "INDEX",
+    "ROW_ORDER",
+    "check_location_attributes",
+    "find_location_columns",
+    "order_leaks",
+    "row_order_fix",
+    "drop_columns_fix",
+    "index_fix",
+]
 
 #: The label standing for the index in results and in ``keep``.
 INDEX = "<index>"
@@ -277,9 +286,12 @@ def check_location_attributes(data, *, keep=(), allow_order=(), check_order=True
         raise ParameterError(
             f"The kept column(s) {unknown!r} name no column of the data: it has {what}, "
             f"{INDEX!r} stands for its index and {ROW_ORDER!r} for the order of its rows.",
-            fix=Fix("fix_keep", python="Fix the spelling or remove them from keep=.",
-                    cli="Fix the spelling or remove them from --keep.",
-                    qgis=f"Fix the advanced parameter '{QGIS_KEEP_LABEL}'."),
+            fix=Fix(
+                "fix_keep",
+                python="Fix the spelling or remove them from keep=.",
+                cli="Fix the spelling or remove them from --keep.",
+                qgis=f"Fix the advanced parameter '{QGIS_KEEP_LABEL}'.",
+            ),
         )
     unknown = [k for k in allow_order if not _in_labels(k, valid)]
     if unknown:
@@ -355,8 +367,7 @@ def _find(data, *, crs, skip, rank_exempt=()) -> dict:
             column = data.iloc[:, i]
             if isinstance(column.dtype, gpd.array.GeometryDtype):
                 continue
-            reason = _column_reason(column, positions, frames, geom_array, crs,
-                                    rank=not _in_labels(label, rank_exempt))
+            reason = _column_reason(column, positions, frames, geom_array, crs, rank=not _in_labels(label, rank_exempt))
             if reason and label not in found:
                 found[label] = reason
 
@@ -411,8 +422,11 @@ def _frames(geom_array, positions, crs) -> list:
         ok = np.isfinite(x) & np.isfinite(y)
         degrees = bool(np.all(np.abs(x[ok]) <= 180) and np.all(np.abs(y[ok]) <= 90))
         if degrees:
-            return [_Frame("their coordinates (no CRS; read as degrees)", ("x", "y"), x, y,
-                           DEGREE_TOLERANCE, "degree", True)]
+            return [
+                _Frame(
+                    "their coordinates (no CRS; read as degrees)", ("x", "y"), x, y, DEGREE_TOLERANCE, "degree", True
+                )
+            ]
         return [_Frame("their coordinates (no CRS)", ("x", "y"), x, y, METRE_TOLERANCE, "CRS units", True)]
 
     frames = []
@@ -433,8 +447,9 @@ def _frames(geom_array, positions, crs) -> list:
         lon, lat = transformer.transform(np.append(x, x[:1]), np.append(y, y[:1]))
         lon, lat = np.asarray(lon, dtype=float)[:-1], np.asarray(lat, dtype=float)[:-1]
         # the affine test in lon/lat also catches lon/lat-like columns of projected data far apart
-        frames.append(_Frame("EPSG:4326", ("longitude", "latitude"), lon, lat, DEGREE_TOLERANCE, "degree",
-                             not crs.is_geographic))
+        frames.append(
+            _Frame("EPSG:4326", ("longitude", "latitude"), lon, lat, DEGREE_TOLERANCE, "degree", not crs.is_geographic)
+        )
     if not is_mercator:
         # EPSG:3857 is the spherical Mercator formula on WGS 84 longitude/latitude
         with np.errstate(all="ignore"):
@@ -542,8 +557,9 @@ def _match_fraction(values: np.ndarray, coords: np.ndarray, tolerance: float, to
         return 0.0
     error = np.abs(values - coords).max(axis=1)
     shift = max(1, len(values) // 2)
-    return _specific_fraction(error, lambda: np.abs(values - np.roll(coords, shift, axis=0)).max(axis=1),
-                              tolerance, total)
+    return _specific_fraction(
+        error, lambda: np.abs(values - np.roll(coords, shift, axis=0)).max(axis=1), tolerance, total
+    )
 
 
 def _specific_fraction(error: np.ndarray, other: np.ndarray, tolerance: float, total: int) -> float:
@@ -799,8 +815,11 @@ def _text_reason(rows, numbers, frames, total):
                 shifted[idx] = np.roll(c[idx], shift)
                 own.append(_nearest(rows, numbers, c, k)[idx])
                 other.append(_nearest(rows, numbers, shifted, k)[idx])
-            tests = [(i, own[i], other[i]) for i in (0, 1)] if single else \
-                [(None, np.maximum(own[0], own[1]), np.maximum(other[0], other[1]))]
+            tests = (
+                [(i, own[i], other[i]) for i in (0, 1)]
+                if single
+                else [(None, np.maximum(own[0], own[1]), np.maximum(other[0], other[1]))]
+            )
             for i, error, other_error in tests:
                 fraction = _specific_fraction(error, other_error, frame.tolerance, total)
                 if fraction >= TEXT_FRACTION:
@@ -1004,8 +1023,13 @@ def _differences(ax, ay, bx, by) -> np.ndarray:
     return np.abs(np.stack([np.hypot(dx, dy), dx, dy, dx + dy, dx - dy]))
 
 
-_DIRECTIONS = ("distance", "x distance", "y distance", "distance along one diagonal",
-               "distance along the other diagonal")
+_DIRECTIONS = (
+    "distance",
+    "x distance",
+    "y distance",
+    "distance along one diagonal",
+    "distance along the other diagonal",
+)
 
 
 def _log_binomial_tail(m: int, k: int) -> float:
@@ -1193,7 +1217,7 @@ def _order_leaks(data, xy, *, allow, skip) -> dict:
         both = _order_key(pd.concat([column.iloc[positions], column.iloc[positions + 1]], ignore_index=True))
         if both is not None:
             allowed_first.append(both[: len(positions)])
-            allowed_second.append(both[len(positions):])
+            allowed_second.append(both[len(positions) :])
 
     found = {}
 
@@ -1232,8 +1256,9 @@ def _order_leaks(data, xy, *, allow, skip) -> dict:
                 rows = everything if _is_numberlike(data.index.dtype) else text_rows
                 hit = sorted_by(key[rows], rows)
                 if hit is not None:
-                    found[INDEX] = _order_text("the index puts the rows in spatial order when they are sorted by it",
-                                               "neighbours", hit)
+                    found[INDEX] = _order_text(
+                        "the index puts the rows in spatial order when they are sorted by it", "neighbours", hit
+                    )
 
     # (c) the columns
     active = None
@@ -1260,8 +1285,11 @@ def _order_leaks(data, xy, *, allow, skip) -> dict:
 
 
 def _is_numberlike(dtype) -> bool:
-    return (pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_datetime64_any_dtype(dtype)
-            or pd.api.types.is_timedelta64_dtype(dtype))
+    return (
+        pd.api.types.is_numeric_dtype(dtype)
+        or pd.api.types.is_datetime64_any_dtype(dtype)
+        or pd.api.types.is_timedelta64_dtype(dtype)
+    )
 
 
 def _column_by_label(data, label, columns):
@@ -1297,12 +1325,12 @@ def row_order_fix() -> Fix:
     return Fix(
         "shuffle_rows",
         python="Shuffle the rows and renumber them before releasing: gdf = gdf.sample(frac=1).reset_index(drop=True); "
-               f"if the order is public anyway, keep it deliberately: keep=[{ROW_ORDER!r}].",
+        f"if the order is public anyway, keep it deliberately: keep=[{ROW_ORDER!r}].",
         cli=f"Add --shuffle to release the rows in a random order; if the order is public anyway, keep it deliberately "
-            f"with --keep {shlex.quote(ROW_ORDER)}.",
+        f"with --keep {shlex.quote(ROW_ORDER)}.",
         qgis="Shuffle the features with the 'Order by expression' algorithm and the expression randf(), after "
-             "removing any id field numbered in the old order (a GeoPackage's 'fid' too) with 'Drop field(s)'; if the "
-             f"order is public anyway, tick the advanced parameter '{QGIS_KEEP_ORDER_LABEL}' (KEEP_ORDER).",
+        "removing any id field numbered in the old order (a GeoPackage's 'fid' too) with 'Drop field(s)'; if the "
+        f"order is public anyway, tick the advanced parameter '{QGIS_KEEP_ORDER_LABEL}' (KEEP_ORDER).",
     )
 
 
@@ -1317,11 +1345,11 @@ def drop_columns_fix(columns, shuffled_too: bool = False) -> Fix:
     return Fix(
         "drop_columns",
         python=f"Drop them before releasing: gdf = gdf.drop(columns={columns!r}){note}; if they are not really "
-               f"locations, keep them deliberately: keep={columns!r}.",
+        f"locations, keep them deliberately: keep={columns!r}.",
         cli=f"Drop them with {_cli_flags('--drop', columns)}{note}; if they are not really locations, keep them "
-            f"deliberately with {_cli_flags('--keep', columns)}.",
+        f"deliberately with {_cli_flags('--keep', columns)}.",
         qgis=f"Remove them with the 'Drop field(s)' algorithm{note}; if they are not really locations, "
-             f"choose them in the advanced parameter '{QGIS_KEEP_LABEL}'.",
+        f"choose them in the advanced parameter '{QGIS_KEEP_LABEL}'.",
     )
 
 
@@ -1330,11 +1358,11 @@ def index_fix() -> Fix:
     return Fix(
         "replace_index",
         python=f"Replace it before releasing: gdf = gdf.reset_index(drop=True); if it is not really a location, keep "
-               f"it deliberately: keep=[{INDEX!r}].",
+        f"it deliberately: keep=[{INDEX!r}].",
         cli=f"Add --shuffle (it also renumbers the rows, replacing the index); if it is not really a location, keep it "
-            f"deliberately with --keep {shlex.quote(INDEX)}.",
+        f"deliberately with --keep {shlex.quote(INDEX)}.",
         qgis="In QGIS the index is the feature ids: save the layer without its 'fid' field ('Drop field(s)'), so its "
-             "features are numbered afresh.",
+        "features are numbered afresh.",
     )
 
 
@@ -1355,11 +1383,14 @@ def _message(found: dict, ordered=()) -> tuple[str, Fix]:
         fixes.append(row_order_fix())
     if columns:
         listed = "; ".join(f"{label!r} {_short(found[label])}" for label in columns)
-        parts.append(f"{len(columns)} attribute column(s) would be released unchanged and give the true locations "
-                     f"away: {listed}.")
+        parts.append(
+            f"{len(columns)} attribute column(s) would be released unchanged and give the true locations "
+            f"away: {listed}."
+        )
         fixes.append(drop_columns_fix(columns, shuffled_too=any(_in_labels(label, columns) for label in ordered)))
     if INDEX in found:
-        parts.append("The index would be released unchanged and gives the true locations away: "
-                     f"{_short(found[INDEX])}.")
+        parts.append(
+            f"The index would be released unchanged and gives the true locations away: {_short(found[INDEX])}."
+        )
         fixes.append(index_fix())
     return " ".join(parts), Fix.join(*fixes)

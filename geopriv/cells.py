@@ -16,6 +16,7 @@ The cells never depend on the data: a grid is anchored on the declared area's lo
 corner, H3 cells cover the declared area, polygons are given.  Every cell of the public area is
 released, empty or not.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -32,16 +33,27 @@ from .crs import as_crs
 from .defaults import DEFAULT_MAX_DISTORTION
 from .exceptions import CRSError, Fix, GeoprivError, ParameterError, ParameterTypeError
 
-__all__ = ["GridCells", "H3Cells", "PolygonCells", "make_cells", "MAX_CELLS", "parse_cells", "check_polygons_not_from_data",
-           "crs_units_per_metre", "h3_parents"]
+__all__ = [
+    "GridCells",
+    "H3Cells",
+    "PolygonCells",
+    "make_cells",
+    "MAX_CELLS",
+    "parse_cells",
+    "check_polygons_not_from_data",
+    "crs_units_per_metre",
+    "h3_parents",
+]
 
 #: most cells one release may have (memory: a few int64 and float arrays per cell and level)
 MAX_CELLS = 20_000_000
 
-_H3_FIX = Fix("install_h3", python="Install it: pip install 'geopriv[h3]' (or pip install h3).",
-              cli="Install it: pip install 'geopriv[h3]' (or pip install h3).",
-              qgis="Install the h3 package into QGIS's Python (pip install h3 from the OSGeo4W shell), or use a square "
-                   "grid.")
+_H3_FIX = Fix(
+    "install_h3",
+    python="Install it: pip install 'geopriv[h3]' (or pip install h3).",
+    cli="Install it: pip install 'geopriv[h3]' (or pip install h3).",
+    qgis="Install the h3 package into QGIS's Python (pip install h3 from the OSGeo4W shell), or use a square grid.",
+)
 
 
 def parse_cells(cells):
@@ -64,10 +76,12 @@ def parse_cells(cells):
         except ValueError:
             raise ParameterError(
                 f"{cells!r} is not a grid step in metres, an H3 resolution ('h3:9') or public polygons.",
-                fix=_cells_fix()) from None
+                fix=_cells_fix(),
+            ) from None
     if isinstance(cells, (bool, np.bool_)) or not isinstance(cells, numbers.Real):
-        raise ParameterTypeError("cells must be a grid step in metres (e.g. 250), 'h3:<resolution>' or a "
-                                 "GeoDataFrame of public polygons.")
+        raise ParameterTypeError(
+            "cells must be a grid step in metres (e.g. 250), 'h3:<resolution>' or a GeoDataFrame of public polygons."
+        )
     step = float(cells)
     if not (math.isfinite(step) and step > 0):
         raise ParameterError(f"The grid step must be a positive number of metres, got {step!r}.", fix=_cells_fix())
@@ -75,18 +89,23 @@ def parse_cells(cells):
 
 
 def _cells_fix() -> Fix:
-    return Fix("cells", python="Give cells=250 (a 250 m square grid), cells='h3:9' (H3 resolution 9) or cells=<a "
-                               "GeoDataFrame of public polygons, e.g. districts>.",
-               cli="Give --cells 250 (a 250 m square grid), --cells h3:9 (H3 resolution 9) or --cells <a file of "
-                   "public polygons, e.g. districts>.",
-               qgis="Set 'Cells' to a grid step in metres, or give a layer of public polygons.")
+    return Fix(
+        "cells",
+        python="Give cells=250 (a 250 m square grid), cells='h3:9' (H3 resolution 9) or cells=<a "
+        "GeoDataFrame of public polygons, e.g. districts>.",
+        cli="Give --cells 250 (a 250 m square grid), --cells h3:9 (H3 resolution 9) or --cells <a file of "
+        "public polygons, e.g. districts>.",
+        qgis="Set 'Cells' to a grid step in metres, or give a layer of public polygons.",
+    )
 
 
 def _h3_resolution(value) -> int:
     try:
         res = int(str(value).strip())
     except ValueError:
-        raise ParameterError(f"The H3 resolution must be an integer from 0 to 15, got {value!r}.", fix=_cells_fix()) from None
+        raise ParameterError(
+            f"The H3 resolution must be an integer from 0 to 15, got {value!r}.", fix=_cells_fix()
+        ) from None
     if not 0 <= res <= 15:
         raise ParameterError(f"The H3 resolution must be from 0 to 15, got {res}.", fix=_cells_fix())
     return res
@@ -95,10 +114,14 @@ def _h3_resolution(value) -> int:
 def _too_many(n: float, what: str) -> None:
     if n > MAX_CELLS:
         raise ParameterError(
-            f"{what} would have about {n:,.0f} cells (at most {MAX_CELLS:,} per release).", fix=Fix(
-                "fewer_cells", python="Declare a smaller study area with bounds=, or use larger cells.",
+            f"{what} would have about {n:,.0f} cells (at most {MAX_CELLS:,} per release).",
+            fix=Fix(
+                "fewer_cells",
+                python="Declare a smaller study area with bounds=, or use larger cells.",
                 cli="Declare a smaller study area with --bounds, or use larger --cells.",
-                qgis="Set a smaller 'Public study area', or use larger cells."))
+                qgis="Set a smaller 'Public study area', or use larger cells.",
+            ),
+        )
 
 
 def crs_units_per_metre(crs, rect) -> float:
@@ -125,7 +148,10 @@ def crs_units_per_metre(crs, rect) -> float:
         warnings.warn(
             f"The CRS's scale varies by {100 * spread:.1f} % over the public area: the grid's cells are square in "
             "the CRS and their ground size varies as much. Reproject to a local CRS (a UTM zone) for cells of one "
-            "size.", DistortionWarning, stacklevel=caller_stacklevel())
+            "size.",
+            DistortionWarning,
+            stacklevel=caller_stacklevel(),
+        )
     unit = crs.axis_info[0].unit_conversion_factor if crs.axis_info else 1.0
     nominal = 1.0 / float(unit or 1.0)  # CRS units per metre of its own unit
     if float(np.max(np.abs(scale / nominal - 1))) <= DEFAULT_MAX_DISTORTION:
@@ -168,12 +194,16 @@ class GridCells:
         crs = as_crs(crs)
         if not crs.is_projected:
             raise CRSError(
-                f"A square grid in metres needs a projected CRS; {crs.name} is geographic (degrees).", fix=Fix(
-                    "projected_crs", python="Reproject the data to a projected CRS in metres for your area (a UTM zone, "
-                                            "e.g. gdf.to_crs('EPSG:32650')), or use H3 cells: cells='h3:9'.",
+                f"A square grid in metres needs a projected CRS; {crs.name} is geographic (degrees).",
+                fix=Fix(
+                    "projected_crs",
+                    python="Reproject the data to a projected CRS in metres for your area (a UTM zone, "
+                    "e.g. gdf.to_crs('EPSG:32650')), or use H3 cells: cells='h3:9'.",
                     cli="Reproject the file to a projected CRS in metres (e.g. ogr2ogr -t_srs EPSG:32650 OUT IN), or "
-                        "use H3 cells: --cells h3:9.",
-                    qgis="Reproject the layer to a projected CRS in metres ('Reproject layer'), or use H3 cells."))
+                    "use H3 cells: --cells h3:9.",
+                    qgis="Reproject the layer to a projected CRS in metres ('Reproject layer'), or use H3 cells.",
+                ),
+            )
         step = step_m * crs_units_per_metre(crs, rect)
         xmin, ymin, xmax, ymax = rect
         nx = max(1, math.ceil((xmax - xmin) / step - 1e-9))
@@ -185,14 +215,27 @@ class GridCells:
             kept = np.arange(nx * ny, dtype=np.int64)
         else:
             ix, iy = np.meshgrid(np.arange(nx), np.arange(ny))
-            boxes = shapely.box(xmin + ix * step, ymin + (ny - 1 - iy) * step, xmin + (ix + 1) * step,
-                                ymin + (ny - iy) * step)
-            kept = np.flatnonzero(shapely.intersects(boxes.ravel(), region_geom) &
-                                  ~shapely.touches(boxes.ravel(), region_geom)).astype(np.int64)
+            boxes = shapely.box(
+                xmin + ix * step, ymin + (ny - 1 - iy) * step, xmin + (ix + 1) * step, ymin + (ny - iy) * step
+            )
+            kept = np.flatnonzero(
+                shapely.intersects(boxes.ravel(), region_geom) & ~shapely.touches(boxes.ravel(), region_geom)
+            ).astype(np.int64)
             if not len(kept):
                 raise ParameterError("No grid cell meets the region.")
-        return cls(crs, float(xmin), float(ymin), float(step), float(step_m), int(nx), int(ny), kept, area_source,
-                   float(xmax), float(ymax))
+        return cls(
+            crs,
+            float(xmin),
+            float(ymin),
+            float(step),
+            float(step_m),
+            int(nx),
+            int(ny),
+            kept,
+            area_source,
+            float(xmax),
+            float(ymax),
+        )
 
     @property
     def n(self) -> int:
@@ -255,11 +298,17 @@ class GridCells:
         return Affine(self.step, 0.0, self.x0, 0.0, -self.step, self.y0 + self.ny * self.step)
 
     def cell_area_km2(self) -> np.ndarray:
-        return np.full(self.n, self.step_m ** 2 / 1e6)
+        return np.full(self.n, self.step_m**2 / 1e6)
 
     def describe(self) -> dict:
-        return {"cells": f"square grid of {self.step_m:g} m", "cell_size_m": self.step_m, "cell_size_crs": self.step,
-                "grid_shape": [self.ny, self.nx], "grid_origin": [self.x0, self.y0], "n_cells": self.n}
+        return {
+            "cells": f"square grid of {self.step_m:g} m",
+            "cell_size_m": self.step_m,
+            "cell_size_crs": self.step,
+            "grid_shape": [self.ny, self.nx],
+            "grid_origin": [self.x0, self.y0],
+            "n_cells": self.n,
+        }
 
 
 # ----------------------------------------------------------------------------- H3
@@ -304,7 +353,7 @@ class H3Cells:
         dens = shapely.segmentize(area, max(area.length / 400, 1e-9)) if area.length > 0 else area
         ll = shapely.transform(dens, lambda c: np.column_stack(t.transform(c[:, 0], c[:, 1])))
         lat = float(shapely.get_coordinates(ll)[:, 1].mean())
-        km2 = float(shapely.area(ll)) * 111.32 ** 2 * max(math.cos(math.radians(lat)), 1e-6)
+        km2 = float(shapely.area(ll)) * 111.32**2 * max(math.cos(math.radians(lat)), 1e-6)
         approx = km2 / h3.average_hexagon_area(res, unit="km^2")
         _too_many(approx, f"H3 resolution {res} over the public area")
         shape = h3.geo_to_h3shape(shapely.geometry.mapping(ll))
@@ -321,11 +370,15 @@ class H3Cells:
         if len(sample) and (out.locate(sample) < 0).any():
             raise ParameterError(
                 f"H3 cells of resolution {res} do not cover the public area (an area around a pole or across the "
-                "antimeridian, or too large).", fix=Fix(
-                    "split_area", python="Split the area into smaller ones and release them separately, or use a square "
-                                         "grid in a projected CRS.",
+                "antimeridian, or too large).",
+                fix=Fix(
+                    "split_area",
+                    python="Split the area into smaller ones and release them separately, or use a square "
+                    "grid in a projected CRS.",
                     cli="Split the area into smaller ones and release them separately, or use a square grid.",
-                    qgis="Split the study area into smaller ones, or use a square grid."))
+                    qgis="Split the study area into smaller ones, or use a square grid.",
+                ),
+            )
         return out
 
     @property
@@ -340,8 +393,9 @@ class H3Cells:
         lat, lon = np.asarray(lat, dtype=float), np.asarray(lon, dtype=float)
         ok = np.isfinite(lat) & np.isfinite(lon) & (np.abs(lat) <= 90) & (np.abs(lon) <= 180)
         lat, lon = np.where(ok, lat, 0.0), np.where(ok, lon, 0.0)
-        idx = np.fromiter((to_cell(a, b, res) for a, b in zip(lat.tolist(), lon.tolist())),
-                          dtype=np.uint64, count=len(xy))
+        idx = np.fromiter(
+            (to_cell(a, b, res) for a, b in zip(lat.tolist(), lon.tolist())), dtype=np.uint64, count=len(xy)
+        )
         idx[~ok] = 0  # no H3 cell is 0: such rows are outside every cell
         pos = np.searchsorted(self.cells, idx)
         pos = np.minimum(pos, len(self.cells) - 1)
@@ -398,8 +452,11 @@ class PolygonCells:
         if bad.any():
             from .exceptions import GeometryError
 
-            raise GeometryError("are not polygons (cells must be polygons with an area)", frame.index[bad],
-                                "Give public polygons (districts, a tessellation) as cells.")
+            raise GeometryError(
+                "are not polygons (cells must be polygons with an area)",
+                frame.index[bad],
+                "Give public polygons (districts, a tessellation) as cells.",
+            )
         _too_many(len(geoms), "The cells layer")
         shapely.prepare(geoms)
         return cls(crs, frame, geoms)
@@ -438,9 +495,14 @@ class PolygonCells:
     def cell_area_km2(self) -> np.ndarray:
         unit = self.crs.axis_info[0].unit_conversion_factor if self.crs.is_projected else None
         if unit is None:
-            return gpd.GeoSeries(self.geoms, crs=self.crs).to_crs(self.crs.geodetic_crs).to_crs(
-                "+proj=cea +datum=WGS84").area.to_numpy() / 1e6
-        return shapely.area(self.geoms) * unit ** 2 / 1e6
+            return (
+                gpd.GeoSeries(self.geoms, crs=self.crs)
+                .to_crs(self.crs.geodetic_crs)
+                .to_crs("+proj=cea +datum=WGS84")
+                .area.to_numpy()
+                / 1e6
+            )
+        return shapely.area(self.geoms) * unit**2 / 1e6
 
     def check_not_from_data(self, xy: np.ndarray) -> None:
         """Refuse cells built on the data: polygons with data points on their corners or at their
@@ -462,8 +524,9 @@ def check_polygons_not_from_data(geoms, xy: np.ndarray, what: str) -> None:
     if not len(xy):
         return
     verts = shapely.get_coordinates(geoms)
-    centres = np.vstack([shapely.get_coordinates(shapely.centroid(geoms)),
-                         shapely.get_coordinates(shapely.point_on_surface(geoms))])
+    centres = np.vstack(
+        [shapely.get_coordinates(shapely.centroid(geoms)), shapely.get_coordinates(shapely.point_on_surface(geoms))]
+    )
     b = shapely.total_bounds(geoms)
     tol = 1e-9 * max(float(b[2] - b[0]), float(b[3] - b[1]), 1.0)
 
@@ -479,7 +542,8 @@ def check_polygons_not_from_data(geoms, xy: np.ndarray, what: str) -> None:
         raise GeoprivError(
             f"{what} looks computed from the data: {n} points lie exactly on its corners or at its centres, and it is "
             "published with the release. Use public polygons (districts, a tessellation laid out without looking at "
-            "the points).")
+            "the points)."
+        )
 
 
 def make_cells(kind: str, value, crs, rect, region_geom, area_source: str):

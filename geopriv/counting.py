@@ -10,6 +10,7 @@ Privacy model: user level.  Neighbouring datasets differ by one person with all 
 each person keeps at most ``max_per_user`` rows, chosen uniformly at random with fresh
 randomness (never by where they are); with ``user=None`` each row is a person.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -24,23 +25,50 @@ import pandas as pd
 
 from .budget import PURE
 from .cells import PolygonCells, check_polygons_not_from_data, make_cells, parse_cells
-from .exceptions import (EmptyInputError, caller_stacklevel, Fix, GeometryError, IdentityError, LowUtilityWarning,
-                         ParameterError, ParameterTypeError)
+from .exceptions import (
+    EmptyInputError,
+    caller_stacklevel,
+    Fix,
+    GeometryError,
+    IdentityError,
+    LowUtilityWarning,
+    ParameterError,
+    ParameterTypeError,
+)
 from .frame import check_area_not_from_data, declared_bounds, touched_edges
 from .mechanisms.hierarchy import CellTree, HierarchicalCounts, split_levels
 from .provenance import make_record
 
-__all__ = ["OUTSIDE_FIX", "TRIP_PERSON_FIX", "bounded_person", "check_flows_store", "heatmap_layout", "flows_frame",
-           "CountPlan", "plan_counts", "bound_contributions", "count_rows", "release_counts", "check_max_per_user",
-           "level_weights", "person_codes"]
+__all__ = [
+    "OUTSIDE_FIX",
+    "TRIP_PERSON_FIX",
+    "bounded_person",
+    "check_flows_store",
+    "heatmap_layout",
+    "flows_frame",
+    "CountPlan",
+    "plan_counts",
+    "bound_contributions",
+    "count_rows",
+    "release_counts",
+    "check_max_per_user",
+    "level_weights",
+    "person_codes",
+]
 
 
-OUTSIDE_FIX = Fix("outside", python="Pass outside='drop' to leave those trips out, or use regions that cover them.",
-                  cli="Give --outside drop to leave those trips out, or use regions that cover them.",
-                  qgis="Set 'Trips outside every region' to 'drop', or use regions that cover them.")
+OUTSIDE_FIX = Fix(
+    "outside",
+    python="Pass outside='drop' to leave those trips out, or use regions that cover them.",
+    cli="Give --outside drop to leave those trips out, or use regions that cover them.",
+    qgis="Set 'Trips outside every region' to 'drop', or use regions that cover them.",
+)
 TRIP_PERSON_FIX = Fix(
-    "person_column", python="Give user= (the column of person ids; each person's trips are bounded by max_per_user).",
-    cli="Give --user (the column of person ids).", qgis="Set 'Person id field'.")
+    "person_column",
+    python="Give user= (the column of person ids; each person's trips are bounded by max_per_user).",
+    cli="Give --user (the column of person ids).",
+    qgis="Set 'Person id field'.",
+)
 
 
 def bounded_person(user, person):
@@ -50,8 +78,10 @@ def bounded_person(user, person):
     rows per person like ``user=`` does.
     """
     if person is not None and user is not None and person != user:
-        raise ParameterError("person= and user= name different columns: the person charged is the user whose rows are "
-                             "bounded. Give only user=.")
+        raise ParameterError(
+            "person= and user= name different columns: the person charged is the user whose rows are "
+            "bounded. Give only user=."
+        )
     return user if user is not None else person
 
 
@@ -92,8 +122,16 @@ def flows_frame(plan, released: np.ndarray, record: dict) -> gpd.GeoDataFrame:
     oi, di = np.divmod(np.arange(m * m), m)
     lines = shapely.linestrings(np.stack([rep[oi], rep[di]], axis=1))
     names = plan.cells.names
-    result = gpd.GeoDataFrame({"origin": names[oi], "destination": names[di], "count": released.astype(np.int64),
-                               "expected_error": plan.expected_error}, geometry=lines, crs=regions.crs)
+    result = gpd.GeoDataFrame(
+        {
+            "origin": names[oi],
+            "destination": names[di],
+            "count": released.astype(np.int64),
+            "expected_error": plan.expected_error,
+        },
+        geometry=lines,
+        crs=regions.crs,
+    )
     result.attrs["geopriv"] = record
     return result
 
@@ -108,9 +146,13 @@ def check_max_per_user(max_per_user, user) -> int:
         raise ParameterError(
             "Counting more than one row per person needs a person id column: without one, every row is its own "
             "person, who contributes 1 row.",
-            fix=Fix("user_column", python="Give user='<column of person ids>', or leave max_per_user=1.",
-                    cli="Give --user <column of person ids>, or leave --max-per-user 1.",
-                    qgis="Set 'Person id field', or leave 'Most rows per person' at 1."))
+            fix=Fix(
+                "user_column",
+                python="Give user='<column of person ids>', or leave max_per_user=1.",
+                cli="Give --user <column of person ids>, or leave --max-per-user 1.",
+                qgis="Set 'Person id field', or leave 'Most rows per person' at 1.",
+            ),
+        )
     return k
 
 
@@ -171,7 +213,9 @@ class CountPlan:
         f["nonnegative"] = bool(self.nonnegative)
         f["suppress"] = self.suppress
         f["user"] = None if self.user is None else str(self.user)
-        f["declared_bounds"] = None if self.area is None or self.area_source != "bounds" else [float(v) for v in self.area]
+        f["declared_bounds"] = (
+            None if self.area is None or self.area_source != "bounds" else [float(v) for v in self.area]
+        )
         f["region"] = self.region_given
         f["expected_error"] = _summary(self.expected_error)
         return f
@@ -181,8 +225,19 @@ def _summary(err: np.ndarray) -> dict:
     return {"min": float(np.min(err)), "median": float(np.median(err)), "max": float(np.max(err))}
 
 
-def plan_counts(crs, epsilon, *, cells, max_per_user=1, user=None, bounds=None, region=None, levels="auto",
-                nonnegative=True, suppress=None) -> CountPlan:
+def plan_counts(
+    crs,
+    epsilon,
+    *,
+    cells,
+    max_per_user=1,
+    user=None,
+    bounds=None,
+    region=None,
+    levels="auto",
+    nonnegative=True,
+    suppress=None,
+) -> CountPlan:
     """The cells, hierarchy, budget split and expected errors of a count release (no data involved)."""
     from .crs import as_crs
     from .release import region_geometry
@@ -192,8 +247,14 @@ def plan_counts(crs, epsilon, *, cells, max_per_user=1, user=None, bounds=None, 
     if not isinstance(nonnegative, (bool, np.bool_)):
         raise ParameterTypeError("nonnegative must be True or False.")
     if suppress is not None:
-        if isinstance(suppress, (bool, np.bool_)) or not isinstance(suppress, (numbers.Integral, np.integer)) or suppress < 1:
-            raise ParameterError(f"suppress must be a positive integer (counts below it are released as 0), got {suppress!r}.")
+        if (
+            isinstance(suppress, (bool, np.bool_))
+            or not isinstance(suppress, (numbers.Integral, np.integer))
+            or suppress < 1
+        ):
+            raise ParameterError(
+                f"suppress must be a positive integer (counts below it are released as 0), got {suppress!r}."
+            )
         suppress = int(suppress)
     kind, value = parse_cells(cells)
     region_geom = region_geometry(region, crs)
@@ -205,20 +266,24 @@ def plan_counts(crs, epsilon, *, cells, max_per_user=1, user=None, bounds=None, 
     elif rect is None:
         raise ParameterError(
             "A grid or H3 release needs a declared public area: every cell in it is released, empty or not.",
-            fix=Fix("declare_bounds", python="Declare bounds=(xmin, ymin, xmax, ymax) of your study area in the data's "
-                                             "CRS, chosen without looking at the points (a city's extent), or region=.",
-                    cli="Declare --bounds XMIN YMIN XMAX YMAX of your study area, chosen without looking at the points "
-                        "(a city's extent), or --region.",
-                    qgis="Set the 'Public study area' parameter (a city's extent), chosen without looking at the "
-                         "points."))
+            fix=Fix(
+                "declare_bounds",
+                python="Declare bounds=(xmin, ymin, xmax, ymax) of your study area in the data's "
+                "CRS, chosen without looking at the points (a city's extent), or region=.",
+                cli="Declare --bounds XMIN YMIN XMAX YMAX of your study area, chosen without looking at the points "
+                "(a city's extent), or --region.",
+                qgis="Set the 'Public study area' parameter (a city's extent), chosen without looking at the points.",
+            ),
+        )
     else:
         source = "bounds" if bounds is not None else "region"
     cell_set = make_cells(kind, value, crs, rect, region_geom, source)
     tree = CellTree.from_keys(cell_set.keys())
     mech = HierarchicalCounts(split_levels(epsilon, level_weights(levels, tree.depth)), k)
     err = mech.leaf_error(tree)
-    return CountPlan(cell_set, tree, mech, bool(nonnegative), suppress, err, rect, source, region is not None, user,
-                     region_geom)
+    return CountPlan(
+        cell_set, tree, mech, bool(nonnegative), suppress, err, rect, source, region is not None, user, region_geom
+    )
 
 
 def person_codes(data, user, labels) -> np.ndarray | None:
@@ -226,17 +291,28 @@ def person_codes(data, user, labels) -> np.ndarray | None:
     if user is None:
         return None
     if not hasattr(data, "columns") or user not in data.columns:
-        raise ParameterError(f"user={user!r} is not a column of the data.", fix=Fix(
-            "user_column", python="Give the name of the column holding person ids.",
-            cli="Give --user the name of the column holding person ids.", qgis="Pick the field holding person ids."))
+        raise ParameterError(
+            f"user={user!r} is not a column of the data.",
+            fix=Fix(
+                "user_column",
+                python="Give the name of the column holding person ids.",
+                cli="Give --user the name of the column holding person ids.",
+                qgis="Pick the field holding person ids.",
+            ),
+        )
     col = data[user]
     missing = col.isna().to_numpy()
     if missing.any():
         raise IdentityError(
             "have no person id (missing values in the user column): their contribution cannot be bounded",
-            labels[missing], Fix("fill_ids", python="Fill in those ids, or drop those rows.",
-                                 cli="Fill in those ids, or remove those rows.", qgis="Fill in those ids, or remove "
-                                 "those features."))
+            labels[missing],
+            Fix(
+                "fill_ids",
+                python="Fill in those ids, or drop those rows.",
+                cli="Fill in those ids, or remove those rows.",
+                qgis="Fill in those ids, or remove those features.",
+            ),
+        )
     codes, _ = pd.factorize(col, sort=False)
     return codes.astype(np.int64)
 
@@ -269,15 +345,21 @@ def locate_rows(plan: CountPlan, xy: np.ndarray, labels) -> np.ndarray:
     out = cell < 0
     if out.any():
         where = {"bounds": "the declared study area", "region": "the region", "cells": "every cell"}.get(
-            plan.area_source, "the public area")
+            plan.area_source, "the public area"
+        )
         raise GeometryError(
-            f"lie outside {where}, so they have no public cell", labels[out], Fix(
-                "drop_rows", python="Declare a study area that holds them (chosen without looking at the points), or "
-                                    "drop those rows (e.g. data.clip(area)).",
+            f"lie outside {where}, so they have no public cell",
+            labels[out],
+            Fix(
+                "drop_rows",
+                python="Declare a study area that holds them (chosen without looking at the points), or "
+                "drop those rows (e.g. data.clip(area)).",
                 cli="The labels are row numbers, from 0. Declare --bounds that hold them (chosen without looking at the "
-                    "points), or remove those rows.",
+                "points), or remove those rows.",
                 qgis="In QGIS, the labels are feature ids. Set a 'Public study area' that holds them, or remove those "
-                     "features (Clip)."))
+                "features (Clip).",
+            ),
+        )
     return cell
 
 
@@ -319,14 +401,20 @@ def warn_if_swamped(plan: CountPlan, released: np.ndarray) -> None:
     mean = float(released.sum()) / max(len(released), 1)
     err = float(np.median(plan.expected_error))
     if err > max(mean, 1.0):
-        warnings.warn(LowUtilityWarning(
-            f"The noise swamps the counts: the expected error of a cell is about {err:.3g}, while the released counts "
-            f"average {mean:.3g} per cell.", fix=Fix(
-                "swamped", python="Use larger cells, a smaller area, a larger epsilon or a smaller max_per_user.",
-                cli="Use larger --cells (or --resolution), a smaller area, a larger --epsilon or a smaller "
+        warnings.warn(
+            LowUtilityWarning(
+                f"The noise swamps the counts: the expected error of a cell is about {err:.3g}, while the released counts "
+                f"average {mean:.3g} per cell.",
+                fix=Fix(
+                    "swamped",
+                    python="Use larger cells, a smaller area, a larger epsilon or a smaller max_per_user.",
+                    cli="Use larger --cells (or --resolution), a smaller area, a larger --epsilon or a smaller "
                     "--max-per-user.",
-                qgis="Use larger cells, a smaller study area, a larger epsilon or a smaller 'Most rows per person'.")),
-            stacklevel=caller_stacklevel())
+                    qgis="Use larger cells, a smaller study area, a larger epsilon or a smaller 'Most rows per person'.",
+                ),
+            ),
+            stacklevel=caller_stacklevel(),
+        )
 
 
 def cells_frame(plan: CountPlan, released: np.ndarray, record: dict) -> gpd.GeoDataFrame:
@@ -355,8 +443,9 @@ def budget_charge(store, codes, data, user, labels, epsilon, fields: dict, n_cel
         ids, _ = row_identities(data, None, refuse_positions=True)
     first = ~pd.Index(ids).duplicated()
     keys = person_keys(pd.Index(ids)[first], labels[first])
-    return store.reserve(keys, float(epsilon), unit=PURE, kind=kind, spend=True, parameters=fields,
-                         rows_released=n_cells)
+    return store.reserve(
+        keys, float(epsilon), unit=PURE, kind=kind, spend=True, parameters=fields, rows_released=n_cells
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -368,7 +457,7 @@ class FlowCells:
 
     @property
     def n(self) -> int:
-        return self.regions.n ** 2
+        return self.regions.n**2
 
     @property
     def crs(self):
@@ -380,8 +469,11 @@ class FlowCells:
         return [pair, pair // m, np.zeros(m * m, dtype=np.int64)]
 
     def describe(self) -> dict:
-        return {"cells": f"origin-destination pairs of {self.regions.n} public regions", "regions": self.regions.n,
-                "n_cells": self.n}
+        return {
+            "cells": f"origin-destination pairs of {self.regions.n} public regions",
+            "regions": self.regions.n,
+            "n_cells": self.n,
+        }
 
 
 def plan_flows(crs, epsilon, *, regions, region_id=None, max_per_user=1, user=None, levels="auto", nonnegative=True):
@@ -397,10 +489,16 @@ def plan_flows(crs, epsilon, *, regions, region_id=None, max_per_user=1, user=No
     poly = PolygonCells.build(crs, regions)
     from .cells import MAX_CELLS
 
-    if poly.n ** 2 > MAX_CELLS:
-        raise ParameterError(f"{poly.n} regions make {poly.n ** 2:,} origin-destination pairs (at most {MAX_CELLS:,}).",
-                             fix=Fix("fewer_regions", python="Use fewer, larger regions.", cli="Use fewer, larger "
-                                     "regions.", qgis="Use fewer, larger regions."))
+    if poly.n**2 > MAX_CELLS:
+        raise ParameterError(
+            f"{poly.n} regions make {poly.n**2:,} origin-destination pairs (at most {MAX_CELLS:,}).",
+            fix=Fix(
+                "fewer_regions",
+                python="Use fewer, larger regions.",
+                cli="Use fewer, larger regions.",
+                qgis="Use fewer, larger regions.",
+            ),
+        )
     if region_id is None:
         names = np.asarray(poly.frame.index)
     else:
@@ -425,8 +523,9 @@ def trip_ends(data, geoms, xy, traj_id, time, labels):
 
     if traj_id is None:
         if xy is not None:
-            raise ParameterError("Points need traj_id= (and time=) to be grouped into trips; or give one LineString "
-                                 "per trip.")
+            raise ParameterError(
+                "Points need traj_id= (and time=) to be grouped into trips; or give one LineString per trip."
+            )
         coords_o = shapely.get_coordinates(shapely.get_point(geoms.values, 0))
         coords_d = shapely.get_coordinates(shapely.get_point(geoms.values, -1))
         return coords_o, coords_d, np.arange(len(geoms)), np.asarray(labels)
@@ -436,17 +535,21 @@ def trip_ends(data, geoms, xy, traj_id, time, labels):
     t = data[time]
     bad = t.isna().to_numpy() | data[traj_id].isna().to_numpy()
     if bad.any():
-        raise GeometryError("have no trajectory id or time stamp", labels[bad],
-                            "Fill them in or drop those rows.")
+        raise GeometryError("have no trajectory id or time stamp", labels[bad], "Fill them in or drop those rows.")
     tid, uniq = pd.factorize(data[traj_id], sort=False)
     tv = t.to_numpy()
     try:
         order = np.lexsort((np.arange(len(tv)), tv, tid))
     except TypeError:
-        raise ParameterError(f"The time column {time!r} mixes types that cannot be ordered (e.g. numbers and text).",
-                             fix=Fix("time_column", python="Convert it to one type, e.g. pd.to_datetime(...).",
-                                     cli="Give a time column of one type (ISO 8601 text or numbers).",
-                                     qgis="Give a time field of one type (a date-time field)."))from None
+        raise ParameterError(
+            f"The time column {time!r} mixes types that cannot be ordered (e.g. numbers and text).",
+            fix=Fix(
+                "time_column",
+                python="Convert it to one type, e.g. pd.to_datetime(...).",
+                cli="Give a time column of one type (ISO 8601 text or numbers).",
+                qgis="Give a time field of one type (a date-time field).",
+            ),
+        ) from None
     ts = tid[order]
     first = order[np.r_[True, ts[1:] != ts[:-1]]]
     last = order[np.r_[ts[1:] != ts[:-1], True]]
@@ -469,4 +572,3 @@ def check_epsilon(epsilon) -> float:
 def check_not_empty(n: int) -> None:
     if n == 0:
         raise EmptyInputError("The data has no rows: there is nothing to count.")
-

@@ -14,6 +14,7 @@ lattice of a release.  :func:`local_aeqd` builds an azimuthal equidistant CRS;
 :func:`central_meridian` reads the central meridian of a Transverse Mercator CRS (UTM,
 Gauss-Krüger, most national grids), whose scale grows with the distance from it.
 """
+
 from __future__ import annotations
 
 
@@ -44,7 +45,11 @@ def local_aeqd(lon: float, lat: float, geodetic: CRS | None = None) -> CRS:
     ellps = "+ellps=WGS84"
     if geodetic is not None:
         e = geodetic.ellipsoid
-        ellps = f"+a={e.semi_major_metre!r} +rf={e.inverse_flattening!r}" if e.inverse_flattening else f"+R={e.semi_major_metre!r}"
+        ellps = (
+            f"+a={e.semi_major_metre!r} +rf={e.inverse_flattening!r}"
+            if e.inverse_flattening
+            else f"+R={e.semi_major_metre!r}"
+        )
     return CRS.from_proj4(f"+proj=aeqd +lat_0={lat!r} +lon_0={lon!r} +x_0=0 +y_0=0 {ellps} +units=m +no_defs +type=crs")
 
 
@@ -119,10 +124,11 @@ def ground_scale(crs, x, y):
         raise CRSError(
             f"The CRS {crs.name!r} is degenerate or undefined over the data's extent (e.g. a pole or outside "
             "its area of use).",
-            fix=Fix("reproject", python="Reproject the data to a local projected CRS, e.g. "
-                                        "gdf.to_crs(gdf.estimate_utm_crs()).",
-                    cli="Reproject the file to a local projected CRS (e.g. its UTM zone) first.",
-                    qgis="Reproject the layer to a local projected CRS (e.g. its UTM zone) with 'Reproject "
-                         "layer'."),
+            fix=Fix(
+                "reproject",
+                python="Reproject the data to a local projected CRS, e.g. gdf.to_crs(gdf.estimate_utm_crs()).",
+                cli="Reproject the file to a local projected CRS (e.g. its UTM zone) first.",
+                qgis="Reproject the layer to a local projected CRS (e.g. its UTM zone) with 'Reproject layer'.",
+            ),
         )
     return smax, smin

@@ -5,6 +5,7 @@ already imported, the accessor is registered now; otherwise an import hook
 (:func:`geopriv.importhook.when_imported`) registers it right after ``dask_geopandas`` is first imported.  ``geopriv.perturb(ddf, ...)`` and the other
 functions dispatch on dask frames in any case.
 """
+
 from __future__ import annotations
 
 import importlib

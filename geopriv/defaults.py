@@ -4,6 +4,7 @@
 stack then; its signatures repeat the library's defaults, so those live here, one name each, and
 the modules that own the concepts (``geopriv.frame``, ``geopriv.metrics``) import them from here.
 """
+
 from __future__ import annotations
 
 __all__ = ["DEFAULT_MAX_DISTORTION", "DEFAULT_QUANTILE", "SUGGESTED_EPSILON_RANGE"]

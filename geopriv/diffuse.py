@@ -19,6 +19,7 @@ order (or holding coordinates) is refused with :class:`~geopriv.exceptions.Locat
 by :func:`geopriv.attributes.check_location_attributes` run on the rows in label order;
 attribute columns are not checked because none is released.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -30,7 +31,13 @@ import pandas as pd
 from .attributes import INDEX, ROW_ORDER, check_location_attributes
 from .budget import PER_METRE, PERSON_FIX, open_store, opens_budget_store, value_unit
 from .exceptions import (
-    EmptyInputError, Fix, GeoprivError, IdentityError, LocationAttributeError, ParameterTypeError, format_labels,
+    EmptyInputError,
+    Fix,
+    GeoprivError,
+    IdentityError,
+    LocationAttributeError,
+    ParameterTypeError,
+    format_labels,
 )
 from .frame import DEFAULT_MAX_DISTORTION
 from .network import UnreachableRecipientsWarning, as_network, epsilon_of_distance, hop_distance, resistance_distance
@@ -44,11 +51,11 @@ DISTANCES = ("hops", "resistance")
 _LABELS_FIX = Fix(
     "relabel_people",
     python="Label the people with ids not assigned in spatial order (e.g. a random id column as the index, with the "
-           f"graph's nodes named by it); if the labels are public anyway, keep them deliberately: keep=[{INDEX!r}].",
+    f"graph's nodes named by it); if the labels are public anyway, keep them deliberately: keep=[{INDEX!r}].",
     cli="Name the people with --id-field COLUMN, a column of ids not assigned in spatial order (the default ids are "
-        "row numbers), used by --source and the network too.",
+    "row numbers), used by --source and the network too.",
     qgis="Choose an 'Id field of the people' whose values were not assigned in spatial order (the default "
-         "ids are feature ids), used by the source and the network too.",
+    "ids are feature ids), used by the source and the network too.",
 )
 #: Without ``value_range=``, value answers are clamped to +-(VALUE_RANGE_STEPS * step): a public
 #: range from the lattice step alone (2^32 steps), over which the 1-D finite-precision term is
@@ -365,8 +372,10 @@ def diffuse_locations(
     if support is not None and value is None:
         raise GeoprivError("support= projects released values; give value=<column> too (locations are not projected).")
     if value is None and (value_range is not None or continuous):
-        raise GeoprivError("value_range= and continuous= apply to value releases; give value=<column> too (locations "
-                           "are always snapped to the public lattice).")
+        raise GeoprivError(
+            "value_range= and continuous= apply to value releases; give value=<column> too (locations "
+            "are always snapped to the public lattice)."
+        )
     if isinstance(continuous, (np.bool_,)):
         continuous = bool(continuous)
     if not isinstance(continuous, bool):
@@ -376,22 +385,31 @@ def diffuse_locations(
         raise GeoprivError(f"keep= can only hold {INDEX!r} here (the recipients' labels): no column is released.")
     schedule = epsilon_of_distance(epsilon)
     if source not in data.index:
-        raise GeoprivError(f"source {source!r} is not a row label of the layer. Pass the index label of the person "
-                           "whose location is released.")
+        raise GeoprivError(
+            f"source {source!r} is not a row label of the layer. Pass the index label of the person "
+            "whose location is released."
+        )
     if not data.index.is_unique:  # recipients are named (and published) by label: one label, one person
         dup = data.index[data.index.duplicated(keep=False)]
-        raise IdentityError("share their index label: recipients are named, and published, by label",
-                            list(dict.fromkeys(dup)), Fix(
-                                "unique_labels", python="Give every person a unique label (a unique id column as the "
-                                "index, or gdf.sample(frac=1).reset_index(drop=True)).",
-                                cli="Give every person a unique id (--id-field).",
-                                qgis="Give every person a unique id ('Id field of the people')."))
+        raise IdentityError(
+            "share their index label: recipients are named, and published, by label",
+            list(dict.fromkeys(dup)),
+            Fix(
+                "unique_labels",
+                python="Give every person a unique label (a unique id column as the "
+                "index, or gdf.sample(frac=1).reset_index(drop=True)).",
+                cli="Give every person a unique id (--id-field).",
+                qgis="Give every person a unique id ('Id field of the people').",
+            ),
+        )
     source = data.index[data.index.get_loc(source)]  # the label as stored (its type is part of a path's binding)
     if path is not None:
         from .mechanisms.diffusion import DiffusionPath
 
         if not isinstance(path, DiffusionPath):
-            raise ParameterTypeError(f"path must be a DiffusionPath (the secret path of an earlier release), got {type(path).__name__}.")
+            raise ParameterTypeError(
+                f"path must be a DiffusionPath (the secret path of an earlier release), got {type(path).__name__}."
+            )
     d = network_distances(data, graph, source, distance=distance, tolerance=tolerance, weight=weight)
     order = recipient_order(data.index)
     if INDEX not in keep:
@@ -401,9 +419,16 @@ def diffuse_locations(
         except LocationAttributeError as exc:  # the fix is the labels, not the rows' order
             raise LocationAttributeError(
                 "The recipients' labels give the true locations away: they are published, in their order, and "
-                + ("they hold locations" if set(exc.reasons) - {ROW_ORDER} else "sorted by them the people are in "
-                   "spatial order") + " (" + "; ".join(r.split(" (")[0] for r in exc.reasons.values()) + ").",
-                exc.reasons, fix=_LABELS_FIX,
+                + (
+                    "they hold locations"
+                    if set(exc.reasons) - {ROW_ORDER}
+                    else "sorted by them the people are in spatial order"
+                )
+                + " ("
+                + "; ".join(r.split(" (")[0] for r in exc.reasons.values())
+                + ").",
+                exc.reasons,
+                fix=_LABELS_FIX,
             ) from None
     d = d.iloc[order]
     reach = np.isfinite(d.to_numpy())
@@ -411,12 +436,20 @@ def diffuse_locations(
     unreachable = d.index[~np.isfinite(d.to_numpy())]
     pending_warning = None
     if len(unreachable):
-        msg = (f"{len(unreachable)} row(s) are not connected to the source in the graph and get no answer: "
-               f"labels {format_labels(unreachable)}.")
+        msg = (
+            f"{len(unreachable)} row(s) are not connected to the source in the graph and get no answer: "
+            f"labels {format_labels(unreachable)}."
+        )
         if on_unreachable == "raise":
-            raise GeoprivError(msg, fix=Fix(
-                "connect", python="Connect them, or pass on_unreachable='warn' or 'ignore'.",
-                cli="Connect them, or give --on-unreachable warn or ignore.", qgis="Connect them."))
+            raise GeoprivError(
+                msg,
+                fix=Fix(
+                    "connect",
+                    python="Connect them, or pass on_unreachable='warn' or 'ignore'.",
+                    cli="Connect them, or give --on-unreachable warn or ignore.",
+                    qgis="Connect them.",
+                ),
+            )
         if on_unreachable == "warn":  # after the release: a call that fails says one thing only
             pending_warning = msg
     if not reach.any():
@@ -441,10 +474,18 @@ def diffuse_locations(
             largest = float(eps.max()) if effective_max is None else max(float(effective_max), float(eps.max()))
             charged["largest"] = largest
             charged["reservation"] = store.charge_path(
-                pid, largest, unit=unit, path=old_path, kind="diffuse_locations",
-                parameters={"mechanism": "private Markov jump process (graded release over a network)",
-                            "distance": distance, "recipients": int(len(recipients)),
-                            "coalition_epsilon_per_m" if value is None else "coalition_epsilon": float(eps.max())})
+                pid,
+                largest,
+                unit=unit,
+                path=old_path,
+                kind="diffuse_locations",
+                parameters={
+                    "mechanism": "private Markov jump process (graded release over a network)",
+                    "distance": distance,
+                    "recipients": int(len(recipients)),
+                    "coalition_epsilon_per_m" if value is None else "coalition_epsilon": float(eps.max()),
+                },
+            )
             charged["reservation"].start()
 
     def charge_done(new_path):
@@ -455,23 +496,49 @@ def diffuse_locations(
     extra = {"distance": distance, "recipients": int(len(recipients)), "unreachable": int(len(unreachable))}
     if value is None:
         out, effective, new_path, fields, seeded = release_diffusion(
-            data, source, eps, recipients, path=path, rng=rng, bounds=bounds, grid=grid,
-            max_distortion=max_distortion, before_noise=charge_check,
+            data,
+            source,
+            eps,
+            recipients,
+            path=path,
+            rng=rng,
+            bounds=bounds,
+            grid=grid,
+            max_distortion=max_distortion,
+            before_noise=charge_check,
         )
         if ledger is not None:
             ledger.record(source, float(eps.max()), old_path, new_path)
         charge_done(new_path)
         result = gpd.GeoDataFrame(
             {"network_distance": dist, "epsilon_per_m": eps, "effective_epsilon_per_m": effective},
-            geometry=gpd.points_from_xy(out[:, 0], out[:, 1]), crs=data.crs, index=recipients,
+            geometry=gpd.points_from_xy(out[:, 0], out[:, 1]),
+            crs=data.crs,
+            index=recipients,
         )
         fields.update(extra)
         if store is not None:
             fields.update(budget_fields(store, PER_METRE, None))
         out = (attach(result, data, make_record(fields, seeded=seeded, n=len(recipients))), new_path)
     else:
-        out = _diffuse_value(data, source, value, support, value_range, continuous, grid, eps, dist, recipients, path,
-                             rng, ledger, charge_check, extra, charge_done)
+        out = _diffuse_value(
+            data,
+            source,
+            value,
+            support,
+            value_range,
+            continuous,
+            grid,
+            eps,
+            dist,
+            recipients,
+            path,
+            rng,
+            ledger,
+            charge_check,
+            extra,
+            charge_done,
+        )
         if store is not None:
             out[0].attrs["geopriv"].update(budget_fields(store, unit, None))
     if pending_warning is not None:
@@ -485,7 +552,9 @@ def _value_lattice(grid, eps_max, value_range):
 
     if isinstance(grid, str):
         if grid != "auto":
-            raise GeoprivError(f"grid must be a step in units of the value or 'auto' for a value release, got {grid!r}.")
+            raise GeoprivError(
+                f"grid must be a step in units of the value or 'auto' for a value release, got {grid!r}."
+            )
         step = default_grid(eps_max)
     else:
         if isinstance(grid, (bool, np.bool_)):
@@ -513,8 +582,24 @@ def _value_lattice(grid, eps_max, value_range):
     return step, lo, hi, True
 
 
-def _diffuse_value(data, source, column, support, value_range, continuous, grid, eps, dist, recipients, path, rng,
-                   ledger, charge_check, extra, charge_done):
+def _diffuse_value(
+    data,
+    source,
+    column,
+    support,
+    value_range,
+    continuous,
+    grid,
+    eps,
+    dist,
+    recipients,
+    path,
+    rng,
+    ledger,
+    charge_check,
+    extra,
+    charge_done,
+):
     from .mechanisms.diffusion import diffuse, project_discrete, snap_values, value_column, value_lattice_epsilon
     from .rng import make_rng
 
@@ -534,13 +619,16 @@ def _diffuse_value(data, source, column, support, value_range, continuous, grid,
         if not lo <= u <= hi:
             raise GeoprivError(
                 f"the value of column {column!r} at the source row {source!r} lies outside the public range "
-                + ("declared" if declared else f"+-{hi:g} (the default: {VALUE_RANGE_STEPS:g} lattice steps)") + ".",
-                fix=Fix("value_range", python="Declare value_range=(lo, hi) covering every possible value, chosen "
-                                              "without looking at the data.",
-                        cli="Declare --value-range LO HI covering every possible value, chosen without looking at the "
-                            "data.",
-                        qgis="Declare a public range covering every possible value, chosen without looking at the "
-                             "data."),
+                + ("declared" if declared else f"+-{hi:g} (the default: {VALUE_RANGE_STEPS:g} lattice steps)")
+                + ".",
+                fix=Fix(
+                    "value_range",
+                    python="Declare value_range=(lo, hi) covering every possible value, chosen "
+                    "without looking at the data.",
+                    cli="Declare --value-range LO HI covering every possible value, chosen without looking at the "
+                    "data.",
+                    qgis="Declare a public range covering every possible value, chosen without looking at the data.",
+                ),
             )
         r_max = max(abs(lo), abs(hi)) + (hi - lo)
         unique = np.unique(eps)
@@ -561,22 +649,27 @@ def _diffuse_value(data, source, column, support, value_range, continuous, grid,
     charge_done(new_path)
     if support is not None:
         responses = project_discrete(responses, np.asarray(support, dtype=float))
-        precision = ("projected to a finite public support of "
-                     f"{len(np.unique(np.asarray(support, dtype=float)))} value(s): the answers take only those values")
+        precision = (
+            "projected to a finite public support of "
+            f"{len(np.unique(np.asarray(support, dtype=float)))} value(s): the answers take only those values"
+        )
     elif continuous:
         precision = "none: continuous float64 output (explicitly requested)"
     else:
         responses = snap_values(responses, step, lo, hi)
-        precision = (f"1-D lattice: answers are integer multiples of {step:g} clamped to "
-                     + (f"value_range [{lo:g}, {hi:g}]" if declared else f"the default public range +-{hi:g}")
-                     + "; effective epsilon per unit from the 1-D analogue of Andres et al. 2013 Thm 4.1 (Mironov "
-                     "2012), for values at least one step apart")
+        precision = (
+            f"1-D lattice: answers are integer multiples of {step:g} clamped to "
+            + (f"value_range [{lo:g}, {hi:g}]" if declared else f"the default public range +-{hi:g}")
+            + "; effective epsilon per unit from the 1-D analogue of Andres et al. 2013 Thm 4.1 (Mironov "
+            "2012), for values at least one step apart"
+        )
     result = pd.DataFrame({"network_distance": dist, "epsilon": eps, "response": responses}, index=recipients)
     fields = {
         "mechanism": "private Markov jump process (graded release over a network)",
         "definition": "each recipient epsilon(d)-private per unit of the value; any coalition of recipients learns no "
-                      "more than its closest member (the largest epsilon among them)",
-        "epsilon_min": float(eps.min()), "epsilon_max": eps_max,
+        "more than its closest member (the largest epsilon among them)",
+        "epsilon_min": float(eps.min()),
+        "epsilon_max": eps_max,
         "coalition_epsilon": eps_max,
         "finite_precision": precision,
         **extra,

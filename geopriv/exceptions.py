@@ -10,6 +10,7 @@ field(s)' algorithm.  So an error (or warning) carries its fix apart from its pr
 ``user_message(exc, front_end)`` renders the problem with that front end's advice only.
 ``str(exc)`` is the problem with the Python advice: what a library caller reads.
 """
+
 from __future__ import annotations
 
 from collections import namedtuple
@@ -200,11 +201,11 @@ def _set_crs_fix(what: str = "the data") -> Fix:
     return Fix(
         "set_crs",
         python="Set the CRS the coordinates are really in, e.g. gdf = gdf.set_crs('EPSG:4326') for "
-               "longitude/latitude or gdf.set_crs(32650) for UTM zone 50N metres, then call again.",
+        "longitude/latitude or gdf.set_crs(32650) for UTM zone 50N metres, then call again.",
         cli=f"Give the CRS the coordinates of {what} are really in with --crs, e.g. --crs EPSG:4326 for "
-            "longitude/latitude or --crs EPSG:32650 for UTM zone 50N metres.",
+        "longitude/latitude or --crs EPSG:32650 for UTM zone 50N metres.",
         qgis="Set the layer's CRS to the one its coordinates are in (Layer Properties > Source, or the "
-             "'Assign projection' algorithm), then run again.",
+        "'Assign projection' algorithm), then run again.",
     )
 
 
@@ -240,8 +241,8 @@ class MissingCRSError(GeoprivError):
 
     def __init__(self, what: str = "the GeoDataFrame"):
         super().__init__(
-            f"{what} has no CRS, so geopriv cannot tell how far a metre is and cannot honour "
-            "an epsilon per metre.", fix=_set_crs_fix(what[:1].lower() + what[1:])
+            f"{what} has no CRS, so geopriv cannot tell how far a metre is and cannot honour an epsilon per metre.",
+            fix=_set_crs_fix(what[:1].lower() + what[1:]),
         )
 
 
@@ -772,12 +773,18 @@ _FOREIGN_HINTS = {
     "numpy": "an array computation failed: check the input's values and sizes",
     "scipy": "a numerical computation failed: check the input's values and sizes",
 }
-_LIBRARY_NAMES = {"builtins": "Python", "osgeo": "GDAL", "pyogrio": "GDAL (pyogrio)", "fiona": "GDAL (fiona)",
-                  "rasterio": "GDAL (rasterio)"}
+_LIBRARY_NAMES = {
+    "builtins": "Python",
+    "osgeo": "GDAL",
+    "pyogrio": "GDAL (pyogrio)",
+    "fiona": "GDAL (fiona)",
+    "rasterio": "GDAL (rasterio)",
+}
 
 
-def user_message(exc: BaseException, front_end: str = "python",
-                 debug_hint: str = "rerun with GEOPRIV_TRACEBACK=1 to see it") -> str:
+def user_message(
+    exc: BaseException, front_end: str = "python", debug_hint: str = "rerun with GEOPRIV_TRACEBACK=1 to see it"
+) -> str:
     """The one-line text shown to a user for ``exc`` (the command line and the QGIS plugin).
 
     An error or warning that carries a :class:`Fix` is shown as its problem followed by the
@@ -832,5 +839,8 @@ def user_message(exc: BaseException, front_end: str = "python",
         hint = "not enough memory: process the data in parts, or resample or clip large rasters"
     else:
         hint = _FOREIGN_HINTS.get(module)
-    return (f"an error in {library} ({name}): " + (f"{hint}; " if hint else "")
-            + f"its message is withheld because it may quote data values; {debug_hint}")
+    return (
+        f"an error in {library} ({name}): "
+        + (f"{hint}; " if hint else "")
+        + f"its message is withheld because it may quote data values; {debug_hint}"
+    )

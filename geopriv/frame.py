@@ -47,6 +47,7 @@ from the CRS's own origin; in longitude/latitude the rows are multiples of a lat
 and each row's longitude step is a public function of its latitude.  The step is converted
 from ground metres with the public scale, never with anything measured at the data.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -61,7 +62,15 @@ from pyproj import CRS, Transformer
 
 from .crs import as_crs, central_meridian, ground_scale, local_aeqd
 from .defaults import DEFAULT_MAX_DISTORTION  # re-exported: the frame's own default
-from .exceptions import CRSError, DistortionWarning, Fix, GeometryError, GeoprivError, ParameterError, ParameterTypeError
+from .exceptions import (
+    CRSError,
+    DistortionWarning,
+    Fix,
+    GeometryError,
+    GeoprivError,
+    ParameterError,
+    ParameterTypeError,
+)
 from .precision import ANGLE_RESOLUTION, check_epsilon, discretisation_epsilon
 
 __all__ = [
@@ -114,16 +123,17 @@ _PUBLIC = "(public: chosen without looking at individual points)"
 _CHECK_CRS = Fix(
     "check_crs",
     python="Check that the data's CRS is the one the coordinates are really in (gdf.set_crs(..., allow_override=True) "
-           "if not), or reproject the data to EPSG:4326 or a projected CRS in metres, e.g. "
-           "gdf.to_crs(gdf.estimate_utm_crs()).",
+    "if not), or reproject the data to EPSG:4326 or a projected CRS in metres, e.g. "
+    "gdf.to_crs(gdf.estimate_utm_crs()).",
     cli="Check that the input's CRS is the one its coordinates are really in (give it with --crs if not), or "
-        "reproject the file to EPSG:4326 or a projected CRS in metres first.",
+    "reproject the file to EPSG:4326 or a projected CRS in metres first.",
     qgis="Check that the layer's CRS is the one its coordinates are really in ('Assign projection' if not), "
-         "or reproject the layer to EPSG:4326 or a projected CRS in metres ('Reproject layer').",
+    "or reproject the layer to EPSG:4326 or a projected CRS in metres ('Reproject layer').",
 )
 #: a region in another CRS than the data
 REGION_CRS_FIX = Fix(
-    "reproject_region", python="Reproject the region to the data's CRS first: region.to_crs(gdf.crs).",
+    "reproject_region",
+    python="Reproject the region to the data's CRS first: region.to_crs(gdf.crs).",
     cli="Reproject the --region file to the input's CRS first.",
     qgis="Reproject the region layer to the input layer's CRS first ('Reproject layer').",
 )
@@ -138,10 +148,16 @@ def declare_area_fix(alternative: str = "") -> Fix:
         qgis=f"Set the 'Public study area' parameter {_PUBLIC}.",
     )
     if alternative == "reproject":
-        fix = Fix.join(fix, Fix("reproject", python="Or reproject the data to a local projected CRS (its UTM zone, a "
-                                                    "national grid): gdf.to_crs(gdf.estimate_utm_crs()).",
-                                cli="Or reproject the file to a local projected CRS (its UTM zone, a national grid).",
-                                qgis="Or reproject the layer to a local projected CRS ('Reproject layer')."))
+        fix = Fix.join(
+            fix,
+            Fix(
+                "reproject",
+                python="Or reproject the data to a local projected CRS (its UTM zone, a "
+                "national grid): gdf.to_crs(gdf.estimate_utm_crs()).",
+                cli="Or reproject the file to a local projected CRS (its UTM zone, a national grid).",
+                qgis="Or reproject the layer to a local projected CRS ('Reproject layer').",
+            ),
+        )
     return fix
 
 
@@ -207,14 +223,20 @@ def declared_bounds(crs, bounds=None, region=None):
             raise MissingCRSError("The region")
         tb = region.total_bounds
         if not as_crs(region.crs).equals(crs):
-            with proj_errors(crs, f"relate the region's CRS {_crs_name(as_crs(region.crs))!r} to the data's CRS", detail=True,
-                             fix=REGION_CRS_FIX):
+            with proj_errors(
+                crs,
+                f"relate the region's CRS {_crs_name(as_crs(region.crs))!r} to the data's CRS",
+                detail=True,
+                fix=REGION_CRS_FIX,
+            ):
                 t = Transformer.from_crs(region.crs, crs, always_xy=True)
             with proj_errors(crs, "transform the region's bounding box into the data's CRS"):
                 tb = t.transform_bounds(*tb, densify_pts=21)
         b = tuple(float(v) for v in tb)
     else:
-        raise ParameterTypeError("region must be a shapely (Multi)Polygon in the data's CRS, or a GeoSeries/GeoDataFrame with a CRS.")
+        raise ParameterTypeError(
+            "region must be a shapely (Multi)Polygon in the data's CRS, or a GeoSeries/GeoDataFrame with a CRS."
+        )
     if not all(math.isfinite(v) for v in b) or b[0] >= b[2] or b[1] >= b[3]:
         raise ParameterError("region must be a polygon with positive area (it is the public area of the release).")
     return tuple(float(v) for v in b)
@@ -253,7 +275,9 @@ def _chord_ratio(crs: CRS, b, n: int = 13) -> float:
     x, y = _grid(b, n)
     lon, lat = Transformer.from_crs(crs, _geodetic(crs), always_xy=True).transform(x, y)
     i, j = np.triu_indices(len(x), 1)
-    _, _, d = _geodetic(crs).get_geod().inv(np.asarray(lon)[i], np.asarray(lat)[i], np.asarray(lon)[j], np.asarray(lat)[j])
+    _, _, d = (
+        _geodetic(crs).get_geod().inv(np.asarray(lon)[i], np.asarray(lat)[i], np.asarray(lon)[j], np.asarray(lat)[j])
+    )
     d = np.asarray(d)
     ok = d > 0
     ratio = np.hypot(x[i] - x[j], y[i] - y[j])[ok] / d[ok]
@@ -405,8 +429,14 @@ def touched_edges(xy: np.ndarray, area) -> np.ndarray:
             return False
         return bool(np.any(np.abs(v - e) <= t))
 
-    return np.array([near(xy[:, 0], xmin, tx, 0), near(xy[:, 0], xmax, tx, 0), near(xy[:, 1], ymin, ty, 1),
-                     near(xy[:, 1], ymax, ty, 1)])
+    return np.array(
+        [
+            near(xy[:, 0], xmin, tx, 0),
+            near(xy[:, 0], xmax, tx, 0),
+            near(xy[:, 1], ymin, ty, 1),
+            near(xy[:, 1], ymax, ty, 1),
+        ]
+    )
 
 
 def check_area_not_from_data(touched, source: str = "bounds") -> None:
@@ -475,7 +505,9 @@ class PublicFrame:
     area: tuple | None
     area_source: str
     sphere_radius: float | None = None
-    _transformers: dict = field(default_factory=dict, init=False, compare=False, repr=False)  # (src, dst) -> Transformer
+    _transformers: dict = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )  # (src, dst) -> Transformer
 
     @property
     def same(self) -> bool:
@@ -504,13 +536,22 @@ class PublicFrame:
             if labels is not None:
                 raise GeometryError(
                     f"cannot be expressed in {_crs_name(dst)!r} (PROJ returned infinity): they lie where "
-                    f"{_crs_name(self.input_crs)!r} is not defined", np.asarray(labels)[bad],
-                    Fix.join(_CHECK_CRS, Fix("drop_rows", python="Or drop those rows.", cli="Or fix those rows.",
-                                             qgis="Or fix those features.")),
+                    f"{_crs_name(self.input_crs)!r} is not defined",
+                    np.asarray(labels)[bad],
+                    Fix.join(
+                        _CHECK_CRS,
+                        Fix(
+                            "drop_rows",
+                            python="Or drop those rows.",
+                            cli="Or fix those rows.",
+                            qgis="Or fix those features.",
+                        ),
+                    ),
                 )
             raise CRSError(
                 f"{int(bad.sum())} {what} cannot be expressed in {_crs_name(dst)!r} (PROJ returned infinity): they lie "
-                f"where {_crs_name(src)!r} is not defined.", fix=_CHECK_CRS,
+                f"where {_crs_name(src)!r} is not defined.",
+                fix=_CHECK_CRS,
             )
         return out
 
@@ -540,30 +581,45 @@ class PublicFrame:
                 "region": "the bounding box of the region",
                 "area_of_use": f"the area of use of {self.input_crs.name}",
                 "crs_scale_band": f"the public domain of {self.input_crs.name} (the latitudes of its area of use, "
-                                  "as far east and west of its central meridian as its scale stays within the "
-                                  "allowed distortion)",
+                "as far east and west of its central meridian as its scale stays within the "
+                "allowed distortion)",
             }.get(self.area_source, "the public area")
             label = self.area_source in ("area_of_use", "crs_scale_band")
             band = self.area_source == "crs_scale_band"
             raise GeometryError(
-                f"lie outside {where}, where the release's scale and lattice are fixed", labels[out], Fix(
+                f"lie outside {where}, where the release's scale and lattice are fixed",
+                labels[out],
+                Fix(
                     "declare_bounds",
                     python=f"Declare bounds=(xmin, ymin, xmax, ymax) covering your study area {_PUBLIC}, reproject "
-                           "to a CRS whose area of use holds the data, or drop those rows."
-                           + (" (Or allow more scale distortion with max_distortion=.)" if band else "")
-                           + (f" If the coordinates are not really in {self.input_crs.name}, the CRS label is wrong: "
-                              "set the one they are in with gdf.set_crs(..., allow_override=True) (not to_crs)."
-                              if label else ""),
+                    "to a CRS whose area of use holds the data, or drop those rows."
+                    + (" (Or allow more scale distortion with max_distortion=.)" if band else "")
+                    + (
+                        f" If the coordinates are not really in {self.input_crs.name}, the CRS label is wrong: "
+                        "set the one they are in with gdf.set_crs(..., allow_override=True) (not to_crs)."
+                        if label
+                        else ""
+                    ),
                     cli=f"The labels are row numbers, from 0. Declare --bounds XMIN YMIN XMAX YMAX covering your study "
-                        f"area {_PUBLIC}, reproject the file to a CRS whose area of use holds the data, or remove "
-                        "those rows." + (" (Or allow more scale distortion with --max-distortion.)" if band else "")
-                        + (f" If the coordinates are not really in {self.input_crs.name}, give the CRS they are in "
-                           "with --crs." if label else ""),
+                    f"area {_PUBLIC}, reproject the file to a CRS whose area of use holds the data, or remove "
+                    "those rows."
+                    + (" (Or allow more scale distortion with --max-distortion.)" if band else "")
+                    + (
+                        f" If the coordinates are not really in {self.input_crs.name}, give the CRS they are in "
+                        "with --crs."
+                        if label
+                        else ""
+                    ),
                     qgis=f"In QGIS, the labels are feature ids. Set the 'Public study area' parameter to cover your "
-                         f"study area {_PUBLIC}, reproject the layer to a CRS whose area of use holds the data, or "
-                         "remove those features." + (f" If the coordinates are not really in {self.input_crs.name}, "
-                                                     "assign the layer the CRS they are in ('Assign projection')."
-                                                     if label else "")),
+                    f"study area {_PUBLIC}, reproject the layer to a CRS whose area of use holds the data, or "
+                    "remove those features."
+                    + (
+                        f" If the coordinates are not really in {self.input_crs.name}, "
+                        "assign the layer the CRS they are in ('Assign projection')."
+                        if label
+                        else ""
+                    ),
+                ),
             )
 
     def r_max_metres(self) -> float:
@@ -572,8 +628,9 @@ class PublicFrame:
             return math.pi * float(self.sphere_radius)
         xmin, ymin, xmax, ymax = self.area
         if not self.same:  # e.g. an equidistant frame for traces: measure in its plane (metres)
-            xmin, ymin, xmax, ymax = Transformer.from_crs(self.input_crs, self.work_crs, always_xy=True).transform_bounds(
-                xmin, ymin, xmax, ymax, densify_pts=21)
+            xmin, ymin, xmax, ymax = Transformer.from_crs(
+                self.input_crs, self.work_crs, always_xy=True
+            ).transform_bounds(xmin, ymin, xmax, ymax, densify_pts=21)
         return math.hypot(xmax - xmin, ymax - ymin) / self.scale_min
 
     def describe(self) -> dict:
@@ -614,12 +671,15 @@ def _public_frame_cached(wkt: str, area, area_source: str, max_distortion: float
         if area is None:
             raise CRSError(
                 f"This release of data in {crs.name} needs a planar frame fixed by public information: a declared "
-                "study area.", fix=declare_area_fix("reproject"),
+                "study area.",
+                fix=declare_area_fix("reproject"),
             )
         lon, lat = Transformer.from_crs(crs, geodetic, always_xy=True).transform(*_grid(area, 9))
         lon, lat = np.asarray(lon), np.asarray(lat)
         if not (np.isfinite(lon).all() and np.isfinite(lat).all()) or np.ptp(lon) > 180:
-            raise CRSError("The declared area is not a valid area of the CRS (or crosses the antimeridian). Declare a smaller one.")
+            raise CRSError(
+                "The declared area is not a valid area of the CRS (or crosses the antimeridian). Declare a smaller one."
+            )
         lon0 = float((np.min(lon) + np.max(lon)) / 2)
         lat0 = float((np.min(lat) + np.max(lat)) / 2)
         work = local_aeqd(lon0, lat0, geodetic)
@@ -635,7 +695,9 @@ def _public_frame_cached(wkt: str, area, area_source: str, max_distortion: float
     return PublicFrame(crs, "spherical", geodetic, 1.0, (1.0 - e2) ** 1.5, area, area_source if area else "none", R)
 
 
-def public_frame(crs, *, bounds=None, region=None, max_distortion: float = DEFAULT_MAX_DISTORTION, planar_only: bool = False) -> PublicFrame:
+def public_frame(
+    crs, *, bounds=None, region=None, max_distortion: float = DEFAULT_MAX_DISTORTION, planar_only: bool = False
+) -> PublicFrame:
     """The frame a release draws noise in, from public information only (see the module docstring).
 
     Parameters
@@ -756,7 +818,10 @@ class Lattice:
         return np.column_stack([lon, lat])
 
     def describe(self) -> dict:
-        return {"grid_m": self.grid_m, "lattice": "CRS origin" if self.kind == "planar" else "latitude rows from the equator"}
+        return {
+            "grid_m": self.grid_m,
+            "lattice": "CRS origin" if self.kind == "planar" else "latitude rows from the equator",
+        }
 
 
 def public_lattice(frame: PublicFrame, grid_m: float) -> Lattice:
@@ -790,7 +855,8 @@ def public_lattice(frame: PublicFrame, grid_m: float) -> Lattice:
         if s is None:
             raise CRSError(
                 f"{crs.name} has no area of use over which its scale can be bounded, so no public lattice can be "
-                "fixed.", fix=declare_area_fix("reproject"),
+                "fixed.",
+                fix=declare_area_fix("reproject"),
             )
         smax, smin = s
     step = grid_m * smin

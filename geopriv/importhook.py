@@ -9,6 +9,7 @@ module up with the finders behind it, so the import itself is unchanged).
 A look-up that does not import (``importlib.util.find_spec``) leaves the hook in place: only a
 module that has run its body fires it.  The finder removes itself once all its callbacks ran.
 """
+
 from __future__ import annotations
 
 import sys

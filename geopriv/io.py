@@ -48,6 +48,7 @@ What it guarantees
 Errors are :class:`InputError` / :class:`OutputError` (:class:`geopriv.GeoprivError`
 subclasses): they name files, layers and row labels, never coordinates.
 """
+
 from __future__ import annotations
 
 import json
@@ -97,8 +98,12 @@ LOCK_NAME = ".geopriv.lock"
 
 
 #: how to replace an existing output
-_OVERWRITE = Fix("overwrite", python="Pass overwrite=True to replace it.", cli="Pass --overwrite to replace it.",
-                 qgis="Choose another output file.")
+_OVERWRITE = Fix(
+    "overwrite",
+    python="Pass overwrite=True to replace it.",
+    cli="Pass --overwrite to replace it.",
+    qgis="Choose another output file.",
+)
 
 
 def _formats_text() -> str:
@@ -297,11 +302,14 @@ def check_output(path, layer: str | None = None, overwrite: bool = False, protec
         if exists and not overwrite:
             raise OutputError(
                 f"{shown} already has a layer {name!r}",
-                fix=Fix("overwrite", python="Pass overwrite=True to replace that layer (the file's other layers are "
-                                           "kept), or choose another layer name (layer=).",
-                        cli="Pass --overwrite to replace that layer (the file's other layers are kept), or choose "
-                            "another layer name with --out-layer.",
-                        qgis="Choose another layer name, or let QGIS replace the layer."),
+                fix=Fix(
+                    "overwrite",
+                    python="Pass overwrite=True to replace that layer (the file's other layers are "
+                    "kept), or choose another layer name (layer=).",
+                    cli="Pass --overwrite to replace that layer (the file's other layers are kept), or choose "
+                    "another layer name with --out-layer.",
+                    qgis="Choose another layer name, or let QGIS replace the layer.",
+                ),
             )
         return OutputTarget(dest, driver, name, keep_file=True, replaces=exists, shown=shown)
 
@@ -341,8 +349,12 @@ def check_input(path, what: str = "input") -> Path:
 
 # ---------------------------------------------------------------------------- reading
 def _layer_fix() -> Fix:
-    return Fix("choose_layer", python="Choose one with layer=.", cli="Choose one with --layer NAME.",
-               qgis="Choose the layer to use.")
+    return Fix(
+        "choose_layer",
+        python="Choose one with layer=.",
+        cli="Choose one with --layer NAME.",
+        qgis="Choose the layer to use.",
+    )
 
 
 def _xy_points(table, xy, where: str):
@@ -354,11 +366,20 @@ def _xy_points(table, xy, where: str):
     x, y = (str(c) for c in xy)
     missing = [c for c in (x, y) if c not in names]
     if missing or x == y:
-        problem = (f"{where} has no column {missing[0]!r}" if missing else
-                   f"the x and y columns of {where} are the same column {x!r}")
-        raise InputError(f"{problem}; its columns are: " + (", ".join(repr(n) for n in names) or "none"),
-                         fix=Fix("xy_columns", python="Give xy=(x column, y column), e.g. xy=('lon', 'lat').",
-                                 cli="Give --xy X_COLUMN Y_COLUMN, e.g. --xy lon lat.", qgis=""))
+        problem = (
+            f"{where} has no column {missing[0]!r}"
+            if missing
+            else f"the x and y columns of {where} are the same column {x!r}"
+        )
+        raise InputError(
+            f"{problem}; its columns are: " + (", ".join(repr(n) for n in names) or "none"),
+            fix=Fix(
+                "xy_columns",
+                python="Give xy=(x column, y column), e.g. xy=('lon', 'lat').",
+                cli="Give --xy X_COLUMN Y_COLUMN, e.g. --xy lon lat.",
+                qgis="",
+            ),
+        )
     table = table.copy()
     table.columns = names
     # text that is not a number (and empty cells) becomes NaN: such rows are refused by the release, named
@@ -391,12 +412,16 @@ def read_vector(path, layer: str | None = None, *, crs=None, what: str = "input"
     shown = os.fspath(path)
     where = f"{what} {shown}" + (f" layer {layer!r}" if layer is not None else "")
     if xy is not None and (isinstance(xy, (str, bytes)) or len(xy) != 2):
-        raise InputError(f"xy must name two columns (x, then y), got {xy!r}",
-                         fix=Fix("xy_columns", python="E.g. xy=('lon', 'lat').", cli="E.g. --xy lon lat.", qgis=""))
+        raise InputError(
+            f"xy must name two columns (x, then y), got {xy!r}",
+            fix=Fix("xy_columns", python="E.g. xy=('lon', 'lat').", cli="E.g. --xy lon lat.", qgis=""),
+        )
     if p.suffix.lower() == ".parquet":
         if layer is not None:
-            raise InputError(f"GeoParquet has no layers; drop the layer name for {shown}",
-                             fix=Fix("choose_layer", python="Leave layer= out.", cli="Leave --layer out.", qgis=""))
+            raise InputError(
+                f"GeoParquet has no layers; drop the layer name for {shown}",
+                fix=Fix("choose_layer", python="Leave layer= out.", cli="Leave --layer out.", qgis=""),
+            )
         try:
             if xy is not None:
                 import pandas as pd
@@ -435,11 +460,23 @@ def read_vector(path, layer: str | None = None, *, crs=None, what: str = "input"
             raise InputError(f"cannot read {where}: {first}") from None
     if not isinstance(gdf, gpd.GeoDataFrame):
         csv = p.suffix.lower() == ".csv"
-        raise InputError(f"{where} has no geometry" + (" (a CSV file needs a column named WKT holding the geometry, "
-                                                       "or two columns of coordinates)" if csv else ""),
-                         fix=Fix("xy_columns", python="Give xy=(x column, y column), e.g. xy=('lon', 'lat').",
-                                 cli="Give its coordinate columns with --xy X_COLUMN Y_COLUMN (and --crs), e.g. "
-                                     "--xy lon lat --crs EPSG:4326.", qgis="") if csv else None)
+        raise InputError(
+            f"{where} has no geometry"
+            + (
+                " (a CSV file needs a column named WKT holding the geometry, or two columns of coordinates)"
+                if csv
+                else ""
+            ),
+            fix=Fix(
+                "xy_columns",
+                python="Give xy=(x column, y column), e.g. xy=('lon', 'lat').",
+                cli="Give its coordinate columns with --xy X_COLUMN Y_COLUMN (and --crs), e.g. "
+                "--xy lon lat --crs EPSG:4326.",
+                qgis="",
+            )
+            if csv
+            else None,
+        )
     if crs is not None:
         from pyproj import CRS
         from pyproj.exceptions import CRSError as ProjCRSError
@@ -480,8 +517,9 @@ def read_provenance(path, layer: str | None = None) -> dict | None:
 
 
 # ---------------------------------------------------------------------------- writing
-def write_new_file(path, write, *, overwrite: bool = False, exists=None, prefix: str = ".geopriv-",
-                   mode: int | None = None) -> None:
+def write_new_file(
+    path, write, *, overwrite: bool = False, exists=None, prefix: str = ".geopriv-", mode: int | None = None
+) -> None:
     """Write ``path`` atomically: ``write(binary file)`` into a temporary file in the same folder, synced, then moved.
 
     Never replaces an existing file (or link) unless ``overwrite``: the temporary file is hard-linked
@@ -530,8 +568,17 @@ def write_raster(path, bands, *, transform, crs, nodata, record=None, band_names
 
     dest = check_file_output(path, suffixes=(".tif", ".tiff"), what="raster", overwrite=overwrite)
     rows, cols = bands[0].shape
-    profile = {"driver": "GTiff", "height": rows, "width": cols, "count": len(bands), "dtype": str(bands[0].dtype),
-               "crs": crs.to_wkt(), "transform": transform, "nodata": nodata, "compress": "deflate"}
+    profile = {
+        "driver": "GTiff",
+        "height": rows,
+        "width": cols,
+        "count": len(bands),
+        "dtype": str(bands[0].dtype),
+        "crs": crs.to_wkt(),
+        "transform": transform,
+        "nodata": nodata,
+        "compress": "deflate",
+    }
     if rows >= 256 and cols >= 256:
         profile.update(tiled=True, blockxsize=256, blockysize=256)
     with MemoryFile() as mem:
@@ -543,8 +590,13 @@ def write_raster(path, bands, *, transform, crs, nodata, record=None, band_names
             if record is not None:
                 ds.update_tags(GEOPRIV=_record_json(record))
         data = mem.read()
-    write_new_file(dest, lambda fh: fh.write(data), overwrite=overwrite,
-                   exists=lambda p: OutputError(f"{os.fspath(path)} exists", fix=_OVERWRITE), mode=0o644 & ~_umask())
+    write_new_file(
+        dest,
+        lambda fh: fh.write(data),
+        overwrite=overwrite,
+        exists=lambda p: OutputError(f"{os.fspath(path)} exists", fix=_OVERWRITE),
+        mode=0o644 & ~_umask(),
+    )
     aux = Path(os.fspath(dest) + ".aux.xml")  # a stale GDAL sidecar would override the new file's metadata
     if overwrite and aux.exists():
         aux.unlink()
@@ -605,9 +657,13 @@ class Staging:
         except (OSError, NotImplementedError):  # no permission there, or a file system without locks
             raise OutputError(
                 f"cannot write into {key}: geopriv could not lock that folder against another run writing there "
-                "at the same time", fix=Fix.same(
-                    "output_folder", "Write the output to a folder on a local disk that you can write to (then copy "
-                    "it where it belongs).")) from None
+                "at the same time",
+                fix=Fix.same(
+                    "output_folder",
+                    "Write the output to a folder on a local disk that you can write to (then copy "
+                    "it where it belongs).",
+                ),
+            ) from None
         self._locks[key] = lock
 
     @staticmethod

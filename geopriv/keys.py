@@ -39,6 +39,7 @@ mechanisms use (``random``, ``standard_exponential``, ``standard_gamma`` with in
 redraw some rows (rejection loops): :func:`rows_of` is what a mechanism calls to stay correct
 with both a Generator and per-row streams.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -138,8 +139,9 @@ class SecretRoot:
         For central releases (synthesize): the noise of a release is a function of the root and
         of its sufficient statistic, so the same counts replay and any other counts draw anew.
         """
-        d = hmac.new(self._bytes(), b"geopriv seed:" + purpose.encode() + b"\x00" + bytes(data_digest),
-                     hashlib.sha256).digest()
+        d = hmac.new(
+            self._bytes(), b"geopriv seed:" + purpose.encode() + b"\x00" + bytes(data_digest), hashlib.sha256
+        ).digest()
         return np.random.SeedSequence(int.from_bytes(d, "little"))
 
 
@@ -179,8 +181,11 @@ class Binding:
         from .exceptions import StaleReleaseError
 
         tag = root.seal(self._purpose, digest)
-        ok = (number is not None and number < len(self._tags) and self._tags[number] == tag) if self._ordered \
+        ok = (
+            (number is not None and number < len(self._tags) and self._tags[number] == tag)
+            if self._ordered
             else tag in self._tags
+        )
         if not ok:
             raise StaleReleaseError(
                 "a partition holds other rows than when this lazy release was built: a lazy release answers exactly "
@@ -296,8 +301,9 @@ def identity_digests(ids, what: str = "index label", labels=None) -> tuple[np.nd
         a = pd.util.hash_pandas_object(s, index=False, hash_key="geopriv-ident-a1").to_numpy(np.uint64)
         b = pd.util.hash_pandas_object(s, index=False, hash_key="geopriv-ident-b2").to_numpy(np.uint64)
         return a, b
-    is_int = np.fromiter((isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in values),
-                         bool, len(values))
+    is_int = np.fromiter(
+        (isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in values), bool, len(values)
+    )
     if is_int.all():
         try:
             as_int = values.astype(np.int64)
@@ -306,10 +312,15 @@ def identity_digests(ids, what: str = "index label", labels=None) -> tuple[np.nd
         return identity_digests(pd.Index(as_int), what, shown)
     bad = ~(is_str | is_int)
     if bad.any():  # not shown: floats may be coordinates
-        raise IdentityError(f"have {what}s that are neither integers nor strings (missing, NaN, floats or other "
-                            "objects; not shown)", None, _HOW, count=int(bad.sum()))
-    raise IdentityError(f"have integer {what}s among string ones (1 and '1' would name different people)",
-                        shown[is_int], _HOW)
+        raise IdentityError(
+            f"have {what}s that are neither integers nor strings (missing, NaN, floats or other objects; not shown)",
+            None,
+            _HOW,
+            count=int(bad.sum()),
+        )
+    raise IdentityError(
+        f"have integer {what}s among string ones (1 and '1' would name different people)", shown[is_int], _HOW
+    )
 
 
 #: What a diffusion path (or a ledger entry) releases when it answers a location, not a column's value
@@ -351,8 +362,10 @@ def value_column(column) -> str:
     return f"value of column {typed_label(column)}"
 
 
-_HOW = ("Declare a column of stable person ids (integers or strings, one per person, unique over the whole data) "
-        "with person='<column>', or set such a column as the index.")
+_HOW = (
+    "Declare a column of stable person ids (integers or strings, one per person, unique over the whole data) "
+    "with person='<column>', or set such a column as the index."
+)
 
 
 def fold_digests(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -500,11 +513,18 @@ def row_identities(data, person=None, *, refuse_positions: bool = False):
     """
     labels = data.index
     if person is None:
-        if (refuse_positions and labels.name is None and not isinstance(labels, pd.MultiIndex)
-                and pd.api.types.is_integer_dtype(labels.dtype)):
+        if (
+            refuse_positions
+            and labels.name is None
+            and not isinstance(labels, pd.MultiIndex)
+            and pd.api.types.is_integer_dtype(labels.dtype)
+        ):
             raise IdentityError(
                 "are named by an unnamed integer index, which looks like positions, not a stable identity: deleting a "
-                "row would move later people onto others' keys", labels[:3], _HOW)
+                "row would move later people onto others' keys",
+                labels[:3],
+                _HOW,
+            )
         return labels, labels
     if not hasattr(data, "columns") or person not in data.columns:
         raise GeoprivError(f"person={person!r} is not a column of the data. {_HOW}")
@@ -535,6 +555,9 @@ def check_unique(folded: np.ndarray, labels, what: str = "person id") -> None:
     """Refuse duplicate identities (named by row label) in one array of folded digests."""
     rows = repeated_rows(folded, labels)
     if len(rows):
-        raise IdentityError(f"have {what}s that repeat: two rows would answer for the same person",
-                            shown_labels(rows), _HOW, count=len(rows))
-
+        raise IdentityError(
+            f"have {what}s that repeat: two rows would answer for the same person",
+            shown_labels(rows),
+            _HOW,
+            count=len(rows),
+        )

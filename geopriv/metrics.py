@@ -10,6 +10,7 @@
 * :func:`wasserstein`: Wasserstein-1 (earth mover's) distance in metres between two point
   sets, solved exactly by the POT optimal-transport library (``pip install geopriv[metrics]``).
 """
+
 from __future__ import annotations
 
 import geopandas as gpd
@@ -119,12 +120,14 @@ def _refuse_synthetic(released) -> None:
         raise GeoprivError(
             "The released points are a synthetic set (made by synthesize): they are nobody's, so no row of it is the "
             "release of a row of the true data, and displacements between them mean nothing.",
-            fix=Fix("compare_distributions",
-                    python="Compare the two point sets as distributions: geopriv.wasserstein(true, released) (metres; "
-                           "geopriv.wasserstein_bound for large sets).",
-                    cli="Compare the two point sets as distributions: add --wasserstein (metres).",
-                    qgis="Compare the two layers as distributions (e.g. counts per zone, or distances to a "
-                         "facility), not feature by feature."),
+            fix=Fix(
+                "compare_distributions",
+                python="Compare the two point sets as distributions: geopriv.wasserstein(true, released) (metres; "
+                "geopriv.wasserstein_bound for large sets).",
+                cli="Compare the two point sets as distributions: add --wasserstein (metres).",
+                qgis="Compare the two layers as distributions (e.g. counts per zone, or distances to a "
+                "facility), not feature by feature.",
+            ),
         )
 
 
@@ -133,8 +136,10 @@ def _check_quantile(quantile) -> float:
         raise ParameterTypeError(f"quantile must be a number strictly between 0 and 1, got {type(quantile).__name__}.")
     quantile = float(quantile)
     if not 0 < quantile < 1:
-        raise ParameterError("quantile must be strictly between 0 and 1 (e.g. 0.9: alpha is the radius containing "
-                         "90 % of the displacements).")
+        raise ParameterError(
+            "quantile must be strictly between 0 and 1 (e.g. 0.9: alpha is the radius containing "
+            "90 % of the displacements)."
+        )
     return quantile
 
 
@@ -269,15 +274,21 @@ def wasserstein(a, b, *, max_points: int = 20_000) -> float:
     try:
         import ot
     except ImportError:  # pragma: no cover - exercised only without the extra
-        raise ImportError("wasserstein() needs the POT library: pip install 'geopriv[metrics]' (or pip install pot).") from None
+        raise ImportError(
+            "wasserstein() needs the POT library: pip install 'geopriv[metrics]' (or pip install pot)."
+        ) from None
     ga = as_geoseries(a, "first point set")
     gb = as_geoseries(b, "second point set")
     if len(ga) > max_points or len(gb) > max_points:
         raise ParameterError(
             f"wasserstein() builds a {len(ga)} x {len(gb)} cost matrix; that is over max_points={max_points}.",
-            fix=Fix("subsample", python="Subsample both sets (gdf.sample(n)) or use geopriv.wasserstein_bound, or raise "
-                                        "max_points if you have the memory.",
-                    cli="The command line then reports wasserstein_bound_m, an upper bound.", qgis=""),
+            fix=Fix(
+                "subsample",
+                python="Subsample both sets (gdf.sample(n)) or use geopriv.wasserstein_bound, or raise "
+                "max_points if you have the memory.",
+                cli="The command line then reports wasserstein_bound_m, an upper bound.",
+                qgis="",
+            ),
         )
     wa, wb = _local_metric(ga, gb)
     cost = ot.dist(wa, wb, metric="euclidean")
@@ -298,7 +309,7 @@ def _local_metric(ga, gb):
     work = local_aeqd(lon0, float((np.min(lat) + np.max(lat)) / 2), crs.geodetic_crs)
     wx, wy = Transformer.from_crs(crs.geodetic_crs, work, always_xy=True).transform(lon, lat)
     w = np.column_stack([wx, wy])
-    return w[: len(xa)], w[len(xa):]
+    return w[: len(xa)], w[len(xa) :]
 
 
 def wasserstein_bound(a, b, *, cells: int = 4000) -> float:

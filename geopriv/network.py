@@ -63,6 +63,7 @@ Nodes not connected to the source have distance ``inf``.  They get NO answer:
 raises, or stays quiet, with ``on_unreachable=``).  Epsilon schedules refuse infinite
 distances rather than invent a level for them.
 """
+
 from __future__ import annotations
 
 import math
@@ -137,6 +138,7 @@ class Network:
 # --------------------------------------------------------------------------------------------
 # normalisation
 # --------------------------------------------------------------------------------------------
+
 
 def _is_networkx(obj) -> bool:
     return type(obj).__module__.split(".")[0] == "networkx" and hasattr(obj, "nodes") and hasattr(obj, "edges")
@@ -310,7 +312,9 @@ def _from_edges(edges, nodes, weight) -> Network:
             f"the edge list has {int(loops.sum())} self-loop(s) (at nodes {format_labels(labels[i[loops]])}); "
             "remove them."
         )
-    adj = sp.coo_matrix((np.concatenate([w, w]), (np.concatenate([i, j]), np.concatenate([j, i]))), shape=(n, n)).tocsr()
+    adj = sp.coo_matrix(
+        (np.concatenate([w, w]), (np.concatenate([i, j]), np.concatenate([j, i]))), shape=(n, n)
+    ).tocsr()
     adj.sum_duplicates()
     if weight is None:
         adj.data[:] = 1.0  # duplicate unweighted edges are the same edge
@@ -339,17 +343,24 @@ def _from_lines(lines, points, tolerance, weight) -> Network:
     pg = points.geometry.values
     bad = np.asarray(pg.isna() | pg.is_empty | (shapely.get_type_id(pg) != 0), dtype=bool)
     if bad.any():
-        raise GeometryError("of points= are not single non-empty Points", points.index[bad],
-                            "Every node must be one Point; drop or fix these rows.")
+        raise GeometryError(
+            "of points= are not single non-empty Points",
+            points.index[bad],
+            "Every node must be one Point; drop or fix these rows.",
+        )
     xy = shapely.get_coordinates(pg)
     if not np.all(np.isfinite(xy)):
-        raise GeometryError("of points= have non-finite coordinates", points.index[~np.isfinite(xy).all(1)],
-                            "Fix or drop them.")
+        raise GeometryError(
+            "of points= have non-finite coordinates", points.index[~np.isfinite(xy).all(1)], "Fix or drop them."
+        )
     lg = lines.geometry.values
     badl = np.asarray(lg.isna() | lg.is_empty | (shapely.get_type_id(lg) != 1), dtype=bool)
     if badl.any():
-        raise GeometryError("of the lines are not single non-empty LineStrings", lines.index[badl],
-                            "Explode MultiLineStrings (lines.explode()) and drop empty or missing geometries.")
+        raise GeometryError(
+            "of the lines are not single non-empty LineStrings",
+            lines.index[badl],
+            "Explode MultiLineStrings (lines.explode()) and drop empty or missing geometries.",
+        )
     starts = shapely.get_coordinates(shapely.get_point(lg, 0))
     ends = shapely.get_coordinates(shapely.get_point(lg, -1))
     tree = cKDTree(xy)
@@ -383,7 +394,9 @@ def _from_lines(lines, points, tolerance, weight) -> Network:
         )
     n = len(labels)
     w = np.ones(len(i)) if weight is None else _check_weights(np.asarray(lines[weight], dtype=float))
-    adj = sp.coo_matrix((np.concatenate([w, w]), (np.concatenate([i, j]), np.concatenate([j, i]))), shape=(n, n)).tocsr()
+    adj = sp.coo_matrix(
+        (np.concatenate([w, w]), (np.concatenate([i, j]), np.concatenate([j, i]))), shape=(n, n)
+    ).tocsr()
     adj.sum_duplicates()
     if weight is None:
         adj.data[:] = 1.0
@@ -393,6 +406,7 @@ def _from_lines(lines, points, tolerance, weight) -> Network:
 # --------------------------------------------------------------------------------------------
 # distances
 # --------------------------------------------------------------------------------------------
+
 
 def hop_distance(graph, source, **graph_options) -> pd.Series:
     """Number of edges on a shortest path from ``source`` to every node (``inf`` if unreachable).
@@ -586,7 +600,7 @@ def _inverse_diagonal_spd(a: sp.csc_matrix) -> np.ndarray:
     pa.sort_indices()
     struct = []
     for j in range(n):
-        rows = np.union1d(low.indices[low.indptr[j]:low.indptr[j + 1]], pa.indices[pa.indptr[j]:pa.indptr[j + 1]])
+        rows = np.union1d(low.indices[low.indptr[j] : low.indptr[j + 1]], pa.indices[pa.indptr[j] : pa.indptr[j + 1]])
         struct.append(rows)
     for j in range(n):  # forward pass: S_j minus its first entry p must lie in S_p
         rows = struct[j]
@@ -601,7 +615,7 @@ def _inverse_diagonal_spd(a: sp.csc_matrix) -> np.ndarray:
     rows = np.empty(ptr[-1], dtype=np.int64)
     for j in range(n):
         rows[ptr[j]] = j
-        rows[ptr[j] + 1:ptr[j + 1]] = struct[j]
+        rows[ptr[j] + 1 : ptr[j + 1]] = struct[j]
     keys = np.repeat(np.arange(n, dtype=np.int64), counts + 1) * n + rows
     lval = np.zeros(ptr[-1])
     lc = low.tocoo()
@@ -614,8 +628,8 @@ def _inverse_diagonal_spd(a: sp.csc_matrix) -> np.ndarray:
         if m == 0:
             z[a0] = 1.0 / d[j]
             continue
-        s = rows[a0 + 1:a1]
-        lj = lval[a0 + 1:a1]
+        s = rows[a0 + 1 : a1]
+        lj = lval[a0 + 1 : a1]
         t = tri.get(m)
         if t is None:
             t = tri[m] = np.tril_indices(m)
@@ -629,7 +643,7 @@ def _inverse_diagonal_spd(a: sp.csc_matrix) -> np.ndarray:
         block[ia, ib] = vals
         block[ib, ia] = vals
         zj = -(block @ lj)
-        z[a0 + 1:a1] = zj
+        z[a0 + 1 : a1] = zj
         z[a0] = 1.0 / d[j] - lj @ zj
     diag_permuted = z[ptr[:-1]]
     return diag_permuted[perm]
@@ -639,14 +653,16 @@ def _inverse_diagonal_spd(a: sp.csc_matrix) -> np.ndarray:
 # epsilon of distance
 # --------------------------------------------------------------------------------------------
 
+
 class EpsilonSchedule:
     """A privacy level per distance: positive, and never larger for a farther recipient.
 
     Build with :func:`epsilon_of_distance`; call with an array of finite distances.
     """
 
-    def __init__(self, function: Callable | None = None, table: tuple[np.ndarray, np.ndarray] | None = None,
-                 kind: str = "linear"):
+    def __init__(
+        self, function: Callable | None = None, table: tuple[np.ndarray, np.ndarray] | None = None, kind: str = "linear"
+    ):
         self._function = function
         self._table = table
         self._kind = kind
@@ -797,7 +813,9 @@ def epsilon_of_distance(spec, *, kind: str = "linear") -> EpsilonSchedule:
             "spec must be a function of distance, a (distances, epsilons) pair or a {distance: epsilon} mapping."
         ) from None
     if xs.size == 0 or xs.size != ys.size:
-        raise ParameterError(f"the table needs as many epsilons as distances (got {xs.size} and {ys.size}), at least one.")
+        raise ParameterError(
+            f"the table needs as many epsilons as distances (got {xs.size} and {ys.size}), at least one."
+        )
     if not (np.all(np.isfinite(xs)) and np.all(xs >= 0) and np.all(np.diff(xs) > 0)):
         raise ParameterError("the table's distances must be finite, >= 0 and strictly increasing.")
     if not (np.all(np.isfinite(ys)) and np.all(ys > 0)):
@@ -814,6 +832,7 @@ def epsilon_of_distance(spec, *, kind: str = "linear") -> EpsilonSchedule:
 # --------------------------------------------------------------------------------------------
 # one source to the whole network
 # --------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True, repr=False)
 class NetworkDiffusion:
@@ -834,14 +853,25 @@ class NetworkDiffusion:
     path: DiffusionPath
 
     def __repr__(self) -> str:
-        return (f"NetworkDiffusion({len(self.recipients)} recipients, {len(self.unreachable)} unreachable, "
-                f"distance={self.distance!r}, eps in [{self.epsilons.min():g}, {self.epsilons.max():g}], "
-                "responses and path not shown)")
+        return (
+            f"NetworkDiffusion({len(self.recipients)} recipients, {len(self.unreachable)} unreachable, "
+            f"distance={self.distance!r}, eps in [{self.epsilons.min():g}, {self.epsilons.max():g}], "
+            "responses and path not shown)"
+        )
 
 
-def diffuse_over_network(graph, source, value, epsilon, *, distance: str = "hops", rng=None,
-                         path: DiffusionPath | None = None, on_unreachable: str = "warn",
-                         **graph_options) -> NetworkDiffusion:
+def diffuse_over_network(
+    graph,
+    source,
+    value,
+    epsilon,
+    *,
+    distance: str = "hops",
+    rng=None,
+    path: DiffusionPath | None = None,
+    on_unreachable: str = "warn",
+    **graph_options,
+) -> NetworkDiffusion:
     """Answer every node reachable from ``source`` with ``value + V_{eps(d_j)}`` from one path.
 
     Each recipient alone is ``eps(d_j)``-private; any coalition is ``max eps``-private.
@@ -920,14 +950,18 @@ def diffuse_over_network(graph, source, value, epsilon, *, distance: str = "hops
     reach[s] = False
     unreachable = net.labels[~np.isfinite(d.to_numpy())]
     if len(unreachable):
-        msg = (f"{len(unreachable)} node(s) are not connected to source {source!r} and get no answer: "
-               f"{format_labels(unreachable)}.")
+        msg = (
+            f"{len(unreachable)} node(s) are not connected to source {source!r} and get no answer: "
+            f"{format_labels(unreachable)}."
+        )
         if on_unreachable == "raise":
             raise NetworkError(msg + " Connect them or pass on_unreachable='warn' or 'ignore'.")
         if on_unreachable == "warn":
             warnings.warn(msg + " They are listed in result.unreachable.", UnreachableRecipientsWarning, stacklevel=2)
     if not reach.any():
-        raise EmptyInputError(f"no node other than the source {source!r} is connected to it; there is nobody to answer.")
+        raise EmptyInputError(
+            f"no node other than the source {source!r} is connected to it; there is nobody to answer."
+        )
     dist = d.to_numpy()[reach]
     eps = schedule(dist)
     responses, path = diffuse(value, eps, rng, path=path)

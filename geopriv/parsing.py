@@ -4,6 +4,7 @@ One parser for both front ends: ``0.0069``, ``ln4``, ``ln(4)``, ``log(4)`` and q
 ``ln4/200`` ("ln 4 within 200 m"); an epsilon-of-distance table ``"1:ln4/50 4:ln4/2000"``.
 Errors are ValueErrors that show an example.
 """
+
 from __future__ import annotations
 
 import math

@@ -8,6 +8,7 @@ floats), anything else is text without surrounding spaces; an id is never empty 
 Each front end words where the ids come from (``what``, and what its row labels are); the rules
 are one.
 """
+
 from __future__ import annotations
 
 import math
@@ -57,15 +58,18 @@ def index_people(gdf, field, *, what: str | None = None, rows: str = "row(s)", l
     ids = gdf[field]
     empty = ids.isna().to_numpy()
     if empty.any():
-        raise ParameterError(f"{what} is empty at {int(empty.sum())} {rows} ({labels} {_labels(gdf.index, empty)}); "
-                             "every person needs an id")
+        raise ParameterError(
+            f"{what} is empty at {int(empty.sum())} {rows} ({labels} {_labels(gdf.index, empty)}); "
+            "every person needs an id"
+        )
     if pd.api.types.is_float_dtype(ids.dtype) and bool((ids % 1 == 0).all()):
         ids = ids.astype("int64")  # whole numbers stored as floats
     elif not pd.api.types.is_integer_dtype(ids.dtype):
         ids = ids.map(lambda v: str(v).strip())
     if ids.duplicated().any():
-        raise ParameterError(f"{what} has {int(ids.duplicated().sum())} duplicate id(s); every person needs their "
-                             "own id")
+        raise ParameterError(
+            f"{what} has {int(ids.duplicated().sum())} duplicate id(s); every person needs their own id"
+        )
     out = gdf.drop(columns=[field])
     out.index = pd.Index(ids.to_numpy(), name=field)
     return out
@@ -88,8 +92,9 @@ def people_ids(values, labels: pd.Index) -> tuple[np.ndarray, np.ndarray]:
     bad : ndarray of int
         Positions of the values that are empty, or not whole numbers when the ids are.
     """
-    text = pd.Series(["" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v).strip()
-                      for v in values], dtype=object)
+    text = pd.Series(
+        ["" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v).strip() for v in values], dtype=object
+    )
     if pd.api.types.is_integer_dtype(labels.dtype):
         num = pd.to_numeric(text, errors="coerce")
         bad = (num.isna() | (num % 1 != 0)).to_numpy()

@@ -4,6 +4,7 @@ This is the public function behind ``gdf.priv.perturb``: it builds the mechanism
 privacy parameters and hands it to the one release path (:mod:`geopriv.release`), which fixes
 the public frame and lattice, draws the noise, snaps it and writes the provenance.
 """
+
 from __future__ import annotations
 
 from .daskhook import is_dask, lazy
@@ -22,7 +23,9 @@ def mechanism_for(epsilon=None, level=None, radius=None, mechanism=None, region=
     """The mechanism a :func:`perturb` call releases with: ``mechanism``, or planar Laplace at the resolved epsilon."""
     if mechanism is not None:
         if epsilon is not None or level is not None or radius is not None:
-            raise ParameterError("A prebuilt mechanism carries its own privacy level: do not also pass epsilon/level/radius.")
+            raise ParameterError(
+                "A prebuilt mechanism carries its own privacy level: do not also pass epsilon/level/radius."
+            )
         if region is not None:
             raise ParameterError("region= applies to planar Laplace only; the mechanism defines its own outputs.")
         return check_mechanism(mechanism, PointMechanism)
@@ -161,9 +164,20 @@ def perturb(
     """
     if is_dask(data):
         return lazy("perturb")(
-            data, epsilon, level=level, radius=radius, mechanism=mechanism, rng=rng, grid=grid,
-            continuous=continuous, bounds=bounds, region=region, keep=keep, person=person,
-            max_distortion=max_distortion, progress=progress,
+            data,
+            epsilon,
+            level=level,
+            radius=radius,
+            mechanism=mechanism,
+            rng=rng,
+            grid=grid,
+            continuous=continuous,
+            bounds=bounds,
+            region=region,
+            keep=keep,
+            person=person,
+            max_distortion=max_distortion,
+            progress=progress,
             **({} if budget_store is None else {"budget_store": budget_store}),
         )
     mech = mechanism_for(epsilon, level, radius, mechanism, region)
@@ -174,6 +188,16 @@ def perturb(
         ids, labels = row_identities(data, person)
         check_unique(fold_digests(*identity_digests(ids, "person id", labels)), labels)
     return release_points(
-        data, mech, rng=rng, grid=grid, continuous=continuous, bounds=bounds, region=region, keep=keep,
-        max_distortion=max_distortion, progress=progress, budget_store=store, person=person,
+        data,
+        mech,
+        rng=rng,
+        grid=grid,
+        continuous=continuous,
+        bounds=bounds,
+        region=region,
+        keep=keep,
+        max_distortion=max_distortion,
+        progress=progress,
+        budget_store=store,
+        person=person,
     )

@@ -3,6 +3,7 @@
 matplotlib is imported lazily (``pip install 'geopriv[plot]'``); every function returns the
 matplotlib Figure and, with ``path=``, also writes it (PNG by extension).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -63,7 +64,9 @@ def plot_release(true, released, *, path=None, title=None, links: bool = True, m
     ax.legend(loc="upper right")
     rec = getattr(released, "attrs", {}).get("geopriv", {})
     eps = rec.get("epsilon_per_m")
-    ax.set_title(title or (f"{rec.get('mechanism', 'release')}: epsilon = {eps:.4g} per metre" if eps else "true vs released"))
+    ax.set_title(
+        title or (f"{rec.get('mechanism', 'release')}: epsilon = {eps:.4g} per metre" if eps else "true vs released")
+    )
     xs = np.sort(d)
     ax2.plot(xs, np.arange(1, len(xs) + 1) / len(xs), color="tab:red", label="empirical")
     if eps and rec.get("mechanism") == "planar_laplace":
@@ -137,13 +140,24 @@ def plot_privacy_map(privacy_map, *, ax=None, points=None, path=None, title=None
     im = ax.imshow(pm.epsilon * factor, extent=_map_extent(pm), origin="upper", cmap="viridis", interpolation="nearest")
     if pm.nodata_mask.any():
         nd = np.ma.masked_where(~pm.nodata_mask, np.ones(pm.shape))
-        ax.imshow(nd, extent=_map_extent(pm), origin="upper", cmap="Greys", vmin=0, vmax=3, alpha=0.35, interpolation="nearest")
+        ax.imshow(
+            nd,
+            extent=_map_extent(pm),
+            origin="upper",
+            cmap="Greys",
+            vmin=0,
+            vmax=3,
+            alpha=0.35,
+            interpolation="nearest",
+        )
     fig.colorbar(im, ax=ax, shrink=0.85, label=f"epsilon per {per} (no data: shaded)")
     if points is not None:
         pts = np.atleast_2d(np.asarray(points, float))
         ax.scatter(pts[:, 0], pts[:, 1], s=60, facecolors="none", edgecolors="white", linewidths=2)
         for k, (x, y) in enumerate(pts):
-            ax.annotate(str(k + 1), (x, y), xytext=(5, 5), textcoords="offset points", color="white", fontsize=10, weight="bold")
+            ax.annotate(
+                str(k + 1), (x, y), xytext=(5, 5), textcoords="offset points", color="white", fontsize=10, weight="bold"
+            )
     ax.set_title(title or "privacy level map")
     xl, yl = _axis_labels(pm.crs)
     ax.set_xlabel(xl)

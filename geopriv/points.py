@@ -2,6 +2,7 @@
 
 Errors name row labels, never coordinates, and say how to fix the input.
 """
+
 from __future__ import annotations
 
 import math
@@ -13,8 +14,15 @@ import shapely
 from .crs import as_crs
 from .exceptions import CRSError, EmptyInputError, Fix, GeometryError, GeoprivError, MissingCRSError, ParameterTypeError
 
-__all__ = ["as_geoseries", "point_xy", "check_no_other_geometries", "check_crs_kind", "check_coordinates",
-           "relabel_crs_fix", "WIDE_AREA_M"]
+__all__ = [
+    "as_geoseries",
+    "point_xy",
+    "check_no_other_geometries",
+    "check_crs_kind",
+    "check_coordinates",
+    "relabel_crs_fix",
+    "WIDE_AREA_M",
+]
 
 #: longitude/latitude degrees (0..360 longitudes included) read as projected units lie in this box
 _DEGREES_AS_UNITS = (-360.0, -90.0, 360.0, 90.0)
@@ -27,10 +35,13 @@ _REPROJECT = (
     "e.g. gdf.to_crs(gdf.estimate_utm_crs())"
 )
 #: the same, for the command line and QGIS (reprojecting is not a geopriv option there)
-_REPROJECT_CLI = ("reproject the file to EPSG:4326 (longitude/latitude) or a projected CRS in metres first, e.g. "
-                  "ogr2ogr -t_srs EPSG:4326 OUT IN")
-_REPROJECT_QGIS = ("reproject the layer to EPSG:4326 (longitude/latitude) or a projected CRS in metres first "
-                   "('Reproject layer')")
+_REPROJECT_CLI = (
+    "reproject the file to EPSG:4326 (longitude/latitude) or a projected CRS in metres first, e.g. "
+    "ogr2ogr -t_srs EPSG:4326 OUT IN"
+)
+_REPROJECT_QGIS = (
+    "reproject the layer to EPSG:4326 (longitude/latitude) or a projected CRS in metres first ('Reproject layer')"
+)
 #: what a row label is on the command line (files read by geopriv.io) and in QGIS
 _CLI_LABELS = "The labels are row numbers, from 0."
 _QGIS_LABELS = "In QGIS, the labels are feature ids."
@@ -49,12 +60,12 @@ def relabel_crs_fix(lead: str, really: str = "<EPSG code, e.g. of the UTM zone>"
     return Fix(
         "set_crs",
         python=f"{lead} Set the CRS they are really in with gdf.set_crs({really if really.startswith('<') else repr(really)}, "
-               "allow_override=True), not to_crs "
-               "(which would convert them as if the wrong CRS were right).",
+        "allow_override=True), not to_crs "
+        "(which would convert them as if the wrong CRS were right).",
         cli=f"{lead} Give the CRS they are really in with --crs {really}, which replaces the file's CRS without "
-            "converting the coordinates.",
+        "converting the coordinates.",
         qgis=f"{lead} Assign the layer the CRS they are really in with 'Assign projection' (not 'Reproject "
-             "layer', which would convert them).",
+        "layer', which would convert them).",
     )
 
 
@@ -89,9 +100,12 @@ def check_no_other_geometries(data, what: str = "data") -> None:
         raise GeoprivError(
             f"{what} has other geometry column(s) {others} that would be released unperturbed next to the "
             f"perturbed '{active}'.",
-            fix=Fix("drop_columns", python=f"Drop them (gdf.drop(columns={others!r})) or release each one separately.",
-                    cli="Drop them with --drop " + " ".join(map(str, others)) + ", or release each one separately.",
-                    qgis="Remove them, or release each one separately."),
+            fix=Fix(
+                "drop_columns",
+                python=f"Drop them (gdf.drop(columns={others!r})) or release each one separately.",
+                cli="Drop them with --drop " + " ".join(map(str, others)) + ", or release each one separately.",
+                qgis="Remove them, or release each one separately.",
+            ),
         )
 
 
@@ -107,46 +121,67 @@ def point_xy(geoms: gpd.GeoSeries, what: str = "data") -> np.ndarray:
         missing = tid == -1
         if missing.any():
             raise GeometryError(
-                "have no geometry (None)", index[missing], _rows_fix(
-                    "drop_rows", python="Drop them (gdf[gdf.geometry.notna()]) or fill them before releasing.",
+                "have no geometry (None)",
+                index[missing],
+                _rows_fix(
+                    "drop_rows",
+                    python="Drop them (gdf[gdf.geometry.notna()]) or fill them before releasing.",
                     cli="Remove those rows from the file or give them a location.",
-                    qgis="The 'Remove null geometries' algorithm drops features without geometry."),
+                    qgis="The 'Remove null geometries' algorithm drops features without geometry.",
+                ),
             )
         multi = tid == 4
         if multi.any():
             raise GeometryError(
-                "are MultiPoints (each part is a location of its own and spends its own budget)", index[multi], _rows_fix(
-                    "explode", python="Split them with gdf.explode(index_parts=True) and release the parts, or keep "
-                                      "one representative point per row.",
+                "are MultiPoints (each part is a location of its own and spends its own budget)",
+                index[multi],
+                _rows_fix(
+                    "explode",
+                    python="Split them with gdf.explode(index_parts=True) and release the parts, or keep "
+                    "one representative point per row.",
                     cli="Split them into single points first (e.g. ogr2ogr -explodecollections OUT IN), or keep one "
-                        "point per row.",
-                    qgis="Split them with the 'Multipart to singleparts' algorithm, or keep one point per feature."),
+                    "point per row.",
+                    qgis="Split them with the 'Multipart to singleparts' algorithm, or keep one point per feature.",
+                ),
             )
         other = tid != 0
         raise GeometryError(
-            "are not points (lines, polygons, ...), and geopriv releases point locations", index[other], _rows_fix(
-                "to_points", python="Use gdf.representative_point() or the centroid if that is what you mean to "
-                                    "protect, or drop those rows.",
+            "are not points (lines, polygons, ...), and geopriv releases point locations",
+            index[other],
+            _rows_fix(
+                "to_points",
+                python="Use gdf.representative_point() or the centroid if that is what you mean to "
+                "protect, or drop those rows.",
                 cli="Turn them into points first (a point on each, or its centroid, e.g. with ogr2ogr or QGIS) if that "
-                    "is what you mean to protect, or remove those rows.",
+                "is what you mean to protect, or remove those rows.",
                 qgis="The 'Point on surface' or 'Centroids' algorithm turns them into points, if that is what you mean "
-                     "to protect."),
+                "to protect.",
+            ),
         )
     coords = shapely.get_coordinates(arr)
     if len(coords) != n:
         empty = shapely.is_empty(arr)
         raise GeometryError(
-            "are empty points", index[empty], _rows_fix(
-                "drop_rows", python="Drop them (gdf[~gdf.is_empty]) before releasing.",
+            "are empty points",
+            index[empty],
+            _rows_fix(
+                "drop_rows",
+                python="Drop them (gdf[~gdf.is_empty]) before releasing.",
                 cli="Remove those rows from the file or give them a location.",
-                qgis="Remove those features or give them a location."),
+                qgis="Remove those features or give them a location.",
+            ),
         )
     if not np.isfinite(coords).all():  # the per-row mask only when something is wrong
         bad = ~np.isfinite(coords).all(axis=1)
         raise GeometryError(
-            "have NaN or infinite coordinates", index[bad], _rows_fix(
-                "drop_rows", python="Fix or drop them before releasing.", cli="Fix or remove those rows.",
-                qgis="Fix or remove those features."),
+            "have NaN or infinite coordinates",
+            index[bad],
+            _rows_fix(
+                "drop_rows",
+                python="Fix or drop them before releasing.",
+                cli="Fix or remove those rows.",
+                qgis="Fix or remove those features.",
+            ),
         )
     return coords
 
@@ -165,24 +200,28 @@ def check_crs_kind(crs, what: str = "data"):
         raise CRSError(
             f"The {what}'s CRS {crs.name!r} is geocentric: x, y, z from the Earth's centre, not a position on a map, "
             "and geopriv releases 2-D points (x, y), so it cannot measure ground metres from them.",
-            fix=Fix("reproject",
-                    python="Convert the x, y, z coordinates to longitude/latitude first (e.g. pyproj.Transformer."
-                           "from_crs('EPSG:4978', 'EPSG:4979', always_xy=True).transform(x, y, z)) and set EPSG:4326, "
-                           "or " + _REPROJECT + ".",
-                    cli=_REPROJECT_CLI[:1].upper() + _REPROJECT_CLI[1:] + ".",
-                    qgis=_REPROJECT_QGIS[:1].upper() + _REPROJECT_QGIS[1:] + "."),
+            fix=Fix(
+                "reproject",
+                python="Convert the x, y, z coordinates to longitude/latitude first (e.g. pyproj.Transformer."
+                "from_crs('EPSG:4978', 'EPSG:4979', always_xy=True).transform(x, y, z)) and set EPSG:4326, "
+                "or " + _REPROJECT + ".",
+                cli=_REPROJECT_CLI[:1].upper() + _REPROJECT_CLI[1:] + ".",
+                qgis=_REPROJECT_QGIS[:1].upper() + _REPROJECT_QGIS[1:] + ".",
+            ),
         )
     if not (crs.is_geographic or crs.is_projected):
         kind = crs.type_name or "unknown kind"
         raise CRSError(
             f"The {what}'s CRS {crs.name!r} ({kind}) is neither geographic (longitude/latitude) nor projected "
             "(easting/northing), so its x, y cannot be related to ground metres.",
-            fix=Fix("set_crs",
-                    python="If the points are really in another CRS, set it with gdf.set_crs(<that CRS>, "
-                           "allow_override=True); otherwise " + _REPROJECT + ".",
-                    cli="If the points are really in another CRS, give it with --crs; otherwise " + _REPROJECT_CLI + ".",
-                    qgis="If the points are really in another CRS, assign it ('Assign projection'); "
-                         "otherwise " + _REPROJECT_QGIS + "."),
+            fix=Fix(
+                "set_crs",
+                python="If the points are really in another CRS, set it with gdf.set_crs(<that CRS>, "
+                "allow_override=True); otherwise " + _REPROJECT + ".",
+                cli="If the points are really in another CRS, give it with --crs; otherwise " + _REPROJECT_CLI + ".",
+                qgis="If the points are really in another CRS, assign it ('Assign projection'); "
+                "otherwise " + _REPROJECT_QGIS + ".",
+            ),
         )
     return crs
 
@@ -229,34 +268,52 @@ def check_coordinates(xy: np.ndarray, crs, labels, *, bounds=None, what: str = "
         if not bad.any():
             return
         deg = abs(lon_max - 180.0) < 1e-9
-        rng = ("longitude -180..180, latitude -90..90 degrees" if deg
-               else f"longitude -{lon_max:g}..{lon_max:g}, latitude -{lat_max:g}..{lat_max:g} in its angular unit")
+        rng = (
+            "longitude -180..180, latitude -90..90 degrees"
+            if deg
+            else f"longitude -{lon_max:g}..{lon_max:g}, latitude -{lat_max:g}..{lat_max:g} in its angular unit"
+        )
         bx, by = x[bad], y[bad]
         fixes = []
         if (np.maximum(np.abs(bx), np.abs(by)) > 4 * lon_max).any():
-            fixes.append(relabel_crs_fix("They look like metres (or feet) of a projected CRS labelled as "
-                                         "longitude/latitude: the CRS label is wrong."))
+            fixes.append(
+                relabel_crs_fix(
+                    "They look like metres (or feet) of a projected CRS labelled as "
+                    "longitude/latitude: the CRS label is wrong."
+                )
+            )
         swapped = (np.abs(by) <= lon_max) & (np.abs(bx) <= lat_max)
         if swapped.all():
-            fixes.append(Fix(
-                "swap_xy",
-                python="Swapping x and y would put them in range: if latitude was given as x, swap them with "
-                       "gdf.set_geometry(geopandas.points_from_xy(gdf.geometry.y, gdf.geometry.x, crs=gdf.crs)).",
-                cli="Swapping x and y would put them in range: if latitude was given as x, swap them in the file (for "
+            fixes.append(
+                Fix(
+                    "swap_xy",
+                    python="Swapping x and y would put them in range: if latitude was given as x, swap them with "
+                    "gdf.set_geometry(geopandas.points_from_xy(gdf.geometry.y, gdf.geometry.x, crs=gdf.crs)).",
+                    cli="Swapping x and y would put them in range: if latitude was given as x, swap them in the file (for "
                     "a CSV: --xy with the latitude column second).",
-                qgis="Swapping x and y would put them in range: if latitude was given as x, swap them (e.g. the "
-                     "'Swap X and Y coordinates' algorithm)."))
+                    qgis="Swapping x and y would put them in range: if latitude was given as x, swap them (e.g. the "
+                    "'Swap X and Y coordinates' algorithm).",
+                )
+            )
         wrapped = (bx > lon_max) & (bx <= 2 * lon_max) & (np.abs(by) <= lat_max)
         if wrapped.all():
-            fixes.append(Fix(
-                "wrap_longitude",
-                python="If longitudes run 0..360, wrap them to -180..180: "
-                       "geopandas.points_from_xy((gdf.geometry.x + 180) % 360 - 180, gdf.geometry.y, crs=gdf.crs).",
-                cli="If longitudes run 0..360, wrap them to -180..180 in the file first.",
-                qgis="If longitudes run 0..360, wrap them to -180..180 first (e.g. 'Geometry by expression')."))
+            fixes.append(
+                Fix(
+                    "wrap_longitude",
+                    python="If longitudes run 0..360, wrap them to -180..180: "
+                    "geopandas.points_from_xy((gdf.geometry.x + 180) % 360 - 180, gdf.geometry.y, crs=gdf.crs).",
+                    cli="If longitudes run 0..360, wrap them to -180..180 in the file first.",
+                    qgis="If longitudes run 0..360, wrap them to -180..180 first (e.g. 'Geometry by expression').",
+                )
+            )
         if not fixes:
-            fixes.append(relabel_crs_fix("Check that the coordinates are longitude (x) and latitude (y) in degrees "
-                                         "(else fix or remove those rows).", "<the CRS they are in>"))
+            fixes.append(
+                relabel_crs_fix(
+                    "Check that the coordinates are longitude (x) and latitude (y) in degrees "
+                    "(else fix or remove those rows).",
+                    "<the CRS they are in>",
+                )
+            )
         raise GeometryError(f"are outside the valid range of {crs.name} ({rng})", labels[bad], Fix.join(*fixes))
     if not crs.is_projected:  # pragma: no cover - check_crs_kind allows only these two
         return
@@ -278,31 +335,41 @@ def check_coordinates(xy: np.ndarray, crs, labels, *, bounds=None, what: str = "
                 f"The coordinates do not look like {crs.name} coordinates: every point lies within a few hundred "
                 "units of the CRS's origin, like longitude/latitude degrees, where the CRS's area of use spans "
                 "thousands of kilometres. Released under this CRS, noise in metres would be added to degrees and "
-                "destroy the data.", fix=as_degrees,
+                "destroy the data.",
+                fix=as_degrees,
             )
         return
     # the area of use is far from the origin: longitude/latitude degrees read as CRS units land
     # within a few hundred units of it, hundreds of kilometres outside the area of use
-    elsewhere = Fix("reproject", python=f"If they are really {crs.name} coordinates, they lie far outside its area of "
-                                        "use: reproject to a CRS made for the place, or fix those rows.",
-                    cli=f"If they are really {crs.name} coordinates, they lie far outside its area of use: reproject "
-                        "the file to a CRS made for the place, or fix those rows.",
-                    qgis=f"If they are really {crs.name} coordinates, they lie far outside its area of use: reproject "
-                         "the layer to a CRS made for the place ('Reproject layer'), or fix those features.")
+    elsewhere = Fix(
+        "reproject",
+        python=f"If they are really {crs.name} coordinates, they lie far outside its area of "
+        "use: reproject to a CRS made for the place, or fix those rows.",
+        cli=f"If they are really {crs.name} coordinates, they lie far outside its area of use: reproject "
+        "the file to a CRS made for the place, or fix those rows.",
+        qgis=f"If they are really {crs.name} coordinates, they lie far outside its area of use: reproject "
+        "the layer to a CRS made for the place ('Reproject layer'), or fix those features.",
+    )
     if bounds is not None:
         b = declared_bounds(crs, bounds, None)
         if b[0] >= dx0 and b[2] <= dx1 and b[1] >= dy0 and b[3] <= dy1:
             raise CRSError(
                 f"The declared study area is within a few hundred units of the origin of {crs.name}, like "
                 "longitude/latitude degrees, far from the CRS's area of use.",
-                fix=Fix.join(Fix("bounds_units", python="Give bounds= in the data's CRS units.",
-                                 cli="Give --bounds in the data's CRS units.",
-                                 qgis="Give the 'Public study area' in the layer's CRS."),
-                             as_degrees if degrees.any() else None),
+                fix=Fix.join(
+                    Fix(
+                        "bounds_units",
+                        python="Give bounds= in the data's CRS units.",
+                        cli="Give --bounds in the data's CRS units.",
+                        qgis="Give the 'Public study area' in the layer's CRS.",
+                    ),
+                    as_degrees if degrees.any() else None,
+                ),
             )
     if degrees.any():
         raise GeometryError(
             f"lie within a few hundred units of the origin of {crs.name}, like longitude/latitude degrees, far outside "
             "the CRS's area of use: the CRS label is probably wrong",
-            labels[degrees], Fix.join(as_degrees, elsewhere),
+            labels[degrees],
+            Fix.join(as_degrees, elsewhere),
         )

@@ -6,6 +6,7 @@ per ground metre gives almost no protection (or almost no utility), and
 :func:`discretisation_epsilon` is the effective epsilon of a release snapped to a lattice
 (Andres et al. 2013, Thm 4.1; Mironov 2012 for why the float output needs a lattice at all).
 """
+
 from __future__ import annotations
 
 import math
@@ -17,8 +18,15 @@ import numpy as np
 
 from .exceptions import Fix, LowUtilityWarning, ParameterError, ParameterTypeError, WeakProtectionWarning
 
-__all__ = ["ANGLE_RESOLUTION", "PROTECTION_FLOOR_M", "check_epsilon", "check_noise_scale", "discretisation_epsilon",
-           "expected_displacement", "resolve_epsilon"]
+__all__ = [
+    "ANGLE_RESOLUTION",
+    "PROTECTION_FLOOR_M",
+    "check_epsilon",
+    "check_noise_scale",
+    "discretisation_epsilon",
+    "expected_displacement",
+    "resolve_epsilon",
+]
 
 #: a planar Laplace release whose expected displacement (2 / epsilon, ground metres) is below this protects
 #: almost nothing: GPS fixes are this accurate, and two places this far apart are told apart easily
@@ -30,7 +38,7 @@ _PRIVACY_NAMES = ("epsilon", "level", "radius", "radius (metres)", "level / radi
 _TYPICAL = Fix(
     "typical_epsilon",
     python="Typical: level=math.log(4), radius=200 (ln 4 within 200 m), i.e. epsilon = math.log(4) / 200 per ground "
-           "metre.",
+    "metre.",
     cli="Typical: --level ln4 --radius 200 (ln 4 within 200 m), the same as --epsilon ln4/200 per ground metre.",
     qgis="Typical: privacy level 1.386 (ln 4) within a radius of 200 metres, i.e. epsilon 0.0069 per ground metre.",
 )
@@ -50,12 +58,15 @@ def check_epsilon(epsilon, name: str = "epsilon") -> float:
     if not math.isfinite(value) or value <= 0:
         raise ParameterError(
             f"{name} must be finite and > 0 (got {epsilon!r}); 0 or negative would mean no or undefined noise and "
-            "infinity would release true locations.", fix=_TYPICAL if name in _PRIVACY_NAMES else None,
+            "infinity would release true locations.",
+            fix=_TYPICAL if name in _PRIVACY_NAMES else None,
         )
     return value
 
 
-def discretisation_epsilon(epsilon: float, step: float, r_max: float, angle_resolution: float = ANGLE_RESOLUTION) -> float:
+def discretisation_epsilon(
+    epsilon: float, step: float, r_max: float, angle_resolution: float = ANGLE_RESOLUTION
+) -> float:
     """Effective epsilon of the discretised, truncated mechanism (Andrés et al. 2013, Thm 4.1).
 
     All lengths in the same unit as ``1/epsilon``.  Raises ValueError when the bound does not
@@ -117,16 +128,24 @@ def resolve_epsilon(epsilon=None, level=None, radius=None) -> float:
         if level is not None or radius is not None:
             raise ParameterError(
                 "Epsilon (per ground metre) and a level within a radius (metres) were both given.",
-                fix=Fix("one_privacy_parameter", python="Give either epsilon or level and radius, not both.",
-                        cli="Give either --epsilon or --level with --radius, not both.",
-                        qgis="Leave 'Epsilon' empty to use the level and the radius."))
+                fix=Fix(
+                    "one_privacy_parameter",
+                    python="Give either epsilon or level and radius, not both.",
+                    cli="Give either --epsilon or --level with --radius, not both.",
+                    qgis="Leave 'Epsilon' empty to use the level and the radius.",
+                ),
+            )
         return check_epsilon(epsilon)
     if level is None or radius is None:
         raise ParameterError(
-            "Say how much privacy: a level within a radius (metres), or epsilon per ground metre.", fix=Fix(
-                "typical_epsilon", python="Give level=<loss> and radius=<metres> (e.g. level=math.log(4), radius=200 "
-                                          "for 'ln 4 within 200 m'), or epsilon=<loss per ground metre>.",
-                cli=_TYPICAL.cli, qgis=_TYPICAL.qgis),
+            "Say how much privacy: a level within a radius (metres), or epsilon per ground metre.",
+            fix=Fix(
+                "typical_epsilon",
+                python="Give level=<loss> and radius=<metres> (e.g. level=math.log(4), radius=200 "
+                "for 'ln 4 within 200 m'), or epsilon=<loss per ground metre>.",
+                cli=_TYPICAL.cli,
+                qgis=_TYPICAL.qgis,
+            ),
         )
     level = check_epsilon(level, "level")
     radius = check_epsilon(radius, "radius (metres)")
@@ -145,20 +164,20 @@ def expected_displacement(epsilon_per_m) -> float:
 _MORE_NOISE = Fix(
     "level_radius",
     python="Epsilon is per ground metre: say how much privacy as a level within a radius instead, e.g. "
-           "level=math.log(4), radius=200 (ln 4 within 200 m: a mean displacement of 289 m).",
+    "level=math.log(4), radius=200 (ln 4 within 200 m: a mean displacement of 289 m).",
     cli="--epsilon is per ground metre: say how much privacy as a level within a radius instead, e.g. --level ln4 "
-        "--radius 200 (ln 4 within 200 m: a mean displacement of 289 m).",
+    "--radius 200 (ln 4 within 200 m: a mean displacement of 289 m).",
     qgis="Epsilon is per ground metre: leave 'Epsilon' empty and set the privacy level within the radius instead, "
-         "e.g. 1.386 (ln 4) within 200 metres (a mean displacement of 289 m).",
+    "e.g. 1.386 (ln 4) within 200 metres (a mean displacement of 289 m).",
 )
 _LESS_NOISE = Fix(
     "level_radius",
     python="Check epsilon (per ground metre; e.g. level=math.log(4), radius=200 is ln 4 within 200 m) and the "
-           "declared area.",
+    "declared area.",
     cli="Check the privacy options (--epsilon is per ground metre; e.g. --level ln4 --radius 200 is ln 4 within "
-        "200 m) and the declared area.",
+    "200 m) and the declared area.",
     qgis="Check the privacy parameters (epsilon is per ground metre; e.g. level 1.386 within 200 metres is ln 4 "
-         "within 200 m) and the declared area.",
+    "within 200 m) and the declared area.",
 )
 
 
@@ -175,8 +194,9 @@ def _outside_geopriv() -> int:
     return level
 
 
-def check_noise_scale(epsilon_per_m, *, grid_m=None, area_m=None, what: str = "the release",
-                      fix: Fix | None = None) -> float:
+def check_noise_scale(
+    epsilon_per_m, *, grid_m=None, area_m=None, what: str = "the release", fix: Fix | None = None
+) -> float:
     """Warn when planar Laplace noise at ``epsilon_per_m`` protects almost nothing, or tells almost nothing.
 
     Computed from public parameters only, never from the data: the expected displacement
@@ -197,17 +217,28 @@ def check_noise_scale(epsilon_per_m, *, grid_m=None, area_m=None, what: str = "t
     mean = 2.0 / eps
     floor = max(PROTECTION_FLOOR_M, float(grid_m or 0.0))
     if mean < floor:
-        below = (f"the public lattice step of {grid_m:g} m" if grid_m and grid_m > PROTECTION_FLOOR_M
-                 else f"{PROTECTION_FLOOR_M:g} m")
-        warnings.warn(WeakProtectionWarning(
-            f"{what[:1].upper() + what[1:]} gives almost no protection: epsilon {eps:.6g} per ground metre is planar "
-            f"Laplace noise of {_metres(mean)} m on average (2 / epsilon), less than {below}; it is ln 4 within "
-            f"{_metres(math.log(4) / eps)} m.",
-            fix=fix or _MORE_NOISE), stacklevel=_outside_geopriv())
+        below = (
+            f"the public lattice step of {grid_m:g} m"
+            if grid_m and grid_m > PROTECTION_FLOOR_M
+            else f"{PROTECTION_FLOOR_M:g} m"
+        )
+        warnings.warn(
+            WeakProtectionWarning(
+                f"{what[:1].upper() + what[1:]} gives almost no protection: epsilon {eps:.6g} per ground metre is planar "
+                f"Laplace noise of {_metres(mean)} m on average (2 / epsilon), less than {below}; it is ln 4 within "
+                f"{_metres(math.log(4) / eps)} m.",
+                fix=fix or _MORE_NOISE,
+            ),
+            stacklevel=_outside_geopriv(),
+        )
     elif area_m is not None and math.isfinite(area_m) and mean > area_m:
-        warnings.warn(LowUtilityWarning(
-            f"{what[:1].upper() + what[1:]} gives almost no utility: epsilon {eps:.6g} per ground metre is planar "
-            f"Laplace noise of {_metres(mean)} m on average (2 / epsilon), more than the declared study area's diameter "
-            f"of {_metres(area_m)} m.",
-            fix=_LESS_NOISE), stacklevel=_outside_geopriv())
+        warnings.warn(
+            LowUtilityWarning(
+                f"{what[:1].upper() + what[1:]} gives almost no utility: epsilon {eps:.6g} per ground metre is planar "
+                f"Laplace noise of {_metres(mean)} m on average (2 / epsilon), more than the declared study area's diameter "
+                f"of {_metres(area_m)} m.",
+                fix=_LESS_NOISE,
+            ),
+            stacklevel=_outside_geopriv(),
+        )
     return mean

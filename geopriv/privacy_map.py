@@ -36,6 +36,7 @@ stronger guarantee) exactly where the noise scale 1/epsilon would change faster 
 ``max_slope`` metres per metre, and nowhere else: it is the largest map below the original
 whose 1/epsilon is ``max_slope``-Lipschitz on the 8-neighbour grid.
 """
+
 from __future__ import annotations
 
 import json
@@ -59,8 +60,17 @@ from .exceptions import (
     RasterError,
 )
 
-__all__ = ["PrivacyMap", "read_raster", "lipschitz_envelope", "edge_weights", "affine6", "OUTLIER_QUANTILE", "OUTLIER_MIN_CELLS",
-           "MAX_CELLS", "check_raster_size"]
+__all__ = [
+    "PrivacyMap",
+    "read_raster",
+    "lipschitz_envelope",
+    "edge_weights",
+    "affine6",
+    "OUTLIER_QUANTILE",
+    "OUTLIER_MIN_CELLS",
+    "MAX_CELLS",
+    "check_raster_size",
+]
 
 #: Largest raster (width x height cells) read from a file by default.  A compressed GeoTIFF can be far
 #: smaller than its decoded size (20000 x 20000 cells of zeros compress to well under a megabyte and
@@ -105,7 +115,9 @@ def check_raster_size(width, height, max_cells=MAX_CELLS, what: str = "The raste
     if max_cells is None:
         return
     if isinstance(max_cells, bool) or not isinstance(max_cells, (int, np.integer)) or max_cells < 1:
-        raise ParameterError(f"max_cells must be a positive whole number of cells or None (no limit), got {max_cells!r}.")
+        raise ParameterError(
+            f"max_cells must be a positive whole number of cells or None (no limit), got {max_cells!r}."
+        )
     cells = int(width) * int(height)
     if cells > max_cells:
         raise RasterError(
@@ -165,12 +177,15 @@ def _read(raster, band, transform, crs, nodata, max_cells=MAX_CELLS):
     if crs is None:
         raise _RasterMissingCRS(
             "The raster has no CRS, so geopriv cannot tell how large its cells are on the ground.",
-            fix=Fix("set_crs", python="Pass crs= with the CRS it is really in (e.g. crs='EPSG:30166'), or fix the file "
-                                      "with gdal_edit.py -a_srs EPSG:xxxx file.tif.",
-                    cli="Give the CRS it is really in with --crs (e.g. --crs EPSG:30166), or fix the file with "
-                        "gdal_edit.py -a_srs EPSG:xxxx file.tif.",
-                    qgis="Set the raster layer's CRS to the one it is really in (Layer Properties > Source, "
-                         "or 'Assign projection')."),
+            fix=Fix(
+                "set_crs",
+                python="Pass crs= with the CRS it is really in (e.g. crs='EPSG:30166'), or fix the file "
+                "with gdal_edit.py -a_srs EPSG:xxxx file.tif.",
+                cli="Give the CRS it is really in with --crs (e.g. --crs EPSG:30166), or fix the file with "
+                "gdal_edit.py -a_srs EPSG:xxxx file.tif.",
+                qgis="Set the raster layer's CRS to the one it is really in (Layer Properties > Source, "
+                "or 'Assign projection').",
+            ),
         )
     crs = CRS.from_user_input(crs)
     if not crs.is_projected:
@@ -189,18 +204,23 @@ def _read(raster, band, transform, crs, nodata, max_cells=MAX_CELLS):
         raise RasterError(
             f"{int(infinite.sum())} cell(s) of the raster are infinite ({_first_cell(infinite)}, counted from the "
             "raster's first row and column). A population or epsilon must be a finite number.",
-            fix=Fix("nodata", python="If they mean 'no data', declare it: pass nodata=<that value> (np.inf works), set "
-                                     "it in the file (gdal_edit.py -a_nodata), or fill the cells with NaN; otherwise "
-                                     "fix them, e.g. with a raster calculator.",
-                    cli="If they mean 'no data', declare it: --nodata inf, or set it in the file (gdal_edit.py "
-                        "-a_nodata); otherwise fix them, e.g. with a raster calculator.",
-                    qgis="If they mean 'no data', save the raster with that no-data value ('Translate (convert "
-                         "format)', 'Assign a specified nodata value'); otherwise fix them with the 'Raster "
-                         "calculator'."),
+            fix=Fix(
+                "nodata",
+                python="If they mean 'no data', declare it: pass nodata=<that value> (np.inf works), set "
+                "it in the file (gdal_edit.py -a_nodata), or fill the cells with NaN; otherwise "
+                "fix them, e.g. with a raster calculator.",
+                cli="If they mean 'no data', declare it: --nodata inf, or set it in the file (gdal_edit.py "
+                "-a_nodata); otherwise fix them, e.g. with a raster calculator.",
+                qgis="If they mean 'no data', save the raster with that no-data value ('Translate (convert "
+                "format)', 'Assign a specified nodata value'); otherwise fix them with the 'Raster "
+                "calculator'.",
+            ),
         )
     if transform.e > 0:  # south-up: flip to north-up
         values = values[::-1].copy()
-        transform = Affine(transform.a, 0.0, transform.c, 0.0, -transform.e, transform.f + transform.e * values.shape[0])
+        transform = Affine(
+            transform.a, 0.0, transform.c, 0.0, -transform.e, transform.f + transform.e * values.shape[0]
+        )
     values[~np.isfinite(values)] = np.nan
     return values, transform, crs
 
@@ -264,7 +284,7 @@ def _envelope_diag(f: np.ndarray, w: np.ndarray, anti: bool) -> np.ndarray:
     s = np.full((h, wd + h - 1), np.inf)
     s[i, col] = f
     ws = np.zeros((h - 1, wd + h - 1))
-    ii, jj = np.mgrid[0:h - 1, 0:wd - 1]
+    ii, jj = np.mgrid[0 : h - 1, 0 : wd - 1]
     if anti:  # w[i, j] joins (i, j+1)-(i+1, j): column i + j + 1
         ws[ii, ii + jj + 1] = w
     else:  # w[i, j] joins (i, j)-(i+1, j+1): column j - i + h - 1
@@ -504,7 +524,9 @@ class PrivacyMap:
         """
         values, transform, crs = _read(raster, band, transform, crs, nodata, max_cells)
         if units not in ("per_km2", "per_cell"):
-            raise ParameterError("units must be 'per_km2' (density per square km of ground) or 'per_cell' (count per cell).")
+            raise ParameterError(
+                "units must be 'per_km2' (density per square km of ground) or 'per_cell' (count per cell)."
+            )
         valid = np.isfinite(values)
         if not valid.any():
             raise RasterError(
@@ -530,7 +552,9 @@ class PrivacyMap:
                 raise ParameterError("epsilon_range must be (low, high) with low <= high.")
             dmax = float(density.max())
             if dmax <= 0:
-                raise RasterError("The raster's population is zero everywhere, so epsilon_range cannot be scaled to it.")
+                raise RasterError(
+                    "The raster's population is zero everywhere, so epsilon_range cannot be scaled to it."
+                )
             outliers = _density_outliers(density, valid, outlier_factor)
             dref = float(density[~outliers].max()) if outliers.any() else dmax
             floor = low
@@ -559,13 +583,26 @@ class PrivacyMap:
             "nodata_cells": int((~valid).sum()),
         }
         if epsilon_range is not None:
-            info.update(epsilon_range_per_m=[low, high], density_reference=dref, outlier_cells=int(outliers.sum()),
-                        outlier_factor=None if outlier_factor is None else float(outlier_factor))
+            info.update(
+                epsilon_range_per_m=[low, high],
+                density_reference=dref,
+                outlier_cells=int(outliers.sum()),
+                outlier_factor=None if outlier_factor is None else float(outlier_factor),
+            )
         return cls(eps, transform, crs, ~valid, density, info)
 
     @classmethod
-    def from_epsilon(cls, raster, *, band: int = 1, transform=None, crs=None, nodata=None, nodata_epsilon=None,
-                     max_cells: int | None = MAX_CELLS) -> "PrivacyMap":
+    def from_epsilon(
+        cls,
+        raster,
+        *,
+        band: int = 1,
+        transform=None,
+        crs=None,
+        nodata=None,
+        nodata_epsilon=None,
+        max_cells: int | None = MAX_CELLS,
+    ) -> "PrivacyMap":
         """Privacy map from a raster of epsilon per ground metre.
 
         No-data cells get ``nodata_epsilon`` (default: the smallest epsilon on the map, i.e.
@@ -756,26 +793,34 @@ def _density_outliers(density: np.ndarray, valid: np.ndarray, factor) -> np.ndar
         return none
     factor = _positive(factor, "outlier_factor")
     if factor < 1:
-        raise ParameterError("outlier_factor must be >= 1 (a multiple of the 99th percentile of the densities), or None.")
+        raise ParameterError(
+            "outlier_factor must be >= 1 (a multiple of the 99th percentile of the densities), or None."
+        )
     populated = density[valid & (density > 0)]
     if populated.size < OUTLIER_MIN_CELLS:
         return none
     reference = float(np.quantile(populated, OUTLIER_QUANTILE, method="lower"))
     outliers = valid & (density > factor * reference)
     if outliers.any():
-        warnings.warn(GeoprivWarning(
-            f"{int(outliers.sum())} cell(s) of the population raster are more than {factor:g} times denser than its "
-            f"99th percentile ({_first_cell(outliers)}); scaled to them, the epsilon range would flatten the whole map "
-            "to about its low end. They are treated as outliers: they get the high epsilon and the range is scaled to "
-            "the densest other cell.",
-            fix=Fix("outliers", python="If they are an undeclared no-data value, pass nodata=<that value>; if they are "
-                                       "real, pass outlier_factor=None (plain linear map) or give slope= and floor= "
-                                       "instead.",
+        warnings.warn(
+            GeoprivWarning(
+                f"{int(outliers.sum())} cell(s) of the population raster are more than {factor:g} times denser than its "
+                f"99th percentile ({_first_cell(outliers)}); scaled to them, the epsilon range would flatten the whole map "
+                "to about its low end. They are treated as outliers: they get the high epsilon and the range is scaled to "
+                "the densest other cell.",
+                fix=Fix(
+                    "outliers",
+                    python="If they are an undeclared no-data value, pass nodata=<that value>; if they are "
+                    "real, pass outlier_factor=None (plain linear map) or give slope= and floor= "
+                    "instead.",
                     cli="If they are an undeclared no-data value, give --nodata <that value>; if they are real, give "
-                        "--slope and --floor instead.",
+                    "--slope and --floor instead.",
                     qgis="If they are an undeclared no-data value, save the raster with that no-data value first; if "
-                         "they are real, set the floor and the slope instead."),
-        ), stacklevel=3)
+                    "they are real, set the floor and the slope instead.",
+                ),
+            ),
+            stacklevel=3,
+        )
     return outliers
 
 

@@ -1,4 +1,5 @@
 """Progress reporting shared by every long release (a foundation: mechanisms and the release path use it)."""
+
 from __future__ import annotations
 
 __all__ = ["progress_callback"]

@@ -11,6 +11,7 @@ be None, bool, int, float, str, or lists of those.
 Two datasets released with the same public parameters give identical records apart from
 ``created_utc`` and ``n`` (tested).
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -45,7 +46,7 @@ ALLOWED_FIELDS = {
     "region": "whether outputs were truncated to a user-given region",
     "kept_columns": "attribute columns the user deliberately kept",
     "row_order": "'shuffled' when the rows were released in a random order (the command line's --shuffle; the "
-                 "permutation is not kept)",
+    "permutation is not kept)",
     "outside": "how inputs outside the mechanism's domain are handled",
     # location-dependent mechanism
     "epsilon_min_per_m": "privacy map minimum",
@@ -128,11 +129,14 @@ def _check_value(key, value):
     if isinstance(value, (list, tuple)) and all(isinstance(v, _SCALARS) for v in value):
         return
     if isinstance(value, dict) and all(
-        isinstance(k, str) and (isinstance(v, _SCALARS) or (isinstance(v, list) and all(isinstance(x, _SCALARS) for x in v)))
+        isinstance(k, str)
+        and (isinstance(v, _SCALARS) or (isinstance(v, list) and all(isinstance(x, _SCALARS) for x in v)))
         for k, v in value.items()
     ):
         return
-    raise ParameterTypeError(f"provenance field {key!r} must be a plain scalar or a list of scalars, got {type(value).__name__}")
+    raise ParameterTypeError(
+        f"provenance field {key!r} must be a plain scalar or a list of scalars, got {type(value).__name__}"
+    )
 
 
 def make_record(fields: dict, *, seeded: bool, n: int | None) -> dict:

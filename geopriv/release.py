@@ -33,6 +33,7 @@ A mechanism passed here is a small immutable object with
     The largest epsilon per metre it uses: fixes the default lattice step and the checks
     that the noise is above the lattice and the coordinates' float precision.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -75,7 +76,23 @@ from .progress import progress_callback
 from .provenance import attach, make_record
 from .rng import make_rng
 
-__all__ = ["release_points", "plan_release", "ReleasePlan", "plan_synthetic", "SyntheticPlan", "synthetic_frame", "release_synthetic", "release_diffusion", "assemble", "CHUNK", "check_release_input", "public_area", "region_geometry", "TracePlan", "plan_traces"]
+__all__ = [
+    "release_points",
+    "plan_release",
+    "ReleasePlan",
+    "plan_synthetic",
+    "SyntheticPlan",
+    "synthetic_frame",
+    "release_synthetic",
+    "release_diffusion",
+    "assemble",
+    "CHUNK",
+    "check_release_input",
+    "public_area",
+    "region_geometry",
+    "TracePlan",
+    "plan_traces",
+]
 
 CHUNK = 1_000_000
 _COPY_ON_WRITE = int(pd.__version__.split(".")[0]) >= 3
@@ -100,8 +117,12 @@ def check_release_input(data, keep=(), bounds=None, region=None, allow_order=(),
     check_coordinates(xy, geoms.crs, geoms.index, bounds=bounds)
     if isinstance(region, (gpd.GeoSeries, gpd.GeoDataFrame)) and region.crs is not None:
         if not as_crs(region.crs).equals(geoms.crs):
-            with proj_errors(geoms.crs, f"relate the region's CRS {as_crs(region.crs).name!r} to the data's CRS",
-                             detail=True, fix=REGION_CRS_FIX):
+            with proj_errors(
+                geoms.crs,
+                f"relate the region's CRS {as_crs(region.crs).name!r} to the data's CRS",
+                detail=True,
+                fix=REGION_CRS_FIX,
+            ):
                 Transformer.from_crs(region.crs, geoms.crs, always_xy=True)
     if attributes:
         check_location_attributes(data, keep=tuple(keep or ()), allow_order=tuple(allow_order))
@@ -147,7 +168,9 @@ def _truncate(xy, region, lattice):
     d[~ok] = np.inf
     best = d.argmin(axis=1)
     if not np.isfinite(d[np.arange(len(idx)), best]).all():
-        raise ParameterError("The region is too thin for the grid: no grid node inside it near its boundary. Use a finer grid.")
+        raise ParameterError(
+            "The region is too thin for the grid: no grid node inside it near its boundary. Use a finer grid."
+        )
     out[idx] = cand[np.arange(len(idx)), best]
     return out
 
@@ -166,7 +189,9 @@ def _check_region_holds_lattice(region, lattice):
     cand = lattice.snap(pts)[:, None, :] + offs[None, :, :]
     ok = shapely.contains_xy(region, cand[..., 0], cand[..., 1]).any(axis=1)
     if not ok.all():
-        raise ParameterError("The region is too thin for the grid: parts of it hold no lattice node. Use a finer grid or a wider region.")
+        raise ParameterError(
+            "The region is too thin for the grid: parts of it hold no lattice node. Use a finer grid or a wider region."
+        )
 
 
 def _own_frame(mechanism, crs) -> PublicFrame:
@@ -226,7 +251,8 @@ class ReleasePlan:
         bad = ~np.isfinite(chunk).all(axis=1)
         if bad.any():
             raise GeometryError(
-                f"cannot be expressed in the working frame ({self.frame.work_crs.name})", labels[bad],
+                f"cannot be expressed in the working frame ({self.frame.work_crs.name})",
+                labels[bad],
                 f"Check that the coordinates are really in {self.crs.name}: they must lie within its valid range.",
             )
         return chunk
@@ -244,7 +270,9 @@ class ReleasePlan:
         if self.region_geom is not None:  # nearest lattice node inside the region
             out = _truncate(out, self.region_geom, self.lattice)
         if not np.isfinite(out).all():  # pragma: no cover - defensive: never release a non-finite point
-            raise CRSError(f"Some releases cannot be expressed in {self.crs.name}; reproject the data to EPSG:4326 or a UTM zone.")
+            raise CRSError(
+                f"Some releases cannot be expressed in {self.crs.name}; reproject the data to EPSG:4326 or a UTM zone."
+            )
         return out
 
     def fields(self, extra_record: dict | None = None) -> dict:
@@ -256,7 +284,9 @@ class ReleasePlan:
             fields.update(self.lattice.describe())
         fields["effective_epsilon_per_m"] = self.effective
         fields["finite_precision"] = self.fp_text
-        fields["declared_bounds"] = None if self.bounds is None else [float(v) for v in declared_bounds(crs, self.bounds, None)]
+        fields["declared_bounds"] = (
+            None if self.bounds is None else [float(v) for v in declared_bounds(crs, self.bounds, None)]
+        )
         fields["region"] = self.region_given
         fields["kept_columns"] = sorted(str(k) for k in self.keep)
         if extra_record:
@@ -280,22 +310,29 @@ def plan_release(
     if isinstance(continuous, (bool, np.bool_)) is False:
         raise ParameterTypeError("continuous must be True or False.")
     if continuous and not (isinstance(grid, str) and grid == "auto"):
-        raise ParameterError("A continuous release (unrounded coordinates) has no lattice step.", fix=Fix(
-            "continuous_or_grid", python="Do not pass grid= with continuous=True.",
-            cli="Do not give --grid with --continuous.",
-            qgis="Leave the 'Grid step of the released points' parameter empty with the 'Continuous output' "
-                 "parameter."))
+        raise ParameterError(
+            "A continuous release (unrounded coordinates) has no lattice step.",
+            fix=Fix(
+                "continuous_or_grid",
+                python="Do not pass grid= with continuous=True.",
+                cli="Do not give --grid with --continuous.",
+                qgis="Leave the 'Grid step of the released points' parameter empty with the 'Continuous output' "
+                "parameter.",
+            ),
+        )
 
     # 1. the public frame
     if mechanism.frame_policy == "own":
         frame = _own_frame(mechanism, crs)
         # the mechanism checks its own domain (it names rows outside its map, or clamps them);
         # the map's extent (public) only fixes the lattice's scale, unless bounds= are declared
-        lattice_frame = public_frame(crs, bounds=bounds if bounds is not None else mechanism.public_bounds(crs),
-                                     max_distortion=max_distortion)
+        lattice_frame = public_frame(
+            crs, bounds=bounds if bounds is not None else mechanism.public_bounds(crs), max_distortion=max_distortion
+        )
     else:
-        frame = public_frame(crs, bounds=bounds, max_distortion=max_distortion,
-                             planar_only=mechanism.frame_policy == "planar")
+        frame = public_frame(
+            crs, bounds=bounds, max_distortion=max_distortion, planar_only=mechanism.frame_policy == "planar"
+        )
         lattice_frame = frame
     region_geom = region_geometry(region, crs)
     if region_geom is not None and lattice_frame.area is not None:
@@ -303,9 +340,13 @@ def plan_release(
         if rb[0] < ab[0] or rb[1] < ab[1] or rb[2] > ab[2] or rb[3] > ab[3]:
             raise ParameterError(
                 "The region extends beyond the public area of the release (the declared study area, or the CRS's area "
-                "of use).", fix=Fix("region_in_area", python="Clip the region to it, or declare bounds= that hold it.",
-                                    cli="Clip the --region to it, or declare --bounds that hold it.",
-                                    qgis="Clip the region to it, or set a 'Public study area' that holds it."),
+                "of use).",
+                fix=Fix(
+                    "region_in_area",
+                    python="Clip the region to it, or declare bounds= that hold it.",
+                    cli="Clip the --region to it, or declare --bounds that hold it.",
+                    qgis="Clip the region to it, or set a 'Public study area' that holds it.",
+                ),
             )
 
     # 2. the public lattice and the finite-precision bound, before any noise is drawn
@@ -327,8 +368,11 @@ def plan_release(
         effective, fp_text = None, "none: continuous float64 output (explicitly requested), no finite-precision bound"
     if mechanism.frame_policy != "own" and isinstance(getattr(mechanism, "epsilon_per_m", None), float):
         # how much the noise protects and tells, from public parameters only (a warning)
-        check_noise_scale(mechanism.epsilon_per_m, grid_m=None if lattice is None else lattice.grid_m,
-                          area_m=_declared_diameter(crs, bounds, region))
+        check_noise_scale(
+            mechanism.epsilon_per_m,
+            grid_m=None if lattice is None else lattice.grid_m,
+            area_m=_declared_diameter(crs, bounds, region),
+        )
 
     if hasattr(mechanism, "check_frame"):
         mechanism.check_frame(frame)
@@ -340,8 +384,22 @@ def plan_release(
         rect = area_of_use_bounds(crs)  # e.g. Web Mercator: keep outputs where the CRS is defined
     to_work = None if frame.same else Transformer.from_crs(crs, frame.work_crs, always_xy=True)
     from_work = None if frame.same else Transformer.from_crs(frame.work_crs, crs, always_xy=True)
-    return ReleasePlan(mechanism, crs, frame, lattice_frame, lattice, region_geom, rect, effective, fp_text, bounds,
-                       region is not None, tuple(keep or ()), to_work, from_work)
+    return ReleasePlan(
+        mechanism,
+        crs,
+        frame,
+        lattice_frame,
+        lattice,
+        region_geom,
+        rect,
+        effective,
+        fp_text,
+        bounds,
+        region is not None,
+        tuple(keep or ()),
+        to_work,
+        from_work,
+    )
 
 
 def _declared_diameter(crs, bounds, region):
@@ -379,8 +437,16 @@ def release_points(
     geoms, xy = check_release_input(data, keep, bounds, region)
     source = make_rng(rng)
     labels = geoms.index
-    plan = plan_release(geoms.crs, mechanism, grid=grid, continuous=continuous, bounds=bounds, region=region,
-                        keep=keep, max_distortion=max_distortion)
+    plan = plan_release(
+        geoms.crs,
+        mechanism,
+        grid=grid,
+        continuous=continuous,
+        bounds=bounds,
+        region=region,
+        keep=keep,
+        max_distortion=max_distortion,
+    )
     plan.check_inside(xy, labels)
     gen = source.generator
     extra = dict(extra_record or {})
@@ -420,7 +486,11 @@ def point_charge(plan: ReleasePlan) -> float:
 def budget_fields(store, unit: str, per_row: float | None) -> dict:
     """The provenance fields of a charged release: the store's kind (never its URL), the unit, the cost of a row
     (None when a row's cost depends on the release's public outcome, as for traces: see their ledger)."""
-    return {"budget_store": store.kind, "budget_unit": unit, "charged_per_row": None if per_row is None else float(per_row)}
+    return {
+        "budget_store": store.kind,
+        "budget_unit": unit,
+        "charged_per_row": None if per_row is None else float(per_row),
+    }
 
 
 def charge_rows(store, data, person, per_row, unit: str, kind: str, fields: dict, n: int, *, spend: bool = True):
@@ -550,12 +620,19 @@ class SyntheticPlan:
 
     def fields(self) -> dict:
         fields = dict(self.mechanism.describe(self.n_people))
-        fields.update({"input_crs": self.crs.to_string(), "frame_area": self.area_source,
-                       "public_area": [float(v) for v in self.rect]})
+        fields.update(
+            {
+                "input_crs": self.crs.to_string(),
+                "frame_area": self.area_source,
+                "public_area": [float(v) for v in self.rect],
+            }
+        )
         fields.update(self.lattice.describe())
         fields["effective_epsilon"] = self.mechanism.epsilon
-        fields["finite_precision"] = ("exact: integer (two-sided geometric) noise on counts; coordinates are placed in "
-                                      "the noisy cells with independent randomness and snapped (post-processing)")
+        fields["finite_precision"] = (
+            "exact: integer (two-sided geometric) noise on counts; coordinates are placed in "
+            "the noisy cells with independent randomness and snapped (post-processing)"
+        )
         fields["declared_bounds"] = None if self.bounds is None else [float(v) for v in self.rect]
         fields["region"] = self.region_given
         fields["placement"] = self.placement
@@ -563,8 +640,18 @@ class SyntheticPlan:
         return fields
 
 
-def plan_synthetic(crs, mechanism, n_people: int, *, n=None, bounds=None, region=None, grid="auto",
-                   placement: str = "uniform", max_distortion: float = DEFAULT_MAX_DISTORTION) -> SyntheticPlan:
+def plan_synthetic(
+    crs,
+    mechanism,
+    n_people: int,
+    *,
+    n=None,
+    bounds=None,
+    region=None,
+    grid="auto",
+    placement: str = "uniform",
+    max_distortion: float = DEFAULT_MAX_DISTORTION,
+) -> SyntheticPlan:
     """The public part of a synthetic release (no data involved; ``n_people`` is public here)."""
     from .frame import DEFAULT_GRID_M
 
@@ -588,15 +675,32 @@ def plan_synthetic(crs, mechanism, n_people: int, *, n=None, bounds=None, region
             raise ParameterError(f"grid must be a number of metres or 'auto', got {grid!r}.")
         grid_m = min(DEFAULT_GRID_M, leaf_side_m / 20.0)
     else:
-        if isinstance(grid, (bool, np.bool_)) or not isinstance(grid, (int, float, np.integer, np.floating)) \
-                or not math.isfinite(float(grid)) or grid <= 0:
+        if (
+            isinstance(grid, (bool, np.bool_))
+            or not isinstance(grid, (int, float, np.integer, np.floating))
+            or not math.isfinite(float(grid))
+            or grid <= 0
+        ):
             raise ParameterError("grid must be a positive number of metres (or 'auto').")
         grid_m = float(grid)
     lattice = public_lattice(frame, grid_m)
     if region_geom is not None:
         _check_region_holds_lattice(region_geom, lattice)
-    return SyntheticPlan(mechanism, crs, rect, area_source, frame, region_geom, lattice, depth, int(n_people), n_out,
-                         placement, bounds, region is not None)
+    return SyntheticPlan(
+        mechanism,
+        crs,
+        rect,
+        area_source,
+        frame,
+        region_geom,
+        lattice,
+        depth,
+        int(n_people),
+        n_out,
+        placement,
+        bounds,
+        region is not None,
+    )
 
 
 def release_synthetic(
@@ -635,15 +739,25 @@ def release_synthetic(
 
     geoms, xy = check_release_input(data, (), bounds, region, attributes=False)
     source = make_rng(rng)
-    plan = plan_synthetic(geoms.crs, mechanism, len(xy), n=n, bounds=bounds, region=region, grid=grid,
-                          placement=placement, max_distortion=max_distortion)
+    plan = plan_synthetic(
+        geoms.crs,
+        mechanism,
+        len(xy),
+        n=n,
+        bounds=bounds,
+        region=region,
+        grid=grid,
+        placement=placement,
+        max_distortion=max_distortion,
+    )
     unit = plan.unit(xy, geoms.index)
     fields = plan.fields()
     reservation = contextlib.nullcontext()
     if budget_store is not None:  # a person with k rows pays k epsilon (group privacy)
         fields.update(budget_fields(budget_store, PURE, float(fields["effective_epsilon"])))
-        reservation = charge_rows(budget_store, data, person, float(fields["effective_epsilon"]), PURE, "synthesize",
-                                  fields, plan.n_out)
+        reservation = charge_rows(
+            budget_store, data, person, float(fields["effective_epsilon"]), PURE, "synthesize", fields, plan.n_out
+        )
     callback, bar = progress_callback(progress, len(xy), desc="synthesize")
     try:
         with reservation:
@@ -721,8 +835,10 @@ def release_diffusion(
     crs = as_crs(geoms.crs)
     labels = geoms.index
     if not labels.is_unique:
-        raise GeoprivError("The index has duplicate labels; the source and the recipients are named by index label. "
-                           "Make it unique first (gdf.reset_index(drop=True)).")
+        raise GeoprivError(
+            "The index has duplicate labels; the source and the recipients are named by index label. "
+            "Make it unique first (gdf.reset_index(drop=True))."
+        )
     pos = labels.get_loc(source)
     eps = np.asarray(epsilons, dtype=float)
     frame = public_frame(crs, bounds=bounds, max_distortion=max_distortion, planar_only=True)
@@ -734,14 +850,21 @@ def release_diffusion(
         frame.check_inside(xy[within], labels[within])
     frame.check_inside(xy[[pos]], labels[[pos]])
     grid_m = check_grid(grid, float(eps.max()))
-    check_noise_scale(float(eps.max()), grid_m=grid_m, area_m=_declared_diameter(crs, bounds, None),
-                      what="the most accurate answer", fix=_SCHEDULE_FIX)
+    check_noise_scale(
+        float(eps.max()),
+        grid_m=grid_m,
+        area_m=_declared_diameter(crs, bounds, None),
+        what="the most accurate answer",
+        fix=_SCHEDULE_FIX,
+    )
     lattice = public_lattice(frame, grid_m)
     unique = np.unique(eps)
     eff_unique = np.array([finite_precision_epsilon(e, frame, lattice) for e in unique])
     effective = eff_unique[np.searchsorted(unique, eps)]
     if path is not None and not isinstance(path, DiffusionPath):
-        raise ParameterTypeError(f"path must be a DiffusionPath (the secret path of an earlier release), got {type(path).__name__}.")
+        raise ParameterTypeError(
+            f"path must be a DiffusionPath (the secret path of an earlier release), got {type(path).__name__}."
+        )
     u = np.array(frame.to_work(xy[[pos]], labels[[pos]])[0], dtype=float)
     binding = {
         "kind": "location",
@@ -766,7 +889,7 @@ def release_diffusion(
     fields = {
         "mechanism": "private Markov jump process (graded release over a network)",
         "definition": "each recipient epsilon(d)-geo-indistinguishable per ground metre; any coalition of recipients "
-                      "learns no more than its closest member (the largest epsilon among them)",
+        "learns no more than its closest member (the largest epsilon among them)",
         "epsilon_min_per_m": float(eps.min()),
         "epsilon_max_per_m": float(eps.max()),
         "coalition_epsilon_per_m": float(eps.max()),
@@ -822,8 +945,12 @@ class TracePlan:
         if self.lattice is None:
             return 0.0
         eps = self.epsilon_per_m
-        return max(0.0, float(discretisation_epsilon(eps, self.lattice.min_cell_m, self.frame.r_max_metres(),
-                                                     ANGLE_RESOLUTION) - eps))
+        return max(
+            0.0,
+            float(
+                discretisation_epsilon(eps, self.lattice.min_cell_m, self.frame.r_max_metres(), ANGLE_RESOLUTION) - eps
+            ),
+        )
 
     def finite_precision_text(self) -> str:
         from .precision import ANGLE_RESOLUTION, discretisation_epsilon
@@ -833,8 +960,10 @@ class TracePlan:
         r_max = self.frame.r_max_metres()
         eps = self.epsilon_per_m
         per_draw = discretisation_epsilon(eps, self.lattice.min_cell_m, r_max, ANGLE_RESOLUTION) - eps
-        return (f"snapped to a public {self.lattice.grid_m:g} m lattice; each noisy draw's epsilon grows by at most "
-                f"{per_draw:.3g} per metre (Andres et al. 2013 Thm 4.1, r_max {r_max:.4g} m)")
+        return (
+            f"snapped to a public {self.lattice.grid_m:g} m lattice; each noisy draw's epsilon grows by at most "
+            f"{per_draw:.3g} per metre (Andres et al. 2013 Thm 4.1, r_max {r_max:.4g} m)"
+        )
 
     def fields(self, *, traces=None, n_released=None, ledger=None) -> dict:
         """The provenance fields; ``traces``, ``n_released`` and ``ledger`` are None for a lazy release."""
@@ -871,15 +1000,40 @@ class TracePlan:
         return fields
 
 
-_TIME_FIX = Fix("time_column", python="Pass time='<column>'.", cli="Give the time stamp column with --time COLUMN.",
-               qgis="Choose the 'Time field'.")
+_TIME_FIX = Fix(
+    "time_column",
+    python="Pass time='<column>'.",
+    cli="Give the time stamp column with --time COLUMN.",
+    qgis="Choose the 'Time field'.",
+)
 
 
-def plan_traces(crs, epsilon=None, *, level=None, radius=None, method="predictive", budget="fixed_rate", rate=None,
-                accuracy=None, skip_speed=None, stale_after=None, predictor="parrot", on_exhausted="empty",
-                eta=None, gamma=None, delta=None, prediction_rate=None, bounds=None, grid="auto",
-                continuous: bool = False, keep=(), max_distortion: float = DEFAULT_MAX_DISTORTION, traj_id=None,
-                time=None) -> TracePlan:
+def plan_traces(
+    crs,
+    epsilon=None,
+    *,
+    level=None,
+    radius=None,
+    method="predictive",
+    budget="fixed_rate",
+    rate=None,
+    accuracy=None,
+    skip_speed=None,
+    stale_after=None,
+    predictor="parrot",
+    on_exhausted="empty",
+    eta=None,
+    gamma=None,
+    delta=None,
+    prediction_rate=None,
+    bounds=None,
+    grid="auto",
+    continuous: bool = False,
+    keep=(),
+    max_distortion: float = DEFAULT_MAX_DISTORTION,
+    traj_id=None,
+    time=None,
+) -> TracePlan:
     """The public part of a trace release (no data involved): parameters checked, frame and lattice fixed."""
     from .mechanisms.predictive import IndependentMechanism, PredictiveMechanism, TimeSkip, budget_manager
     from .precision import resolve_epsilon
@@ -887,33 +1041,60 @@ def plan_traces(crs, epsilon=None, *, level=None, radius=None, method="predictiv
     if method not in ("predictive", "independent"):
         raise ParameterError(f"method must be 'predictive' or 'independent', got {method!r}.")
     if on_exhausted not in ("empty", "last"):
-        raise ParameterError(f"on_exhausted must be 'empty' (no geometry) or 'last' (last released point), got {on_exhausted!r}.")
+        raise ParameterError(
+            f"on_exhausted must be 'empty' (no geometry) or 'last' (last released point), got {on_exhausted!r}."
+        )
     eps = resolve_epsilon(epsilon, level, radius)
     manager = budget_manager(budget, rate, accuracy, eta, gamma, delta, prediction_rate)
     if method == "independent":
         if skip_speed is not None or stale_after is not None or predictor not in ("parrot", None):
-            raise ParameterError("The time skip rule, the staleness rule and the predictor apply to the predictive "
-                                 "method only.", fix=Fix(
-                                     "predictive_only", python="Leave skip_speed, stale_after and predictor out with "
-                                                               "method='independent'.",
-                                     cli="Leave --skip-speed, --stale-after and --predictor out with --method "
-                                         "independent.",
-                                     qgis="Leave them empty with 'Independent planar Laplace noise'."))
+            raise ParameterError(
+                "The time skip rule, the staleness rule and the predictor apply to the predictive method only.",
+                fix=Fix(
+                    "predictive_only",
+                    python="Leave skip_speed, stale_after and predictor out with method='independent'.",
+                    cli="Leave --skip-speed, --stale-after and --predictor out with --method independent.",
+                    qgis="Leave them empty with 'Independent planar Laplace noise'.",
+                ),
+            )
         mech = IndependentMechanism(manager)
     else:
         if skip_speed is not None and time is None:
             raise ParameterError("The time skip rule (skip_speed) needs time stamps.", fix=_TIME_FIX)
         if stale_after is not None and time is None:
             raise ParameterError("The staleness rule (stale_after) needs time stamps.", fix=_TIME_FIX)
-        mech = PredictiveMechanism(manager, predictor=predictor,
-                                   skip=None if skip_speed is None else TimeSkip(skip_speed), stale_after=stale_after)
+        mech = PredictiveMechanism(
+            manager,
+            predictor=predictor,
+            skip=None if skip_speed is None else TimeSkip(skip_speed),
+            stale_after=stale_after,
+        )
     frame = public_frame(crs, bounds=bounds, max_distortion=max_distortion, planar_only=True)
     lattice = None
     if continuous:
         check_noise_above_precision(eps, frame)  # no draw spends more than the trace's total
     else:
         lattice = public_lattice(frame, check_grid(grid, eps))
-    check_noise_scale(eps, grid_m=None if lattice is None else lattice.grid_m,
-                      area_m=_declared_diameter(crs, bounds, None), what="each trace's whole budget")
-    return TracePlan(mech, manager, method, eps, level, radius, frame, lattice, bounds, tuple(keep or ()), traj_id,
-                     time, on_exhausted, skip_speed, stale_after)
+    check_noise_scale(
+        eps,
+        grid_m=None if lattice is None else lattice.grid_m,
+        area_m=_declared_diameter(crs, bounds, None),
+        what="each trace's whole budget",
+    )
+    return TracePlan(
+        mech,
+        manager,
+        method,
+        eps,
+        level,
+        radius,
+        frame,
+        lattice,
+        bounds,
+        tuple(keep or ()),
+        traj_id,
+        time,
+        on_exhausted,
+        skip_speed,
+        stale_after,
+    )

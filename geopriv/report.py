@@ -22,6 +22,7 @@ statistics of the displacements and the adversary's error on the true points: it
 data holder, not for publication.  Its default name ends in ``.private-report.html`` and the
 file is created readable by its owner only.
 """
+
 from __future__ import annotations
 
 import base64
@@ -50,8 +51,12 @@ DEFAULT_RADIUS_M = 200.0
 #: most released points drawn one by one on the last map (a random sample beyond)
 MAX_DRAWN = 50_000
 _NICE_CELLS = (100, 200, 250, 500, 1000, 2000, 2500, 5000, 10_000, 20_000, 25_000, 50_000, 100_000)
-_OVERWRITE = Fix("overwrite", python="Pass overwrite=True to replace it.", cli="Pass --overwrite to replace it.",
-                 qgis="Choose another file name.")
+_OVERWRITE = Fix(
+    "overwrite",
+    python="Pass overwrite=True to replace it.",
+    cli="Pass --overwrite to replace it.",
+    qgis="Choose another file name.",
+)
 _CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
 
 
@@ -123,38 +128,54 @@ def guarantee(record: dict, radius: float = DEFAULT_RADIUS_M) -> dict:
         trace = "traj_id" in record or str(record.get("mechanism", "")).endswith("_trace")
         r = f"{radius:g} m"
         if trace:
-            sentence = (f"Anyone's odds of having followed trace A rather than trace B change by at most "
-                        f"{_factor(eps * radius)}x when each point of A is within {r} of the matching point of B "
-                        f"(the whole trace, whatever its length: epsilon = {eps:.4g} per metre per trace, and "
-                        f"{_factor(eps * radius)} = e^(epsilon x {r})).")
+            sentence = (
+                f"Anyone's odds of having followed trace A rather than trace B change by at most "
+                f"{_factor(eps * radius)}x when each point of A is within {r} of the matching point of B "
+                f"(the whole trace, whatever its length: epsilon = {eps:.4g} per metre per trace, and "
+                f"{_factor(eps * radius)} = e^(epsilon x {r}))."
+            )
         elif "epsilon_min_per_m" in record and "epsilon_max_per_m" in record:
             lo = float(record["epsilon_min_per_m"])
-            sentence = (f"Anyone's odds of being at A rather than B change by at most {_factor(eps * radius)}x when A "
-                        f"and B are within {r} of each other, wherever they are; where the privacy map protects most "
-                        f"(epsilon = {lo:.4g} per metre) by at most {_factor(lo * radius)}x.  The protection depends "
-                        f"on the place: epsilon runs from {lo:.4g} to {eps:.4g} per metre over the privacy map.")
+            sentence = (
+                f"Anyone's odds of being at A rather than B change by at most {_factor(eps * radius)}x when A "
+                f"and B are within {r} of each other, wherever they are; where the privacy map protects most "
+                f"(epsilon = {lo:.4g} per metre) by at most {_factor(lo * radius)}x.  The protection depends "
+                f"on the place: epsilon runs from {lo:.4g} to {eps:.4g} per metre over the privacy map."
+            )
         else:
-            sentence = (f"Anyone's odds of being at A rather than B change by at most {_factor(eps * radius)}x when A "
-                        f"and B are within {r} of each other (epsilon = {eps:.4g} per metre, and "
-                        f"{_factor(eps * radius)} = e^(epsilon x {r})); farther apart, the bound grows with the "
-                        "distance.")
+            sentence = (
+                f"Anyone's odds of being at A rather than B change by at most {_factor(eps * radius)}x when A "
+                f"and B are within {r} of each other (epsilon = {eps:.4g} per metre, and "
+                f"{_factor(eps * radius)} = e^(epsilon x {r})); farther apart, the bound grows with the "
+                "distance."
+            )
         table = pd.DataFrame({"distance_m": distances, "odds_factor": [math.exp(eps * d) for d in distances]})
         return {"sentence": sentence, "factor": factor, "epsilon_per_m": eps, "basis": basis, "table": table}
     if "epsilon" in record and is_synthetic(record):
         eps = float(record.get("effective_epsilon") or record["epsilon"])
-        sentence = (f"Anyone's odds of being at A rather than B change by at most {_factor(eps)}x, for any A and B "
-                    f"in the public area however far apart (epsilon = {eps:.4g}, differential privacy: the "
-                    "synthetic points belong to nobody).")
+        sentence = (
+            f"Anyone's odds of being at A rather than B change by at most {_factor(eps)}x, for any A and B "
+            f"in the public area however far apart (epsilon = {eps:.4g}, differential privacy: the "
+            "synthetic points belong to nobody)."
+        )
         table = pd.DataFrame({"distance_m": ["any"], "odds_factor": [math.exp(eps)]})
-        return {"sentence": sentence, "factor": math.exp(eps), "epsilon_per_m": None,
-                "basis": "effective_epsilon" if record.get("effective_epsilon") else "epsilon", "table": table}
+        return {
+            "sentence": sentence,
+            "factor": math.exp(eps),
+            "epsilon_per_m": None,
+            "basis": "effective_epsilon" if record.get("effective_epsilon") else "epsilon",
+            "table": table,
+        }
     raise GeoprivError(
         "The release record states no epsilon per metre (or dimensionless epsilon for a synthetic set): the "
         "guarantee of this release cannot be stated.",
-        fix=Fix("point_release", python="Report on a point release made by geopriv (perturb, sanitize_traces, "
-                                        "synthesize), whose record is released.attrs['geopriv'].",
-                cli="Report on a point file written by geopriv (perturb, sanitize-traces, synthesize).",
-                qgis="Choose a point layer written by a geopriv algorithm as 'Released points'."),
+        fix=Fix(
+            "point_release",
+            python="Report on a point release made by geopriv (perturb, sanitize_traces, "
+            "synthesize), whose record is released.attrs['geopriv'].",
+            cli="Report on a point file written by geopriv (perturb, sanitize-traces, synthesize).",
+            qgis="Choose a point layer written by a geopriv algorithm as 'Released points'.",
+        ),
     )
 
 
@@ -229,8 +250,10 @@ def _note(exc: BaseException, front_end: str) -> str:
 
 
 def _figure(b64: str, caption: str, alt: str) -> str:
-    return (f'<figure><img src="data:image/png;base64,{b64}" alt="{_e(alt)}">'
-            f"<figcaption>{_e(caption)}</figcaption></figure>")
+    return (
+        f'<figure><img src="data:image/png;base64,{b64}" alt="{_e(alt)}">'
+        f"<figcaption>{_e(caption)}</figcaption></figure>"
+    )
 
 
 def _geoseries(data, what):
@@ -268,8 +291,9 @@ class _Grid:
             lon, lat = to_geo.transform(np.array([b[0], b[2], b[0], b[2]]), np.array([b[1], b[1], b[3], b[3]]))
         lon, lat = np.asarray(lon), np.asarray(lat)
         # the frame's centre rounded to 0.01 degree: it says no more than the grid's extent does
-        self.lon0 = round(float(np.degrees(np.arctan2(np.sin(np.radians(lon)).mean(),
-                                                      np.cos(np.radians(lon)).mean()))), 2)
+        self.lon0 = round(
+            float(np.degrees(np.arctan2(np.sin(np.radians(lon)).mean(), np.cos(np.radians(lon)).mean()))), 2
+        )
         self.lat0 = round(float((lat.min() + lat.max()) / 2), 2)
         self.work = local_aeqd(self.lon0, self.lat0, self.geodetic)
         self.crs = crs
@@ -288,9 +312,13 @@ class _Grid:
             raise ParameterError(
                 f"map_cell {cell:g} m is finer than {MIN_MAP_CELL_M:g} m: the report draws true locations only as "
                 f"counts on cells of at least {MIN_MAP_CELL_M:g} m.",
-                fix=Fix("coarser_cells", python=f"Pass map_cell={MIN_MAP_CELL_M:g} or more (metres).",
-                        cli=f"Pass --map-cell {MIN_MAP_CELL_M:g} or more (metres).",
-                        qgis=f"Set the map cell to {MIN_MAP_CELL_M:g} m or more."))
+                fix=Fix(
+                    "coarser_cells",
+                    python=f"Pass map_cell={MIN_MAP_CELL_M:g} or more (metres).",
+                    cli=f"Pass --map-cell {MIN_MAP_CELL_M:g} or more (metres).",
+                    qgis=f"Set the map cell to {MIN_MAP_CELL_M:g} m or more.",
+                ),
+            )
         self.cell = cell
         self.x0 = math.floor(lo[0] / cell) * cell
         self.y0 = math.floor(lo[1] / cell) * cell
@@ -303,8 +331,13 @@ class _Grid:
         if self.nx * self.ny > 4_000_000:
             raise ParameterError(
                 f"The map grid would have {self.nx} x {self.ny} cells of {cell:g} m.",
-                fix=Fix("coarser_cells", python="Pass a larger map_cell= (metres), or area= a smaller public area.",
-                        cli="Pass a larger --map-cell (metres).", qgis="Set a larger map cell."))
+                fix=Fix(
+                    "coarser_cells",
+                    python="Pass a larger map_cell= (metres), or area= a smaller public area.",
+                    cli="Pass a larger --map-cell (metres).",
+                    qgis="Set a larger map cell.",
+                ),
+            )
 
     def xy(self, geoms) -> np.ndarray:
         from .points import point_xy
@@ -331,9 +364,11 @@ class _Grid:
         return flat.reshape(self.ny, self.nx), int((~inside).sum())
 
     def describe(self) -> str:
-        return (f"square cells of {self.cell:g} m (ground metres) in an azimuthal equidistant frame centred at "
-                f"longitude {self.lon0:.2f}, latitude {self.lat0:.2f} ({self.geodetic.name}); axes in km from that "
-                f"centre; {self.nx} x {self.ny} cells")
+        return (
+            f"square cells of {self.cell:g} m (ground metres) in an azimuthal equidistant frame centred at "
+            f"longitude {self.lon0:.2f}, latitude {self.lat0:.2f} ({self.geodetic.name}); axes in km from that "
+            f"centre; {self.nx} x {self.ny} cells"
+        )
 
 
 def _count_map(ax, grid, counts, min_count, title, plt):
@@ -343,8 +378,14 @@ def _count_map(ax, grid, counts, min_count, title, plt):
     x0, x1, y0, y1 = (v / 1000 for v in grid.extent)
     vmax = max(float(shown.max()) if shown.count() else 1.0, 1.0)
     ax.set_facecolor("white")
-    im = ax.imshow(shown, origin="lower", extent=(x0, x1, y0, y1), cmap="viridis",
-                   norm=LogNorm(vmin=max(min_count, 1), vmax=max(vmax, max(min_count, 1) + 1)), interpolation="nearest")
+    im = ax.imshow(
+        shown,
+        origin="lower",
+        extent=(x0, x1, y0, y1),
+        cmap="viridis",
+        norm=LogNorm(vmin=max(min_count, 1), vmax=max(vmax, max(min_count, 1) + 1)),
+        interpolation="nearest",
+    )
     ax.set_title(title, fontsize=10)
     ax.set_xlabel("km east")
     ax.set_ylabel("km north")
@@ -353,10 +394,27 @@ def _count_map(ax, grid, counts, min_count, title, plt):
 
 
 # ---------------------------------------------------------------------------- the report
-def release_report(true, released, path=None, *, prior="uniform", population=None, area=None, cell=None,
-                   mechanism=None, radius: float = DEFAULT_RADIUS_M, map_cell=None, min_count: int = 1,
-                   quantile: float | None = None, person=None, time=None, tz=None, title: str | None = None,
-                   overwrite: bool = False, front_end: str = "python"):
+def release_report(
+    true,
+    released,
+    path=None,
+    *,
+    prior="uniform",
+    population=None,
+    area=None,
+    cell=None,
+    mechanism=None,
+    radius: float = DEFAULT_RADIUS_M,
+    map_cell=None,
+    min_count: int = 1,
+    quantile: float | None = None,
+    person=None,
+    time=None,
+    tz=None,
+    title: str | None = None,
+    overwrite: bool = False,
+    front_end: str = "python",
+):
     """Write the release report: one self-contained, offline HTML file for the data holder.
 
     Parameters
@@ -453,10 +511,14 @@ def release_report(true, released, path=None, *, prior="uniform", population=Non
     if not record:
         raise GeoprivError(
             "The released data carries no release record (attrs['geopriv']): the report cannot state its guarantee.",
-            fix=Fix("record", python="Pass the GeoDataFrame a geopriv release returned, or read the released file with "
-                                     "geopriv.io.read_vector (which restores its record).",
-                    cli="Give a file written by a geopriv release (its record is in the file).",
-                    qgis="Choose a layer written by a geopriv algorithm as 'Released points'."))
+            fix=Fix(
+                "record",
+                python="Pass the GeoDataFrame a geopriv release returned, or read the released file with "
+                "geopriv.io.read_vector (which restores its record).",
+                cli="Give a file written by a geopriv release (its record is in the file).",
+                qgis="Choose a layer written by a geopriv algorithm as 'Released points'.",
+            ),
+        )
     promise = guarantee(record, radius)
     true_g = as_geoseries(true, "true data")
     rel_all = as_geoseries(released, "released data")
@@ -480,15 +542,26 @@ def release_report(true, released, path=None, *, prior="uniform", population=Non
     figures = 0
 
     # --- the guarantee
-    gtable = _table([(d if isinstance(d, str) else f"{d:g} m", f"{_factor(math.log(f))}x")
-                     for d, f in zip(promise["table"]["distance_m"], promise["table"]["odds_factor"])],
-                    head=("A and B within", "odds change by at most"), cls="grid")
+    gtable = _table(
+        [
+            (d if isinstance(d, str) else f"{d:g} m", f"{_factor(math.log(f))}x")
+            for d, f in zip(promise["table"]["distance_m"], promise["table"]["odds_factor"])
+        ],
+        head=("A and B within", "odds change by at most"),
+        cls="grid",
+    )
     verified = record.get("verified_max_ratio")
-    checked = (f" The mechanism was verified on its grid: the largest realised privacy loss is {verified:.3g} of the "
-               "allowed one." if isinstance(verified, (int, float)) else "")
-    gparts = [f'<p class="promise">{_e(promise["sentence"])}</p>'
-              f'<p>Based on the record\'s <code>{_e(promise["basis"])}</code>; it holds whatever the adversary '
-              f"knows beforehand, and adds up over releases of the same person.{_e(checked)}</p>{gtable}"]
+    checked = (
+        f" The mechanism was verified on its grid: the largest realised privacy loss is {verified:.3g} of the "
+        "allowed one."
+        if isinstance(verified, (int, float))
+        else ""
+    )
+    gparts = [
+        f'<p class="promise">{_e(promise["sentence"])}</p>'
+        f"<p>Based on the record's <code>{_e(promise['basis'])}</code>; it holds whatever the adversary "
+        f"knows beforehand, and adds up over releases of the same person.{_e(checked)}</p>{gtable}"
+    ]
     if mechanism is not None and hasattr(mechanism, "privacy_map"):
         gparts.append(_privacy_map_figure(mechanism.privacy_map, radius, plt))
         figures += 1
@@ -506,36 +579,60 @@ def release_report(true, released, path=None, *, prior="uniform", population=Non
         elif isinstance(value, dict):
             value = "; ".join(f"{k}={_num(v)}" for k, v in value.items())
         rows.append((key, value))
-    own = [("distance in the guarantee sentence", "not used (any distance)" if synthetic else f"{radius:g} m"),
-           ("adversary's prior", prior if isinstance(prior, str) else "array on the grid"),
-           ("population", "given" if population is not None else "none"),
-           ("adversary's grid step", "the mechanism's grid" if mechanism is not None else
-            "adversary_error's default" if cell is None else f"{cell:g} m"),
-           ("public area", area_source)]
-    sections.append(("parameters", "Public parameters",
-                     "<p>The release record (published with the release: public):</p>"
-                     + _table(rows, head=("field", "value")) + "<p>This report's own parameters:</p>"
-                     + _table(own, head=("parameter", "value"))))
+    own = [
+        ("distance in the guarantee sentence", "not used (any distance)" if synthetic else f"{radius:g} m"),
+        ("adversary's prior", prior if isinstance(prior, str) else "array on the grid"),
+        ("population", "given" if population is not None else "none"),
+        (
+            "adversary's grid step",
+            "the mechanism's grid"
+            if mechanism is not None
+            else "adversary_error's default"
+            if cell is None
+            else f"{cell:g} m",
+        ),
+        ("public area", area_source),
+    ]
+    sections.append(
+        (
+            "parameters",
+            "Public parameters",
+            "<p>The release record (published with the release: public):</p>"
+            + _table(rows, head=("field", "value"))
+            + "<p>This report's own parameters:</p>"
+            + _table(own, head=("parameter", "value")),
+        )
+    )
 
     # --- utility
     parts = []
     disp = None
     if synthetic:
-        parts.append("<p>A synthetic set belongs to nobody: no released point is the release of a true one, so there "
-                     "are no displacements; the two sets are compared as distributions.</p>")
+        parts.append(
+            "<p>A synthetic set belongs to nobody: no released point is the release of a true one, so there "
+            "are no displacements; the two sets are compared as distributions.</p>"
+        )
     else:
         from .metrics import displacement, utility_report
 
         try:
             matched = rel_g
-            rep = utility_report(true_g.loc[true_g.index.intersection(matched.index)] if withheld else true_g,
-                                 matched, **({} if quantile is None else {"quantile": quantile}))
+            rep = utility_report(
+                true_g.loc[true_g.index.intersection(matched.index)] if withheld else true_g,
+                matched,
+                **({} if quantile is None else {"quantile": quantile}),
+            )
             disp = displacement(true_g.loc[true_g.index.intersection(matched.index)] if withheld else true_g, matched)
             alpha = next(k for k in rep.index if k.startswith("alpha_"))
-            names = {"n": "points compared", "mean_m": "mean displacement (m)", "median_m": "median displacement (m)",
-                     alpha: f"alpha: radius holding {100 * float(alpha[6:-2]):g} % of the displacements (m)",
-                     "max_m": "largest displacement (m)", "mse_m2": "mean squared displacement (m²)",
-                     "rmse_m": "root mean squared displacement (m)"}
+            names = {
+                "n": "points compared",
+                "mean_m": "mean displacement (m)",
+                "median_m": "median displacement (m)",
+                alpha: f"alpha: radius holding {100 * float(alpha[6:-2]):g} % of the displacements (m)",
+                "max_m": "largest displacement (m)",
+                "mse_m2": "mean squared displacement (m²)",
+                "rmse_m": "root mean squared displacement (m)",
+            }
             parts.append(_table([(names.get(k, k), v) for k, v in rep.items()], head=("statistic", "value")))
             fig, ax = plt.subplots(figsize=(6.4, 3.6))
             xs = np.sort(disp.to_numpy())
@@ -545,29 +642,61 @@ def release_report(true, released, path=None, *, prior="uniform", population=Non
                 from .mechanisms.planar_laplace import radius_cdf
 
                 grid = np.linspace(0, float(xs.max()) * 1.05 + 1e-9, 300)
-                ax.plot(grid, radius_cdf(grid, float(record["epsilon_per_m"])), "k--", lw=1,
-                        label="planar Laplace on an open plane (expected)")
+                ax.plot(
+                    grid,
+                    radius_cdf(grid, float(record["epsilon_per_m"])),
+                    "k--",
+                    lw=1,
+                    label="planar Laplace on an open plane (expected)",
+                )
             ax.set_xlabel("displacement (ground metres)")
             ax.set_ylabel("share of points")
             ax.set_ylim(0, 1.02)
             ax.legend(loc="lower right")
             ax.grid(alpha=0.3)
-            parts.append(_figure(_png(fig), "How far the points moved: the share of points displaced by at most "
-                                 "each distance (aggregate over all points).", "displacement distribution"))
+            parts.append(
+                _figure(
+                    _png(fig),
+                    "How far the points moved: the share of points displaced by at most "
+                    "each distance (aggregate over all points).",
+                    "displacement distribution",
+                )
+            )
             figures += 1
         except GeoprivError as exc:
             parts.append(_note(exc, front_end))
     if withheld:
-        parts.append(f"<p>{withheld:,} released row(s) carry no location (withheld by the release) and are left out "
-                     "of the statistics.</p>")
+        parts.append(
+            f"<p>{withheld:,} released row(s) carry no location (withheld by the release) and are left out "
+            "of the statistics.</p>"
+        )
     parts.append(_wasserstein_html(true_g, rel_g, front_end))
     sections.append(("utility", "Utility", "\n".join(parts)))
 
     # --- adversary
     counter = [0]
-    sections.append(("adversary", "Adversary error and k-equivalent",
-                     _adversary_html(true_g, released, rel_g, record, synthetic, mechanism, prior, population, area,
-                                     bounds, cell, front_end, plt, counter)))
+    sections.append(
+        (
+            "adversary",
+            "Adversary error and k-equivalent",
+            _adversary_html(
+                true_g,
+                released,
+                rel_g,
+                record,
+                synthetic,
+                mechanism,
+                prior,
+                population,
+                area,
+                bounds,
+                cell,
+                front_end,
+                plt,
+                counter,
+            ),
+        )
+    )
     figures += counter[0]
 
     # --- trace attacks
@@ -586,24 +715,43 @@ def release_report(true, released, path=None, *, prior="uniform", population=Non
     _count_map(a1, grid, t_counts, min_count, f"True {unit} per {grid.cell:g} m cell", plt)
     _count_map(a2, grid, r_counts, 1, f"Released {unit} per {grid.cell:g} m cell", plt)
     fig.tight_layout()
-    maps = [f"<p>Grid: {_e(grid.describe())}. True locations are shown only as counts per cell"
-            + (f" (cells with fewer than {min_count} are blank)" if min_count > 1 else "")
-            + f"; {r_out:,} released point(s) fall outside the grid.</p>",
-            _figure(_png(fig), f"Counts per {grid.cell:g} m cell: true data (left), release (right), same grid.",
-                    "counts per cell, true and released")]
+    maps = [
+        f"<p>Grid: {_e(grid.describe())}. True locations are shown only as counts per cell"
+        + (f" (cells with fewer than {min_count} are blank)" if min_count > 1 else "")
+        + f"; {r_out:,} released point(s) fall outside the grid.</p>",
+        _figure(
+            _png(fig),
+            f"Counts per {grid.cell:g} m cell: true data (left), release (right), same grid.",
+            "counts per cell, true and released",
+        ),
+    ]
     fig, ax = plt.subplots(figsize=(7, 6))
     x0, x1, y0, y1 = (v / 1000 for v in grid.extent)
-    ax.imshow(np.ma.masked_less(t_counts.astype(float), max(min_count, 1)), origin="lower", extent=(x0, x1, y0, y1),
-              cmap="Greys", alpha=0.5, interpolation="nearest")
+    ax.imshow(
+        np.ma.masked_less(t_counts.astype(float), max(min_count, 1)),
+        origin="lower",
+        extent=(x0, x1, y0, y1),
+        cmap="Greys",
+        alpha=0.5,
+        interpolation="nearest",
+    )
     drawn = rel_g
     if len(rel_g) > MAX_DRAWN:  # a fixed sample of the (public) released points: the picture, not the data
         drawn = rel_g.iloc[np.sort(np.random.default_rng(0).choice(len(rel_g), MAX_DRAWN, replace=False))]
-        maps[0] = maps[0].replace("</p>", f" The last map draws {MAX_DRAWN:,} of the {len(rel_g):,} released points, "
-                                          "chosen at random.</p>", 1)
+        maps[0] = maps[0].replace(
+            "</p>", f" The last map draws {MAX_DRAWN:,} of the {len(rel_g):,} released points, chosen at random.</p>", 1
+        )
     if len(drawn):
         w = grid.xy(drawn) / 1000
-        ax.scatter(w[:, 0], w[:, 1], s=4 if len(drawn) < 5000 else 1, c="tab:red", alpha=0.6, linewidths=0,
-                   label="released points")
+        ax.scatter(
+            w[:, 0],
+            w[:, 1],
+            s=4 if len(drawn) < 5000 else 1,
+            c="tab:red",
+            alpha=0.6,
+            linewidths=0,
+            label="released points",
+        )
         ax.legend(loc="upper right")
     ax.set_xlim(x0, x1)
     ax.set_ylim(y0, y1)
@@ -611,8 +759,11 @@ def release_report(true, released, path=None, *, prior="uniform", population=Non
     ax.set_xlabel("km east")
     ax.set_ylabel("km north")
     ax.set_title(f"Released points over the true counts (grey, {grid.cell:g} m cells)", fontsize=10)
-    maps.append(_figure(_png(fig), "Released points (public) drawn one by one; the true data only as grey cells.",
-                        "released points"))
+    maps.append(
+        _figure(
+            _png(fig), "Released points (public) drawn one by one; the true data only as grey cells.", "released points"
+        )
+    )
     figures += 2
     sections.append(("maps", "Maps", "\n".join(maps)))
 
@@ -623,7 +774,8 @@ def release_report(true, released, path=None, *, prior="uniform", population=Non
         "(means, quantiles, the largest displacement);</li>"
         "<li>the public parameters, which the release publishes anyway.</li></ul>"
         "<p>It never prints or draws a true location, but these aggregates are computed from the true data "
-        "without noise: keep the report with the data, do not publish it.</p>")
+        "without noise: keep the report with the data, do not publish it.</p>"
+    )
     sections.append(("reveals", "What this report reveals", reveals))
 
     doc = _html(title or f"Release report: {record.get('mechanism', 'release')}", sections, figures)
@@ -632,8 +784,13 @@ def release_report(true, released, path=None, *, prior="uniform", population=Non
     from . import io
 
     data = doc.encode("utf-8")
-    io.write_new_file(dest, lambda fh: fh.write(data), overwrite=overwrite, prefix=".geopriv-report-",
-                      exists=lambda p: OutputError(f"{os.fspath(path)} exists", fix=_OVERWRITE))
+    io.write_new_file(
+        dest,
+        lambda fh: fh.write(data),
+        overwrite=overwrite,
+        prefix=".geopriv-report-",
+        exists=lambda p: OutputError(f"{os.fspath(path)} exists", fix=_OVERWRITE),
+    )
     return dest
 
 
@@ -648,8 +805,11 @@ def _privacy_map_figure(pm, radius, plt) -> str:
     ax.set_title(f"Guarantee by place: odds change by at most this within {radius:g} m", fontsize=10)
     ax.set_xlabel(f"x ({pm.crs.to_string()})")
     ax.set_ylabel("y")
-    return _figure(_png(fig), f"The privacy map (public): e^(epsilon x {radius:g} m) at each place; lower is more "
-                   "private.", "guarantee by place")
+    return _figure(
+        _png(fig),
+        f"The privacy map (public): e^(epsilon x {radius:g} m) at each place; lower is more private.",
+        "guarantee by place",
+    )
 
 
 def _area_bounds(area, crs, record):
@@ -671,8 +831,9 @@ def _area_bounds(area, crs, record):
     try:
         b = tuple(float(v) for v in area)
     except (TypeError, ValueError):
-        raise ParameterTypeError("area must be (xmin, ymin, xmax, ymax) or a GeoDataFrame/GeoSeries of public "
-                                 "polygons.") from None
+        raise ParameterTypeError(
+            "area must be (xmin, ymin, xmax, ymax) or a GeoDataFrame/GeoSeries of public polygons."
+        ) from None
     if len(b) != 4 or not (b[0] < b[2] and b[1] < b[3]):
         raise ParameterError("area must be (xmin, ymin, xmax, ymax) with xmin < xmax and ymin < ymax.")
     return b
@@ -687,29 +848,52 @@ def _wasserstein_html(true_g, rel_g, front_end) -> str:
         exact = max(len(true_g), len(rel_g)) <= 20_000
         value = metrics.wasserstein(true_g, rel_g) if exact else metrics.wasserstein_bound(true_g, rel_g)
     except ImportError:
-        return ('<p class="note">Wasserstein-1 distance: not computed (it needs the POT library: '
-                "pip install 'geopriv[metrics]').</p>")
+        return (
+            '<p class="note">Wasserstein-1 distance: not computed (it needs the POT library: '
+            "pip install 'geopriv[metrics]').</p>"
+        )
     except GeoprivError as exc:
         return _note(exc, front_end)
     what = "" if exact else " (an upper bound: the sets are too large for the exact one)"
-    return _table([(f"Wasserstein-1 distance between the two point sets (m){what}", value)],
-                  head=("distribution", "value"))
+    return _table(
+        [(f"Wasserstein-1 distance between the two point sets (m){what}", value)], head=("distribution", "value")
+    )
 
 
-def _adversary_html(true_g, released, rel_g, record, synthetic, mechanism, prior, population, area, bounds, cell,
-                    front_end, plt, counter) -> str:
+def _adversary_html(
+    true_g,
+    released,
+    rel_g,
+    record,
+    synthetic,
+    mechanism,
+    prior,
+    population,
+    area,
+    bounds,
+    cell,
+    front_end,
+    plt,
+    counter,
+) -> str:
     if synthetic:
-        return ("<p>A synthetic set belongs to nobody: there is no released point whose owner an adversary could "
-                "locate, so the adversary error does not apply.</p>")
+        return (
+            "<p>A synthetic set belongs to nobody: there is no released point whose owner an adversary could "
+            "locate, so the adversary error does not apply.</p>"
+        )
     kind = str(record.get("mechanism", ""))
     if mechanism is None and kind not in ("planar_laplace", "spherical_laplace"):
         if kind == "eikonal":
-            return ('<p class="note">Not computed: pass the eikonal mechanism itself (mechanism=) for its '
-                    "adversary.</p>")
-        return (f"<p>The optimal adversary's error is computed for point releases (perturb) and eikonal mechanisms; "
-                f"this is a {_e(kind or 'other')} release"
-                + (": the trace attacks below measure what an adversary learns from it.</p>"
-                   if "traj_id" in record else ".</p>"))
+            return '<p class="note">Not computed: pass the eikonal mechanism itself (mechanism=) for its adversary.</p>'
+        return (
+            f"<p>The optimal adversary's error is computed for point releases (perturb) and eikonal mechanisms; "
+            f"this is a {_e(kind or 'other')} release"
+            + (
+                ": the trace attacks below measure what an adversary learns from it.</p>"
+                if "traj_id" in record
+                else ".</p>"
+            )
+        )
     from . import adversary as _adv
 
     kwargs = {"prior": prior, "population": population}
@@ -724,31 +908,48 @@ def _adversary_html(true_g, released, rel_g, record, synthetic, mechanism, prior
     except GeoprivError as exc:
         return _note(exc, front_end)
     parts = []
-    names = {"adversary_error_m": "optimal adversary's expected error (m)",
-             "expected_displacement_m": "expected displacement under the prior (m)",
-             "k_equivalent": f"k-equivalent: people expected in the adversary's {100 * adv.confidence:g} % region",
-             "epsilon_per_m": "epsilon per metre", "cell_m": "adversary's grid step (m)",
-             "confidence": "confidence of the k-equivalent region"}
-    rows = [(names.get(k, k), v if k != "k_equivalent" or adv.k_equivalent is not None
-             else "needs a population raster (population=)") for k, v in adv.summary().items()
-            if not (k == "epsilon_per_m" and not (isinstance(v, float) and math.isfinite(v)))]
+    names = {
+        "adversary_error_m": "optimal adversary's expected error (m)",
+        "expected_displacement_m": "expected displacement under the prior (m)",
+        "k_equivalent": f"k-equivalent: people expected in the adversary's {100 * adv.confidence:g} % region",
+        "epsilon_per_m": "epsilon per metre",
+        "cell_m": "adversary's grid step (m)",
+        "confidence": "confidence of the k-equivalent region",
+    }
+    rows = [
+        (
+            names.get(k, k),
+            v if k != "k_equivalent" or adv.k_equivalent is not None else "needs a population raster (population=)",
+        )
+        for k, v in adv.summary().items()
+        if not (k == "epsilon_per_m" and not (isinstance(v, float) and math.isfinite(v)))
+    ]
     try:
         sub = rel_g.index.intersection(true_g.index)
         emp = _adv.empirical_adversary_error(true_g.loc[sub], rel_g.loc[sub], adv).attrs.get("summary", {})
-        rows += [("adversary's error on these points: mean (m)", emp.get("mean_m")),
-                 ("... median (m)", emp.get("median_m")), ("... 90th percentile (m)", emp.get("p90_m")),
-                 ("... points", emp.get("n"))]
+        rows += [
+            ("adversary's error on these points: mean (m)", emp.get("mean_m")),
+            ("... median (m)", emp.get("median_m")),
+            ("... 90th percentile (m)", emp.get("p90_m")),
+            ("... points", emp.get("n")),
+        ]
     except GeoprivError as exc:
         parts.append(_note(exc, front_end))
-    intro = ("<p>The adversary knows the mechanism and a prior (" + _e(adv.prior) + ") over where people are, sees a "
-             "released point and guesses the true location minimising its expected error (the optimal Bayesian "
-             "adversary of Shokri et al. 2011). Its expected error and the maps below come from public parameters and "
-             "the prior only; its error on these points uses the true locations.</p>")
+    intro = (
+        "<p>The adversary knows the mechanism and a prior (" + _e(adv.prior) + ") over where people are, sees a "
+        "released point and guesses the true location minimising its expected error (the optimal Bayesian "
+        "adversary of Shokri et al. 2011). Its expected error and the maps below come from public parameters and "
+        "the prior only; its error on these points uses the true locations.</p>"
+    )
     parts[:0] = [intro, _table(rows, head=("measure", "value"))]
-    for what, caption in (("error", "The optimal adversary's expected error for a person in each cell (metres): "
-                                    "public parameters and the prior only."),
-                          ("k", "k-equivalent for a person in each cell: people expected in the adversary's "
-                                "region.")):
+    for what, caption in (
+        (
+            "error",
+            "The optimal adversary's expected error for a person in each cell (metres): "
+            "public parameters and the prior only.",
+        ),
+        ("k", "k-equivalent for a person in each cell: people expected in the adversary's region."),
+    ):
         if what == "k" and adv.k_map is None:
             continue
         fig, ax = plt.subplots(figsize=(6.4, 5))
@@ -778,8 +979,10 @@ def _attacks_html(true, released, record, person, time, tz, front_end, plt, coun
     for what, data in (("true", true), ("released", released)):
         if not hasattr(data, "columns") or person not in data.columns:
             return f'<p class="note">Not computed: the {what} data have no column {_e(person)!r} (person=).</p>'
-    parts = [f"<p>Persons are the values of <code>{_e(person)}</code> (a trace id counts as a person). Only "
-             "aggregates over persons are shown.</p>"]
+    parts = [
+        f"<p>Persons are the values of <code>{_e(person)}</code> (a trace id counts as a person). Only "
+        "aggregates over persons are shown.</p>"
+    ]
     rows = []
     home = None
     if time is not None and time in true.columns and time in released.columns:
@@ -797,17 +1000,26 @@ def _attacks_html(true, released, record, person, time, tz, front_end, plt, coun
         if home is not None:
             h = home.attrs["summary"]
             night = home.attrs.get("geopriv_attack", {}).get("night")
-            hours = (f"{_clock(night[0])} to {_clock(night[1])}" if night else "all hours")
+            hours = f"{_clock(night[0])} to {_clock(night[1])}" if night else "all hours"
             zone_text = {None: "as the time stamps are", "solar": "local mean solar time"}.get(zone, zone)
-            rows += [("home attack: persons with a home in the true data", h.get("persons")),
-                     ("... of them, a home inferred from the release", h.get("inferred"))]
-            rows += [(f"... inferred home within {k[len('hit_rate_'):-1]} m of the true home (share)", v)
-                     for k, v in h.items() if k.startswith("hit_rate_")]
-            rows += [("... in the same cell (share)", h.get("same_cell_rate")),
-                     ("... median distance, inferred to true home (m)", h.get("median_distance_m"))]
-            parts.append(f"<p>Home attack (geopriv.attacks.home_attack): a person's home is the "
-                         f"{_num(home.attrs.get('geopriv_attack', {}).get('cell_m', attacks.DEFAULT_CELL))} m cell "
-                         f"holding most of their points from {hours}, {_e(zone_text)}.</p>")
+            rows += [
+                ("home attack: persons with a home in the true data", h.get("persons")),
+                ("... of them, a home inferred from the release", h.get("inferred")),
+            ]
+            rows += [
+                (f"... inferred home within {k[len('hit_rate_') : -1]} m of the true home (share)", v)
+                for k, v in h.items()
+                if k.startswith("hit_rate_")
+            ]
+            rows += [
+                ("... in the same cell (share)", h.get("same_cell_rate")),
+                ("... median distance, inferred to true home (m)", h.get("median_distance_m")),
+            ]
+            parts.append(
+                f"<p>Home attack (geopriv.attacks.home_attack): a person's home is the "
+                f"{_num(home.attrs.get('geopriv_attack', {}).get('cell_m', attacks.DEFAULT_CELL))} m cell "
+                f"holding most of their points from {hours}, {_e(zone_text)}.</p>"
+            )
     else:
         parts.append('<p class="note">Home attack not computed: it needs a time column in both data (time=).</p>')
     top = None
@@ -817,24 +1029,37 @@ def _attacks_html(true, released, record, person, time, tz, front_end, plt, coun
         parts.append(_note(exc, front_end))
     if top is not None:
         t = top.attrs["summary"]
-        rows += [("top-places attack: released persons", t.get("persons")),
-                 (f"... re-identified by their top {t.get('n')} places (share)", t.get("reidentification_rate")),
-                 ("... with exactly one candidate (share)", t.get("unique_match_rate")),
-                 (f"persons unique by their true top {t.get('n')} places (share)", t.get("true_unique_share"))]
+        rows += [
+            ("top-places attack: released persons", t.get("persons")),
+            (f"... re-identified by their top {t.get('n')} places (share)", t.get("reidentification_rate")),
+            ("... with exactly one candidate (share)", t.get("unique_match_rate")),
+            (f"persons unique by their true top {t.get('n')} places (share)", t.get("true_unique_share")),
+        ]
     if rows:
         parts.insert(1, _table(rows, head=("attack", "value")))
-        bars = [(label, float(v)) for label, v in rows if "(share)" in label and v is not None
-                and isinstance(v, (int, float)) and math.isfinite(float(v))]
+        bars = [
+            (label, float(v))
+            for label, v in rows
+            if "(share)" in label and v is not None and isinstance(v, (int, float)) and math.isfinite(float(v))
+        ]
         if bars:
             fig, ax = plt.subplots(figsize=(6.4, 0.5 + 0.45 * len(bars)))
-            ax.barh([b[0].replace("... ", "").replace(" (share)", "") for b in bars], [b[1] for b in bars],
-                    color="tab:purple")
+            ax.barh(
+                [b[0].replace("... ", "").replace(" (share)", "") for b in bars],
+                [b[1] for b in bars],
+                color="tab:purple",
+            )
             ax.set_xlim(0, 1)
             ax.invert_yaxis()
             ax.set_xlabel("share of persons")
             ax.grid(axis="x", alpha=0.3)
-            parts.append(_figure(_png(fig), "What the trace attacks achieve on this release (shares of persons).",
-                                 "trace attack success rates"))
+            parts.append(
+                _figure(
+                    _png(fig),
+                    "What the trace attacks achieve on this release (shares of persons).",
+                    "trace attack success rates",
+                )
+            )
             counter[0] += 1
     return "\n".join(parts)
 
@@ -865,7 +1090,9 @@ window.addEventListener("load", function () {
 def _html(title, sections, figures) -> str:
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     nav = " ".join(f'<a href="#{sid}">{_e(head)}</a>' for sid, head, _ in sections)
-    body = "\n".join(f'<section id="{sid}"><h2>{_e(head)}</h2>\n{content}\n</section>' for sid, head, content in sections)
+    body = "\n".join(
+        f'<section id="{sid}"><h2>{_e(head)}</h2>\n{content}\n</section>' for sid, head, content in sections
+    )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="{_CSP}">

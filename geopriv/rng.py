@@ -10,6 +10,7 @@ numpy's global state (``np.random.seed``) is never read or touched.  Whether out
 reproducible is recorded in the result's provenance as ``seeded``; the seed itself is *not*
 recorded, because anyone holding it could regenerate the noise and subtract it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

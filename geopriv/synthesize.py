@@ -7,6 +7,7 @@ PTRF 2024; He, Vershynin and Zhu, COLT 2023).  Small W1 means every 1-Lipschitz 
 uniformly.  The mechanism is :class:`~geopriv.mechanisms.private_measure.PrivateMeasure`; this
 module hands it to the one release path (:func:`geopriv.release.release_synthetic`).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -129,18 +130,40 @@ def synthesize(
     """
     if is_dask(data):
         return lazy("synthesize")(
-            data, epsilon, bounds=bounds, region=region, n=n, method=method, depth=depth, placement=placement,
-            grid=grid, rng=rng, max_distortion=max_distortion, progress=progress,
+            data,
+            epsilon,
+            bounds=bounds,
+            region=region,
+            n=n,
+            method=method,
+            depth=depth,
+            placement=placement,
+            grid=grid,
+            rng=rng,
+            max_distortion=max_distortion,
+            progress=progress,
             **({} if budget_store is None else {"budget_store": budget_store, "person": person}),
         )
     mechanism = PrivateMeasure(epsilon, method=method, depth=depth, dim=2)
     return release_synthetic(
-        data, mechanism, rng=rng, n=n, bounds=bounds, region=region, grid=grid, placement=placement,
-        max_distortion=max_distortion, progress=progress, budget_store=open_store(budget_store), person=person,
+        data,
+        mechanism,
+        rng=rng,
+        n=n,
+        bounds=bounds,
+        region=region,
+        grid=grid,
+        placement=placement,
+        max_distortion=max_distortion,
+        progress=progress,
+        budget_store=open_store(budget_store),
+        person=person,
     )
 
 
-def synthesize_xy(xy, epsilon, *, bounds, n=None, method: str = "srw", depth="auto", placement: str = "uniform", rng=None):
+def synthesize_xy(
+    xy, epsilon, *, bounds, n=None, method: str = "srw", depth="auto", placement: str = "uniform", rng=None
+):
     """Synthetic points for plain coordinates: (n,) values on a line or (n, 2) points in a box.
 
     Parameters
@@ -195,21 +218,27 @@ def synthesize_xy(xy, epsilon, *, bounds, n=None, method: str = "srw", depth="au
         raise EmptyInputError("xy has no rows: there is nothing to synthesise.")
     b = np.asarray(bounds, dtype=float).reshape(-1)
     if b.shape != (2 * dim,) or not np.all(np.isfinite(b)):
-        raise ParameterError(f"bounds must be {'(lo, hi)' if dim == 1 else '(xmin, ymin, xmax, ymax)'} for {dim}-D values.")
+        raise ParameterError(
+            f"bounds must be {'(lo, hi)' if dim == 1 else '(xmin, ymin, xmax, ymax)'} for {dim}-D values."
+        )
     lo, hi = b[:dim], b[dim:]
     if np.any(lo >= hi):
         raise ParameterError("bounds must have lo < hi on every axis.")
     bad = ~np.isfinite(arr).all(axis=1) | np.any(arr < lo, axis=1) | np.any(arr > hi, axis=1)
     if bad.any():
-        raise GeometryError("lie outside bounds= (or are not finite)", np.flatnonzero(bad).tolist(),
-                            "Declare bounds that hold the whole public domain (chosen without looking at the data), "
-                            "or drop those rows.")
+        raise GeometryError(
+            "lie outside bounds= (or are not finite)",
+            np.flatnonzero(bad).tolist(),
+            "Declare bounds that hold the whole public domain (chosen without looking at the data), "
+            "or drop those rows.",
+        )
     mech = PrivateMeasure(epsilon, method=method, depth=depth, dim=dim)
     if n is not None and (isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 1):
         raise ParameterError(f"n (the number of synthetic points) must be a positive integer, got {n!r}.")
     if placement not in ("uniform", "centre"):
         raise ParameterError(f"placement must be 'uniform' or 'centre', got {placement!r}.")
-    unit_out, _ = mech.sample_unit((arr - lo) / (hi - lo), make_rng(rng).generator,
-                                     n_out=None if n is None else int(n), placement=placement)
+    unit_out, _ = mech.sample_unit(
+        (arr - lo) / (hi - lo), make_rng(rng).generator, n_out=None if n is None else int(n), placement=placement
+    )
     out = lo + unit_out * (hi - lo)
     return out[:, 0] if flat else out

@@ -8,6 +8,7 @@ total budget per trace, and returns one row per input row plus a per-trace ledge
 (:func:`trace_ledger`).  :func:`sample_queries` turns raw GPS trajectories into query traces
 with the paper's sampling protocol (sec. 5), so its evaluation can be reproduced.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -34,8 +35,20 @@ from .provenance import attach, make_record
 from .release import budget_fields, check_release_input, plan_traces
 from .rng import make_rng
 
-__all__ = ["sanitize_traces", "sample_queries", "trace_ledger", "OUTPUT_COLUMNS", "ledger_from_columns", "ledger_rows",
-           "finish_ledger", "trace_record", "check_output_columns", "column_of", "time_seconds", "PANDAS3"]
+__all__ = [
+    "sanitize_traces",
+    "sample_queries",
+    "trace_ledger",
+    "OUTPUT_COLUMNS",
+    "ledger_from_columns",
+    "ledger_rows",
+    "finish_ledger",
+    "trace_record",
+    "check_output_columns",
+    "column_of",
+    "time_seconds",
+    "PANDAS3",
+]
 
 PANDAS3 = int(pd.__version__.split(".")[0]) >= 3
 
@@ -48,19 +61,19 @@ OUTPUT_COLUMNS = ("predicted", "status", "epsilon_spent")
 TRAJ_ID_FIX = Fix(
     "traj_id_column",
     python="Name the column that says which trace (user, trajectory) each row belongs to, or pass traj_id=None if "
-           "all rows are one trace.",
+    "all rows are one trace.",
     cli="Name the column that says which trace (user, trajectory) each row belongs to with --traj-id COLUMN, or give "
-        "--traj-id '' if all rows are one trace.",
+    "--traj-id '' if all rows are one trace.",
     qgis="Choose the 'Trace id field' that says which trace (user, trajectory) each point belongs to, or leave it "
-         "empty if all points are one trace.",
+    "empty if all points are one trace.",
 )
 #: a time column that is missing
 TIME_FIX = Fix(
     "time_column",
     python="Name the column of time stamps (datetimes or seconds), or pass time=None if the rows are already in query "
-           "order within each trace (then skip_speed cannot be used).",
+    "order within each trace (then skip_speed cannot be used).",
     cli="Name the column of time stamps (datetimes or seconds) with --time COLUMN, or give --time '' if the rows are "
-        "already in query order within each trace (then --skip-speed cannot be used).",
+    "already in query order within each trace (then --skip-speed cannot be used).",
     qgis="Choose the 'Time field', or leave it empty if the features are already in query order within each trace.",
 )
 
@@ -118,7 +131,8 @@ def _layout(data, geoms, traj_id, time):
         if traj_id == data.geometry.name or isinstance(ids.dtype, gpd.array.GeometryDtype):
             raise GeoprivError(
                 f"The trace id column {traj_id!r} is a geometry column: every location would become its own trace id, "
-                "published in the ledger.", fix=TRAJ_ID_FIX,
+                "published in the ledger.",
+                fix=TRAJ_ID_FIX,
             )
         from .attributes import find_location_columns
 
@@ -126,9 +140,12 @@ def _layout(data, geoms, traj_id, time):
             raise GeoprivError(
                 f"The trace id column {traj_id!r} looks like locations (coordinates, WKT, ...); trace ids are "
                 "published with the release and in its ledger.",
-                fix=Fix("opaque_ids", python="Use an opaque id (e.g. pd.factorize(...)[0]).",
-                        cli="Use a column of opaque ids (numbers or names that say nothing about places).",
-                        qgis="Use a field of opaque ids (numbers or names that say nothing about places)."),
+                fix=Fix(
+                    "opaque_ids",
+                    python="Use an opaque id (e.g. pd.factorize(...)[0]).",
+                    cli="Use a column of opaque ids (numbers or names that say nothing about places).",
+                    qgis="Use a field of opaque ids (numbers or names that say nothing about places).",
+                ),
             )
         if ids.dtype == object:
             kinds = {type(v).__name__ for v in ids.dropna().to_numpy()}
@@ -136,9 +153,12 @@ def _layout(data, geoms, traj_id, time):
                 raise GeoprivError(
                     f"The trace id column {traj_id!r} mixes types {sorted(kinds)}: ids such as '1' and 1 would get "
                     "two budgets for what may be one user.",
-                    fix=Fix("one_type", python=f"Convert it to one type, e.g. gdf[{traj_id!r}].astype(str).",
-                            cli="Store the column with one type in the file (e.g. text).",
-                            qgis="Convert the field to one type (e.g. text, with 'Refactor fields')."),
+                    fix=Fix(
+                        "one_type",
+                        python=f"Convert it to one type, e.g. gdf[{traj_id!r}].astype(str).",
+                        cli="Store the column with one type in the file (e.g. text).",
+                        qgis="Convert the field to one type (e.g. text, with 'Refactor fields').",
+                    ),
                 )
         missing = ids.isna().to_numpy()
         if missing.any():
@@ -168,11 +188,15 @@ def check_output_columns(data):
         if clash:
             raise GeoprivError(
                 f"The data already has column(s) {clash} that the trace release adds.",
-                fix=Fix("rename_columns", python=f"Rename them first, e.g. gdf.rename(columns={{{clash[0]!r}: "
-                                                 f"{clash[0] + '_in'!r}}}), or drop them.",
-                        cli="Rename them in the file, or leave them out with " + " ".join(f"--drop {c}" for c in clash)
-                            + ".",
-                        qgis="Rename them ('Rename field') or remove them ('Drop field(s)') first."),
+                fix=Fix(
+                    "rename_columns",
+                    python=f"Rename them first, e.g. gdf.rename(columns={{{clash[0]!r}: "
+                    f"{clash[0] + '_in'!r}}}), or drop them.",
+                    cli="Rename them in the file, or leave them out with "
+                    + " ".join(f"--drop {c}" for c in clash)
+                    + ".",
+                    qgis="Rename them ('Rename field') or remove them ('Drop field(s)') first.",
+                ),
             )
 
 
@@ -502,11 +526,32 @@ def sanitize_traces(
     """
     if is_dask(data):  # lazy, one release whatever the partitioning: geopriv.distributed.traces
         return lazy("sanitize_traces")(
-            data, epsilon, traj_id=traj_id, time=time, level=level, radius=radius, method=method, budget=budget,
-            rate=rate, accuracy=accuracy, skip_speed=skip_speed, stale_after=stale_after, predictor=predictor,
-            on_exhausted=on_exhausted, eta=eta, gamma=gamma, delta=delta, prediction_rate=prediction_rate, rng=rng,
-            bounds=bounds, grid=grid, continuous=continuous, keep=keep, max_distortion=max_distortion,
-            progress=progress, **({} if budget_store is None else {"budget_store": budget_store, "person": person}),
+            data,
+            epsilon,
+            traj_id=traj_id,
+            time=time,
+            level=level,
+            radius=radius,
+            method=method,
+            budget=budget,
+            rate=rate,
+            accuracy=accuracy,
+            skip_speed=skip_speed,
+            stale_after=stale_after,
+            predictor=predictor,
+            on_exhausted=on_exhausted,
+            eta=eta,
+            gamma=gamma,
+            delta=delta,
+            prediction_rate=prediction_rate,
+            rng=rng,
+            bounds=bounds,
+            grid=grid,
+            continuous=continuous,
+            keep=keep,
+            max_distortion=max_distortion,
+            progress=progress,
+            **({} if budget_store is None else {"budget_store": budget_store, "person": person}),
         )
     store = open_store(budget_store)
     layout = None
@@ -535,11 +580,31 @@ def sanitize_traces(
     geoms, xy = check_release_input(data, keep_all, bounds, None, allow_order=order_cols)
     check_output_columns(data)
     # everything public (mechanism, budget manager, frame, lattice, record) from the one trace plan
-    plan = plan_traces(geoms.crs, epsilon, level=level, radius=radius, method=method, budget=budget, rate=rate,
-                       accuracy=accuracy, skip_speed=skip_speed, stale_after=stale_after, predictor=predictor,
-                       on_exhausted=on_exhausted, eta=eta, gamma=gamma, delta=delta, prediction_rate=prediction_rate,
-                       bounds=bounds, grid=grid, continuous=continuous, keep=keep, max_distortion=max_distortion,
-                       traj_id=traj_id, time=time)
+    plan = plan_traces(
+        geoms.crs,
+        epsilon,
+        level=level,
+        radius=radius,
+        method=method,
+        budget=budget,
+        rate=rate,
+        accuracy=accuracy,
+        skip_speed=skip_speed,
+        stale_after=stale_after,
+        predictor=predictor,
+        on_exhausted=on_exhausted,
+        eta=eta,
+        gamma=gamma,
+        delta=delta,
+        prediction_rate=prediction_rate,
+        bounds=bounds,
+        grid=grid,
+        continuous=continuous,
+        keep=keep,
+        max_distortion=max_distortion,
+        traj_id=traj_id,
+        time=time,
+    )
     mech, eps, frame, lattice = plan.mechanism, plan.epsilon_per_m, plan.frame, plan.lattice
     codes, uniques, secs, order = _layout(data, geoms, traj_id, time)
     source = make_rng(rng)
@@ -563,20 +628,37 @@ def sanitize_traces(
         worst = eps + lengths * per_draw
         charged = plan.fields()
         charged.update(budget_fields(store, PER_METRE, None))
-        reservation = store.reserve(_trace_persons(data, person, codes, uniques, traj_id), worst, unit=PER_METRE,
-                                    kind="sanitize_traces", spend=False, parameters=charged, rows_released=len(xy))
+        reservation = store.reserve(
+            _trace_persons(data, person, codes, uniques, traj_id),
+            worst,
+            unit=PER_METRE,
+            kind="sanitize_traces",
+            spend=False,
+            parameters=charged,
+            rows_released=len(xy),
+        )
 
     with reservation:
         if store is not None:
             reservation.start()
         # rows_of: per-row keyed streams (lazy releases) follow their rows into the traces' order
-        run = mech.run(traces, eps, rows_of(source.generator, order), accountant, progress=progress,
-                       **({"postprocess": released_in_work} if method == "predictive" and lattice is not None else {}))
+        run = mech.run(
+            traces,
+            eps,
+            rows_of(source.generator, order),
+            accountant,
+            progress=progress,
+            **({"postprocess": released_in_work} if method == "predictive" and lattice is not None else {}),
+        )
         if store is not None:  # settle: what the public ledger says each trace spent, plus its draws' increments
             draws = np.bincount(codes[order][run.status == NOISE], minlength=len(uniques))
             used = np.minimum(accountant.spent + accountant.reserved + draws * per_draw, worst)
-            reservation.commit(np.minimum(np.bincount(reservation.persons.inverse, weights=used,
-                                                      minlength=len(reservation.persons)), reservation.amounts))
+            reservation.commit(
+                np.minimum(
+                    np.bincount(reservation.persons.inverse, weights=used, minlength=len(reservation.persons)),
+                    reservation.amounts,
+                )
+            )
 
     # back to the input order and CRS
     released_sorted = run.reported
@@ -602,7 +684,9 @@ def sanitize_traces(
     else:  # a GeoSeries: one trace (traj_id=None) in row order (time=None); columns need a frame
         out = gpd.GeoDataFrame(geometry=new_geoms.rename(geoms.name or "geometry"))
     out["predicted"] = (status != NOISE) & (status != EXHAUSTED)
-    out["status"] = pd.Series(np.asarray(STATUS_NAMES, dtype=object)[status], index=out.index).astype("str" if PANDAS3 else object)
+    out["status"] = pd.Series(np.asarray(STATUS_NAMES, dtype=object)[status], index=out.index).astype(
+        "str" if PANDAS3 else object
+    )
     out["epsilon_spent"] = eps_row
 
     ledger = _ledger_dict(run, uniques, traj_id)
@@ -623,8 +707,9 @@ def _trace_persons(data, person, codes, uniques, traj_id):
 
     if person is None:
         if traj_id is None:
-            raise GeoprivError("A budget store charges persons: a single trace (traj_id=None) needs person=.",
-                               fix=PERSON_FIX)
+            raise GeoprivError(
+                "A budget store charges persons: a single trace (traj_id=None) needs person=.", fix=PERSON_FIX
+            )
         return pd.Index(uniques)
     col = column_of(data, person, "person id", PERSON_FIX)
     first = np.full(len(uniques), -1, np.int64)
@@ -633,8 +718,11 @@ def _trace_persons(data, person, codes, uniques, traj_id):
     same = col.to_numpy(object) == ids.to_numpy(object)[codes]
     if not same.all():
         bad = pd.Index(uniques)[np.unique(codes[~same])]
-        raise GeoprivError(f"The person id column {person!r} changes within {len(bad)} trace(s): trace ids "
-                           f"{format_labels(bad)}. A trace belongs to one person.", fix=PERSON_FIX)
+        raise GeoprivError(
+            f"The person id column {person!r} changes within {len(bad)} trace(s): trace ids "
+            f"{format_labels(bad)}. A trace belongs to one person.",
+            fix=PERSON_FIX,
+        )
     return pd.Index(ids.to_numpy(object) if ids.dtype == object else ids.to_numpy())
 
 
@@ -774,7 +862,8 @@ def _time_unit_seconds(time_unit, numeric: bool, name) -> float:
     if not numeric:
         raise ParameterError(
             f"A time unit applies to numeric time columns only; {name!r} holds datetimes or text, which carry their "
-            "own unit.", fix=Fix("time_unit", python="Leave time_unit=None.", cli="Leave --time-unit out.", qgis=""),
+            "own unit.",
+            fix=Fix("time_unit", python="Leave time_unit=None.", cli="Leave --time-unit out.", qgis=""),
         )
     return TIME_UNITS[time_unit]
 
@@ -792,9 +881,13 @@ def _check_seconds_plausible(t: np.ndarray, codes: np.ndarray, name) -> None:
             f"epoch {dict(ms='milliseconds', us='microseconds', ns='nanoseconds')[unit]}, and sampled as seconds the "
             f"protocol's intervals would be {dict(ms='1,000', us='a million', ns='a billion')[unit]} times too short "
             "(thousands of queries too many).",
-            fix=Fix("time_unit", python=f"Pass time_unit={unit!r}, or convert the column to datetimes first: "
-                                        f"gdf[{name!r}] = pd.to_datetime(gdf[{name!r}], unit={unit!r}, utc=True).",
-                    cli=f"Give --time-unit {unit}.", qgis=""),
+            fix=Fix(
+                "time_unit",
+                python=f"Pass time_unit={unit!r}, or convert the column to datetimes first: "
+                f"gdf[{name!r}] = pd.to_datetime(gdf[{name!r}], unit={unit!r}, utc=True).",
+                cli=f"Give --time-unit {unit}.",
+                qgis="",
+            ),
         )
     same = codes[1:] == codes[:-1]
     steps = np.diff(t)[same]
@@ -804,10 +897,14 @@ def _check_seconds_plausible(t: np.ndarray, codes: np.ndarray, name) -> None:
             f"Consecutive fixes are a median of less than a millisecond apart when the time column {name!r} is read as "
             "seconds: the numbers look like days or hours (e.g. GeoLife's or Excel's fractional days since 1899-12-30), "
             "and sampling them as seconds would draw almost no queries.",
-            fix=Fix("time_unit", python=f"Pass time_unit='D' (or 'h'), or convert the column to datetimes first: "
-                                        f"gdf[{name!r}] = pd.to_datetime(gdf[{name!r}], unit='D', origin='1899-12-30', "
-                                        "utc=True).",
-                    cli="Give --time-unit D (or h).", qgis=""),
+            fix=Fix(
+                "time_unit",
+                python=f"Pass time_unit='D' (or 'h'), or convert the column to datetimes first: "
+                f"gdf[{name!r}] = pd.to_datetime(gdf[{name!r}], unit='D', origin='1899-12-30', "
+                "utc=True).",
+                cli="Give --time-unit D (or h).",
+                qgis="",
+            ),
         )
 
 
@@ -900,8 +997,13 @@ def sample_queries(
     """
     if not 0 <= float(p) <= 1:
         raise ParameterError("p (probability of a jump) must be in [0, 1].")
-    for name, v in (("short", short), ("jump", jump), ("max_speed", max_speed), ("speed_window", speed_window),
-                    ("max_gap", max_gap)):
+    for name, v in (
+        ("short", short),
+        ("jump", jump),
+        ("max_speed", max_speed),
+        ("speed_window", speed_window),
+        ("max_gap", max_gap),
+    ):
         if not (math.isfinite(float(v)) and float(v) > 0):
             raise ParameterError(f"{name} must be a positive number.")
     if not 0 <= float(jitter) < 1:
@@ -991,16 +1093,19 @@ def ledger_rows(part, traj_id):
     status = part["status"].astype(object).to_numpy()
     released = status != "exhausted"
     key = part[traj_id] if traj_id is not None else pd.Series(np.zeros(len(part), dtype=np.int64), index=part.index)
-    return pd.DataFrame({
-        "key": key.to_numpy(),
-        "queries": np.ones(len(part), dtype=np.int64),
-        "released": released.astype(np.int64),
-        "noise": (status == "noise").astype(np.int64),
-        "predicted": (status == "predicted").astype(np.int64),
-        "skipped": (status == "skipped").astype(np.int64),
-        "exhausted": (~released).astype(np.int64),
-        "spent": part["epsilon_spent"].to_numpy(dtype=float),
-    }, index=pd.RangeIndex(len(part)))
+    return pd.DataFrame(
+        {
+            "key": key.to_numpy(),
+            "queries": np.ones(len(part), dtype=np.int64),
+            "released": released.astype(np.int64),
+            "noise": (status == "noise").astype(np.int64),
+            "predicted": (status == "predicted").astype(np.int64),
+            "skipped": (status == "skipped").astype(np.int64),
+            "exhausted": (~released).astype(np.int64),
+            "spent": part["epsilon_spent"].to_numpy(dtype=float),
+        },
+        index=pd.RangeIndex(len(part)),
+    )
 
 
 def finish_ledger(sums, record):
@@ -1014,23 +1119,26 @@ def finish_ledger(sums, record):
     spent = np.minimum(sums["spent"].to_numpy(dtype=float), budget)
     independent = record.get("method") == "independent"
     easy = released - sums["noise"].to_numpy(dtype=np.int64)
-    out = pd.DataFrame({
-        "queries": sums["queries"].to_numpy(dtype=np.int64),
-        "released": released,
-        "noise": sums["noise"].to_numpy(dtype=np.int64),
-        "predicted": sums["predicted"].to_numpy(dtype=np.int64),
-        "skipped": sums["skipped"].to_numpy(dtype=np.int64),
-        "exhausted": sums["exhausted"].to_numpy(dtype=np.int64),
-        # which noise rows ran a (failed) test, and the test/noise split, are not in the output's columns
-        "tests": pd.array(np.zeros(n, dtype=np.int64) if independent else [pd.NA] * n, dtype="Int64"),
-        "budget": np.full(n, budget),
-        "spent": spent,
-        "remaining": np.maximum(budget - spent, 0.0),
-        "spent_test": np.zeros(n) if independent else np.full(n, np.nan),
-        "spent_noise": spent.copy() if independent else np.full(n, np.nan),
-        "prediction_rate": np.divide(easy, released, out=np.zeros(n), where=released > 0),
-        "budget_rate": spent / (budget * np.maximum(released, 1)),
-    }, index=pd.Index(sums.index if traj_id is not None else [None] * n, name=traj_id or "trace"))
+    out = pd.DataFrame(
+        {
+            "queries": sums["queries"].to_numpy(dtype=np.int64),
+            "released": released,
+            "noise": sums["noise"].to_numpy(dtype=np.int64),
+            "predicted": sums["predicted"].to_numpy(dtype=np.int64),
+            "skipped": sums["skipped"].to_numpy(dtype=np.int64),
+            "exhausted": sums["exhausted"].to_numpy(dtype=np.int64),
+            # which noise rows ran a (failed) test, and the test/noise split, are not in the output's columns
+            "tests": pd.array(np.zeros(n, dtype=np.int64) if independent else [pd.NA] * n, dtype="Int64"),
+            "budget": np.full(n, budget),
+            "spent": spent,
+            "remaining": np.maximum(budget - spent, 0.0),
+            "spent_test": np.zeros(n) if independent else np.full(n, np.nan),
+            "spent_noise": spent.copy() if independent else np.full(n, np.nan),
+            "prediction_rate": np.divide(easy, released, out=np.zeros(n), where=released > 0),
+            "budget_rate": spent / (budget * np.maximum(released, 1)),
+        },
+        index=pd.Index(sums.index if traj_id is not None else [None] * n, name=traj_id or "trace"),
+    )
     return out
 
 

@@ -9,6 +9,7 @@ The package versions are read from the installed distributions' metadata
 (``importlib.metadata``), so nothing but the four geometry packages that report the C libraries
 is imported.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -20,11 +21,32 @@ from typing import IO
 from ._version import __version__
 
 #: the distributions geopriv requires (pyproject.toml's ``dependencies``), by their PyPI names
-REQUIRED = ("numpy", "pandas", "geopandas", "shapely", "pyproj", "pyogrio", "rasterio", "scipy", "scikit-fmm", "tqdm",
-            "filelock")
+REQUIRED = (
+    "numpy",
+    "pandas",
+    "geopandas",
+    "shapely",
+    "pyproj",
+    "pyogrio",
+    "rasterio",
+    "scipy",
+    "scikit-fmm",
+    "tqdm",
+    "filelock",
+)
 #: the distributions of geopriv's extras (pyproject.toml's ``optional-dependencies``)
-OPTIONAL = ("h3", "dask", "dask-geopandas", "distributed", "movingpandas", "networkx", "psycopg", "matplotlib",
-            "highspy", "pot")
+OPTIONAL = (
+    "h3",
+    "dask",
+    "dask-geopandas",
+    "distributed",
+    "movingpandas",
+    "networkx",
+    "psycopg",
+    "matplotlib",
+    "highspy",
+    "pot",
+)
 
 
 def _distribution_version(name: str) -> str | None:

@@ -5,6 +5,7 @@ provides every public function or class the plugin's algorithms call (each algor
 them in its ``GEOPRIV_API``), and those functions take the keyword arguments the algorithms
 pass (``GEOPRIV_KEYWORDS``: e.g. ``bounds``, ``grid``, ``continuous``, ``keep`` of a release).
 """
+
 from __future__ import annotations
 
 import inspect
@@ -56,7 +57,8 @@ def check_binaries(modules=("pyproj",)):
             raise ImportError(
                 f"QGIS would import a {module} that carries its own copy of PROJ (a pip wheel, in {where}); "
                 "loading it inside QGIS crashes QGIS. Remove it from that folder (python3 -m pip uninstall "
-                f"{module}) and use the {module} that comes with QGIS ({QGIS_PACKAGES.get(module, 'its package')}).")
+                f"{module}) and use the {module} that comes with QGIS ({QGIS_PACKAGES.get(module, 'its package')})."
+            )
 
 
 def check_geopriv():
@@ -68,8 +70,10 @@ def check_geopriv():
         raise _cannot_import(exc) from exc
     version = getattr(geopriv, "__version__", "0")
     if _version_tuple(version) < _version_tuple(MIN_GEOPRIV_VERSION):
-        raise ImportError(f"The geopriv plugin needs geopriv >= {MIN_GEOPRIV_VERSION}; QGIS imports geopriv "
-                          f"{version} from {geopriv.__file__}. " + install_hint())
+        raise ImportError(
+            f"The geopriv plugin needs geopriv >= {MIN_GEOPRIV_VERSION}; QGIS imports geopriv "
+            f"{version} from {geopriv.__file__}. " + install_hint()
+        )
     from .provider import ALGORITHMS
 
     try:  # geopriv imports each name's module on first use: its dependencies (numpy, GeoPandas, ...) load here
@@ -77,20 +81,31 @@ def check_geopriv():
     except ImportError as exc:
         raise _cannot_import(exc) from exc
     if missing:
-        raise ImportError(f"The geopriv {version} that QGIS imports ({geopriv.__file__}) lacks {', '.join(missing)}, "
-                          "which this plugin calls: it is older than the plugin. " + install_hint())
-    lacking = sorted({f"{function}({keyword}=)" for alg in ALGORITHMS
-                      for function, keywords in getattr(alg, "GEOPRIV_KEYWORDS", {}).items()
-                      for keyword in keywords if not _takes(getattr(geopriv, function), keyword)})
+        raise ImportError(
+            f"The geopriv {version} that QGIS imports ({geopriv.__file__}) lacks {', '.join(missing)}, "
+            "which this plugin calls: it is older than the plugin. " + install_hint()
+        )
+    lacking = sorted(
+        {
+            f"{function}({keyword}=)"
+            for alg in ALGORITHMS
+            for function, keywords in getattr(alg, "GEOPRIV_KEYWORDS", {}).items()
+            for keyword in keywords
+            if not _takes(getattr(geopriv, function), keyword)
+        }
+    )
     if lacking:
-        raise ImportError(f"The geopriv {version} that QGIS imports ({geopriv.__file__}) lacks {', '.join(lacking)}, "
-                          "which this plugin passes: it is older than the plugin. " + install_hint())
+        raise ImportError(
+            f"The geopriv {version} that QGIS imports ({geopriv.__file__}) lacks {', '.join(lacking)}, "
+            "which this plugin passes: it is older than the plugin. " + install_hint()
+        )
     return geopriv
 
 
 def _cannot_import(exc: ImportError) -> ImportError:
-    return ImportError(f"The geopriv plugin needs the geopriv Python library, which QGIS cannot import ({exc}). "
-                       + install_hint())
+    return ImportError(
+        f"The geopriv plugin needs the geopriv Python library, which QGIS cannot import ({exc}). " + install_hint()
+    )
 
 
 def _takes(function, keyword: str) -> bool:

@@ -20,6 +20,7 @@ So the installer
 This module uses the standard library only and no Qt: the dialog (``setup_dialog.py``) and the
 tests call :func:`plan` and :func:`install`.
 """
+
 from __future__ import annotations
 
 import glob
@@ -44,9 +45,9 @@ OPTIONAL = "optional"
 #: what to install when a library that must come from QGIS is missing or too old
 QGIS_PACKAGES = {
     "numpy": "Debian/Ubuntu: sudo apt install python3-numpy; Windows: the OSGeo4W package python3-numpy; "
-             "macOS: a newer QGIS.app",
+    "macOS: a newer QGIS.app",
     "pyproj": "Debian/Ubuntu: sudo apt install python3-pyproj; Windows: the OSGeo4W package python3-pyproj; "
-              "macOS: a newer QGIS.app",
+    "macOS: a newer QGIS.app",
 }
 
 
@@ -83,10 +84,10 @@ class Requirement:
 class Plan:
     """What an installation would do: requirements to install, and those only QGIS can provide."""
 
-    install: tuple = ()          # Requirement objects pip installs into the profile folder
-    from_qgis: tuple = ()        # (Requirement, installed version or None) QGIS must provide
+    install: tuple = ()  # Requirement objects pip installs into the profile folder
+    from_qgis: tuple = ()  # (Requirement, installed version or None) QGIS must provide
     geopriv_missing: bool = False
-    python: tuple = MIN_PYTHON   # the Python QGIS runs (major, minor)
+    python: tuple = MIN_PYTHON  # the Python QGIS runs (major, minor)
 
     @property
     def needed(self) -> bool:
@@ -101,9 +102,11 @@ class Plan:
         """A short, readable account for the dialog."""
         lines = []
         if tuple(self.python) < MIN_PYTHON:
-            lines.append(f"This QGIS runs Python {self.python[0]}.{self.python[1]}; geopriv needs Python "
-                         f"{MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer: use a newer QGIS (Debian 12, Ubuntu 24.04, "
-                         "a current OSGeo4W or QGIS.app).")
+            lines.append(
+                f"This QGIS runs Python {self.python[0]}.{self.python[1]}; geopriv needs Python "
+                f"{MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer: use a newer QGIS (Debian 12, Ubuntu 24.04, "
+                "a current OSGeo4W or QGIS.app)."
+            )
         if self.from_qgis:
             lines.append("These come with QGIS and cannot be installed by the plugin:")
             for requirement, version in self.from_qgis:
@@ -149,8 +152,9 @@ def read_requirements(path: Path = REQUIREMENTS) -> list:
             raise ValueError(f"{path}: cannot read requirement line {raw!r}")
         specifiers = tuple(re.findall(r"([<>=!]=?)\s*([\w.]+)", match.group(2)))
         marker = comment.strip().lower()
-        requirements.append(Requirement(match.group(1), specifiers, marker.startswith(FROM_QGIS.lower()),
-                                        marker.startswith(OPTIONAL)))
+        requirements.append(
+            Requirement(match.group(1), specifiers, marker.startswith(FROM_QGIS.lower()), marker.startswith(OPTIONAL))
+        )
     return requirements
 
 
@@ -174,8 +178,9 @@ def plan(requirements: list | None = None, path: list | None = None, need_geopri
         (from_qgis.append((requirement, version)) if requirement.from_qgis else install.append(requirement))
     have, wheel = installed_version("geopriv", path), geopriv_wheel()
     shipped = wheel.name.split("-")[1] if wheel is not None else None
-    geopriv_missing = need_geopriv and (have is None or (shipped is not None and
-                                                         version_tuple(have) < version_tuple(shipped)))
+    geopriv_missing = need_geopriv and (
+        have is None or (shipped is not None and version_tuple(have) < version_tuple(shipped))
+    )
     return Plan(tuple(install), tuple(from_qgis), geopriv_missing, tuple(sys.version_info[:2]))
 
 
@@ -187,9 +192,13 @@ def python_executable() -> str | None:
     if exe.name.lower().startswith("python"):
         candidates.append(exe)
     for prefix in (Path(sys.exec_prefix), Path(sys.base_exec_prefix)):
-        candidates += [prefix / "bin" / f"python{version}", prefix / "bin" / "python3",  # Linux, macOS bundle
-                       prefix / "python.exe", prefix / "python3.exe",                   # OSGeo4W, Windows installer
-                       prefix.parent / "bin" / f"python{version}"]
+        candidates += [
+            prefix / "bin" / f"python{version}",
+            prefix / "bin" / "python3",  # Linux, macOS bundle
+            prefix / "python.exe",
+            prefix / "python3.exe",  # OSGeo4W, Windows installer
+            prefix.parent / "bin" / f"python{version}",
+        ]
     candidates += [exe.parent / "bin" / "python3", exe.parent / "python3", exe.parent / "python.exe"]
     for candidate in candidates:
         if candidate.is_file() and os.access(candidate, os.X_OK):
@@ -223,8 +232,14 @@ def activate(target: Path) -> bool:
     return True
 
 
-def install(the_plan: Plan, target: Path, wheel: Path | None = None, python: str | None = None,
-            progress=None, timeout: float = 1800) -> Outcome:
+def install(
+    the_plan: Plan,
+    target: Path,
+    wheel: Path | None = None,
+    python: str | None = None,
+    progress=None,
+    timeout: float = 1800,
+) -> Outcome:
     """Install ``the_plan`` into ``target`` with pip (``--no-deps``, binary wheels only); never raises.
 
     ``progress(percent, text)`` is called as the work goes.  Nothing outside ``target`` is written;
@@ -238,20 +253,25 @@ def install(the_plan: Plan, target: Path, wheel: Path | None = None, python: str
         return outcome
     python = python or python_executable()
     if python is None:
-        outcome.log.append("QGIS's Python interpreter was not found; install the requirements from a terminal "
-                           "(docs/qgis.md).")
+        outcome.log.append(
+            "QGIS's Python interpreter was not found; install the requirements from a terminal (docs/qgis.md)."
+        )
         return outcome
     pip = pip_command(python)
     if pip is None:
-        outcome.log.append("pip is not available to QGIS's Python: install it (Debian/Ubuntu: "
-                           "sudo apt install python3-pip) and try again.")
+        outcome.log.append(
+            "pip is not available to QGIS's Python: install it (Debian/Ubuntu: "
+            "sudo apt install python3-pip) and try again."
+        )
         return outcome
     specs = [r.spec for r in the_plan.install if not r.optional]
     optional = [r.spec for r in the_plan.install if r.optional]
     if the_plan.geopriv_missing:
         wheel = wheel or geopriv_wheel()
         if wheel is None:
-            outcome.log.append("this plugin zip holds no geopriv wheel; install geopriv from a terminal (docs/qgis.md).")
+            outcome.log.append(
+                "this plugin zip holds no geopriv wheel; install geopriv from a terminal (docs/qgis.md)."
+            )
             return outcome
         specs.append(str(wheel))
     if not specs and not optional:
@@ -267,8 +287,17 @@ def install(the_plan: Plan, target: Path, wheel: Path | None = None, python: str
     counter = [0]
 
     def pip_run(requirements: list, binary_only: bool) -> int:
-        command = pip + ["install", "--no-deps", "--upgrade", "--target", str(staging), "--disable-pip-version-check",
-                         "--no-input", "--progress-bar", "off"]
+        command = pip + [
+            "install",
+            "--no-deps",
+            "--upgrade",
+            "--target",
+            str(staging),
+            "--disable-pip-version-check",
+            "--no-input",
+            "--progress-bar",
+            "off",
+        ]
         command += (["--only-binary", ":all:"] if binary_only else []) + requirements
         try:
             with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
@@ -297,7 +326,8 @@ def install(the_plan: Plan, target: Path, wheel: Path | None = None, python: str
             outcome.warnings.append(
                 f"{name} could not be installed (it is built from source: a C/C++ compiler is needed; on "
                 f"Debian/Ubuntu: sudo apt install python3-{name}, or g++ and python3-dev, then install again); "
-                "the algorithms that need it will say so.")
+                "the algorithms that need it will say so."
+            )
     report(95, "moving the installed packages into place")
     if target.exists():
         old = target.with_name(target.name + ".old")
@@ -319,8 +349,15 @@ def bundled_proj(module: str = "pyproj") -> bool:
     if spec is None or not spec.origin:
         return False
     package = Path(spec.origin).parent
-    return any(p.exists() for p in (package / "proj_dir", package.with_name(package.name + ".libs"),
-                                    package / ".dylibs", package / "gdal_data"))
+    return any(
+        p.exists()
+        for p in (
+            package / "proj_dir",
+            package.with_name(package.name + ".libs"),
+            package / ".dylibs",
+            package / "gdal_data",
+        )
+    )
 
 
 def _remove_tree(path: Path) -> None:

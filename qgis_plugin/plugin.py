@@ -1,4 +1,5 @@
 """The QGIS plugin object: registers the geopriv Processing provider, nothing more."""
+
 from __future__ import annotations
 
 from qgis.core import QgsApplication

@@ -5,6 +5,7 @@ subclass (read parameters, one geopriv call, write outputs) and add its class to
 :data:`ALGORITHMS` below.  That is all: the toolbox, ``processing.run("geopriv:<name>", ...)``,
 the modeler and the plugin's compatibility check pick it up from this list.
 """
+
 from __future__ import annotations
 
 import os

@@ -7,6 +7,7 @@ Python that imports QGIS) writes it; docs/_ext/geopriv_qgis_docs.py renders the 
 docs/_generated/qgis_algorithms.json, and tests/qgis_plugin/test_reference.py fails when that
 file is older than the provider.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,17 +31,34 @@ def algorithm_reference(provider) -> list[dict]:
     for alg in sorted(provider.algorithms(), key=lambda a: (a.group(), a.displayName())):
         params = []
         for p in alg.parameterDefinitions():
-            entry = {"name": p.name(), "label": p.description(), "type": p.type(),
-                     "default": _plain(p.defaultValue()), "optional": bool(p.flags() & Definition.FlagOptional),
-                     "advanced": bool(p.flags() & Definition.FlagAdvanced), "help": p.help() or ""}
+            entry = {
+                "name": p.name(),
+                "label": p.description(),
+                "type": p.type(),
+                "default": _plain(p.defaultValue()),
+                "optional": bool(p.flags() & Definition.FlagOptional),
+                "advanced": bool(p.flags() & Definition.FlagAdvanced),
+                "help": p.help() or "",
+            }
             options = getattr(p, "options", None)
             if callable(options) and p.type() == "enum":
                 entry["choices"] = list(options())
             params.append(entry)
-        outputs = [{"name": o.name(), "label": o.description(), "type": o.type()} for o in alg.outputDefinitions()
-                   if o.name() not in {p["name"] for p in params}]
-        out.append({"id": alg.id(), "name": alg.displayName(), "group": alg.group(), "help": alg.shortHelpString(),
-                    "parameters": params, "outputs": outputs})
+        outputs = [
+            {"name": o.name(), "label": o.description(), "type": o.type()}
+            for o in alg.outputDefinitions()
+            if o.name() not in {p["name"] for p in params}
+        ]
+        out.append(
+            {
+                "id": alg.id(),
+                "name": alg.displayName(),
+                "group": alg.group(),
+                "help": alg.shortHelpString(),
+                "parameters": params,
+                "outputs": outputs,
+            }
+        )
     return out
 
 

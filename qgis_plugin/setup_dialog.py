@@ -4,12 +4,21 @@ Thin on purpose: what to install and how lives in :mod:`installer` (tested in re
 module only shows it.  Nothing happens without the user's click, and nothing blocks QGIS's
 start-up (a message bar entry and a Plugins menu action, no modal box at start).
 """
+
 from __future__ import annotations
 
 from qgis.core import Qgis
 from qgis.PyQt.QtCore import QCoreApplication
-from qgis.PyQt.QtWidgets import (QAction, QDialog, QDialogButtonBox, QLabel, QPlainTextEdit, QProgressBar,
-                                 QPushButton, QVBoxLayout)
+from qgis.PyQt.QtWidgets import (
+    QAction,
+    QDialog,
+    QDialogButtonBox,
+    QLabel,
+    QPlainTextEdit,
+    QProgressBar,
+    QPushButton,
+    QVBoxLayout,
+)
 
 from . import installer
 from .compat import check_geopriv, dependencies_dir
@@ -28,9 +37,11 @@ class SetupDialog(QDialog):
         self.plan = installer.plan()
         self.outcome = None
         layout = QVBoxLayout(self)
-        intro = QLabel("The geopriv algorithms need the geopriv Python library and a few packages in the Python "
-                       "that QGIS runs. The plugin can install them into this QGIS profile (nothing of QGIS or "
-                       "of the system is replaced; PROJ, GDAL and NumPy stay QGIS's own).")
+        intro = QLabel(
+            "The geopriv algorithms need the geopriv Python library and a few packages in the Python "
+            "that QGIS runs. The plugin can install them into this QGIS profile (nothing of QGIS or "
+            "of the system is replaced; PROJ, GDAL and NumPy stay QGIS's own)."
+        )
         intro.setWordWrap(True)
         layout.addWidget(intro)
         self.details = QLabel(self.plan.describe())
@@ -112,16 +123,18 @@ class SetupPlugin:
         try:
             check_geopriv()
         except ImportError as exc:
-            self.iface.messageBar().pushMessage("geopriv", f"Restart QGIS to finish the installation ({exc}).",
-                                                Qgis.Info)
+            self.iface.messageBar().pushMessage(
+                "geopriv", f"Restart QGIS to finish the installation ({exc}).", Qgis.Info
+            )
             return None
         from .plugin import GeoprivPlugin
 
         self.started = GeoprivPlugin(self.iface)
         self.started.initGui()
         self.iface.messageBar().clearWidgets()
-        self.iface.messageBar().pushMessage("geopriv", "Installed: the geopriv algorithms are in the Processing "
-                                            "toolbox.", Qgis.Success, 10)
+        self.iface.messageBar().pushMessage(
+            "geopriv", "Installed: the geopriv algorithms are in the Processing toolbox.", Qgis.Success, 10
+        )
         return self.started
 
     def unload(self):

@@ -9,6 +9,7 @@ Install from ZIP expects.  The zip is reproducible (sorted entries, fixed timest
 the standard library is used; geopriv itself is not bundled (it is installed into QGIS's
 Python separately, see docs/qgis.md).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,8 +48,10 @@ def check_metadata(path: Path) -> configparser.ConfigParser:
     if general.get("hasProcessingProvider", "").strip().lower() != "yes":
         raise SystemExit("metadata.txt: hasProcessingProvider must be 'yes'")
     if general["version"].strip() != library_version():
-        raise SystemExit(f"metadata.txt version {general['version']} differs from geopriv {library_version()}: "
-                         "release the plugin with the library version it was built for")
+        raise SystemExit(
+            f"metadata.txt version {general['version']} differs from geopriv {library_version()}: "
+            "release the plugin with the library version it was built for"
+        )
     return meta
 
 
@@ -64,8 +67,12 @@ def plugin_files():
 def library_wheel(folder: Path) -> Path:
     """Build the geopriv wheel (pure Python, no dependencies bundled) into ``folder``."""
     env = dict(os.environ, SOURCE_DATE_EPOCH="1577836800", PIP_DISABLE_PIP_VERSION_CHECK="1")
-    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(folder), str(ROOT)],
-                          capture_output=True, text=True, env=env)
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(folder), str(ROOT)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     if done.returncode != 0:
         raise SystemExit("building the geopriv wheel failed:\n" + done.stderr[-2000:])
     wheels = sorted(folder.glob("geopriv-*.whl"))

@@ -25,6 +25,8 @@ echo ">> lint-imports: the layers and the core-never-imports-a-front-end contrac
 (cd "$ROOT" && "$ROOT/.venv/latest/bin/lint-imports") || status=$?
 echo ">> ruff: lint ([tool.ruff] in pyproject.toml)"
 (cd "$ROOT" && "$ROOT/.venv/latest/bin/ruff" check geopriv qgis_plugin tests bench scripts) || status=$?
+echo ">> ruff format: the code's layout ([tool.ruff]; 'ruff format' rewrites it)"
+(cd "$ROOT" && "$ROOT/.venv/latest/bin/ruff" format --check geopriv qgis_plugin tests bench scripts docs/_ext docs/conf.py) || status=$?
 echo ">> mypy: the public modules ([tool.mypy] in pyproject.toml)"
 (cd "$ROOT" && "$ROOT/.venv/latest/bin/mypy") || status=$?
 echo ">> docs: the Sphinx site, warnings as errors (scripts/docs.sh, its own .venv/docs)"

@@ -9,6 +9,7 @@
 
 Real databases only, no mocks.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -18,8 +19,10 @@ from urllib.parse import unquote
 
 import pytest
 
-BACKENDS = [pytest.param("sqlite", id="sqlite"),
-            pytest.param("postgresql", id="postgresql", marks=pytest.mark.postgresql)]
+BACKENDS = [
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param("postgresql", id="postgresql", marks=pytest.mark.postgresql),
+]
 
 
 @pytest.fixture(params=BACKENDS, name="store_url")
@@ -36,7 +39,7 @@ def kind(url: str) -> str:
 
 def sqlite_path(url: str) -> str:
     assert url.startswith("sqlite:///"), url
-    return unquote(url[len("sqlite:///"):])
+    return unquote(url[len("sqlite:///") :])
 
 
 @contextlib.contextmanager
@@ -70,8 +73,14 @@ def execute(url: str, *statements) -> list:
 def tables(url: str) -> list[str]:
     if kind(url) == "sqlite":
         return [r[0] for r in execute(url, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
-    return [r[0] for r in execute(url, "SELECT table_name FROM information_schema.tables "
-                                       "WHERE table_schema = current_schema() ORDER BY table_name")]
+    return [
+        r[0]
+        for r in execute(
+            url,
+            "SELECT table_name FROM information_schema.tables "
+            "WHERE table_schema = current_schema() ORDER BY table_name",
+        )
+    ]
 
 
 def _plain(value):
@@ -86,8 +95,13 @@ def dump(url: str) -> dict:
         if kind(url) == "sqlite":
             names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
         else:
-            names = [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables "
-                                               "WHERE table_schema = current_schema() ORDER BY table_name")]
+            names = [
+                r[0]
+                for r in con.execute(
+                    "SELECT table_name FROM information_schema.tables "
+                    "WHERE table_schema = current_schema() ORDER BY table_name"
+                )
+            ]
         out = {}
         for name in names:
             quoted = '"' + name.replace('"', '""') + '"'
@@ -130,8 +144,9 @@ def driver_error_text(url: str, sql: str) -> str:
 
 def assert_no_driver_text(exc, *driver_texts):
     """A store error hides the driver's exception: not chained, not quoted."""
-    assert exc.__cause__ is None and (exc.__context__ is None or exc.__suppress_context__), \
+    assert exc.__cause__ is None and (exc.__context__ is None or exc.__suppress_context__), (
         "the driver's exception is chained"
+    )
     message = str(exc)
     for text in driver_texts:
         for line in filter(None, (part.strip() for part in str(text).splitlines())):

@@ -4,6 +4,7 @@ Test data live in ``tests/data/`` (see its README for sources and licences) or, 
 package itself ships, in ``geopriv/data/``.  Nothing outside the checkout is read, so the suite
 runs from a fresh clone.
 """
+
 from __future__ import annotations
 
 import os
@@ -100,5 +101,6 @@ def utm_points():
     rng = np.random.default_rng(7)
     x = 448_000 + rng.uniform(0, 5_000, 1000)
     y = 4_416_000 + rng.uniform(0, 5_000, 1000)
-    return gpd.GeoDataFrame({"name": [f"p{i}" for i in range(1000)], "value": np.arange(1000)},
-                            geometry=gpd.points_from_xy(x, y), crs=32650)
+    return gpd.GeoDataFrame(
+        {"name": [f"p{i}" for i in range(1000)], "value": np.arange(1000)}, geometry=gpd.points_from_xy(x, y), crs=32650
+    )

@@ -15,6 +15,7 @@ system user (Debian's postgresql package creates it) and the directory is handed
 benchmarks.  The server binaries come from ``scripts/_env.sh``'s ``ensure_postgresql`` (Debian's
 ``postgresql``); :func:`missing` says what is missing, if anything.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -74,14 +75,17 @@ def _service_user() -> pwd.struct_passwd | None:
         raise PostgresUnavailable(
             f"running as root, and there is no {SERVICE_USER!r} system user to run PostgreSQL as "
             "(initdb and postgres refuse root): install Debian's postgresql package "
-            "(scripts/_env.sh ensure_postgresql), or run as a non-root user") from None
+            "(scripts/_env.sh ensure_postgresql), or run as a non-root user"
+        ) from None
 
 
 def missing() -> str | None:
     """Why no cluster can be started here (binaries, the user to run them as, psycopg), or None."""
     if find_bindir() is None:
-        return ("PostgreSQL's server binaries (initdb, pg_ctl) are not on PATH nor in /usr/lib/postgresql/*/bin: "
-                "'apt-get install postgresql' (Debian; scripts/test.sh does it as root)")
+        return (
+            "PostgreSQL's server binaries (initdb, pg_ctl) are not on PATH nor in /usr/lib/postgresql/*/bin: "
+            "'apt-get install postgresql' (Debian; scripts/test.sh does it as root)"
+        )
     try:
         _service_user()
     except PostgresUnavailable as exc:
@@ -120,26 +124,58 @@ class _Server:
 
     def run(self, *args: str, **kwargs) -> subprocess.CompletedProcess:
         as_user = {} if self.user is None else dict(user=self.user.pw_uid, group=self.user.pw_gid, extra_groups=[])
-        result = subprocess.run([str(self.bindir / args[0]), *args[1:]], cwd=self.root, env=self.env,
-                                stdin=subprocess.DEVNULL, capture_output=True, text=True, **as_user, **kwargs)
+        result = subprocess.run(
+            [str(self.bindir / args[0]), *args[1:]],
+            cwd=self.root,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            **as_user,
+            **kwargs,
+        )
         if result.returncode:
             log = self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
-            raise RuntimeError(f"{args[0]} failed (exit {result.returncode}): {result.stderr.strip() or result.stdout.strip()}"
-                               + (f"\n--- {self.log} (end) ---\n{log}" if log else ""))
+            raise RuntimeError(
+                f"{args[0]} failed (exit {result.returncode}): {result.stderr.strip() or result.stdout.strip()}"
+                + (f"\n--- {self.log} (end) ---\n{log}" if log else "")
+            )
         return result
 
     def start(self) -> None:
-        self.run("initdb", "-D", str(self.data), "-U", SUPERUSER, "--auth=trust", "--no-locale",
-                 "--encoding=UTF8", "--no-sync")
+        self.run(
+            "initdb",
+            "-D",
+            str(self.data),
+            "-U",
+            SUPERUSER,
+            "--auth=trust",
+            "--no-locale",
+            "--encoding=UTF8",
+            "--no-sync",
+        )
         socket_dir = str(self.root).replace("'", "''")
         with open(self.data / "postgresql.conf", "a") as conf:
-            conf.write("\n# tests/pg_cluster.py: a throwaway test server, Unix socket only\n"
-                       "listen_addresses = ''\n"
-                       f"unix_socket_directories = '{socket_dir}'\n"
-                       "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n")
+            conf.write(
+                "\n# tests/pg_cluster.py: a throwaway test server, Unix socket only\n"
+                "listen_addresses = ''\n"
+                f"unix_socket_directories = '{socket_dir}'\n"
+                "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n"
+            )
         # its own session: a Ctrl-C at the terminal reaches us, and we stop the server ourselves
-        self.run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w", "-t", str(TIMEOUT), "-s", "start",
-                 start_new_session=True)
+        self.run(
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.log),
+            "-w",
+            "-t",
+            str(TIMEOUT),
+            "-s",
+            "start",
+            start_new_session=True,
+        )
 
     def stop(self) -> None:
         if (self.data / "postmaster.pid").exists():

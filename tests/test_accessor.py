@@ -1,4 +1,5 @@
 """The ``.priv`` accessor: real signatures, identical to the functions they call, and the same results."""
+
 from __future__ import annotations
 
 import inspect
@@ -57,8 +58,14 @@ def test_accessor_signature_is_the_functions(name):
 
 def test_epsilon_is_the_only_positional_argument_everywhere():
     """One vocabulary: after the data, only ``epsilon`` may be given by position, in every release."""
-    for function in (geopriv.perturb, geopriv.sanitize_traces, geopriv.synthesize, PrivAccessor.perturb,
-                     PrivAccessor.sanitize_traces, PrivAccessor.synthesize):
+    for function in (
+        geopriv.perturb,
+        geopriv.sanitize_traces,
+        geopriv.synthesize,
+        PrivAccessor.perturb,
+        PrivAccessor.sanitize_traces,
+        PrivAccessor.synthesize,
+    ):
         params = list(inspect.signature(function).parameters.values())[1:]
         positional = [p.name for p in params if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]
         assert positional == ["epsilon"], function
@@ -66,10 +73,14 @@ def test_epsilon_is_the_only_positional_argument_everywhere():
     # the defaults are the library's objects, not copies typed again (geopriv.perturb is wrapped by
     # opens_budget_store: its signature is the function's own)
     assert PrivAccessor.perturb.__defaults__ == inspect.unwrap(geopriv.perturb).__defaults__ == (None,)
-    assert inspect.signature(PrivAccessor.perturb).parameters["epsilon"].default is \
-        inspect.signature(geopriv.perturb).parameters["epsilon"].default
-    assert inspect.signature(PrivAccessor.perturb).parameters["max_distortion"].default is \
-        geopriv.frame.DEFAULT_MAX_DISTORTION
+    assert (
+        inspect.signature(PrivAccessor.perturb).parameters["epsilon"].default
+        is inspect.signature(geopriv.perturb).parameters["epsilon"].default
+    )
+    assert (
+        inspect.signature(PrivAccessor.perturb).parameters["max_distortion"].default
+        is geopriv.frame.DEFAULT_MAX_DISTORTION
+    )
 
 
 @pytest.mark.parametrize("name", ["perturb", "sanitize_traces", "ledger"])
@@ -89,9 +100,13 @@ def walks(n_traces=3, length=30, seed=0):
     rng = np.random.default_rng(seed)
     xy = np.cumsum(rng.normal(0, 20, (n_traces, length, 2)), axis=1).reshape(-1, 2) + [448_000.0, 4_416_000.0]
     return gpd.GeoDataFrame(
-        {"user": np.repeat([f"u{i}" for i in range(n_traces)], length),
-         "t": np.tile(np.arange(length) * 60.0, n_traces)},
-        geometry=gpd.points_from_xy(xy[:, 0], xy[:, 1]), crs=32650)
+        {
+            "user": np.repeat([f"u{i}" for i in range(n_traces)], length),
+            "t": np.tile(np.arange(length) * 60.0, n_traces),
+        },
+        geometry=gpd.points_from_xy(xy[:, 0], xy[:, 1]),
+        crs=32650,
+    )
 
 
 def test_perturb_through_the_accessor_is_the_function(utm_points):
@@ -107,8 +122,14 @@ def test_perturb_through_the_accessor_is_the_function(utm_points):
 def test_sanitize_traces_through_the_accessor_is_the_function():
     gdf = walks()
     seen = []
-    a = gdf.priv.sanitize_traces(math.log(10) / 100, traj_id="user", time="t", rate=0.05, rng=2,
-                                 progress=lambda done, total: seen.append((done, total)))
+    a = gdf.priv.sanitize_traces(
+        math.log(10) / 100,
+        traj_id="user",
+        time="t",
+        rate=0.05,
+        rng=2,
+        progress=lambda done, total: seen.append((done, total)),
+    )
     b = geopriv.sanitize_traces(gdf, epsilon=math.log(10) / 100, traj_id="user", time="t", rate=0.05, rng=2)
     pd.testing.assert_frame_equal(pd.DataFrame(a.drop(columns="geometry")), pd.DataFrame(b.drop(columns="geometry")))
     assert same_geoms(a, b) and a["status"].eq("exhausted").any()

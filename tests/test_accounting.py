@@ -1,4 +1,5 @@
 """Budget accountant: refuses before noise, never shows more than its budget, totals only go down."""
+
 from __future__ import annotations
 
 import math

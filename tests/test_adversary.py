@@ -14,6 +14,7 @@
 
 Statistical tests: fixed seeds; tolerances of 5 standard errors (false failure below 1e-6 each).
 """
+
 from __future__ import annotations
 
 import math
@@ -45,9 +46,14 @@ def _brute(channel, grid, prior):
     return cost.min(1).sum(), guess, err_map
 
 
-@pytest.mark.parametrize("eps, area, cell", [(0.01, (0, 0, 1200, 900), 100),   # kernel ~ the grid
-                                             (0.003, (0, 0, 1500, 1500), 100),  # kernel much larger
-                                             (0.05, (0, 0, 600, 800), 40)])     # kernel a few cells
+@pytest.mark.parametrize(
+    "eps, area, cell",
+    [
+        (0.01, (0, 0, 1200, 900), 100),  # kernel ~ the grid
+        (0.003, (0, 0, 1500, 1500), 100),  # kernel much larger
+        (0.05, (0, 0, 600, 800), 40),
+    ],
+)  # kernel a few cells
 @pytest.mark.parametrize("random_prior", [False, True])
 def test_planar_laplace_equals_brute_force(eps, area, cell, random_prior):
     rect, _, crs = A._area(area, CRS)
@@ -80,12 +86,26 @@ def bump_mech():
 
 def test_eikonal_equals_brute_force_and_errs_less_where_epsilon_is_high(bump_mech):
     adv = geopriv.adversary_error(bump_mech)
-    ch = A._EikonalChannel(bump_mech, A._Grid(12, 12, bump_mech.privacy_map.transform, bump_mech.crs,
-                                               adv.parameters["cell_m"], adv.parameters["cell_m"] * 0.75))
+    ch = A._EikonalChannel(
+        bump_mech,
+        A._Grid(
+            12,
+            12,
+            bump_mech.privacy_map.transform,
+            bump_mech.crs,
+            adv.parameters["cell_m"],
+            adv.parameters["cell_m"] * 0.75,
+        ),
+    )
     assert np.allclose(ch.columns(np.arange(ch.n_outputs)).sum(axis=0), 1.0)
-    grid = A._Grid(12, 12, bump_mech.privacy_map.transform, bump_mech.crs,
-                   400 / float(np.mean(bump_mech.privacy_map.ground_scale[0])),
-                   300 / float(np.mean(bump_mech.privacy_map.ground_scale[0])))
+    grid = A._Grid(
+        12,
+        12,
+        bump_mech.privacy_map.transform,
+        bump_mech.crs,
+        400 / float(np.mean(bump_mech.privacy_map.ground_scale[0])),
+        300 / float(np.mean(bump_mech.privacy_map.ground_scale[0])),
+    )
     expected, _, err_map = _brute(A._EikonalChannel(bump_mech, grid), grid, np.full((12, 12), 1 / 144))
     assert adv.expected_error_m == pytest.approx(expected, rel=1e-9)
     np.testing.assert_allclose(adv.error_map, err_map.reshape(12, 12), rtol=1e-7)
@@ -104,8 +124,9 @@ def test_paper_check_large_area_approaches_the_expected_displacement():
 def test_k_equivalent_matches_the_disk_of_the_uniform_posterior():
     density = 1000.0  # people per km2
     grid_shape = (100, 100)
-    adv = geopriv.adversary_error(epsilon=LN4_200, area=(0, 0, 10_000, 10_000), crs=CRS, cell=100,
-                                  population=np.full(grid_shape, density))
+    adv = geopriv.adversary_error(
+        epsilon=LN4_200, area=(0, 0, 10_000, 10_000), crs=CRS, cell=100, population=np.full(grid_shape, density)
+    )
     x = 1.0
     while (1 + x) * math.exp(-x) > 0.1:
         x += 1e-4
@@ -142,7 +163,11 @@ def test_empirical_adversary_matches_the_exact_expectation(release):
 def test_guesses_are_inside_the_area_and_keep_the_index(release):
     true, out, bounds = release
     adv = geopriv.adversary_error(out, cell=100)
-    far = gpd.GeoSeries(gpd.points_from_xy([bounds[0] - 5000, bounds[2] + 10], [bounds[1] + 3000, bounds[3] + 10]), index=["a", "b"], crs=CRS)
+    far = gpd.GeoSeries(
+        gpd.points_from_xy([bounds[0] - 5000, bounds[2] + 10], [bounds[1] + 3000, bounds[3] + 10]),
+        index=["a", "b"],
+        crs=CRS,
+    )
     g = adv.guess(far)
     assert list(g.index) == ["a", "b"]
     assert ((g.x > bounds[0]) & (g.x < bounds[2]) & (g.y > bounds[1]) & (g.y < bounds[3])).all()
@@ -178,7 +203,8 @@ def test_refusals_say_how_to_fix():
     with pytest.raises(ParameterError, match="population"):
         geopriv.adversary_error(epsilon=0.01, area=(0, 0, 1000, 1000), crs=CRS, prior="population")
     unbounded = gpd.GeoDataFrame(geometry=gpd.points_from_xy([400_000.0], [4_400_000.0]), crs=CRS).priv.perturb(
-        epsilon=0.01, rng=1)
+        epsilon=0.01, rng=1
+    )
     with pytest.raises(ParameterError, match="declared no public area"):
         geopriv.adversary_error(unbounded)
     with pytest.raises(ParameterError, match="calibrate|target"):
@@ -188,8 +214,13 @@ def test_refusals_say_how_to_fix():
 def test_maps_written_as_a_geotiff(tmp_path):
     import rasterio
 
-    adv = geopriv.adversary_error(epsilon=LN4_200, area=(400_000, 4_400_000, 404_000, 4_403_000), crs=CRS,
-                                  cell=200, population=np.full((15, 20), 500.0))
+    adv = geopriv.adversary_error(
+        epsilon=LN4_200,
+        area=(400_000, 4_400_000, 404_000, 4_403_000),
+        crs=CRS,
+        cell=200,
+        population=np.full((15, 20), 500.0),
+    )
     path = adv.to_raster(tmp_path / "adversary.tif")
     with rasterio.open(path) as ds:
         assert ds.count == 2 and ds.crs.to_epsg() == 32650 and ds.res == (200.0, 200.0)

@@ -1,4 +1,5 @@
 """geopriv.aggregate, heatmap and flows: public cells, user-level bounding, refusals, outputs, budgets."""
+
 from __future__ import annotations
 
 import warnings
@@ -11,8 +12,17 @@ import rasterio
 import shapely
 
 import geopriv
-from geopriv.exceptions import (BudgetExceededError, GeometryError, GeoprivError, IdentityError, LowUtilityWarning,
-                                MissingCRSError, OutputError, ParameterError, ParameterTypeError)
+from geopriv.exceptions import (
+    BudgetExceededError,
+    GeometryError,
+    GeoprivError,
+    IdentityError,
+    LowUtilityWarning,
+    MissingCRSError,
+    OutputError,
+    ParameterError,
+    ParameterTypeError,
+)
 from tests.conftest import data_path
 
 #: tiny test data: most releases here are mostly noise, which the release says (tested once, below)
@@ -264,8 +274,9 @@ def test_polygon_cells_keep_their_attributes_and_a_point_falls_in_the_first_poly
     left = shapely.box(500_000, 4_000_000, 500_500, 4_001_000)
     right = shapely.box(500_500, 4_000_000, 501_000, 4_001_000)
     cells = gpd.GeoDataFrame({"name": ["west", "east"]}, geometry=[left, right], crs=32650)
-    pts = gpd.GeoDataFrame(geometry=gpd.points_from_xy([500_100, 500_500, 500_900, 500_800], [4_000_500] * 4),
-                           crs=32650)
+    pts = gpd.GeoDataFrame(
+        geometry=gpd.points_from_xy([500_100, 500_500, 500_900, 500_800], [4_000_500] * 4), crs=32650
+    )
     out = geopriv.aggregate(pts, EXACT, cells=cells, rng=1)
     assert out["name"].tolist() == ["west", "east"] and out["count"].tolist() == [2, 2]
 
@@ -319,9 +330,15 @@ def zones():
 
 def tracks():
     # trip a: W -> E, trip b: E -> W, trip c: W -> W; rows out of time order on purpose
-    rows = [("a", 2, 500_800, "p1"), ("a", 0, 500_100, "p1"), ("a", 1, 500_400, "p1"),
-            ("b", 0, 500_900, "p2"), ("b", 5, 500_200, "p2"),
-            ("c", 0, 500_100, "p1"), ("c", 3, 500_300, "p1")]
+    rows = [
+        ("a", 2, 500_800, "p1"),
+        ("a", 0, 500_100, "p1"),
+        ("a", 1, 500_400, "p1"),
+        ("b", 0, 500_900, "p2"),
+        ("b", 5, 500_200, "p2"),
+        ("c", 0, 500_100, "p1"),
+        ("c", 3, 500_300, "p1"),
+    ]
     df = pd.DataFrame(rows, columns=["trip", "t", "x", "person"])
     return gpd.GeoDataFrame(df, geometry=gpd.points_from_xy(df.x, np.full(len(df), 4_000_500.0)), crs=32650)
 
@@ -334,8 +351,9 @@ def test_flows_count_trips_from_their_first_to_their_last_row():
 
 
 def test_flows_bound_trips_per_person_and_take_lines():
-    out = geopriv.flows(tracks(), EXACT, regions=zones(), traj_id="trip", time="t", user="person", max_per_user=1,
-                        rng=1)
+    out = geopriv.flows(
+        tracks(), EXACT, regions=zones(), traj_id="trip", time="t", user="person", max_per_user=1, rng=1
+    )
     assert out["count"].sum() == 2
     lines = gpd.GeoDataFrame(geometry=[shapely.LineString([(500_100, 4_000_500), (500_900, 4_000_500)])], crs=32650)
     out = geopriv.flows(lines, EXACT, regions=zones(), rng=1)

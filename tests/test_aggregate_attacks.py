@@ -11,6 +11,7 @@ counts, an empty dataset refused); they were fixed and now lock the fixes in.
 Randomness: every generator is seeded, except in the neighbour test, which compares only what must
 not depend on the noise (OS entropy there is the point).  Nothing here is statistical.
 """
+
 from __future__ import annotations
 
 import math
@@ -72,8 +73,9 @@ def test_consistency_is_the_weighted_least_squares_estimate_with_unmeasured_leve
     for _ in range(150):
         tree = random_tree(gen)
         w = [Fraction(int(gen.integers(1, 5)))] + [Fraction(int(gen.integers(0, 3))) for _ in range(tree.depth - 1)]
-        mech = HierarchicalCounts(tuple(x / sum(w) * Fraction(int(gen.integers(1, 20)), 10) for x in w),
-                                  int(gen.integers(1, 4)))
+        mech = HierarchicalCounts(
+            tuple(x / sum(w) * Fraction(int(gen.integers(1, 20)), 10) for x in w), int(gen.integers(1, 4))
+        )
         var = mech.variances()
         rows, vs, ys, noisy = [], [], [], []
         anc = np.arange(tree.sizes[0])
@@ -94,8 +96,9 @@ def test_consistency_is_the_weighted_least_squares_estimate_with_unmeasured_leve
         assert np.allclose(p[0], np.diag(cov), rtol=1e-9)
         assert np.allclose(mech.leaf_error(tree) ** 2, np.diag(cov), rtol=1e-9)
         for lev in range(tree.depth - 1):  # consistent: a node is the sum of its children
-            assert np.allclose(np.bincount(tree.parents[lev], weights=x[lev], minlength=tree.sizes[lev + 1]),
-                               x[lev + 1], atol=1e-8)
+            assert np.allclose(
+                np.bincount(tree.parents[lev], weights=x[lev], minlength=tree.sizes[lev + 1]), x[lev + 1], atol=1e-8
+            )
 
 
 def _projection(e, total):
@@ -130,8 +133,9 @@ def test_integers_are_the_rounded_projection_of_every_parent_onto_its_simplex(no
         assert out.dtype == np.int64
         ints = [out]
         for lev in range(tree.depth - 1):
-            ints.append(np.bincount(tree.parents[lev], weights=ints[-1], minlength=tree.sizes[lev + 1])
-                        .round().astype(np.int64))
+            ints.append(
+                np.bincount(tree.parents[lev], weights=ints[-1], minlength=tree.sizes[lev + 1]).round().astype(np.int64)
+            )
         top = np.rint(x[-1])
         assert np.array_equal(ints[-1], np.maximum(top, 0) if nonnegative else top)
         if nonnegative:
@@ -169,8 +173,11 @@ def test_one_persons_rows_move_each_level_by_at_most_their_number(cells):
     elif cells == "grid_region":
         kw["cells"], kw["region"] = 70, shapely.box(*BOX).buffer(-1).buffer(1, join_style="mitre")
     elif cells == "polygons_overlapping":  # overlapping public boxes: a point falls in the first that holds it
-        boxes = [shapely.box(500_000 + i, 4_000_000 + j, 500_000 + i + 400, 4_000_000 + j + 400)
-                 for i in range(0, 1000, 200) for j in range(0, 1000, 200)]
+        boxes = [
+            shapely.box(500_000 + i, 4_000_000 + j, 500_000 + i + 400, 4_000_000 + j + 400)
+            for i in range(0, 1000, 200)
+            for j in range(0, 1000, 200)
+        ]
         boxes.append(shapely.box(*BOX))
         kw = {"cells": gpd.GeoDataFrame(geometry=boxes, crs=crs)}
     else:
@@ -192,12 +199,15 @@ def test_h3_parents_by_bit_arithmetic_are_h3s_including_pentagons():
     cells = []
     for res in range(16):
         cells += [(h3.str_to_int(p), res) for p in h3.get_pentagons(res)]
-        cells += [(h3.latlng_to_cell(a, b, res), res) for a, b in zip(gen.uniform(-90, 90, 30), gen.uniform(-180, 180, 30))]
+        cells += [
+            (h3.latlng_to_cell(a, b, res), res) for a, b in zip(gen.uniform(-90, 90, 30), gen.uniform(-180, 180, 30))
+        ]
     cells = [(h3.str_to_int(c) if isinstance(c, str) else c, r) for c, r in cells]
     for c, res in cells:
         for parent in range(res, -1, -1):
-            assert int(h3_parents(np.array([c], dtype=np.uint64), res, parent)[0]) == \
-                h3.api.basic_int.cell_to_parent(c, parent)
+            assert int(h3_parents(np.array([c], dtype=np.uint64), res, parent)[0]) == h3.api.basic_int.cell_to_parent(
+                c, parent
+            )
 
 
 def test_points_on_every_edge_of_the_area_fall_in_the_cell_that_covers_them():
@@ -210,10 +220,14 @@ def test_points_on_every_edge_of_the_area_fall_in_the_cell_that_covers_them():
             warnings.simplefilter("ignore")
             plan = plan_counts("EPSG:32650", 1.0, cells=step, bounds=(x0, y0, x0 + w, y0 + h))
         t = np.linspace(0, 1, 51)
-        xy = np.concatenate([np.column_stack([x0 + t * w, np.full_like(t, y0 + h)]),
-                             np.column_stack([np.full_like(t, x0 + w), y0 + t * h]),
-                             np.column_stack([x0 + t * w, np.full_like(t, y0)]),
-                             np.column_stack([np.full_like(t, x0), y0 + t * h])])
+        xy = np.concatenate(
+            [
+                np.column_stack([x0 + t * w, np.full_like(t, y0 + h)]),
+                np.column_stack([np.full_like(t, x0 + w), y0 + t * h]),
+                np.column_stack([x0 + t * w, np.full_like(t, y0)]),
+                np.column_stack([np.full_like(t, x0), y0 + t * h]),
+            ]
+        )
         cell = locate_rows(plan, xy, pd.RangeIndex(len(xy)))
         assert shapely.covers(plan.cells.geometry()[cell], shapely.points(xy)).all()
 
@@ -227,8 +241,14 @@ def test_neighbouring_datasets_differ_only_in_the_released_counts(kind):
     users = np.repeat(np.arange(20), 3)
     full = points(xy, user=users)
     minus = full[full["user"] != 7]
-    zones = gpd.GeoDataFrame({"z": ["W", "E"]}, crs=32650, geometry=[
-        shapely.box(500_000, 4_000_000, 500_500, 4_001_000), shapely.box(500_500, 4_000_000, 501_000, 4_001_000)])
+    zones = gpd.GeoDataFrame(
+        {"z": ["W", "E"]},
+        crs=32650,
+        geometry=[
+            shapely.box(500_000, 4_000_000, 500_500, 4_001_000),
+            shapely.box(500_500, 4_000_000, 501_000, 4_001_000),
+        ],
+    )
 
     def run(d):
         if kind == "aggregate_grid":
@@ -237,9 +257,16 @@ def test_neighbouring_datasets_differ_only_in_the_released_counts(kind):
             return geopriv.aggregate(d, 1.0, cells=zones, user="user", max_per_user=2)
         if kind == "heatmap":
             return geopriv.heatmap(d, 1.0, resolution=100, bounds=BOX, user="user", max_per_user=2)
-        lines = gpd.GeoDataFrame({"user": d["user"].to_numpy()}, crs=32650, index=d.index,
-                                 geometry=shapely.linestrings(np.stack([shapely.get_coordinates(d.geometry.values),
-                                                                        shapely.get_coordinates(d.geometry.values)[::-1]], 1)))
+        lines = gpd.GeoDataFrame(
+            {"user": d["user"].to_numpy()},
+            crs=32650,
+            index=d.index,
+            geometry=shapely.linestrings(
+                np.stack(
+                    [shapely.get_coordinates(d.geometry.values), shapely.get_coordinates(d.geometry.values)[::-1]], 1
+                )
+            ),
+        )
         return geopriv.flows(lines, 1.0, regions=zones, region_id="z", user="user", max_per_user=2)
 
     a, b = run(full), run(minus)
@@ -260,18 +287,25 @@ def test_neighbouring_datasets_differ_only_in_the_released_counts(kind):
 def _refusals():
     xy = scattered()
     hull = shapely.MultiPoint(xy).convex_hull
-    yield "outside", lambda g: geopriv.aggregate(points(np.r_[xy, [[600_000.0, 4_000_500.0]]]), 1.0, cells=100,
-                                                 bounds=BOX, rng=g)
+    yield (
+        "outside",
+        lambda g: geopriv.aggregate(points(np.r_[xy, [[600_000.0, 4_000_500.0]]]), 1.0, cells=100, bounds=BOX, rng=g),
+    )
     tb = tuple(points(xy).total_bounds)
     yield "area from data", lambda g: geopriv.aggregate(points(xy), 1.0, cells=100, bounds=tb, rng=g)
     yield "region from data", lambda g: geopriv.aggregate(points(xy), 1.0, cells=100, region=hull, rng=g)
-    yield "missing id", lambda g: geopriv.aggregate(points(xy, user=[1.0] * 11 + [np.nan]), 1.0, cells=100,
-                                                    bounds=BOX, user="user", rng=g)
+    yield (
+        "missing id",
+        lambda g: geopriv.aggregate(
+            points(xy, user=[1.0] * 11 + [np.nan]), 1.0, cells=100, bounds=BOX, user="user", rng=g
+        ),
+    )
     tri = gpd.GeoDataFrame(geometry=[shapely.Polygon(xy[:3]), shapely.Polygon(xy[3:6]), shapely.box(*BOX)], crs=32650)
     yield "cells from data", lambda g: geopriv.aggregate(points(xy), 1.0, cells=tri, rng=g)
     zones = gpd.GeoDataFrame(geometry=[shapely.box(500_000, 4_000_000, 500_500, 4_001_000)], crs=32650)
-    lines = gpd.GeoDataFrame(geometry=[shapely.LineString([(500_100, 4_000_100), (500_900, 4_000_900)])], crs=32650,
-                             index=pd.Index(["t0"]))
+    lines = gpd.GeoDataFrame(
+        geometry=[shapely.LineString([(500_100, 4_000_100), (500_900, 4_000_900)])], crs=32650, index=pd.Index(["t0"])
+    )
     yield "trip outside", lambda g: geopriv.flows(lines, 1.0, regions=zones, rng=g)
 
 
@@ -299,22 +333,40 @@ def test_persons_charged_by_index_label_are_bounded_like_user(tmp_path):
 def test_flows_persons_charged_by_index_label_are_bounded(tmp_path):
     store = geopriv.BudgetStore(tmp_path / "b.db", create=True)
     store.grant(2 * EXACT, unit="epsilon")
-    zones = gpd.GeoDataFrame({"z": ["W", "E"]}, crs=32650, geometry=[
-        shapely.box(500_000, 4_000_000, 500_500, 4_001_000), shapely.box(500_500, 4_000_000, 501_000, 4_001_000)])
+    zones = gpd.GeoDataFrame(
+        {"z": ["W", "E"]},
+        crs=32650,
+        geometry=[
+            shapely.box(500_000, 4_000_000, 500_500, 4_001_000),
+            shapely.box(500_500, 4_000_000, 501_000, 4_001_000),
+        ],
+    )
     rows = [(f"t{i}", s, x) for i in range(6) for s, x in ((0, 500_100.0), (1, 500_900.0))]
     df = pd.DataFrame(rows, columns=["trip", "t", "x"], index=pd.Index(["alice"] * 12, name="pid"))
     tracks = gpd.GeoDataFrame(df[["trip", "t"]], geometry=gpd.points_from_xy(df.x, [4_000_500.0] * 12), crs=32650)
     # fixed by refusing: a budget store charges persons, so flows need user= (whose trips are then bounded)
     with pytest.raises(ParameterError, match="charges persons"):
-        geopriv.flows(tracks, EXACT, regions=zones, region_id="z", traj_id="trip", time="t", budget_store=store,
-                      rng=1, levels=False)
+        geopriv.flows(
+            tracks,
+            EXACT,
+            regions=zones,
+            region_id="z",
+            traj_id="trip",
+            time="t",
+            budget_store=store,
+            rng=1,
+            levels=False,
+        )
     assert len(store.balances(unit="epsilon")) == 0
 
 
 def test_flows_refuse_regions_computed_from_the_trip_ends():
     xy = scattered()
-    trips = gpd.GeoDataFrame(geometry=[shapely.LineString([xy[2 * i], xy[2 * i + 1]]) for i in range(6)], crs=32650,
-                             index=pd.Index([f"t{i}" for i in range(6)]))
+    trips = gpd.GeoDataFrame(
+        geometry=[shapely.LineString([xy[2 * i], xy[2 * i + 1]]) for i in range(6)],
+        crs=32650,
+        index=pd.Index([f"t{i}" for i in range(6)]),
+    )
     hull = gpd.GeoDataFrame({"z": ["hull"]}, crs=32650, geometry=[shapely.MultiPoint(xy).convex_hull])
     with pytest.raises(GeoprivError, match="computed from the data"):
         geopriv.flows(trips, 1.0, regions=hull, region_id="z", rng=1)
@@ -360,7 +412,7 @@ def test_heatmap_counts_do_not_wrap():
     pts = points([[500_500.0, 4_000_500.0]])
     hm = geopriv.heatmap(pts, 1e-10, resolution=250, bounds=BOX, rng=3)
     agg = geopriv.aggregate(pts, 1e-10, cells=250, bounds=BOX, rng=3)
-    assert agg["count"].max() > 2 ** 31  # the same release, seeded: huge counts
+    assert agg["count"].max() > 2**31  # the same release, seeded: huge counts
     assert np.array_equal(hm.values.ravel().astype(np.int64), agg["count"].to_numpy())
 
 
@@ -377,8 +429,9 @@ def test_an_empty_dataset_is_released_like_any_other():
 
 def test_heatmap_negative_counts_are_not_nodata(tmp_path):
     rasterio = pytest.importorskip("rasterio")
-    hm = geopriv.heatmap(points(scattered(30)), 1.0, resolution=100, bounds=BOX, nonnegative=False, rng=1,
-                         path=tmp_path / "h.tif")
+    hm = geopriv.heatmap(
+        points(scattered(30)), 1.0, resolution=100, bounds=BOX, nonnegative=False, rng=1, path=tmp_path / "h.tif"
+    )
     assert (hm.values == -1).any()  # noisy counts of -1, inside the area (no region: every cell is released)
     with rasterio.open(tmp_path / "h.tif") as ds:
         assert not ds.read(1, masked=True).mask.any()

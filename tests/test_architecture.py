@@ -4,6 +4,7 @@ The layers themselves are import-linter contracts in pyproject.toml, checked by 
 in scripts/test.sh; here: no private name crosses modules (a name two modules share is public
 in the lower one), and the core never imports a front end even lazily.
 """
+
 from __future__ import annotations
 
 import ast

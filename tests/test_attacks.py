@@ -15,6 +15,7 @@ draw; a draw at epsilon <= 2.3e-6 per metre lands within 642 m (500 m plus half 
 diagonal) of a given place with probability at most (epsilon r)^2 / 2 = 1.1e-6, so over the
 fewer than 400 draws of the release the chance of any hit is below 1e-3.
 """
+
 from __future__ import annotations
 
 import math
@@ -50,8 +51,9 @@ def queries(fixes):
 def release(q, epsilon, seed=3, rate=0.033, **kw):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", geopriv.WeakProtectionWarning)
-        return q.priv.sanitize_traces(epsilon, traj_id="trajectory_id", time="t", bounds=BEIJING, rate=rate,
-                                      rng=seed, **kw)
+        return q.priv.sanitize_traces(
+            epsilon, traj_id="trajectory_id", time="t", bounds=BEIJING, rate=rate, rng=seed, **kw
+        )
 
 
 def utm(xy, **cols):
@@ -64,10 +66,21 @@ def utm(xy, **cols):
 def test_home_is_the_centre_of_the_cell_with_most_night_points():
     night = pd.Timestamp("2009-01-01 23:00")
     day = pd.Timestamp("2009-01-01 12:00")
-    pts = utm([(450_010, 4_400_010), (450_150, 4_400_150), (450_190, 4_400_020),  # 3 in cell 2250:22000
-               (452_010, 4_402_010), (452_020, 4_402_020),                        # 2 in 2260:22010
-               (460_000, 4_410_000), (460_001, 4_410_001), (460_002, 4_410_002), (460_003, 4_410_003)],
-              person=["a"] * 9, t=[night] * 5 + [day] * 4)  # the most points, but by day
+    pts = utm(
+        [
+            (450_010, 4_400_010),
+            (450_150, 4_400_150),
+            (450_190, 4_400_020),  # 3 in cell 2250:22000
+            (452_010, 4_402_010),
+            (452_020, 4_402_020),  # 2 in 2260:22010
+            (460_000, 4_410_000),
+            (460_001, 4_410_001),
+            (460_002, 4_410_002),
+            (460_003, 4_410_003),
+        ],
+        person=["a"] * 9,
+        t=[night] * 5 + [day] * 4,
+    )  # the most points, but by day
     out = home_inference(pts, person="person", time="t")
     assert out.loc["a", "cell"] == "2250:22000"
     assert (out.loc["a", "night_points"], out.loc["a", "home_points"]) == (5, 3)
@@ -78,10 +91,15 @@ def test_home_is_the_centre_of_the_cell_with_most_night_points():
 
 
 def test_home_ties_and_row_order_and_window():
-    t = [pd.Timestamp("2009-01-01 05:59"), pd.Timestamp("2009-01-01 22:00"),
-         pd.Timestamp("2009-01-01 06:00"), pd.Timestamp("2009-01-01 21:59")]
-    pts = utm([(450_500, 4_400_100), (450_100, 4_400_900), (450_100, 4_400_100), (450_100, 4_400_100)],
-              person=["a"] * 4, t=t)
+    t = [
+        pd.Timestamp("2009-01-01 05:59"),
+        pd.Timestamp("2009-01-01 22:00"),
+        pd.Timestamp("2009-01-01 06:00"),
+        pd.Timestamp("2009-01-01 21:59"),
+    ]
+    pts = utm(
+        [(450_500, 4_400_100), (450_100, 4_400_900), (450_100, 4_400_100), (450_100, 4_400_100)], person=["a"] * 4, t=t
+    )
     out = home_inference(pts, person="person", time="t")
     # 05:59 and 22:00 are night, 06:00 and 21:59 are not: one point in each of two cells, a tie;
     # the smaller column wins (2250 < 2252), whatever the order of the rows
@@ -104,8 +122,9 @@ def test_time_zones(fixes):
     local = home_inference(fixes, person="tracker", time="t", tz=TZ)
     shifted = fixes.assign(t=pd.to_datetime(fixes["t"], utc=True).dt.tz_convert(TZ).dt.tz_localize(None))
     naive = home_inference(shifted, person="tracker", time="t")  # naive: taken as local time
-    pd.testing.assert_frame_equal(pd.DataFrame(local.drop(columns="geometry")),
-                                  pd.DataFrame(naive.drop(columns="geometry")))
+    pd.testing.assert_frame_equal(
+        pd.DataFrame(local.drop(columns="geometry")), pd.DataFrame(naive.drop(columns="geometry"))
+    )
     assert local["night_points"].to_dict() == {0: 0, 2: 371, 19: 0}
     # local mean solar time in Beijing (116.4 E) is UTC + 7.76 h: 8 to 14 minutes earlier than Beijing time
     solar = home_inference(fixes, person="tracker", time="t", tz="solar")
@@ -144,8 +163,18 @@ def test_home_attack_night_homes_of_real_trackers(fixes, queries):
     # tracker 19 logged only by day: no true home, NA hits, not counted
     assert out.loc[19, "true_cell"] is None and pd.isna(out.loc[19, "hit_200m"])
     assert out.attrs["summary"]["persons"] == 2
-    assert list(out.columns) == ["true_cell", "inferred_cell", "night_points_true", "night_points_released",
-                                 "distance_m", "same_cell", "hit_200m", "hit_500m", "true_home", "inferred_home"]
+    assert list(out.columns) == [
+        "true_cell",
+        "inferred_cell",
+        "night_points_true",
+        "night_points_released",
+        "distance_m",
+        "same_cell",
+        "hit_200m",
+        "hit_500m",
+        "true_home",
+        "inferred_home",
+    ]
     assert out.geometry.name == "inferred_home" and out["true_home"].crs == out.crs
 
 
@@ -168,8 +197,10 @@ def test_trajectory_collections(fixes):
     frame = home_inference(fixes, person="trajectory_id", time="t", tz=TZ, night=(18, 6))
     assert by_traj["cell"].tolist() == frame["cell"].tolist()
     by_tracker = home_inference(tc, person="tracker", tz=TZ, night=(18, 6))
-    assert by_tracker["cell"].tolist() == home_inference(fixes, person="tracker", time="t", tz=TZ,
-                                                         night=(18, 6))["cell"].tolist()
+    assert (
+        by_tracker["cell"].tolist()
+        == home_inference(fixes, person="tracker", time="t", tz=TZ, night=(18, 6))["cell"].tolist()
+    )
     with pytest.raises(ParameterError, match="time="):
         home_inference(tc, time="t")
     q = geopriv.sample_queries(g, traj_id="trajectory_id", time="t", rng=1)
@@ -187,8 +218,15 @@ def test_trajectory_collections(fixes):
 # ---------------------------------------------------------------------------- top places
 def test_top_places_sets_and_anonymity_sets():
     c = {"A": (450_100, 4_400_100), "B": (451_100, 4_400_100), "C": (452_100, 4_400_100)}
-    rows = [("p", "A")] * 3 + [("p", "B")] * 2 + [("q", "B")] * 3 + [("q", "A")] * 2 + [("r", "A")] * 2 + \
-        [("r", "C")] * 1 + [("s", "C")]
+    rows = (
+        [("p", "A")] * 3
+        + [("p", "B")] * 2
+        + [("q", "B")] * 3
+        + [("q", "A")] * 2
+        + [("r", "A")] * 2
+        + [("r", "C")] * 1
+        + [("s", "C")]
+    )
     pts = utm([c[k] for _, k in rows], person=[p for p, _ in rows])
     out = top_places_uniqueness(pts, person="person")
     # p and q share the set {A, B} (in different orders); r has {A, C}; s has one place only
@@ -330,8 +368,9 @@ def test_query_error_with_an_adversary(queries):
     q = queries.to_crs(32650)
     box = (430_000.0, 4_400_000.0, 470_000.0, 4_440_000.0)  # public: round numbers around the sample
     eps = math.log(10) / 100
-    rel = q.priv.sanitize_traces(eps, traj_id="trajectory_id", time="t", bounds=box, rate=0.033, rng=3,
-                                 method="independent")
+    rel = q.priv.sanitize_traces(
+        eps, traj_id="trajectory_id", time="t", bounds=box, rate=0.033, rng=3, method="independent"
+    )
     adv = adversary_error(epsilon=eps * 0.033, area=box, crs=32650)  # one query's noise (fixed rate 3.3 %)
     out = query_error(q, rel, adversary=adv)
     shown = rel.geometry.notna().to_numpy()

@@ -1,4 +1,5 @@
 """Attribute columns and indexes that hold the true locations (geopriv.attributes)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -287,11 +288,12 @@ def test_geometry_encodings(deaths):
     gdf["wkb"] = deaths.geometry.to_wkb()
     gdf["wkb_ba"] = [bytearray(b) for b in deaths.geometry.to_wkb()]
     gdf["hexwkb"] = deaths.geometry.to_wkb(hex=True)
-    gdf["ewkb"] = shapely.to_wkb(shapely.set_srid(deaths.geometry.values._data, 3857), hex=True,
-                                 include_srid=True)
+    gdf["ewkb"] = shapely.to_wkb(shapely.set_srid(deaths.geometry.values._data, 3857), hex=True, include_srid=True)
     gdf["geojson"] = [shapely.to_geojson(g) for g in deaths.geometry]
-    gdf["feature"] = [json.dumps({"type": "Feature", "properties": {},
-                                  "geometry": json.loads(shapely.to_geojson(g))}) for g in deaths.geometry]
+    gdf["feature"] = [
+        json.dumps({"type": "Feature", "properties": {}, "geometry": json.loads(shapely.to_geojson(g))})
+        for g in deaths.geometry
+    ]
     gdf["geojson_dict"] = [json.loads(shapely.to_geojson(g)) for g in deaths.geometry]
     gdf["shapely"] = pd.Series(list(deaths.geometry.values), index=deaths.index, dtype=object)
     gdf["buffers"] = pd.Series(list(deaths.geometry.buffer(5).values), index=deaths.index, dtype=object)
@@ -374,7 +376,7 @@ def _geohash(lon, lat, length):
         mid = (span[0] + span[1]) / 2
         bits.append(int(value >= mid))
         span[0 if value >= mid else 1] = mid
-    return "".join(alphabet[int("".join(map(str, bits[i:i + 5])), 2)] for i in range(0, 5 * length, 5))
+    return "".join(alphabet[int("".join(map(str, bits[i : i + 5])), 2)] for i in range(0, 5 * length, 5))
 
 
 def test_numbers_anywhere_in_text(shuffled):
@@ -450,8 +452,9 @@ def test_ordinary_text_with_numbers_passes(shuffled):
     order = rng.permutation(n)
     gdf = deaths.copy()
     gdf["address"] = [f"Flat {i % 7 + 1}, {i % 60 + 1} Broad Street, London W1F {i % 9}AB" for i in range(n)]
-    gdf["note"] = [f"died 1854-09-{i % 30 + 1:02d} at 14:{i % 60:02d}, aged {i % 80}, {i % 5} children"
-                   for i in range(n)]
+    gdf["note"] = [
+        f"died 1854-09-{i % 30 + 1:02d} at 14:{i % 60:02d}, aged {i % 80}, {i % 5} children" for i in range(n)
+    ]
     gdf["phone"] = [f"+44 20 7{rng.integers(100, 999)} {rng.integers(1000, 9999)}" for _ in range(n)]
     gdf["words"] = rng.choice(["secret", "bridge", "tests", "mystery", "yes", "cherry", "brewer"], n)
     gdf["angle"] = [f"{rng.integers(0, 90)}° to the street, {rng.integers(0, 60)}' long" for _ in range(n)]
@@ -580,9 +583,17 @@ def test_error_names_columns_and_fixes_without_coordinates(shuffled):
     assert isinstance(err, GeoprivError) and isinstance(err, ValueError)
     assert set(err.reasons) == {"lon", "lat", "wkt", INDEX}
     msg = str(err)  # the library's text: the problem and the Python fix
-    for expected in ("'lon'", "'lat'", "'wkt'", "longitude", "WKT",
-                     "gdf.drop(columns=['lon', 'lat', 'wkt'])", "keep=['lon', 'lat', 'wkt']",
-                     "gdf.reset_index(drop=True)", "keep=['<index>']"):
+    for expected in (
+        "'lon'",
+        "'lat'",
+        "'wkt'",
+        "longitude",
+        "WKT",
+        "gdf.drop(columns=['lon', 'lat', 'wkt'])",
+        "keep=['lon', 'lat', 'wkt']",
+        "gdf.reset_index(drop=True)",
+        "keep=['<index>']",
+    ):
         assert expected in msg, expected
     assert "--keep" not in msg and "QGIS" not in msg
     # each front end reads its own fix only (geopriv.exceptions.user_message)
@@ -621,7 +632,9 @@ def test_keep(shuffled):
 
 def test_keep_unknown_column(shuffled):
     deaths = shuffled
-    with pytest.raises(ValueError, match=r"kept column\(s\) \['Lon'\] name no column.*'Id', 'Count', 'geometry'.*keep="):
+    with pytest.raises(
+        ValueError, match=r"kept column\(s\) \['Lon'\] name no column.*'Id', 'Count', 'geometry'.*keep="
+    ):
         check_location_attributes(deaths, keep=["Lon"])
     with pytest.raises(ValueError, match="GeoSeries"):
         check_location_attributes(deaths.geometry, keep=["Id"])

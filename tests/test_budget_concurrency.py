@@ -18,6 +18,7 @@ finishes before the parent sees its charge (the test then says so, it does not p
 Outcomes of the 8-process test depend on the interleaving, the assertions do not: they hold for
 any interleaving.  Seeds are fixed.
 """
+
 from __future__ import annotations
 
 import json
@@ -42,8 +43,28 @@ from tests.budget_support import execute, kind, sqlite_path, store_url_fixture  
 ROOT = Path(__file__).resolve().parents[1]
 AMOUNT = 1 / 8
 K = 6  # charges of AMOUNT each person can afford
-PERSONS = [1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009, "1010",
-           "p-11", "p-12", "p-13", "p-14", "p-15", "p-16", "p-17", "p-18", "p-19", "p-20"]
+PERSONS = [
+    1001,
+    1002,
+    1003,
+    1004,
+    1005,
+    1006,
+    1007,
+    1008,
+    1009,
+    "1010",
+    "p-11",
+    "p-12",
+    "p-13",
+    "p-14",
+    "p-15",
+    "p-16",
+    "p-17",
+    "p-18",
+    "p-19",
+    "p-20",
+]
 CANONICAL = [int(p) if p == "1010" else p for p in PERSONS]  # as the store shows them
 WORKERS, ROUNDS = 8, 40
 
@@ -76,7 +97,10 @@ def test_processes_creating_the_same_store_at_once(store_url):
         p.join(timeout=60)
     assert results == ["ok"] * 6, results
     assert execute(store_url, "SELECT key, COUNT(*) FROM geopriv_meta GROUP BY key ORDER BY key") == [
-        ("created_utc", 1), ("created_with", 1), ("schema_version", 1)]
+        ("created_utc", 1),
+        ("created_with", 1),
+        ("schema_version", 1),
+    ]
     assert execute(store_url, "SELECT COUNT(*) FROM geopriv_unit") == [(len(UNITS),)]
 
 
@@ -116,9 +140,15 @@ def _release_worker(url, seed, barrier, out_path):
             except BudgetStoreError as exc:  # the store failed under load: a bug
                 log["errors"].append(exc.problem)
                 continue
-            log["charged"].append({"release_id": r.release_id, "state": state,
-                                   "persons": [str(p) for p in r.persons.shown(r.persons.keys)],
-                                   "reserved": np.asarray(r.amounts).tolist(), "spent": np.asarray(spent).tolist()})
+            log["charged"].append(
+                {
+                    "release_id": r.release_id,
+                    "state": state,
+                    "persons": [str(p) for p in r.persons.shown(r.persons.keys)],
+                    "reserved": np.asarray(r.amounts).tolist(),
+                    "spent": np.asarray(spent).tolist(),
+                }
+            )
     Path(out_path).write_text(json.dumps(log))
 
 
@@ -128,8 +158,7 @@ def test_eight_processes_releasing_for_overlapping_persons(store_url, tmp_path):
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(WORKERS)
     outs = [tmp_path / f"worker{i}.json" for i in range(WORKERS)]
-    procs = [ctx.Process(target=_release_worker, args=(store_url, 1000 + i, barrier, outs[i]))
-             for i in range(WORKERS)]
+    procs = [ctx.Process(target=_release_worker, args=(store_url, 1000 + i, barrier, outs[i])) for i in range(WORKERS)]
     for p in procs:
         p.start()
     for p in procs:
@@ -154,8 +183,9 @@ def test_eight_processes_releasing_for_overlapping_persons(store_url, tmp_path):
     # the audit holds exactly the releases the processes were told succeeded, in the state they left them
     assert dict(zip(releases["release_id"], releases["state"])) == {k: c["state"] for k, c in charged.items()}
     # per person: the processes' logs, the audit and the balances agree (exactly: multiples of 1/8)
-    logged = pd.DataFrame([(p, s) for c in charged.values() for p, s in zip(c["persons"], c["spent"])],
-                          columns=["person", "spent"])
+    logged = pd.DataFrame(
+        [(p, s) for c in charged.values() for p, s in zip(c["persons"], c["spent"])], columns=["person", "spent"]
+    )
     per_person = balances.set_index("person")["spent"]
     assert audit.groupby("person").size().to_dict() == logged.groupby("person").size().to_dict()
     assert audit.groupby("person")["spent"].sum().to_dict() == per_person.to_dict()
@@ -180,8 +210,13 @@ _RESERVE_AND_WAIT = textwrap.dedent("""
 def test_a_process_killed_after_reserving_leaves_its_persons_charged(store_url):
     with BudgetStore(store_url, create=True) as store:
         store.grant(1.0, unit=PER_METRE)
-    child = subprocess.Popen([sys.executable, "-c", _RESERVE_AND_WAIT, store_url], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True, env=_env())
+    child = subprocess.Popen(
+        [sys.executable, "-c", _RESERVE_AND_WAIT, store_url],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
     try:
         release_id = child.stdout.readline().strip()
         assert release_id, "the child did not reserve"
@@ -198,7 +233,7 @@ def test_a_process_killed_after_reserving_leaves_its_persons_charged(store_url):
         assert store.info()["releases"]["reserved"] == 1
         assert store.charges(release_id)["spent"].isna().all()
         with pytest.raises(BudgetExceededError, match="would exceed"):  # the reservation counts against the total
-            store.reserve([1002], 0.5 + 2.0 ** -20, unit=PER_METRE, kind="test")
+            store.reserve([1002], 0.5 + 2.0**-20, unit=PER_METRE, kind="test")
         store.reserve([1002], 0.5, unit=PER_METRE, kind="test")
         assert store.balances(persons=[1002])[["spent", "reserved", "remaining"]].values.tolist() == [[0.5, 0.5, 0.0]]
     if kind(store_url) == "sqlite":
@@ -224,8 +259,12 @@ def test_a_process_killed_in_the_middle_of_a_big_release_leaves_the_store_charge
     n, persons = 2_000_000, 20_000
     with BudgetStore(store_url, create=True) as store:
         store.grant(1.0, unit=PER_METRE)
-        child = subprocess.Popen([sys.executable, "-c", _BIG_PERTURB, store_url, str(n), str(persons)],
-                                 stdout=subprocess.PIPE, text=True, env=_env())
+        child = subprocess.Popen(
+            [sys.executable, "-c", _BIG_PERTURB, store_url, str(n), str(persons)],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=_env(),
+        )
         try:
             assert child.stdout.readline().strip() == "ready"
             deadline = time.monotonic() + 300
@@ -280,8 +319,10 @@ def test_two_releases_naming_the_same_new_persons_in_opposite_orders_do_not_dead
     key = dict(zip(pk.label_text, pk.label_keys.tolist()))
     middle = sorted(key.values())[100]  # the middle name in key order: both releases meet it half-way
     holder = psycopg.connect(pg_url)
-    holder.execute("INSERT INTO geopriv_person (person, label) VALUES (%s, %s)",
-                   (middle, next(t for t, k in key.items() if k == middle)))
+    holder.execute(
+        "INSERT INTO geopriv_person (person, label) VALUES (%s, %s)",
+        (middle, next(t for t, k in key.items() if k == middle)),
+    )
     results = {}
 
     def release(name, who):
@@ -293,15 +334,19 @@ def test_two_releases_naming_the_same_new_persons_in_opposite_orders_do_not_dead
             results[name] = f"{type(exc).__name__}: {exc}"
 
     by_key = sorted(names, key=key.get)
-    threads = [threading.Thread(target=release, args=("forward", by_key)),
-               threading.Thread(target=release, args=("backward", by_key[::-1]))]
+    threads = [
+        threading.Thread(target=release, args=("forward", by_key)),
+        threading.Thread(target=release, args=("backward", by_key[::-1])),
+    ]
     for t in threads:
         t.start()
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:  # both releases blocked on the held name
-            waiting = execute(pg_url, "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                                      "AND datname = current_database()")[0][0]
+            waiting = execute(
+                pg_url,
+                "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()",
+            )[0][0]
             if waiting >= 2 or not any(t.is_alive() for t in threads):
                 break
             time.sleep(0.05)

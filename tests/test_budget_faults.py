@@ -19,6 +19,7 @@ through perturb, draws no noise (the Generator's state is unchanged):
 
 Deterministic: no timing in any assertion (a lock is held until the test lets it go).
 """
+
 from __future__ import annotations
 
 import copy
@@ -58,9 +59,11 @@ A = 1 / 64
 @pytest.fixture
 def points():
     rng = np.random.default_rng(3)
-    return gpd.GeoDataFrame({"pid": [101, 102, 102, 103]},
-                            geometry=gpd.points_from_xy(448_000 + rng.uniform(0, 900, 4),
-                                                        4_416_000 + rng.uniform(0, 900, 4)), crs=32650)
+    return gpd.GeoDataFrame(
+        {"pid": [101, 102, 102, 103]},
+        geometry=gpd.points_from_xy(448_000 + rng.uniform(0, 900, 4), 4_416_000 + rng.uniform(0, 900, 4)),
+        crs=32650,
+    )
 
 
 def make_store(url, persons=(101, 102, "ann")):
@@ -82,8 +85,11 @@ def refused_perturb(points, url, **kw):
 
 def file_state(path) -> dict:
     """The bytes of a SQLite store's files (the database, its write-ahead log and shared memory index)."""
-    return {suffix: Path(str(path) + suffix).read_bytes() for suffix in ("", "-wal", "-shm")
-            if Path(str(path) + suffix).exists()}
+    return {
+        suffix: Path(str(path) + suffix).read_bytes()
+        for suffix in ("", "-wal", "-shm")
+        if Path(str(path) + suffix).exists()
+    }
 
 
 # ------------------------------------------------------------------------------------------ missing
@@ -207,8 +213,15 @@ def _attempt_unprivileged(url: str) -> dict:
         nobody = pwd.getpwnam("nobody")
         uid, gid = nobody.pw_uid, nobody.pw_gid
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HOME": "/nonexistent"}
-    done = subprocess.run([sys.executable, "-c", _UNPRIVILEGED, url, str(uid), str(gid)], capture_output=True,
-                          text=True, timeout=120, env=env, cwd="/", check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", _UNPRIVILEGED, url, str(uid), str(gid)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd="/",
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["euid"] == (uid if uid >= 0 else os.geteuid())
@@ -246,8 +259,13 @@ def test_a_postgresql_store_this_user_cannot_write_is_refused(pg_url):
     before = dump(pg_url)
     role = f"reader_{uuid.uuid4().hex[:8]}"
     database = pg_url.split("?")[0].rsplit("/", 1)[1]
-    execute(pg_url, f"CREATE ROLE {role} LOGIN", f'GRANT CONNECT ON DATABASE "{database}" TO {role}',
-            f"GRANT USAGE ON SCHEMA public TO {role}", f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}")
+    execute(
+        pg_url,
+        f"CREATE ROLE {role} LOGIN",
+        f'GRANT CONNECT ON DATABASE "{database}" TO {role}',
+        f"GRANT USAGE ON SCHEMA public TO {role}",
+        f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}",
+    )
     reader = pg_url.replace("postgresql://geopriv@", f"postgresql://{role}@")
     with BudgetStore(reader, timeout=2) as s:  # it may read ...
         assert len(s.balances()) == 3
@@ -277,14 +295,17 @@ def test_a_sqlite_store_locked_by_another_process(tmp_path, points):
     url = f"sqlite:///{path}"
     make_store(url)
     before = dump(url)
-    holder = subprocess.Popen([sys.executable, "-c", _HOLD_SQLITE_LOCK, str(path)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_SQLITE_LOCK, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
         with BudgetStore(url, timeout=0.5) as s:  # readers are never blocked (write-ahead log) ...
             assert len(s.balances()) == 3
-            for charge in (lambda: s.reserve([101], A, unit=PER_METRE, kind="test"),  # ... writers wait, then stop
-                           lambda: s.grant(2.0, unit=PER_METRE)):
+            for charge in (
+                lambda: s.reserve([101], A, unit=PER_METRE, kind="test"),  # ... writers wait, then stop
+                lambda: s.grant(2.0, unit=PER_METRE),
+            ):
                 with pytest.raises(BudgetStoreError, match="locked") as refused:
                     charge()
                 assert_no_driver_text(refused.value, "database is locked")
@@ -309,8 +330,9 @@ def test_a_postgresql_store_locked_by_another_connection(pg_url, points):
     make_store(pg_url)
     before = dump(pg_url)
     with psycopg.connect(pg_url) as other:  # a transaction: its locks are held until it ends
-        table = "geopriv_budget_" + str(other.execute("SELECT id FROM geopriv_unit WHERE unit = %s",
-                                                      (PER_METRE,)).fetchone()[0])
+        table = "geopriv_budget_" + str(
+            other.execute("SELECT id FROM geopriv_unit WHERE unit = %s", (PER_METRE,)).fetchone()[0]
+        )
         other.execute(f"SELECT * FROM {table} WHERE person = 101 FOR UPDATE")  # a row lock on person 101
         with BudgetStore(pg_url, timeout=0.5) as s:
             with pytest.raises(BudgetStoreError, match="locked") as refused:
@@ -380,8 +402,7 @@ def test_a_store_missing_a_table_is_refused(store_url):
 
 def test_a_database_with_other_tables_is_refused_and_not_modified(store_url, points):
     if kind(store_url) == "sqlite":
-        execute(store_url, "CREATE TABLE visits (person INTEGER, place TEXT)",
-                "INSERT INTO visits VALUES (1, 'home')")
+        execute(store_url, "CREATE TABLE visits (person INTEGER, place TEXT)", "INSERT INTO visits VALUES (1, 'home')")
         files = file_state(sqlite_path(store_url))
     else:
         execute(store_url, "CREATE TABLE visits (person INTEGER, place TEXT)", "INSERT INTO visits VALUES (1, 'home')")

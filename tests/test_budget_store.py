@@ -23,6 +23,7 @@ changed" and "holds no coordinates", through a raw dump of every table (tests/bu
 Deterministic: fixed seeds; the charges and refusals depend on public parameters only, never on the
 noise.
 """
+
 from __future__ import annotations
 
 import copy
@@ -127,10 +128,10 @@ def test_a_total_lowered_below_what_was_used_leaves_the_person_exhausted(store):
     assert (b["remaining"] == 0).all() and (b["spent"] <= b["total"]).all()
     for person in (101, "ann"):
         with pytest.raises(BudgetExceededError):
-            store.reserve([person], 2.0 ** -40, unit=PER_METRE, kind="test")  # not even a crumb
+            store.reserve([person], 2.0**-40, unit=PER_METRE, kind="test")  # not even a crumb
     store.grant(0.0, unit=PER_METRE, persons=[102])  # a person granted nothing can release nothing
     with pytest.raises(BudgetExceededError):
-        store.reserve([102], 2.0 ** -40, unit=PER_METRE, kind="test")
+        store.reserve([102], 2.0**-40, unit=PER_METRE, kind="test")
     store.reserve([102], 0.0, unit=PER_METRE, kind="test")  # a release that costs nothing is not refused
     assert_within_totals(store)
 
@@ -241,8 +242,14 @@ def test_refusals_never_show_anything_but_person_ids_amounts_and_the_unit(store,
     store.grant(A, unit=PER_METRE)
     secret_parameters = {"mechanism": "planar_laplace", "radius_m": 123.456789}
     with pytest.raises(BudgetExceededError) as refused:
-        store.reserve(pd.Index([7001, 7001], name="pid"), A, unit=PER_METRE, kind="test",
-                      parameters=secret_parameters, row_labels=["row-a", "row-b"])
+        store.reserve(
+            pd.Index([7001, 7001], name="pid"),
+            A,
+            unit=PER_METRE,
+            kind="test",
+            parameters=secret_parameters,
+            row_labels=["row-a", "row-b"],
+        )
     message = str(refused.value)
     assert named(message, 7001) and "row-a" not in message and "123.45" not in message
     assert store_url not in message and "budgets.db" not in message
@@ -322,7 +329,9 @@ def test_the_store_agrees_with_a_model_through_a_random_sequence_of_operations(s
     open_reservations = []
     refusals = 0
     for step in range(200):
-        op = rng.choice(["default", "grant", "spend", "reserve", "settle", "cancel"], p=[.05, .1, .35, .2, .2, .1])
+        op = rng.choice(
+            ["default", "grant", "spend", "reserve", "settle", "cancel"], p=[0.05, 0.1, 0.35, 0.2, 0.2, 0.1]
+        )
         unit = units[rng.integers(2)]
         if op == "default":
             default[unit] = float(rng.integers(0, 24)) * A
@@ -378,8 +387,10 @@ def test_the_store_agrees_with_a_model_through_a_random_sequence_of_operations(s
                 model[unit][p][2] -= a
         b = store.balances()
         assert (b["spent"] + b["reserved"] <= b["total"]).all(), (step, b)
-        got = {(u, p): (t, s, r) for p, u, t, s, r in b[["person", "unit", "total", "spent", "reserved"]].itertuples(
-            index=False)}
+        got = {
+            (u, p): (t, s, r)
+            for p, u, t, s, r in b[["person", "unit", "total", "spent", "reserved"]].itertuples(index=False)
+        }
         want = {(u, p): tuple(v) for u in units for p, v in model[u].items()}
         assert got == want, f"step {step} ({op})"
     assert refusals > 10 and len(store.releases()) > 50  # the sequence did reach the limits
@@ -438,20 +449,39 @@ def test_float_row_labels_are_never_shown(store):
 def test_balances_releases_charges_and_info(store):
     store.grant(1.0, unit=PER_METRE)
     store.grant(2.0, unit=PURE)
-    first = store.reserve([101, 101, "ann"], 4 * A, unit=PER_METRE, kind="perturb",
-                          parameters={"mechanism": "planar_laplace", "epsilon_per_m": 0.01}, rows_released=3)
+    first = store.reserve(
+        [101, 101, "ann"],
+        4 * A,
+        unit=PER_METRE,
+        kind="perturb",
+        parameters={"mechanism": "planar_laplace", "epsilon_per_m": 0.01},
+        rows_released=3,
+    )
     first.commit()
     second = store.reserve(["ann", 102], [A, 2 * A], unit=PURE, kind="synthesize", spend=False)
     b = store.balances()
     assert list(b.columns) == ["person", "unit", "total", "spent", "reserved", "remaining"]
     assert len(b) == 4 and (b["remaining"] == b["total"] - b["spent"] - b["reserved"]).all()
     assert store.balances(unit=PURE, persons=["ann"]).to_dict("records") == [
-        {"person": "ann", "unit": PURE, "total": 2.0, "spent": 0.0, "reserved": A, "remaining": 2.0 - A}]
+        {"person": "ann", "unit": PURE, "total": 2.0, "spent": 0.0, "reserved": A, "remaining": 2.0 - A}
+    ]
     assert store.balances(persons=[101, "nobody"])["person"].tolist() == [101]
 
     rel = store.releases()
-    assert list(rel.columns) == ["release_id", "kind", "unit", "mechanism", "parameters", "state", "started_utc",
-                                 "finished_utc", "persons", "rows_released", "largest_charge", "geopriv_version"]
+    assert list(rel.columns) == [
+        "release_id",
+        "kind",
+        "unit",
+        "mechanism",
+        "parameters",
+        "state",
+        "started_utc",
+        "finished_utc",
+        "persons",
+        "rows_released",
+        "largest_charge",
+        "geopriv_version",
+    ]
     assert rel["release_id"].tolist() == [first.release_id, second.release_id]
     assert rel["kind"].tolist() == ["perturb", "synthesize"] and rel["unit"].tolist() == [PER_METRE, PURE]
     assert rel["mechanism"][0] == "planar_laplace" and pd.isna(rel["mechanism"][1])
@@ -512,8 +542,9 @@ def people():
     x = 448_000 + rng.uniform(0, 3_000, 12)
     y = 4_416_000 + rng.uniform(0, 3_000, 12)
     pid = [101, 102, 102, 103, 103, 103, "ann", "ann", "bob", "104", 104, "104"]
-    return gpd.GeoDataFrame({"pid": pd.Series(pid, dtype=object), "value": np.arange(12)},
-                            geometry=gpd.points_from_xy(x, y), crs=UTM)
+    return gpd.GeoDataFrame(
+        {"pid": pd.Series(pid, dtype=object), "value": np.arange(12)}, geometry=gpd.points_from_xy(x, y), crs=UTM
+    )
 
 
 ROWS = {101: 1, 102: 2, 103: 3, "ann": 2, "bob": 1, 104: 3}
@@ -532,7 +563,12 @@ def test_perturb_charges_every_person_the_row_cost_times_their_rows(store, peopl
         assert b.loc[person, "spent"] == cost * rows and b.loc[person, "reserved"] == 0
     rel = store.releases().iloc[0]
     assert (rel["kind"], rel["state"], rel["mechanism"], rel["persons"], rel["rows_released"]) == (
-        "perturb", "charged", "planar_laplace", 6, 12)
+        "perturb",
+        "charged",
+        "planar_laplace",
+        6,
+        12,
+    )
     assert not pd.isna(rel["finished_utc"]) and rel["largest_charge"] == cost * 3
 
     out2 = geopriv.perturb(people, level=LEVEL, radius=RADIUS, budget_store=store, person="pid", rng=2)  # same
@@ -553,8 +589,9 @@ def test_perturb_with_the_store_url(people, store_url):
 
 def test_a_release_that_would_overspend_is_refused_before_any_noise(store, people, store_url):
     store.grant(1.0, unit=PER_METRE)
-    cost = people.priv.perturb(level=LEVEL, radius=RADIUS, budget_store=store, person="pid",
-                               rng=1).attrs["geopriv"]["charged_per_row"]
+    cost = people.priv.perturb(level=LEVEL, radius=RADIUS, budget_store=store, person="pid", rng=1).attrs["geopriv"][
+        "charged_per_row"
+    ]
     store.grant(2.5 * cost, unit=PER_METRE, persons=list(ROWS))  # one-row persons can afford one more row
     before = dump(store_url)
     rng = np.random.default_rng(5)
@@ -584,7 +621,8 @@ def test_invalid_input_charges_nothing(store, people, store_url):
     assert not isinstance(refused.value, BudgetExceededError)
     with pytest.raises(IdentityError):  # a missing person id
         people.assign(pid=people["pid"].where(people.index != 3, None)).priv.perturb(
-            level=LEVEL, radius=RADIUS, budget_store=store, person="pid", rng=rng)
+            level=LEVEL, radius=RADIUS, budget_store=store, person="pid", rng=rng
+        )
     with pytest.raises(geopriv.GeoprivError):  # no such column
         people.priv.perturb(level=LEVEL, radius=RADIUS, budget_store=store, person="nope", rng=rng)
     assert rng.bit_generator.state == state and dump(store_url) == before
@@ -619,10 +657,17 @@ def test_the_store_holds_no_coordinates(store, people, store_url):
     store.grant(1.0, unit=PER_METRE)
     store.grant(4.0, unit=PURE)
     people.priv.perturb(level=LEVEL, radius=RADIUS, budget_store=store, person="pid", rng=1)
-    people.priv.perturb(level=LEVEL, radius=RADIUS, budget_store=store, person="pid", rng=2,
-                        bounds=(447_000, 4_415_000, 452_000, 4_420_000))  # a public, round area
-    geopriv.synthesize(people, epsilon=0.5, budget_store=store, person="pid", rng=3,
-                       bounds=(447_000, 4_415_000, 452_000, 4_420_000))
+    people.priv.perturb(
+        level=LEVEL,
+        radius=RADIUS,
+        budget_store=store,
+        person="pid",
+        rng=2,
+        bounds=(447_000, 4_415_000, 452_000, 4_420_000),
+    )  # a public, round area
+    geopriv.synthesize(
+        people, epsilon=0.5, budget_store=store, person="pid", rng=3, bounds=(447_000, 4_415_000, 452_000, 4_420_000)
+    )
     texts, packed = _coordinate_patterns(people)
     text, raw = dump_text(store_url), dump_bytes(store_url)
     for t in texts:
@@ -630,8 +675,11 @@ def test_the_store_holds_no_coordinates(store, people, store_url):
     for p in packed:
         assert p not in raw, "a packed coordinate is in the store"
     if kind(store_url) == "sqlite":  # and nowhere in the files (free pages, the write-ahead log)
-        files = b"".join(Path(sqlite_path(store_url) + suffix).read_bytes()
-                         for suffix in ("", "-wal") if Path(sqlite_path(store_url) + suffix).exists())
+        files = b"".join(
+            Path(sqlite_path(store_url) + suffix).read_bytes()
+            for suffix in ("", "-wal")
+            if Path(sqlite_path(store_url) + suffix).exists()
+        )
         for t in texts:
             assert t.encode() not in files
         for p in packed:

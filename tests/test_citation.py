@@ -5,6 +5,7 @@ entry needs, their types, the reference types and DOI syntax of the schema), wit
 schema's validator: ``cffconvert --validate`` (which pins jsonschema < 4, so it is not in the
 test environments) accepted this file when it was written.
 """
+
 from __future__ import annotations
 
 import configparser
@@ -19,13 +20,53 @@ from .conftest import ROOT
 
 #: the reference types of CFF 1.2.0 (schema.json, definitions.reference.properties.type.enum)
 CFF_TYPES = {
-    "art", "article", "audiovisual", "bill", "blog", "book", "catalogue", "conference-paper", "conference", "data",
-    "database", "dictionary", "edited-work", "encyclopedia", "film-broadcast", "generic", "government-document",
-    "grant", "hearing", "historical-work", "legal-case", "legal-rule", "magazine-article", "manual", "map",
-    "multimedia", "music", "newspaper-article", "pamphlet", "patent", "personal-communication", "proceedings",
-    "report", "serial", "slides", "software-code", "software-container", "software-executable",
-    "software-virtual-machine", "software", "sound-recording", "standard", "statute", "thesis", "unpublished",
-    "video", "website",
+    "art",
+    "article",
+    "audiovisual",
+    "bill",
+    "blog",
+    "book",
+    "catalogue",
+    "conference-paper",
+    "conference",
+    "data",
+    "database",
+    "dictionary",
+    "edited-work",
+    "encyclopedia",
+    "film-broadcast",
+    "generic",
+    "government-document",
+    "grant",
+    "hearing",
+    "historical-work",
+    "legal-case",
+    "legal-rule",
+    "magazine-article",
+    "manual",
+    "map",
+    "multimedia",
+    "music",
+    "newspaper-article",
+    "pamphlet",
+    "patent",
+    "personal-communication",
+    "proceedings",
+    "report",
+    "serial",
+    "slides",
+    "software-code",
+    "software-container",
+    "software-executable",
+    "software-virtual-machine",
+    "software",
+    "sound-recording",
+    "standard",
+    "statute",
+    "thesis",
+    "unpublished",
+    "video",
+    "website",
 }
 #: CFF 1.2.0's DOI pattern (schema.json, definitions.doi)
 DOI = re.compile(r"^10\.\d{4,9}(\.\d+)?/[A-Za-z0-9:/_;\-\.\(\)\[\]\\]+$")
@@ -92,8 +133,11 @@ def test_every_reference_is_well_formed():
 def test_the_papers_behind_the_mechanisms_are_cited():
     refs = _cff()["references"]
     for family, year, word in PAPERS:
-        found = [r for r in refs if r["authors"][0].get("family-names") == family and r["year"] == year
-                 and word in r["title"].lower()]
+        found = [
+            r
+            for r in refs
+            if r["authors"][0].get("family-names") == family and r["year"] == year and word in r["title"].lower()
+        ]
         assert len(found) == 1, (family, year, word)
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     table = [line for line in readme.splitlines() if line.startswith("| ") and "priv." in line]

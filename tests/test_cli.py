@@ -3,6 +3,7 @@
 Data: ``geopriv/data`` (shipped with the package) and small synthetic layers written to
 ``tmp_path``; nothing outside the checkout is read.
 """
+
 from __future__ import annotations
 
 import functools
@@ -32,8 +33,20 @@ from geopriv.io import sidecar_path
 DATA = Path(geopriv.__file__).parent / "data"
 SOHO = DATA / "soho_cholera.gpkg"
 TOKYO = DATA / "tokyo_density_200.tif"
-COMMANDS = ["perturb", "privacy-map", "build-mechanism", "sanitize-traces", "sample-queries", "synthesize", "diffuse", "report",
-            "demo", "aggregate", "heatmap", "flows"]
+COMMANDS = [
+    "perturb",
+    "privacy-map",
+    "build-mechanism",
+    "sanitize-traces",
+    "sample-queries",
+    "synthesize",
+    "diffuse",
+    "report",
+    "demo",
+    "aggregate",
+    "heatmap",
+    "flows",
+]
 LN4_200 = ["--level", "ln4", "--radius", "200"]
 
 
@@ -111,8 +124,12 @@ def small_raster(tmp_path_factory):
 def mechanism(small_raster):
     """build-mechanism end to end (about a second): the saved, verified mechanism."""
     out = small_raster.parent / "mech.npz"
-    assert main(["build-mechanism", str(small_raster), str(out), "--epsilon-range", "ln4/3000", "ln4/600",
-                 "--no-progress"]) == 0
+    assert (
+        main(
+            ["build-mechanism", str(small_raster), str(out), "--epsilon-range", "ln4/3000", "ln4/600", "--no-progress"]
+        )
+        == 0
+    )
     return out
 
 
@@ -135,7 +152,7 @@ def lonlat_in_raster(tmp_path, small_raster):
 def test_every_command_has_help_with_a_worked_example(capsys, command):
     code, out, _ = run(capsys, command, "--help")
     assert code == 0
-    examples = out[out.index("examples:"):]
+    examples = out[out.index("examples:") :]
     assert f"geopriv {command} " in examples or (command == "demo" and "geopriv demo" in examples)
 
 
@@ -258,8 +275,12 @@ def test_finding_output_linked_to_the_input_is_refused(capsys, homes, tmp_path, 
 def test_finding_epsilon_with_level_is_refused_before_any_work(capsys, tmp_path):
     """Was: --epsilon silently won.  The input does not even exist: nothing was read."""
     missing = tmp_path / "not_read.gpkg"
-    for extra in (["--epsilon", "0.01", "--level", "ln4", "--radius", "200"], ["--epsilon", "0.01", "--radius", "200"],
-                  ["--mechanism", "m.npz", "--epsilon", "0.01"], ["--level", "ln4"]):
+    for extra in (
+        ["--epsilon", "0.01", "--level", "ln4", "--radius", "200"],
+        ["--epsilon", "0.01", "--radius", "200"],
+        ["--mechanism", "m.npz", "--epsilon", "0.01"],
+        ["--level", "ln4"],
+    ):
         code, _, err = run(capsys, "perturb", missing, tmp_path / "o.gpkg", *extra)
         line = one_line_error(err)
         assert code == 2 and "does not exist" not in line, line
@@ -277,11 +298,32 @@ def test_finding_unknown_extension_is_refused(capsys, homes, tmp_path):
 def test_perturb_options(capsys, homes, tmp_path, deaths):
     region = tmp_path / "region.geojson"
     b = deaths.total_bounds
-    gpd.GeoDataFrame(geometry=[gpd.GeoSeries.from_xy([b[0]], [b[1]]).buffer(1).iloc[0].envelope.union(
-        Point(b[0], b[1]).buffer(2000))], crs=3857).to_file(region, engine="pyogrio")
+    gpd.GeoDataFrame(
+        geometry=[
+            gpd.GeoSeries.from_xy([b[0]], [b[1]]).buffer(1).iloc[0].envelope.union(Point(b[0], b[1]).buffer(2000))
+        ],
+        crs=3857,
+    ).to_file(region, engine="pyogrio")
     out = tmp_path / "o.gpkg"
-    code, _, err = run(capsys, "perturb", homes, out, "--epsilon", "ln4/200", "--grid", "25", "--region", region,
-                       "--bounds", b[0] - 5000, b[1] - 5000, b[2] + 5000, b[3] + 5000, "--seed", "3")
+    code, _, err = run(
+        capsys,
+        "perturb",
+        homes,
+        out,
+        "--epsilon",
+        "ln4/200",
+        "--grid",
+        "25",
+        "--region",
+        region,
+        "--bounds",
+        b[0] - 5000,
+        b[1] - 5000,
+        b[2] + 5000,
+        b[3] + 5000,
+        "--seed",
+        "3",
+    )
     assert code == 0, err
     record = json.loads(pyogrio.read_info(out)["layer_metadata"]["geopriv"])
     assert record["grid_m"] == 25 and record["region"] is True and record["declared_bounds"] is not None
@@ -297,8 +339,15 @@ def bad_files(tmp_path, deaths):
     with_lon = tmp_path / "with_lon.gpkg"
     ll = deaths.to_crs(4326)
     ll.assign(lon=ll.geometry.x).to_file(with_lon, engine="pyogrio")
-    return {"METRES_4326": metres_as_degrees, "LAT95": lat95, "WITH_LON": with_lon, "SOHO": SOHO,
-            "NOT_RASTER": SOHO, "TOKYO": TOKYO, "MISSING": tmp_path / "missing.gpkg"}
+    return {
+        "METRES_4326": metres_as_degrees,
+        "LAT95": lat95,
+        "WITH_LON": with_lon,
+        "SOHO": SOHO,
+        "NOT_RASTER": SOHO,
+        "TOKYO": TOKYO,
+        "MISSING": tmp_path / "missing.gpkg",
+    }
 
 
 BAD = {
@@ -308,32 +357,66 @@ BAD = {
     "missing file": (["perturb", "MISSING", "OUT.gpkg", *LN4_200], ["does not exist"]),
     "several layers": (["perturb", "SOHO", "OUT.gpkg", *LN4_200], ["'deaths', 'pumps'", "--layer"]),
     "location column": (["perturb", "WITH_LON", "OUT.gpkg", *LN4_200], ["'lon'", "--keep"]),
-    "outside bounds": (["perturb", "SOHO", "OUT.gpkg", "--layer", "deaths", *LN4_200, "--bounds", "0", "0", "10", "10"],
-                       ["labels"]),
-    "epsilon <= 0": (["perturb", "SOHO", "OUT.gpkg", "--layer", "deaths", "--epsilon", "-1"], ["epsilon must be finite"]),
+    "outside bounds": (
+        ["perturb", "SOHO", "OUT.gpkg", "--layer", "deaths", *LN4_200, "--bounds", "0", "0", "10", "10"],
+        ["labels"],
+    ),
+    "epsilon <= 0": (
+        ["perturb", "SOHO", "OUT.gpkg", "--layer", "deaths", "--epsilon", "-1"],
+        ["epsilon must be finite"],
+    ),
     "not a number": (["perturb", "SOHO", "OUT.gpkg", "--epsilon", "abc"], ["not a number"]),
     "bad --crs": (["perturb", "SOHO", "OUT.gpkg", "--layer", "deaths", *LN4_200, "--crs", "EPSG:nope"], ["EPSG:nope"]),
-    "--out-layer for GeoJSON": (["perturb", "SOHO", "OUT.geojson", "--layer", "deaths", *LN4_200, "--out-layer", "x"],
-                                ["GeoPackage"]),
-    "--region with --mechanism": (["perturb", "SOHO", "OUT.gpkg", "--mechanism", "m.npz", "--region", "r.gpkg"],
-                                  ["--region"]),
+    "--out-layer for GeoJSON": (
+        ["perturb", "SOHO", "OUT.geojson", "--layer", "deaths", *LN4_200, "--out-layer", "x"],
+        ["GeoPackage"],
+    ),
+    "--region with --mechanism": (
+        ["perturb", "SOHO", "OUT.gpkg", "--mechanism", "m.npz", "--region", "r.gpkg"],
+        ["--region"],
+    ),
     "--remap without --mechanism": (["perturb", "SOHO", "OUT.gpkg", *LN4_200, "--remap"], ["--mechanism"]),
-    "range and slope": (["privacy-map", "NOT_RASTER", "OUT.tif", "--epsilon-range", "1e-4", "1e-3", "--slope", "1"],
-                        ["not both"]),
+    "range and slope": (
+        ["privacy-map", "NOT_RASTER", "OUT.tif", "--epsilon-range", "1e-4", "1e-3", "--slope", "1"],
+        ["not both"],
+    ),
     "no density rule": (["privacy-map", "NOT_RASTER", "OUT.tif"], ["--epsilon-range"]),
     "not a raster": (["privacy-map", "NOT_RASTER", "OUT.tif", "--epsilon-range", "1e-4", "1e-3"], ["not a raster"]),
     "mechanism as .tif": (["build-mechanism", "TOKYO", "OUT.tif", "--from-epsilon"], [".npz"]),
-    "rate and accuracy": (["sanitize-traces", "SOHO", "OUT.gpkg", "--traj-id", "Id", "--time", "", *LN4_200,
-                           "--rate", "0.1", "--accuracy", "100"], ["not both"]),
+    "rate and accuracy": (
+        [
+            "sanitize-traces",
+            "SOHO",
+            "OUT.gpkg",
+            "--traj-id",
+            "Id",
+            "--time",
+            "",
+            *LN4_200,
+            "--rate",
+            "0.1",
+            "--accuracy",
+            "100",
+        ],
+        ["not both"],
+    ),
     "no --traj-id": (["sanitize-traces", "SOHO", "OUT.gpkg", "--time", "t", *LN4_200], ["--traj-id"]),
-    "bad method": (["sanitize-traces", "SOHO", "OUT.gpkg", "--traj-id", "a", "--time", "t", "--method", "x"],
-                   ["--method"]),
-    "unknown column": (["sample-queries", "SOHO", "OUT.gpkg", "--layer", "deaths", "--traj-id", "user", "--time", "t"],
-                       ["'user'"]),
-    "report: missing id": (["report", "SOHO", "SOHO", "--layer", "deaths", "--released-layer", "deaths", "--id", "x"],
-                           ["'x'"]),
-    "report: quantile 1": (["report", "SOHO", "SOHO", "--layer", "deaths", "--released-layer", "deaths",
-                            "--quantile", "1"], ["quantile must be strictly between 0 and 1"]),
+    "bad method": (
+        ["sanitize-traces", "SOHO", "OUT.gpkg", "--traj-id", "a", "--time", "t", "--method", "x"],
+        ["--method"],
+    ),
+    "unknown column": (
+        ["sample-queries", "SOHO", "OUT.gpkg", "--layer", "deaths", "--traj-id", "user", "--time", "t"],
+        ["'user'"],
+    ),
+    "report: missing id": (
+        ["report", "SOHO", "SOHO", "--layer", "deaths", "--released-layer", "deaths", "--id", "x"],
+        ["'x'"],
+    ),
+    "report: quantile 1": (
+        ["report", "SOHO", "SOHO", "--layer", "deaths", "--released-layer", "deaths", "--quantile", "1"],
+        ["quantile must be strictly between 0 and 1"],
+    ),
 }
 
 
@@ -354,8 +437,12 @@ def test_bad_input_is_one_line_exit_2_nothing_written(capsys, tmp_path, bad_file
 def test_a_real_process_prints_one_line_and_exits_2(tmp_path, bad_files, case):
     args, needles = BAD[case]
     args = [str(bad_files[a]) if a in bad_files else str(tmp_path / a) if a.startswith("OUT.") else a for a in args]
-    proc = subprocess.run([sys.executable, "-m", "geopriv.cli", *args], capture_output=True, text=True,
-                          env={k: v for k, v in os.environ.items() if k != "GEOPRIV_TRACEBACK"})
+    proc = subprocess.run(
+        [sys.executable, "-m", "geopriv.cli", *args],
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "GEOPRIV_TRACEBACK"},
+    )
     assert proc.returncode == 2
     one_line_error(proc.stderr, *needles)
 
@@ -400,8 +487,9 @@ def test_failed_overwrite_leaves_old_files_byte_identical(capsys, homes, tmp_pat
     for name in ("a.gpkg", "b.csv", "c.shp", "d.geojson"):
         code, _, err = run(capsys, "perturb", bad_files["WITH_LON"], outputs / name, *LN4_200, "--overwrite")
         one_line_error(err, "'lon'")
-        code2, _, err2 = run(capsys, "perturb", homes, outputs / name, *LN4_200, "--overwrite",
-                             "--bounds", "0", "0", "10", "10")
+        code2, _, err2 = run(
+            capsys, "perturb", homes, outputs / name, *LN4_200, "--overwrite", "--bounds", "0", "0", "10", "10"
+        )
         one_line_error(err2, "labels")
         assert code == code2 == 2
     assert snapshot(outputs) == before
@@ -418,12 +506,26 @@ def test_privacy_map(capsys, small_raster, tmp_path):
     code, _, err = run(capsys, "privacy-map", small_raster, out, "--floor", "2e-4", "--slope", "1e-5")
     one_line_error(err, "--overwrite")
     assert out.read_bytes() == before
-    code, _, err = run(capsys, "privacy-map", small_raster, out, "--floor", "2e-4", "--slope", "1e-5", "--overwrite",
-                       "--nodata-epsilon", "nearest", "--regularise", "0.5")
+    code, _, err = run(
+        capsys,
+        "privacy-map",
+        small_raster,
+        out,
+        "--floor",
+        "2e-4",
+        "--slope",
+        "1e-5",
+        "--overwrite",
+        "--nodata-epsilon",
+        "nearest",
+        "--regularise",
+        "0.5",
+    )
     assert code == 0, err
     assert geopriv.PrivacyMap.from_epsilon(out).epsilon.min() >= 2e-4 * (1 - 1e-12)
-    code, _, err = run(capsys, "privacy-map", small_raster, small_raster, "--floor", "2e-4", "--slope", "1e-5",
-                       "--overwrite")
+    code, _, err = run(
+        capsys, "privacy-map", small_raster, small_raster, "--floor", "2e-4", "--slope", "1e-5", "--overwrite"
+    )
     one_line_error(err, "is the input file")
 
 
@@ -436,16 +538,39 @@ def test_build_mechanism_and_perturb_with_it(capsys, mechanism, small_raster, lo
     assert "location-dependent epsilon" in err
     record = json.loads(sidecar_path(out).read_text())
     assert record["mechanism"] == "eikonal" and record["mechanism_id"] == loaded.mechanism_id
-    code, _, err = run(capsys, "perturb", lonlat_in_raster, tmp_path / "remap.gpkg", "--mechanism", mechanism,
-                       "--remap", "--outside", "clamp")
+    code, _, err = run(
+        capsys,
+        "perturb",
+        lonlat_in_raster,
+        tmp_path / "remap.gpkg",
+        "--mechanism",
+        mechanism,
+        "--remap",
+        "--outside",
+        "clamp",
+    )
     assert code == 0, err
     rec = json.loads(pyogrio.read_info(tmp_path / "remap.gpkg")["layer_metadata"]["geopriv"])
     assert rec["outside"] == "clamp" and "posterior mean" in rec["remap"]
     # a privacy map GeoTIFF is a valid input too (--from-epsilon), with the build options
     pm_file = tmp_path / "map.tif"
     assert run(capsys, "privacy-map", small_raster, pm_file, "--epsilon-range", "ln4/3000", "ln4/600")[0] == 0
-    code, _, err = run(capsys, "build-mechanism", pm_file, tmp_path / "m2.npz", "--from-epsilon", "--margin", "0.2",
-                       "--smooth", "none", "--jump", "0.2", "--max-step", "1", "--no-progress")
+    code, _, err = run(
+        capsys,
+        "build-mechanism",
+        pm_file,
+        tmp_path / "m2.npz",
+        "--from-epsilon",
+        "--margin",
+        "0.2",
+        "--smooth",
+        "none",
+        "--jump",
+        "0.2",
+        "--max-step",
+        "1",
+        "--no-progress",
+    )
     assert code == 0, err
     params = geopriv.EikonalMechanism.load(tmp_path / "m2.npz").params
     assert params["smooth"] is None and params["jump"] == 0.2
@@ -456,36 +581,75 @@ def test_build_mechanism_and_perturb_with_it(capsys, mechanism, small_raster, lo
 def test_kernels_on_demand_from_the_command_line(capsys, mechanism, small_raster, lonlat_in_raster, tmp_path):
     """--kernels on_demand: build (same verified mechanism) and perturb (same release as held, same seed)."""
     lazy = tmp_path / "lazy.npz"
-    code, _, err = run(capsys, "build-mechanism", small_raster, lazy, "--epsilon-range", "ln4/3000", "ln4/600",
-                       "--kernels", "on_demand", "--no-progress")
+    code, _, err = run(
+        capsys,
+        "build-mechanism",
+        small_raster,
+        lazy,
+        "--epsilon-range",
+        "ln4/3000",
+        "ln4/600",
+        "--kernels",
+        "on_demand",
+        "--no-progress",
+    )
     assert code == 0, err
     held = geopriv.EikonalMechanism.load(mechanism)
     assert geopriv.EikonalMechanism.load(lazy).report.max_ratio == pytest.approx(held.report.max_ratio, rel=1e-12)
     outs = {}
     for kernels in ("held", "on_demand"):
         out = tmp_path / f"released_{kernels}.gpkg"
-        code, _, err = run(capsys, "perturb", lonlat_in_raster, out, "--mechanism", mechanism, "--seed", "4",
-                           "--kernels", kernels, "--n-jobs", "1")
+        code, _, err = run(
+            capsys,
+            "perturb",
+            lonlat_in_raster,
+            out,
+            "--mechanism",
+            mechanism,
+            "--seed",
+            "4",
+            "--kernels",
+            kernels,
+            "--n-jobs",
+            "1",
+        )
         assert code == 0, err
         outs[kernels] = gpd.read_file(out, engine="pyogrio")
     assert outs["held"].geometry.equals(outs["on_demand"].geometry)
-    code, _, err = run(capsys, "perturb", lonlat_in_raster, tmp_path / "planar.gpkg", "--epsilon", "0.01",
-                       "--kernels", "on_demand")
+    code, _, err = run(
+        capsys, "perturb", lonlat_in_raster, tmp_path / "planar.gpkg", "--epsilon", "0.01", "--kernels", "on_demand"
+    )
     one_line_error(err, "--kernels")
 
 
 # ---------------------------------------------------------------------------- traces
 def test_sample_queries_then_sanitize_traces_with_ledger(capsys, fixes, tmp_path):
     queries = tmp_path / "queries.gpkg"
-    code, _, err = run(capsys, "sample-queries", fixes, queries, "--traj-id", "user", "--time", "t", "-p", "0",
-                       "--seed", "1")
+    code, _, err = run(
+        capsys, "sample-queries", fixes, queries, "--traj-id", "user", "--time", "t", "-p", "0", "--seed", "1"
+    )
     assert code == 0, err
     q = pyogrio.read_dataframe(queries)
     assert 60 <= len(q) <= 100 and "source_row" in q and q.crs.to_epsg() == 32650
 
     out, ledger = tmp_path / "released.gpkg", tmp_path / "ledger.csv"
-    args = ["sanitize-traces", queries, out, "--traj-id", "user", "--time", "t", "--level", "ln10", "--radius", "100",
-            "--rate", "0.1", "--ledger", ledger]
+    args = [
+        "sanitize-traces",
+        queries,
+        out,
+        "--traj-id",
+        "user",
+        "--time",
+        "t",
+        "--level",
+        "ln10",
+        "--radius",
+        "100",
+        "--rate",
+        "0.1",
+        "--ledger",
+        ledger,
+    ]
     code, _, err = run(capsys, *args, "--seed", "2")
     assert code == 0, err
     released = pyogrio.read_dataframe(out)
@@ -501,9 +665,26 @@ def test_sample_queries_then_sanitize_traces_with_ledger(capsys, fixes, tmp_path
     one_line_error(err, "--overwrite")
     assert snapshot(tmp_path) == before
 
-    code, _, err = run(capsys, "sanitize-traces", queries, tmp_path / "other.shp", "--traj-id", "user", "--time", "t",
-                       "--epsilon", "ln10/100", "--budget", "fixed_utility", "--accuracy", "3000", "--method",
-                       "independent", "--on-exhausted", "last")
+    code, _, err = run(
+        capsys,
+        "sanitize-traces",
+        queries,
+        tmp_path / "other.shp",
+        "--traj-id",
+        "user",
+        "--time",
+        "t",
+        "--epsilon",
+        "ln10/100",
+        "--budget",
+        "fixed_utility",
+        "--accuracy",
+        "3000",
+        "--method",
+        "independent",
+        "--on-exhausted",
+        "last",
+    )
     assert code == 0, err
     assert len(geopriv.io.read_vector(tmp_path / "other.shp")) == len(q)
 
@@ -557,8 +738,27 @@ def test_library_warnings_are_one_line_and_never_errors(capsys, tmp_path):
     """A DistortionWarning (huge declared area) is printed as one line, even where warnings are errors."""
     src = tmp_path / "lonlat.gpkg"
     synthetic_fixes().to_crs(4326).to_file(src, engine="pyogrio")
-    code, _, err = run(capsys, "sanitize-traces", src, tmp_path / "o.gpkg", "--traj-id", "user", "--time", "t",
-                       "--level", "ln10", "--radius", "100", "--rate", "0.1", "--bounds", "60", "0", "170", "70")
+    code, _, err = run(
+        capsys,
+        "sanitize-traces",
+        src,
+        tmp_path / "o.gpkg",
+        "--traj-id",
+        "user",
+        "--time",
+        "t",
+        "--level",
+        "ln10",
+        "--radius",
+        "100",
+        "--rate",
+        "0.1",
+        "--bounds",
+        "60",
+        "0",
+        "170",
+        "70",
+    )
     assert code == 0, err
     lines = err.splitlines()
     assert all(line.startswith(("geopriv: warning: ", "released ")) for line in lines), err
@@ -570,8 +770,19 @@ def test_csv_input_with_its_crs_given(capsys, tmp_path):
     """CSV (WKT geometry, no CRS) in: --crs says what the coordinates are; time stamps are typed."""
     src = tmp_path / "queries.csv"
     geopriv.io.write_vector(synthetic_fixes(n=20), src)
-    args = ["sanitize-traces", src, tmp_path / "o.geojson", "--traj-id", "user", "--time", "t", "--epsilon", "ln10/100",
-            "--rate", "0.1"]
+    args = [
+        "sanitize-traces",
+        src,
+        tmp_path / "o.geojson",
+        "--traj-id",
+        "user",
+        "--time",
+        "t",
+        "--epsilon",
+        "ln10/100",
+        "--rate",
+        "0.1",
+    ]
     code, _, err = run(capsys, *args)
     one_line_error(err, "has no CRS", "--crs EPSG:4326")
     code, _, err = run(capsys, *args, "--crs", "EPSG:32650")
@@ -591,13 +802,30 @@ def test_sigterm_cleans_up_like_ctrl_c(tmp_path):
 
     rng = np.random.default_rng(0)
     n = 1_500_000
-    big = gpd.GeoDataFrame(geometry=gpd.points_from_xy(440_000 + rng.uniform(0, 30_000, n),
-                                                       4_400_000 + rng.uniform(0, 30_000, n)), crs=32650)
+    big = gpd.GeoDataFrame(
+        geometry=gpd.points_from_xy(440_000 + rng.uniform(0, 30_000, n), 4_400_000 + rng.uniform(0, 30_000, n)),
+        crs=32650,
+    )
     src = tmp_path / "big.fgb"
     big.to_file(src, engine="pyogrio", layer_options={"SPATIAL_INDEX": "NO"})
     out = tmp_path / "out.gpkg"
-    proc = subprocess.Popen([sys.executable, "-m", "geopriv.cli", "perturb", str(src), str(out), "--level", "ln4",
-                             "--radius", "200", "--no-progress"], stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "geopriv.cli",
+            "perturb",
+            str(src),
+            str(out),
+            "--level",
+            "ln4",
+            "--radius",
+            "200",
+            "--no-progress",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     while not [p for p in tmp_path.iterdir() if p.name.endswith(".geopriv-tmp")]:  # signal while writing
         assert proc.poll() is None, "the run ended before it started writing its output"
@@ -615,9 +843,20 @@ def test_sigterm_cleans_up_like_ctrl_c(tmp_path):
 def test_a_tiny_file_of_a_huge_raster_is_refused_with_its_size_and_the_fix(capsys, tmp_path):
     """20000 x 20000 cells compressed to well under 1 MB: refused from the header, not by running out of memory."""
     path = tmp_path / "huge.tif"
-    profile = dict(driver="GTiff", height=20_000, width=20_000, count=1, dtype="uint8", crs="EPSG:30166",
-                   transform=rasterio.Affine(10.0, 0.0, 300_000.0, 0.0, -10.0, 0.0), tiled=True, blockxsize=512,
-                   blockysize=512, compress="deflate", sparse_ok=True)
+    profile = dict(
+        driver="GTiff",
+        height=20_000,
+        width=20_000,
+        count=1,
+        dtype="uint8",
+        crs="EPSG:30166",
+        transform=rasterio.Affine(10.0, 0.0, 300_000.0, 0.0, -10.0, 0.0),
+        tiled=True,
+        blockxsize=512,
+        blockysize=512,
+        compress="deflate",
+        sparse_ok=True,
+    )
     with rasterio.open(path, "w", **profile) as ds:
         ds.write(np.ones((512, 512), np.uint8), 1, window=Window(0, 0, 512, 512))
     assert path.stat().st_size < 1_000_000
@@ -630,15 +869,24 @@ def test_a_tiny_file_of_a_huge_raster_is_refused_with_its_size_and_the_fix(capsy
 
 def test_max_cells_option(capsys, tmp_path, small_raster):
     out = tmp_path / "map.tif"
-    code, _, err = run(capsys, "privacy-map", small_raster, out, "--epsilon-range", "ln4/3000", "ln4/600", "--max-cells", "4")
+    code, _, err = run(
+        capsys, "privacy-map", small_raster, out, "--epsilon-range", "ln4/3000", "ln4/600", "--max-cells", "4"
+    )
     one_line_error(err, "more than the limit of 4")
     assert code == 2 and not out.exists()
-    assert run(capsys, "privacy-map", small_raster, out, "--epsilon-range", "ln4/3000", "ln4/600", "--max-cells", "none")[0] == 0
+    assert (
+        run(capsys, "privacy-map", small_raster, out, "--epsilon-range", "ln4/3000", "ln4/600", "--max-cells", "none")[
+            0
+        ]
+        == 0
+    )
     with pytest.raises(SystemExit):
         cli.build_parser().parse_args(["privacy-map", "a.tif", "b.tif", "--max-cells", "-3"])
 
 
-def test_geoprivs_own_plain_value_error_text_is_withheld_unless_it_is_a_geopriv_error(monkeypatch, capsys, homes, tmp_path):
+def test_geoprivs_own_plain_value_error_text_is_withheld_unless_it_is_a_geopriv_error(
+    monkeypatch, capsys, homes, tmp_path
+):
     """The rule is the exception's type: a bare ValueError's text is withheld (a GeoprivError's is shown)."""
     from geopriv.exceptions import GeometryError
 

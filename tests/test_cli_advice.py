@@ -7,6 +7,7 @@
 * ``--epsilon`` says its unit, and a value that protects almost nothing is warned about;
 * ``geopriv report`` refuses displacements of a synthetic set and compares distributions (``--wasserstein``).
 """
+
 from __future__ import annotations
 
 import json
@@ -56,8 +57,11 @@ def write(gdf, path):
 
 def west_to_east(deaths):
     """The deaths listed from west to east (their order gives them away), renumbered."""
-    return deaths.iloc[np.argsort(deaths.geometry.x.to_numpy())].reset_index(drop=True).assign(
-        Id=lambda d: np.random.default_rng(0).permutation(len(d)))
+    return (
+        deaths.iloc[np.argsort(deaths.geometry.x.to_numpy())]
+        .reset_index(drop=True)
+        .assign(Id=lambda d: np.random.default_rng(0).permutation(len(d)))
+    )
 
 
 def lonlat_csv(deaths, path, order=None):
@@ -83,8 +87,9 @@ def test_shuffle_releases_the_rows_in_a_random_order(capsys, tmp_path, deaths, m
     ordered_frame = west_to_east(deaths)
     ordered = write(ordered_frame, tmp_path / "ordered.gpkg")
     monkeypatch.setattr(common, "_shuffle_generator", lambda: np.random.default_rng(7))  # a fixed seed: tests only
-    code, _, err = run(capsys, "perturb", ordered, tmp_path / "out.gpkg", *LN4_200, "--shuffle", "--seed", 1,
-                       "--no-progress")
+    code, _, err = run(
+        capsys, "perturb", ordered, tmp_path / "out.gpkg", *LN4_200, "--shuffle", "--seed", 1, "--no-progress"
+    )
     assert code == 0, err
     assert "rows in a random order" in err
     out = pyogrio.read_dataframe(tmp_path / "out.gpkg")
@@ -108,16 +113,32 @@ def test_the_shuffle_draws_fresh_entropy_and_not_the_seed(capsys, tmp_path, deat
     ordered = write(west_to_east(deaths), tmp_path / "ordered.gpkg")
     orders = []
     for name in ("a.gpkg", "b.gpkg"):
-        assert run(capsys, "perturb", ordered, tmp_path / name, *LN4_200, "--shuffle", "--seed", 1,
-                   "--no-progress")[0] == 0
+        assert (
+            run(capsys, "perturb", ordered, tmp_path / name, *LN4_200, "--shuffle", "--seed", 1, "--no-progress")[0]
+            == 0
+        )
         orders.append(pyogrio.read_dataframe(tmp_path / name)["Id"].to_numpy())
     assert not np.array_equal(*orders)  # 324! orders: equal by chance with probability ~1e-680
 
 
 def test_shuffle_with_traces_needs_time_stamps(capsys, tmp_path, deaths):
     path = write(deaths.assign(user=deaths.index % 3), tmp_path / "q.gpkg")
-    code, _, err = run(capsys, "sanitize-traces", path, tmp_path / "out.gpkg", "--traj-id", "user", "--time", "",
-                       *LN4_200, "--rate", "0.1", "--bounds", *SOHO_BOUNDS, "--shuffle")
+    code, _, err = run(
+        capsys,
+        "sanitize-traces",
+        path,
+        tmp_path / "out.gpkg",
+        "--traj-id",
+        "user",
+        "--time",
+        "",
+        *LN4_200,
+        "--rate",
+        "0.1",
+        "--bounds",
+        *SOHO_BOUNDS,
+        "--shuffle",
+    )
     assert code == 2 and "--shuffle" in error_line(err) and "--time" in err
 
 
@@ -128,8 +149,9 @@ def test_location_columns_are_refused_with_the_drop_flag_which_works(capsys, tmp
     code, _, err = run(capsys, "perturb", path, tmp_path / "out.gpkg", *LN4_200)
     line = error_line(err)
     assert code == 2 and "--drop lon --drop lat" in line and "--keep lon --keep lat" in line
-    code, _, err = run(capsys, "perturb", path, tmp_path / "out.gpkg", *LN4_200, "--drop", "lon", "--drop", "lat",
-                       "--no-progress")
+    code, _, err = run(
+        capsys, "perturb", path, tmp_path / "out.gpkg", *LN4_200, "--drop", "lon", "--drop", "lat", "--no-progress"
+    )
     assert code == 0, err
     assert "without column(s) lon, lat" in err
     out = pyogrio.read_dataframe(tmp_path / "out.gpkg")
@@ -141,8 +163,21 @@ def test_drop_names_the_columns_there_are(capsys, tmp_path, deaths):
     code, _, err = run(capsys, "perturb", path, tmp_path / "out.gpkg", *LN4_200, "--drop", "nope")
     assert code == 2 and "'Id', 'Count'" in error_line(err)
     traces = write(deaths.assign(user=deaths.index % 3, t=deaths.index * 60.0), tmp_path / "q.gpkg")
-    code, _, err = run(capsys, "sanitize-traces", traces, tmp_path / "out.gpkg", "--traj-id", "user", "--time", "t",
-                       *LN4_200, "--rate", "0.1", "--drop", "t")
+    code, _, err = run(
+        capsys,
+        "sanitize-traces",
+        traces,
+        tmp_path / "out.gpkg",
+        "--traj-id",
+        "user",
+        "--time",
+        "t",
+        *LN4_200,
+        "--rate",
+        "0.1",
+        "--drop",
+        "t",
+    )
     assert code == 2 and "--time column" in error_line(err)
 
 
@@ -151,18 +186,33 @@ def test_a_csv_of_longitude_latitude_is_read_with_xy(capsys, tmp_path, deaths):
     csv = lonlat_csv(deaths, tmp_path / "deaths.csv")
     code, _, err = run(capsys, "perturb", csv, tmp_path / "out.gpkg", *LN4_200, "--crs", "EPSG:4326")
     assert code == 2 and "--xy X_COLUMN Y_COLUMN" in error_line(err)  # no WKT column: says how to read x/y
-    code, _, err = run(capsys, "perturb", csv, tmp_path / "out.gpkg", *LN4_200, "--xy", "lon", "lat", "--crs",
-                       "EPSG:4326", "--no-progress", "--seed", 1)
+    code, _, err = run(
+        capsys,
+        "perturb",
+        csv,
+        tmp_path / "out.gpkg",
+        *LN4_200,
+        "--xy",
+        "lon",
+        "lat",
+        "--crs",
+        "EPSG:4326",
+        "--no-progress",
+        "--seed",
+        1,
+    )
     assert code == 0, err
     out = pyogrio.read_dataframe(tmp_path / "out.gpkg")
     assert list(out.columns) == ["Id", "Count", "geometry"]  # the coordinate columns are not released
     assert out.crs.to_epsg() == 4326 and len(out) == len(deaths)
-    code, _, err = run(capsys, "perturb", csv, tmp_path / "out2.gpkg", *LN4_200, "--xy", "x", "lat", "--crs",
-                       "EPSG:4326")
+    code, _, err = run(
+        capsys, "perturb", csv, tmp_path / "out2.gpkg", *LN4_200, "--xy", "x", "lat", "--crs", "EPSG:4326"
+    )
     line = error_line(err)
     assert code == 2 and "no column 'x'" in line and "'lon'" in line and "--xy" in line
-    code, out_text, err = run(capsys, "report", csv, tmp_path / "out.gpkg", "--xy", "lon", "lat", "--crs", "EPSG:4326",
-                              "--json")
+    code, out_text, err = run(
+        capsys, "report", csv, tmp_path / "out.gpkg", "--xy", "lon", "lat", "--crs", "EPSG:4326", "--json"
+    )
     assert code == 0, err
     assert 100 < json.loads(out_text)["mean_m"] < 600
 
@@ -172,8 +222,9 @@ def test_cells_that_are_not_numbers_are_refused_by_row(capsys, tmp_path, deaths)
     text = csv.read_text().splitlines()
     text[4] = ",".join(text[4].split(",")[:-1] + ["n/a"])  # row 3 (from 0) has no latitude
     csv.write_text("\n".join(text) + "\n")
-    code, _, err = run(capsys, "perturb", csv, tmp_path / "out.gpkg", *LN4_200, "--xy", "lon", "lat", "--crs",
-                       "EPSG:4326")
+    code, _, err = run(
+        capsys, "perturb", csv, tmp_path / "out.gpkg", *LN4_200, "--xy", "lon", "lat", "--crs", "EPSG:4326"
+    )
     line = error_line(err)
     assert code == 2 and "labels 3." in line and "row numbers, from 0" in line
 
@@ -192,8 +243,9 @@ def test_degrees_declared_as_web_mercator_are_a_crs_error_even_with_keep(capsys,
     csv = lonlat_csv(deaths, tmp_path / "deaths.csv")
     ll = deaths.geometry.to_crs(4326)
     for extra in ([], ["--keep", "lon"]):
-        code, _, err = run(capsys, "perturb", csv, tmp_path / "out.gpkg", *LN4_200, "--xy", "lon", "lat", "--crs",
-                           "EPSG:3857", *extra)
+        code, _, err = run(
+            capsys, "perturb", csv, tmp_path / "out.gpkg", *LN4_200, "--xy", "lon", "lat", "--crs", "EPSG:3857", *extra
+        )
         line = error_line(err)
         assert code == 2 and "Pseudo-Mercator" in line and "--crs EPSG:4326" in line
         assert "attribute column" not in line
@@ -203,8 +255,11 @@ def test_degrees_declared_as_web_mercator_are_a_crs_error_even_with_keep(capsys,
 
 # ---------------------------------------------------------------------------- units and warnings
 def test_epsilon_help_says_its_unit(capsys):
-    for command, unit in (("perturb", "per ground"), ("sanitize-traces", "per ground"),
-                          ("synthesize", "dimensionless (total")):
+    for command, unit in (
+        ("perturb", "per ground"),
+        ("sanitize-traces", "per ground"),
+        ("synthesize", "dimensionless (total"),
+    ):
         code, out, _ = run(capsys, command, "--help")
         assert code == 0
         text = " ".join(out.split())
@@ -212,7 +267,7 @@ def test_epsilon_help_says_its_unit(capsys):
         epsilon = options[options.rindex("--epsilon ") :]  # its help, after the usage line
         assert unit in epsilon[:200], (command, epsilon[:200])
     code, out, _ = run(capsys, "perturb", "--help")
-    examples = out[out.index("examples:"):]
+    examples = out[out.index("examples:") :]
     assert "--level ln4 --radius 200" in examples and "--epsilon " not in examples.replace("--epsilon ln4/200 per", "")
 
 
@@ -227,8 +282,9 @@ def test_an_epsilon_that_protects_nothing_is_warned_about(capsys, tmp_path, deat
     assert code == 0 and "1.44 m on average" in err
     code, _, err = run(capsys, "perturb", homes, tmp_path / "c.gpkg", *LN4_200, "--no-progress")
     assert code == 0 and "warning" not in err, err
-    code, _, err = run(capsys, "perturb", homes, tmp_path / "d.gpkg", "--epsilon", "1e-4", "--bounds", *SOHO_BOUNDS,
-                       "--no-progress")
+    code, _, err = run(
+        capsys, "perturb", homes, tmp_path / "d.gpkg", "--epsilon", "1e-4", "--bounds", *SOHO_BOUNDS, "--no-progress"
+    )
     assert code == 0 and "almost no utility" in err and "diameter" in err
 
 
@@ -243,8 +299,21 @@ def test_a_run_that_fails_prints_its_error_only(capsys, tmp_path, deaths):
 # ---------------------------------------------------------------------------- report on a synthetic set
 def test_report_refuses_displacements_of_a_synthetic_set(capsys, tmp_path):
     synthetic = tmp_path / "synthetic.gpkg"
-    code, _, err = run(capsys, "synthesize", SOHO, synthetic, "--layer", "deaths", "--epsilon", "2", "--bounds",
-                       *SOHO_BOUNDS, "--no-progress", "--seed", 1)
+    code, _, err = run(
+        capsys,
+        "synthesize",
+        SOHO,
+        synthetic,
+        "--layer",
+        "deaths",
+        "--epsilon",
+        "2",
+        "--bounds",
+        *SOHO_BOUNDS,
+        "--no-progress",
+        "--seed",
+        1,
+    )
     assert code == 0, err
     code, out, err = run(capsys, "report", SOHO, synthetic, "--layer", "deaths")
     line = error_line(err)
@@ -296,9 +365,37 @@ def test_diffuse_ids_in_spatial_order_are_refused_with_the_id_field_flag(capsys,
     assert code == 2 and "recipients' labels" in line and "--id-field" in line and "--shuffle" not in line
     ids = pyogrio.read_dataframe(people)["Id"].to_numpy()  # a random permutation: not in spatial order
     edges.write_text("a,b\n" + "".join(f"{ids[i]},{ids[i + 1]}\n" for i in range(323)))
-    code, _, err = run(capsys, "diffuse", people, tmp_path / "a.gpkg", "--source", int(ids[3]), "--id-field", "Id",
-                       *common, "--seed", 1)
+    code, _, err = run(
+        capsys,
+        "diffuse",
+        people,
+        tmp_path / "a.gpkg",
+        "--source",
+        int(ids[3]),
+        "--id-field",
+        "Id",
+        *common,
+        "--seed",
+        1,
+    )
     assert code == 0, err
-    code, _, err = run(capsys, "diffuse", people, tmp_path / "b.gpkg", "--source", int(ids[3]), "--id-field", "Id",
-                       "--edges", edges, "--epsilon-table", "1:200", "4:100", "--bounds", *SOHO_BOUNDS, "--seed", 1)
+    code, _, err = run(
+        capsys,
+        "diffuse",
+        people,
+        tmp_path / "b.gpkg",
+        "--source",
+        int(ids[3]),
+        "--id-field",
+        "Id",
+        "--edges",
+        edges,
+        "--epsilon-table",
+        "1:200",
+        "4:100",
+        "--bounds",
+        *SOHO_BOUNDS,
+        "--seed",
+        1,
+    )
     assert code == 0 and "almost no protection" in err and "--epsilon-table" in err and "--level" not in err

@@ -12,6 +12,7 @@ Noise: every assertion on released values holds for any draw (integer counts >= 
 for equal seeds); only the reproducibility assertions depend on the seed, and they compare two
 runs of the same seed, so they fail only if a seeded run stops being deterministic.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -77,14 +78,29 @@ def tracks(tmp_path):
     regions = tmp_path / "regions.gpkg"
     boxes = [box(x, y, x + 14_000, y + 14_000) for x in (438_000, 452_000) for y in (4_410_000, 4_424_000)]
     gpd.GeoDataFrame({"name": ["SW", "NW", "SE", "NE"]}, geometry=boxes, crs=32650).to_crs(4326).to_file(
-        regions, engine="pyogrio")  # another CRS than the tracks': reprojected by the library
+        regions, engine="pyogrio"
+    )  # another CRS than the tracks': reprojected by the library
     return points, regions
 
 
 def flows_args(tracks, out, *extra):
     points, regions = tracks
-    return ["flows", points, out, "--epsilon", "1", "--regions", regions, "--region-id", "name",
-            "--traj-id", "trajectory_id", "--time", "t", *extra]
+    return [
+        "flows",
+        points,
+        out,
+        "--epsilon",
+        "1",
+        "--regions",
+        regions,
+        "--region-id",
+        "name",
+        "--traj-id",
+        "trajectory_id",
+        "--time",
+        "t",
+        *extra,
+    ]
 
 
 @pytest.fixture
@@ -132,8 +148,9 @@ def test_aggregate_polygon_cells_keep_their_attributes(capsys, tmp_path):
 def test_aggregate_h3_region_levels_and_raw_counts(capsys, tmp_path):
     pytest.importorskip("h3")
     out = tmp_path / "h3.gpkg"
-    code, _, err = run(capsys, *agg(out, "--cells", "h3:10", "--region", AREA, "--levels", "3", "--no-nonnegative",
-                                    "--seed", "4"))
+    code, _, err = run(
+        capsys, *agg(out, "--cells", "h3:10", "--region", AREA, "--levels", "3", "--no-nonnegative", "--seed", "4")
+    )
     assert code == 0, err
     back = pyogrio.read_dataframe(out)
     rec = gpkg_record(out)
@@ -145,8 +162,9 @@ def test_aggregate_charges_every_person_once(capsys, tmp_path, store):
     first = tmp_path / "first.gpkg"
     code, _, err = run(capsys, *agg(first, "--cells", "100", "--bounds", *BOUNDS, "--budget-store", store))
     one_line_error(err, "--budget-store charges every person once", "--user COLUMN")  # row numbers are not people
-    code, _, err = run(capsys, *agg(first, "--cells", "100", "--bounds", *BOUNDS, "--budget-store", store,
-                                    "--person", "Id"))
+    code, _, err = run(
+        capsys, *agg(first, "--cells", "100", "--bounds", *BOUNDS, "--budget-store", store, "--person", "Id")
+    )
     assert code == 0, err
     assert "charged every person (column 'Id') 1 epsilon once" in err and f"sqlite:///{store}" in err
     table = balances(store, unit="epsilon")
@@ -155,8 +173,9 @@ def test_aggregate_charges_every_person_once(capsys, tmp_path, store):
     assert rec["budget_unit"] == "epsilon" and rec["budget_store"] == "sqlite" and rec["user"] == "Id"
 
     second = tmp_path / "second.gpkg"
-    code, _, err = run(capsys, *agg(second, "--cells", "100", "--bounds", *BOUNDS, "--budget-store", store,
-                                    "--user", "Id"))
+    code, _, err = run(
+        capsys, *agg(second, "--cells", "100", "--bounds", *BOUNDS, "--budget-store", store, "--user", "Id")
+    )
     assert code == 2
     one_line_error(err, "324 person(s) would exceed their lifetime budget in 'epsilon'", "Nothing was drawn or charged")
     assert not second.exists() and np.allclose(balances(store, unit="epsilon")["spent"], 1.0)
@@ -217,8 +236,9 @@ def test_an_existing_output_needs_overwrite(capsys, tmp_path):
     code, _, err = run(capsys, *agg(out, "--cells", "200", "--bounds", *BOUNDS, "--overwrite"))
     assert code == 0, err
     assert len(pyogrio.read_dataframe(out)) == 20  # 4 x 5 cells of 200 ground metres (about 322 Web Mercator units)
-    code, _, err = run(capsys, *agg(SOHO, "--cells", "200", "--bounds", *BOUNDS, "--out-layer", "deaths",
-                                    "--overwrite"))
+    code, _, err = run(
+        capsys, *agg(SOHO, "--cells", "200", "--bounds", *BOUNDS, "--out-layer", "deaths", "--overwrite")
+    )
     assert code == 2
     one_line_error(err, "is the input file")  # never over the input, even with --overwrite
 
@@ -270,8 +290,13 @@ def test_heatmap_refusals(capsys, tmp_path):
 def test_heatmap_charges_once_in_a_real_process(tmp_path, store):
     def geopriv_heatmap(out):
         args = heat(out, "--bounds", *BOUNDS, "--budget-store", store, "--person", "Id")
-        return subprocess.run([sys.executable, "-m", "geopriv.cli", *map(str, args)], capture_output=True, text=True,
-                              timeout=300, check=False)
+        return subprocess.run(
+            [sys.executable, "-m", "geopriv.cli", *map(str, args)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
 
     done = geopriv_heatmap(tmp_path / "heat.tif")
     assert done.returncode == 0, done.stderr
@@ -305,8 +330,9 @@ def test_flows_from_trajectory_points(capsys, tmp_path, tracks):
 
 def test_flows_from_one_line_per_trip(capsys, tmp_path, tracks):
     points = pyogrio.read_dataframe(tracks[0]).sort_values("t", kind="stable")
-    trips = points.groupby("trajectory_id").agg(tracker=("tracker", "first"),
-                                                geometry=("geometry", lambda g: LineString(list(g))))
+    trips = points.groupby("trajectory_id").agg(
+        tracker=("tracker", "first"), geometry=("geometry", lambda g: LineString(list(g)))
+    )
     lines = tmp_path / "trips.fgb"
     gpd.GeoDataFrame(trips.reset_index(), geometry="geometry", crs=32650).to_file(lines, engine="pyogrio")
     out = tmp_path / "od.geojson"
@@ -320,9 +346,11 @@ def test_flows_from_one_line_per_trip(capsys, tmp_path, tracks):
 
 def test_flows_refusals_name_trips_and_write_nothing(capsys, tmp_path, tracks):
     small = tmp_path / "two.gpkg"  # trip 2 ends outside both
-    gpd.GeoDataFrame({"name": ["W", "E"]}, geometry=[box(438_000, 4_410_000, 452_000, 4_438_000),
-                                                     box(452_000, 4_410_000, 463_000, 4_438_000)],
-                     crs=32650).to_file(small, engine="pyogrio")
+    gpd.GeoDataFrame(
+        {"name": ["W", "E"]},
+        geometry=[box(438_000, 4_410_000, 452_000, 4_438_000), box(452_000, 4_410_000, 463_000, 4_438_000)],
+        crs=32650,
+    ).to_file(small, engine="pyogrio")
     out = tmp_path / "od.gpkg"
     points = tracks[0]
     base = ["flows", points, out, "--epsilon", "1", "--regions", small]
@@ -353,8 +381,9 @@ def test_flows_charge_each_tracker_once(capsys, tmp_path, tracks, store):
     table = balances(store, unit="epsilon")
     assert sorted(table["person"]) == [0, 2, 19] and np.allclose(table["spent"], 1.0)  # tracker 2 has 3 trips
     assert releases(store)["kind"].tolist() == ["flows"]
-    code, _, err = run(capsys, *flows_args(tracks, tmp_path / "again.gpkg", "--budget-store", store, "--user",
-                                           "tracker"))
+    code, _, err = run(
+        capsys, *flows_args(tracks, tmp_path / "again.gpkg", "--budget-store", store, "--user", "tracker")
+    )
     assert code == 2
     one_line_error(err, "3 person(s) would exceed their lifetime budget", ": 0, 2, 19")
     assert not (tmp_path / "again.gpkg").exists()
@@ -368,8 +397,18 @@ def test_option_names_are_the_library_parameters(capsys, command):
     sub = build_parser()._subparsers._group_actions[0].choices[command]
     sub.format_help()  # builds the options
     params = set(inspect.signature(COUNT_COMMANDS[command]).parameters)
-    own = {"--layer", "--crs", "--xy", "--out-layer", "--overwrite", "--seed", "--cells-layer", "--regions-layer",
-           "--no-nonnegative", "--help"}
+    own = {
+        "--layer",
+        "--crs",
+        "--xy",
+        "--out-layer",
+        "--overwrite",
+        "--seed",
+        "--cells-layer",
+        "--regions-layer",
+        "--no-nonnegative",
+        "--help",
+    }
     for action in sub._actions:
         flag = next((f for f in action.option_strings if f.startswith("--")), None)
         if flag is not None and flag not in own:
@@ -377,4 +416,4 @@ def test_option_names_are_the_library_parameters(capsys, command):
     code, out, _ = run(capsys, command, "--help")
     flat = " ".join(out.split())
     assert code == 0 and "unit epsilon: dimensionless" in flat and "BEFORE any noise is drawn" in flat
-    assert "dimensionless (total" in flat and f"geopriv {command} " in flat[flat.index("examples:"):]
+    assert "dimensionless (total" in flat and f"geopriv {command} " in flat[flat.index("examples:") :]

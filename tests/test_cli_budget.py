@@ -6,6 +6,7 @@ integer ``Id`` per person), real SQLite stores in ``tmp_path`` and, once, a real
 server (``pg_url``).  No test depends on the noise drawn: the charges are functions of the public
 parameters only (the effective epsilon on the lattice), read back from the release's own record.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -31,8 +32,6 @@ LN4_200 = ["--level", "ln4", "--radius", "200"]
 #: Soho in EPSG:3857, declared without looking at the points (round numbers around the district)
 BOUNDS = ["-16500", "6711000", "-14000", "6714000"]
 RELEASE_COMMANDS = ["perturb", "synthesize", "sanitize-traces", "diffuse"]
-
-
 
 
 def perturb(out, store, *extra):
@@ -80,8 +79,13 @@ def test_grant_then_perturb_twice_until_the_store_refuses(capsys, tmp_path, stor
     second = tmp_path / "second.gpkg"
     code, _, err = run(capsys, *perturb(second, store, "--person", "Id"))
     assert code == 2
-    line = one_line_error(err, "324 person(s) would exceed their lifetime budget in 'epsilon/m'", "0, 1, 2",
-                          "Nothing was drawn or charged", "geopriv budget grant")
+    line = one_line_error(
+        err,
+        "324 person(s) would exceed their lifetime budget in 'epsilon/m'",
+        "0, 1, 2",
+        "Nothing was drawn or charged",
+        "geopriv budget grant",
+    )
     assert "store.grant" not in line  # the command line's advice, not Python's
     assert not second.exists()
     assert np.allclose(balances(store)["spent"], charged)  # the refusal charged nothing
@@ -89,8 +93,9 @@ def test_grant_then_perturb_twice_until_the_store_refuses(capsys, tmp_path, stor
 
 
 def test_a_refusal_names_the_persons_who_cannot_afford_it(capsys, tmp_path, store):
-    code, _, err = run(capsys, "budget", "grant", store, "--unit", "epsilon/m", "--total", "ln4/1000",
-                       "--person", "7", "--person", "3")
+    code, _, err = run(
+        capsys, "budget", "grant", store, "--unit", "epsilon/m", "--total", "ln4/1000", "--person", "7", "--person", "3"
+    )
     assert code == 0, err
     assert "of 2 person(s)" in err
     out = tmp_path / "out.gpkg"
@@ -111,8 +116,9 @@ def test_perturb_needs_a_person_column_and_an_existing_store(capsys, tmp_path, s
     code, _, err = run(capsys, *perturb(out, store, "--person", "Id", "--drop", "Id"))
     one_line_error(err, "--drop 'Id'", "--person column")
     missing = tmp_path / "nowhere" / "budgets.db"
-    code, _, err = run(capsys, "perturb", SOHO, out, "--layer", "deaths", *LN4_200, "--budget-store", missing,
-                       "--person", "Id")
+    code, _, err = run(
+        capsys, "perturb", SOHO, out, "--layer", "deaths", *LN4_200, "--budget-store", missing, "--person", "Id"
+    )
     assert code == 2
     one_line_error(err, "no budget store", "geopriv budget grant")
     assert not missing.exists() and not missing.parent.exists()  # a mistyped path never starts a new store
@@ -139,9 +145,12 @@ def test_show_summarises_and_lists_at_most_20_rows(capsys, tmp_path, store):
     assert lines[0].startswith(f"budget store sqlite:///{store} (schema 1") and "324 person(s)" in lines[0]
     assert "releases: 1 charged, 0 reserved, 0 settled, 0 cancelled" in lines[0]
     assert "epsilon/m 0.00924196" in lines[1]  # the default, ln4/150
-    header = next(i for i, line in enumerate(lines) if line.split()[:6] == ["person", "unit", "total", "spent",
-                                                                            "reserved", "remaining"])
-    rows = [line.split() for line in lines[header + 1:] if not line.strip().startswith("...")]
+    header = next(
+        i
+        for i, line in enumerate(lines)
+        if line.split()[:6] == ["person", "unit", "total", "spent", "reserved", "remaining"]
+    )
+    rows = [line.split() for line in lines[header + 1 :] if not line.strip().startswith("...")]
     assert len(rows) == 20 and [r[0] for r in rows[:3]] == ["0", "1", "2"]  # ids in numeric order
     assert "... and 304 more row(s)" in text and "--all" in text and "still charged" not in text
     code, text, _ = run(capsys, "budget", "show", store, "--all")
@@ -160,12 +169,15 @@ def test_show_flags_a_release_that_did_not_finish(capsys, store):
     assert "1 reserved" in text and "still charged: a release that did not finish" in " ".join(text.split())
 
 
-@pytest.mark.parametrize("what, rows, columns", [
-    ("balances", 324, {"person", "unit", "total", "spent", "reserved", "remaining"}),
-    ("releases", 1, {"release_id", "kind", "unit", "parameters", "state", "persons", "largest_charge"}),
-    ("charges", 324, {"release_id", "person", "unit", "reserved", "spent"}),
-    ("grants", 1, {"time_utc", "unit", "person", "total", "persons", "note"}),
-])
+@pytest.mark.parametrize(
+    "what, rows, columns",
+    [
+        ("balances", 324, {"person", "unit", "total", "spent", "reserved", "remaining"}),
+        ("releases", 1, {"release_id", "kind", "unit", "parameters", "state", "persons", "largest_charge"}),
+        ("charges", 324, {"release_id", "person", "unit", "reserved", "spent"}),
+        ("grants", 1, {"time_utc", "unit", "person", "total", "persons", "note"}),
+    ],
+)
 def test_export_writes_each_table_and_refuses_an_existing_file(capsys, tmp_path, store, what, rows, columns):
     code, _, err = run(capsys, *perturb(tmp_path / "a.gpkg", store, "--person", "Id"))
     assert code == 0, err
@@ -206,8 +218,22 @@ def test_export_default_is_balances_and_never_writes_over_the_store(capsys, tmp_
 def test_grant_reads_persons_from_a_file(capsys, tmp_path, store):
     ids = tmp_path / "register.csv"
     ids.write_text("pid,name\n5,a\n7,b\nx9,c\n")
-    code, _, err = run(capsys, "budget", "grant", store, "--unit", "epsilon", "--total", "2", "--persons-from", ids,
-                       "--column", "pid", "--person", "11")
+    code, _, err = run(
+        capsys,
+        "budget",
+        "grant",
+        store,
+        "--unit",
+        "epsilon",
+        "--total",
+        "2",
+        "--persons-from",
+        ids,
+        "--column",
+        "pid",
+        "--person",
+        "11",
+    )
     assert code == 0, err
     assert "of 4 person(s) to 2" in err and "created" not in err
     table = balances(store, unit="epsilon")
@@ -217,20 +243,27 @@ def test_grant_reads_persons_from_a_file(capsys, tmp_path, store):
 
     gpkg = tmp_path / "register.gpkg"
     gpd.GeoDataFrame({"pid": [1.0, 2.0]}, geometry=gpd.points_from_xy([0, 1], [0, 1]), crs=3857).to_file(gpkg)
-    code, _, err = run(capsys, "budget", "grant", store, "--unit", "epsilon", "--total", "3", "--persons-from", gpkg,
-                       "--column", "pid")
+    code, _, err = run(
+        capsys, "budget", "grant", store, "--unit", "epsilon", "--total", "3", "--persons-from", gpkg, "--column", "pid"
+    )
     assert code == 0, err
     assert set(balances(store, unit="epsilon", persons=[1, 2])["total"]) == {3.0}  # whole floats read as integers
 
 
-@pytest.mark.parametrize("args, needles", [
-    (["--unit", "eps", "--total", "1"], ["--unit", "'eps' is not a budget unit", "epsilon/m"]),
-    (["--unit", "epsilon", "--total", "-1"], ["--total", ">= 0"]),
-    (["--unit", "epsilon", "--total", "lots"], ["--total", "not a number"]),
-    (["--unit", "epsilon", "--total", "1", "--column", "pid"], ["--persons-from FILE and --column COLUMN"]),
-    (["--unit", "epsilon", "--total", "1", "--persons-from", "register.csv", "--column", "pid"], ["does not exist"]),
-    (["--total", "1"], ["--unit"]),
-])
+@pytest.mark.parametrize(
+    "args, needles",
+    [
+        (["--unit", "eps", "--total", "1"], ["--unit", "'eps' is not a budget unit", "epsilon/m"]),
+        (["--unit", "epsilon", "--total", "-1"], ["--total", ">= 0"]),
+        (["--unit", "epsilon", "--total", "lots"], ["--total", "not a number"]),
+        (["--unit", "epsilon", "--total", "1", "--column", "pid"], ["--persons-from FILE and --column COLUMN"]),
+        (
+            ["--unit", "epsilon", "--total", "1", "--persons-from", "register.csv", "--column", "pid"],
+            ["does not exist"],
+        ),
+        (["--total", "1"], ["--unit"]),
+    ],
+)
 def test_grant_refuses_bad_options_and_creates_nothing(capsys, tmp_path, monkeypatch, args, needles):
     monkeypatch.chdir(tmp_path)
     code, _, err = run(capsys, "budget", "grant", "budgets.db", *args)
@@ -242,18 +275,21 @@ def test_grant_refuses_bad_options_and_creates_nothing(capsys, tmp_path, monkeyp
 def test_grant_refuses_empty_ids_and_decimals(capsys, tmp_path, store):
     ids = tmp_path / "ids.csv"
     ids.write_text("pid,x\n5,1\n,2\n")
-    code, _, err = run(capsys, "budget", "grant", store, "--unit", "epsilon", "--total", "1", "--persons-from", ids,
-                       "--column", "pid")
+    code, _, err = run(
+        capsys, "budget", "grant", store, "--unit", "epsilon", "--total", "1", "--persons-from", ids, "--column", "pid"
+    )
     assert code == 2
     one_line_error(err, "1 id(s)", "empty", "data row 2")
-    code, _, err = run(capsys, "budget", "grant", store, "--unit", "epsilon", "--total", "1", "--persons-from", ids,
-                       "--column", "nope")
+    code, _, err = run(
+        capsys, "budget", "grant", store, "--unit", "epsilon", "--total", "1", "--persons-from", ids, "--column", "nope"
+    )
     assert code == 2
     one_line_error(err, "no column 'nope'", "'pid', 'x'")
     pq = tmp_path / "ids.parquet"
     pd.DataFrame({"lat": [51.5123, 51.5130]}).to_parquet(pq)
-    _, _, err = run(capsys, "budget", "grant", store, "--unit", "epsilon", "--total", "1", "--persons-from", pq,
-                    "--column", "lat")
+    _, _, err = run(
+        capsys, "budget", "grant", store, "--unit", "epsilon", "--total", "1", "--persons-from", pq, "--column", "lat"
+    )
     line = one_line_error(err, "decimal numbers")
     assert "51.5" not in line  # never a value that may be a coordinate
     assert balances(store, unit="epsilon").empty
@@ -287,16 +323,42 @@ def _spend_a_personal_grant(capsys, tmp_path, path):
     ids = tmp_path / "ids.csv"
     ids.write_text("pid\n" + "\n".join(map(str, range(324))) + "\n")
     assert run(capsys, "budget", "grant", path, "--unit", "epsilon/m", "--total", "ln4/1000")[0] == 0
-    assert run(capsys, "budget", "grant", path, "--unit", "epsilon/m", "--total", "ln4/100", "--persons-from", ids,
-               "--column", "pid")[0] == 0
+    assert (
+        run(
+            capsys,
+            "budget",
+            "grant",
+            path,
+            "--unit",
+            "epsilon/m",
+            "--total",
+            "ln4/100",
+            "--persons-from",
+            ids,
+            "--column",
+            "pid",
+        )[0]
+        == 0
+    )
     code, _, err = run(capsys, *perturb(tmp_path / "out.gpkg", path, "--person", "Id"))
     assert code == 0, err
 
 
 # ---------------------------------------------------------------------------- the other release commands
 def test_synthesize_charges_dimensionless_epsilon_kept_apart(capsys, tmp_path, store):
-    args = ["synthesize", SOHO, tmp_path / "syn.gpkg", "--layer", "deaths", "--epsilon", "1", "--bounds", *BOUNDS,
-            "--budget-store", store]
+    args = [
+        "synthesize",
+        SOHO,
+        tmp_path / "syn.gpkg",
+        "--layer",
+        "deaths",
+        "--epsilon",
+        "1",
+        "--bounds",
+        *BOUNDS,
+        "--budget-store",
+        store,
+    ]
     code, _, err = run(capsys, *args)
     one_line_error(err, "--person COLUMN")
     code, _, err = run(capsys, *args, "--person", "Id")  # the store has no budget in 'epsilon'
@@ -321,8 +383,10 @@ def _traces(path):
     for u in range(3):
         t0 = pd.Timestamp("2009-01-01 08:00", tz="UTC") + pd.Timedelta(hours=u)
         xy = np.array([448_000.0 + 1000 * u, 4_416_000.0]) + np.cumsum(rng.normal(0, 5, (40, 2)), axis=0)
-        rows += [{"user": f"u{u}", "owner": f"p{u % 2}", "t": t0 + pd.Timedelta(seconds=30 * k), "x": x, "y": y}
-                 for k, (x, y) in enumerate(xy)]
+        rows += [
+            {"user": f"u{u}", "owner": f"p{u % 2}", "t": t0 + pd.Timedelta(seconds=30 * k), "x": x, "y": y}
+            for k, (x, y) in enumerate(xy)
+        ]
     df = pd.DataFrame(rows)
     gpd.GeoDataFrame(df[["user", "owner", "t"]], geometry=gpd.points_from_xy(df.x, df.y), crs=32650).to_file(path)
     return path
@@ -330,8 +394,23 @@ def _traces(path):
 
 def test_sanitize_traces_charges_each_traces_person_and_settles(capsys, tmp_path, store):
     queries = _traces(tmp_path / "queries.gpkg")
-    args = ["sanitize-traces", queries, tmp_path / "released.gpkg", "--traj-id", "user", "--time", "t", "--level",
-            "ln10", "--radius", "300", "--rate", "0.1", "--budget-store", store]
+    args = [
+        "sanitize-traces",
+        queries,
+        tmp_path / "released.gpkg",
+        "--traj-id",
+        "user",
+        "--time",
+        "t",
+        "--level",
+        "ln10",
+        "--radius",
+        "300",
+        "--rate",
+        "0.1",
+        "--budget-store",
+        store,
+    ]
     code, _, err = run(capsys, *args)  # default person: the trace id
     assert code == 0, err
     assert "each trace's person" in err and "settled" in err
@@ -345,16 +424,44 @@ def test_sanitize_traces_charges_each_traces_person_and_settles(capsys, tmp_path
     assert code == 2
     one_line_error(err, "1 person(s) new to the store would exceed the default", ": 'p0'.")
     assert not (tmp_path / "by_owner.gpkg").exists() and len(releases(store)) == 1
-    code, _, err = run(capsys, "sanitize-traces", queries, tmp_path / "one.gpkg", "--traj-id", "", "--time", "t",
-                       "--epsilon", "ln10/300", "--budget-store", store)  # one trace: whose?
+    code, _, err = run(
+        capsys,
+        "sanitize-traces",
+        queries,
+        tmp_path / "one.gpkg",
+        "--traj-id",
+        "",
+        "--time",
+        "t",
+        "--epsilon",
+        "ln10/300",
+        "--budget-store",
+        store,
+    )  # one trace: whose?
     one_line_error(err, "--traj-id ''", "--person COLUMN")
 
 
 def test_diffuse_charges_the_source_person(capsys, tmp_path, store):
     edges = tmp_path / "edges.csv"
     edges.write_text("a,b\n0,1\n1,2\n2,3\n")
-    args = ["diffuse", SOHO, tmp_path / "answers.gpkg", "--layer", "deaths", "--source", "1", "--edges", edges,
-            "--epsilon-table", "1:ln4/200", "3:ln4/2000", "--bounds", *BOUNDS, "--budget-store", store]
+    args = [
+        "diffuse",
+        SOHO,
+        tmp_path / "answers.gpkg",
+        "--layer",
+        "deaths",
+        "--source",
+        "1",
+        "--edges",
+        edges,
+        "--epsilon-table",
+        "1:ln4/200",
+        "3:ln4/2000",
+        "--bounds",
+        *BOUNDS,
+        "--budget-store",
+        store,
+    ]
     code, _, err = run(capsys, *args)  # without --id-field the ids are row numbers: not people
     one_line_error(err, "--person COLUMN", "--id-field")
     code, _, err = run(capsys, *args, "--id-field", "Id", "--on-unreachable", "ignore")
@@ -380,8 +487,12 @@ def test_release_help_says_the_unit_and_that_the_charge_comes_before_the_noise(c
 def test_option_names_are_the_library_parameters(command):
     from geopriv.cli import build_parser
 
-    func = {"perturb": geopriv.perturb, "synthesize": geopriv.synthesize, "sanitize-traces": geopriv.sanitize_traces,
-            "diffuse": geopriv.diffuse_locations}[command]
+    func = {
+        "perturb": geopriv.perturb,
+        "synthesize": geopriv.synthesize,
+        "sanitize-traces": geopriv.sanitize_traces,
+        "diffuse": geopriv.diffuse_locations,
+    }[command]
     parser = build_parser()
     sub = parser._subparsers._group_actions[0].choices[command]
     sub.format_help()  # builds the options
@@ -392,22 +503,27 @@ def test_option_names_are_the_library_parameters(command):
 
 @pytest.mark.parametrize("action", ["grant", "show", "export"])
 def test_budget_help_has_examples_and_loads_no_numeric_library(action):
-    code = ("import contextlib, io, sys, json\n"
-            "from geopriv import cli\n"
-            "buf = io.StringIO()\n"
-            "with contextlib.redirect_stdout(buf), contextlib.suppress(SystemExit):\n"
-            f"    cli.main(['budget', '{action}', '--help'])\n"
-            "print(json.dumps([buf.getvalue(), sorted({m.split('.')[0] for m in sys.modules})]))")
+    code = (
+        "import contextlib, io, sys, json\n"
+        "from geopriv import cli\n"
+        "buf = io.StringIO()\n"
+        "with contextlib.redirect_stdout(buf), contextlib.suppress(SystemExit):\n"
+        f"    cli.main(['budget', '{action}', '--help'])\n"
+        "print(json.dumps([buf.getvalue(), sorted({m.split('.')[0] for m in sys.modules})]))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     text, loaded = json.loads(out.stdout.splitlines()[-1])
-    assert f"geopriv budget {action} " in text[text.index("examples:"):]
+    assert f"geopriv budget {action} " in text[text.index("examples:") :]
     assert not {"numpy", "pandas", "geopandas", "pyproj", "shapely", "psycopg"} & set(loaded)
 
 
 def test_a_postgresql_password_is_never_shown(capsys, tmp_path):
     url = "postgresql://alice:s3cret-pw@/geopriv?host=" + str(tmp_path / "no-server-here")
-    for args in (["budget", "show", url], ["budget", "grant", url, "--unit", "epsilon", "--total", "1"],
-                 perturb(tmp_path / "o.gpkg", url, "--person", "Id")):
+    for args in (
+        ["budget", "show", url],
+        ["budget", "grant", url, "--unit", "epsilon", "--total", "1"],
+        perturb(tmp_path / "o.gpkg", url, "--person", "Id"),
+    ):
         code, out, err = run(capsys, *args)
         assert code == 2
         line = one_line_error(err, "postgresql://alice@/geopriv")
@@ -437,11 +553,15 @@ def test_the_command_line_session_of_docs_budgets_md(capsys, tmp_path, monkeypat
 
     text = (ROOT / "docs" / "budgets.md").read_text()
     marker = text.index("checked in tests/test_cli_budget.py")
-    block = text[text.index("```bash\n", marker) + len("```bash\n"):]
-    block = block[:block.index("```")].replace("\\\n", " ")
+    block = text[text.index("```bash\n", marker) + len("```bash\n") :]
+    block = block[: block.index("```")].replace("\\\n", " ")
     commands = [shlex.split(line, comments=True) for line in block.splitlines() if line.strip()]
-    assert [c[:2] for c in commands] == [["geopriv", "budget"], ["geopriv", "perturb"], ["geopriv", "budget"],
-                                         ["geopriv", "budget"]]
+    assert [c[:2] for c in commands] == [
+        ["geopriv", "budget"],
+        ["geopriv", "perturb"],
+        ["geopriv", "budget"],
+        ["geopriv", "budget"],
+    ]
     monkeypatch.chdir(tmp_path)
     (tmp_path / "soho_cholera.gpkg").write_bytes(SOHO.read_bytes())
     shown = {}
@@ -464,16 +584,35 @@ def test_sigterm_while_writing_leaves_no_output_and_the_charge_in_place(tmp_path
 
     rng = np.random.default_rng(0)
     n = 300_000
-    big = gpd.GeoDataFrame({"pid": np.arange(n)}, geometry=gpd.points_from_xy(
-        440_000 + rng.uniform(0, 30_000, n), 4_400_000 + rng.uniform(0, 30_000, n)), crs=32650)
+    big = gpd.GeoDataFrame(
+        {"pid": np.arange(n)},
+        geometry=gpd.points_from_xy(440_000 + rng.uniform(0, 30_000, n), 4_400_000 + rng.uniform(0, 30_000, n)),
+        crs=32650,
+    )
     src = tmp_path / "big.fgb"
     big.to_file(src, engine="pyogrio", layer_options={"SPATIAL_INDEX": "NO"})
     store = tmp_path / "budgets.db"
     assert run(capsys, "budget", "grant", store, "--unit", "epsilon/m", "--total", "1")[0] == 0
     out = tmp_path / "out.gpkg"
-    proc = subprocess.Popen([sys.executable, "-m", "geopriv.cli", "perturb", str(src), str(out), *LN4_200,
-                             "--no-progress", "--budget-store", str(store), "--person", "pid"],
-                            stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "geopriv.cli",
+            "perturb",
+            str(src),
+            str(out),
+            *LN4_200,
+            "--no-progress",
+            "--budget-store",
+            str(store),
+            "--person",
+            "pid",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     deadline = time.monotonic() + 300
     while not [p for p in tmp_path.iterdir() if p.name.endswith(".geopriv-tmp")]:  # signal while writing
         assert proc.poll() is None, "the run ended before it started writing its output"

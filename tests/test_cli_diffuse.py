@@ -8,6 +8,7 @@ GeoPackage line layer.  Some people are in components without row 0: they get no
 Public area: ``-15800 6711900 -14600 6713300`` (round numbers around Soho, as in
 tests/test_cli_synthesize.py).  The CLI runs in this process (``geopriv.cli.main``).
 """
+
 from __future__ import annotations
 
 import functools
@@ -60,11 +61,17 @@ class Net:
         self.edges = folder / "edges.csv"
         pd.DataFrame(self.pairs, columns=["a", "b"]).to_csv(self.edges, index=False)
         self.named_edges = folder / "named_edges.csv"  # person ids, in other columns than the first two
-        pd.DataFrame({"since": 2020, "who": people.person.to_numpy()[self.pairs[:, 0]],
-                      "whom": people.person.to_numpy()[self.pairs[:, 1]]}).to_csv(self.named_edges, index=False)
+        pd.DataFrame(
+            {
+                "since": 2020,
+                "who": people.person.to_numpy()[self.pairs[:, 0]],
+                "whom": people.person.to_numpy()[self.pairs[:, 1]],
+            }
+        ).to_csv(self.named_edges, index=False)
         self.lines = folder / "lines.gpkg"
         gpd.GeoDataFrame(geometry=[LineString([xy[i], xy[j]]) for i, j in pairs], crs=people.crs).to_file(
-            self.lines, engine="pyogrio")
+            self.lines, engine="pyogrio"
+        )
         adj = sp.coo_matrix((np.ones(len(pairs)), (self.pairs[:, 0], self.pairs[:, 1])), shape=(self.n, self.n))
         self.hops = csgraph.shortest_path(adj, unweighted=True, directed=False)
 
@@ -82,8 +89,7 @@ def net(tmp_path_factory):
 def diffuse(net, out, *extra, network=("--edges",), source="0"):
     """The arguments of a diffuse run of person ``source`` over the edge table, with the public area."""
     graph = {"--edges": net.edges, "--network": net.lines}[network[0]]
-    return ["diffuse", net.input, out, "--source", source, network[0], graph, *network[1:], "--bounds", *BOUNDS,
-            *extra]
+    return ["diffuse", net.input, out, "--source", source, network[0], graph, *network[1:], "--bounds", *BOUNDS, *extra]
 
 
 def gpkg_record(path, layer=None):
@@ -103,8 +109,13 @@ def test_edge_table_release_with_provenance(capsys, tmp_path, net):
     unreachable = net.n - 1 - len(reached)
     assert unreachable > 0  # the data has people without a chain of neighbours to row 0
     back = pyogrio.read_dataframe(out)
-    assert list(back.columns) == ["recipient", "network_distance", "epsilon_per_m", "effective_epsilon_per_m",
-                                  "geometry"]
+    assert list(back.columns) == [
+        "recipient",
+        "network_distance",
+        "epsilon_per_m",
+        "effective_epsilon_per_m",
+        "geometry",
+    ]
     assert back.crs.to_epsg() == 3857
     assert back.recipient.tolist() == reached.tolist()  # row numbers, in the input's order; never the source
     assert np.array_equal(back.network_distance.to_numpy(), net.hops[0, reached])
@@ -124,9 +135,14 @@ def test_edge_table_release_with_provenance(capsys, tmp_path, net):
     assert not any("path" in key.lower() for key in record)  # the secret path is never in the provenance
     summary = [line for line in err.splitlines() if line.startswith("released ")]
     assert len(summary) == 1
-    for needle in (f"to {len(reached)} recipient(s)", f"({unreachable} not connected to it: no answer)",
-                   f"coalition epsilon {back.epsilon_per_m.max():.6g} per metre", "by hops distance",
-                   "a fresh path: a new release", "seeded"):
+    for needle in (
+        f"to {len(reached)} recipient(s)",
+        f"({unreachable} not connected to it: no answer)",
+        f"coalition epsilon {back.epsilon_per_m.max():.6g} per metre",
+        "by hops distance",
+        "a fresh path: a new release",
+        "seeded",
+    ):
         assert needle in summary[0], needle
 
 
@@ -135,8 +151,25 @@ def test_line_network_in_another_crs_and_ids_from_a_field(capsys, tmp_path, net)
     lines = tmp_path / "lines_lonlat.geojson"
     pyogrio.read_dataframe(net.lines).to_crs(4326).to_file(lines, engine="pyogrio")
     out = tmp_path / "answers.geojson"
-    code, _, err = run(capsys, "diffuse", net.input, out, "--id-field", "person", "--source", "p0", "--network", lines,
-                       "--tolerance", "0.01", *TABLE, "--bounds", *BOUNDS, "--seed", "2")
+    code, _, err = run(
+        capsys,
+        "diffuse",
+        net.input,
+        out,
+        "--id-field",
+        "person",
+        "--source",
+        "p0",
+        "--network",
+        lines,
+        "--tolerance",
+        "0.01",
+        *TABLE,
+        "--bounds",
+        *BOUNDS,
+        "--seed",
+        "2",
+    )
     assert code == 0, err
     back = geopriv.io.read_vector(out)
     reached = net.reached(0)
@@ -147,8 +180,24 @@ def test_line_network_in_another_crs_and_ids_from_a_field(capsys, tmp_path, net)
     assert record["recipients"] == len(reached) and record["seeded"] is True
     # the same network as a table of person ids in named columns: the same recipients and distances
     out2 = tmp_path / "answers2.gpkg"
-    code, _, err = run(capsys, "diffuse", net.input, out2, "--id-field", "person", "--source", "p0", "--edges",
-                       net.named_edges, "--edge-columns", "who", "whom", *TABLE, "--bounds", *BOUNDS)
+    code, _, err = run(
+        capsys,
+        "diffuse",
+        net.input,
+        out2,
+        "--id-field",
+        "person",
+        "--source",
+        "p0",
+        "--edges",
+        net.named_edges,
+        "--edge-columns",
+        "who",
+        "whom",
+        *TABLE,
+        "--bounds",
+        *BOUNDS,
+    )
     assert code == 0, err
     again = pyogrio.read_dataframe(out2)
     assert again.recipient.tolist() == back.recipient.tolist()
@@ -162,10 +211,12 @@ def test_single_part_multilines_are_read_as_lines(capsys, tmp_path, net):
     lines = pyogrio.read_dataframe(net.lines)
     multi = tmp_path / "multi.gpkg"
     gpd.GeoDataFrame(geometry=[MultiLineString([g]) for g in lines.geometry], crs=lines.crs).to_file(
-        multi, engine="pyogrio")
+        multi, engine="pyogrio"
+    )
     out = tmp_path / "answers.gpkg"
-    code, _, err = run(capsys, "diffuse", net.input, out, "--source", "0", "--network", multi, *TABLE,
-                       "--bounds", *BOUNDS)
+    code, _, err = run(
+        capsys, "diffuse", net.input, out, "--source", "0", "--network", multi, *TABLE, "--bounds", *BOUNDS
+    )
     assert code == 0, err
     back = pyogrio.read_dataframe(out)
     assert back.recipient.tolist() == net.reached(0).tolist()
@@ -174,8 +225,21 @@ def test_single_part_multilines_are_read_as_lines(capsys, tmp_path, net):
 
 def test_resistance_distance_and_the_exponential_form(capsys, tmp_path, net):
     out = tmp_path / "answers.gpkg"
-    code, _, err = run(capsys, *diffuse(net, out, "--distance", "resistance", "--epsilon-exp", "0.5", "ln0.03",
-                                        "--seed", "3", network=("--network",)))
+    code, _, err = run(
+        capsys,
+        *diffuse(
+            net,
+            out,
+            "--distance",
+            "resistance",
+            "--epsilon-exp",
+            "0.5",
+            "ln0.03",
+            "--seed",
+            "3",
+            network=("--network",),
+        ),
+    )
     assert code == 0, err
     back = pyogrio.read_dataframe(out)
     d = back.network_distance.to_numpy()
@@ -187,8 +251,28 @@ def test_resistance_distance_and_the_exponential_form(capsys, tmp_path, net):
 
 def test_value_release_with_support(capsys, tmp_path, net):
     out = tmp_path / "bit.csv"
-    code, _, err = run(capsys, "diffuse", net.input, out, "--source", "1", "--edges", net.edges, "--value", "infected",
-                       "--support", "0", "1", "--distance", "resistance", "--epsilon-exp", "3.3", "4", "--seed", "4")
+    code, _, err = run(
+        capsys,
+        "diffuse",
+        net.input,
+        out,
+        "--source",
+        "1",
+        "--edges",
+        net.edges,
+        "--value",
+        "infected",
+        "--support",
+        "0",
+        "1",
+        "--distance",
+        "resistance",
+        "--epsilon-exp",
+        "3.3",
+        "4",
+        "--seed",
+        "4",
+    )
     assert code == 0, err
     table = pd.read_csv(out)
     assert list(table.columns) == ["recipient", "network_distance", "epsilon", "response"]
@@ -226,16 +310,42 @@ def test_save_path_then_path_gives_identical_answers(capsys, tmp_path, net):
     assert code == 0, err
     assert not np.array_equal(xy(a), xy(pyogrio.read_dataframe(third)))
     # a closer recipient than planned: the path is extended; unsaved, the command says so
-    code, _, err = run(capsys, *diffuse(net, tmp_path / "fourth.gpkg", "--epsilon-table", "1:ln4/20", "4:ln4/2000",
-                                        "--path", secret))
+    code, _, err = run(
+        capsys, *diffuse(net, tmp_path / "fourth.gpkg", "--epsilon-table", "1:ln4/20", "4:ln4/2000", "--path", secret)
+    )
     assert code == 0, err
     assert "was extended" in err and "--save-path" in err
     # saved back over the same file (needs --overwrite), still owner-only
-    code, _, err = run(capsys, *diffuse(net, tmp_path / "fifth.gpkg", "--epsilon-table", "1:ln4/20", "4:ln4/2000",
-                                        "--path", secret, "--save-path", secret))
+    code, _, err = run(
+        capsys,
+        *diffuse(
+            net,
+            tmp_path / "fifth.gpkg",
+            "--epsilon-table",
+            "1:ln4/20",
+            "4:ln4/2000",
+            "--path",
+            secret,
+            "--save-path",
+            secret,
+        ),
+    )
     one_line_error(err, "--overwrite")
-    code, _, err = run(capsys, *diffuse(net, tmp_path / "fifth.gpkg", "--epsilon-table", "1:ln4/20", "4:ln4/2000",
-                                        "--path", secret, "--save-path", secret, "--overwrite"))
+    code, _, err = run(
+        capsys,
+        *diffuse(
+            net,
+            tmp_path / "fifth.gpkg",
+            "--epsilon-table",
+            "1:ln4/20",
+            "4:ln4/2000",
+            "--path",
+            secret,
+            "--save-path",
+            secret,
+            "--overwrite",
+        ),
+    )
     assert code == 0, err
     assert geopriv.DiffusionPath.load(secret).eps_max > path.eps_max
     assert stat.S_IMODE(os.stat(secret).st_mode) == 0o600
@@ -246,18 +356,36 @@ def test_a_location_path_does_not_answer_a_value(capsys, tmp_path, net):
     code, _, err = run(capsys, *diffuse(net, tmp_path / "a.gpkg", *TABLE, "--save-path", secret))
     assert code == 0, err
     before = snapshot(tmp_path)
-    code, _, err = run(capsys, "diffuse", net.input, tmp_path / "bit.csv", "--source", "0", "--edges", net.edges,
-                       "--value", "infected", "--epsilon-exp", "3.3", "4", "--path", secret)
+    code, _, err = run(
+        capsys,
+        "diffuse",
+        net.input,
+        tmp_path / "bit.csv",
+        "--source",
+        "0",
+        "--edges",
+        net.edges,
+        "--value",
+        "infected",
+        "--epsilon-exp",
+        "3.3",
+        "4",
+        "--path",
+        secret,
+    )
     one_line_error(err, "2-dimensional")
     assert code == 2 and snapshot(tmp_path) == before
 
 
 # ---------------------------------------------------------------------------- binding (issue 30)
-@pytest.mark.parametrize("change, needle", [
-    (["--source", "1"], "source"),
-    (["--bounds", "-16000", "6711000", "-14000", "6714000"], "bounds"),
-    (["--grid", "0.5"], "lattice"),
-])
+@pytest.mark.parametrize(
+    "change, needle",
+    [
+        (["--source", "1"], "source"),
+        (["--bounds", "-16000", "6711000", "-14000", "6714000"], "bounds"),
+        (["--grid", "0.5"], "lattice"),
+    ],
+)
 def test_a_path_file_answers_only_its_source_and_frame(capsys, tmp_path, net, change, needle):
     secret = tmp_path / "path.npz"
     code, _, err = run(capsys, *diffuse(net, tmp_path / "a.gpkg", *TABLE, "--save-path", secret))
@@ -266,7 +394,7 @@ def test_a_path_file_answers_only_its_source_and_frame(capsys, tmp_path, net, ch
     for flag in change[::2]:  # replace the flag's value(s)
         i = args.index(flag) if flag in args else None
         if i is not None:
-            del args[i:i + (5 if flag == "--bounds" else 2)]
+            del args[i : i + (5 if flag == "--bounds" else 2)]
     args += change
     before = snapshot(tmp_path)
     code, _, err = run(capsys, *args)
@@ -277,8 +405,23 @@ def test_a_path_file_answers_only_its_source_and_frame(capsys, tmp_path, net, ch
 
 def test_a_value_path_file_refuses_a_changed_value(capsys, tmp_path, net):
     secret = tmp_path / "bit.npz"
-    code, _, err = run(capsys, "diffuse", net.input, tmp_path / "bit.csv", "--source", "1", "--edges", net.edges,
-                       "--value", "infected", "--epsilon-exp", "3.3", "4", "--save-path", secret)
+    code, _, err = run(
+        capsys,
+        "diffuse",
+        net.input,
+        tmp_path / "bit.csv",
+        "--source",
+        "1",
+        "--edges",
+        net.edges,
+        "--value",
+        "infected",
+        "--epsilon-exp",
+        "3.3",
+        "4",
+        "--save-path",
+        secret,
+    )
     assert code == 0, err
     table = pd.read_csv(tmp_path / "bit.csv", **EXACT_FLOATS)
     step = min(1.0, 1.0 / (20.0 * table.epsilon.max()))
@@ -287,8 +430,23 @@ def test_a_value_path_file_refuses_a_changed_value(capsys, tmp_path, net):
     people = net.people.copy()
     people["infected"] = 1 - people["infected"]
     people.to_file(flipped, engine="pyogrio")
-    code, _, err = run(capsys, "diffuse", flipped, tmp_path / "bit2.csv", "--source", "1", "--edges", net.edges,
-                       "--value", "infected", "--epsilon-exp", "3.3", "4", "--path", secret)
+    code, _, err = run(
+        capsys,
+        "diffuse",
+        flipped,
+        tmp_path / "bit2.csv",
+        "--source",
+        "1",
+        "--edges",
+        net.edges,
+        "--value",
+        "infected",
+        "--epsilon-exp",
+        "3.3",
+        "4",
+        "--path",
+        secret,
+    )
     one_line_error(err, "value")
     assert code == 2 and not (tmp_path / "bit2.csv").exists()
 
@@ -324,10 +482,13 @@ def test_source_not_in_the_layer_is_one_line(capsys, tmp_path, net, source, id_f
     assert code == 2 and list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("policy, needles", [
-    (["--epsilon-table", "1:ln4/2000", "4:ln4/50"], ["increases with distance", "farther recipient"]),
-    (["--epsilon-exp", "-0.5", "ln0.03"], ["a = -0.5 < 0", "farther recipient"]),
-])
+@pytest.mark.parametrize(
+    "policy, needles",
+    [
+        (["--epsilon-table", "1:ln4/2000", "4:ln4/50"], ["increases with distance", "farther recipient"]),
+        (["--epsilon-exp", "-0.5", "ln0.03"], ["a = -0.5 < 0", "farther recipient"]),
+    ],
+)
 def test_increasing_epsilon_is_refused(capsys, tmp_path, net, policy, needles):
     code, _, err = run(capsys, *diffuse(net, tmp_path / "a.gpkg", *policy))
     one_line_error(err, *needles)
@@ -366,40 +527,84 @@ def test_outputs_that_are_inputs_are_refused(capsys, tmp_path, net):
 def test_edge_table_with_ids_that_are_not_people(capsys, tmp_path, net):
     edges = tmp_path / "edges.csv"
     pd.DataFrame({"a": [0, 1, 5000], "b": [1, 2, 0]}).to_csv(edges, index=False)
-    code, _, err = run(capsys, "diffuse", net.input, tmp_path / "a.gpkg", "--source", "0", "--edges", edges, *TABLE,
-                       "--bounds", *BOUNDS)
+    code, _, err = run(
+        capsys,
+        "diffuse",
+        net.input,
+        tmp_path / "a.gpkg",
+        "--source",
+        "0",
+        "--edges",
+        edges,
+        *TABLE,
+        "--bounds",
+        *BOUNDS,
+    )
     one_line_error(err, "1 id(s) that are not people of the input (5000)")
     pd.DataFrame({"a": [0, "x"], "b": [1, 2]}).to_csv(edges, index=False)
-    code, _, err = run(capsys, "diffuse", net.input, tmp_path / "a.gpkg", "--source", "0", "--edges", edges, *TABLE,
-                       "--bounds", *BOUNDS)
+    code, _, err = run(
+        capsys,
+        "diffuse",
+        net.input,
+        tmp_path / "a.gpkg",
+        "--source",
+        "0",
+        "--edges",
+        edges,
+        *TABLE,
+        "--bounds",
+        *BOUNDS,
+    )
     one_line_error(err, "column 'a'", "not whole numbers", "row 2")
-    code, _, err = run(capsys, "diffuse", net.input, tmp_path / "a.gpkg", "--source", "0", "--edges", edges, *TABLE,
-                       "--edge-columns", "a", "c", "--bounds", *BOUNDS)
+    code, _, err = run(
+        capsys,
+        "diffuse",
+        net.input,
+        tmp_path / "a.gpkg",
+        "--source",
+        "0",
+        "--edges",
+        edges,
+        *TABLE,
+        "--edge-columns",
+        "a",
+        "c",
+        "--bounds",
+        *BOUNDS,
+    )
     one_line_error(err, "no column 'c'", "'a', 'b'")
     assert code == 2 and not (tmp_path / "a.gpkg").exists()
 
 
-@pytest.mark.parametrize("extra, needles", [
-    (["--source", "0", *TABLE], ["--network LINES", "--edges TABLE"]),
-    (["--source", "0", "--edges", "EDGES", "--network", "LINES", *TABLE], ["one of them"]),
-    (["--source", "0", "--edges", "EDGES"], ["--epsilon-table", "--epsilon-exp"]),
-    (["--source", "0", "--edges", "EDGES", *TABLE, "--epsilon-exp", "1", "0"], ["not both"]),
-    (["--source", "0", "--edges", "EDGES", "--epsilon-exp", "1", "0", "--epsilon-kind", "step"], ["--epsilon-kind"]),
-    (["--source", "0", "--edges", "EDGES", *TABLE, "--support", "0", "1"], ["--support", "--value"]),
-    (["--source", "0", "--edges", "EDGES", *TABLE, "--tolerance", "1"], ["--tolerance applies to --network"]),
-    (["--source", "0", "--network", "LINES", *TABLE, "--edge-columns", "a", "b"], ["--edge-columns applies"]),
-    (["--source", "0", "--edges", "EDGES", "--epsilon-table", "1-0.01"], ["DISTANCE:EPSILON"]),
-    (["--source", "0", "--edges", "EDGES", "--epsilon-table", "1:x"], ["not a number"]),
-    (["--source", "0", "--edges", "EDGES", *TABLE, "--value", "infected"], ["must end in .csv"]),
-    (["--source", "0", "--edges", "EDGES", *TABLE, "--continuous"], ["--continuous apply to --value"]),
-    (["--source", "0", "--edges", "EDGES", *TABLE, "--value-range", "0", "1"], ["--value-range", "--value"]),
-    (["--source", "0", "--edges", "EDGES", *TABLE, "--value", "infected", "--bounds", *map(str, BOUNDS)],
-     ["--bounds apply to location releases"]),
-    (["--source", "0", "--edges", "EDGES", *TABLE, "--distance", "euclid"], ["--distance"]),
-    (["--edges", "EDGES", *TABLE], ["--source"]),
-    (["--source", "0", "--edges", "EDGES", *TABLE, "--id-field", "nobody"], ["no column 'nobody'", "'person'"]),
-    (["--source", "0", "--edges", "EDGES", *TABLE, "--path", "missing.npz"], ["path file", "does not exist"]),
-])
+@pytest.mark.parametrize(
+    "extra, needles",
+    [
+        (["--source", "0", *TABLE], ["--network LINES", "--edges TABLE"]),
+        (["--source", "0", "--edges", "EDGES", "--network", "LINES", *TABLE], ["one of them"]),
+        (["--source", "0", "--edges", "EDGES"], ["--epsilon-table", "--epsilon-exp"]),
+        (["--source", "0", "--edges", "EDGES", *TABLE, "--epsilon-exp", "1", "0"], ["not both"]),
+        (
+            ["--source", "0", "--edges", "EDGES", "--epsilon-exp", "1", "0", "--epsilon-kind", "step"],
+            ["--epsilon-kind"],
+        ),
+        (["--source", "0", "--edges", "EDGES", *TABLE, "--support", "0", "1"], ["--support", "--value"]),
+        (["--source", "0", "--edges", "EDGES", *TABLE, "--tolerance", "1"], ["--tolerance applies to --network"]),
+        (["--source", "0", "--network", "LINES", *TABLE, "--edge-columns", "a", "b"], ["--edge-columns applies"]),
+        (["--source", "0", "--edges", "EDGES", "--epsilon-table", "1-0.01"], ["DISTANCE:EPSILON"]),
+        (["--source", "0", "--edges", "EDGES", "--epsilon-table", "1:x"], ["not a number"]),
+        (["--source", "0", "--edges", "EDGES", *TABLE, "--value", "infected"], ["must end in .csv"]),
+        (["--source", "0", "--edges", "EDGES", *TABLE, "--continuous"], ["--continuous apply to --value"]),
+        (["--source", "0", "--edges", "EDGES", *TABLE, "--value-range", "0", "1"], ["--value-range", "--value"]),
+        (
+            ["--source", "0", "--edges", "EDGES", *TABLE, "--value", "infected", "--bounds", *map(str, BOUNDS)],
+            ["--bounds apply to location releases"],
+        ),
+        (["--source", "0", "--edges", "EDGES", *TABLE, "--distance", "euclid"], ["--distance"]),
+        (["--edges", "EDGES", *TABLE], ["--source"]),
+        (["--source", "0", "--edges", "EDGES", *TABLE, "--id-field", "nobody"], ["no column 'nobody'", "'person'"]),
+        (["--source", "0", "--edges", "EDGES", *TABLE, "--path", "missing.npz"], ["path file", "does not exist"]),
+    ],
+)
 def test_bad_arguments_are_one_line_exit_2_nothing_written(capsys, tmp_path, net, extra, needles):
     files = {"EDGES": str(net.edges), "LINES": str(net.lines)}
     before = snapshot(tmp_path)
@@ -437,20 +642,25 @@ def test_options_not_given_are_not_passed(monkeypatch, capsys, tmp_path, net):
 def test_help_has_examples_the_librarys_defaults_and_says_the_path_is_secret(capsys):
     code, out, _ = run(capsys, "diffuse", "--help")
     assert code == 0
-    examples = out[out.index("examples:"):]
+    examples = out[out.index("examples:") :]
     assert "geopriv diffuse " in examples and "--epsilon-table" in examples and "--epsilon-exp" in examples
     assert "--save-path" in examples and "--path" in examples and "--value" in examples
     flat = " ".join(out.split())
     library = inspect.signature(geopriv.diffuse_locations).parameters
-    for flag, name in (("--distance", "distance"), ("--tolerance", "tolerance"), ("--on-unreachable", "on_unreachable"),
-                       ("--grid", "grid"), ("--max-distortion", "max_distortion")):
+    for flag, name in (
+        ("--distance", "distance"),
+        ("--tolerance", "tolerance"),
+        ("--on-unreachable", "on_unreachable"),
+        ("--grid", "grid"),
+        ("--max-distortion", "max_distortion"),
+    ):
         default = library[name].default
         shown = f"{default:g}" if isinstance(default, float) else str(default)
         start = flat.index(f"{flag} ", flat.index("options:"))
-        assert f"(default: {shown})" in flat[start:flat.index(" --", start + len(flag) + 1)], flag
+        assert f"(default: {shown})" in flat[start : flat.index(" --", start + len(flag) + 1)], flag
     kind = inspect.signature(geopriv.epsilon_of_distance).parameters["kind"].default
     start = flat.index("--epsilon-kind {", flat.index("options:"))
-    assert f"(default: {kind})" in flat[start:flat.index(" --epsilon-exp", start)]
+    assert f"(default: {kind})" in flat[start : flat.index(" --epsilon-exp", start)]
     assert "SAVES THE SECRET NOISE PATH" in flat and "recovers the true location" in flat
     assert "exp(B - A d)" in flat and "must not increase with distance" in flat
     code, out, _ = run(capsys, "--help")
@@ -459,15 +669,50 @@ def test_help_has_examples_the_librarys_defaults_and_says_the_path_is_secret(cap
 
 def test_value_releases_take_the_librarys_lattice_options(capsys, tmp_path, net):
     """--grid, --value-range and --continuous: the library's value lattice from the command line (issue 30)."""
-    code, _, err = run(capsys, "diffuse", net.input, tmp_path / "a.csv", "--source", "1", "--edges", net.edges,
-                       "--value", "infected", "--epsilon-exp", "3.3", "4", "--grid", "0.25", "--value-range", "-2", "3",
-                       "--seed", "1")
+    code, _, err = run(
+        capsys,
+        "diffuse",
+        net.input,
+        tmp_path / "a.csv",
+        "--source",
+        "1",
+        "--edges",
+        net.edges,
+        "--value",
+        "infected",
+        "--epsilon-exp",
+        "3.3",
+        "4",
+        "--grid",
+        "0.25",
+        "--value-range",
+        "-2",
+        "3",
+        "--seed",
+        "1",
+    )
     assert code == 0, err
     table = pd.read_csv(tmp_path / "a.csv", **EXACT_FLOATS)
     r = table.response.to_numpy()
     assert np.array_equal(r, np.round(r / 0.25) * 0.25) and r.min() >= -2 and r.max() <= 3
-    code, _, err = run(capsys, "diffuse", net.input, tmp_path / "b.csv", "--source", "1", "--edges", net.edges,
-                       "--value", "infected", "--epsilon-exp", "3.3", "4", "--continuous", "--seed", "1")
+    code, _, err = run(
+        capsys,
+        "diffuse",
+        net.input,
+        tmp_path / "b.csv",
+        "--source",
+        "1",
+        "--edges",
+        net.edges,
+        "--value",
+        "infected",
+        "--epsilon-exp",
+        "3.3",
+        "4",
+        "--continuous",
+        "--seed",
+        "1",
+    )
     assert code == 0, err
     r = pd.read_csv(tmp_path / "b.csv", **EXACT_FLOATS).response.to_numpy()
     assert not np.array_equal(r, np.round(r / 0.05) * 0.05)  # raw floats, on explicit request

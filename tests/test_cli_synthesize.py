@@ -4,6 +4,7 @@ Data: ``geopriv/data/soho_cholera.gpkg`` layer ``deaths`` (324 points, EPSG:3857
 area ``-15800 6711900 -14600 6713300`` (round numbers around Soho, chosen without the points).
 The CLI runs in this process (``geopriv.cli.main``), as in tests/test_cli.py.
 """
+
 from __future__ import annotations
 
 import functools
@@ -68,8 +69,12 @@ def test_synthesize_writes_synthetic_points_with_provenance(capsys, tmp_path, de
 
 def test_synthesize_pmm_and_options(capsys, tmp_path):
     out = tmp_path / "synthetic.geojson"
-    code, _, err = run(capsys, *synth(out, "--method", "pmm", "-n", "500", "--depth", "6", "--placement", "centre",
-                                      "--grid", "5", "--seed", "2"))
+    code, _, err = run(
+        capsys,
+        *synth(
+            out, "--method", "pmm", "-n", "500", "--depth", "6", "--placement", "centre", "--grid", "5", "--seed", "2"
+        ),
+    )
     assert code == 0, err
     assert "released 500 synthetic points (from 324 people" in err and "method pmm" in err and "depth 6" in err
     back = geopriv.io.read_vector(out)
@@ -84,8 +89,9 @@ def test_region_sets_the_public_area(capsys, tmp_path):
     region = tmp_path / "region.geojson"
     gpd.GeoDataFrame(geometry=[box(*BOUNDS)], crs=3857).to_file(region, engine="pyogrio")
     out = tmp_path / "synthetic.gpkg"
-    code, _, err = run(capsys, "synthesize", SOHO, out, "--layer", "deaths", "--epsilon", "ln3", "--region", region,
-                       "--seed", "3")
+    code, _, err = run(
+        capsys, "synthesize", SOHO, out, "--layer", "deaths", "--epsilon", "ln3", "--region", region, "--seed", "3"
+    )
     assert code == 0, err
     assert "note:" not in err and "bounding box of --region" in err
     record = gpkg_record(out)
@@ -131,8 +137,21 @@ def test_options_not_given_are_not_passed(monkeypatch, capsys, tmp_path):
 # ---------------------------------------------------------------------------- refusals
 def test_points_outside_bounds_are_refused_naming_rows(capsys, tmp_path):
     out = tmp_path / "synthetic.gpkg"
-    code, _, err = run(capsys, "synthesize", SOHO, out, "--layer", "deaths", "--epsilon", "1",
-                       "--bounds", -15000, 6711900, -14600, 6713300)
+    code, _, err = run(
+        capsys,
+        "synthesize",
+        SOHO,
+        out,
+        "--layer",
+        "deaths",
+        "--epsilon",
+        "1",
+        "--bounds",
+        -15000,
+        6711900,
+        -14600,
+        6713300,
+    )
     line = one_line_error(err, "row(s) lie outside the declared study area", "--bounds", "labels ")
     assert code == 2
     assert not out.exists() and list(tmp_path.iterdir()) == []
@@ -162,19 +181,29 @@ def test_output_that_is_the_input_is_refused(capsys, tmp_path, deaths):
     assert code == 2 and homes.read_bytes() == before
 
 
-@pytest.mark.parametrize("extra, needles", [
-    ([], ["--epsilon"]),  # required: epsilon has no default
-    (["--epsilon", "0"], ["epsilon must be finite and > 0"]),
-    (["--epsilon", "1", "--method", "laplace"], ["--method"]),
-    (["--epsilon", "1", "--placement", "corner"], ["--placement"]),
-    (["--epsilon", "1", "--depth", "deep"], ["not a depth"]),
-    (["--epsilon", "1", "--depth", "0"], ["depth must be 'auto' or an integer"]),
-    (["--epsilon", "1", "-n", "0"], ["positive integer"]),
-])
+@pytest.mark.parametrize(
+    "extra, needles",
+    [
+        ([], ["--epsilon"]),  # required: epsilon has no default
+        (["--epsilon", "0"], ["epsilon must be finite and > 0"]),
+        (["--epsilon", "1", "--method", "laplace"], ["--method"]),
+        (["--epsilon", "1", "--placement", "corner"], ["--placement"]),
+        (["--epsilon", "1", "--depth", "deep"], ["not a depth"]),
+        (["--epsilon", "1", "--depth", "0"], ["depth must be 'auto' or an integer"]),
+        (["--epsilon", "1", "-n", "0"], ["positive integer"]),
+    ],
+)
 def test_bad_arguments_are_one_line_exit_2_nothing_written(capsys, tmp_path, extra, needles):
     before = snapshot(tmp_path)
-    code, _, err = run(capsys, "synthesize", SOHO, tmp_path / "o.gpkg", "--layer", "deaths",
-                       *(extra + ["--bounds", *BOUNDS] if extra else []))
+    code, _, err = run(
+        capsys,
+        "synthesize",
+        SOHO,
+        tmp_path / "o.gpkg",
+        "--layer",
+        "deaths",
+        *(extra + ["--bounds", *BOUNDS] if extra else []),
+    )
     one_line_error(err, *needles)
     assert code == 2 and snapshot(tmp_path) == before
 
@@ -183,15 +212,20 @@ def test_bad_arguments_are_one_line_exit_2_nothing_written(capsys, tmp_path, ext
 def test_help_has_an_example_and_the_librarys_defaults(capsys):
     code, out, _ = run(capsys, "synthesize", "--help")
     assert code == 0
-    assert "geopriv synthesize " in out[out.index("examples:"):]
+    assert "geopriv synthesize " in out[out.index("examples:") :]
     flat = " ".join(out.split())
     library = inspect.signature(geopriv.synthesize).parameters
-    for flag, name in (("--method", "method"), ("--depth", "depth"), ("--placement", "placement"),
-                       ("--grid", "grid"), ("--max-distortion", "max_distortion")):
+    for flag, name in (
+        ("--method", "method"),
+        ("--depth", "depth"),
+        ("--placement", "placement"),
+        ("--grid", "grid"),
+        ("--max-distortion", "max_distortion"),
+    ):
         default = library[name].default
         shown = f"{default:g}" if isinstance(default, float) else str(default)
         start = flat.index(f"{flag} ", flat.index("public area and synthetic points"))
-        assert f"(default: {shown})" in flat[start:flat.index(" --", start + len(flag) + 1)], flag
+        assert f"(default: {shown})" in flat[start : flat.index(" --", start + len(flag) + 1)], flag
     assert library["epsilon"].default is inspect.Parameter.empty  # so --epsilon is required
     assert "dimensionless" in flat and "not per metre" in flat
     assert "never derived from the data" in flat

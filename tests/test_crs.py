@@ -4,6 +4,7 @@ For each CRS the ground displacement (geodesic metres) of perturbed points must 
 Gamma(2, 1/epsilon) (KS test, alpha = 1e-3, fixed seed), and a naive implementation that
 adds noise in CRS units must be rejected by the same test (negative control).
 """
+
 import math
 import warnings
 

@@ -1,4 +1,5 @@
 """gdf.priv.diffuse: one row's location to its network, through the public release path, with the ledger."""
+
 from __future__ import annotations
 
 import math
@@ -129,8 +130,9 @@ def test_bad_input(people, knn_edges):
         people.priv.diffuse(policy, source="p0", graph=knn_edges + [("p0", "stranger")], on_unreachable="ignore")
     with pytest.raises(GeoprivError, match="bounds"):  # longitude/latitude: a plane needs declared bounds
         people.to_crs(4326).priv.diffuse(policy, source="p0", graph=knn_edges, on_unreachable="ignore")
-    out, _ = people.to_crs(4326).priv.diffuse(policy, source="p0", graph=knn_edges, on_unreachable="ignore",
-                                               bounds=(-0.2, 51.45, -0.05, 51.56), rng=1)
+    out, _ = people.to_crs(4326).priv.diffuse(
+        policy, source="p0", graph=knn_edges, on_unreachable="ignore", bounds=(-0.2, 51.45, -0.05, 51.56), rng=1
+    )
     assert out.crs == "EPSG:4326"
 
 
@@ -144,8 +146,10 @@ def test_graph_forms_agree(people, knn_edges):
     adjacency = sp.coo_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(people),) * 2).tocsr()
     adjacency = adjacency.maximum(adjacency.T)
     adjacency.data[:] = 1.0
-    lines = gpd.GeoDataFrame(geometry=[
-        __import__("shapely").LineString([people.geometry[a], people.geometry[b]]) for a, b in knn_edges], crs=people.crs)
+    lines = gpd.GeoDataFrame(
+        geometry=[__import__("shapely").LineString([people.geometry[a], people.geometry[b]]) for a, b in knn_edges],
+        crs=people.crs,
+    )
     forms = [knn_edges, pd.DataFrame(knn_edges), nx.Graph(knn_edges), adjacency, lines]
     dist = [geopriv.network_distances(people, g, "p0") for g in forms]
     for d in dist[1:]:
@@ -156,8 +160,15 @@ def test_infection_bit_with_projection(people, knn_edges):
     flagged = people.assign(infected=(np.arange(len(people)) % 3 == 0).astype(int))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnreachableRecipientsWarning)
-        res, path = flagged.priv.diffuse(lambda d: np.exp(-3.3 * d + 4), source="p0", graph=knn_edges,
-                                         distance="resistance", value="infected", support=[0, 1], rng=1)
+        res, path = flagged.priv.diffuse(
+            lambda d: np.exp(-3.3 * d + 4),
+            source="p0",
+            graph=knn_edges,
+            distance="resistance",
+            value="infected",
+            support=[0, 1],
+            rng=1,
+        )
     assert isinstance(res, pd.DataFrame) and not isinstance(res, gpd.GeoDataFrame)
     assert set(np.unique(res.response)) <= {0.0, 1.0}
     assert res.attrs["geopriv"]["coalition_epsilon"] == pytest.approx(res.epsilon.max())
@@ -167,6 +178,7 @@ def test_infection_bit_with_projection(people, knn_edges):
 # ---------------------------------------------------------------------------------------------
 # issue 30: secrets bound to what they answer, value lattice, publication order, bounds guard
 # ---------------------------------------------------------------------------------------------
+
 
 def test_a_path_answers_only_its_source_value_column_and_frame(people, knn_edges):
     """Each reuse the old code accepted is refused, before any noise and any charge."""
@@ -182,8 +194,9 @@ def test_a_path_answers_only_its_source_value_column_and_frame(people, knn_edges
     assert "fresh path" in str(info.value)
     # the same person after a move of 7 m: answers would differ by exactly the move
     moved = people.copy()
-    moved.loc["p0", "geometry"] = __import__("shapely").Point(people.loc["p0"].geometry.x + 7.0,
-                                                              people.loc["p0"].geometry.y)
+    moved.loc["p0", "geometry"] = __import__("shapely").Point(
+        people.loc["p0"].geometry.x + 7.0, people.loc["p0"].geometry.y
+    )
     with pytest.raises(PathBindingError, match="value") as info:
         run(moved, knn_edges, path=path, ledger=ledger)
     g = people.loc["p0"].geometry
@@ -215,8 +228,9 @@ def test_two_answers_never_differ_by_the_move(people, knn_edges):
     from geopriv.exceptions import PathBindingError
 
     moved = people.copy()
-    moved.loc["p0", "geometry"] = __import__("shapely").Point(people.loc["p0"].geometry.x + 30.0,
-                                                              people.loc["p0"].geometry.y + 40.0)
+    moved.loc["p0", "geometry"] = __import__("shapely").Point(
+        people.loc["p0"].geometry.x + 30.0, people.loc["p0"].geometry.y + 40.0
+    )
     a, path = run(people, knn_edges, rng=3)
     with pytest.raises(PathBindingError):
         run(moved, knn_edges, rng=3, path=path)
@@ -253,15 +267,18 @@ def test_value_answers_are_on_a_public_lattice_with_their_bound(people, knn_edge
         assert "1-D lattice" in rec["finite_precision"] and f"{step:g}" in rec["finite_precision"]
         assert rec["epsilon_max"] < rec["effective_epsilon"] < rec["epsilon_max"] * 1.01
         # a declared public range clamps answers to its nodes
-        ranged, _ = geopriv.diffuse_locations(flagged, schedule, source="p0", graph=knn_edges, value="infected",
-                                              value_range=(0, 1), rng=1)
+        ranged, _ = geopriv.diffuse_locations(
+            flagged, schedule, source="p0", graph=knn_edges, value="infected", value_range=(0, 1), rng=1
+        )
         assert ranged.response.between(0, 1).all()
         assert ranged.attrs["geopriv"]["effective_epsilon"] >= rec["epsilon_max"]
         with pytest.raises(GeoprivError, match="outside the public range"):
-            geopriv.diffuse_locations(flagged.assign(infected=5), schedule, source="p0", graph=knn_edges,
-                                      value="infected", value_range=(0, 1))
-        raw, _ = geopriv.diffuse_locations(flagged, schedule, source="p0", graph=knn_edges, value="infected",
-                                           continuous=True, rng=1)
+            geopriv.diffuse_locations(
+                flagged.assign(infected=5), schedule, source="p0", graph=knn_edges, value="infected", value_range=(0, 1)
+            )
+        raw, _ = geopriv.diffuse_locations(
+            flagged, schedule, source="p0", graph=knn_edges, value="infected", continuous=True, rng=1
+        )
     assert raw.attrs["geopriv"]["finite_precision"] == "none: continuous float64 output (explicitly requested)"
     assert "effective_epsilon" not in raw.attrs["geopriv"]
     assert not np.array_equal(raw.response.to_numpy(), np.round(raw.response.to_numpy() / step) * step)
@@ -310,8 +327,9 @@ def test_labels_assigned_in_spatial_order_are_refused(people, knn_edges):
     edges = [(rename[a], rename[b]) for a, b in knn_edges]
     with pytest.raises(LocationAttributeError):
         geopriv.diffuse_locations(ranked, policy, source=rename["p0"], graph=edges, on_unreachable="ignore")
-    out, _ = geopriv.diffuse_locations(ranked, policy, source=rename["p0"], graph=edges, on_unreachable="ignore",
-                                       keep=("<index>",), rng=1)
+    out, _ = geopriv.diffuse_locations(
+        ranked, policy, source=rename["p0"], graph=edges, on_unreachable="ignore", keep=("<index>",), rng=1
+    )
     assert list(out.index) == sorted(out.index)
 
 

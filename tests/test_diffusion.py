@@ -4,6 +4,7 @@ Statistical tests use fixed seeds, so each run is deterministic; the comment on 
 probability that it would fail on a correct implementation over a random seed (its false-failure
 rate), and each has a negative control that the same test must reject.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -29,7 +30,7 @@ from geopriv.mechanisms.diffusion import (
 )
 
 ALPHA = 1e-4  # KS / chi-square level: false-failure rate 1e-4 per assertion
-Z = 4.5       # z-tests: two-sided false-failure rate 7e-6 per assertion
+Z = 4.5  # z-tests: two-sided false-failure rate 7e-6 per assertion
 
 
 def _paths(dim, eps_max, eps_min, count, seed):
@@ -51,6 +52,7 @@ def samples():
 # ---------------------------------------------------------------------------------------------
 # marginals
 # ---------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("n", [1, 2, 3])
 def test_marginal_radius_is_gamma_n(samples, n):
@@ -113,8 +115,10 @@ def test_increments_are_independent_of_the_top_value(samples):
 
     def correlations(hi, lo):
         inc = lo - hi
-        return (np.corrcoef(hi[:, 0], inc[:, 0])[0, 1],
-                np.corrcoef(np.linalg.norm(hi, axis=1), np.linalg.norm(inc, axis=1))[0, 1])
+        return (
+            np.corrcoef(hi[:, 0], inc[:, 0])[0, 1],
+            np.corrcoef(np.linalg.norm(hi, axis=1), np.linalg.norm(inc, axis=1))[0, 1],
+        )
 
     for c in correlations(v[:, 3], v[:, 2]) + correlations(v[:, 3], v[:, 0]):
         assert abs(c) * root < Z
@@ -126,6 +130,7 @@ def test_increments_are_independent_of_the_top_value(samples):
 # ---------------------------------------------------------------------------------------------
 # jumps
 # ---------------------------------------------------------------------------------------------
+
 
 def test_jump_counts_are_poisson():
     # n = 2 over [1, e^2]: Poisson with mean (n+1) * 2 = 6.  Mean: z-test (7e-6); dispersion
@@ -203,14 +208,19 @@ def test_batch_sampler_has_the_law_of_paths():
     assert abs(same - p) < Z * math.sqrt(p * (1 - p) / 4000)
     # negative control: independent Laplace at the same levels (right marginals) fails both
     indep = np.stack([sample_laplace(2, e, 4000, np.random.default_rng(5 + i)) for i, e in enumerate(levels)], 1)
-    assert stats.ks_2samp(np.linalg.norm(v_path[:, 1] - v_path[:, 2], axis=1),
-                          np.linalg.norm(indep[:, 1] - indep[:, 2], axis=1)).pvalue < ALPHA
+    assert (
+        stats.ks_2samp(
+            np.linalg.norm(v_path[:, 1] - v_path[:, 2], axis=1), np.linalg.norm(indep[:, 1] - indep[:, 2], axis=1)
+        ).pvalue
+        < ALPHA
+    )
     assert abs(np.all(indep[:, 1] == indep[:, 2], axis=1).mean() - p) > Z * math.sqrt(p * (1 - p) / 4000)
 
 
 # ---------------------------------------------------------------------------------------------
 # privacy, empirically
 # ---------------------------------------------------------------------------------------------
+
 
 def test_pair_of_recipients_leaks_only_the_larger_epsilon():
     # n = 1, levels 0.9 and 1.0, u = 0 vs u' = 1.  For the events {(y1 + y2)/2 > t} the log of
@@ -269,6 +279,7 @@ def test_coalition_learns_no_more_than_its_best_member():
 # ---------------------------------------------------------------------------------------------
 # the path object
 # ---------------------------------------------------------------------------------------------
+
 
 def test_same_level_same_answer_and_vectorised():
     path = DiffusionPath.sample(2, 15.0, 0.5, rng=1)
@@ -340,8 +351,9 @@ def test_extend_up_is_the_exact_conditional(n):
         assert same > 0.05  # naive fresh draws above eps_max would never agree with the path
     inc = lambda v: np.linalg.norm(v[:, 3] - v[:, 0], axis=1)
     assert stats.ks_2samp(inc(ext), inc(direct)).pvalue > ALPHA
-    naive = np.concatenate([ext[:, :2], sample_laplace(n, np.array([3.0, 4.0] * count), 2 * count, gen)
-                            .reshape(count, 2, n)], axis=1)
+    naive = np.concatenate(
+        [ext[:, :2], sample_laplace(n, np.array([3.0, 4.0] * count), 2 * count, gen).reshape(count, 2, n)], axis=1
+    )
     assert np.all(naive[:, 1] == naive[:, 3], axis=1).mean() == 0.0
 
 
@@ -392,6 +404,7 @@ def test_save_load_round_trip_atomic_and_secret(tmp_path):
 # diffuse and projection
 # ---------------------------------------------------------------------------------------------
 
+
 def test_diffuse_scalar_vector_and_path_reuse():
     eps = np.array([0.5, 1.0, 15.0])
     y, path = diffuse(1.0, eps, rng=5)
@@ -435,8 +448,16 @@ def test_project_discrete():
 # binding (issue 30): a path answers one source, one released quantity, one value, one frame
 # ---------------------------------------------------------------------------------------------
 
-FRAME = {"kind": "location", "crs": "EPSG:27700", "declared_bounds": None, "frame": "planar",
-         "working_crs": "EPSG:27700", "scale_max": 1.0004, "grid": "auto", "lattice": "planar"}
+FRAME = {
+    "kind": "location",
+    "crs": "EPSG:27700",
+    "declared_bounds": None,
+    "frame": "planar",
+    "working_crs": "EPSG:27700",
+    "scale_max": 1.0004,
+    "grid": "auto",
+    "lattice": "planar",
+}
 
 
 def _bound(value=(530000.0, 181000.0), source="a", rng=11):
@@ -456,8 +477,9 @@ def test_low_level_diffuse_refuses_another_value_for_a_bound_path():
     assert "530001" not in str(info.value) and "530000" not in str(info.value)
     assert diffuse(0.0, [1.0], rng=1)[1].is_bound is False
     bit = diffuse(1.0, [1.0], rng=2)[1]
-    bound_bit = bit.bind(source=1, released="value of column str:'infected'", frame={"kind": "value", "grid": "auto"},
-                         value=1.0)
+    bound_bit = bit.bind(
+        source=1, released="value of column str:'infected'", frame={"kind": "value", "grid": "auto"}, value=1.0
+    )
     with pytest.raises(PathBindingError):  # a value with two possibilities: the commitment is keyed
         diffuse(0.0, [1.0], path=bound_bit)
     with pytest.raises(PathBindingError, match="already bound"):

@@ -8,6 +8,7 @@ below 27 * 1e-4 ~ 0.3 % (the seeds are fixed, so a pass is reproducible).  The n
 controls (the law of a scale 10 % off, numpy's geometric with a wrong success probability)
 must be rejected at the same level.
 """
+
 from __future__ import annotations
 
 import math
@@ -27,7 +28,7 @@ from geopriv.mechanisms.discrete import (
 )
 
 ALPHA = 1e-4
-N = 10 ** 6
+N = 10**6
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -103,9 +104,9 @@ CASES = [
     ("t=1/3", dict(scale=Fraction(1, 3)), Fraction(1, 3)),
     ("eps=5 (t=0.2)", dict(epsilon=5.0), Fraction(1, 5)),
     ("t=1", dict(scale=1), Fraction(1)),
-    ("huge numerator t~10", dict(scale=Fraction(10 ** 30 + 1, 10 ** 29)), Fraction(10 ** 30 + 1, 10 ** 29)),
-    ("huge denominator t~0.1", dict(scale=Fraction(10 ** 25 + 1, 10 ** 26)), Fraction(10 ** 25 + 1, 10 ** 26)),
-    ("huge denominator t~1/3", dict(scale=Fraction(10 ** 25 + 1, 3 * 10 ** 25)), Fraction(10 ** 25 + 1, 3 * 10 ** 25)),
+    ("huge numerator t~10", dict(scale=Fraction(10**30 + 1, 10**29)), Fraction(10**30 + 1, 10**29)),
+    ("huge denominator t~0.1", dict(scale=Fraction(10**25 + 1, 10**26)), Fraction(10**25 + 1, 10**26)),
+    ("huge denominator t~1/3", dict(scale=Fraction(10**25 + 1, 3 * 10**25)), Fraction(10**25 + 1, 3 * 10**25)),
     ("eps=1e-6", dict(epsilon=1e-6), 1 / Fraction(1e-6)),
     ("eps=1e-10 (huge numerator)", dict(epsilon=1e-10), 1 / Fraction(1e-10)),
 ]
@@ -133,8 +134,11 @@ def test_chi_square_goodness_of_fit_against_the_exact_law(kwargs, t):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kwargs,t", [c[1:] for c in CASES if c[0] not in SLOW_ONE_AT_A_TIME],
-                         ids=[c[0] for c in CASES if c[0] not in SLOW_ONE_AT_A_TIME])
+@pytest.mark.parametrize(
+    "kwargs,t",
+    [c[1:] for c in CASES if c[0] not in SLOW_ONE_AT_A_TIME],
+    ids=[c[0] for c in CASES if c[0] not in SLOW_ONE_AT_A_TIME],
+)
 def test_few_draws_per_call_follow_the_same_law(kwargs, t):
     """Calls of at most SMALL draws take the one-at-a-time path: the same exact law (2 * 10**5 draws)."""
     gen = np.random.default_rng(31)
@@ -179,13 +183,18 @@ def test_private_measure_noise_uses_the_exact_sampler():
     assert z.dtype == np.int64 and gen.calls > 0
     gen = IntegerOnlyGenerator(1)
     assert pm.discrete_laplace(12.5, 2, gen).shape == (2,) and gen.calls > 0
-    np.testing.assert_array_equal(pm.discrete_laplace(12.5, 1000, np.random.default_rng(4)),
-                                  sample_discrete_laplace(12.5, 1000, np.random.default_rng(4)))
+    np.testing.assert_array_equal(
+        pm.discrete_laplace(12.5, 1000, np.random.default_rng(4)),
+        sample_discrete_laplace(12.5, 1000, np.random.default_rng(4)),
+    )
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kwargs", [dict(scale=Fraction(5, 2)), dict(scale=Fraction(10 ** 30 + 1, 10 ** 29)),
-                                    dict(epsilon=5.0)], ids=["t=5/2", "huge numerator", "t<1"])
+@pytest.mark.parametrize(
+    "kwargs",
+    [dict(scale=Fraction(5, 2)), dict(scale=Fraction(10**30 + 1, 10**29)), dict(epsilon=5.0)],
+    ids=["t=5/2", "huge numerator", "t<1"],
+)
 def test_symmetric(kwargs):
     """Sign test: among nonzero draws, + and - are equally likely (two-sided, 4.42 sigma: alpha ~ 1e-5),
     and |Z| has the same distribution on both sides (two-sample chi-square over |Z| bins)."""

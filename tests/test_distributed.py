@@ -1,4 +1,5 @@
 """geopriv on dask-geopandas: a lazy release is one release, whatever the partitioning or scheduler."""
+
 from __future__ import annotations
 
 import math
@@ -26,9 +27,11 @@ def points():
     """20,000 points in UTM 50N with a named integer index of person ids (not in spatial order)."""
     rng = np.random.default_rng(3)
     n = 20_000
-    gdf = gpd.GeoDataFrame({"value": rng.integers(0, 5, n)},
-                           geometry=gpd.points_from_xy(448_000 + rng.uniform(0, 8_000, n),
-                                                       4_416_000 + rng.uniform(0, 8_000, n)), crs=32650)
+    gdf = gpd.GeoDataFrame(
+        {"value": rng.integers(0, 5, n)},
+        geometry=gpd.points_from_xy(448_000 + rng.uniform(0, 8_000, n), 4_416_000 + rng.uniform(0, 8_000, n)),
+        crs=32650,
+    )
     return gdf.rename_axis("pid")
 
 
@@ -42,9 +45,11 @@ def lazy(gdf, k):
 
 
 def test_import_geopriv_does_not_import_dask_and_the_accessor_appears_with_dask():
-    code = ("import sys, geopriv; assert 'dask' not in sys.modules; import dask_geopandas, geopandas as gpd; "
-            "d = dask_geopandas.from_geopandas(gpd.GeoDataFrame(geometry=gpd.points_from_xy([0], [0]), crs=3857), 1); "
-            "print(type(d.priv).__name__)")
+    code = (
+        "import sys, geopriv; assert 'dask' not in sys.modules; import dask_geopandas, geopandas as gpd; "
+        "d = dask_geopandas.from_geopandas(gpd.GeoDataFrame(geometry=gpd.points_from_xy([0], [0]), crs=3857), 1); "
+        "print(type(d.priv).__name__)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "DaskPrivAccessor"
 
@@ -149,15 +154,18 @@ def test_on_a_local_cluster_of_processes(points):
     """Worker processes: the plan and the mechanism are pickled and shipped; still the same release."""
     distributed = pytest.importorskip("distributed")
     # the dashboard on any free port: the default 8787 may be another cluster's (a UserWarning then)
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
-            distributed.Client(cluster) as client:
+    with (
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
+        distributed.Client(cluster) as client,
+    ):
         out = lazy(points, 6).priv.perturb(**EPS, rng=9).compute()
         syn = lazy(points, 6).priv.synthesize(1.0, bounds=(447_000, 4_415_000, 457_000, 4_425_000), rng=9).compute()
     ref = points.priv.perturb(**EPS, rng=9)
     assert len(out) == len(ref)
     assert out.geometry.equals(lazy(points, 1).priv.perturb(**EPS, rng=9).compute(scheduler="synchronous").geometry)
     assert syn.geometry.equals(
-        lazy(points, 1).priv.synthesize(1.0, bounds=(447_000, 4_415_000, 457_000, 4_425_000), rng=9).compute().geometry)
+        lazy(points, 1).priv.synthesize(1.0, bounds=(447_000, 4_415_000, 457_000, 4_425_000), rng=9).compute().geometry
+    )
     del client
 
 
@@ -196,8 +204,12 @@ def test_location_dependent_mechanism_is_partition_independent():
     mech = geopriv.EikonalMechanism.build(pm, margin=0.1, max_step=1)
     rng = np.random.default_rng(8)
     xmin, ymin, xmax, ymax = pm.bounds
-    pts = gpd.GeoDataFrame(geometry=gpd.points_from_xy(rng.uniform(xmin + 100, xmax - 100, 3000),
-                                                       rng.uniform(ymin + 100, ymax - 100, 3000)), crs=32654)
+    pts = gpd.GeoDataFrame(
+        geometry=gpd.points_from_xy(
+            rng.uniform(xmin + 100, xmax - 100, 3000), rng.uniform(ymin + 100, ymax - 100, 3000)
+        ),
+        crs=32654,
+    )
     pts = pts.rename_axis("pid")
     a = lazy(pts, 1).priv.perturb(mechanism=mech, rng=2).compute()
     b = lazy(pts, 7).priv.perturb(mechanism=mech, rng=2).compute(scheduler="threads")
@@ -314,8 +326,9 @@ def test_synthesize_on_a_neighbouring_dataset_draws_new_noise(deaths):
     full = lazy(deaths, 2).priv.synthesize(2.0, bounds=SOHO, rng=4, grid=0.01)
     a = full.compute()
     b = lazy(deaths.iloc[1:], 2).priv.synthesize(2.0, bounds=SOHO, rng=4, grid=0.01).compute()
-    shared = set(map(tuple, np.column_stack([a.geometry.x, a.geometry.y]).round(3))) & \
-        set(map(tuple, np.column_stack([b.geometry.x, b.geometry.y]).round(3)))
+    shared = set(map(tuple, np.column_stack([a.geometry.x, a.geometry.y]).round(3))) & set(
+        map(tuple, np.column_stack([b.geometry.x, b.geometry.y]).round(3))
+    )
     assert len(shared) < 0.05 * len(a)
     assert a.geometry.equals(full.compute().geometry)  # the same data: a replay
 

@@ -6,6 +6,7 @@ counts are compared with the in-memory release exactly: the true (pre-noise) cou
 for the same seed when no person is over the cap (the same generator draws the same noise).  The
 statistical test (which rows a capped person keeps) states its false-failure rate.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -19,8 +20,15 @@ import shapely
 
 import geopriv
 from geopriv.counting import count_rows, locate_rows, plan_counts
-from geopriv.exceptions import (BudgetExceededError, GeometryError, GeoprivError, IdentityError,
-                                LowUtilityWarning, OutputError, StaleReleaseError)
+from geopriv.exceptions import (
+    BudgetExceededError,
+    GeometryError,
+    GeoprivError,
+    IdentityError,
+    LowUtilityWarning,
+    OutputError,
+    StaleReleaseError,
+)
 
 dask = pytest.importorskip("dask")
 dask_geopandas = pytest.importorskip("dask_geopandas")
@@ -46,8 +54,9 @@ def points(n=700, seed=0, persons=40):
     """``n`` points in BOX (UTM 50N) of ``persons`` persons; random labels scatter each person's rows over partitions."""
     gen = np.random.default_rng(seed)
     xy = np.column_stack([gen.uniform(500_010, 500_990, n), gen.uniform(4_000_010, 4_000_990, n)])
-    gdf = gpd.GeoDataFrame({"user": gen.integers(0, persons, n)}, geometry=gpd.points_from_xy(xy[:, 0], xy[:, 1]),
-                           crs=32650)
+    gdf = gpd.GeoDataFrame(
+        {"user": gen.integers(0, persons, n)}, geometry=gpd.points_from_xy(xy[:, 0], xy[:, 1]), crs=32650
+    )
     gdf.index = pd.Index(gen.permutation(n) * 3 + 1, name="row")
     return gdf
 
@@ -62,8 +71,7 @@ def without_time(record):
 
 
 def test_the_dask_functions_take_the_in_memory_parameters():
-    for mem, dsk in ((geopriv.aggregate, aggregate_dask), (geopriv.heatmap, heatmap_dask),
-                     (geopriv.flows, flows_dask)):
+    for mem, dsk in ((geopriv.aggregate, aggregate_dask), (geopriv.heatmap, heatmap_dask), (geopriv.flows, flows_dask)):
         a = [(p.name, p.kind, p.default) for p in list(inspect.signature(mem).parameters.values())[1:]]
         b = [(p.name, p.kind, p.default) for p in list(inspect.signature(dsk).parameters.values())[1:]]
         assert a == b
@@ -99,8 +107,10 @@ def test_with_persons_under_the_cap_nothing_is_dropped_and_the_release_is_the_in
 def test_polygon_and_h3_cells_count_as_in_memory():
     gdf = points()
     d = lazy(gdf, 3)
-    left, right = shapely.box(500_000, 4_000_000, 500_500, 4_001_000), shapely.box(500_500, 4_000_000, 501_000,
-                                                                                   4_001_000)
+    left, right = (
+        shapely.box(500_000, 4_000_000, 500_500, 4_001_000),
+        shapely.box(500_500, 4_000_000, 501_000, 4_001_000),
+    )
     cells = gpd.GeoDataFrame({"name": ["west", "east"]}, geometry=[left, right], crs=32650)
     mem = geopriv.aggregate(gdf, 1.0, cells=cells, rng=2)
     pd.testing.assert_frame_equal(geopriv.aggregate(d, 1.0, cells=cells, rng=2), mem)
@@ -118,8 +128,10 @@ def test_empty_partitions_a_geoseries_and_the_accessor():
     plan = plan_counts(gdf.crs, 1.0, cells=100, bounds=BOX)
     assert (dask_counts(west, plan, bounds=BOX) == memory_counts(mem, plan)).all() and sum(parts) == len(mem)
     empty = d[d.geometry.x < 0]  # no rows: released like any other data (noise on zeros), as in memory
-    pd.testing.assert_frame_equal(geopriv.aggregate(empty, 1.0, cells=100, bounds=BOX, rng=2),
-                                  geopriv.aggregate(gdf.iloc[:0], 1.0, cells=100, bounds=BOX, rng=2))
+    pd.testing.assert_frame_equal(
+        geopriv.aggregate(empty, 1.0, cells=100, bounds=BOX, rng=2),
+        geopriv.aggregate(gdf.iloc[:0], 1.0, cells=100, bounds=BOX, rng=2),
+    )
     out = d.geometry.priv.aggregate(EXACT, cells=100, bounds=BOX, rng=1)
     assert isinstance(out, gpd.GeoDataFrame) and out["count"].sum() == len(gdf)
 
@@ -174,8 +186,12 @@ def test_the_kept_row_is_uniform_over_all_the_persons_rows_not_over_partitions()
     kept with probability 1/10, not 1/2 (as a choice of partition first would give).  200 seeds: binomial(200, 0.1),
     mean 20, sd 4.24; the bound 4.5 sd fails by chance with probability < 1e-5."""
     xs = np.r_[500_250.0, np.full(9, 500_750.0)]
-    gdf = gpd.GeoDataFrame({"user": np.zeros(10, int)}, geometry=gpd.points_from_xy(xs, np.full(10, 4_000_500.0)),
-                           crs=32650, index=pd.Index(np.arange(10), name="row"))
+    gdf = gpd.GeoDataFrame(
+        {"user": np.zeros(10, int)},
+        geometry=gpd.points_from_xy(xs, np.full(10, 4_000_500.0)),
+        crs=32650,
+        index=pd.Index(np.arange(10), name="row"),
+    )
     d = dd.concat([lazy(gdf.iloc[:1], 1), lazy(gdf.iloc[1:], 1)])
     assert d.npartitions == 2
     plan = plan_counts(gdf.crs, 1.0, cells=500, bounds=BOX, user="user", max_per_user=1)
@@ -189,8 +205,12 @@ def test_fresh_randomness_without_a_seed():
     """10 rows of one person, 5 in each of two cells, max_per_user=1, 30 unseeded releases: both cells are kept
     at some point (fails by chance with probability 2 * 2^-30)."""
     xs = np.r_[np.full(5, 500_250.0), np.full(5, 500_750.0)]
-    gdf = gpd.GeoDataFrame({"user": np.zeros(10, int)}, geometry=gpd.points_from_xy(xs, np.full(10, 4_000_500.0)),
-                           crs=32650, index=pd.Index(np.arange(10), name="row"))
+    gdf = gpd.GeoDataFrame(
+        {"user": np.zeros(10, int)},
+        geometry=gpd.points_from_xy(xs, np.full(10, 4_000_500.0)),
+        crs=32650,
+        index=pd.Index(np.arange(10), name="row"),
+    )
     d = lazy(gdf, 2)
     plan = plan_counts(gdf.crs, 1.0, cells=500, bounds=BOX, user="user", max_per_user=1)
     with dask.config.set(scheduler="sync"):
@@ -281,8 +301,9 @@ def test_polygon_cells_on_the_points_are_refused_though_each_partition_holds_one
     corners = [(500_100, 4_000_100), (500_900, 4_000_100), (500_900, 4_000_900), (500_100, 4_000_900)]
     inner = [(500_400, 4_000_400), (500_600, 4_000_600), (500_500, 4_000_300), (500_300, 4_000_500)]
     xy = np.array([corners[0], inner[0], corners[1], inner[1], corners[2], inner[2], corners[3], inner[3]], float)
-    gdf = gpd.GeoDataFrame(geometry=gpd.points_from_xy(xy[:, 0], xy[:, 1]), crs=32650,
-                           index=pd.Index(np.arange(8), name="row"))
+    gdf = gpd.GeoDataFrame(
+        geometry=gpd.points_from_xy(xy[:, 0], xy[:, 1]), crs=32650, index=pd.Index(np.arange(8), name="row")
+    )
     hull = gpd.GeoDataFrame(geometry=[shapely.Polygon(corners)], crs=32650)
     d = lazy(gdf, 4)
     with pytest.raises(GeoprivError, match="4 points lie exactly on") as dsk:
@@ -299,8 +320,11 @@ def test_the_refusals_copied_from_memory_say_the_same_words():
     with pytest.raises(geopriv.exceptions.ParameterError) as dsk:
         aggregate_dask(lazy(pts, 2), 1.0, cells=100, bounds=BOX, user="user", person="other")
     assert str(dsk.value) == str(mem.value)
-    lines = gpd.GeoDataFrame(geometry=[shapely.LineString([(500_100, 4_000_500), (505_000, 4_000_500)])], crs=32650,
-                             index=pd.Index([4], name="line"))
+    lines = gpd.GeoDataFrame(
+        geometry=[shapely.LineString([(500_100, 4_000_500), (505_000, 4_000_500)])],
+        crs=32650,
+        index=pd.Index([4], name="line"),
+    )
     with pytest.raises(GeometryError) as mem:
         geopriv.flows(lines, 1.0, regions=zones())
     with pytest.raises(GeometryError) as dsk:
@@ -325,22 +349,28 @@ def test_regions_and_cells_built_on_the_points_are_refused_over_all_partitions_a
     region = shapely.Polygon([(p.x, p.y) for p in corners]).convex_hull
     assert len(shapely.get_coordinates(region)) >= 4
     inside = gdf[gdf.intersects(region.buffer(1e-3))]
-    msg = same_refusal(lambda: geopriv.aggregate(inside, 1.0, cells=100, bounds=BOX, region=region),
-                       lambda: geopriv.aggregate(lazy(inside, 4), 1.0, cells=100, bounds=BOX, region=region))
+    msg = same_refusal(
+        lambda: geopriv.aggregate(inside, 1.0, cells=100, bounds=BOX, region=region),
+        lambda: geopriv.aggregate(lazy(inside, 4), 1.0, cells=100, bounds=BOX, region=region),
+    )
     assert "computed from the data" in msg
     # polygon cells centred on data points (buffers), the points in different partitions
     buffers = gpd.GeoDataFrame(geometry=[gdf.geometry.iloc[i].buffer(30) for i in (1, 14, 27, 39)], crs=32650)
     near = gdf[gdf.intersects(buffers.union_all())]
     assert len(near) >= 3
-    same_refusal(lambda: geopriv.aggregate(near, 1.0, cells=buffers),
-                 lambda: geopriv.aggregate(lazy(near, 3), 1.0, cells=buffers))
+    same_refusal(
+        lambda: geopriv.aggregate(near, 1.0, cells=buffers),
+        lambda: geopriv.aggregate(lazy(near, 3), 1.0, cells=buffers),
+    )
     # flow regions whose corners are trip ends in different partitions (the frame in dask's order: tied times)
     t = tracks().sort_index()
     ends = t.sort_values(["trip", "t"]).groupby("trip").head(1).geometry.iloc[:4]
     hull = gpd.GeoDataFrame(geometry=[shapely.MultiPoint(list(ends)).convex_hull], crs=32650)
     assert len(shapely.get_coordinates(hull.geometry.iloc[0])) >= 4  # 3 trip ends or more on its corners
-    msg = same_refusal(lambda: geopriv.flows(t, 1.0, regions=hull, traj_id="trip", time="t", outside="drop"),
-                       lambda: geopriv.flows(lazy(t, 3), 1.0, regions=hull, traj_id="trip", time="t", outside="drop"))
+    msg = same_refusal(
+        lambda: geopriv.flows(t, 1.0, regions=hull, traj_id="trip", time="t", outside="drop"),
+        lambda: geopriv.flows(lazy(t, 3), 1.0, regions=hull, traj_id="trip", time="t", outside="drop"),
+    )
     assert "on its corners" in msg
 
 
@@ -394,14 +424,19 @@ def tracks(n_trips=40, rows=8, persons=7, seed=0):
     trip = np.repeat([f"trip-{i}" for i in range(n_trips)], rows)
     t = np.concatenate([gen.permutation(rows) // 2 for _ in range(n_trips)])  # pairs of tied time stamps
     df = pd.DataFrame({"trip": trip, "t": t, "person": np.repeat(np.arange(n_trips) % persons, rows)})
-    gdf = gpd.GeoDataFrame(df, geometry=gpd.points_from_xy(gen.uniform(500_010, 500_990, len(df)),
-                                                           gen.uniform(4_000_010, 4_000_990, len(df))), crs=32650)
+    gdf = gpd.GeoDataFrame(
+        df,
+        geometry=gpd.points_from_xy(gen.uniform(500_010, 500_990, len(df)), gen.uniform(4_000_010, 4_000_990, len(df))),
+        crs=32650,
+    )
     gdf.index = pd.Index(gen.permutation(len(gdf)) * 5 + 2, name="fix")
     return gdf
 
 
 def trips_per_partition(d):
-    return pd.Series([p for i in range(d.npartitions) for p in d.partitions[i]["trip"].compute().unique()]).value_counts()
+    return pd.Series(
+        [p for i in range(d.npartitions) for p in d.partitions[i]["trip"].compute().unique()]
+    ).value_counts()
 
 
 @pytest.mark.parametrize("k", PARTITIONS)
@@ -453,10 +488,14 @@ def test_flows_of_lines_count_per_partition_and_bound_across_partitions():
     gen = np.random.default_rng(8)
     n = 60
     x0, x1 = gen.uniform(500_010, 500_990, n), gen.uniform(500_010, 500_990, n)
-    lines = gpd.GeoDataFrame({"person": np.r_[np.zeros(30, int), np.arange(1, 31)]},
-                             geometry=shapely.linestrings(np.stack([np.c_[x0, np.full(n, 4_000_500.0)],
-                                                                    np.c_[x1, np.full(n, 4_000_600.0)]], axis=1)),
-                             crs=32650, index=pd.Index(gen.permutation(n), name="line"))
+    lines = gpd.GeoDataFrame(
+        {"person": np.r_[np.zeros(30, int), np.arange(1, 31)]},
+        geometry=shapely.linestrings(
+            np.stack([np.c_[x0, np.full(n, 4_000_500.0)], np.c_[x1, np.full(n, 4_000_600.0)]], axis=1)
+        ),
+        crs=32650,
+        index=pd.Index(gen.permutation(n), name="line"),
+    )
     d = lazy(lines, 3)
     mem = geopriv.flows(lines, 1.0, regions=zones(), rng=2)
     pd.testing.assert_frame_equal(geopriv.flows(d, 1.0, regions=zones(), rng=2), mem)
@@ -481,13 +520,17 @@ def test_index_labels_are_the_bounded_persons_of_a_budget_store_without_user(tmp
 def test_flows_with_a_budget_store_need_user_and_flows_of_no_points_are_refused_as_in_memory(tmp_path):
     store = geopriv.BudgetStore(tmp_path / "n.db", create=True)
     t = tracks()
-    same_refusal(lambda: geopriv.flows(t, 1.0, regions=zones(), traj_id="trip", time="t", budget_store=store),
-                 lambda: geopriv.flows(lazy(t, 2), 1.0, regions=zones(), traj_id="trip", time="t", budget_store=store),
-                 geopriv.exceptions.ParameterError)
+    same_refusal(
+        lambda: geopriv.flows(t, 1.0, regions=zones(), traj_id="trip", time="t", budget_store=store),
+        lambda: geopriv.flows(lazy(t, 2), 1.0, regions=zones(), traj_id="trip", time="t", budget_store=store),
+        geopriv.exceptions.ParameterError,
+    )
     empty = lazy(t, 3)
     empty = empty[empty["t"] < -1]
-    same_refusal(lambda: geopriv.flows(t.iloc[:0], 1.0, regions=zones(), traj_id="trip", time="t"),
-                 lambda: geopriv.flows(empty, 1.0, regions=zones(), traj_id="trip", time="t"))
+    same_refusal(
+        lambda: geopriv.flows(t.iloc[:0], 1.0, regions=zones(), traj_id="trip", time="t"),
+        lambda: geopriv.flows(empty, 1.0, regions=zones(), traj_id="trip", time="t"),
+    )
 
 
 def test_flows_charge_every_person_once(tmp_path):
@@ -496,8 +539,9 @@ def test_flows_charge_every_person_once(tmp_path):
     d = lazy(tracks(), 3)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", LowUtilityWarning)
-        geopriv.flows(d, 0.5, regions=zones(), traj_id="trip", time="t", user="person", max_per_user=3,
-                      budget_store=store, rng=1)
+        geopriv.flows(
+            d, 0.5, regions=zones(), traj_id="trip", time="t", user="person", max_per_user=3, budget_store=store, rng=1
+        )
     bal = store.balances(unit="epsilon")
     assert len(bal) == 7 and np.allclose(bal["spent"], 0.5)
     assert store.releases()["kind"].tolist() == ["flows"]

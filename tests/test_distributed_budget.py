@@ -6,6 +6,7 @@ over ALL partitions counted (rows per person, traces and their lengths), and the
 the in-memory release of the same data.  Real SQLite files, a real PostgreSQL server (``pg_url``)
 and real dask-geopandas frames; the data are fixed (seeded), so nothing here is statistical.
 """
+
 from __future__ import annotations
 
 import math
@@ -40,9 +41,11 @@ def people():
     n = 600
     pid = np.repeat([f"person-{i}" for i in range(150)], 4)
     order = rng.permutation(n)
-    gdf = gpd.GeoDataFrame({"pid": pid[order]},
-                           geometry=gpd.points_from_xy(448_000 + rng.uniform(0, 8_000, n),
-                                                       4_416_000 + rng.uniform(0, 8_000, n)), crs=32650)
+    gdf = gpd.GeoDataFrame(
+        {"pid": pid[order]},
+        geometry=gpd.points_from_xy(448_000 + rng.uniform(0, 8_000, n), 4_416_000 + rng.uniform(0, 8_000, n)),
+        crs=32650,
+    )
     gdf.index = pd.Index(np.arange(n) * 7 + 3, name="row")
     return gdf
 
@@ -107,8 +110,13 @@ def test_perturb_charges_each_person_once_at_build_as_in_memory(people, tmp_path
     per_row = mem.attrs["geopriv"]["charged_per_row"]
     assert len(b) == 150 and np.all(b.to_numpy() == per_row * 4)  # four rows each, wherever they are
     rel = dask_store.releases().iloc[0]
-    assert (rel["kind"], rel["unit"], rel["state"], rel["persons"], rel["rows_released"]) == \
-        ("perturb", PER_METRE, "charged", 150, 600)
+    assert (rel["kind"], rel["unit"], rel["state"], rel["persons"], rel["rows_released"]) == (
+        "perturb",
+        PER_METRE,
+        "charged",
+        150,
+        600,
+    )
     record = out.compute().attrs["geopriv"]
     for key in ("budget_store", "budget_unit", "charged_per_row", "effective_epsilon_per_m"):
         assert record[key] == mem.attrs["geopriv"][key]
@@ -163,7 +171,8 @@ def test_rows_of_one_person_at_the_same_point_are_refused_over_all_partitions(pe
     out = lazy(pd.concat([people, moved]), 3).priv.perturb(**EPS, budget_store=store, person="pid")
     assert len(out.compute()) == 601
     assert spent(store, PER_METRE)[people["pid"].iloc[0]] == pytest.approx(
-        5 * spent(store, PER_METRE)[people["pid"].iloc[1]] / 4)
+        5 * spent(store, PER_METRE)[people["pid"].iloc[1]] / 4
+    )
 
 
 def test_without_a_store_person_ids_stay_unique(people):

@@ -6,6 +6,7 @@ bucket, and each bucket is released by the in-memory function with the stream ke
 shipped GeoLife sample in UTM 50N (a planar frame: the per-bucket calls are cheap), with its
 trajectories cut into trips of 300 fixes so that there are 22 traces in as many buckets.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -78,8 +79,9 @@ def test_signature_and_dispatch(trips):
 
 
 def test_import_geopriv_does_not_import_dask():
-    code = ("import sys, geopriv, geopriv.traces; "
-            "sys.exit(1 if any(m.split('.')[0] == 'dask' for m in sys.modules) else 0)")
+    code = (
+        "import sys, geopriv, geopriv.traces; sys.exit(1 if any(m.split('.')[0] == 'dask' for m in sys.modules) else 0)"
+    )
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 
@@ -180,8 +182,7 @@ def test_every_row_comes_back_once_and_every_trace_whole_within_its_budget(trips
     out = run(lazy)
     assert out.index.is_unique and set(out.index) == set(trips.index) and len(out) == len(trips)
     held = ddf(trips, 1).compute()  # the input as dask holds it (dask may convert text columns)
-    pd.testing.assert_frame_equal(out.drop(columns=ADDED + ["geometry"]).loc[held.index],
-                                  held.drop(columns="geometry"))
+    pd.testing.assert_frame_equal(out.drop(columns=ADDED + ["geometry"]).loc[held.index], held.drop(columns="geometry"))
     spent = out.groupby("trip")["epsilon_spent"].sum()
     assert (spent <= EPS * (1 + 1e-12)).all() and (spent > 0).all()
     exhausted = out["status"] == "exhausted"
@@ -223,8 +224,7 @@ def test_the_ledger_of_the_whole_release(trips):
     assert led["tests"].isna().all() and led["spent_test"].isna().all()  # not in the output's columns
 
 
-@pytest.mark.parametrize("method, extra", [("predictive", dict(skip_speed=4.17)),
-                                           ("independent", dict())])
+@pytest.mark.parametrize("method, extra", [("predictive", dict(skip_speed=4.17)), ("independent", dict())])
 def test_the_ledger_from_the_columns_is_the_mechanisms_ledger(trips, method, extra):
     """In memory, the exact ledger (from the run) and the one from the output's columns agree."""
     kw = dict(KW, method=method, **extra)
@@ -232,13 +232,29 @@ def test_the_ledger_from_the_columns_is_the_mechanisms_ledger(trips, method, ext
     exact = geopriv.trace_ledger(out)
     derived = ledger_from_columns(out)
     assert list(derived.columns) == list(exact.columns) and derived.index.equals(exact.index)
-    always = ["queries", "released", "noise", "predicted", "skipped", "exhausted", "budget", "spent", "remaining",
-              "prediction_rate", "budget_rate"]
+    always = [
+        "queries",
+        "released",
+        "noise",
+        "predicted",
+        "skipped",
+        "exhausted",
+        "budget",
+        "spent",
+        "remaining",
+        "prediction_rate",
+        "budget_rate",
+    ]
     pd.testing.assert_frame_equal(derived[always], exact[always], check_exact=False, rtol=1e-12, atol=1e-15)
     if method == "independent":  # no tests: the split is known
         assert (derived["tests"] == 0).all()
-        pd.testing.assert_frame_equal(derived[["spent_test", "spent_noise"]], exact[["spent_test", "spent_noise"]],
-                                      check_exact=False, rtol=1e-12, atol=1e-15)
+        pd.testing.assert_frame_equal(
+            derived[["spent_test", "spent_noise"]],
+            exact[["spent_test", "spent_noise"]],
+            check_exact=False,
+            rtol=1e-12,
+            atol=1e-15,
+        )
     else:
         assert derived["tests"].isna().all() and derived["spent_noise"].isna().all()
 

@@ -24,6 +24,7 @@ QGIS environment of scripts/test.sh); elsewhere they are deselected (``-m "not q
 pytest's ``-ra`` summary (id ``file:line``).  A fence without a language, an unknown language, or a
 marker not followed by a block fails :func:`test_every_block_is_run_or_marked`.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -91,8 +92,10 @@ def parse(page: Path) -> Page:
                 if nxt is None or not FENCE.match(lines[nxt]) or nxt != i + 1:
                     out.problems.append(f"{rel}:{i + 1}: a marker must be the line right before a fenced block")
                 elif not (NOT_RUN.match(lines[i]) or IN_QGIS.match(lines[i])):
-                    out.problems.append(f"{rel}:{i + 1}: malformed marker {lines[i].strip()!r} "
-                                        "(<!-- not run: REASON --> or <!-- runs in QGIS -->)")
+                    out.problems.append(
+                        f"{rel}:{i + 1}: malformed marker {lines[i].strip()!r} "
+                        "(<!-- not run: REASON --> or <!-- runs in QGIS -->)"
+                    )
             i += 1
             continue
         indent, fence, lang = m["indent"], m["fence"], m["lang"].lower()
@@ -101,7 +104,7 @@ def parse(page: Path) -> Page:
         i += 1
         while i < len(lines) and not lines[i].strip().startswith(fence):
             line = lines[i]
-            body.append(line[len(indent):] if line.startswith(indent) else line.lstrip())
+            body.append(line[len(indent) :] if line.startswith(indent) else line.lstrip())
             i += 1
         if i == len(lines):
             out.problems.append(f"{rel}:{start + 1}: fence never closed")
@@ -120,8 +123,9 @@ def parse(page: Path) -> Page:
             continue
         if qg and lang not in PYTHON:
             out.problems.append(f"{rel}:{start + 1}: <!-- runs in QGIS --> is for ```python blocks")
-        out.blocks.append(Block(page, start + 1, lang, "\n".join(body) + "\n",
-                                not_run=nr["reason"] if nr else None, in_qgis=bool(qg)))
+        out.blocks.append(
+            Block(page, start + 1, lang, "\n".join(body) + "\n", not_run=nr["reason"] if nr else None, in_qgis=bool(qg))
+        )
     return out
 
 
@@ -244,8 +248,10 @@ def qgis_processing():
         if QgsApplication.processingRegistry().providerById("geopriv") is None:
             if "geopriv_qgis" not in sys.modules:
                 spec = importlib.util.spec_from_file_location(
-                    "geopriv_qgis", ROOT / "qgis_plugin" / "__init__.py",
-                    submodule_search_locations=[str(ROOT / "qgis_plugin")])
+                    "geopriv_qgis",
+                    ROOT / "qgis_plugin" / "__init__.py",
+                    submodule_search_locations=[str(ROOT / "qgis_plugin")],
+                )
                 module = importlib.util.module_from_spec(spec)
                 sys.modules["geopriv_qgis"] = module
                 spec.loader.exec_module(module)
@@ -258,8 +264,9 @@ def qgis_processing():
 
 
 # ------------------------------------------------------------------------------------------ the test
-@pytest.mark.parametrize("block", [pytest.param(b, id=b.id, marks=[pytest.mark.qgis] if b.in_qgis else [])
-                                   for b in BLOCKS])
+@pytest.mark.parametrize(
+    "block", [pytest.param(b, id=b.id, marks=[pytest.mark.qgis] if b.in_qgis else []) for b in BLOCKS]
+)
 def test_block_runs_verbatim(block: Block, docs_root, geopriv_home, monkeypatch):
     if block.not_run:
         pytest.skip(f"{block.id} not run: {block.not_run}")
@@ -268,19 +275,31 @@ def test_block_runs_verbatim(block: Block, docs_root, geopriv_home, monkeypatch)
     session = session_for(block.page, docs_root)
     monkeypatch.setenv("MPLBACKEND", "Agg")
     if block.lang in SHELL:
-        result = subprocess.run(["bash", "-e", "-c", shell_source(block)], check=False, cwd=session.dir,
-                                env=shell_env(geopriv_home), capture_output=True, text=True,
-                                timeout=SHELL_TIMEOUT)
-        assert result.returncode == 0, (f"{block.id} exited with {result.returncode}\n"
-                                        f"--- stdout\n{result.stdout[-4000:]}\n--- stderr\n{result.stderr[-4000:]}")
+        result = subprocess.run(
+            ["bash", "-e", "-c", shell_source(block)],
+            check=False,
+            cwd=session.dir,
+            env=shell_env(geopriv_home),
+            capture_output=True,
+            text=True,
+            timeout=SHELL_TIMEOUT,
+        )
+        assert result.returncode == 0, (
+            f"{block.id} exited with {result.returncode}\n"
+            f"--- stdout\n{result.stdout[-4000:]}\n--- stderr\n{result.stderr[-4000:]}"
+        )
         return
     # a page's Python blocks run in order in one namespace: run the earlier ones first if this test
     # was selected alone (pytest -k), as a reader would have pasted them
     for earlier in PARSED[block.page].blocks:
         if earlier is block:
             break
-        if (earlier.lang in PYTHON and earlier.line not in session.done and not earlier.not_run
-                and (qgis_available() or not earlier.in_qgis)):
+        if (
+            earlier.lang in PYTHON
+            and earlier.line not in session.done
+            and not earlier.not_run
+            and (qgis_available() or not earlier.in_qgis)
+        ):
             with contextlib.suppress(Exception):  # its own test reports it
                 run_block_python(session, earlier)
     run_block_python(session, block)

@@ -10,6 +10,7 @@
 
 numpydoc is a test dependency (the ``test`` extra).
 """
+
 from __future__ import annotations
 
 import doctest
@@ -29,11 +30,29 @@ DATA_DIRS = (ROOT / "geopriv" / "data", ROOT / "tests" / "data")
 
 #: numpydoc validation codes that fail the test
 CHECKED = {
-    "GL01", "GL02", "GL03", "GL05", "GL06", "GL07", "GL08", "GL10",  # layout, unknown or misordered sections
-    "SS01", "SS02", "SS03", "SS04", "SS05",  # a one-line summary, capitalised, ending with a period
-    "PR01", "PR02", "PR03", "PR07", "PR08", "PR10",  # every parameter documented, described, in order
-    "RT01", "RT03",  # what is returned, and a description
-    "SA01", "SA03",  # See Also, with descriptions
+    "GL01",
+    "GL02",
+    "GL03",
+    "GL05",
+    "GL06",
+    "GL07",
+    "GL08",
+    "GL10",  # layout, unknown or misordered sections
+    "SS01",
+    "SS02",
+    "SS03",
+    "SS04",
+    "SS05",  # a one-line summary, capitalised, ending with a period
+    "PR01",
+    "PR02",
+    "PR03",
+    "PR07",
+    "PR08",
+    "PR10",  # every parameter documented, described, in order
+    "RT01",
+    "RT03",  # what is returned, and a description
+    "SA01",
+    "SA03",  # See Also, with descriptions
     "EX01",  # Examples
 }
 
@@ -54,8 +73,11 @@ PUBLIC = _public()
 def test_numpydoc_validation(name):
     obj = getattr(geopriv, name)
     # by the object's own path: "geopriv.perturb" would be the module of that name, not the function
-    errors = [(code, text) for code, text in numpydoc_validate.validate(f"{obj.__module__}.{obj.__qualname__}")["errors"]
-              if code in CHECKED]
+    errors = [
+        (code, text)
+        for code, text in numpydoc_validate.validate(f"{obj.__module__}.{obj.__qualname__}")["errors"]
+        if code in CHECKED
+    ]
     assert not errors, "\n".join(f"{code}: {text}" for code, text in errors)
 
 

@@ -4,6 +4,7 @@ Statistical tests use fixed seeds; each states its false-failure rate under the 
 probability that a correct implementation fails for an unlucky seed), and each check of a
 privacy property has a negative control that must be rejected by the same test.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -28,6 +29,7 @@ from geopriv.mechanisms.planar_laplace import radius_quantile
 from .conftest import data_path
 
 pytestmark = pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")
+
 
 def from_origin(west, north, xsize, ysize):
     """North-up transform (rasterio.transform.from_origin multiplies Affines, broken with affine 3.0.1)."""
@@ -67,7 +69,9 @@ def tokyo_mech(tokyo_pm):
 @pytest.fixture(scope="module")
 def const_pm():
     # 41 x 41 cells of 50 m, epsilon 1/200 per metre: 0.25 per cell
-    return PrivacyMap.from_epsilon(np.full((41, 41), 1 / 200), transform=from_origin(500_000, 4_000_000, 50, 50), crs=32654)
+    return PrivacyMap.from_epsilon(
+        np.full((41, 41), 1 / 200), transform=from_origin(500_000, 4_000_000, 50, 50), crs=32654
+    )
 
 
 @pytest.fixture(scope="module")
@@ -316,11 +320,15 @@ def test_save_load_round_trip(tmp_path, tokyo_mech):
     np.testing.assert_array_equal(back.kernel, tokyo_mech.kernel)
     assert back.report.max_ratio == tokyo_mech.report.max_ratio
     xy = np.column_stack([tokyo_mech.privacy_map.node_x[10:30], tokyo_mech.privacy_map.node_y[10:30]])
-    np.testing.assert_array_equal(back.sample(xy, np.random.default_rng(3)), tokyo_mech.sample(xy, np.random.default_rng(3)))
+    np.testing.assert_array_equal(
+        back.sample(xy, np.random.default_rng(3)), tokyo_mech.sample(xy, np.random.default_rng(3))
+    )
     # saved after a verified build: stamped, so the default load solves nothing (rows on demand), same draws
     again = EikonalMechanism.load(path, verify=True)
     assert again.report.ok and again.verification == "stamp" and not again.kernels_held
-    np.testing.assert_array_equal(again.sample(xy, np.random.default_rng(3)), tokyo_mech.sample(xy, np.random.default_rng(3)))
+    np.testing.assert_array_equal(
+        again.sample(xy, np.random.default_rng(3)), tokyo_mech.sample(xy, np.random.default_rng(3))
+    )
 
 
 def test_corrupt_truncated_and_mismatched_files_are_refused(tmp_path, tokyo_mech, tiny_mech):
@@ -370,8 +378,12 @@ def tokyo_points(tokyo_mech):
     xmin, ymin, xmax, ymax = pm.bounds
     x = rng.uniform(xmin + 20_000, xmax - 20_000, 300)
     y = rng.uniform(ymin + 20_000, ymax - 20_000, 300)
-    return gpd.GeoDataFrame({"id": np.arange(300), "v": rng.random(300)}, geometry=gpd.points_from_xy(x, y),
-                            crs=pm.crs, index=[f"r{i}" for i in range(300)])
+    return gpd.GeoDataFrame(
+        {"id": np.arange(300), "v": rng.random(300)},
+        geometry=gpd.points_from_xy(x, y),
+        crs=pm.crs,
+        index=[f"r{i}" for i in range(300)],
+    )
 
 
 def test_accessor_releases_through_the_mechanism(tokyo_mech, tokyo_points):
@@ -617,7 +629,10 @@ def _tamper(src, dst, edit):
 
 
 def _exact_normaliser(arrays, cap):
-    return weights_mod.row_sums(arrays["indptr"], arrays["indices"], arrays["kernel"], arrays["weights"]) + math.exp(-cap) * arrays["weights"].sum()
+    return (
+        weights_mod.row_sums(arrays["indptr"], arrays["indices"], arrays["kernel"], arrays["weights"])
+        + math.exp(-cap) * arrays["weights"].sum()
+    )
 
 
 def _scale_weights(arrays):
@@ -631,7 +646,11 @@ def test_tampered_weights_with_recomputed_checksum_are_refused(tmp_path, tiny_me
     # what sampling would really draw from breaks the guarantee: this is not a harmless edit
     w = tiny_mech.weights.copy()
     w[::7] *= 10.0
-    real = dataclasses.replace(tiny_mech, weights=w, normaliser=_exact_normaliser({**persistence.file_arrays(tiny_mech), "weights": w}, tiny_mech.cap))
+    real = dataclasses.replace(
+        tiny_mech,
+        weights=w,
+        normaliser=_exact_normaliser({**persistence.file_arrays(tiny_mech), "weights": w}, tiny_mech.cap),
+    )
     assert real.verify().max_ratio > 1.05
     # the stored normaliser no longer matches the weights: refused, whether or not the full check runs
     for verify in (True, False):
@@ -660,12 +679,16 @@ def test_consistently_tampered_weights_and_normaliser_are_refused_by_verificatio
         EikonalMechanism.load(signed_bad, key="secret", verify=False)
 
 
-@pytest.mark.parametrize("edit, match", [
-    (_scale_weights, "normaliser that is not the row sums"),
-    (lambda a: a["weights"].__setitem__(5, np.nan), "weights"),
-    (lambda a: a["weights"].__setitem__(5, -1.0), "weights"),
-    (lambda a: a.__setitem__("weights", np.array(1.0)), "weights has shape"),
-], ids=["scaled", "nan", "negative", "0-d"])
+@pytest.mark.parametrize(
+    "edit, match",
+    [
+        (_scale_weights, "normaliser that is not the row sums"),
+        (lambda a: a["weights"].__setitem__(5, np.nan), "weights"),
+        (lambda a: a["weights"].__setitem__(5, -1.0), "weights"),
+        (lambda a: a.__setitem__("weights", np.array(1.0)), "weights has shape"),
+    ],
+    ids=["scaled", "nan", "negative", "0-d"],
+)
 def test_tampered_weights_of_a_compact_file_are_refused(tmp_path, tiny_mech, edit, match):
     """The weights of a compact file (kernels recomputed at load) are checked like a full file's."""
     path = tmp_path / "c.npz"
@@ -697,6 +720,7 @@ def _first_row_with(arrays, k):
 def _set_weight(value):
     def edit(arrays):
         arrays["weights"][5] = value if not callable(value) else value(arrays["weights"][5])
+
     return edit
 
 
@@ -732,19 +756,33 @@ def _output_outside(arrays):
 
 
 @pytest.mark.parametrize("verify", [True, False])
-@pytest.mark.parametrize("edit, match", [
-    (_set_weight(np.nan), "weight.*not finite"),
-    (_set_weight(np.inf), "weight.*not finite"),
-    (_set_weight(lambda v: -v), "weight.*negative"),
-    (_index_out_of_range, "indices outside"),
-    (_negative_index, "indices outside"),
-    (_duplicate_index, "strictly increasing"),
-    (_indptr_not_monotone, "indptr"),
-    (_negative_kernel, "kernel values are negative"),
-    (_nan_kernel, "kernel values are not finite"),
-    (_output_outside, "output_ij outside the padded grid"),
-], ids=["nan-weight", "inf-weight", "negative-weight", "index-too-large", "negative-index", "duplicate-index",
-        "indptr", "negative-kernel", "nan-kernel", "output-outside"])
+@pytest.mark.parametrize(
+    "edit, match",
+    [
+        (_set_weight(np.nan), "weight.*not finite"),
+        (_set_weight(np.inf), "weight.*not finite"),
+        (_set_weight(lambda v: -v), "weight.*negative"),
+        (_index_out_of_range, "indices outside"),
+        (_negative_index, "indices outside"),
+        (_duplicate_index, "strictly increasing"),
+        (_indptr_not_monotone, "indptr"),
+        (_negative_kernel, "kernel values are negative"),
+        (_nan_kernel, "kernel values are not finite"),
+        (_output_outside, "output_ij outside the padded grid"),
+    ],
+    ids=[
+        "nan-weight",
+        "inf-weight",
+        "negative-weight",
+        "index-too-large",
+        "negative-index",
+        "duplicate-index",
+        "indptr",
+        "negative-kernel",
+        "nan-kernel",
+        "output-outside",
+    ],
+)
 def test_invalid_arrays_are_refused_with_a_rebuild_hint(tmp_path, tiny_mech, edit, match, verify):
     path = tmp_path / "mech.npz"
     tiny_mech.save(path, compact=False)
@@ -821,7 +859,7 @@ def _tokyo_crop(r0: int, c0: int, size: int):
         t = ds.transform
         crs = ds.crs
     raw[raw < 0] = np.nan
-    window = raw[r0:r0 + size, c0:c0 + size]
+    window = raw[r0 : r0 + size, c0 : c0 + size]
     return window, rasterio.Affine(t.a, 0, t.c + c0 * t.a, 0, t.e, t.f + r0 * t.e), crs
 
 
@@ -950,7 +988,9 @@ def test_kernel_columns_csr_truncation_and_products_match_scipy():
     assert indices.dtype == np.int32 and data.dtype == np.float32 and indptr.dtype == np.int64
     assert cols.blocks == [] and cols.nnz == 0  # released: the blocks are gone
     i2, j2, d2 = small.to_csr()
-    np.testing.assert_array_equal(sp.csr_matrix((d2, j2, i2), shape=dense.shape).toarray(), np.where(dense >= 0.5, dense, 0))
+    np.testing.assert_array_equal(
+        sp.csr_matrix((d2, j2, i2), shape=dense.shape).toarray(), np.where(dense >= 0.5, dense, 0)
+    )
 
 
 def test_verification_from_worker_extremes_equals_the_check_of_the_arrays(tokyo_mech):
@@ -1019,7 +1059,11 @@ def test_compact_file_is_small_and_loads_the_same_kernels(tmp_path, tiny_mech):
     assert back.report.ok and back.mechanism_id == tiny_mech.mechanism_id
     # the load's report (kernel extremes from its workers) is the one read from the arrays alone
     again = back.verify()
-    assert (again.max_ratio, again.normaliser_mismatch, again.worst) == (back.report.max_ratio, back.report.normaliser_mismatch, back.report.worst)
+    assert (again.max_ratio, again.normaliser_mismatch, again.worst) == (
+        back.report.max_ratio,
+        back.report.normaliser_mismatch,
+        back.report.worst,
+    )
     assert np.array_equal(verification.exact_normaliser(back), back.normaliser)
     # a mechanism loaded from a compact file saves compact again, byte-identical content
     assert back.save(tmp_path / "again.npz") == digest
@@ -1047,11 +1091,15 @@ def test_compact_file_with_a_loosened_kernel_rate_fails_verification(tmp_path, t
         EikonalMechanism.load(only_rate)
 
 
-@pytest.mark.parametrize("edit, match", [
-    (lambda a: a["kernel_rate"].__setitem__((0, 0), np.nan), "kernel_rate"),
-    (lambda a: a["output_apex"].__setitem__(0, -1.0), "output_apex"),
-    (lambda a: a["output_ij"].__setitem__((0, 0), 10_000), "output_ij outside"),
-], ids=["nan-rate", "negative-apex", "output-outside"])
+@pytest.mark.parametrize(
+    "edit, match",
+    [
+        (lambda a: a["kernel_rate"].__setitem__((0, 0), np.nan), "kernel_rate"),
+        (lambda a: a["output_apex"].__setitem__(0, -1.0), "output_apex"),
+        (lambda a: a["output_ij"].__setitem__((0, 0), 10_000), "output_ij outside"),
+    ],
+    ids=["nan-rate", "negative-apex", "output-outside"],
+)
 def test_invalid_compact_contents_are_refused_before_any_solve(tmp_path, tiny_mech, edit, match):
     path = tmp_path / "c.npz"
     tiny_mech.save(path)
@@ -1149,10 +1197,14 @@ def _loosen_kernel_epsilon(arrays):
 
 
 @pytest.mark.parametrize("compact", [True, False], ids=["compact", "full"])
-@pytest.mark.parametrize("edit, match", [
-    (_double_step, "output_step"),
-    (_loosen_kernel_epsilon, "kernel_epsilon"),
-], ids=["output_step", "kernel_epsilon"])
+@pytest.mark.parametrize(
+    "edit, match",
+    [
+        (_double_step, "output_step"),
+        (_loosen_kernel_epsilon, "kernel_epsilon"),
+    ],
+    ids=["output_step", "kernel_epsilon"],
+)
 def test_tampered_output_step_and_kernel_epsilon_are_refused(tmp_path, tiny_mech, edit, match, compact):
     """Stored copies of what the kernel rate map determines must agree with it (checksum recomputed by the attacker)."""
     path = tmp_path / "m.npz"
@@ -1165,10 +1217,14 @@ def test_tampered_output_step_and_kernel_epsilon_are_refused(tmp_path, tiny_mech
     EikonalMechanism.load(path, verify=False)  # negative control: the untouched file loads
 
 
-@pytest.mark.parametrize("edit, match", [
-    (_odd_step, "powers of two"),
-    (_loosen_kernel_epsilon, "kernel_epsilon"),
-], ids=["odd-step", "kernel_epsilon"])
+@pytest.mark.parametrize(
+    "edit, match",
+    [
+        (_odd_step, "powers of two"),
+        (_loosen_kernel_epsilon, "kernel_epsilon"),
+    ],
+    ids=["odd-step", "kernel_epsilon"],
+)
 def test_mechanisms_without_a_kernel_rate_map_check_what_they_can(tiny_mech, edit, match):
     legacy = dataclasses.replace(tiny_mech, kernel_rate=None, output_apex=None)
     verification.check_arrays(legacy)  # negative control

@@ -5,6 +5,7 @@ rows, bit for bit where they are the same computation), its verification must be
 check (negative control: perturbed weights fail it), and the rows it computes for sampling
 must be exactly those it verified.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -23,8 +24,9 @@ def _map(n=24, seed=3):
     yy, xx = np.mgrid[0:n, 0:n]
     pop = 50 * np.exp(-((yy - n / 3) ** 2 + (xx - n / 2) ** 2) / (2 * (n / 5) ** 2)) + rng.uniform(0, 3, (n, n))
     h = 100.0 / n
-    return PrivacyMap.from_population(pop, epsilon_range=(0.4, 2.0), transform=rasterio.Affine(h, 0, -50, 0, -h, 50),
-                                      crs=local_aeqd(0.0, 0.0))
+    return PrivacyMap.from_population(
+        pop, epsilon_range=(0.4, 2.0), transform=rasterio.Affine(h, 0, -50, 0, -h, 50), crs=local_aeqd(0.0, 0.0)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +80,7 @@ def test_outputs_reaching_covers_every_entry_and_is_smaller_than_all(pair):
     args = (pr["kp"], pr["shape"], pr["cell"], pr["P"], pr["oi"], pr["oj"], pr["apex_t"], pr["cap"])
     for nodes in ([0], [pm.shape[1] * 12 + 7], [5, 300, 555]):
         outs = kernels_mod.outputs_reaching(*args, "graph", nodes)
-        need = np.unique(np.concatenate([held.indices[held.indptr[u]:held.indptr[u + 1]] for u in nodes]))
+        need = np.unique(np.concatenate([held.indices[held.indptr[u] : held.indptr[u + 1]] for u in nodes]))
         assert np.isin(need, outs).all()
         assert len(outs) < len(held.weights)
     # fast marching has no shortest-path bound: every output
@@ -103,7 +105,9 @@ def test_sampling_on_demand_equals_held_and_the_cache_grows(pair):
     assert view.have.sum() > first  # rows added, earlier ones kept
     have = np.flatnonzero(view.have)
     for u in have[:: max(1, len(have) // 25)]:
-        assert np.array_equal(view.kernel[view.indptr[u]:view.indptr[u + 1]], held.kernel[held.indptr[u]:held.indptr[u + 1]])
+        assert np.array_equal(
+            view.kernel[view.indptr[u] : view.indptr[u + 1]], held.kernel[held.indptr[u] : held.indptr[u + 1]]
+        )
     # the distribution at a point too
     x, y = 0.3 * xmin + 0.7 * xmax, 0.5 * (ymin + ymax)
     assert np.allclose(lazy2.distribution(x, y), held.distribution(x, y), rtol=1e-12, atol=1e-300)
@@ -235,8 +239,8 @@ def test_tracked_extremes_name_the_outputs_that_attain_them(pair):
             a, b = ra * nx + ca, (ra + di) * nx + (ca + dj)
             M = len(held.weights)
             ka, kb = np.full(M, cT), np.full(M, cT)
-            ka[held.indices[held.indptr[a]:held.indptr[a + 1]]] += held.kernel[held.indptr[a]:held.indptr[a + 1]]
-            kb[held.indices[held.indptr[b]:held.indptr[b + 1]]] += held.kernel[held.indptr[b]:held.indptr[b + 1]]
+            ka[held.indices[held.indptr[a] : held.indptr[a + 1]]] += held.kernel[held.indptr[a] : held.indptr[a + 1]]
+            kb[held.indices[held.indptr[b] : held.indptr[b + 1]]] += held.kernel[held.indptr[b] : held.indptr[b + 1]]
             alpha = np.log(ka) - np.log(kb)
             assert ext.hi[f][r, c] == pytest.approx(max(alpha.max(), 0.0), abs=1e-12)
             assert ext.lo[f][r, c] == pytest.approx(min(alpha.min(), 0.0), abs=1e-12)
@@ -291,8 +295,10 @@ def test_pickle_drops_the_rows_sampled(pair):
     assert "_row_cache" in lazy2.__dict__
     back = pickle.loads(pickle.dumps(lazy2))
     assert "_row_cache" not in back.__dict__ and "_graph" not in back.__dict__
-    assert np.array_equal(back.sample_nodes(np.array([33, 34]), np.random.default_rng(0)),
-                          held.sample_nodes(np.array([33, 34]), np.random.default_rng(0)))
+    assert np.array_equal(
+        back.sample_nodes(np.array([33, 34]), np.random.default_rng(0)),
+        held.sample_nodes(np.array([33, 34]), np.random.default_rng(0)),
+    )
 
 
 def test_parallel_on_demand_builds_are_reproducible():
@@ -313,8 +319,9 @@ def _thinned_map(n=40):
     pop = rng.uniform(0, 5, (n, n))
     pop[5:15, 20:30] += 80
     h = 100.0 / n
-    return PrivacyMap.from_population(pop, epsilon_range=(0.03, 0.15), transform=rasterio.Affine(h, 0, -50, 0, -h, 50),
-                                      crs=local_aeqd(0.0, 0.0))
+    return PrivacyMap.from_population(
+        pop, epsilon_range=(0.03, 0.15), transform=rasterio.Affine(h, 0, -50, 0, -h, 50), crs=local_aeqd(0.0, 0.0)
+    )
 
 
 def test_thinned_outputs_with_apex_rows_on_demand():
@@ -344,8 +351,9 @@ def test_on_demand_build_refines_where_held_would_polish(monkeypatch):
     n = 20
     pop = rng.lognormal(2, 1.5, (n, n))
     h = 100.0 / n
-    pm = PrivacyMap.from_population(pop, epsilon_range=(0.4, 2.0), transform=rasterio.Affine(h, 0, -50, 0, -h, 50),
-                                    crs=local_aeqd(0.0, 0.0))
+    pm = PrivacyMap.from_population(
+        pop, epsilon_range=(0.4, 2.0), transform=rasterio.Affine(h, 0, -50, 0, -h, 50), crs=local_aeqd(0.0, 0.0)
+    )
     opts = dict(cap=10.0, solve_cap=4.0, margin=0.02)
     held = EikonalMechanism.build(pm, **opts)
     lazy = EikonalMechanism.build(pm, kernels="on_demand", **opts)
@@ -397,8 +405,9 @@ def test_rows_from_the_nodes_are_the_verified_rows_bit_for_bit(pair):
     pr = ondemand.problem(lazy)
     raw = kernels_mod.stencil_graph(pr["kp"], *pr["cell"], None)
     with pytest.raises(ValueError, match="multiples"):
-        kernels_mod.kernel_rows(pr["kp"], pr["shape"], pr["P"], pr["oi"], pr["oj"], pr["apex_t"], pr["cap"], [0], raw,
-                                pr["graph_bits"])
+        kernels_mod.kernel_rows(
+            pr["kp"], pr["shape"], pr["P"], pr["oi"], pr["oj"], pr["apex_t"], pr["cap"], [0], raw, pr["graph_bits"]
+        )
 
 
 def test_rows_searched_in_worker_processes_are_the_same_arrays(pair, monkeypatch):
@@ -431,18 +440,20 @@ def test_rows_searched_in_worker_processes_are_the_same_arrays(pair, monkeypatch
         assert a.dtype == b.dtype and np.array_equal(a, b)
     ip, idx, ker = one
     for u in nodes[:50]:
-        assert np.array_equal(ker[ip[u]:ip[u + 1]], held.kernel[held.indptr[u]:held.indptr[u + 1]])
+        assert np.array_equal(ker[ip[u] : ip[u + 1]], held.kernel[held.indptr[u] : held.indptr[u + 1]])
 
 
 def test_auto_rows_search_few_nodes_and_solve_columns_for_many(monkeypatch):
-    """"auto" searches from the nodes when there are no more nodes than outputs reaching them and
+    """ "auto" searches from the nodes when there are no more nodes than outputs reaching them and
     solves the columns otherwise (outputs thinned: fewer outputs than nodes); same rows both ways."""
     n = 40
     pm = _thinned_map(n)
     two = EikonalMechanism.build(pm, cap=8.0, solve_cap=5.0, kernels="on_demand", n_jobs=2)
     calls = []
     real = ondemand.kernel_rows
-    monkeypatch.setattr(ondemand, "kernel_rows", lambda *a, **k: calls.append((len(a[7]), k.get("n_jobs"))) or real(*a, **k))
+    monkeypatch.setattr(
+        ondemand, "kernel_rows", lambda *a, **k: calls.append((len(a[7]), k.get("n_jobs"))) or real(*a, **k)
+    )
     few = ondemand.rows(two, [3, 400])
     assert calls == [(2, 2)]  # searched (n_jobs=2 allowed; two nodes stay in this process)
     everything = np.arange(n * n)
@@ -451,7 +462,7 @@ def test_auto_rows_search_few_nodes_and_solve_columns_for_many(monkeypatch):
     assert calls == [(2, 2)]  # columns
     for u in (3, 400):
         for k in (1, 2):
-            assert np.array_equal(few[k][few[0][u]:few[0][u + 1]], many[k][many[0][u]:many[0][u + 1]])
+            assert np.array_equal(few[k][few[0][u] : few[0][u + 1]], many[k][many[0][u] : many[0][u + 1]])
 
 
 def test_mechanisms_without_a_quantised_graph_solve_columns(tmp_path, monkeypatch):
@@ -473,7 +484,7 @@ def test_mechanisms_without_a_quantised_graph_solve_columns(tmp_path, monkeypatc
         ondemand.rows(lazy, [0], method="nodes")
     ip, idx, ker = ondemand.rows(lazy, [0, 100])
     for u in (0, 100):
-        assert np.array_equal(ker[ip[u]:ip[u + 1]], old.kernel[old.indptr[u]:old.indptr[u + 1]])
+        assert np.array_equal(ker[ip[u] : ip[u + 1]], old.kernel[old.indptr[u] : old.indptr[u + 1]])
     fmm = EikonalMechanism.build(pm, solver="fmm", kernels="on_demand")
     assert fmm.params["graph_bits"] is None and not ondemand.can_solve_rows(fmm)
 

@@ -5,6 +5,7 @@ the file's content digest under a per-user key (``geopriv.mechanisms.eikonal.sta
 that finds the stamp of exactly the file's content skips the verification and solves no kernel;
 anything else is verified in full.  Each test has its own GEOPRIV_HOME (conftest).
 """
+
 from __future__ import annotations
 
 import json
@@ -115,7 +116,9 @@ def test_a_tampered_file_with_its_stamp_kept_is_verified_again_and_refused(small
     with pytest.raises(MechanismFileError, match="normaliser|does not meet"):
         EikonalMechanism.load(bad)
     # an edit that still meets the map is verified again too (not trusted), then accepted and stamped anew
-    harmless = _rewrite(path, tmp_path / "harmless.npz", lambda a: a["weights"].__setitem__(7, a["weights"][7] * (1 + 1e-14)))
+    harmless = _rewrite(
+        path, tmp_path / "harmless.npz", lambda a: a["weights"].__setitem__(7, a["weights"][7] * (1 + 1e-14))
+    )
     again = EikonalMechanism.load(harmless)
     assert again.verification == "full" and again.report.ok
     assert EikonalMechanism.load(harmless).verification == "stamp"
@@ -161,8 +164,14 @@ def test_the_key_is_private_and_never_appears_anywhere(small, tmp_path, geopriv_
     pts = gpd.GeoDataFrame(geometry=gpd.points_from_xy(*_inside(small, 5).T), crs=small.crs)
     out = pts.priv.perturb(mechanism=back, rng=1)
     data = path.read_bytes()
-    texts = [repr(back), str(back), str(back.report), repr(back.__dict__), json.dumps(out.attrs["geopriv"], default=str),
-             data.decode("latin-1")]
+    texts = [
+        repr(back),
+        str(back),
+        str(back.report),
+        repr(back.__dict__),
+        json.dumps(out.attrs["geopriv"], default=str),
+        data.decode("latin-1"),
+    ]
     for form in (key, key.hex(), key.hex().upper()):
         for text in texts:
             assert (form if isinstance(form, str) else form.decode("latin-1")) not in text
@@ -244,8 +253,22 @@ def test_cli_reuses_a_stamped_file_without_verifying_it_again(small, tmp_path, c
     lib = pts.priv.perturb(mechanism=small, rng=3)
     released = gpd.read_file(out)
     assert np.allclose(released.geometry.x, lib.geometry.x, rtol=0, atol=1e-6)  # the verified mechanism's draws
-    assert main(["perturb", str(src), str(out), "--mechanism", str(path), "--kernels", "auto", "--overwrite",
-                 "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "perturb",
+                str(src),
+                str(out),
+                "--mechanism",
+                str(path),
+                "--kernels",
+                "auto",
+                "--overwrite",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
 
 
@@ -253,7 +276,11 @@ def test_read_map_reads_the_public_map_only(small, tmp_path):
     path = tmp_path / "m.npz"
     small.save(path)
     pm = persistence.read_map(path)
-    assert pm.shape == small.privacy_map.shape and pm.crs.equals(small.crs) and np.array_equal(pm.epsilon, small.privacy_map.epsilon)
+    assert (
+        pm.shape == small.privacy_map.shape
+        and pm.crs.equals(small.crs)
+        and np.array_equal(pm.epsilon, small.privacy_map.epsilon)
+    )
     (tmp_path / "junk.npz").write_bytes(b"not a zip")
     with pytest.raises(MechanismFileError, match="not a readable"):
         persistence.read_map(tmp_path / "junk.npz")

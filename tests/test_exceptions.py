@@ -1,4 +1,5 @@
 """``geopriv.exceptions.user_message``: the one rule for what the command line and QGIS show of an error."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -6,7 +7,14 @@ import pytest
 
 import geopriv
 from geopriv.exceptions import (
-    GeoprivError, GeometryError, NetworkError, OutputError, ParameterError, RasterError, UsageError, user_message,
+    GeoprivError,
+    GeometryError,
+    NetworkError,
+    OutputError,
+    ParameterError,
+    RasterError,
+    UsageError,
+    user_message,
 )
 
 COORDINATE = "-15539.127"
@@ -38,9 +46,15 @@ def test_a_plain_value_error_is_withheld_wherever_it_comes_from():
 
 
 def test_geoprivs_own_errors_are_shown_on_one_line():
-    for exc in (GeoprivError("first line\n  second line"), ParameterError("max_cells must be positive"),
-                RasterError("too large"), NetworkError("rescale"), OutputError("is the input file"),
-                UsageError("give --epsilon"), GeometryError("are outside", [3, 7], "Widen bounds=.")):
+    for exc in (
+        GeoprivError("first line\n  second line"),
+        ParameterError("max_cells must be positive"),
+        RasterError("too large"),
+        NetworkError("rescale"),
+        OutputError("is the input file"),
+        UsageError("give --epsilon"),
+        GeometryError("are outside", [3, 7], "Widen bounds=."),
+    ):
         message = user_message(exc)
         assert "\n" not in message and "withheld" not in message
     assert user_message(GeoprivError("first line\n  second line")) == "first line second line"
@@ -63,9 +77,13 @@ def test_no_plain_value_or_type_error_is_raised_by_geopriv():
     import re
 
     root = pathlib.Path(geopriv.__file__).parent
-    plain = [f"{p.relative_to(root)}:{i}" for p in root.rglob("*.py") if p.name != "exceptions.py"
-             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
-             if re.search(r"raise (ValueError|TypeError)\(", line)]
+    plain = [
+        f"{p.relative_to(root)}:{i}"
+        for p in root.rglob("*.py")
+        if p.name != "exceptions.py"
+        for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if re.search(r"raise (ValueError|TypeError)\(", line)
+    ]
     assert not plain, plain
 
 
@@ -92,15 +110,19 @@ def test_a_fix_is_immutable_and_rendered_per_front_end():
     assert str(exc) == "'lon' holds longitudes. gdf = gdf.drop(columns=['lon'])."  # the library's text: Python
     assert exc.problem == "'lon' holds longitudes." and exc.fix is fix
     assert [user_message(exc, fe) for fe in FRONT_ENDS] == [
-        "'lon' holds longitudes. gdf = gdf.drop(columns=['lon']).", "'lon' holds longitudes. --drop lon.",
-        "'lon' holds longitudes. 'Drop field(s)'."]
+        "'lon' holds longitudes. gdf = gdf.drop(columns=['lon']).",
+        "'lon' holds longitudes. --drop lon.",
+        "'lon' holds longitudes. 'Drop field(s)'.",
+    ]
     with pytest.raises(ParameterError, match="front_end"):
         user_message(exc, "R")
     # a front end without advice shows the problem only, never another front end's advice
     assert user_message(GeoprivError("No layer.", fix=Fix("k", python="layer=", cli="--layer")), "qgis") == "No layer."
     # a problem written without a final period (the command line's style) gets one before the advice
-    assert user_message(OutputError("out.gpkg exists", fix=Fix("k", cli="Pass --overwrite.")), "cli") == \
-        "out.gpkg exists. Pass --overwrite."
+    assert (
+        user_message(OutputError("out.gpkg exists", fix=Fix("k", cli="Pass --overwrite.")), "cli")
+        == "out.gpkg exists. Pass --overwrite."
+    )
     back = pickle.loads(pickle.dumps(exc))  # dask sends errors between processes
     assert back.fix == fix and str(back) == str(exc)
     joined = Fix.join(fix, None, Fix.same("shuffle_rows", "Shuffle."))
@@ -137,10 +159,12 @@ def _converted_errors():
         "degrees as Web Mercator": lambda: geopriv.perturb(degrees, keep=["Id"], **kw),
         "outside the study area": lambda: geopriv.perturb(far, bounds=(-16000, 6711000, -14000, 6714000), **kw),
         "epsilon 0": lambda: check_epsilon(0.0),
-        "traces need a plane": lambda: geopriv.sanitize_traces(deaths.to_crs(4326).assign(u=1, t=0.0), traj_id="u",
-                                                               time="t", rate=0.1, **kw),
-        "missing trace id": lambda: geopriv.sanitize_traces(deaths, traj_id="user", time=None, rate=0.1,
-                                                            bounds=(-16000, 6711000, -14000, 6714000), **kw),
+        "traces need a plane": lambda: geopriv.sanitize_traces(
+            deaths.to_crs(4326).assign(u=1, t=0.0), traj_id="u", time="t", rate=0.1, **kw
+        ),
+        "missing trace id": lambda: geopriv.sanitize_traces(
+            deaths, traj_id="user", time=None, rate=0.1, bounds=(-16000, 6711000, -14000, 6714000), **kw
+        ),
         "continuous and grid": lambda: geopriv.perturb(deaths, continuous=True, grid=5, **kw),
     }
 
@@ -213,8 +237,16 @@ def test_releases_warn_about_their_noise_scale():
     with pytest.warns(LowUtilityWarning):
         geopriv.perturb(deaths, epsilon=1e-4, bounds=soho, rng=1)  # 20 km of noise over a 1.8 km area
     with pytest.warns(WeakProtectionWarning, match="Each trace's whole budget"):
-        geopriv.sanitize_traces(deaths.assign(u=deaths.index % 5), traj_id="u", time=None, epsilon=1.0, rate=0.5,
-                                bounds=soho, rng=1, keep=["<row order>"])
+        geopriv.sanitize_traces(
+            deaths.assign(u=deaths.index % 5),
+            traj_id="u",
+            time=None,
+            epsilon=1.0,
+            rate=0.5,
+            bounds=soho,
+            rng=1,
+            keep=["<row order>"],
+        )
     with warnings.catch_warnings():
         warnings.simplefilter("error", WeakProtectionWarning)
         warnings.simplefilter("error", LowUtilityWarning)

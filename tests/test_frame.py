@@ -1,4 +1,5 @@
 """The public frame and lattice (geopriv.frame) and the spherical sampler behind them."""
+
 import math
 
 import geopandas as gpd
@@ -102,8 +103,11 @@ def test_default_grid_follows_epsilon():
 
 
 def test_points_outside_the_public_area_are_refused_by_label():
-    pts = gpd.GeoDataFrame(geometry=gpd.points_from_xy([448_000.0, 9_000_000.0], [4_416_000.0, 4_416_000.0]),
-                           index=["home", "far"], crs=32650)
+    pts = gpd.GeoDataFrame(
+        geometry=gpd.points_from_xy([448_000.0, 9_000_000.0], [4_416_000.0, 4_416_000.0]),
+        index=["home", "far"],
+        crs=32650,
+    )
     with pytest.raises(GeometryError, match="'far'") as info:
         geopriv.perturb(pts, EPS, rng=1)
     assert "9000000" not in str(info.value) and "448000" not in str(info.value)
@@ -149,8 +153,12 @@ def _geodesic_ratio(crs, frame, rng, n=20_000):
     """Largest CRS distance / geodesic distance over random pairs of the frame's area, corners and edges included."""
     xmin, ymin, xmax, ymax = frame.area
     edge = np.linspace(0.0, 1.0, 41)
-    ex = np.concatenate([xmin + edge * (xmax - xmin), xmin + edge * (xmax - xmin), np.full(41, xmin), np.full(41, xmax)])
-    ey = np.concatenate([np.full(41, ymin), np.full(41, ymax), ymin + edge * (ymax - ymin), ymin + edge * (ymax - ymin)])
+    ex = np.concatenate(
+        [xmin + edge * (xmax - xmin), xmin + edge * (xmax - xmin), np.full(41, xmin), np.full(41, xmax)]
+    )
+    ey = np.concatenate(
+        [np.full(41, ymin), np.full(41, ymax), ymin + edge * (ymax - ymin), ymin + edge * (ymax - ymin)]
+    )
     i, j = np.triu_indices(len(ex), 1)
     x1 = np.concatenate([ex[i], rng.uniform(xmin, xmax, n)])
     y1 = np.concatenate([ey[i], rng.uniform(ymin, ymax, n)])
@@ -181,7 +189,9 @@ def test_scale_bound_holds_over_the_whole_scale_band(epsg):
     lon, lat = pyproj.Transformer.from_crs(crs, crs.geodetic_crs, always_xy=True).transform(gx.ravel(), gy.ravel())
     factors = pyproj.Proj(crs).get_factors(lon, lat)
     k_max, k_min = float(np.max(factors.tissot_semimajor)), float(np.min(factors.tissot_semiminor))
-    assert np.isfinite(k_max) and k_max <= f.scale_max and k_min >= f.scale_min * (1 - 1e-7)  # get_factors: numerical derivatives
+    assert (
+        np.isfinite(k_max) and k_max <= f.scale_max and k_min >= f.scale_min * (1 - 1e-7)
+    )  # get_factors: numerical derivatives
     assert _geodesic_ratio(crs, f, np.random.default_rng(epsg)) <= f.scale_max
     # within the tolerance, and the widest band within it: 1 % wider, the frame's measure leaves the tolerance
     assert f.distortion <= DEFAULT_MAX_DISTORTION and k_max / k_min - 1 > 0.8 * DEFAULT_MAX_DISTORTION

@@ -3,6 +3,7 @@
 Statistical tests use fixed seeds; each states its false-failure rate, and the noise-law test has
 a negative control (the law of a wrong epsilon) that must be rejected.
 """
+
 from __future__ import annotations
 
 import math
@@ -98,7 +99,7 @@ def test_reported_error_matches_the_measured_error_of_the_linear_estimate():
     errs = np.array([mech.release(tree, counts, gen, nonnegative=False) - counts for _ in range(300)])
     reported = mech.leaf_error(tree)
     measured = np.sqrt((errs.astype(float) ** 2).mean(axis=0))
-    ratio = np.sqrt((measured ** 2).mean()) / np.sqrt((reported ** 2 + 1 / 12).mean())
+    ratio = np.sqrt((measured**2).mean()) / np.sqrt((reported**2 + 1 / 12).mean())
     assert abs(ratio - 1) < 0.04, ratio
     # cells only: the reported error is the discrete Laplace standard deviation
     flat = HierarchicalCounts(split_levels(1.0, [1, 0, 0, 0]))

@@ -6,6 +6,7 @@ line builds its parser and prints ``geopriv --help`` without the library; a comm
 (and their defaults, read from the library's signatures) load it.  bench/import_time.py measures
 the times (bench/results/import_time.md).
 """
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,15 @@ STACK = {"numpy", "pandas", "geopandas", "shapely", "pyproj"}
 def loaded_after(code: str) -> set[str]:
     """The top-level packages imported by ``code``, in a fresh interpreter."""
     out = subprocess.run(
-        [sys.executable, "-c", code + "\nimport sys, json; print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"],
-        capture_output=True, text=True, check=True, cwd=ROOT,
+        [
+            sys.executable,
+            "-c",
+            code + "\nimport sys, json; print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
     )
     return set(json.loads(out.stdout.splitlines()[-1]))
 
@@ -41,12 +49,14 @@ def test_import_geopriv_imports_neither_the_heavy_dependencies_nor_the_numeric_s
 
 
 def test_the_parser_and_the_top_level_help_import_neither():
-    code = ("import contextlib, io\n"
-            "from geopriv import cli\n"
-            "cli.build_parser()\n"
-            "for argv in (['--help'], ['--version']):\n"
-            "    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
-            "        cli.main(argv)\n")
+    code = (
+        "import contextlib, io\n"
+        "from geopriv import cli\n"
+        "cli.build_parser()\n"
+        "for argv in (['--help'], ['--version']):\n"
+        "    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        "        cli.main(argv)\n"
+    )
     loaded = loaded_after(code)
     assert not loaded & (HEAVY | STACK), sorted(loaded & (HEAVY | STACK))
 
@@ -66,23 +76,34 @@ def test_geopriv_help_exits_0_and_lists_the_commands(how):
 
 
 def test_a_commands_help_still_shows_the_librarys_defaults():
-    out = subprocess.run([sys.executable, "-m", "geopriv.cli", "report", "--help"], capture_output=True, text=True,
-                         cwd=ROOT, check=False)
+    out = subprocess.run(
+        [sys.executable, "-m", "geopriv.cli", "report", "--help"], capture_output=True, text=True, cwd=ROOT, check=False
+    )
     assert out.returncode == 0, out.stderr
     assert f"(default: {geopriv.utility_report.__defaults__[0]:g})" in " ".join(out.stdout.split())
 
 
-@pytest.mark.parametrize("code", [
-    "import geopriv, pandas",  # pandas after geopriv: registered by the import hook
-    "import pandas, geopriv",  # pandas first: registered by import geopriv
-    "import importlib.util, geopriv; importlib.util.find_spec('pandas'); import pandas",  # a look-up leaves the hook
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import geopriv, pandas",  # pandas after geopriv: registered by the import hook
+        "import pandas, geopriv",  # pandas first: registered by import geopriv
+        "import importlib.util, geopriv; importlib.util.find_spec('pandas'); import pandas",  # a look-up leaves the hook
+    ],
+)
 def test_the_accessor_is_registered_as_soon_as_pandas_is_imported(code):
     out = subprocess.run(
-        [sys.executable, "-c", code + "\nimport pandas as pd, geopandas as gpd\n"
-         "print(type(gpd.GeoDataFrame(geometry=gpd.points_from_xy([0], [0]), crs=3857).priv).__name__, "
-         "'priv' in pd.DataFrame._accessors)"],
-        capture_output=True, text=True, check=True, cwd=ROOT,
+        [
+            sys.executable,
+            "-c",
+            code + "\nimport pandas as pd, geopandas as gpd\n"
+            "print(type(gpd.GeoDataFrame(geometry=gpd.points_from_xy([0], [0]), crs=3857).priv).__name__, "
+            "'priv' in pd.DataFrame._accessors)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
     )
     assert out.stdout.split() == ["PrivAccessor", "True"]
 
@@ -93,13 +114,15 @@ def test_importing_geopriv_and_geopandas_loads_the_accessor_without_the_release_
 
 
 def test_public_names_resolve_and_functions_keep_their_names_over_their_modules():
-    code = ("import geopriv, geopriv.perturb, geopriv.synthesize, geopriv.diffuse\n"
-            "import inspect\n"
-            "assert all(inspect.isfunction(getattr(geopriv, n)) for n in ('perturb', 'synthesize', 'diffuse'))\n"
-            "assert geopriv.diffuse.__module__ == 'geopriv.mechanisms.diffusion'\n"
-            "assert set(geopriv.__all__) <= set(dir(geopriv))\n"
-            "assert all(getattr(geopriv, n) is not None for n in geopriv.__all__)\n"
-            "assert geopriv.io.write_new_file and geopriv.frame.DEFAULT_MAX_DISTORTION\n")
+    code = (
+        "import geopriv, geopriv.perturb, geopriv.synthesize, geopriv.diffuse\n"
+        "import inspect\n"
+        "assert all(inspect.isfunction(getattr(geopriv, n)) for n in ('perturb', 'synthesize', 'diffuse'))\n"
+        "assert geopriv.diffuse.__module__ == 'geopriv.mechanisms.diffusion'\n"
+        "assert set(geopriv.__all__) <= set(dir(geopriv))\n"
+        "assert all(getattr(geopriv, n) is not None for n in geopriv.__all__)\n"
+        "assert geopriv.io.write_new_file and geopriv.frame.DEFAULT_MAX_DISTORTION\n"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
     with pytest.raises(AttributeError, match="no attribute 'nonexistent'"):
         geopriv.nonexistent  # noqa: B018

@@ -1,4 +1,5 @@
 """geopriv.io: format from the extension, atomic replacement, GeoPackage layers kept, inputs protected."""
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,11 @@ SOHO = Path(geopriv.__file__).parent / "data" / "soho_cholera.gpkg"
 
 
 def points(n=3, crs=3857, **columns):
-    gdf = gpd.GeoDataFrame({"a": list(range(n)), **columns},
-                           geometry=[Point(-15_000 + 10 * i, 6_713_000 + 5 * i) for i in range(n)], crs=crs)
+    gdf = gpd.GeoDataFrame(
+        {"a": list(range(n)), **columns},
+        geometry=[Point(-15_000 + 10 * i, 6_713_000 + 5 * i) for i in range(n)],
+        crs=crs,
+    )
     gdf.attrs["geopriv"] = {"mechanism": "test", "n": n}
     return gdf
 
@@ -43,8 +47,9 @@ def snapshot(folder: Path) -> dict:
 
 def mixed_geometries():
     """A genuine write failure: a Shapefile holds one geometry type; GDAL refuses the polygon half-way."""
-    return gpd.GeoDataFrame({"a": [1, 2, 3]}, geometry=[Point(0, 0), box(0, 0, 1, 1), LineString([(0, 0), (1, 1)])],
-                            crs=3857)
+    return gpd.GeoDataFrame(
+        {"a": [1, 2, 3]}, geometry=[Point(0, 0), box(0, 0, 1, 1), LineString([(0, 0), (1, 1)])], crs=3857
+    )
 
 
 # ---------------------------------------------------------------------------- formats
@@ -264,9 +269,12 @@ def test_check_file_output(tmp_path):
     with pytest.raises(OutputError, match="overwrite"):
         check_file_output(tmp_path / "m.tif", suffixes=[".tif"], what="GeoTIFF")
     with pytest.raises(OutputError, match="is the input file"):
-        check_file_output(tmp_path / "m.tif", suffixes=[".tif"], what="GeoTIFF", overwrite=True,
-                          protect=[tmp_path / "m.tif"])
-    assert check_file_output(tmp_path / "m.tif", suffixes=[".tif"], what="GeoTIFF", overwrite=True) == tmp_path / "m.tif"
+        check_file_output(
+            tmp_path / "m.tif", suffixes=[".tif"], what="GeoTIFF", overwrite=True, protect=[tmp_path / "m.tif"]
+        )
+    assert (
+        check_file_output(tmp_path / "m.tif", suffixes=[".tif"], what="GeoTIFF", overwrite=True) == tmp_path / "m.tif"
+    )
 
 
 # ---------------------------------------------------------------------------- reading
@@ -372,8 +380,14 @@ def test_two_processes_writing_into_one_geopackage_both_keep_their_layer(tmp_pat
     def start_both_while_holding_the_lock(tmp):
         assert (tmp_path / LOCK_NAME).exists()  # held for as long as this run writes there
         for name in ("first", "second"):
-            procs.append(subprocess.Popen([sys.executable, "-c", _WRITE_A_LAYER, str(path), name],
-                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-c", _WRITE_A_LAYER, str(path), name],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+            )
         for proc in procs:
             assert proc.stdout.readline() == "ready\n", proc.communicate()[1]
         # both are now writing, blocked on the lock this run holds: nothing of theirs is in the file yet
@@ -426,8 +440,12 @@ def test_writers_take_turns_while_the_lock_file_comes_and_goes(tmp_path):
 
     counter = tmp_path / "count.txt"
     counter.write_text("0")
-    procs = [subprocess.Popen([sys.executable, "-c", _COUNT_UNDER_THE_LOCK, str(counter), "150"],
-                              stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _COUNT_UNDER_THE_LOCK, str(counter), "150"], stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(4)
+    ]
     errors = [proc.communicate(timeout=600)[1] for proc in procs]
     assert [proc.returncode for proc in procs] == [0] * 4, errors
     assert counter.read_text() == "600"
@@ -508,8 +526,23 @@ def test_cli_ledger_spelled_differently_from_out_is_refused(tmp_path, capsys):
     gdf.to_file(src, engine="pyogrio")
     sub = tmp_path / "sub"
     sub.mkdir()
-    rc = main(["sanitize-traces", str(src), str(sub / "out.csv"), "--traj-id", "user", "--time", "t",
-               "--epsilon", "0.01", "--rate", "0.1", "--ledger", str(sub / ".." / "sub" / "out.csv")])
+    rc = main(
+        [
+            "sanitize-traces",
+            str(src),
+            str(sub / "out.csv"),
+            "--traj-id",
+            "user",
+            "--time",
+            "t",
+            "--epsilon",
+            "0.01",
+            "--rate",
+            "0.1",
+            "--ledger",
+            str(sub / ".." / "sub" / "out.csv"),
+        ]
+    )
     assert rc == 2 and not (sub / "out.csv").exists()
     assert "another file than OUT" in capsys.readouterr().err
 

@@ -3,6 +3,7 @@
 Statistical tests use fixed seeds; each KS test is run at alpha = 1e-4 (false-failure rate per
 test), and each has a negative control that must be rejected at the same threshold.
 """
+
 from __future__ import annotations
 
 import pickle
@@ -36,26 +37,43 @@ def _rotl(x, b):
 
 def _ref_siphash128(k0: int, k1: int, msg: bytes) -> tuple[int, int]:
     """SipHash-2-4 with 128-bit output, byte-oriented, from the paper's description."""
-    v0, v1, v2, v3 = k0 ^ 0x736F6D6570736575, k1 ^ 0x646F72616E646F6D ^ 0xEE, k0 ^ 0x6C7967656E657261, k1 ^ 0x7465646279746573
+    v0, v1, v2, v3 = (
+        k0 ^ 0x736F6D6570736575,
+        k1 ^ 0x646F72616E646F6D ^ 0xEE,
+        k0 ^ 0x6C7967656E657261,
+        k1 ^ 0x7465646279746573,
+    )
 
     def rnd():
         nonlocal v0, v1, v2, v3
-        v0 = (v0 + v1) & M; v1 = _rotl(v1, 13); v1 ^= v0; v0 = _rotl(v0, 32)  # noqa: E702
-        v2 = (v2 + v3) & M; v3 = _rotl(v3, 16); v3 ^= v2  # noqa: E702
-        v0 = (v0 + v3) & M; v3 = _rotl(v3, 21); v3 ^= v0  # noqa: E702
-        v2 = (v2 + v1) & M; v1 = _rotl(v1, 17); v1 ^= v2; v2 = _rotl(v2, 32)  # noqa: E702
+        v0 = (v0 + v1) & M
+        v1 = _rotl(v1, 13)
+        v1 ^= v0
+        v0 = _rotl(v0, 32)  # noqa: E702
+        v2 = (v2 + v3) & M
+        v3 = _rotl(v3, 16)
+        v3 ^= v2  # noqa: E702
+        v0 = (v0 + v3) & M
+        v3 = _rotl(v3, 21)
+        v3 ^= v0  # noqa: E702
+        v2 = (v2 + v1) & M
+        v1 = _rotl(v1, 17)
+        v1 ^= v2
+        v2 = _rotl(v2, 32)  # noqa: E702
 
     n = len(msg)
     full = n - n % 8
     for i in range(0, full, 8):
-        m = int.from_bytes(msg[i:i + 8], "little")
+        m = int.from_bytes(msg[i : i + 8], "little")
         v3 ^= m
-        rnd(); rnd()  # noqa: E702
+        rnd()
+        rnd()  # noqa: E702
         v0 ^= m
     last = int.from_bytes(msg[full:] + bytes(8 - (n - full)), "little") & ((1 << 56) - 1) if n - full else 0
     last |= (n & 0xFF) << 56
     v3 ^= last
-    rnd(); rnd()  # noqa: E702
+    rnd()
+    rnd()  # noqa: E702
     v0 ^= last
     v2 ^= 0xEE
     for _ in range(4):

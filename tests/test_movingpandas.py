@@ -3,6 +3,7 @@
 movingpandas is in the ``all`` extra, which both test environments install (it installs with
 the dependency floors), so these tests run everywhere: a missing movingpandas is a failure.
 """
+
 from __future__ import annotations
 
 import math
@@ -45,10 +46,18 @@ def geolife_like(users=3, trips=2, fixes=120, seed=0):
             metres = np.cumsum(steps, axis=0)
             lon = home[0] + metres[:, 0] / (M_PER_DEG_LAT * math.cos(math.radians(home[1])))
             lat = home[1] + metres[:, 1] / M_PER_DEG_LAT
-            t = pd.Timestamp("2008-12-11 04:00") + pd.Timedelta(hours=4 * k + u) + pd.to_timedelta(
-                np.arange(fixes) * 5, unit="s")
-            frames.append(gpd.GeoDataFrame({"user": f"user{u}", "trip": f"user{u}_trip{k}", "t": t},
-                                           geometry=gpd.points_from_xy(lon, lat), crs=4326))
+            t = (
+                pd.Timestamp("2008-12-11 04:00")
+                + pd.Timedelta(hours=4 * k + u)
+                + pd.to_timedelta(np.arange(fixes) * 5, unit="s")
+            )
+            frames.append(
+                gpd.GeoDataFrame(
+                    {"user": f"user{u}", "trip": f"user{u}_trip{k}", "t": t},
+                    geometry=gpd.points_from_xy(lon, lat),
+                    crs=4326,
+                )
+            )
     return pd.concat(frames, ignore_index=True)
 
 
@@ -131,8 +140,14 @@ def test_one_budget_per_person_across_trips(collection):
     for tr in out.trajectories:
         assert list(geopriv.trace_ledger(tr.df).index) == [tr.df["user"].iloc[0]]
     # everything as one trace
-    assert len(geopriv.trace_ledger(geopriv.sanitize_traces(collection, epsilon=EPS, traj_id=None, rate=0.05,
-                                                            rng=4, bounds=BEIJING))) == 1
+    assert (
+        len(
+            geopriv.trace_ledger(
+                geopriv.sanitize_traces(collection, epsilon=EPS, traj_id=None, rate=0.05, rng=4, bounds=BEIJING)
+            )
+        )
+        == 1
+    )
 
 
 def test_trajectories_of_one_moving_object_need_a_decision(points):
@@ -170,8 +185,7 @@ def test_what_a_collection_does_not_take(collection):
 
 def test_short_trajectories_leave_the_collection_but_stay_in_the_ledger(collection):
     # fixed utility at 20 m: each noisy point costs c_N / 20 per metre, so a trace pays for one or two
-    out = geopriv.sanitize_traces(collection, epsilon=EPS, budget="fixed_utility", accuracy=20.0, rng=1,
-                                  bounds=BEIJING)
+    out = geopriv.sanitize_traces(collection, epsilon=EPS, budget="fixed_utility", accuracy=20.0, rng=1, bounds=BEIJING)
     ledger = geopriv.trace_ledger(out)
     assert len(ledger) == len(collection.trajectories)
     kept = {tr.id for tr in out.trajectories}
@@ -181,8 +195,14 @@ def test_short_trajectories_leave_the_collection_but_stay_in_the_ledger(collecti
 
 def test_progress_and_cancellation(collection):
     seen = []
-    geopriv.sanitize_traces(collection, epsilon=EPS, rate=0.05, rng=1, bounds=BEIJING,
-                            progress=lambda done, total: seen.append((done, total)))
+    geopriv.sanitize_traces(
+        collection,
+        epsilon=EPS,
+        rate=0.05,
+        rng=1,
+        bounds=BEIJING,
+        progress=lambda done, total: seen.append((done, total)),
+    )
     n = sum(len(tr.df) for tr in collection.trajectories)
     assert len(seen) > 10 and seen[-1] == (n, n) and [d for d, _ in seen] == sorted(d for d, _ in seen)
 
@@ -199,8 +219,12 @@ def test_progress_and_cancellation(collection):
 
 def test_released_again_records_the_previous_release(collection):
     first = geopriv.sanitize_traces(collection, epsilon=EPS, rate=0.05, rng=1, bounds=BEIJING, on_exhausted="last")
-    stripped = mpd.TrajectoryCollection([mpd.Trajectory(tr.df.drop(columns=["predicted", "status", "epsilon_spent"]),
-                                                        tr.id) for tr in first.trajectories])
+    stripped = mpd.TrajectoryCollection(
+        [
+            mpd.Trajectory(tr.df.drop(columns=["predicted", "status", "epsilon_spent"]), tr.id)
+            for tr in first.trajectories
+        ]
+    )
     stripped.attrs = first.attrs
     again = geopriv.sanitize_traces(stripped, epsilon=EPS, rate=0.05, rng=2, bounds=BEIJING)
     assert again.attrs["geopriv"]["previous"][0]["mechanism"] == "predictive_trace"
@@ -212,8 +236,9 @@ def test_geolife_sample_as_a_trajectory_collection(geolife_sample):
     tc = mpd.TrajectoryCollection(utc, "trajectory_id", obj_id_col="tracker", t="t")  # MovingPandas keeps naive times
     with pytest.raises(GeoprivError, match="moving object"):  # tracker 2 has three trajectories
         geopriv.sanitize_traces(tc, level=math.log(10), radius=100, rate=0.033, bounds=BEIJING)
-    out = geopriv.sanitize_traces(tc, level=math.log(10), radius=100, rate=0.033, traj_id="tracker", rng=5,
-                                  bounds=BEIJING, on_exhausted="last")
+    out = geopriv.sanitize_traces(
+        tc, level=math.log(10), radius=100, rate=0.033, traj_id="tracker", rng=5, bounds=BEIJING, on_exhausted="last"
+    )
     ledger = geopriv.trace_ledger(out)
     assert list(ledger.index) == [0, 2, 19] and (ledger["spent"] <= ledger["budget"]).all()
     assert ledger["queries"].sum() == sum(len(tr.df) for tr in tc.trajectories)

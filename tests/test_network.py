@@ -1,4 +1,5 @@
 """Network distances (hops, effective resistance), graph inputs and epsilon schedules."""
+
 from __future__ import annotations
 
 import math
@@ -73,6 +74,7 @@ def graph():
 # distances
 # ---------------------------------------------------------------------------------------------
 
+
 def test_hops_and_resistance_against_dense_references(graph):
     xy, pairs, adj = graph
     comp = bfs(adj, 0) < np.inf
@@ -132,6 +134,7 @@ def test_against_networkx(graph):
 # the four input forms
 # ---------------------------------------------------------------------------------------------
 
+
 def _forms(graph):
     xy, pairs, adj = graph
     labels = [f"n{i}" for i in range(len(xy))]
@@ -143,10 +146,19 @@ def _forms(graph):
     jitter = np.random.default_rng(3).uniform(-1e-7, 1e-7, (len(pairs), 2))
     lines = gpd.GeoDataFrame(
         {"kind": "road"},
-        geometry=[LineString([(xy[i, 0] * 1000 + jitter[k, 0], xy[i, 1] * 1000),
-                              ((xy[i, 0] + xy[j, 0]) * 500, (xy[i, 1] + xy[j, 1]) * 500),
-                              (xy[j, 0] * 1000, xy[j, 1] * 1000 + jitter[k, 1])]) for k, (i, j) in enumerate(pairs)],
-        index=[f"line{k}" for k in range(len(pairs))], crs=3857)
+        geometry=[
+            LineString(
+                [
+                    (xy[i, 0] * 1000 + jitter[k, 0], xy[i, 1] * 1000),
+                    ((xy[i, 0] + xy[j, 0]) * 500, (xy[i, 1] + xy[j, 1]) * 500),
+                    (xy[j, 0] * 1000, xy[j, 1] * 1000 + jitter[k, 1]),
+                ]
+            )
+            for k, (i, j) in enumerate(pairs)
+        ],
+        index=[f"line{k}" for k in range(len(pairs))],
+        crs=3857,
+    )
     forms["lines"] = (lines, {"points": points, "tolerance": 1e-3})
     try:
         import networkx as nx
@@ -182,8 +194,14 @@ def test_lines_matching_is_exact_or_within_tolerance(graph):
     assert "tolerance" in str(info.value)
     assert "'line0'" in str(info.value)
     assert not re.search(r"\d\.\d{3}", str(info.value))  # names labels, prints no coordinates
-    dup = pd.concat([points, gpd.GeoDataFrame(geometry=[Point(points.geometry.iloc[0].x + 1e-4,
-                                                              points.geometry.iloc[0].y)], index=["twin"], crs=3857)])
+    dup = pd.concat(
+        [
+            points,
+            gpd.GeoDataFrame(
+                geometry=[Point(points.geometry.iloc[0].x + 1e-4, points.geometry.iloc[0].y)], index=["twin"], crs=3857
+            ),
+        ]
+    )
     with pytest.raises(GeoprivError, match="two or more points"):
         as_network(lines, points=dup, tolerance=1e-3)
     with pytest.raises(CRSError, match="to_crs"):
@@ -212,6 +230,7 @@ def test_edge_list_labels_and_isolated_nodes():
 # disconnected graphs, errors
 # ---------------------------------------------------------------------------------------------
 
+
 def test_disconnected_recipients_get_inf_and_no_answer():
     edges = [(0, 1), (1, 2), (2, 0), (3, 4)]
     nodes = [0, 1, 2, 3, 4, 5]
@@ -227,8 +246,9 @@ def test_disconnected_recipients_get_inf_and_no_answer():
     assert out.responses.shape == (2,) and np.allclose(out.epsilons, math.exp(-3.3 + 4))
     with pytest.raises(GeoprivError, match="not connected"):
         diffuse_over_network(edges, 0, 1.0, eps, nodes=nodes, rng=1, on_unreachable="raise")
-    quiet = diffuse_over_network(edges, 3, [0.0, 0.0], eps, nodes=nodes, rng=1, on_unreachable="ignore",
-                                 distance="resistance")
+    quiet = diffuse_over_network(
+        edges, 3, [0.0, 0.0], eps, nodes=nodes, rng=1, on_unreachable="ignore", distance="resistance"
+    )
     assert list(quiet.recipients) == [4] and quiet.responses.shape == (1, 2)
     with pytest.raises(EmptyInputError, match="nobody"):
         diffuse_over_network(edges, 5, 1.0, eps, nodes=nodes, on_unreachable="ignore")
@@ -277,14 +297,17 @@ def test_bad_graphs_are_refused_with_a_fix():
 
 
 def test_import_geopriv_does_not_import_networkx():
-    code = ("import sys, geopriv, geopriv.network, geopriv.mechanisms.diffusion; "
-            "assert 'networkx' not in sys.modules, 'networkx imported'")
+    code = (
+        "import sys, geopriv, geopriv.network, geopriv.mechanisms.diffusion; "
+        "assert 'networkx' not in sys.modules, 'networkx imported'"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
 # ---------------------------------------------------------------------------------------------
 # epsilon of distance
 # ---------------------------------------------------------------------------------------------
+
 
 def test_epsilon_function_and_tables():
     paper = epsilon_of_distance(lambda d: np.exp(-3.3 * d + 4))
@@ -318,6 +341,7 @@ def test_increasing_epsilon_is_refused():
 # release over a network
 # ---------------------------------------------------------------------------------------------
 
+
 def test_diffuse_over_network_uses_one_path(graph):
     xy, pairs, _ = graph
     eps = lambda d: np.exp(-0.5 * d + 2)
@@ -334,8 +358,11 @@ def test_diffuse_over_network_uses_one_path(graph):
     assert isinstance(again.path, DiffusionPath)
 
 
-@pytest.mark.parametrize("weights", [[1e300, 1e-300, 1.0], [1e-320, 1.0, 1.0], [1e200, 1e-200, 1e200],
-                                     [1e308, 1e308, 1e-308]], ids=["1e300-1e-300", "subnormal", "1e200", "overflow"])
+@pytest.mark.parametrize(
+    "weights",
+    [[1e300, 1e-300, 1.0], [1e-320, 1.0, 1.0], [1e200, 1e-200, 1e200], [1e308, 1e308, 1e-308]],
+    ids=["1e300-1e-300", "subnormal", "1e200", "overflow"],
+)
 def test_extreme_weights_give_a_named_error_that_says_what_to_do(weights):
     """Valid (finite, > 0) but extreme conductances: a NetworkError that says how to rescale, never a bare RuntimeError."""
     from geopriv.exceptions import NetworkError

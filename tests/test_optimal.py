@@ -3,6 +3,7 @@
 Deterministic: fixed small grids, no randomness.  The privacy check has a negative control (an
 LP solved for twice the epsilon must fail verification against the original map).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -219,6 +220,7 @@ def test_dual_bound_brackets_the_simplex_optimum(pop_pm, pop_simplex):
 
 def test_ipm_without_crossover_agrees_with_simplex(pop_pm, pop_simplex):
     import highspy  # noqa: F401  (in the test extra: a missing solver fails, never skips)
+
     m = optimal_mechanism(pop_pm, solver="ipm")
     assert m.params["solver"] == "highspy-ipm"
     assert m.verify() <= 1 + 1e-9
@@ -267,6 +269,7 @@ def test_window_is_private_an_upper_bound_and_certified(pop_pm, pop_simplex):
 
 def test_column_generation_reaches_the_simplex_optimum_with_a_certified_bound(pop_pm, pop_simplex):
     import highspy  # noqa: F401  (in the test extra: a missing solver fails, never skips)
+
     m = optimal_mechanism(pop_pm, solver="colgen")
     assert m.params["solver"] == "highspy-colgen" and m.params["colgen_rounds"] >= 2
     assert m.verify() <= 1 + 1e-9
@@ -298,6 +301,7 @@ def _lake_pm():
 
 def test_column_generation_with_zero_prior_rows_relaxes_them_first_and_still_reaches_the_optimum():
     import highspy  # noqa: F401  (in the test extra: a missing solver fails, never skips)
+
     pm = _lake_pm()
     assert (pm.prior() == 0).sum() > 16
     simplex = optimal_mechanism(pm, solver="highs", method="highs-ds")

@@ -1,4 +1,5 @@
 """Row orders, indexes and columns whose order follows the true locations (geopriv.attributes.order_leaks)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -133,10 +134,15 @@ def test_no_false_positives_over_many_random_datasets():
             x = rng.uniform(0, 1_000, n)
             y = 2 * x
         gdf = gpd.GeoDataFrame(
-            {"a": rng.normal(size=n), "id": rng.permutation(n),
-             "t": pd.Timestamp("2020-01-01") + pd.to_timedelta(np.sort(rng.integers(0, 10**6, n)), unit="s"),
-             "u": [f"{v:x}" for v in rng.integers(0, 2**40, n)]},
-            geometry=gpd.points_from_xy(x, y), crs=3857, index=rng.permutation(n) + 100,
+            {
+                "a": rng.normal(size=n),
+                "id": rng.permutation(n),
+                "t": pd.Timestamp("2020-01-01") + pd.to_timedelta(np.sort(rng.integers(0, 10**6, n)), unit="s"),
+                "u": [f"{v:x}" for v in rng.integers(0, 2**40, n)],
+            },
+            geometry=gpd.points_from_xy(x, y),
+            crs=3857,
+            index=rng.permutation(n) + 100,
         )
         if order_leaks(gdf):
             flagged.append(seed)
@@ -179,7 +185,9 @@ def test_flatgeobuf_written_by_gdal_is_in_spatial_order(tmp_path):
 
     cli, qgis = user_message(info.value, "cli"), user_message(info.value, "qgis")
     assert "--shuffle" in cli and "--keep '<row order>'" in cli and "gdf." not in cli
-    assert "randf()" in qgis and "'The row order is public (keep it)'" in qgis and "--" not in qgis and "gdf." not in qgis
+    assert (
+        "randf()" in qgis and "'The row order is public (keep it)'" in qgis and "--" not in qgis and "gdf." not in qgis
+    )
     # the fix from the message works; keeping the order deliberately works
     check_location_attributes(back.sample(frac=1).reset_index(drop=True))
     check_location_attributes(back, keep=[ROW_ORDER])
@@ -337,8 +345,9 @@ def test_allow_order_exempts_monotone_time_from_the_rank_test():
     # one trace driving east, accelerating: time is a monotone (not affine) function of x
     n = 300
     t = np.cumsum(np.random.default_rng(9).uniform(5, 15, n))
-    gdf = gpd.GeoDataFrame({"t": t}, geometry=gpd.points_from_xy(448_000 + 0.005 * t**2, np.full(n, 4_416_000.0)),
-                           crs=32650)
+    gdf = gpd.GeoDataFrame(
+        {"t": t}, geometry=gpd.points_from_xy(448_000 + 0.005 * t**2, np.full(n, 4_416_000.0)), crs=32650
+    )
     with pytest.raises(LocationAttributeError, match="'t' is a monotone function of the points' x") as info:
         check_location_attributes(gdf)
     assert set(info.value.reasons) == {ROW_ORDER, "t"}
@@ -357,9 +366,13 @@ def test_three_million_rows_are_checked_whole():
     x = 448_000 + rng.uniform(0, 5_000, n)
     y = 4_416_000 + rng.uniform(0, 5_000, n)
     gdf = gpd.GeoDataFrame(
-        {"count": rng.integers(0, 50, n), "income": rng.normal(5e4, 1e4, n), "score": rng.uniform(30, 50, n),
-         "id": rng.permutation(n),
-         "t": pd.Timestamp("2024-01-01") + pd.to_timedelta(rng.integers(0, 10**8, n), unit="s")},
+        {
+            "count": rng.integers(0, 50, n),
+            "income": rng.normal(5e4, 1e4, n),
+            "score": rng.uniform(30, 50, n),
+            "id": rng.permutation(n),
+            "t": pd.Timestamp("2024-01-01") + pd.to_timedelta(rng.integers(0, 10**8, n), unit="s"),
+        },
         geometry=gpd.points_from_xy(x, y),
         crs=32650,
     )

@@ -1,4 +1,5 @@
 """geopriv.people: the id rules the command line and QGIS share for network releases."""
+
 from __future__ import annotations
 
 import geopandas as gpd
@@ -11,8 +12,12 @@ from geopriv.people import index_people, people_ids
 
 
 def _people(ids):
-    return gpd.GeoDataFrame({"pid": ids}, geometry=gpd.points_from_xy(range(len(ids)), range(len(ids))),
-                            crs="EPSG:32650", index=[10 + i for i in range(len(ids))])
+    return gpd.GeoDataFrame(
+        {"pid": ids},
+        geometry=gpd.points_from_xy(range(len(ids)), range(len(ids))),
+        crs="EPSG:32650",
+        index=[10 + i for i in range(len(ids))],
+    )
 
 
 def test_ids_become_the_index_whole_numbers_as_integers_text_stripped():

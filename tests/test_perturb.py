@@ -75,31 +75,55 @@ def test_seeded_is_reproducible_and_default_is_not(utm_points):
     assert not c.geometry.geom_equals_exact(d.geometry, 0).any()
 
 
-@pytest.mark.parametrize("kwargs", [
-    dict(epsilon=0), dict(epsilon=-0.1), dict(epsilon=float("nan")), dict(epsilon=float("inf")),
-    dict(level=1.0), dict(radius=100), dict(level=0, radius=100), dict(level=1, radius=0),
-    dict(epsilon=0.1, level=1, radius=10), dict(),
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(epsilon=0),
+        dict(epsilon=-0.1),
+        dict(epsilon=float("nan")),
+        dict(epsilon=float("inf")),
+        dict(level=1.0),
+        dict(radius=100),
+        dict(level=0, radius=100),
+        dict(level=1, radius=0),
+        dict(epsilon=0.1, level=1, radius=10),
+        dict(),
+    ],
+)
 def test_bad_privacy_parameters_are_value_errors(utm_points, kwargs):
     with pytest.raises(ValueError):
         geopriv.perturb(utm_points, **kwargs)
 
 
 def _bad_frame():
-    geoms = [Point(448_100.123, 4_416_200.456), None, Point(), Point(np.nan, 1.0), Point(np.inf, 1.0),
-             LineString([(0, 0), (1, 1)]), MultiPoint([(448_000.5, 4_416_000.5), (448_001.5, 4_416_001.5)])]
-    return gpd.GeoDataFrame({"v": range(len(geoms))}, geometry=geoms, crs=32650,
-                            index=["ok", "none", "empty", "nan", "inf", "line", "multi"])
+    geoms = [
+        Point(448_100.123, 4_416_200.456),
+        None,
+        Point(),
+        Point(np.nan, 1.0),
+        Point(np.inf, 1.0),
+        LineString([(0, 0), (1, 1)]),
+        MultiPoint([(448_000.5, 4_416_000.5), (448_001.5, 4_416_001.5)]),
+    ]
+    return gpd.GeoDataFrame(
+        {"v": range(len(geoms))},
+        geometry=geoms,
+        crs=32650,
+        index=["ok", "none", "empty", "nan", "inf", "line", "multi"],
+    )
 
 
-@pytest.mark.parametrize("keep,label,match", [
-    (["ok", "none"], "none", "no geometry"),
-    (["ok", "empty"], "empty", "empty"),
-    (["ok", "nan"], "nan", "NaN or infinite"),
-    (["ok", "inf"], "inf", "NaN or infinite"),
-    (["ok", "line"], "line", "not points"),
-    (["ok", "multi"], "multi", "explode"),
-])
+@pytest.mark.parametrize(
+    "keep,label,match",
+    [
+        (["ok", "none"], "none", "no geometry"),
+        (["ok", "empty"], "empty", "empty"),
+        (["ok", "nan"], "nan", "NaN or infinite"),
+        (["ok", "inf"], "inf", "NaN or infinite"),
+        (["ok", "line"], "line", "not points"),
+        (["ok", "multi"], "multi", "explode"),
+    ],
+)
 def test_bad_geometries_name_labels_not_coordinates(keep, label, match):
     gdf = _bad_frame().loc[keep]
     with pytest.raises(GeometryError, match=match) as info:
@@ -177,8 +201,12 @@ def test_empirical_privacy_between_neighbouring_inputs():
     n = 200_000
     eps = 1 / 100  # per metre
     d = 100.0
-    pts = gpd.GeoDataFrame(geometry=gpd.points_from_xy(np.r_[np.full(n, 450_000.0), np.full(n, 450_000.0 + d)],
-                                                        np.full(2 * n, 4_418_000.0)), crs=32650)
+    pts = gpd.GeoDataFrame(
+        geometry=gpd.points_from_xy(
+            np.r_[np.full(n, 450_000.0), np.full(n, 450_000.0 + d)], np.full(2 * n, 4_418_000.0)
+        ),
+        crs=32650,
+    )
 
     def max_excess(out_eps, seed):
         out = geopriv.perturb(pts, out_eps, rng=seed)
@@ -200,8 +228,10 @@ def test_empirical_privacy_between_neighbouring_inputs():
 def _around(crs, lon, lat, n=200, spread=0.2, seed=11, prefix="p"):
     """``n`` points in random order around (lon, lat) degrees, in ``crs``, labelled prefix0, prefix1..."""
     rng = np.random.default_rng(seed)
-    pts = gpd.GeoDataFrame(geometry=gpd.points_from_xy(lon + rng.uniform(-spread, spread, n),
-                                                       lat + rng.uniform(-spread, spread, n)), crs=4326)
+    pts = gpd.GeoDataFrame(
+        geometry=gpd.points_from_xy(lon + rng.uniform(-spread, spread, n), lat + rng.uniform(-spread, spread, n)),
+        crs=4326,
+    )
     return pts.set_axis([f"{prefix}{i}" for i in range(n)]).to_crs(crs)
 
 
@@ -214,7 +244,9 @@ def test_etrs89_utm32_points_in_eastern_germany_release_without_bounds():
     frame = geopriv.public_frame(25832)
     assert len(out) == len(pts) and out.index.equals(pts.index)
     assert rec["frame"] == "planar" and rec["frame_area"] == "crs_scale_band" and rec["declared_bounds"] is None
-    assert rec["public_area"] == list(frame.area) and rec["epsilon_per_work_unit"] == pytest.approx(EPS / frame.scale_max)
+    assert rec["public_area"] == list(frame.area) and rec["epsilon_per_work_unit"] == pytest.approx(
+        EPS / frame.scale_max
+    )
     assert frame.scale_max > 1.009  # the band's edge, not the scale around 14.5 E (about 1.003)
     moved = out.distance(pts)
     assert 0 < moved.median() < 20 * 2 / EPS  # noise, not a copy and not a far-away point
@@ -223,8 +255,12 @@ def test_etrs89_utm32_points_in_eastern_germany_release_without_bounds():
 def test_utm50_points_across_the_beijing_data_range_release():
     """GeoLife's Beijing fixes span 110.7-122.7 E; UTM 50N's area of use is 114-120 E.  Points at 110.9 E and
     122.5 E release without bounds=, their outputs inside the public band."""
-    pts = pd.concat([_around(32650, 110.9, 40.0, n=100, spread=0.05, prefix="w"),
-                     _around(32650, 122.5, 40.0, n=100, spread=0.05, seed=12, prefix="e")])
+    pts = pd.concat(
+        [
+            _around(32650, 110.9, 40.0, n=100, spread=0.05, prefix="w"),
+            _around(32650, 122.5, 40.0, n=100, spread=0.05, seed=12, prefix="e"),
+        ]
+    )
     pts = pts.sample(frac=1.0, random_state=3).reset_index(drop=True)  # labels that do not sort west from east
     out = pts.priv.perturb(epsilon=EPS, rng=2)
     assert len(out) == 200 and out.attrs["geopriv"]["frame_area"] == "crs_scale_band"
@@ -236,12 +272,19 @@ def test_utm50_points_across_the_beijing_data_range_release():
 def test_points_far_from_the_central_meridian_are_refused_by_label_only():
     """30 degrees east of UTM 50N's meridian the scale is about 13 % off: that row alone is refused, by its label,
     without its coordinates; the rows at 110.9 E are not named."""
-    pts = pd.concat([_around(32650, 116.4, 40.0, n=50), _around(32650, 110.9, 40.0, n=5, spread=0.01, prefix="w"),
-                     _around(32650, 147.0, 40.0, n=1, spread=0.0, prefix="far")])
+    pts = pd.concat(
+        [
+            _around(32650, 116.4, 40.0, n=50),
+            _around(32650, 110.9, 40.0, n=5, spread=0.01, prefix="w"),
+            _around(32650, 147.0, 40.0, n=1, spread=0.0, prefix="far"),
+        ]
+    )
     labels = [f"r{i}" for i in np.random.default_rng(4).permutation(len(pts))]  # labels in no spatial order
     far = labels[-1]
     pts = pts.set_axis(labels).sample(frac=1.0, random_state=4)
-    with pytest.raises(GeometryError, match=r"^1 row\(s\) lie outside the public domain of WGS 84 / UTM zone 50N") as info:
+    with pytest.raises(
+        GeometryError, match=r"^1 row\(s\) lie outside the public domain of WGS 84 / UTM zone 50N"
+    ) as info:
         pts.priv.perturb(epsilon=EPS, rng=1)
     msg = str(info.value)
     assert info.value.labels == [far] and f"'{far}'" in msg and "max_distortion" in msg and "bounds=" in msg

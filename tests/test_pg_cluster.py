@@ -1,5 +1,6 @@
 """The throwaway PostgreSQL server of the tests (tests/pg_cluster.py, fixtures pg_server and pg_url):
 a real server that psycopg reaches through the URL, one fresh database per test, no TCP port."""
+
 from __future__ import annotations
 
 import os
@@ -52,8 +53,11 @@ def test_the_server_listens_on_no_tcp_port(pg_url):
         data_dir, port = (conn.execute(f"SHOW {name}").fetchone()[0] for name in ("data_directory", "port"))
     # the postmaster holds no listening TCP socket (read from /proc: nothing else on the machine interferes)
     postmaster = int(Path(data_dir, "postmaster.pid").read_text().split()[0])
-    sockets = {os.readlink(fd.path)[len("socket:["):-1] for fd in os.scandir(f"/proc/{postmaster}/fd")
-               if os.readlink(fd.path).startswith("socket:[")}
+    sockets = {
+        os.readlink(fd.path)[len("socket:[") : -1]
+        for fd in os.scandir(f"/proc/{postmaster}/fd")
+        if os.readlink(fd.path).startswith("socket:[")
+    }
     assert sockets, "the postmaster holds no socket at all: /proc gave the wrong process"
     assert not sockets & _listening_tcp_inodes()
     # and TCP on localhost at its port does not reach it (another server may listen there: not ours)

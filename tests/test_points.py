@@ -6,6 +6,7 @@ UTM zone, a geocentric CRS.  Each error must name rows (or the CRS), say how to 
 never quote a coordinate; and each goes through both release paths (perturb and
 sanitize_traces, which share release.check_release_input).
 """
+
 from __future__ import annotations
 
 import math
@@ -113,8 +114,11 @@ def test_check_coordinates_uses_the_crs_angular_unit():
 def test_degrees_labelled_as_utm_are_refused_with_a_label_hint(fixes):
     wrong = fixes.set_crs(32650, allow_override=True)  # lon/lat degrees labelled UTM zone 50N
     for release in _releases(wrong):
-        with pytest.raises(GeometryError, match=r"400 row\(s\) lie within a few hundred units of the origin of "
-                                                r"WGS 84 / UTM zone 50N, like longitude/latitude degrees") as info:
+        with pytest.raises(
+            GeometryError,
+            match=r"400 row\(s\) lie within a few hundred units of the origin of "
+            r"WGS 84 / UTM zone 50N, like longitude/latitude degrees",
+        ) as info:
             release()
         msg = str(info.value)
         assert "label is probably wrong" in msg and "set_crs('EPSG:4326', allow_override=True)" in msg
@@ -134,7 +138,9 @@ def test_a_declared_study_area_may_extend_beyond_the_zone(fixes):
     # Beijing (116.4 E) in UTM zone 51N (120-126 E): outside the zone's area of use, inside its 1 % scale band
     # (6.6 degrees from its meridian); with a 0.2 % tolerance outside the band too
     zone51 = _shuffled(fixes.to_crs(32651))
-    with pytest.raises(GeometryError, match="outside the public domain of WGS 84 / UTM zone 51N.*Declare bounds=") as info:
+    with pytest.raises(
+        GeometryError, match="outside the public domain of WGS 84 / UTM zone 51N.*Declare bounds="
+    ) as info:
         zone51.priv.perturb(epsilon=EPS, rng=1, max_distortion=0.002)
     assert "the CRS label is wrong" in str(info.value)
     # a study area reaching from Beijing into the zone (x from -100 km to 300 km): declared, it is public
@@ -156,12 +162,20 @@ def test_shipped_tokyo_data_outside_its_crs_area_of_use_is_accepted():
 
 
 # ---------------------------------------------------------------------------- CRS kinds
-@pytest.mark.parametrize("crs, match", [
-    (4978, "geocentric"),  # WGS 84 x, y, z from the Earth's centre
-    (5714, "Vertical CRS"),  # MSL height
-    (CRS.from_wkt('ENGCRS["site grid",EDATUM["site"],CS[Cartesian,2],AXIS["x",east,ORDER[1],LENGTHUNIT["metre",1]],'
-                  'AXIS["y",north,ORDER[2],LENGTHUNIT["metre",1]]]'), "Engineering CRS"),
-])
+@pytest.mark.parametrize(
+    "crs, match",
+    [
+        (4978, "geocentric"),  # WGS 84 x, y, z from the Earth's centre
+        (5714, "Vertical CRS"),  # MSL height
+        (
+            CRS.from_wkt(
+                'ENGCRS["site grid",EDATUM["site"],CS[Cartesian,2],AXIS["x",east,ORDER[1],LENGTHUNIT["metre",1]],'
+                'AXIS["y",north,ORDER[2],LENGTHUNIT["metre",1]]]'
+            ),
+            "Engineering CRS",
+        ),
+    ],
+)
 def test_crs_that_is_not_a_map_is_refused_with_the_fix(fixes, crs, match):
     if crs == 4978:  # real geocentric x, y of the fixes (z dropped: 2-D points)
         ecef = fixes.to_crs(4978)
@@ -190,7 +204,8 @@ def test_proj_errors_become_geopriv_errors_naming_the_crs(fixes):
         'GEOGCRS["Mars 2000",DATUM["D_Mars_2000",ELLIPSOID["Mars_2000_IAU_IAG",3396190,169.894447223612,'
         'LENGTHUNIT["metre",1]]],PRIMEM["Greenwich",0,ANGLEUNIT["Decimal_Degree",0.0174532925199433]],'
         'CS[ellipsoidal,2],AXIS["longitude",east,ORDER[1],ANGLEUNIT["Decimal_Degree",0.0174532925199433]],'
-        'AXIS["latitude",north,ORDER[2],ANGLEUNIT["Decimal_Degree",0.0174532925199433]]]')
+        'AXIS["latitude",north,ORDER[2],ANGLEUNIT["Decimal_Degree",0.0174532925199433]]]'
+    )
     region = gpd.GeoDataFrame(geometry=[shapely.box(*BEIJING)], crs=mars)  # PROJ: different celestial body
     with pytest.raises(CRSError, match=r"PROJ cannot relate the region's CRS 'Mars 2000'.*region\.to_crs") as info:
         fixes.priv.perturb(epsilon=EPS, rng=1, region=region)

@@ -1,4 +1,5 @@
 """geopriv.mechanisms.pool: worker pools that work under every start method."""
+
 from __future__ import annotations
 
 import multiprocessing as mp

@@ -1,4 +1,5 @@
 """PrivacyMap: population and epsilon rasters in, epsilon per ground metre out."""
+
 from __future__ import annotations
 
 import math
@@ -25,7 +26,9 @@ def from_origin(west, north, xsize, ysize):
 def _write(path, values, *, crs="EPSG:30166", transform=None, nodata=None, dtype="float32"):
     values = np.asarray(values)
     transform = transform or from_origin(300_000.0, 0.0, 500.0, 400.0)
-    profile = dict(driver="GTiff", height=values.shape[0], width=values.shape[1], count=1, dtype=dtype, transform=transform)
+    profile = dict(
+        driver="GTiff", height=values.shape[0], width=values.shape[1], count=1, dtype=dtype, transform=transform
+    )
     if crs is not None:
         profile["crs"] = crs
     if nodata is not None:
@@ -72,7 +75,9 @@ def test_the_tests_read_the_raster_the_package_ships():
 
 def test_epsilon_range_is_the_papers_linear_map():
     dens = np.array([[0.0, 10.0], [20.0, 40.0]])
-    pm = PrivacyMap.from_population(dens, epsilon_range=(0.4e-3, 2.0e-3), transform=from_origin(0, 0, 100, 100), crs=32654)
+    pm = PrivacyMap.from_population(
+        dens, epsilon_range=(0.4e-3, 2.0e-3), transform=from_origin(0, 0, 100, 100), crs=32654
+    )
     np.testing.assert_allclose(pm.epsilon, 0.4e-3 + 1.6e-3 * dens / 40.0)
     assert pm.epsilon_min == pytest.approx(0.4e-3) and pm.epsilon_max == pytest.approx(2.0e-3)
 
@@ -190,7 +195,9 @@ def test_array_needs_georeferencing():
 def test_parameters_are_checked():
     t = from_origin(0, 0, 10, 10)
     with pytest.raises(ValueError, match="not both"):
-        PrivacyMap.from_population(np.ones((3, 3)), slope=1e-5, floor=1e-4, epsilon_range=(1e-4, 1e-3), transform=t, crs=32654)
+        PrivacyMap.from_population(
+            np.ones((3, 3)), slope=1e-5, floor=1e-4, epsilon_range=(1e-4, 1e-3), transform=t, crs=32654
+        )
     with pytest.raises(ValueError, match="slope= and floor="):
         PrivacyMap.from_population(np.ones((3, 3)), transform=t, crs=32654)
     with pytest.raises(ValueError, match="floor"):
@@ -237,10 +244,15 @@ def test_lipschitz_envelope_is_the_exact_shortest_path_envelope():
     b = f.copy()
     for _ in range(1000):
         old = b.copy()
-        for (sa, sb), wt in zip([((slice(None), slice(0, -1)), (slice(None), slice(1, None))),
-                                 ((slice(0, -1), slice(None)), (slice(1, None), slice(None))),
-                                 ((slice(0, -1), slice(0, -1)), (slice(1, None), slice(1, None))),
-                                 ((slice(0, -1), slice(1, None)), (slice(1, None), slice(0, -1)))], w):
+        for (sa, sb), wt in zip(
+            [
+                ((slice(None), slice(0, -1)), (slice(None), slice(1, None))),
+                ((slice(0, -1), slice(None)), (slice(1, None), slice(None))),
+                ((slice(0, -1), slice(0, -1)), (slice(1, None), slice(1, None))),
+                ((slice(0, -1), slice(1, None)), (slice(1, None), slice(0, -1))),
+            ],
+            w,
+        ):
             b[sa] = np.minimum(b[sa], b[sb] + wt)
             b[sb] = np.minimum(b[sb], b[sa] + wt)
         if np.array_equal(old, b):
@@ -275,11 +287,16 @@ def test_an_infinite_cell_is_refused_and_located_not_taken_as_no_data(tmp_path):
         v[120, 45] = np.inf
 
     path = _tokyo_copy(tmp_path, "inf.tif", plus_inf)
-    for build in (lambda: PrivacyMap.from_population(path, epsilon_range=README_RANGE),
-                  lambda: PrivacyMap.from_population(path, slope=1e-5, floor=2e-4),
-                  lambda: PrivacyMap.from_epsilon(path)):
-        with pytest.raises(RasterError, match=r"1 cell\(s\) of the raster are infinite \(first at raster row 120, "
-                                              r"column 45") as info:
+    for build in (
+        lambda: PrivacyMap.from_population(path, epsilon_range=README_RANGE),
+        lambda: PrivacyMap.from_population(path, slope=1e-5, floor=2e-4),
+        lambda: PrivacyMap.from_epsilon(path),
+    ):
+        with pytest.raises(
+            RasterError,
+            match=r"1 cell\(s\) of the raster are infinite \(first at raster row 120, "
+            r"column 45",
+        ) as info:
             build()
         assert "nodata=" in str(info.value)  # how to fix it: declare it as no data, or fix the cell
     # -inf too, and in an array
@@ -299,7 +316,9 @@ def test_an_infinite_cell_is_refused_and_located_not_taken_as_no_data(tmp_path):
 
 def test_epsilon_range_is_robust_to_one_huge_cell(tmp_path, recwarn):
     clean = PrivacyMap.from_population(data_path(TOKYO), epsilon_range=README_RANGE)
-    assert clean.info["outlier_cells"] == 0 and not [w for w in recwarn if issubclass(w.category, geopriv.GeoprivWarning)]
+    assert clean.info["outlier_cells"] == 0 and not [
+        w for w in recwarn if issubclass(w.category, geopriv.GeoprivWarning)
+    ]
     assert clean.epsilon_max == pytest.approx(README_RANGE[1])  # the real raster keeps the paper's linear map
 
     def one_huge_cell(v):
@@ -312,7 +331,9 @@ def test_epsilon_range_is_robust_to_one_huge_cell(tmp_path, recwarn):
     others[100, 60] = False
     np.testing.assert_allclose(robust.epsilon[others], clean.epsilon[others], rtol=1e-12)  # the map is unchanged
     assert robust.epsilon[100, 60] == pytest.approx(README_RANGE[1])  # the outlier gets the high end
-    assert robust.info["outlier_cells"] == 1 and robust.info["density_reference"] == pytest.approx(clean.info["density_max"])
+    assert robust.info["outlier_cells"] == 1 and robust.info["density_reference"] == pytest.approx(
+        clean.info["density_max"]
+    )
     # negative control: the plain linear map is flattened by that one cell
     flat = PrivacyMap.from_population(path, epsilon_range=README_RANGE, outlier_factor=None)
     low = README_RANGE[0]
@@ -345,9 +366,20 @@ def test_a_single_fill_value_cell_is_an_outlier_and_declaring_it_is_the_fix(tmp_
 # ---------------------------------------------------------------------------- decoded size limit
 def _huge_sparse_geotiff(path, size=20_000):
     """A size x size population GeoTIFF of well under a megabyte: tiled, compressed, no block written (all zero)."""
-    profile = dict(driver="GTiff", height=size, width=size, count=1, dtype="uint8", crs="EPSG:30166",
-                   transform=from_origin(300_000.0, 0.0, 10.0, 10.0), tiled=True, blockxsize=512, blockysize=512,
-                   compress="deflate", sparse_ok=True)
+    profile = dict(
+        driver="GTiff",
+        height=size,
+        width=size,
+        count=1,
+        dtype="uint8",
+        crs="EPSG:30166",
+        transform=from_origin(300_000.0, 0.0, 10.0, 10.0),
+        tiled=True,
+        blockxsize=512,
+        blockysize=512,
+        compress="deflate",
+        sparse_ok=True,
+    )
     with rasterio.open(path, "w", **profile) as ds:
         ds.write(np.ones((512, 512), np.uint8), 1, window=rasterio.windows.Window(0, 0, 512, 512))
     return path
@@ -358,9 +390,13 @@ def test_a_huge_raster_is_refused_from_its_header_before_any_cell_is_read(tmp_pa
     assert path.stat().st_size < 1_000_000
     reads = []
     real_read = rasterio.io.DatasetReader.read
-    monkeypatch.setattr(rasterio.io.DatasetReader, "read", lambda self, *a, **k: reads.append(1) or real_read(self, *a, **k))
-    for build in (lambda: PrivacyMap.from_population(path, epsilon_range=(1e-4, 1e-3)),
-                  lambda: PrivacyMap.from_epsilon(path)):
+    monkeypatch.setattr(
+        rasterio.io.DatasetReader, "read", lambda self, *a, **k: reads.append(1) or real_read(self, *a, **k)
+    )
+    for build in (
+        lambda: PrivacyMap.from_population(path, epsilon_range=(1e-4, 1e-3)),
+        lambda: PrivacyMap.from_epsilon(path),
+    ):
         with pytest.raises(RasterError, match="20000 x 20000") as exc:
             build()
         assert "Resample" in str(exc.value) and "max_cells" in str(exc.value)

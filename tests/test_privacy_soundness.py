@@ -8,6 +8,7 @@ to be caught by the very same attack and threshold.
 Only the shipped ``geopriv/data/soho_cholera.gpkg`` and synthetic points are used, so the file
 runs from a fresh clone.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -34,7 +35,9 @@ SOHO = Path(geopriv.__file__).parent / "data" / "soho_cholera.gpkg"
 LN4 = math.log(4)
 WGS84 = Geod(ellps="WGS84")
 # a local-origin CRS (site grid): transverse Mercator with its origin in central London, k = 1
-LOCAL_CRS = CRS.from_proj4("+proj=tmerc +lat_0=51.5 +lon_0=-0.13 +k=1 +x_0=0 +y_0=0 +ellps=WGS84 +units=m +no_defs +type=crs")
+LOCAL_CRS = CRS.from_proj4(
+    "+proj=tmerc +lat_0=51.5 +lon_0=-0.13 +k=1 +x_0=0 +y_0=0 +ellps=WGS84 +units=m +no_defs +type=crs"
+)
 LOCAL_BOUNDS = (-5000.0, -5000.0, 5000.0, 5000.0)
 
 
@@ -50,7 +53,8 @@ def madrid():
     """A different synthetic point set (60 points around Madrid), EPSG:4326; inside UTM zone 30."""
     rng = np.random.default_rng(12345)
     return gpd.GeoDataFrame(
-        geometry=gpd.points_from_xy(-3.70 + rng.uniform(-0.05, 0.05, 60), 40.42 + rng.uniform(-0.05, 0.05, 60)), crs=4326
+        geometry=gpd.points_from_xy(-3.70 + rng.uniform(-0.05, 0.05, 60), 40.42 + rng.uniform(-0.05, 0.05, 60)),
+        crs=4326,
     )
 
 
@@ -146,7 +150,9 @@ def old_data_centred_release(lon, lat, eps_per_m, grid_m, rng):
     out = np.empty((len(lon), 2))
     for key in set(zip(lon.tolist(), lat.tolist())):
         sel = (lon == key[0]) & (lat == key[1])
-        aeqd = CRS.from_proj4(f"+proj=aeqd +lat_0={key[1]!r} +lon_0={key[0]!r} +x_0=0 +y_0=0 +ellps=WGS84 +units=m +type=crs")
+        aeqd = CRS.from_proj4(
+            f"+proj=aeqd +lat_0={key[1]!r} +lon_0={key[0]!r} +x_0=0 +y_0=0 +ellps=WGS84 +units=m +type=crs"
+        )
         n = int(sel.sum())
         r = rng.standard_gamma(2.0, n) / eps_per_m
         t = rng.random(n) * 2 * math.pi
@@ -224,7 +230,9 @@ def test_one_point_provenance_holds_no_coordinate(deaths, crs):
 def test_one_point_trace_provenance_holds_no_coordinate(deaths):
     """Attack: the same on a one-point trace release (record with its ledger), UTM 30N."""
     pt = deaths.iloc[[17]].to_crs(32630).assign(user="u", t=0.0)
-    rec = geopriv.sanitize_traces(pt, traj_id="user", time="t", level=math.log(10), radius=100, rate=0.5).attrs["geopriv"]
+    rec = geopriv.sanitize_traces(pt, traj_id="user", time="t", level=math.log(10), radius=100, rate=0.5).attrs[
+        "geopriv"
+    ]
     assert_no_coordinates(rec, pt[["geometry"]], "attrs['geopriv'] of a one-point trace release")
 
 
@@ -257,8 +265,15 @@ def test_one_point_cli_metadata_and_sidecar_hold_no_coordinate(deaths, tmp_path,
 
 # ============================================================================ 2. exact true point
 def _is_true_point(released_lonlat, lon, lat, tol_m=1e-6):
-    return geodesic_m(released_lonlat[:, 0], released_lonlat[:, 1], np.full(len(released_lonlat), lon),
-                      np.full(len(released_lonlat), lat)) <= tol_m
+    return (
+        geodesic_m(
+            released_lonlat[:, 0],
+            released_lonlat[:, 1],
+            np.full(len(released_lonlat), lon),
+            np.full(len(released_lonlat), lat),
+        )
+        <= tol_m
+    )
 
 
 def test_grid_release_never_returns_the_true_point(deaths):
@@ -275,10 +290,12 @@ def test_grid_release_never_returns_the_true_point(deaths):
     """
     pt = deaths.iloc[[0]].to_crs(4326)
     lon, lat = pt.geometry.iloc[0].x, pt.geometry.iloc[0].y
-    out = np.array([
-        shapely.get_coordinates(geopriv.perturb(pt, level=LN4, radius=400, grid=500).geometry.values)[0]
-        for _ in range(200)
-    ])
+    out = np.array(
+        [
+            shapely.get_coordinates(geopriv.perturb(pt, level=LN4, radius=400, grid=500).geometry.values)[0]
+            for _ in range(200)
+        ]
+    )
     hits = int(_is_true_point(out, lon, lat).sum())
     assert hits == 0, f"{hits} of 200 grid=500 releases returned the true point"
     assert not ((out[:, 0] == lon) & (out[:, 1] == lat)).any()
@@ -315,7 +332,9 @@ def test_grid_release_never_returns_the_true_point_cli(deaths, tmp_path):
         o = tmp_path / f"one_{i}.gpkg"
         rc, err = run_cli(["perturb", one, o, "--level", "ln4", "--radius", "400", "--grid", "500", "--no-progress"])
         assert rc == 0, err
-        assert not _is_true_point(shapely.get_coordinates(gpd.read_file(o, engine="pyogrio").geometry.values), lon, lat).any()
+        assert not _is_true_point(
+            shapely.get_coordinates(gpd.read_file(o, engine="pyogrio").geometry.values), lon, lat
+        ).any()
 
     bad = tmp_path / "bad.gpkg"
     rc, err = run_cli(["perturb", one, bad, "--level", "ln4", "--radius", "200", "--grid", "500", "--no-progress"])
@@ -350,8 +369,9 @@ def test_lattice_is_the_same_for_different_and_moved_datasets(deaths, madrid, cr
     """
     soho = deaths.to_crs(crs)
     moved = soho.copy()
-    moved["geometry"] = shapely.transform(soho.geometry.values, lambda c: c + (7.3, 11.9) if CRS(crs).is_projected
-                                          else c + (7.3 / 69_000, 11.9 / 111_000))
+    moved["geometry"] = shapely.transform(
+        soho.geometry.values, lambda c: c + (7.3, 11.9) if CRS(crs).is_projected else c + (7.3 / 69_000, 11.9 / 111_000)
+    )
     sets = {"soho": soho, "moved": moved, "madrid": madrid.to_crs(crs)}
     lattice = None
     released = {}
@@ -455,7 +475,7 @@ N_FP = 40_000
 
 def _last_bit(v):
     m, _ = np.frexp(v)
-    return (np.abs(m) * 2.0**53 % 2.0 == 1.0)
+    return np.abs(m) * 2.0**53 % 2.0 == 1.0
 
 
 def _not_multiple_2m53(v):
@@ -468,7 +488,9 @@ def _fp_classifiers(step):
         "last mantissa bit is 1": lambda y: _last_bit(y),
         "y not a multiple of 2^-53": lambda y: _not_multiple_2m53(y),
         "y exactly k * step": lambda y: np.round(y / step) * step == y,
-        "low bits, else nearer": lambda y: _not_multiple_2m53(y) | (~_not_multiple_2m53(y) & (np.abs(y) < np.abs(y - 1.0))),
+        "low bits, else nearer": lambda y: (
+            _not_multiple_2m53(y) | (~_not_multiple_2m53(y) & (np.abs(y) < np.abs(y - 1.0)))
+        ),
     }
 
 
@@ -588,12 +610,17 @@ def test_huge_epsilon_with_continuous_refused(deaths, crs, eps):
     with pytest.raises(ValueError, match="(?i)epsilon"):
         out = geopriv.perturb(pt, eps, continuous=True)
         moved = float(shapely.distance(out.geometry.iloc[0], pt.geometry.iloc[0]))
-        pytest.fail(f"EPSG:{crs} epsilon={eps:g} continuous=True was accepted and released a point {moved:.3g} CRS "
-                    "units from the true point")
+        pytest.fail(
+            f"EPSG:{crs} epsilon={eps:g} continuous=True was accepted and released a point {moved:.3g} CRS "
+            "units from the true point"
+        )
 
 
-@pytest.mark.parametrize("kw", [{}, {"continuous": True}, {"method": "independent", "continuous": True}],
-                         ids=["lattice", "continuous", "independent-continuous"])
+@pytest.mark.parametrize(
+    "kw",
+    [{}, {"continuous": True}, {"method": "independent", "continuous": True}],
+    ids=["lattice", "continuous", "independent-continuous"],
+)
 def test_huge_epsilon_refused_for_traces(deaths, kw):
     """Attack: the same degenerate epsilon through sanitize_traces (UTM 30N, one trace).
 
@@ -606,8 +633,10 @@ def test_huge_epsilon_refused_for_traces(deaths, kw):
         out = geopriv.sanitize_traces(tr, traj_id="user", time="t", epsilon=1e300, rate=0.1, **kw)
         ok = out.geometry.notna().to_numpy()
         dist = shapely.distance(out.geometry.values[ok], tr.geometry.values[ok])
-        pytest.fail(f"sanitize_traces(epsilon=1e300, {kw}) was accepted: released {ok.sum()} points, "
-                    f"{int((dist == 0).sum())} of them exactly the true point (max error {dist.max():.3g} m)")
+        pytest.fail(
+            f"sanitize_traces(epsilon=1e300, {kw}) was accepted: released {ok.sum()} points, "
+            f"{int((dist == 0).sum())} of them exactly the true point (max error {dist.max():.3g} m)"
+        )
 
 
 @pytest.mark.parametrize("how", ["bounds", "region"])
@@ -625,15 +654,21 @@ def test_grid_coarser_than_declared_area_refused(deaths, crs, how):
     area = {"bounds": b} if how == "bounds" else {"region": shapely.box(*b)}
     with pytest.raises(ValueError, match="coarser than the declared area"):
         out = geopriv.perturb(pt, level=LN4, radius=10_000, grid=10_000, **area)
-        pytest.fail(f"EPSG:{crs} grid=10000 with {how}= of about 7 km x 17 km was accepted "
-                    f"(frame {out.attrs['geopriv']['frame']!r})")
+        pytest.fail(
+            f"EPSG:{crs} grid=10000 with {how}= of about 7 km x 17 km was accepted "
+            f"(frame {out.attrs['geopriv']['frame']!r})"
+        )
 
 
 # ============================================================================ 6. location attributes
 def _with_location_columns(deaths):
     ll = deaths.to_crs(4326).get_coordinates()
-    return deaths.assign(lon=ll.x.to_numpy(), lat=ll.y.to_numpy(), wkt=deaths.to_crs(4326).geometry.to_wkt().to_numpy(),
-                         count=np.arange(len(deaths)) % 7)
+    return deaths.assign(
+        lon=ll.x.to_numpy(),
+        lat=ll.y.to_numpy(),
+        wkt=deaths.to_crs(4326).geometry.to_wkt().to_numpy(),
+        count=np.arange(len(deaths)) % 7,
+    )
 
 
 def test_location_attributes_refused_by_perturb(deaths):
@@ -663,7 +698,11 @@ def test_location_attributes_refused_by_perturb(deaths):
 
 def test_location_attributes_refused_by_sanitize_traces(deaths):
     """Attack: the same through sanitize_traces: lon/lat and WKT columns refused, keep= passes."""
-    data = _with_location_columns(deaths).to_crs(32630).assign(user=np.arange(len(deaths)) % 5, t=np.arange(len(deaths)) * 60.0)
+    data = (
+        _with_location_columns(deaths)
+        .to_crs(32630)
+        .assign(user=np.arange(len(deaths)) % 5, t=np.arange(len(deaths)) * 60.0)
+    )
     for cols in (("lon", "lat"), ("wkt",)):
         gdf = data[list(cols) + ["user", "t", "geometry"]]
         with pytest.raises(geopriv.LocationAttributeError) as ei:
@@ -671,7 +710,9 @@ def test_location_attributes_refused_by_sanitize_traces(deaths):
         for c in cols:
             assert c in str(ei.value)
         assert_no_coordinates(str(ei.value), deaths, "LocationAttributeError message (traces)")
-        out = geopriv.sanitize_traces(gdf, traj_id="user", time="t", level=math.log(10), radius=100, rate=0.1, keep=list(cols))
+        out = geopriv.sanitize_traces(
+            gdf, traj_id="user", time="t", level=math.log(10), radius=100, rate=0.1, keep=list(cols)
+        )
         assert out.attrs["geopriv"]["kept_columns"] == sorted(cols)
 
 
@@ -686,8 +727,24 @@ def test_location_attributes_refused_by_cli(deaths, tmp_path):
     for c in ("lon", "lat", "wkt"):
         assert f"'{c}'" in err
     assert_no_coordinates(err, deaths, "CLI error")
-    rc, err = run_cli(["perturb", src, out, "--level", "ln4", "--radius", "200", "--no-progress",
-                       "--keep", "lon", "--keep", "lat", "--keep", "wkt"])
+    rc, err = run_cli(
+        [
+            "perturb",
+            src,
+            out,
+            "--level",
+            "ln4",
+            "--radius",
+            "200",
+            "--no-progress",
+            "--keep",
+            "lon",
+            "--keep",
+            "lat",
+            "--keep",
+            "wkt",
+        ]
+    )
     assert rc == 0, err
     assert json.loads(pyogrio.read_info(out)["layer_metadata"]["geopriv"])["kept_columns"] == ["lat", "lon", "wkt"]
 
@@ -707,10 +764,22 @@ def test_geometry_errors_hold_no_coordinates(deaths, madrid):
     msgs.append(_message(lambda: geopriv.perturb(g, level=LN4, radius=200, bounds=(-0.14, 51.50, -0.13, 51.52))))
     u = deaths.to_crs(32630)
     msgs.append(_message(lambda: geopriv.perturb(u, level=LN4, radius=200, bounds=(698600, 5710600, 699000, 5711000))))
-    msgs.append(_message(lambda: geopriv.sanitize_traces(u.assign(user=0, t=np.arange(len(u)) * 1.0), traj_id="user", time="t",
-                                                         level=math.log(10), radius=100, rate=0.1,
-                                                         bounds=(698600, 5710600, 699000, 5711000))))
-    both = pd.concat([deaths, madrid.to_crs(3857)], ignore_index=True).to_crs(32633)  # London / Madrid: outside zone 33's band
+    msgs.append(
+        _message(
+            lambda: geopriv.sanitize_traces(
+                u.assign(user=0, t=np.arange(len(u)) * 1.0),
+                traj_id="user",
+                time="t",
+                level=math.log(10),
+                radius=100,
+                rate=0.1,
+                bounds=(698600, 5710600, 699000, 5711000),
+            )
+        )
+    )
+    both = pd.concat([deaths, madrid.to_crs(3857)], ignore_index=True).to_crs(
+        32633
+    )  # London / Madrid: outside zone 33's band
     msgs.append(_message(lambda: geopriv.perturb(both, level=LN4, radius=200)))
     nan = g.copy()
     nan.loc[5, "geometry"] = shapely.Point(np.nan, np.nan)
@@ -724,14 +793,25 @@ def test_trace_id_errors_hold_no_coordinates(deaths):
     """Attack: read locations from the errors about a bad traj_id (a location column, the
     geometry column, a missing column, missing ids, mixed types)."""
     ll = deaths.to_crs(4326).get_coordinates()
-    base = deaths.to_crs(32630).assign(user=np.arange(len(deaths)) % 5, t=np.arange(len(deaths)) * 60.0,
-                                       lon=ll.x.to_numpy(), lat=ll.y.to_numpy())
-    run = lambda d, tid, **kw: (lambda: geopriv.sanitize_traces(d, traj_id=tid, time="t", level=math.log(10),  # noqa: E731
-                                                                   radius=100, rate=0.1, **kw))
+    base = deaths.to_crs(32630).assign(
+        user=np.arange(len(deaths)) % 5, t=np.arange(len(deaths)) * 60.0, lon=ll.x.to_numpy(), lat=ll.y.to_numpy()
+    )
+    run = lambda d, tid, **kw: (
+        lambda: geopriv.sanitize_traces(
+            d,
+            traj_id=tid,
+            time="t",
+            level=math.log(10),  # noqa: E731
+            radius=100,
+            rate=0.1,
+            **kw,
+        )
+    )
     nan_ids = base.drop(columns=["lon", "lat"]).astype({"user": float})
     nan_ids.loc[3, "user"] = np.nan
-    mixed = base.drop(columns=["lon", "lat"]).assign(user=pd.Series([1 if i % 2 else "1" for i in range(len(base))],
-                                                                     dtype=object, index=base.index))
+    mixed = base.drop(columns=["lon", "lat"]).assign(
+        user=pd.Series([1 if i % 2 else "1" for i in range(len(base))], dtype=object, index=base.index)
+    )
     msgs = [
         _message(run(base, "lon", keep=["lon", "lat"])),
         _message(run(base, "geometry", keep=["lon", "lat"])),
@@ -750,10 +830,17 @@ def test_time_stamp_error_holds_no_coordinates(deaths):
     about the unreadable time stamp must name the row, not echo the cell (a location).
     """
     ll = deaths.to_crs(4326).get_coordinates()
-    t = pd.date_range("2024-01-01", periods=len(deaths), freq="min").strftime("%Y-%m-%dT%H:%M:%S").to_numpy().astype(object)
+    t = (
+        pd.date_range("2024-01-01", periods=len(deaths), freq="min")
+        .strftime("%Y-%m-%dT%H:%M:%S")
+        .to_numpy()
+        .astype(object)
+    )
     t[7] = f"{ll.y.iloc[7]:.6f},{ll.x.iloc[7]:.6f}"
     data = deaths.to_crs(32630).assign(user=np.arange(len(deaths)) % 5, t=t)
-    msg = _message(lambda: geopriv.sanitize_traces(data, traj_id="user", time="t", level=math.log(10), radius=100, rate=0.1))
+    msg = _message(
+        lambda: geopriv.sanitize_traces(data, traj_id="user", time="t", level=math.log(10), radius=100, rate=0.1)
+    )
     assert_no_coordinates(msg, deaths, f"time-stamp error message {msg!r}")
 
 

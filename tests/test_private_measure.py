@@ -1,4 +1,5 @@
 """The private measure mechanisms (geopriv/mechanisms/private_measure.py): curve, sensitivity, privacy, error rates."""
+
 from __future__ import annotations
 
 import collections
@@ -27,10 +28,10 @@ from geopriv.mechanisms.private_measure import (
 # ---------------------------------------------------------------- the Hilbert curve
 @pytest.mark.parametrize("order", [1, 2, 3, 6])
 def test_hilbert_curve_is_a_continuous_bijection(order):
-    keys = np.arange(4 ** order, dtype=np.uint64)
+    keys = np.arange(4**order, dtype=np.uint64)
     x, y = hilbert_cell(keys, order)
     assert np.array_equal(hilbert_key(x, y, order), keys)
-    assert len(set(zip(x.tolist(), y.tolist()))) == 4 ** order
+    assert len(set(zip(x.tolist(), y.tolist()))) == 4**order
     steps = np.abs(np.diff(x.astype(int))) + np.abs(np.diff(y.astype(int)))
     assert np.all(steps == 1)  # consecutive cells are neighbours: the 1-D tree is a 2-D partition
 
@@ -41,13 +42,17 @@ def test_every_tree_node_is_a_box_and_the_boxes_tile_the_square(depth):
     rng = np.random.default_rng(0)
     u = rng.random((20_000, 2))
     keys = leaf_keys(u, depth)
-    for node in range(2 ** depth):
+    for node in range(2**depth):
         pts = u[keys == node]
         if len(pts) < 50:
             continue
         w, h = np.ptp(pts[:, 0]), np.ptp(pts[:, 1])
         sx, sy = 2.0 ** -((depth + 1) // 2), 2.0 ** -(depth // 2)
-        assert sorted([round(w / sx), round(h / sx)]) == sorted([1, round(sy / sx)]) or (w <= sx and h <= sx) or (w <= sy and h <= sy)
+        assert (
+            sorted([round(w / sx), round(h / sx)]) == sorted([1, round(sy / sx)])
+            or (w <= sx and h <= sx)
+            or (w <= sy and h <= sy)
+        )
         assert w * h <= sx * sy + 1e-9
     # boxes of the leaves: uniform placement stays in the leaf it was drawn for
     back = leaf_keys(leaf_boxes(keys, depth, 2, rng), depth)
@@ -62,8 +67,10 @@ def test_moving_one_person_changes_the_noised_coefficients_by_at_most_epsilon(me
     """sum_j |change of level-j coefficients| / scale_j <= epsilon for every pair of leaves, with equality somewhere."""
     eps = 0.7
     scales = level_scales(method, depth, eps, dim)
-    losses = [float((coefficient_change(method, depth, a, b) / scales).sum())
-              for a, b in itertools.combinations(range(2 ** depth), 2)]
+    losses = [
+        float((coefficient_change(method, depth, a, b) / scales).sum())
+        for a, b in itertools.combinations(range(2**depth), 2)
+    ]
     assert max(losses) <= eps * (1 + 1e-12)
     assert max(losses) == pytest.approx(eps, rel=1e-12)  # the calibration is tight, not loose
     assert PrivateMeasure(eps, method, depth=depth, dim=dim).privacy_loss(100) == pytest.approx(eps)
@@ -73,8 +80,10 @@ def test_moving_one_person_changes_the_noised_coefficients_by_at_most_epsilon(me
 def test_negative_control_a_budget_split_missing_the_factor_two_is_caught(method):
     depth, eps = 5, 1.0
     wrong = level_scales(method, depth, eps, 2) / 2.0  # e.g. sensitivity 1 per level assumed
-    worst = max(float((coefficient_change(method, depth, a, b) / wrong).sum())
-                for a, b in itertools.combinations(range(2 ** depth), 2))
+    worst = max(
+        float((coefficient_change(method, depth, a, b) / wrong).sum())
+        for a, b in itertools.combinations(range(2**depth), 2)
+    )
     assert worst > eps * 1.5
 
 
@@ -176,7 +185,7 @@ def test_srw_error_falls_like_one_over_n_and_the_classical_walk_like_its_square_
     more than 0.08 outside every measured value.
     """
     rng = np.random.default_rng(2024)
-    ns = [10 ** 3, 10 ** 4, 10 ** 5, 10 ** 6]
+    ns = [10**3, 10**4, 10**5, 10**6]
     srw, classical = [], []
     for n in ns:
         x = _sample_1d(n, rng)
@@ -229,5 +238,5 @@ def test_auto_depth_depends_only_on_public_parameters():
     for method in METHODS:
         m = PrivateMeasure(1.0, method)
         assert m.resolved_depth(len(a)) == m.resolved_depth(len(b))
-        assert m.resolved_depth(10 ** 6) > m.resolved_depth(1000)
+        assert m.resolved_depth(10**6) > m.resolved_depth(1000)
         assert PrivateMeasure(10.0, method).resolved_depth(1000) > m.resolved_depth(1000)

@@ -5,6 +5,7 @@ is): it must load offline without a single console message and show all its figu
 these rendering tests skip, except where GEOPRIV_REQUIRE_CHROMIUM=1 (scripts/test.sh), where they fail.
 Nothing here is statistical beyond fixed seeds.
 """
+
 from __future__ import annotations
 
 import math
@@ -65,8 +66,9 @@ def test_guarantee_sentence_from_epsilon_per_metre():
 def test_guarantee_of_traces_location_dependent_and_synthetic_releases():
     trace = guarantee({"epsilon_per_m": math.log(10) / 100, "traj_id": "tid", "mechanism": "predictive_trace"}, 100)
     assert "trace A rather than trace B change by at most 10x" in trace["sentence"]
-    eik = guarantee({"mechanism": "eikonal", "epsilon_min_per_m": math.log(2) / 200,
-                     "epsilon_max_per_m": math.log(8) / 200}, 200)
+    eik = guarantee(
+        {"mechanism": "eikonal", "epsilon_min_per_m": math.log(2) / 200, "epsilon_max_per_m": math.log(8) / 200}, 200
+    )
     assert "at most 8x" in eik["sentence"] and "by at most 2x" in eik["sentence"]
     assert eik["basis"] == "epsilon_max_per_m"
     syn = guarantee({"epsilon": math.log(3), "n_people": 10}, 200)
@@ -103,7 +105,9 @@ def test_report_never_prints_a_true_coordinate(report_html, deaths):
     """No number in the report's text is within 1 CRS unit (about 0.6 m here) of a true x or y."""
     xy = np.column_stack([deaths.geometry.x, deaths.geometry.y])
     values = np.unique(xy.ravel())
-    numbers = [float(m.replace(",", "")) for m in re.findall(r"-?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?", text_of(report_html))]
+    numbers = [
+        float(m.replace(",", "")) for m in re.findall(r"-?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?", text_of(report_html))
+    ]
     assert numbers
     close = [v for v in numbers if np.min(np.abs(values - v)) <= 1.0]
     assert close == []
@@ -147,7 +151,7 @@ def test_adversary_section(deaths, released):
     Laplace's 2 / epsilon in the open (289 m), less near the area's edges; its error on these points is reported."""
     doc = release_report(deaths, released, area=SOHO_AREA, cell=60)
     text = text_of(doc)
-    section = text[text.index('<section id="adversary">'):text.index('<section id="maps">')]
+    section = text[text.index('<section id="adversary">') : text.index('<section id="maps">')]
     expected = float(re.search(r"optimal adversary&#x27;s expected error \(m\)</td><td>([\d.]+)<", section).group(1))
     assert 200 < expected < 2 / released.attrs["geopriv"]["epsilon_per_m"]
     assert "adversary&#x27;s error on these points: mean (m)" in section
@@ -155,7 +159,7 @@ def test_adversary_section(deaths, released):
     assert 'alt="adversary error map"' in section
     # without a public area the section says how to give one, and the rest of the report is there
     bare = release_report(deaths, released)
-    assert "Not computed" in bare[bare.index('<section id="adversary">'):bare.index('<section id="maps">')]
+    assert "Not computed" in bare[bare.index('<section id="adversary">') : bare.index('<section id="maps">')]
     assert "area=" in bare
 
 
@@ -178,8 +182,11 @@ def test_eikonal_release_with_its_mechanism_and_a_population():
     assert f"by at most {lo:.3g}x" in doc
     assert 'alt="guarantee by place"' in doc and "verified on its grid" in doc
     assert 'alt="adversary k map"' in doc
-    k = float(re.search(r"people expected in the adversary&#x27;s 90 % region</td><td>([\d,.]+)<", doc).group(1)
-              .replace(",", ""))
+    k = float(
+        re.search(r"people expected in the adversary&#x27;s 90 % region</td><td>([\d,.]+)<", doc)
+        .group(1)
+        .replace(",", "")
+    )
     assert k > 0
     assert "<td>the mechanism&#x27;s privacy map</td>" in doc
 
@@ -202,8 +209,16 @@ def test_synthetic_release_is_compared_as_a_distribution(deaths):
 def test_trace_release_counts_withheld_rows():
     fixes = io.read_vector(data_path("geolife_sample.gpkg"))
     fixes["t"] = pd.to_datetime(fixes["t"], format="ISO8601")
-    out = geopriv.sanitize_traces(fixes, level=math.log(10), radius=100, traj_id="trajectory_id", time="t",
-                                  rate=0.033, rng=1, bounds=(116.2, 39.8, 116.7, 40.2))
+    out = geopriv.sanitize_traces(
+        fixes,
+        level=math.log(10),
+        radius=100,
+        traj_id="trajectory_id",
+        time="t",
+        rate=0.033,
+        rng=1,
+        bounds=(116.2, 39.8, 116.7, 40.2),
+    )
     withheld = int(out.geometry.isna().sum())
     assert withheld > 0
     doc = release_report(fixes, out, radius=100)
@@ -211,7 +226,7 @@ def test_trace_release_counts_withheld_rows():
     assert f"{withheld:,} released row(s) carry no location" in doc
     assert "counts of true fixes per 1000 m cell" in doc
     # the trace attacks (geopriv.attacks): aggregates over persons only
-    attacks = doc[doc.index('<section id="attacks">'):doc.index('<section id="maps">')]
+    attacks = doc[doc.index('<section id="attacks">') : doc.index('<section id="maps">')]
     assert "home attack: persons with a home in the true data" in attacks
     assert "re-identified by their top 2 places" in attacks
     assert "local mean solar time" in attacks  # the time stamps carry a zone and no tz= was given
@@ -224,8 +239,12 @@ def test_cli_report_html(deaths, tmp_path, capsys):
 
     source = data_path("soho_cholera.gpkg")
     rel = tmp_path / "deaths_private.gpkg"
-    assert main(["perturb", str(source), str(rel), "--layer", "deaths", "--level", "ln4", "--radius", "200",
-                 "--seed", "3"]) == 0
+    assert (
+        main(
+            ["perturb", str(source), str(rel), "--layer", "deaths", "--level", "ln4", "--radius", "200", "--seed", "3"]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert main(["report", str(source), str(rel), "--layer", "deaths", "--html"]) == 0
     out, err = capsys.readouterr()
@@ -236,15 +255,28 @@ def test_cli_report_html(deaths, tmp_path, capsys):
     assert main(["report", str(source), str(rel), "--layer", "deaths", "--html"]) != 0
     assert "exists. Pass --overwrite" in capsys.readouterr().err
     chosen = tmp_path / "mine.html"
-    assert main(["report", str(source), str(rel), "--layer", "deaths", "--html", str(chosen), "--map-cell",
-                 "200"]) == 0
+    assert main(["report", str(source), str(rel), "--layer", "deaths", "--html", str(chosen), "--map-cell", "200"]) == 0
     assert "square cells of 200 m" in chosen.read_text(encoding="utf-8")
     assert main(["report", str(source), str(rel), "--layer", "deaths", "--map-cell", "200"]) != 0
     assert "add --html" in capsys.readouterr().err
     # without a declared area the adversary section says how to give one; --bounds gives it
     assert "Give the public area with --bounds" in default.read_text(encoding="utf-8")
-    assert main(["report", str(source), str(rel), "--layer", "deaths", "--html", "--overwrite", "--bounds",
-                 *map(str, SOHO_AREA)]) == 0
+    assert (
+        main(
+            [
+                "report",
+                str(source),
+                str(rel),
+                "--layer",
+                "deaths",
+                "--html",
+                "--overwrite",
+                "--bounds",
+                *map(str, SOHO_AREA),
+            ]
+        )
+        == 0
+    )
     assert "optimal adversary&#x27;s expected error (m)" in default.read_text(encoding="utf-8")
 
 
@@ -253,17 +285,33 @@ def chromium() -> str:
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
     if exe is None:
         if os.environ.get("GEOPRIV_REQUIRE_CHROMIUM") == "1":
-            pytest.fail("GEOPRIV_REQUIRE_CHROMIUM=1 but chromium is not installed (scripts/test.sh installs "
-                        "Debian's package: apt-get install chromium)", pytrace=False)
+            pytest.fail(
+                "GEOPRIV_REQUIRE_CHROMIUM=1 but chromium is not installed (scripts/test.sh installs "
+                "Debian's package: apt-get install chromium)",
+                pytrace=False,
+            )
         pytest.skip("chromium is not installed (scripts/test.sh installs Debian's package)")
     return exe
 
 
 def browse(page: Path, tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
     """Headless Chromium on ``page``, with every network request sent to a closed loopback port (offline)."""
-    args = [chromium(), "--headless=new", "--disable-gpu", "--no-sandbox", "--no-first-run", "--disable-extensions",
-            "--disable-background-networking", "--disable-component-update", "--proxy-server=127.0.0.1:9",
-            f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr", "--v=0", *extra, page.as_uri()]
+    args = [
+        chromium(),
+        "--headless=new",
+        "--disable-gpu",
+        "--no-sandbox",
+        "--no-first-run",
+        "--disable-extensions",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--proxy-server=127.0.0.1:9",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--enable-logging=stderr",
+        "--v=0",
+        *extra,
+        page.as_uri(),
+    ]
     return subprocess.run(args, capture_output=True, text=True, timeout=180, check=False)
 
 

@@ -1,4 +1,5 @@
 """The test suite reads only data inside the repository, so it runs from a fresh clone."""
+
 from __future__ import annotations
 
 import re
@@ -23,8 +24,11 @@ def test_data_listed_in_the_readme_is_shipped_with_its_licence():
 
 def test_no_test_reads_outside_the_repository():
     pattern = re.compile(r"""(["'/])shared\1|\.\./shared|parent\s*/\s*["']shared["']""")
-    offenders = [str(p.relative_to(ROOT)) for p in TESTS.rglob("*.py")
-                 if p.name != Path(__file__).name and pattern.search(p.read_text())]
+    offenders = [
+        str(p.relative_to(ROOT))
+        for p in TESTS.rglob("*.py")
+        if p.name != Path(__file__).name and pattern.search(p.read_text())
+    ]
     assert offenders == []
     for folder in DATA_DIRS:
         assert ROOT in folder.parents

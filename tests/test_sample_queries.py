@@ -3,6 +3,7 @@
 Real data: the shipped GeoLife sample (5 trajectories, 1-5 s fixes).  Epoch milliseconds read
 as seconds used to sample about a hundred times too many queries silently.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -54,8 +55,9 @@ def test_epoch_milliseconds_are_refused_with_the_fix(fixes, reference, unit):
 @pytest.mark.parametrize("unit", ["ms", "us", "s", "min"])
 def test_time_unit_gives_the_same_queries_as_datetimes(fixes, reference, unit):
     data = _numeric(fixes, unit)
-    q = geopriv.sample_queries(data, traj_id="trajectory_id", time="t", p=0.3, rng=1,
-                               time_unit=None if unit == "s" else unit)
+    q = geopriv.sample_queries(
+        data, traj_id="trajectory_id", time="t", p=0.3, rng=1, time_unit=None if unit == "s" else unit
+    )
     assert len(q) == len(reference)
     np.testing.assert_array_equal(q["source_row"].to_numpy(), reference["source_row"].to_numpy())
     # the output's time column is in the input's unit

@@ -1,4 +1,5 @@
 """geopriv.synthesize on GeoDataFrames: the public area, the release path, provenance, utility on real data."""
+
 from __future__ import annotations
 
 
@@ -56,8 +57,12 @@ def test_the_function_and_the_accessor_agree(deaths):
 def test_the_region_and_curve_do_not_depend_on_the_data(deaths):
     """Two datasets of the same size: the same public area, depth, curve and noise scales."""
     rng = np.random.default_rng(0)
-    other = gpd.GeoDataFrame(geometry=gpd.points_from_xy(rng.uniform(-15700, -14700, len(deaths)),
-                                                         rng.uniform(6712000, 6713200, len(deaths))), crs=deaths.crs)
+    other = gpd.GeoDataFrame(
+        geometry=gpd.points_from_xy(
+            rng.uniform(-15700, -14700, len(deaths)), rng.uniform(6712000, 6713200, len(deaths))
+        ),
+        crs=deaths.crs,
+    )
     ra = deaths.priv.synthesize(1.0, bounds=SOHO_BOUNDS, rng=1).attrs["geopriv"]
     rb = other.priv.synthesize(1.0, bounds=SOHO_BOUNDS, rng=1).attrs["geopriv"]
     for key in ("public_area", "depth", "curve", "level_scales", "grid_m", "lattice", "frame_area"):

@@ -4,6 +4,7 @@ Statistical tests use fixed seeds; each states the chance that a *correct* imple
 would fail it under a fresh random seed (its false-failure rate), and the test of Theta has a
 negative control that the same check must reject.
 """
+
 from __future__ import annotations
 
 import copy
@@ -45,7 +46,9 @@ EPS = math.log(10) / 100  # the paper's ln 10 within 100 m, per trace
 # ---------------------------------------------------------------------------- helpers
 #: the public study area of the tests' Beijing data (declared, not measured from the points)
 BEIJING = {4326: (115.4, 39.4, 117.6, 41.1)}
-BEIJING[3857] = tuple(__import__("pyproj").Transformer.from_crs(4326, 3857, always_xy=True).transform_bounds(*BEIJING[4326]))
+BEIJING[3857] = tuple(
+    __import__("pyproj").Transformer.from_crs(4326, 3857, always_xy=True).transform_bounds(*BEIJING[4326])
+)
 
 
 def walk_frame(n_traces=4, length=40, crs=32650, step_m=20.0, dt=60.0, seed=0):
@@ -165,8 +168,15 @@ def test_fixed_rate_configuration_follows_fig3b():
     # the running prediction-rate estimate uses the trace's own public run
     state2 = StepState(5, np.array([1.0]), np.array([0.8]), np.array([4.0]), np.array([4.0]), np.zeros(1), np.ones(1))
     assert m.estimated_prediction_rate(state2)[0] == pytest.approx((4 + 0.6) / 5)
-    for bad in (dict(rate=0.0), dict(rate=1.5), dict(rate=0.1, eta=0.0), dict(rate=0.1, gamma=1.5),
-                dict(rate=0.1, delta=0.3), dict(rate=0.1, prediction_rate=1.0), dict(rate=0.1, horizon=0.5)):
+    for bad in (
+        dict(rate=0.0),
+        dict(rate=1.5),
+        dict(rate=0.1, eta=0.0),
+        dict(rate=0.1, gamma=1.5),
+        dict(rate=0.1, delta=0.3),
+        dict(rate=0.1, prediction_rate=1.0),
+        dict(rate=0.1, horizon=0.5),
+    ):
         with pytest.raises(ValueError):
             FixedRate(**bad)
 
@@ -187,8 +197,12 @@ run_configs = st.fixed_dictionaries(
         "step_m": st.sampled_from([0.0, 50.0, 2000.0]),
         "dup_times": st.booleans(),
         "manager": st.one_of(
-            st.builds(lambda r, h: FixedRate(rate=r, horizon=h), st.floats(0.02, 1.0), st.sampled_from([None, 1.0, 3.0])),
-            st.builds(lambda a, e: FixedUtility(accuracy=a, eta=e), st.floats(50.0, 5000.0), st.sampled_from([0.35, 0.5, 1.0])),
+            st.builds(
+                lambda r, h: FixedRate(rate=r, horizon=h), st.floats(0.02, 1.0), st.sampled_from([None, 1.0, 3.0])
+            ),
+            st.builds(
+                lambda a, e: FixedUtility(accuracy=a, eta=e), st.floats(50.0, 5000.0), st.sampled_from([0.35, 0.5, 1.0])
+            ),
         ),
         "skip": st.sampled_from([None, 0.139, 4.17]),
         "stale": st.sampled_from([None, 600.0]),
@@ -210,14 +224,19 @@ def test_property_ledger_is_the_lemma1_sum_and_never_over_budget(cfg):
     t = np.cumsum(gaps)
     t -= np.repeat(t[starts], lengths)  # each trace starts at 0, non-decreasing
     tr = Traces.from_lengths(xy, t, lengths)
-    mech = PredictiveMechanism(cfg["manager"], predictor=cfg["predictor"],
-                               skip=None if cfg["skip"] is None else TimeSkip(cfg["skip"]), stale_after=cfg["stale"])
+    mech = PredictiveMechanism(
+        cfg["manager"],
+        predictor=cfg["predictor"],
+        skip=None if cfg["skip"] is None else TimeSkip(cfg["skip"]),
+        stale_after=cfg["stale"],
+    )
     total = EPS * rng.uniform(0.5, 2.0)
     run = mech.run(tr, total, np.random.default_rng(cfg["seed"] + 1))
     tid = tr.trace_of_row()
     # Lemma 1: spent = sum of eps_theta over tested steps + eps_N over hard steps, per trace
     lemma1 = np.bincount(tid, weights=run.eps_test, minlength=tr.n_traces) + np.bincount(
-        tid, weights=run.eps_noise, minlength=tr.n_traces)
+        tid, weights=run.eps_noise, minlength=tr.n_traces
+    )
     np.testing.assert_allclose(run.spent, lemma1, rtol=1e-12, atol=0)
     assert np.all(run.spent <= total)  # exactly, as stored: never over budget
     assert np.all((run.eps_test > 0) == run.tested)
@@ -226,13 +245,13 @@ def test_property_ledger_is_the_lemma1_sum_and_never_over_budget(cfg):
     released = run.status != EXHAUSTED
     assert np.all(np.isfinite(run.reported[released])) and np.all(np.isnan(run.reported[~released]))
     for s, m in zip(starts, lengths):
-        st_ = run.status[s:s + m]
+        st_ = run.status[s : s + m]
         assert st_[0] in (NOISE, EXHAUSTED)  # first query: no prediction, no test
         ex = np.flatnonzero(st_ == EXHAUSTED)
         if len(ex):
-            assert np.all(st_[ex[0]:] == EXHAUSTED)  # the budget manager STOPs for good
+            assert np.all(st_[ex[0] :] == EXHAUSTED)  # the budget manager STOPs for good
         if cfg["predictor"] == "parrot":
-            rep = run.reported[s:s + m]
+            rep = run.reported[s : s + m]
             pred = np.flatnonzero((st_ == PREDICTED) | (st_ == SKIPPED))
             np.testing.assert_array_equal(rep[pred], rep[pred - 1])  # the parrot repeats the last report
 
@@ -246,7 +265,9 @@ def test_first_point_skips_the_test_and_time_rule_skips_for_free():
     assert np.all(run.status[1:] == SKIPPED) and run.spent[0] == pytest.approx(noise_constant() / 3000.0)
     # once 3000 m / 1 m/s = 3000 s have passed since the last hard point, the test runs again
     tr2 = Traces.from_lengths(np.zeros((3, 2)), np.array([0.0, 2999.0, 3001.0]), [3])
-    run2 = PredictiveMechanism(FixedUtility(accuracy=3000.0), skip=TimeSkip(1.0)).run(tr2, EPS, np.random.default_rng(1))
+    run2 = PredictiveMechanism(FixedUtility(accuracy=3000.0), skip=TimeSkip(1.0)).run(
+        tr2, EPS, np.random.default_rng(1)
+    )
     assert run2.status[1] == SKIPPED and run2.tested[2]
 
 
@@ -288,8 +309,9 @@ def test_fixed_utility_hard_points_meet_the_accuracy():
 def test_accessor_on_geolife_sample(geolife_sample):
     gdf = geolife_sample
     before = gdf.copy(deep=True)
-    out = gdf.priv.sanitize_traces(traj_id="trajectory_id", time="t", level=math.log(10), radius=100,
-                                   rate=0.033, rng=3, bounds=BEIJING[4326])
+    out = gdf.priv.sanitize_traces(
+        traj_id="trajectory_id", time="t", level=math.log(10), radius=100, rate=0.033, rng=3, bounds=BEIJING[4326]
+    )
     pd.testing.assert_frame_equal(gdf, before)  # input untouched
     assert out.index.equals(gdf.index) and out.crs == gdf.crs
     assert list(out.columns) == list(gdf.columns) + ["predicted", "status", "epsilon_spent"]
@@ -311,11 +333,14 @@ def test_accessor_on_geolife_sample(geolife_sample):
 def test_sample_then_sanitize_geolife_both_methods(geolife_sample):
     q = geopriv.sample_queries(geolife_sample, traj_id="trajectory_id", time="t", p=0.2, rng=0)
     assert 20 < len(q) < len(geolife_sample)
-    for method, kw in (("independent", dict(budget="fixed_utility", accuracy=3000)),
-                       ("predictive", dict(budget="fixed_utility", accuracy=3000, skip_speed=4.17)),
-                       ("predictive", dict(budget=FixedRate(rate=0.05, eta=0.35, gamma=1.0), predictor="cluster_mean"))):
-        out = geopriv.sanitize_traces(q, traj_id="trajectory_id", time="t", epsilon=EPS, method=method, rng=1,
-                                      bounds=BEIJING[4326], **kw)
+    for method, kw in (
+        ("independent", dict(budget="fixed_utility", accuracy=3000)),
+        ("predictive", dict(budget="fixed_utility", accuracy=3000, skip_speed=4.17)),
+        ("predictive", dict(budget=FixedRate(rate=0.05, eta=0.35, gamma=1.0), predictor="cluster_mean")),
+    ):
+        out = geopriv.sanitize_traces(
+            q, traj_id="trajectory_id", time="t", epsilon=EPS, method=method, rng=1, bounds=BEIJING[4326], **kw
+        )
         led = geopriv.trace_ledger(out)
         assert np.all(led["spent"] <= led["budget"])
         ok = out["status"] != "exhausted"
@@ -343,15 +368,18 @@ def test_one_point_traces():
     np.testing.assert_allclose(out["epsilon_spent"], 0.1 * EPS)
     led = out.priv.ledger()
     assert (led["queries"] == 1).all() and (led["prediction_rate"] == 0).all()
-    out_u = gdf.priv.sanitize_traces(traj_id="user", time="t", epsilon=EPS, budget="fixed_utility", accuracy=2000, rng=0)
+    out_u = gdf.priv.sanitize_traces(
+        traj_id="user", time="t", epsilon=EPS, budget="fixed_utility", accuracy=2000, rng=0
+    )
     np.testing.assert_allclose(out_u["epsilon_spent"], noise_constant() / 2000)
 
 
 def test_duplicate_timestamps_keep_input_order_and_are_skippable():
     gdf = walk_frame(n_traces=2, length=6)
     gdf["t"] = gdf["t"].iloc[0]  # every query at the same instant
-    out = gdf.priv.sanitize_traces(traj_id="user", time="t", epsilon=EPS, budget="fixed_utility", accuracy=3000,
-                                   skip_speed=1.0, rng=0)
+    out = gdf.priv.sanitize_traces(
+        traj_id="user", time="t", epsilon=EPS, budget="fixed_utility", accuracy=3000, skip_speed=1.0, rng=0
+    )
     for _, grp in out.groupby("user", sort=False):
         assert grp["status"].iloc[0] == "noise"  # the first row in input order is the first query
         assert (grp["status"].iloc[1:] == "skipped").all()  # 0 s elapsed: the time rule skips
@@ -396,8 +424,9 @@ def test_time_none_and_traj_none_and_numeric_seconds():
     led = geopriv.trace_ledger(out)
     assert len(led) == 1 and led["queries"].iloc[0] == 10
     gdf["secs"] = np.arange(10) * 30.0
-    out2 = geopriv.sanitize_traces(gdf, traj_id=None, time="secs", epsilon=EPS, budget="fixed_utility",
-                                   accuracy=3000, skip_speed=1.0, rng=1)
+    out2 = geopriv.sanitize_traces(
+        gdf, traj_id=None, time="secs", epsilon=EPS, budget="fixed_utility", accuracy=3000, skip_speed=1.0, rng=1
+    )
     assert (out2["status"].iloc[1:] == "skipped").all()
 
 
@@ -412,8 +441,9 @@ def test_geoseries_is_one_trace_in_row_order():
 
 def test_on_exhausted_last_repeats_the_last_release_never_the_truth():
     gdf = walk_frame(n_traces=2, length=30)
-    out = gdf.priv.sanitize_traces(traj_id="user", time="t", epsilon=EPS, method="independent", rate=0.1,
-                                   on_exhausted="last", rng=2)
+    out = gdf.priv.sanitize_traces(
+        traj_id="user", time="t", epsilon=EPS, method="independent", rate=0.1, on_exhausted="last", rng=2
+    )
     for _, grp in out.groupby("user", sort=False):
         ex = grp["status"] == "exhausted"
         assert ex.sum() == 20
@@ -429,8 +459,16 @@ def test_epsilon_is_per_ground_metre_in_any_crs(crs):
     1,500 one-point traces; |mean - 2/eps_N| < 5 standard errors (false-failure rate < 6e-7).
     """
     gdf = walk_frame(n_traces=1500, length=1, step_m=0.0, crs=crs)
-    out = gdf.priv.sanitize_traces(traj_id="user", time="t", epsilon=EPS, method="independent",
-                                   budget="fixed_utility", accuracy=300.0, rng=7, bounds=BEIJING.get(crs))
+    out = gdf.priv.sanitize_traces(
+        traj_id="user",
+        time="t",
+        epsilon=EPS,
+        method="independent",
+        budget="fixed_utility",
+        accuracy=300.0,
+        rng=7,
+        bounds=BEIJING.get(crs),
+    )
     d = gdf.priv.displacement(out).to_numpy()
     eps_n = noise_constant() / 300.0
     se = math.sqrt(2.0) / eps_n / math.sqrt(len(d))  # sd of the Gamma(2, 1/eps) radius is sqrt(2)/eps
@@ -466,7 +504,7 @@ def test_cluster_mean_pools_hard_reports_of_one_place():
     errs = {}
     for name in ("parrot", "cluster_mean"):
         run = PredictiveMechanism(m, predictor=name).run(tr, EPS, np.random.default_rng(3))
-        ok = (run.status == PREDICTED)
+        ok = run.status == PREDICTED
         errs[name] = np.hypot(*run.reported[ok].T).mean()
     assert errs["cluster_mean"] < errs["parrot"]
     with pytest.raises(ValueError):
@@ -478,8 +516,16 @@ def test_progress_is_reported_from_inside_the_run(method):
     gdf = walk_frame(n_traces=6, length=300)
     n = len(gdf)
     seen = []
-    geopriv.sanitize_traces(gdf, EPS, traj_id="user", time="t", method=method, rate=0.005, rng=1,
-                            progress=lambda done, total: seen.append((done, total)))
+    geopriv.sanitize_traces(
+        gdf,
+        EPS,
+        traj_id="user",
+        time="t",
+        method=method,
+        rate=0.005,
+        rng=1,
+        progress=lambda done, total: seen.append((done, total)),
+    )
     done = [d for d, _ in seen]
     assert seen[-1] == (n, n) and all(t == n for _, t in seen) and done == sorted(set(done))
     if method == "predictive":  # step by step: about 100 reports while the traces are released
@@ -510,8 +556,9 @@ def test_a_cancelled_run_stops_at_a_report_with_its_ledger_settled():
 
     acc = BudgetAccountant(np.full(3, EPS))
     with pytest.raises(Stop):
-        PredictiveMechanism(FixedRate(rate=0.004)).run(traces, rng=np.random.default_rng(1), accountant=acc,
-                                                         progress=cancel)
+        PredictiveMechanism(FixedRate(rate=0.004)).run(
+            traces, rng=np.random.default_rng(1), accountant=acc, progress=cancel
+        )
     assert calls[-1] < sum(lengths)  # stopped mid-run
     assert np.all(acc.reserved == 0) and np.all(acc.spent > 0) and np.all(acc.spent <= EPS)
     full = BudgetAccountant(np.full(3, EPS))
@@ -585,8 +632,9 @@ def test_predictors_see_released_values_only_never_unrounded_noise():
             seen.append(np.asarray(run.reported, dtype=float).reshape(-1, 2))
             return run.last_reported
 
-        geopriv.sanitize_traces(gdf, traj_id="user", time="t", epsilon=EPS, rate=0.1, predictor=pred, rng=4,
-                                continuous=continuous)
+        geopriv.sanitize_traces(
+            gdf, traj_id="user", time="t", epsilon=EPS, rate=0.1, predictor=pred, rng=4, continuous=continuous
+        )
         pts = np.vstack(seen)
         pts = pts[np.isfinite(pts).all(axis=1)] * frame.scale_max  # work metres -> CRS units (used as is)
         r = pts / lattice.step

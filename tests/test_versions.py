@@ -1,4 +1,5 @@
 """``geopriv.show_versions()``: what it prints, and that its package lists follow pyproject.toml."""
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -53,14 +54,18 @@ def test_the_package_lists_are_pyproject_tomls_dependencies_and_extras():
     required = {_requirement_name(r) for r in project["dependencies"]}
     assert set(versions_module.REQUIRED) == required
     extras = project["optional-dependencies"]
-    optional = {_requirement_name(r) for name, reqs in extras.items() if name not in ("test", "bench", "docs") for r in reqs}
+    optional = {
+        _requirement_name(r) for name, reqs in extras.items() if name not in ("test", "bench", "docs") for r in reqs
+    }
     assert set(versions_module.OPTIONAL) == optional
 
 
 def test_show_versions_is_public_and_loaded_on_first_use():
     assert "show_versions" in geopriv.__all__
-    code = ("import sys, geopriv\n"
-            "assert 'geopriv.versions' not in sys.modules\n"
-            "geopriv.show_versions\n"
-            "assert 'geopriv.versions' in sys.modules\n")
+    code = (
+        "import sys, geopriv\n"
+        "assert 'geopriv.versions' not in sys.modules\n"
+        "geopriv.show_versions\n"
+        "assert 'geopriv.versions' in sys.modules\n"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

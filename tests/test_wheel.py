@@ -17,6 +17,7 @@ checked with the oldest versions geopriv supports, installed from PyPI rather th
 Debian.  Nothing here skips: a missing tool (git, build, twine, venv) or an unreachable package
 index fails the test.  It takes about half a minute to a minute (marked ``slow``).
 """
+
 from __future__ import annotations
 
 import email.parser
@@ -55,11 +56,13 @@ def _env() -> dict[str, str]:
 
 
 def _run(argv, cwd, timeout=600) -> subprocess.CompletedProcess:
-    done = subprocess.run([str(a) for a in argv], cwd=cwd, env=_env(), capture_output=True, text=True,
-                          timeout=timeout)
+    done = subprocess.run([str(a) for a in argv], cwd=cwd, env=_env(), capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0:
-        pytest.fail(f"{' '.join(map(str, argv))} exited {done.returncode}\n--- stdout\n{done.stdout[-3000:]}\n"
-                    f"--- stderr\n{done.stderr[-3000:]}", pytrace=False)
+        pytest.fail(
+            f"{' '.join(map(str, argv))} exited {done.returncode}\n--- stdout\n{done.stdout[-3000:]}\n"
+            f"--- stderr\n{done.stderr[-3000:]}",
+            pytrace=False,
+        )
     return done
 
 
@@ -129,8 +132,17 @@ def test_the_sdist_holds_what_a_build_needs(dists):
     top = f"geopriv-{geopriv.__version__}"
     with tarfile.open(sdist) as tf:
         names = set(tf.getnames())
-    for rel in ("pyproject.toml", "LICENSE", "README.md", "CHANGELOG.md", "CITATION.cff", "PKG-INFO",
-                "geopriv/_version.py", "geopriv/py.typed", *(f"geopriv/data/{n}" for n in SHIPPED)):
+    for rel in (
+        "pyproject.toml",
+        "LICENSE",
+        "README.md",
+        "CHANGELOG.md",
+        "CITATION.cff",
+        "PKG-INFO",
+        "geopriv/_version.py",
+        "geopriv/py.typed",
+        *(f"geopriv/data/{n}" for n in SHIPPED),
+    ):
         assert f"{top}/{rel}" in names, rel
     modules = {f"{top}/{p.relative_to(ROOT).as_posix()}" for p in (ROOT / "geopriv").rglob("*.py")}
     assert modules <= names, sorted(modules - names)
@@ -158,8 +170,11 @@ print(json.dumps({{"file": geopriv.__file__, "version": geopriv.__version__, "pa
     assert Path(info["prefix"]).resolve() == venv.resolve()
     assert info["version"] == geopriv.__version__
     assert not [p for p in info["path"] if p and Path(p).resolve().is_relative_to(ROOT)], info["path"]
-    outside = [p for p in info["path"] if ("site-packages" in p or "dist-packages" in p)
-               and not Path(p).resolve().is_relative_to(venv.resolve())]
+    outside = [
+        p
+        for p in info["path"]
+        if ("site-packages" in p or "dist-packages" in p) and not Path(p).resolve().is_relative_to(venv.resolve())
+    ]
     assert not outside, f"site folders outside the fresh environment: {outside}"
     assert set(info["found"]) == set(SHIPPED)
     assert "deaths" in info["found"]["soho_cholera.gpkg"]

@@ -4,6 +4,7 @@
 ``geopriv --help`` imports none of the library); sphinx-argparse reads the parser's actions directly, so
 this adds them all first, in nested commands too (``geopriv budget grant``).
 """
+
 from __future__ import annotations
 
 import argparse

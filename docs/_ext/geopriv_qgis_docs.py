@@ -6,6 +6,7 @@ when it no longer matches the provider.  The directive ``.. qgis-algorithms::`` 
 section per group and algorithm: the help text the Processing dialog shows, then its parameters and
 outputs.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,8 +39,16 @@ def _rst(algorithms) -> list[str]:
         title = f"{alg['name']} (``{alg['id']}``)"
         lines += [title, "~" * len(title), "", ".. raw:: html", ""]
         lines += ["   " + line for line in alg["help"].splitlines()] + [""]
-        lines += [".. list-table:: Parameters", "   :header-rows: 1", "   :widths: 18 34 14 34", "",
-                  "   * - name", "     - label", "     - type", "     - default / notes"]
+        lines += [
+            ".. list-table:: Parameters",
+            "   :header-rows: 1",
+            "   :widths: 18 34 14 34",
+            "",
+            "   * - name",
+            "     - label",
+            "     - type",
+            "     - default / notes",
+        ]
         for p in alg["parameters"]:
             notes = _default(p)
             flags = [f for f, on in (("optional", p["optional"]), ("advanced", p["advanced"])) if on]
@@ -47,8 +56,12 @@ def _rst(algorithms) -> list[str]:
                 notes = (notes + "; " if notes else "") + ", ".join(flags)
             if p.get("choices"):
                 notes += (" — choices: " if notes else "choices: ") + "; ".join(p["choices"])
-            lines += [f"   * - ``{p['name']}``", f"     - {_cell(p['label'])}", f"     - {_cell(p['type'])}",
-                      f"     - {_cell(notes)}"]
+            lines += [
+                f"   * - ``{p['name']}``",
+                f"     - {_cell(p['label'])}",
+                f"     - {_cell(p['type'])}",
+                f"     - {_cell(notes)}",
+            ]
         lines.append("")
         if alg["outputs"]:
             lines += ["Outputs: " + "; ".join(f"``{o['name']}`` ({_cell(o['label'])})" for o in alg["outputs"]), ""]

@@ -14,6 +14,7 @@ Two ids that share a key share a budget: charged together, never undercounted.  
 floats (possibly coordinates), booleans and other objects are refused
 (:class:`~geopriv.exceptions.IdentityError`) by row label.
 """
+
 from __future__ import annotations
 
 
@@ -113,8 +114,11 @@ def person_keys(ids, row_labels=None, what: str = "person id") -> PersonKeys:
     label_keys, label_text = None, ()
     kinds = np.fromiter((0 if type(v) is str else 1 if _is_int(v) else 2 for v in values), np.int8, n)  # noqa: E721
     if (kinds == 2).any():  # not shown by value: floats may be coordinates
-        raise IdentityError(f"have {what}s that are neither integers nor strings (missing, NaN, floats or other "
-                            "objects; not shown)", _named(rows, kinds == 2), PERSON_FIX)
+        raise IdentityError(
+            f"have {what}s that are neither integers nor strings (missing, NaN, floats or other objects; not shown)",
+            _named(rows, kinds == 2),
+            PERSON_FIX,
+        )
     ints = kinds == 1
     if ints.any():
         as_int = [int(v) for v in values[ints]]
@@ -164,8 +168,12 @@ def _string_keys(text: list) -> tuple[np.ndarray, np.ndarray]:
     first = (pos[None, :] == 0) & neg[:, None]
     ndig = lens - neg
     lead = m[np.arange(n), np.minimum(neg.astype(np.int64), width - 1)]
-    decimal = (np.where(inside, digit | first, True).all(axis=1) & (ndig >= 1) & (ndig <= 19)
-               & ~((lead == ord("0")) & ((ndig > 1) | neg)))
+    decimal = (
+        np.where(inside, digit | first, True).all(axis=1)
+        & (ndig >= 1)
+        & (ndig <= 19)
+        & ~((lead == ord("0")) & ((ndig > 1) | neg))
+    )
     keys = np.empty(n, np.int64)
     if decimal.any():
         vals = [int(t) for t, d in zip(text, decimal) if d]
@@ -203,5 +211,6 @@ def _named(rows: pd.Index, mask) -> list | None:
 
 def _group(keys: np.ndarray, label_keys=None, label_text=()) -> PersonKeys:
     uniq, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
-    return PersonKeys(uniq.astype(np.int64, copy=False), counts.astype(np.int64), inverse.reshape(-1), label_keys,
-                      label_text)
+    return PersonKeys(
+        uniq.astype(np.int64, copy=False), counts.astype(np.int64), inverse.reshape(-1), label_keys, label_text
+    )

@@ -27,6 +27,7 @@ times, kind, mechanism, public parameters and the epsilon charged per person; ne
 or a seed.  Per-person charges are stored packed, one row per release (a million persons cost
 one row), and read back as a table.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -49,7 +50,17 @@ from .._version import __version__
 from ..exceptions import BudgetExceededError, BudgetStoreError, Fix, ParameterError, ParameterTypeError, format_labels
 from .persons import PersonKeys, person_keys
 
-__all__ = ["BudgetStore", "Reservation", "parse_store_url", "SCHEMA_VERSION", "UNITS", "PER_METRE", "PURE", "value_unit", "check_unit"]
+__all__ = [
+    "BudgetStore",
+    "Reservation",
+    "parse_store_url",
+    "SCHEMA_VERSION",
+    "UNITS",
+    "PER_METRE",
+    "PURE",
+    "value_unit",
+    "check_unit",
+]
 
 #: the store layout this geopriv reads and writes; a store from a newer one is refused
 SCHEMA_VERSION = 1
@@ -67,7 +78,7 @@ _VALUE_PREFIX = "epsilon per unit of "
 _STORE_FIX = Fix(
     "budget_store",
     python="Check the store's URL (sqlite:///path.db or postgresql://...), or create it with "
-           "geopriv.BudgetStore(url, create=True) and grant budgets with store.grant(...).",
+    "geopriv.BudgetStore(url, create=True) and grant budgets with store.grant(...).",
     cli="Check the --budget-store URL, or create the store with 'geopriv budget grant STORE ...'.",
     qgis="Check the 'Budget store' parameter, or create the store with 'geopriv budget grant' first.",
 )
@@ -99,23 +110,25 @@ _TABLES = {
     "unit": "CREATE TABLE geopriv_unit (id INTEGER PRIMARY KEY, unit TEXT NOT NULL UNIQUE, default_total {REAL})",
     "person": "CREATE TABLE geopriv_person (person {INT} PRIMARY KEY, label TEXT NOT NULL)",
     "release": "CREATE TABLE geopriv_release (release_id TEXT PRIMARY KEY, kind TEXT NOT NULL, unit TEXT NOT NULL, "
-               "mechanism TEXT, parameters TEXT NOT NULL, state TEXT NOT NULL, started_utc TEXT NOT NULL, "
-               "finished_utc TEXT, persons {INT} NOT NULL, rows_released {INT}, largest_charge {REAL}, "
-               "geopriv_version TEXT NOT NULL)",
+    "mechanism TEXT, parameters TEXT NOT NULL, state TEXT NOT NULL, started_utc TEXT NOT NULL, "
+    "finished_utc TEXT, persons {INT} NOT NULL, rows_released {INT}, largest_charge {REAL}, "
+    "geopriv_version TEXT NOT NULL)",
     "charge": "CREATE TABLE geopriv_charge (release_id TEXT PRIMARY KEY REFERENCES geopriv_release(release_id), "
-              "persons {BLOB} NOT NULL, reserved {BLOB}, spent {BLOB})",
+    "persons {BLOB} NOT NULL, reserved {BLOB}, spent {BLOB})",
     "grant": "CREATE TABLE geopriv_grant (time_utc TEXT NOT NULL, unit TEXT NOT NULL, person {INT}, "
-             "total {REAL} NOT NULL, persons {INT} NOT NULL, note TEXT)",
+    "total {REAL} NOT NULL, persons {INT} NOT NULL, note TEXT)",
     # diffusion paths already paid for: a path answering more recipients later costs only the increase of its
     # largest epsilon (Koufogiannis and Pappas); keyed by the path's SHA-256 fingerprint (never its noise)
     "path": "CREATE TABLE geopriv_path (fingerprint TEXT PRIMARY KEY, person {INT} NOT NULL, unit TEXT NOT NULL, "
-            "largest {REAL} NOT NULL)",
+    "largest {REAL} NOT NULL)",
 }
 #: one table of balances per unit (keyed by the person's 64-bit key alone: the fastest table SQLite has);
 #: the database itself refuses a row with more spent and reserved than its total
-_BUDGET_TABLE = ("CREATE TABLE {t} (person {INT} PRIMARY KEY, total {REAL} NOT NULL, spent {REAL} NOT NULL DEFAULT 0, "
-                 "reserved {REAL} NOT NULL DEFAULT 0, granted {REAL}, CONSTRAINT {t}_within_total CHECK (spent >= 0 AND reserved >= 0 "
-                 "AND total >= 0 AND spent + reserved <= total))")
+_BUDGET_TABLE = (
+    "CREATE TABLE {t} (person {INT} PRIMARY KEY, total {REAL} NOT NULL, spent {REAL} NOT NULL DEFAULT 0, "
+    "reserved {REAL} NOT NULL DEFAULT 0, granted {REAL}, CONSTRAINT {t}_within_total CHECK (spent >= 0 AND reserved >= 0 "
+    "AND total >= 0 AND spent + reserved <= total))"
+)
 #: rows of persons inserted by the current charge carry an infinite total until they get the default (a partial index
 #: finds them without a scan)
 _NEW = "1e308"
@@ -144,7 +157,7 @@ def _total_after(spent: str, reserved: str, lo: str = "min", hi: str = "max") ->
     """SQL for a balance's total once ``spent`` and ``reserved`` (expressions) are its new values: a total raised above
     a person's grant only because more was in use than the grant (:meth:`BudgetStore.grant` lowered it) comes back
     down towards the grant as reservations are given back, so a lowered grant is honoured once nothing holds it up."""
-    return (f"CASE WHEN granted IS NULL THEN total ELSE {lo}(total, {hi}(granted, ({spent}) + ({reserved}))) END")
+    return f"CASE WHEN granted IS NULL THEN total ELSE {lo}(total, {hi}(granted, ({spent}) + ({reserved}))) END"
 
 
 def _table(unit_id) -> str:
@@ -158,8 +171,10 @@ def _groups(keys, spent, reserved):
     spent = np.broadcast_to(np.asarray(spent, float), keys.shape)
     reserved = np.broadcast_to(np.asarray(reserved, float), keys.shape)
     if not reserved.any() or not spent.any():  # one of them is zero (a charge spends or reserves)
-        values, inverse = np.unique(spent if reserved.any() is False and spent.any() else reserved if not spent.any()
-                                    else spent, return_inverse=True)
+        values, inverse = np.unique(
+            spent if reserved.any() is False and spent.any() else reserved if not spent.any() else spent,
+            return_inverse=True,
+        )
         if len(values) > _GROUPS:
             return None
         inverse = inverse.reshape(-1)
@@ -178,16 +193,18 @@ def parse_store_url(url) -> tuple[str, str]:
     if isinstance(url, os.PathLike):
         return "sqlite", os.fspath(url)
     if not isinstance(url, str) or not url.strip():
-        raise ParameterError("A budget store is a URL: sqlite:///path/to/budgets.db or postgresql://user@host/db.",
-                             fix=_STORE_FIX)
+        raise ParameterError(
+            "A budget store is a URL: sqlite:///path/to/budgets.db or postgresql://user@host/db.", fix=_STORE_FIX
+        )
     low = url.lower()
     if low.startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):
         return "postgresql", "postgresql://" + url.split("://", 1)[1]
     if low.startswith("sqlite:"):
-        rest = url[len("sqlite:"):]
+        rest = url[len("sqlite:") :]
         if not rest.startswith("///"):
-            raise ParameterError("A SQLite store's URL is sqlite:///relative/path.db or sqlite:////absolute/path.db.",
-                                 fix=_STORE_FIX)
+            raise ParameterError(
+                "A SQLite store's URL is sqlite:///relative/path.db or sqlite:////absolute/path.db.", fix=_STORE_FIX
+            )
         return "sqlite", unquote(rest[3:])
     if "://" in url:
         raise ParameterError(f"Budget stores are SQLite or PostgreSQL, not {url.split('://', 1)[0]!r}.", fix=_STORE_FIX)
@@ -239,8 +256,10 @@ class _SQLite:
             tables = self.tables()
             if tables and "geopriv_meta" not in tables:
                 self.con.close()
-                raise BudgetStoreError(f"{path!r} is not a geopriv budget store (it holds other tables); it was not "
-                                       "modified.", fix=_STORE_FIX)
+                raise BudgetStoreError(
+                    f"{path!r} is not a geopriv budget store (it holds other tables); it was not modified.",
+                    fix=_STORE_FIX,
+                )
             self.con.execute("PRAGMA foreign_keys=ON")
             deadline = time.monotonic() + timeout
             while True:  # switching to WAL does not wait on the busy timeout (another process creating the store)
@@ -294,19 +313,29 @@ class _SQLite:
         default (NULL when there is none: refused), and the CHECK constraint judges it.
         """
         t = _table(unit_id)
-        sql = (f"INSERT INTO {t} (person, total, spent, reserved) {{}} ON CONFLICT (person) DO UPDATE SET "
-               "spent = spent + excluded.spent, reserved = reserved + excluded.reserved")
+        sql = (
+            f"INSERT INTO {t} (person, total, spent, reserved) {{}} ON CONFLICT (person) DO UPDATE SET "
+            "spent = spent + excluded.spent, reserved = reserved + excluded.reserved"
+        )
         at_once = _within_default(default, spent, reserved)  # new rows valid as inserted: no second pass
         total = default if at_once else math.inf
         groups = _groups(keys, spent, reserved)
         if groups is None:  # many different amounts: bound one by one (exact doubles)
             n = len(keys)
-            self.con.executemany(sql.format("VALUES (?, ?, ?, ?)"), zip(
-                keys.tolist(), [total] * n, np.broadcast_to(spent, keys.shape).tolist(),
-                np.broadcast_to(reserved, keys.shape).tolist()))
+            self.con.executemany(
+                sql.format("VALUES (?, ?, ?, ?)"),
+                zip(
+                    keys.tolist(),
+                    [total] * n,
+                    np.broadcast_to(spent, keys.shape).tolist(),
+                    np.broadcast_to(reserved, keys.shape).tolist(),
+                ),
+            )
         else:
-            self._each_chunk(sql.format("SELECT value, ?, ?, ? FROM json_each(?) WHERE true"),
-                             [((total, s, r), k) for k, s, r in groups])
+            self._each_chunk(
+                sql.format("SELECT value, ?, ?, ? FROM json_each(?) WHERE true"),
+                [((total, s, r), k) for k, s, r in groups],
+            )
         if not at_once:
             self.con.execute(f"UPDATE {t} SET total = ? WHERE total > {_NEW}", (default,))
 
@@ -314,7 +343,7 @@ class _SQLite:
         """Execute ``sql`` for every (parameters, keys) job, the keys (last parameter) as a JSON array, in chunks of
         _CHUNK keys: a helper thread runs each chunk in SQLite (which releases the GIL) while the next one's text is
         written (``str`` of a list of ints is JSON, in a third less time than json.dumps)."""
-        chunks = [(head, k[i:i + _CHUNK]) for head, k in jobs for i in range(0, len(k), _CHUNK)]
+        chunks = [(head, k[i : i + _CHUNK]) for head, k in jobs for i in range(0, len(k), _CHUNK)]
         if len(chunks) < 2:
             for head, k in chunks:
                 self.con.execute(sql, (*head, str(k.tolist())))
@@ -333,33 +362,49 @@ class _SQLite:
         r = "max(0.0, reserved - :r)"
         s = f"min(spent + :s, total - {r})"
         self.con.executemany(
-            f"UPDATE {_table(unit_id)} SET reserved = {r}, spent = {s}, total = {_total_after(s, r)} "
-            "WHERE person = :k",
-            ({"r": a, "s": b, "k": k} for a, b, k in zip(np.asarray(reserved, float).tolist(),
-                                                         np.asarray(spent, float).tolist(), keys.tolist())))
+            f"UPDATE {_table(unit_id)} SET reserved = {r}, spent = {s}, total = {_total_after(s, r)} WHERE person = :k",
+            (
+                {"r": a, "s": b, "k": k}
+                for a, b, k in zip(
+                    np.asarray(reserved, float).tolist(), np.asarray(spent, float).tolist(), keys.tolist()
+                )
+            ),
+        )
 
     def give_back(self, unit_id, keys, spent, reserved):
         s, r = "max(0.0, spent - :s)", "max(0.0, reserved - :r)"
         self.con.executemany(
-            f"UPDATE {_table(unit_id)} SET spent = {s}, reserved = {r}, total = {_total_after(s, r)} "
-            "WHERE person = :k",
-            ({"s": a, "r": b, "k": k} for a, b, k in zip(np.asarray(spent, float).tolist(),
-                                                         np.asarray(reserved, float).tolist(), keys.tolist())))
+            f"UPDATE {_table(unit_id)} SET spent = {s}, reserved = {r}, total = {_total_after(s, r)} WHERE person = :k",
+            (
+                {"s": a, "r": b, "k": k}
+                for a, b, k in zip(
+                    np.asarray(spent, float).tolist(), np.asarray(reserved, float).tolist(), keys.tolist()
+                )
+            ),
+        )
 
     def set_total(self, unit_id, keys, total):
-        self.con.execute(f"UPDATE {_table(unit_id)} SET total = max(?, spent + reserved), granted = ? WHERE person IN "
-                         "(SELECT value FROM json_each(?))", (total, total, json.dumps(keys.tolist())))
+        self.con.execute(
+            f"UPDATE {_table(unit_id)} SET total = max(?, spent + reserved), granted = ? WHERE person IN "
+            "(SELECT value FROM json_each(?))",
+            (total, total, json.dumps(keys.tolist())),
+        )
 
     def balances_of(self, unit_id, keys):
         """(person, total, spent, reserved) rows of ``keys`` that have a balance."""
-        return self.con.execute(f"SELECT person, total, spent, reserved FROM {_table(unit_id)} WHERE person IN "
-                                "(SELECT value FROM json_each(?))", (json.dumps(keys.tolist()),)).fetchall()
+        return self.con.execute(
+            f"SELECT person, total, spent, reserved FROM {_table(unit_id)} WHERE person IN "
+            "(SELECT value FROM json_each(?))",
+            (json.dumps(keys.tolist()),),
+        ).fetchall()
 
     def add_labels(self, pk):
         if len(pk.label_keys):
-            self.con.execute("INSERT OR IGNORE INTO geopriv_person (person, label) SELECT json_extract(value, '$[0]'), "
-                             "json_extract(value, '$[1]') FROM json_each(?)",
-                             (json.dumps(list(zip(pk.label_keys.tolist(), pk.label_text))),))
+            self.con.execute(
+                "INSERT OR IGNORE INTO geopriv_person (person, label) SELECT json_extract(value, '$[0]'), "
+                "json_extract(value, '$[1]') FROM json_each(?)",
+                (json.dumps(list(zip(pk.label_keys.tolist(), pk.label_text))),),
+            )
 
     def is_overspend(self, exc) -> bool:
         return isinstance(exc, self.sqlite3.IntegrityError) and "CHECK" in str(exc).upper()
@@ -380,26 +425,45 @@ class _SQLite:
 def _sqlite_error(exc, path) -> BudgetStoreError:
     text = str(exc).lower()
     if "locked" in text or "busy" in text:
-        return BudgetStoreError(f"The budget store {path!r} is locked by another process (it did not become free "
-                                "within the timeout). Nothing was charged or released.",
-                                fix=Fix("store_locked", python="Retry, or give BudgetStore(url, timeout=...) more time.",
-                                        cli="Retry when the other release has finished.",
-                                        qgis="Retry when the other release has finished."))
+        return BudgetStoreError(
+            f"The budget store {path!r} is locked by another process (it did not become free "
+            "within the timeout). Nothing was charged or released.",
+            fix=Fix(
+                "store_locked",
+                python="Retry, or give BudgetStore(url, timeout=...) more time.",
+                cli="Retry when the other release has finished.",
+                qgis="Retry when the other release has finished.",
+            ),
+        )
     if "readonly" in text or "read-only" in text or "unable to open" in text or "permission" in text:
-        return BudgetStoreError(f"The budget store {path!r} cannot be written (a read-only file or folder). A store "
-                                "must be writable to charge a release; nothing was charged or released.",
-                                fix=Fix("store_read_only", python="Give the process write access to the file and its "
-                                        "folder (SQLite writes a -wal file beside it).",
-                                        cli="Give write access to the file and its folder.",
-                                        qgis="Give write access to the file and its folder."))
+        return BudgetStoreError(
+            f"The budget store {path!r} cannot be written (a read-only file or folder). A store "
+            "must be writable to charge a release; nothing was charged or released.",
+            fix=Fix(
+                "store_read_only",
+                python="Give the process write access to the file and its "
+                "folder (SQLite writes a -wal file beside it).",
+                cli="Give write access to the file and its folder.",
+                qgis="Give write access to the file and its folder.",
+            ),
+        )
     if "not a database" in text or "malformed" in text or "corrupt" in text:
-        return BudgetStoreError(f"{path!r} is not a geopriv budget store, or it is damaged. Nothing was charged or "
-                                "released.", fix=Fix("store_damaged", python="Restore it from a backup; never "
-                                                     "replace a damaged store by an empty one (every budget would "
-                                                     "start again).", cli="Restore it from a backup.",
-                                                     qgis="Restore it from a backup."))
-    return BudgetStoreError(f"The budget store {path!r} could not be used (SQLite error {type(exc).__name__}). "
-                            "Nothing was charged or released.", fix=_STORE_FIX)
+        return BudgetStoreError(
+            f"{path!r} is not a geopriv budget store, or it is damaged. Nothing was charged or released.",
+            fix=Fix(
+                "store_damaged",
+                python="Restore it from a backup; never "
+                "replace a damaged store by an empty one (every budget would "
+                "start again).",
+                cli="Restore it from a backup.",
+                qgis="Restore it from a backup.",
+            ),
+        )
+    return BudgetStoreError(
+        f"The budget store {path!r} could not be used (SQLite error {type(exc).__name__}). "
+        "Nothing was charged or released.",
+        fix=_STORE_FIX,
+    )
 
 
 #: from this many persons, a PostgreSQL charge is planned for its size (never from a prepared, generic plan) and given
@@ -411,9 +475,19 @@ _PG_FILLFACTOR = 50
 #: how many times a bulk charge is redone when other releases add some of its persons meanwhile
 _PG_REDO = 20
 #: a balance row in PostgreSQL's binary COPY format: the number of fields, then each field's size and value
-_PG_COPY_ROW = np.dtype([("fields", ">i2"), ("person_size", ">i4"), ("person", ">i8"), ("total_size", ">i4"),
-                         ("total", ">f8"), ("spent_size", ">i4"), ("spent", ">f8"), ("reserved_size", ">i4"),
-                         ("reserved", ">f8")])
+_PG_COPY_ROW = np.dtype(
+    [
+        ("fields", ">i2"),
+        ("person_size", ">i4"),
+        ("person", ">i8"),
+        ("total_size", ">i4"),
+        ("total", ">f8"),
+        ("spent_size", ">i4"),
+        ("spent", ">f8"),
+        ("reserved_size", ">i4"),
+        ("reserved", ">f8"),
+    ]
+)
 
 
 class _Int8s(bytes):
@@ -468,11 +542,15 @@ class _Postgres:
         try:
             import psycopg
         except ImportError:
-            raise BudgetStoreError("A PostgreSQL budget store needs psycopg 3.",
-                                   fix=Fix("install_psycopg", python="pip install 'geopriv[postgresql]'",
-                                           cli="pip install 'geopriv[postgresql]'",
-                                           qgis="Install psycopg into QGIS's Python (pip install 'psycopg[binary]').")
-                                   ) from None
+            raise BudgetStoreError(
+                "A PostgreSQL budget store needs psycopg 3.",
+                fix=Fix(
+                    "install_psycopg",
+                    python="pip install 'geopriv[postgresql]'",
+                    cli="pip install 'geopriv[postgresql]'",
+                    qgis="Install psycopg into QGIS's Python (pip install 'psycopg[binary]').",
+                ),
+            ) from None
         self.psycopg = psycopg
         self.shown = _shown_url("postgresql", conninfo)
         try:
@@ -488,9 +566,11 @@ class _Postgres:
             for cls, dumper in _pg_dumpers(psycopg):
                 self.con.adapters.register_dumper(cls, dumper)
         except psycopg.Error:
-            raise BudgetStoreError(f"Cannot connect to the PostgreSQL budget store {self.shown}: check the URL, that "
-                                   "the server runs and accepts this user. Nothing was charged or released.",
-                                   fix=_STORE_FIX) from None
+            raise BudgetStoreError(
+                f"Cannot connect to the PostgreSQL budget store {self.shown}: check the URL, that "
+                "the server runs and accepts this user. Nothing was charged or released.",
+                fix=_STORE_FIX,
+            ) from None
         self._tx = None
 
     def begin(self, write=True):
@@ -510,20 +590,27 @@ class _Postgres:
         return self.execute(sql, params).fetchall()
 
     def tables(self) -> set:
-        return {r[0] for r in self.con.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()").fetchall()}
+        return {
+            r[0]
+            for r in self.con.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+            ).fetchall()
+        }
 
     def tune_tables(self):
         """Store the audit's packed per-person columns uncompressed, like SQLite (compressing the 8 MB of keys of a
         million persons costs ten times their write: 0.6 s)."""
-        self.con.execute("ALTER TABLE geopriv_charge ALTER COLUMN persons SET STORAGE EXTERNAL, "
-                         "ALTER COLUMN reserved SET STORAGE EXTERNAL, ALTER COLUMN spent SET STORAGE EXTERNAL")
+        self.con.execute(
+            "ALTER TABLE geopriv_charge ALTER COLUMN persons SET STORAGE EXTERNAL, "
+            "ALTER COLUMN reserved SET STORAGE EXTERNAL, ALTER COLUMN spent SET STORAGE EXTERNAL"
+        )
 
     def create_budget(self, unit_id):
         # half of each page left free for the new versions of its rows (_PG_FILLFACTOR); no index of new rows: a charge
         # inserts only the persons its update did not find (add)
-        self.con.execute(_BUDGET_TABLE.format(t=_table(unit_id), **_DIALECT["postgresql"])
-                         + f" WITH (fillfactor = {_PG_FILLFACTOR})")
+        self.con.execute(
+            _BUDGET_TABLE.format(t=_table(unit_id), **_DIALECT["postgresql"]) + f" WITH (fillfactor = {_PG_FILLFACTOR})"
+        )
 
     @staticmethod
     def _rows(keys, *columns):
@@ -540,8 +627,10 @@ class _Postgres:
                 arrays.append(_pg_array(values, _Float8s))
         unnest = ", ".join(["%s::bigint[]"] + ["%s::float8[]"] * (len(arrays) - 1))
         inner = ["k"] + [sql[2:] for sql in names if sql.startswith("c.")]
-        return (f"(SELECT {', '.join(['c.k', *names])} FROM unnest({unnest}) AS c({', '.join(inner)})) AS c",
-                (*scalars, *arrays))
+        return (
+            f"(SELECT {', '.join(['c.k', *names])} FROM unnest({unnest}) AS c({', '.join(inner)})) AS c",
+            (*scalars, *arrays),
+        )
 
     def _execute(self, sql, params, n):
         """One statement over ``n`` persons: a large one planned for its actual size (never a generic plan) and given
@@ -571,8 +660,10 @@ class _Postgres:
 
         def statements(k, s, r):
             rows, params = self._rows(k, ("s", s), ("r", r))
-            update = (f"UPDATE {t} AS b SET spent = b.spent + c.s, reserved = b.reserved + c.r FROM {rows} "
-                      "WHERE b.person = c.k")
+            update = (
+                f"UPDATE {t} AS b SET spent = b.spent + c.s, reserved = b.reserved + c.r FROM {rows} "
+                "WHERE b.person = c.k"
+            )
             insert = f"INSERT INTO {t} (person, total, spent, reserved) SELECT c.k, %s::float8, c.s, c.r FROM {rows}"
             absent = f" WHERE NOT EXISTS (SELECT FROM {t} AS b WHERE b.person = c.k)"
             return update, insert, absent, params
@@ -613,10 +704,11 @@ class _Postgres:
                 pass
             self.con.execute("ROLLBACK TO SAVEPOINT geopriv_add")
             self.con.execute("RELEASE SAVEPOINT geopriv_add")
-        raise BudgetStoreError(f"The budget store {self.shown} kept changing under this charge (other releases adding "
-                               "the same persons). Nothing was charged or released.",
-                               fix=Fix("store_busy", python="Retry the release.", cli="Retry the release.",
-                                       qgis="Retry the release."))
+        raise BudgetStoreError(
+            f"The budget store {self.shown} kept changing under this charge (other releases adding "
+            "the same persons). Nothing was charged or released.",
+            fix=Fix("store_busy", python="Retry the release.", cli="Retry the release.", qgis="Retry the release."),
+        )
 
     def _copy_new(self, t, keys, total, spent, reserved) -> int:
         """Insert balances for ``keys`` (none of them in ``t``) by one binary COPY of rows built by numpy: a third
@@ -638,7 +730,10 @@ class _Postgres:
         total = _total_after(s, r, "LEAST", "GREATEST")
         self._execute(
             f"UPDATE {_table(unit_id)} AS b SET reserved = {r}, spent = {s}, total = {total} "
-            f"FROM {rows} WHERE b.person = c.k", params, len(keys))
+            f"FROM {rows} WHERE b.person = c.k",
+            params,
+            len(keys),
+        )
 
     def give_back(self, unit_id, keys, spent, reserved):
         rows, params = self._rows(keys, ("s", spent), ("r", reserved))
@@ -646,17 +741,27 @@ class _Postgres:
         total = _total_after(s, r, "LEAST", "GREATEST")
         self._execute(
             f"UPDATE {_table(unit_id)} AS b SET spent = {s}, reserved = {r}, total = {total} "
-            f"FROM {rows} WHERE b.person = c.k", params, len(keys))
+            f"FROM {rows} WHERE b.person = c.k",
+            params,
+            len(keys),
+        )
 
     def set_total(self, unit_id, keys, total):
         rows, params = self._rows(keys)
-        self._execute(f"UPDATE {_table(unit_id)} AS b SET total = GREATEST(%s, b.spent + b.reserved), granted = %s "
-                      f"FROM {rows} WHERE b.person = c.k", (total, total, *params), len(keys))
+        self._execute(
+            f"UPDATE {_table(unit_id)} AS b SET total = GREATEST(%s, b.spent + b.reserved), granted = %s "
+            f"FROM {rows} WHERE b.person = c.k",
+            (total, total, *params),
+            len(keys),
+        )
 
     def balances_of(self, unit_id, keys):
         rows, params = self._rows(keys)
-        return self._execute(f"SELECT b.person, b.total, b.spent, b.reserved FROM {_table(unit_id)} AS b JOIN {rows} "
-                             "ON b.person = c.k", params, len(keys)).fetchall()
+        return self._execute(
+            f"SELECT b.person, b.total, b.spent, b.reserved FROM {_table(unit_id)} AS b JOIN {rows} ON b.person = c.k",
+            params,
+            len(keys),
+        ).fetchall()
 
     def add_labels(self, pk):
         """Name the persons known by a text id.  Inserted in key order, once each: two releases adding the same
@@ -665,7 +770,9 @@ class _Postgres:
             keys, first = np.unique(pk.label_keys, return_index=True)
             self.con.execute(
                 "INSERT INTO geopriv_person (person, label) SELECT * FROM unnest(%s::bigint[], %s::text[]) "
-                "ON CONFLICT DO NOTHING", (keys.tolist(), [pk.label_text[i] for i in first]))
+                "ON CONFLICT DO NOTHING",
+                (keys.tolist(), [pk.label_text[i] for i in first]),
+            )
 
     def is_overspend(self, exc) -> bool:
         return isinstance(exc, self.psycopg.errors.CheckViolation)
@@ -673,24 +780,35 @@ class _Postgres:
     def is_missing(self, exc) -> bool:
         return isinstance(exc, self.psycopg.errors.NotNullViolation)
 
-
     def wrap(self, exc):
         if isinstance(exc, self.psycopg.errors.LockNotAvailable):
-            return BudgetStoreError(f"The budget store {self.shown} is locked by another release (it did not become "
-                                    "free within the timeout). Nothing was charged or released.", fix=_STORE_FIX)
+            return BudgetStoreError(
+                f"The budget store {self.shown} is locked by another release (it did not become "
+                "free within the timeout). Nothing was charged or released.",
+                fix=_STORE_FIX,
+            )
         if isinstance(exc, (self.psycopg.errors.InsufficientPrivilege, self.psycopg.errors.ReadOnlySqlTransaction)):
-            return BudgetStoreError(f"The budget store {self.shown} cannot be written by this user. Nothing was "
-                                    "charged or released.", fix=_STORE_FIX)
+            return BudgetStoreError(
+                f"The budget store {self.shown} cannot be written by this user. Nothing was charged or released.",
+                fix=_STORE_FIX,
+            )
         if isinstance(exc, (self.psycopg.errors.DeadlockDetected, self.psycopg.errors.SerializationFailure)):
-            return BudgetStoreError(f"The budget store {self.shown} was busy with other releases for the same persons "
-                                    "(PostgreSQL chose this one to give way). Nothing was charged or released.",
-                                    fix=Fix("store_busy", python="Retry the release.", cli="Retry the release.",
-                                            qgis="Retry the release."))
+            return BudgetStoreError(
+                f"The budget store {self.shown} was busy with other releases for the same persons "
+                "(PostgreSQL chose this one to give way). Nothing was charged or released.",
+                fix=Fix("store_busy", python="Retry the release.", cli="Retry the release.", qgis="Retry the release."),
+            )
         if isinstance(exc, self.psycopg.OperationalError):
-            return BudgetStoreError(f"The connection to the budget store {self.shown} failed. Nothing was charged or "
-                                    "released, unless the store's audit shows this release as charged.", fix=_STORE_FIX)
-        return BudgetStoreError(f"The budget store {self.shown} could not be used (PostgreSQL error "
-                                f"{type(exc).__name__}). Nothing was charged or released.", fix=_STORE_FIX)
+            return BudgetStoreError(
+                f"The connection to the budget store {self.shown} failed. Nothing was charged or "
+                "released, unless the store's audit shows this release as charged.",
+                fix=_STORE_FIX,
+            )
+        return BudgetStoreError(
+            f"The budget store {self.shown} could not be used (PostgreSQL error "
+            f"{type(exc).__name__}). Nothing was charged or released.",
+            fix=_STORE_FIX,
+        )
 
     def errors(self):
         return (self.psycopg.Error,)
@@ -782,9 +900,11 @@ class BudgetStore:
             tables = db.tables()
         if "geopriv_meta" not in tables:
             if not create or tables:
-                raise BudgetStoreError(f"{self.url} is not a geopriv budget store"
-                                       + (" (it holds other tables); it was not modified." if tables
-                                          else " (it is empty)."), fix=_STORE_FIX)
+                raise BudgetStoreError(
+                    f"{self.url} is not a geopriv budget store"
+                    + (" (it holds other tables); it was not modified." if tables else " (it is empty)."),
+                    fix=_STORE_FIX,
+                )
             with self._transaction(what="create"):
                 if db.kind == "postgresql":  # creators queue here (SQLite's BEGIN IMMEDIATE already serialises them)
                     db.execute("SELECT pg_advisory_xact_lock(7405112961)")
@@ -795,8 +915,9 @@ class BudgetStore:
                         if f"geopriv_{name}" not in tables:
                             db.execute(sql.format(**_DIALECT[db.kind]))
                     db.tune_tables()
-                    db.execute("INSERT INTO geopriv_meta (key, value) VALUES (?, ?)",
-                               ("schema_version", str(SCHEMA_VERSION)))
+                    db.execute(
+                        "INSERT INTO geopriv_meta (key, value) VALUES (?, ?)", ("schema_version", str(SCHEMA_VERSION))
+                    )
                     db.execute("INSERT INTO geopriv_meta (key, value) VALUES (?, ?)", ("created_with", __version__))
                     db.execute("INSERT INTO geopriv_meta (key, value) VALUES (?, ?)", ("created_utc", _now()))
                     for i, unit in enumerate(UNITS, start=1):
@@ -812,15 +933,20 @@ class BudgetStore:
                 if version < 1:  # no store was ever written with it: damaged (no migration starts there)
                     raise ValueError
             except (IndexError, TypeError, ValueError):
-                raise BudgetStoreError(f"{self.url} is a damaged geopriv budget store (no schema version).",
-                                       fix=_STORE_FIX) from None
+                raise BudgetStoreError(
+                    f"{self.url} is a damaged geopriv budget store (no schema version).", fix=_STORE_FIX
+                ) from None
             if version > SCHEMA_VERSION:
                 raise BudgetStoreError(
                     f"The budget store {self.url} was written by a newer geopriv (store schema {version}; this geopriv "
                     f"{__version__} reads schema {SCHEMA_VERSION} and older). Nothing was read or charged.",
-                    fix=Fix("store_newer", python="Upgrade geopriv (pip install -U geopriv) to use this store.",
-                            cli="Upgrade geopriv (pip install -U geopriv) to use this store.",
-                            qgis="Upgrade the geopriv plugin to use this store."))
+                    fix=Fix(
+                        "store_newer",
+                        python="Upgrade geopriv (pip install -U geopriv) to use this store.",
+                        cli="Upgrade geopriv (pip install -U geopriv) to use this store.",
+                        qgis="Upgrade the geopriv plugin to use this store.",
+                    ),
+                )
         if version < SCHEMA_VERSION:
             with self._transaction(what="migrate"):
                 for step in range(version, SCHEMA_VERSION):  # migrations, one schema version at a time
@@ -829,8 +955,9 @@ class BudgetStore:
         with self._transaction(what="open"):
             missing = {f"geopriv_{n}" for n in _TABLES} - db.tables()
             if missing:
-                raise BudgetStoreError(f"{self.url} is a damaged geopriv budget store (missing {sorted(missing)}).",
-                                       fix=_STORE_FIX)
+                raise BudgetStoreError(
+                    f"{self.url} is a damaged geopriv budget store (missing {sorted(missing)}).", fix=_STORE_FIX
+                )
 
     @contextlib.contextmanager
     def _transaction(self, what: str = "charge"):
@@ -874,8 +1001,10 @@ class BudgetStore:
         return f"BudgetStore({self.url!r})"
 
     def __reduce__(self):
-        raise ParameterTypeError("A BudgetStore holds a database connection and cannot be pickled: pass its URL to "
-                                 "workers (on dask, the driver charges the store; workers never need it).")
+        raise ParameterTypeError(
+            "A BudgetStore holds a database connection and cannot be pickled: pass its URL to "
+            "workers (on dask, the driver charges the store; workers never need it)."
+        )
 
     # ------------------------------------------------------------------ units and grants
     def _unit_id(self, db, unit: str, create: bool = False):
@@ -917,20 +1046,35 @@ class BudgetStore:
             unit_id, _ = self._unit_id(db, unit, create=True)
             if persons is None:
                 db.execute("UPDATE geopriv_unit SET default_total = ? WHERE id = ?", (total, unit_id))
-                db.execute("INSERT INTO geopriv_grant (time_utc, unit, person, total, persons, note) "
-                           "VALUES (?, ?, NULL, ?, 0, ?)", (_now(), unit, total, note))
+                db.execute(
+                    "INSERT INTO geopriv_grant (time_utc, unit, person, total, persons, note) "
+                    "VALUES (?, ?, NULL, ?, 0, ?)",
+                    (_now(), unit, total, note),
+                )
                 return
             pk = person_keys(persons)
             db.add_labels(pk)
             db.add(unit_id, pk.keys, 0.0, 0.0, total)  # new persons get the total
             db.set_total(unit_id, pk.keys, total)
             single = pk.keys[0] if len(pk) == 1 else None
-            db.execute("INSERT INTO geopriv_grant (time_utc, unit, person, total, persons, note) VALUES (?, ?, ?, ?, ?, ?)",
-                       (_now(), unit, None if single is None else int(single), total, len(pk), note))
+            db.execute(
+                "INSERT INTO geopriv_grant (time_utc, unit, person, total, persons, note) VALUES (?, ?, ?, ?, ?, ?)",
+                (_now(), unit, None if single is None else int(single), total, len(pk), note),
+            )
 
     # ------------------------------------------------------------------ charging
-    def reserve(self, persons, amounts, *, unit: str, kind: str, spend: bool = True, parameters: dict | None = None,
-                row_labels=None, rows_released: int | None = None) -> Reservation:
+    def reserve(
+        self,
+        persons,
+        amounts,
+        *,
+        unit: str,
+        kind: str,
+        spend: bool = True,
+        parameters: dict | None = None,
+        row_labels=None,
+        rows_released: int | None = None,
+    ) -> Reservation:
         """Charge a release to its persons before any noise is drawn, or refuse it and charge nothing.
 
         Parameters
@@ -999,26 +1143,53 @@ class BudgetStore:
                         raise
                     # PostgreSQL (READ COMMITTED): the balances re-read for the message may already show budget
                     # another release gave back since; then nobody is over, and the charge is tried again
-                    refusal = self._refusal(db, unit, unit_id, default, pk, spent_now, held,
-                                            final=db.kind == "sqlite" or attempt == 7)
+                    refusal = self._refusal(
+                        db, unit, unit_id, default, pk, spent_now, held, final=db.kind == "sqlite" or attempt == 7
+                    )
                     if refusal is not None:
                         raise refusal from None
             db.execute(
                 "INSERT INTO geopriv_release (release_id, kind, unit, mechanism, parameters, state, started_utc, "
                 "finished_utc, persons, rows_released, largest_charge, geopriv_version) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?)",
-                (release_id, kind, unit, None if mechanism is None else str(mechanism), text, state, _now(), len(pk),
-                 rows_released, largest, __version__))
+                (
+                    release_id,
+                    kind,
+                    unit,
+                    None if mechanism is None else str(mechanism),
+                    text,
+                    state,
+                    _now(),
+                    len(pk),
+                    rows_released,
+                    largest,
+                    __version__,
+                ),
+            )
             # packed: reserved NULL when every person has largest_charge; spent NULL while reserved, or when it is
             # what was reserved (state charged)
             same = len(pk) == 0 or bool(np.all(per_person == largest))
-            db.execute("INSERT INTO geopriv_charge (release_id, persons, reserved, spent) VALUES (?, ?, ?, ?)",
-                       (release_id, pk.keys.astype("<i8").tobytes(), None if same else per_person.astype("<f8").tobytes(),
-                        None))
+            db.execute(
+                "INSERT INTO geopriv_charge (release_id, persons, reserved, spent) VALUES (?, ?, ?, ?)",
+                (
+                    release_id,
+                    pk.keys.astype("<i8").tobytes(),
+                    None if same else per_person.astype("<f8").tobytes(),
+                    None,
+                ),
+            )
         return Reservation(self, release_id, unit, unit_id, pk, per_person, spend)
 
-    def charge_path(self, person, largest: float, *, unit: str, path=None, kind: str = "diffuse_locations",
-                    parameters: dict | None = None) -> Reservation:
+    def charge_path(
+        self,
+        person,
+        largest: float,
+        *,
+        unit: str,
+        path=None,
+        kind: str = "diffuse_locations",
+        parameters: dict | None = None,
+    ) -> Reservation:
         """Charge a graded release over a network (one secret path) to the source's person, before its noise.
 
         A fresh path costs its ``largest`` epsilon.  An earlier path (``path``, extended by this
@@ -1032,8 +1203,10 @@ class BudgetStore:
         paid = 0.0
         if path is not None:
             with self._transaction("read") as db:
-                row = db.fetchall("SELECT largest FROM geopriv_path WHERE fingerprint = ? AND person = ? AND unit = ?",
-                                  (path.fingerprint(), int(pk.keys[0]), unit))
+                row = db.fetchall(
+                    "SELECT largest FROM geopriv_path WHERE fingerprint = ? AND person = ? AND unit = ?",
+                    (path.fingerprint(), int(pk.keys[0]), unit),
+                )
             paid = float(row[0][0]) if row else 0.0
         cost = max(0.0, float(largest) - paid)
         params = dict(parameters or {})
@@ -1046,12 +1219,16 @@ class BudgetStore:
         key = int(person_keys([person]).keys[0])
         with self._transaction() as db:
             if old_path is not None:
-                db.execute("DELETE FROM geopriv_path WHERE fingerprint = ? AND person = ? AND unit = ?",
-                           (old_path.fingerprint(), key, unit))
+                db.execute(
+                    "DELETE FROM geopriv_path WHERE fingerprint = ? AND person = ? AND unit = ?",
+                    (old_path.fingerprint(), key, unit),
+                )
             fp = new_path.fingerprint()
             db.execute("DELETE FROM geopriv_path WHERE fingerprint = ?", (fp,))
-            db.execute("INSERT INTO geopriv_path (fingerprint, person, unit, largest) VALUES (?, ?, ?, ?)",
-                       (fp, key, unit, float(largest)))
+            db.execute(
+                "INSERT INTO geopriv_path (fingerprint, person, unit, largest) VALUES (?, ?, ?, ?)",
+                (fp, key, unit, float(largest)),
+            )
 
     @contextlib.contextmanager
     def _savepoint(self, db):
@@ -1067,9 +1244,14 @@ class BudgetStore:
         return BudgetExceededError(
             f"{len(pk)} person(s) have no lifetime budget in {unit!r} ({UNITS.get(unit, 'a diffused value')}): the store "
             "has never granted one in this unit, and budgets in other units cannot pay for it. Nothing was drawn or "
-            "charged.", fix=Fix("grant_unit", python=f"Grant one: store.grant(total, unit={unit!r}).",
-                                cli=f"Grant one: geopriv budget grant STORE --unit '{unit}' --total T.",
-                                qgis=f"Grant one with geopriv budget grant STORE --unit '{unit}' --total T."))
+            "charged.",
+            fix=Fix(
+                "grant_unit",
+                python=f"Grant one: store.grant(total, unit={unit!r}).",
+                cli=f"Grant one: geopriv budget grant STORE --unit '{unit}' --total T.",
+                qgis=f"Grant one with geopriv budget grant STORE --unit '{unit}' --total T.",
+            ),
+        )
 
     def _refusal(self, db, unit, unit_id, default, pk, spent, held, final=True):
         """The BudgetExceededError naming who cannot afford the charge; None if nobody is over now (not ``final``)."""
@@ -1086,32 +1268,43 @@ class BudgetStore:
             over = after > bal[:, 0]
             if over.any():
                 worst = float(np.max(after[over] - bal[over, 0]))
-                parts.append(f"{int(over.sum())} person(s) would exceed their lifetime budget in {unit!r}: "
-                             f"{format_labels(pk.shown(np.sort(have[over])))} (over by up to {worst:.3g})")
+                parts.append(
+                    f"{int(over.sum())} person(s) would exceed their lifetime budget in {unit!r}: "
+                    f"{format_labels(pk.shown(np.sort(have[over])))} (over by up to {worst:.3g})"
+                )
         if len(missing) and default is not None:  # new persons start with the default
             at = np.searchsorted(pk.keys, missing)
             new_over = spent[at] + held[at] > default
             if new_over.any():
-                parts.append(f"{int(new_over.sum())} person(s) new to the store would exceed the default lifetime budget "
-                             f"in {unit!r} ({default:.6g}) at once: {format_labels(pk.shown(missing[new_over]))}")
+                parts.append(
+                    f"{int(new_over.sum())} person(s) new to the store would exceed the default lifetime budget "
+                    f"in {unit!r} ({default:.6g}) at once: {format_labels(pk.shown(missing[new_over]))}"
+                )
         elif len(missing):
-            parts.append(f"{len(missing)} person(s) have no budget in {unit!r} and the store has no default for it: "
-                         f"{format_labels(pk.shown(missing))}")
+            parts.append(
+                f"{len(missing)} person(s) have no budget in {unit!r} and the store has no default for it: "
+                f"{format_labels(pk.shown(missing))}"
+            )
             if len(parts) == 1:  # nobody is over: the store lacks a grant
-                return BudgetExceededError(parts[0] + ". Nothing was drawn or charged.",
-                                           fix=self._refuse_unit(unit, pk).fix)
+                return BudgetExceededError(
+                    parts[0] + ". Nothing was drawn or charged.", fix=self._refuse_unit(unit, pk).fix
+                )
         if not parts and not final:
             return None
         if not parts:  # the constraint fired but no row is over: rounding at the boundary
             parts.append(f"the release would take some person(s) to their lifetime budget in {unit!r} within rounding")
         return BudgetExceededError(
             "; ".join(parts) + ". Nothing was drawn or charged.",
-            fix=Fix("budget_exhausted", python="Release without these persons, with a smaller epsilon, or grant more "
-                    "budget deliberately (store.grant(...), kept in the audit).",
-                    cli="Release without these persons (remove their rows from the input), with a smaller epsilon, "
-                        "or grant more budget deliberately (geopriv budget grant).",
-                    qgis="Release without these persons, with a smaller epsilon, or grant more budget deliberately "
-                         "(geopriv budget grant)."))
+            fix=Fix(
+                "budget_exhausted",
+                python="Release without these persons, with a smaller epsilon, or grant more "
+                "budget deliberately (store.grant(...), kept in the audit).",
+                cli="Release without these persons (remove their rows from the input), with a smaller epsilon, "
+                "or grant more budget deliberately (geopriv budget grant).",
+                qgis="Release without these persons, with a smaller epsilon, or grant more budget deliberately "
+                "(geopriv budget grant).",
+            ),
+        )
 
     # ------------------------------------------------------------------ views
     def balances(self, *, unit: str | None = None, persons=None) -> pd.DataFrame:
@@ -1121,20 +1314,32 @@ class BudgetStore:
         if persons is not None:
             keys = person_keys(persons).keys
         with self._transaction("read") as db:
-            units = db.fetchall("SELECT id, unit FROM geopriv_unit" + (" WHERE unit = ?" if unit is not None else "")
-                                + " ORDER BY id", tuple(params))
+            units = db.fetchall(
+                "SELECT id, unit FROM geopriv_unit" + (" WHERE unit = ?" if unit is not None else "") + " ORDER BY id",
+                tuple(params),
+            )
             rows = []
             for unit_id, name in units:
-                rows += [(r[0], r[1], name, r[2], r[3], r[4]) for r in db.fetchall(
-                    f"SELECT b.person, p.label, b.total, b.spent, b.reserved FROM {_table(unit_id)} AS b "
-                    "LEFT JOIN geopriv_person AS p ON p.person = b.person ORDER BY b.person")]
+                rows += [
+                    (r[0], r[1], name, r[2], r[3], r[4])
+                    for r in db.fetchall(
+                        f"SELECT b.person, p.label, b.total, b.spent, b.reserved FROM {_table(unit_id)} AS b "
+                        "LEFT JOIN geopriv_person AS p ON p.person = b.person ORDER BY b.person"
+                    )
+                ]
         frame = pd.DataFrame(rows, columns=["key", "label", "unit", "total", "spent", "reserved"])
         if keys is not None:
             frame = frame[frame["key"].isin(keys)]
         person = [label if isinstance(label, str) else int(k) for k, label in zip(frame["key"], frame["label"])]
-        out = pd.DataFrame({"person": pd.Series(person, dtype=object), "unit": frame["unit"].to_numpy(),
-                            "total": frame["total"].to_numpy(float), "spent": frame["spent"].to_numpy(float),
-                            "reserved": frame["reserved"].to_numpy(float)})
+        out = pd.DataFrame(
+            {
+                "person": pd.Series(person, dtype=object),
+                "unit": frame["unit"].to_numpy(),
+                "total": frame["total"].to_numpy(float),
+                "spent": frame["spent"].to_numpy(float),
+                "reserved": frame["reserved"].to_numpy(float),
+            }
+        )
         out["remaining"] = np.maximum(out["total"] - out["spent"] - out["reserved"], 0.0)
         return out
 
@@ -1142,25 +1347,45 @@ class BudgetStore:
         """The default lifetime budget of each unit (None: persons need their own grant)."""
         with self._transaction("read") as db:
             rows = db.fetchall("SELECT unit, default_total FROM geopriv_unit ORDER BY id")
-        return pd.DataFrame({"unit": pd.Series([r[0] for r in rows], dtype=object),
-                             "default_total": pd.Series([None if r[1] is None else float(r[1]) for r in rows],
-                                                        dtype=object)})
+        return pd.DataFrame(
+            {
+                "unit": pd.Series([r[0] for r in rows], dtype=object),
+                "default_total": pd.Series([None if r[1] is None else float(r[1]) for r in rows], dtype=object),
+            }
+        )
 
     def releases(self) -> pd.DataFrame:
         """The audit: one row per release (id, kind, unit, mechanism, public parameters, state, times, persons)."""
         with self._transaction("read") as db:
             rows = db.fetchall(
                 "SELECT release_id, kind, unit, mechanism, parameters, state, started_utc, finished_utc, persons, "
-                "rows_released, largest_charge, geopriv_version FROM geopriv_release ORDER BY started_utc, release_id")
-        return pd.DataFrame(rows, columns=["release_id", "kind", "unit", "mechanism", "parameters", "state",
-                                           "started_utc", "finished_utc", "persons", "rows_released", "largest_charge",
-                                           "geopriv_version"])
+                "rows_released, largest_charge, geopriv_version FROM geopriv_release ORDER BY started_utc, release_id"
+            )
+        return pd.DataFrame(
+            rows,
+            columns=[
+                "release_id",
+                "kind",
+                "unit",
+                "mechanism",
+                "parameters",
+                "state",
+                "started_utc",
+                "finished_utc",
+                "persons",
+                "rows_released",
+                "largest_charge",
+                "geopriv_version",
+            ],
+        )
 
     def charges(self, release_id: str | None = None) -> pd.DataFrame:
         """Epsilon charged per person and release: release_id, person, unit, reserved, spent (None while reserved)."""
-        sql = ("SELECT c.release_id, r.unit, c.persons, c.reserved, c.spent, r.state, r.largest_charge "
-               "FROM geopriv_charge AS c "
-               "JOIN geopriv_release AS r ON r.release_id = c.release_id")
+        sql = (
+            "SELECT c.release_id, r.unit, c.persons, c.reserved, c.spent, r.state, r.largest_charge "
+            "FROM geopriv_charge AS c "
+            "JOIN geopriv_release AS r ON r.release_id = c.release_id"
+        )
         params = ()
         if release_id is not None:
             sql += " WHERE c.release_id = ?"
@@ -1171,13 +1396,30 @@ class BudgetStore:
         parts = []
         for rid, unit, persons, reserved, spent, state, largest in rows:
             keys = np.frombuffer(bytes(persons), "<i8")
-            res = np.full(len(keys), float(largest or 0.0)) if reserved is None else np.frombuffer(bytes(reserved), "<f8")
+            res = (
+                np.full(len(keys), float(largest or 0.0)) if reserved is None else np.frombuffer(bytes(reserved), "<f8")
+            )
             if spent is not None:
                 sp = np.frombuffer(bytes(spent), "<f8")
             else:
-                sp = res if state == "charged" else np.zeros(len(keys)) if state == "cancelled" else np.full(len(keys), np.nan)
-            parts.append(pd.DataFrame({"release_id": rid, "person": pd.Series(
-                [labels.get(int(k), int(k)) for k in keys], dtype=object), "unit": unit, "reserved": res, "spent": sp}))
+                sp = (
+                    res
+                    if state == "charged"
+                    else np.zeros(len(keys))
+                    if state == "cancelled"
+                    else np.full(len(keys), np.nan)
+                )
+            parts.append(
+                pd.DataFrame(
+                    {
+                        "release_id": rid,
+                        "person": pd.Series([labels.get(int(k), int(k)) for k in keys], dtype=object),
+                        "unit": unit,
+                        "reserved": res,
+                        "spent": sp,
+                    }
+                )
+            )
         if not parts:
             return pd.DataFrame(columns=["release_id", "person", "unit", "reserved", "spent"])
         return pd.concat(parts, ignore_index=True)
@@ -1185,12 +1427,15 @@ class BudgetStore:
     def grants(self) -> pd.DataFrame:
         """The audit of grants: time, unit, person (None: the default), total, number of persons, note."""
         with self._transaction("read") as db:
-            rows = db.fetchall("SELECT time_utc, unit, person, total, persons, note FROM geopriv_grant ORDER BY time_utc")
+            rows = db.fetchall(
+                "SELECT time_utc, unit, person, total, persons, note FROM geopriv_grant ORDER BY time_utc"
+            )
             labels = dict(db.fetchall("SELECT person, label FROM geopriv_person"))
         frame = pd.DataFrame(rows, columns=["time_utc", "unit", "person", "total", "persons", "note"])
         # from the rows, not the frame's column: pandas reads [None, key] as floats, which lose 64-bit keys
-        frame["person"] = pd.Series([None if r[2] is None else labels.get(int(r[2]), int(r[2])) for r in rows],
-                                    index=frame.index, dtype=object)
+        frame["person"] = pd.Series(
+            [None if r[2] is None else labels.get(int(r[2]), int(r[2])) for r in rows], index=frame.index, dtype=object
+        )
         return frame
 
     def info(self) -> dict:
@@ -1198,12 +1443,18 @@ class BudgetStore:
         with self._transaction("read") as db:
             meta = dict(db.fetchall("SELECT key, value FROM geopriv_meta"))
             ids = [r[0] for r in db.fetchall("SELECT id FROM geopriv_unit")]
-            persons = db.fetchall("SELECT COUNT(*) FROM (" + " UNION ".join(
-                f"SELECT person FROM {_table(i)}" for i in ids) + ") AS p")[0][0]
+            persons = db.fetchall(
+                "SELECT COUNT(*) FROM (" + " UNION ".join(f"SELECT person FROM {_table(i)}" for i in ids) + ") AS p"
+            )[0][0]
             states = dict(db.fetchall("SELECT state, COUNT(*) FROM geopriv_release GROUP BY state"))
-        return {"url": self.url, "schema_version": int(meta.get("schema_version", 0)),
-                "created_with": meta.get("created_with"), "created_utc": meta.get("created_utc"),
-                "persons": int(persons), "releases": {s: int(states.get(s, 0)) for s in _STATES}}
+        return {
+            "url": self.url,
+            "schema_version": int(meta.get("schema_version", 0)),
+            "created_with": meta.get("created_with"),
+            "created_utc": meta.get("created_utc"),
+            "persons": int(persons),
+            "releases": {s: int(states.get(s, 0)) for s in _STATES},
+        }
 
 
 class Reservation:
@@ -1241,10 +1492,14 @@ class Reservation:
         with self.store._transaction() as db:
             if not self._spent_at_once:
                 db.settle(self._unit_id, self.persons.keys, self.amounts, spent)
-                db.execute("UPDATE geopriv_charge SET spent = ? WHERE release_id = ?",
-                           (np.asarray(spent, "<f8").tobytes(), self.release_id))
-            db.execute("UPDATE geopriv_release SET state = ?, finished_utc = ? WHERE release_id = ?",
-                       ("settled" if not self._spent_at_once else "charged", _now(), self.release_id))
+                db.execute(
+                    "UPDATE geopriv_charge SET spent = ? WHERE release_id = ?",
+                    (np.asarray(spent, "<f8").tobytes(), self.release_id),
+                )
+            db.execute(
+                "UPDATE geopriv_release SET state = ?, finished_utc = ? WHERE release_id = ?",
+                ("settled" if not self._spent_at_once else "charged", _now(), self.release_id),
+            )
         self.done = True
 
     def cancel(self) -> None:
@@ -1259,8 +1514,10 @@ class Reservation:
                 db.give_back(self._unit_id, self.persons.keys, self.amounts, zero)
             else:
                 db.give_back(self._unit_id, self.persons.keys, zero, self.amounts)
-            db.execute("UPDATE geopriv_release SET state = 'cancelled', finished_utc = ? WHERE release_id = ?",
-                       (_now(), self.release_id))
+            db.execute(
+                "UPDATE geopriv_release SET state = 'cancelled', finished_utc = ? WHERE release_id = ?",
+                (_now(), self.release_id),
+            )
         self.done = True
 
     def __enter__(self):
@@ -1285,6 +1542,7 @@ def opens_budget_store(func):
 
     A :class:`BudgetStore` passed in stays open (it is the caller's).
     """
+
     @functools.wraps(func)
     def release(*args, **kwargs):
         given = kwargs.get("budget_store")
@@ -1303,5 +1561,6 @@ def open_store(store) -> BudgetStore | None:
         return store
     if isinstance(store, (str, os.PathLike)):
         return BudgetStore(store)
-    raise ParameterError("budget_store must be a geopriv.BudgetStore, its URL (sqlite:///path.db, "
-                         "postgresql://...) or None.")
+    raise ParameterError(
+        "budget_store must be a geopriv.BudgetStore, its URL (sqlite:///path.db, postgresql://...) or None."
+    )

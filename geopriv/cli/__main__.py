@@ -1,4 +1,5 @@
 """python -m geopriv.cli"""
+
 import sys
 
 from . import main

@@ -88,7 +88,9 @@ def depth_arg(text: str):
     try:
         return int(t)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a depth: {text!r} (give 'auto' or a whole number of levels, e.g. 8)") from None
+        raise argparse.ArgumentTypeError(
+            f"not a depth: {text!r} (give 'auto' or a whole number of levels, e.g. 8)"
+        ) from None
 
 
 _UNSET = object()
@@ -140,8 +142,10 @@ def check_privacy(args) -> None:
         if args.radius is not None and args.level is None:
             raise CLIError("--radius needs --level: e.g. --level ln4 --radius 200")
         if args.level is None:
-            raise CLIError("say how much privacy: --epsilon E (per metre), or --level L with --radius R "
-                           "(e.g. --level ln4 --radius 200)")
+            raise CLIError(
+                "say how much privacy: --epsilon E (per metre), or --level L with --radius R "
+                "(e.g. --level ln4 --radius 200)"
+            )
     from ..mechanisms.planar_laplace import check_epsilon
 
     for flag, value in (("--epsilon", args.epsilon), ("--level", args.level), ("--radius", args.radius)):
@@ -164,7 +168,9 @@ def check_crs(value):
     try:
         return CRS.from_user_input(value)
     except CRSError:
-        raise CLIError(f"the CRS {value!r} is not one pyproj knows (give e.g. EPSG:4326, 32631 or a WKT file's text)") from None
+        raise CLIError(
+            f"the CRS {value!r} is not one pyproj knows (give e.g. EPSG:4326, 32631 or a WKT file's text)"
+        ) from None
 
 
 def read_points(path, layer=None, crs=None, what="input", flag="--crs", xy=None, layer_flag="--layer"):
@@ -179,8 +185,11 @@ def read_points(path, layer=None, crs=None, what="input", flag="--crs", xy=None,
             raise
         raise CLIError(f"{exc.problem}; choose one with {layer_flag} NAME") from None
     if gdf.crs is None:
-        fix = (f"give the CRS its coordinates are in with {flag}, e.g. {flag} EPSG:4326 for longitude/latitude"
-               if flag else "give a file that has one (GeoPackage, GeoJSON, Shapefile with .prj, ...)")
+        fix = (
+            f"give the CRS its coordinates are in with {flag}, e.g. {flag} EPSG:4326 for longitude/latitude"
+            if flag
+            else "give a file that has one (GeoPackage, GeoJSON, Shapefile with .prj, ...)"
+        )
         raise CLIError(f"the {what} file {path} has no CRS (CSV files never have one): {fix}")
     return gdf
 
@@ -216,8 +225,10 @@ def release_rows(gdf, args, needed=()):
         gdf = gdf.drop(columns=[by_name[c] for c in drop])
     if getattr(args, "shuffle", False):
         if any(str(k) == "<row order>" for k in (args.keep or ())):
-            raise CLIError("--shuffle and --keep '<row order>' contradict each other: shuffle the rows, or keep their "
-                           "order deliberately")
+            raise CLIError(
+                "--shuffle and --keep '<row order>' contradict each other: shuffle the rows, or keep their "
+                "order deliberately"
+            )
         order = _shuffle_generator().permutation(len(gdf))
         gdf = gdf.iloc[order].reset_index(drop=True)
     return gdf
@@ -240,19 +251,27 @@ def rows_note(args) -> str:
 
 
 # ---------------------------------------------------------------------------- perturb
-PERSON_NEEDED = ("--budget-store charges each row's person: name the column of stable person ids with --person COLUMN "
-                  "(the rows' numbers are not people: deleting a row would hand its budget to the next one)")
+PERSON_NEEDED = (
+    "--budget-store charges each row's person: name the column of stable person ids with --person COLUMN "
+    "(the rows' numbers are not people: deleting a row would hand its budget to the next one)"
+)
 
 
 def budget_options(p, func, charged: str, person: str) -> None:
     """--budget-store and --person: ``func``'s ``budget_store=`` and ``person=`` (the same names as in Python)."""
     g = p.add_argument_group("lifetime budget per person (a store kept with 'geopriv budget')")
-    library_option(g, func, "budget_store", metavar="URL", show_default=False,
-         help=f"charge {charged} to their lifetime budget in this store, after every check and BEFORE any noise is "
-              "drawn: the store's URL (sqlite:///budgets.db, sqlite:////abs/budgets.db, postgresql://user@host/db) "
-              "or a SQLite file's path. The store must exist (create it with 'geopriv budget grant'). A person who "
-              "cannot afford the release is named, and nothing is drawn or charged (default: no store, nothing "
-              "charged)")
+    library_option(
+        g,
+        func,
+        "budget_store",
+        metavar="URL",
+        show_default=False,
+        help=f"charge {charged} to their lifetime budget in this store, after every check and BEFORE any noise is "
+        "drawn: the store's URL (sqlite:///budgets.db, sqlite:////abs/budgets.db, postgresql://user@host/db) "
+        "or a SQLite file's path. The store must exist (create it with 'geopriv budget grant'). A person who "
+        "cannot afford the release is named, and nothing is drawn or charged (default: no store, nothing "
+        "charged)",
+    )
     library_option(g, func, "person", metavar="COLUMN", show_default=False, help=person)
 
 
@@ -289,8 +308,11 @@ def charge_note(rec, args, who: str = "each row's person") -> None:
         return
     per_row = rec.get("charged_per_row")
     how = f"{per_row:.6g} {rec['budget_unit']} per row" if per_row is not None else f"in {rec['budget_unit']}"
-    print(f"charged {who} {how} in the budget store {store.url}, before any noise was drawn ('geopriv budget show "
-          "STORE' shows what is left)", file=sys.stderr)
+    print(
+        f"charged {who} {how} in the budget store {store.url}, before any noise was drawn ('geopriv budget show "
+        "STORE' shows what is left)",
+        file=sys.stderr,
+    )
 
 
 # ---------------------------------------------------------------------------- the parser
@@ -298,50 +320,110 @@ def input_options(p, out_layer: bool = True) -> None:
     g = p.add_argument_group("files")
     g.add_argument("--layer", help="input layer (files with several layers need it)")
     g.add_argument("--crs", help="CRS the input's coordinates are in, for files without one (CSV) or with a wrong one")
-    g.add_argument("--xy", nargs=2, metavar=("X_COLUMN", "Y_COLUMN"),
-                   help="build the input points from these two columns instead of the file's geometry, e.g. a CSV "
-                        "of longitude/latitude: --xy lon lat --crs EPSG:4326 (the columns are not released)")
+    g.add_argument(
+        "--xy",
+        nargs=2,
+        metavar=("X_COLUMN", "Y_COLUMN"),
+        help="build the input points from these two columns instead of the file's geometry, e.g. a CSV "
+        "of longitude/latitude: --xy lon lat --crs EPSG:4326 (the columns are not released)",
+    )
     if out_layer:
-        g.add_argument("--out-layer", help="GeoPackage output layer (default: the file name); the file's other layers are kept")
-    g.add_argument("--overwrite", action="store_true",
-                   help="replace existing outputs (GeoPackage: only the layer written); a new layer may be added to "
-                        "an existing GeoPackage without it")
+        g.add_argument(
+            "--out-layer", help="GeoPackage output layer (default: the file name); the file's other layers are kept"
+        )
+    g.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace existing outputs (GeoPackage: only the layer written); a new layer may be added to "
+        "an existing GeoPackage without it",
+    )
 
 
 def privacy_options(p, func, title, whole: str = "") -> None:
     g = p.add_argument_group(title)
-    g.add_argument("--level", type=number_arg, help=f"privacy level{whole} within --radius, e.g. ln4 or 1.386 "
-                                                 "(dimensionless: the log of a probability ratio)")
+    g.add_argument(
+        "--level",
+        type=number_arg,
+        help=f"privacy level{whole} within --radius, e.g. ln4 or 1.386 (dimensionless: the log of a probability ratio)",
+    )
     g.add_argument("--radius", type=number_arg, metavar="METRES", help="radius in ground metres for --level, e.g. 200")
-    g.add_argument("--epsilon", type=number_arg, metavar="PER_METRE",
-                   help=f"instead of --level/--radius: privacy loss{whole} per ground metre (= level / radius), e.g. "
-                        "ln4/200 = 0.0069; ln4 alone would be ln 4 within 1 m, almost no protection")
+    g.add_argument(
+        "--epsilon",
+        type=number_arg,
+        metavar="PER_METRE",
+        help=f"instead of --level/--radius: privacy loss{whole} per ground metre (= level / radius), e.g. "
+        "ln4/200 = 0.0069; ln4 alone would be ln 4 within 1 m, almost no protection",
+    )
 
 
 def rows_options(p, shuffle: bool = True) -> None:
     g = p.add_argument_group("rows and columns released" if shuffle else "columns read")
-    g.add_argument("--drop", action="append", metavar="COLUMN",
-                   help="leave this attribute column out of the release, e.g. one that holds the true locations "
-                        "(repeatable)" if shuffle else "leave this column out of the input, e.g. a second geometry "
-                                                        "column (repeatable)")
+    g.add_argument(
+        "--drop",
+        action="append",
+        metavar="COLUMN",
+        help="leave this attribute column out of the release, e.g. one that holds the true locations (repeatable)"
+        if shuffle
+        else "leave this column out of the input, e.g. a second geometry column (repeatable)",
+    )
     if not shuffle:
         return
-    g.add_argument("--shuffle", action="store_true",
-                   help="release the rows in a random order (fresh OS entropy, not --seed; renumbered, the old order "
-                        "is not kept anywhere), for inputs listed in a spatial order; 'geopriv report' then needs --id")
+    g.add_argument(
+        "--shuffle",
+        action="store_true",
+        help="release the rows in a random order (fresh OS entropy, not --seed; renumbered, the old order "
+        "is not kept anywhere), for inputs listed in a spatial order; 'geopriv report' then needs --id",
+    )
 
 
 def release_options(p, func) -> None:
     g = p.add_argument_group("public frame and output lattice")
-    library_option(g, func, "grid", type=grid_arg, metavar="METRES|auto",
-         help="step in ground metres of the public lattice outputs are snapped to ('auto': 1 m, finer for large epsilon)")
-    library_option(g, func, "continuous", action="store_true",
-         help="release unrounded coordinates (no finite-precision bound; not recommended)")
-    library_option(g, func, "bounds", type=float, nargs=4, metavar=("XMIN", "YMIN", "XMAX", "YMAX"),
-         help="public study area in the input's CRS, chosen without looking at the points (default: the CRS's area of use)")
-    library_option(g, func, "keep", action="append", metavar="COLUMN",
-         help="keep a location-like attribute column deliberately (repeatable); such columns are refused otherwise")
-    library_option(g, func, "max_distortion", type=float,
-         help="largest scale variation of a projected CRS over the public area for which it is used as is")
-    library_option(g, func, "rng", "--seed", type=int, metavar="SEED", show_default=False,
-         help="seed (rng=) for reproducible tests and demos only; recorded as seeded (default: OS entropy)")
+    library_option(
+        g,
+        func,
+        "grid",
+        type=grid_arg,
+        metavar="METRES|auto",
+        help="step in ground metres of the public lattice outputs are snapped to ('auto': 1 m, finer for large epsilon)",
+    )
+    library_option(
+        g,
+        func,
+        "continuous",
+        action="store_true",
+        help="release unrounded coordinates (no finite-precision bound; not recommended)",
+    )
+    library_option(
+        g,
+        func,
+        "bounds",
+        type=float,
+        nargs=4,
+        metavar=("XMIN", "YMIN", "XMAX", "YMAX"),
+        help="public study area in the input's CRS, chosen without looking at the points (default: the CRS's area of use)",
+    )
+    library_option(
+        g,
+        func,
+        "keep",
+        action="append",
+        metavar="COLUMN",
+        help="keep a location-like attribute column deliberately (repeatable); such columns are refused otherwise",
+    )
+    library_option(
+        g,
+        func,
+        "max_distortion",
+        type=float,
+        help="largest scale variation of a projected CRS over the public area for which it is used as is",
+    )
+    library_option(
+        g,
+        func,
+        "rng",
+        "--seed",
+        type=int,
+        metavar="SEED",
+        show_default=False,
+        help="seed (rng=) for reproducible tests and demos only; recorded as seeded (default: OS entropy)",
+    )

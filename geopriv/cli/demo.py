@@ -23,10 +23,15 @@ def _cmd_demo(args) -> int:
     target = io.check_output(gpkg, "deaths_perturbed", True)
     with io.Staging() as stage:  # both files or neither; a link at png is replaced, not written through
         stage.vector(out, target)
-        stage.file(png, lambda tmp: plot_release(
-            deaths, out, path=tmp.with_suffix(".png"),
-            title=f"Soho cholera deaths (1854), EPSG:3857: ln 4 within {args.radius:g} m",
-        ))
+        stage.file(
+            png,
+            lambda tmp: plot_release(
+                deaths,
+                out,
+                path=tmp.with_suffix(".png"),
+                title=f"Soho cholera deaths (1854), EPSG:3857: ln 4 within {args.radius:g} m",
+            ),
+        )
         stage.commit()
     rep = geopriv.utility_report(deaths, out)
     rec = out.attrs["geopriv"]
@@ -35,15 +40,22 @@ def _cmd_demo(args) -> int:
 
     c = deaths.geometry.union_all().centroid
     smax, _ = ground_scale(deaths.crs, c.x, c.y)
-    frame = "in the input CRS" if rec["frame"] == "planar" else "per point on the ellipsoid's sphere (returned in EPSG:3857)"
+    frame = (
+        "in the input CRS"
+        if rec["frame"] == "planar"
+        else "per point on the ellipsoid's sphere (returned in EPSG:3857)"
+    )
     print(
         f"Privacy: ln 4 within {args.radius:g} m = {rec['epsilon_per_m']:.5f} per ground metre; EPSG:3857 has "
         f"{float(smax[0]):.3f} units per ground metre here, so noise was drawn {frame}"
     )
-    print(f"Utility: mean {rep['mean_m']:.1f} m, median {rep['median_m']:.1f} m; 90 % of the points moved less than "
-          f"{rep['alpha_0.9_m']:.1f} m (alpha_0.9_m)")
+    print(
+        f"Utility: mean {rep['mean_m']:.1f} m, median {rep['median_m']:.1f} m; 90 % of the points moved less than "
+        f"{rep['alpha_0.9_m']:.1f} m (alpha_0.9_m)"
+    )
     print(f"Wrote  : {gpkg}\n         {png}")
     return 0
+
 
 EPILOG_DEMO = """examples:
   geopriv demo --out out --seed 1     # writes out/soho_perturbed.gpkg and out/soho_map.png

@@ -61,36 +61,80 @@ def _map_options(parser, with_from_epsilon: bool) -> None:
 
     f = PrivacyMap.from_population
     g = parser.add_argument_group("how population density becomes epsilon per metre (PrivacyMap.from_population)")
-    g.add_argument("--epsilon-range", nargs=2, type=number_arg, metavar=("LOW", "HIGH"), default=None,
-                   help="epsilon per ground metre where nobody lives and at the raster's highest density, e.g. "
-                        "ln4/3000 ln4/600 (ln 4 within 3 km and within 600 m)")
-    library_option(g, f, "slope", type=number_arg, help="with --floor: extra epsilon per ground metre for each person per km2")
+    g.add_argument(
+        "--epsilon-range",
+        nargs=2,
+        type=number_arg,
+        metavar=("LOW", "HIGH"),
+        default=None,
+        help="epsilon per ground metre where nobody lives and at the raster's highest density, e.g. "
+        "ln4/3000 ln4/600 (ln 4 within 3 km and within 600 m)",
+    )
+    library_option(
+        g, f, "slope", type=number_arg, help="with --floor: extra epsilon per ground metre for each person per km2"
+    )
     library_option(g, f, "floor", type=number_arg, help="with --slope: epsilon per ground metre where nobody lives")
-    library_option(g, f, "units", choices=("per_km2", "per_cell"), help="what a cell value is: people per km2 of ground, or per cell")
-    library_option(g, f, "nodata_epsilon", type=_nodata_epsilon, metavar="nearest|EPSILON",
-         help="epsilon of no-data cells: 'nearest' (the nearest cell with data: for sea and lakes) or a number; "
-              "not given: the floor, the strongest protection")
+    library_option(
+        g,
+        f,
+        "units",
+        choices=("per_km2", "per_cell"),
+        help="what a cell value is: people per km2 of ground, or per cell",
+    )
+    library_option(
+        g,
+        f,
+        "nodata_epsilon",
+        type=_nodata_epsilon,
+        metavar="nearest|EPSILON",
+        help="epsilon of no-data cells: 'nearest' (the nearest cell with data: for sea and lakes) or a number; "
+        "not given: the floor, the strongest protection",
+    )
     library_option(g, f, "band", type=int, help="raster band to read (1-based)")
     library_option(g, f, "nodata", type=float, help="cell value meaning no data (overrides the file's)")
     library_option(g, f, "crs", help="CRS of the raster when the file has none or a wrong one")
-    library_option(g, f, "max_cells", type=_max_cells, metavar="N|none",
-         help="largest raster read, in cells (width x height), checked before any cell is decoded: a compressed "
-              "file can be tiny and decode to gigabytes; 'none' for no limit")
-    g.add_argument("--regularise", type=number_arg, metavar="MAX_SLOPE", default=None,
-                   help="PrivacyMap.regularised: lower epsilon where the noise scale changes faster than this many "
-                        "metres per metre (default: not regularised)")
+    library_option(
+        g,
+        f,
+        "max_cells",
+        type=_max_cells,
+        metavar="N|none",
+        help="largest raster read, in cells (width x height), checked before any cell is decoded: a compressed "
+        "file can be tiny and decode to gigabytes; 'none' for no limit",
+    )
+    g.add_argument(
+        "--regularise",
+        type=number_arg,
+        metavar="MAX_SLOPE",
+        default=None,
+        help="PrivacyMap.regularised: lower epsilon where the noise scale changes faster than this many "
+        "metres per metre (default: not regularised)",
+    )
     if with_from_epsilon:
-        g.add_argument("--from-epsilon", action="store_true",
-                       help="RASTER already holds epsilon per metre (a map written by 'geopriv privacy-map'): "
-                            "PrivacyMap.from_epsilon; no population options")
+        g.add_argument(
+            "--from-epsilon",
+            action="store_true",
+            help="RASTER already holds epsilon per metre (a map written by 'geopriv privacy-map'): "
+            "PrivacyMap.from_epsilon; no population options",
+        )
 
 
 def _check_map_args(args) -> None:
-    population = [f for f, v in (("--epsilon-range", args.epsilon_range), ("--slope", args.slope),
-                                 ("--floor", args.floor), ("--units", args.units)) if v is not None]
+    population = [
+        f
+        for f, v in (
+            ("--epsilon-range", args.epsilon_range),
+            ("--slope", args.slope),
+            ("--floor", args.floor),
+            ("--units", args.units),
+        )
+        if v is not None
+    ]
     if getattr(args, "from_epsilon", False):
         if population:
-            raise CLIError(f"--from-epsilon reads epsilon per metre from the raster: do not also give {'/'.join(population)}")
+            raise CLIError(
+                f"--from-epsilon reads epsilon per metre from the raster: do not also give {'/'.join(population)}"
+            )
         return
     if args.epsilon_range is not None and (args.slope is not None or args.floor is not None):
         raise CLIError("give either --epsilon-range LOW HIGH, or --slope with --floor, not both")
@@ -124,8 +168,9 @@ def _cmd_privacy_map(args) -> int:
     _check_map_args(args)
     check_crs(args.crs)
     _check_raster(args.raster, "population raster")
-    dest = io.check_file_output(args.output, suffixes=(".tif", ".tiff"), what="GeoTIFF",
-                                overwrite=args.overwrite, protect=[args.raster])
+    dest = io.check_file_output(
+        args.output, suffixes=(".tif", ".tiff"), what="GeoTIFF", overwrite=args.overwrite, protect=[args.raster]
+    )
     pm = _privacy_map(args)
     with io.Staging() as stage:
         stage.file(dest, pm.to_geotiff)
@@ -143,11 +188,14 @@ def _cmd_build_mechanism(args) -> int:
         raise CLIError("give either --smooth or --no-smooth, not both")
     check_crs(args.crs)
     _check_raster(args.raster, "raster")
-    dest = io.check_file_output(args.output, suffixes=(".npz",), what="mechanism",
-                                overwrite=args.overwrite, protect=[args.raster])
+    dest = io.check_file_output(
+        args.output, suffixes=(".npz",), what="mechanism", overwrite=args.overwrite, protect=[args.raster]
+    )
     pm = _privacy_map(args)
     print(f"privacy map: {pm!r}", file=sys.stderr)
-    options = given_options(args, ("margin", "smooth", "jump", "output_spacing", "max_step", "pad", "cap", "n_jobs", "kernels"))
+    options = given_options(
+        args, ("margin", "smooth", "jump", "output_spacing", "max_step", "pad", "cap", "n_jobs", "kernels")
+    )
     if args.no_smooth:
         options["smooth"] = None
     mech = EikonalMechanism.build(pm, progress=True if args.progress else None, **options)
@@ -157,6 +205,7 @@ def _cmd_build_mechanism(args) -> int:
         stage.commit()
     print(f"wrote {args.output}: verified {mech.report}; SHA-256 {digests[0]}", file=sys.stderr)
     return 0
+
 
 EPILOG_PRIVACY_MAP = """examples:
   # empty areas: ln 4 within 3 km; the densest cell: ln 4 within 600 m
@@ -188,28 +237,59 @@ def build_mechanism_arguments(b) -> None:
     from ..mechanisms.eikonal import EikonalMechanism
     from ..mechanisms.eikonal.mechanism import KERNELS
 
-    b.add_argument("raster", help="population raster (with --epsilon-range or --slope/--floor) or a privacy map (--from-epsilon)")
+    b.add_argument(
+        "raster", help="population raster (with --epsilon-range or --slope/--floor) or a privacy map (--from-epsilon)"
+    )
     b.add_argument("output", help="mechanism file (.npz)")
     _map_options(b, with_from_epsilon=True)
     build = EikonalMechanism.build
     g = b.add_argument_group("mechanism (EikonalMechanism.build)")
-    library_option(g, build, "margin", type=grid_arg, metavar="SHARE|auto",
-         help="share of the privacy loss kept for normalisation, in (0, 1); auto: 0.1 per noise length")
-    library_option(g, build, "smooth", type=_optional_number, metavar="METRES_PER_METRE|none",
-         help="build the kernels from a map regularised to this slope")
+    library_option(
+        g,
+        build,
+        "margin",
+        type=grid_arg,
+        metavar="SHARE|auto",
+        help="share of the privacy loss kept for normalisation, in (0, 1); auto: 0.1 per noise length",
+    )
+    library_option(
+        g,
+        build,
+        "smooth",
+        type=_optional_number,
+        metavar="METRES_PER_METRE|none",
+        help="build the kernels from a map regularised to this slope",
+    )
     g.add_argument("--no-smooth", action="store_true", help="same as --smooth none")
-    library_option(g, build, "jump", type=_optional_number, metavar="LOG_FACTOR|none",
-         help="also lower the kernels' map so epsilon changes by at most exp(JUMP) between neighbouring cells "
-              "(per noise length on cells longer than one); none: off")
+    library_option(
+        g,
+        build,
+        "jump",
+        type=_optional_number,
+        metavar="LOG_FACTOR|none",
+        help="also lower the kernels' map so epsilon changes by at most exp(JUMP) between neighbouring cells "
+        "(per noise length on cells longer than one); none: off",
+    )
     library_option(g, build, "output_spacing", type=float, help="largest output spacing times epsilon")
-    library_option(g, build, "max_step", type=_step, metavar="CELLS|none",
-         help="largest output step in cells, a power of two; none: no cap, the spacing follows 1/epsilon")
+    library_option(
+        g,
+        build,
+        "max_step",
+        type=_step,
+        metavar="CELLS|none",
+        help="largest output step in cells, a power of two; none: no cap, the spacing follows 1/epsilon",
+    )
     library_option(g, build, "pad", type=float, help="outputs extend beyond the raster by this many noise lengths")
     library_option(g, build, "cap", type=float, help="kernel cap in travel-time units")
     library_option(g, build, "n_jobs", type=int, help="worker processes for the kernels")
-    library_option(g, build, "kernels", choices=KERNELS,
-         help="held: keep every kernel entry while building; on_demand: hold only the truncated kernels of the weight "
-              "solve (large rasters; the saved file is the same compact file)")
+    library_option(
+        g,
+        build,
+        "kernels",
+        choices=KERNELS,
+        help="held: keep every kernel entry while building; on_demand: hold only the truncated kernels of the weight "
+        "solve (large rasters; the saved file is the same compact file)",
+    )
     b.add_argument("--overwrite", action="store_true", help="replace OUTPUT if it exists")
     b.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
     b.set_defaults(func=_cmd_build_mechanism)

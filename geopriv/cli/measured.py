@@ -28,14 +28,23 @@ EPILOG_CALIBRATE = """examples:
 
 def _measured_area_options(p, func) -> None:
     g = p.add_argument_group("public area and prior (no data is read)")
-    g.add_argument("--bounds", type=float, nargs=4, metavar=("XMIN", "YMIN", "XMAX", "YMAX"), required=True,
-                   help="public study area, chosen without looking at any data")
+    g.add_argument(
+        "--bounds",
+        type=float,
+        nargs=4,
+        metavar=("XMIN", "YMIN", "XMAX", "YMAX"),
+        required=True,
+        help="public study area, chosen without looking at any data",
+    )
     g.add_argument("--crs", required=True, help="CRS of --bounds: a projected CRS in metres, e.g. EPSG:32650")
     library_option(g, func, "prior", choices=("uniform", "population"), help="where the adversary believes people are")
-    library_option(g, func, "population", metavar="RASTER", help="population raster (for --prior population and the "
-                                                          "k-equivalent)")
+    library_option(
+        g, func, "population", metavar="RASTER", help="population raster (for --prior population and the k-equivalent)"
+    )
     library_option(g, func, "units", choices=("per_km2", "per_cell"), help="what the population raster holds")
-    library_option(g, func, "cell", type=float, metavar="METRES", help="grid step in ground metres (default: the library's)")
+    library_option(
+        g, func, "cell", type=float, metavar="METRES", help="grid step in ground metres (default: the library's)"
+    )
 
 
 def adversary_arguments(a) -> None:
@@ -55,11 +64,19 @@ def calibrate_arguments(c) -> None:
     from ..adversary import CALIBRATION_TARGETS
 
     c.add_argument("target", choices=CALIBRATION_TARGETS, help="what to meet")
-    c.add_argument("value", type=number_arg, help="metres (adversary_error: at least; displacement: at most) or people "
-                                               "(k_equivalent: at least)")
+    c.add_argument(
+        "value",
+        type=number_arg,
+        help="metres (adversary_error: at least; displacement: at most) or people (k_equivalent: at least)",
+    )
     _measured_area_options(c, geopriv.calibrate)
-    c.add_argument("--radius", type=number_arg, metavar="METRES", default=200.0,
-                   help="also say the epsilon as a level within this radius (default 200)")
+    c.add_argument(
+        "--radius",
+        type=number_arg,
+        metavar="METRES",
+        default=200.0,
+        help="also say the epsilon as a level within this radius (default 200)",
+    )
     c.add_argument("--curve", metavar="FILE.csv", help="write the curve (epsilon and the measures) as CSV")
     c.add_argument("--json", action="store_true", help="print the result as one JSON object")
     c.set_defaults(func=_cmd_calibrate)
@@ -72,10 +89,15 @@ def _cmd_adversary(args) -> int:
     adv = geopriv.adversary_error(area=tuple(args.bounds), crs=args.crs, **options)
     if args.map:
         adv.to_raster(args.map, overwrite=args.overwrite)
-    out = {"adversary_error_m": round(adv.expected_error_m, 3), "expected_displacement_m": round(adv.displacement_m, 3),
-           "k_equivalent": None if adv.k_equivalent is None else round(adv.k_equivalent, 3),
-           "epsilon_per_m": adv.parameters["epsilon_per_m"], "cell_m": adv.parameters["cell_m"],
-           "grid_shape": adv.parameters["grid_shape"], "prior": adv.prior}
+    out = {
+        "adversary_error_m": round(adv.expected_error_m, 3),
+        "expected_displacement_m": round(adv.displacement_m, 3),
+        "k_equivalent": None if adv.k_equivalent is None else round(adv.k_equivalent, 3),
+        "epsilon_per_m": adv.parameters["epsilon_per_m"],
+        "cell_m": adv.parameters["cell_m"],
+        "grid_shape": adv.parameters["grid_shape"],
+        "prior": adv.prior,
+    }
     if args.json:
         print(json.dumps(out))
         return 0
@@ -99,13 +121,21 @@ def _cmd_calibrate(args) -> int:
 
         text = cal.curve.to_csv(index=False)
         write_new_file(args.curve, lambda fh: fh.write(text.encode()))
-    out = {"epsilon_per_m": cal.epsilon_per_m, "level": cal.level(args.radius), "radius_m": args.radius,
-           "target": cal.target, "value": cal.value, "met": cal.met}
+    out = {
+        "epsilon_per_m": cal.epsilon_per_m,
+        "level": cal.level(args.radius),
+        "radius_m": args.radius,
+        "target": cal.target,
+        "value": cal.value,
+        "met": cal.met,
+    }
     if args.json:
         print(json.dumps(out))
         return 0 if cal.met else 1
-    print(f"epsilon {cal.epsilon_per_m:.6g} per metre = ln {math.exp(cal.level(args.radius)):.4g} within "
-          f"{args.radius:g} m")
+    print(
+        f"epsilon {cal.epsilon_per_m:.6g} per metre = ln {math.exp(cal.level(args.radius)):.4g} within "
+        f"{args.radius:g} m"
+    )
     if not cal.met:
         print("no epsilon tried meets the target: this is the closest; change the target or the area", file=sys.stderr)
         return 1

@@ -34,15 +34,23 @@ def _cmd_perturb(args) -> int:
     from .. import io
 
     if args.mechanism is not None:
-        given = [f for f, v in (("--epsilon", args.epsilon), ("--level", args.level), ("--radius", args.radius)) if v is not None]
+        given = [
+            f
+            for f, v in (("--epsilon", args.epsilon), ("--level", args.level), ("--radius", args.radius))
+            if v is not None
+        ]
         if given:
             raise CLIError(f"--mechanism carries its own privacy map: do not also give {'/'.join(given)}")
         if args.region is not None:
             raise CLIError("--region applies to planar Laplace only; a --mechanism defines its own outputs")
     else:
         check_privacy(args)
-        for flag, value in (("--outside", args.outside), ("--remap", args.remap), ("--kernels", args.kernels),
-                            ("--n-jobs", args.n_jobs)):
+        for flag, value in (
+            ("--outside", args.outside),
+            ("--remap", args.remap),
+            ("--kernels", args.kernels),
+            ("--n-jobs", args.n_jobs),
+        ):
             if value:
                 raise CLIError(f"{flag} applies to a location-dependent --mechanism only")
     crs = check_crs(args.crs)
@@ -56,7 +64,9 @@ def _cmd_perturb(args) -> int:
 
     gdf = release_rows(read_points(args.input, args.layer, crs, xy=args.xy), args, needed=(("--person", args.person),))
     check_person(gdf, args)
-    kwargs = given_options(args, ("rng", "grid", "continuous", "bounds", "keep", "max_distortion", "budget_store", "person"))
+    kwargs = given_options(
+        args, ("rng", "grid", "continuous", "bounds", "keep", "max_distortion", "budget_store", "person")
+    )
     if args.region is not None:
         kwargs["region"] = read_points(args.region, what="region", flag=None)
     if args.mechanism is not None:
@@ -65,8 +75,11 @@ def _cmd_perturb(args) -> int:
                 geopriv.EikonalMechanism.check_points(args.mechanism, gdf)
             except geopriv.MechanismFileError:
                 pass  # an unreadable file: the load below says precisely what is wrong with it
-        mech = geopriv.EikonalMechanism.load(args.mechanism, progress=True if getattr(args, "progress", False) else None,
-                                             **given_options(args, ("kernels", "n_jobs")))
+        mech = geopriv.EikonalMechanism.load(
+            args.mechanism,
+            progress=True if getattr(args, "progress", False) else None,
+            **given_options(args, ("kernels", "n_jobs")),
+        )
         if args.outside is not None and args.outside != mech.outside:
             mech = mech.with_outside(args.outside)
         if args.remap and mech.remap_xy is None:
@@ -79,12 +92,15 @@ def _cmd_perturb(args) -> int:
     rec = out.attrs["geopriv"]
     if "epsilon_per_m" in rec:
         eff = rec.get("effective_epsilon_per_m")
-        how = (f"epsilon {rec['epsilon_per_m']:.6g} per ground metre "
-               + (f"(effective {eff:.6g})" if eff else "(continuous: no finite-precision bound)"))
+        how = f"epsilon {rec['epsilon_per_m']:.6g} per ground metre " + (
+            f"(effective {eff:.6g})" if eff else "(continuous: no finite-precision bound)"
+        )
     else:
         how = f"location-dependent epsilon {rec['epsilon_min_per_m']:.4g} .. {rec['epsilon_max_per_m']:.4g} per metre"
-    print(f"released {rec['n']} points to {args.output}{rows_note(args)}: {how}, CRS {rec['input_crs']}"
-          f"{rng_note(rec)}", file=sys.stderr)
+    print(
+        f"released {rec['n']} points to {args.output}{rows_note(args)}: {how}, CRS {rec['input_crs']}{rng_note(rec)}",
+        file=sys.stderr,
+    )
     charge_note(rec, args)
     return 0
 
@@ -114,27 +130,49 @@ def perturb_arguments(p) -> None:
     from ..mechanisms.eikonal.mechanism import LOAD_KERNELS
 
     p.add_argument("input", help="input points (any OGR format: .gpkg, .shp, .geojson, .fgb, .csv with WKT, .parquet)")
-    p.add_argument("output", help="output file; format from the extension: .gpkg .geojson .json .fgb .shp .csv .parquet")
-    privacy_options(p, geopriv.perturb, "privacy (give --level and --radius, or --epsilon per ground metre, or "
-                                         "--mechanism)")
+    p.add_argument(
+        "output", help="output file; format from the extension: .gpkg .geojson .json .fgb .shp .csv .parquet"
+    )
+    privacy_options(
+        p, geopriv.perturb, "privacy (give --level and --radius, or --epsilon per ground metre, or --mechanism)"
+    )
     g = p.add_argument_group("location-dependent privacy")
-    g.add_argument("--mechanism", metavar="FILE.npz", help="a mechanism saved by 'geopriv build-mechanism' (verified on load)")
-    g.add_argument("--outside", choices=("error", "clamp"),
-                   help="points outside the mechanism's raster: stop naming them (error), or release them as if at "
-                        "the nearest point of the raster (clamp) (default: the mechanism's, error)")
-    g.add_argument("--remap", action="store_true",
-                   help="release each output's posterior mean under the population (same guarantee, lower error)")
-    library_option(g, EikonalMechanism.load, "kernels", choices=LOAD_KERNELS,
-         help="held: recompute and keep every kernel entry; on_demand: keep none, recompute only the rows the points "
-              "need (large rasters; a few points cost a few shortest-path searches); auto: on_demand for a file you "
-              "verified before (stamped: no kernel solve at load), held otherwise")
-    library_option(g, EikonalMechanism.load, "n_jobs", type=int, help="worker processes for the mechanism's kernel solves")
+    g.add_argument(
+        "--mechanism", metavar="FILE.npz", help="a mechanism saved by 'geopriv build-mechanism' (verified on load)"
+    )
+    g.add_argument(
+        "--outside",
+        choices=("error", "clamp"),
+        help="points outside the mechanism's raster: stop naming them (error), or release them as if at "
+        "the nearest point of the raster (clamp) (default: the mechanism's, error)",
+    )
+    g.add_argument(
+        "--remap",
+        action="store_true",
+        help="release each output's posterior mean under the population (same guarantee, lower error)",
+    )
+    library_option(
+        g,
+        EikonalMechanism.load,
+        "kernels",
+        choices=LOAD_KERNELS,
+        help="held: recompute and keep every kernel entry; on_demand: keep none, recompute only the rows the points "
+        "need (large rasters; a few points cost a few shortest-path searches); auto: on_demand for a file you "
+        "verified before (stamped: no kernel solve at load), held otherwise",
+    )
+    library_option(
+        g, EikonalMechanism.load, "n_jobs", type=int, help="worker processes for the mechanism's kernel solves"
+    )
     release_options(p, geopriv.perturb)
     p.add_argument("--region", help="vector file of the public polygon outputs are kept in")
-    budget_options(p, geopriv.perturb, "each row's person the row's epsilon per ground metre (unit epsilon/m: the "
-                    "effective epsilon on the lattice, or a --mechanism's largest)",
-                    "column of stable person ids (integers or text) whose lifetime budgets --budget-store charges; "
-                    "needed with it. A person with several rows pays for each")
+    budget_options(
+        p,
+        geopriv.perturb,
+        "each row's person the row's epsilon per ground metre (unit epsilon/m: the "
+        "effective epsilon on the lattice, or a --mechanism's largest)",
+        "column of stable person ids (integers or text) whose lifetime budgets --budget-store charges; "
+        "needed with it. A person with several rows pays for each",
+    )
     rows_options(p)
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     input_options(p)

@@ -34,6 +34,7 @@ What goes wrong in a naive scale-out, and what is done here instead:
   the lazy release is built, from what the build's pass counted over all partitions; it never
   enters the graph (:mod:`geopriv.distributed.budget`).
 """
+
 from __future__ import annotations
 
 from ..daskhook import is_dask

@@ -1,4 +1,5 @@
 """``ddf.priv``: the same accessor on dask-geopandas frames (each method dispatches to its lazy form)."""
+
 from __future__ import annotations
 
 from ..accessor import PrivBase

@@ -46,6 +46,7 @@ How the plan runs on partitions
   release is the in-memory one).  ``flows`` of one LineString per trip counts rows like
   ``aggregate``.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -54,9 +55,21 @@ import numbers
 import numpy as np
 import pandas as pd
 
-from ..counting import (OUTSIDE_FIX, bounded_person, check_flows_store, flows_frame, heatmap_layout,
-                        check_area_public, check_epsilon, locate_rows, person_codes, plan_counts, plan_flows,
-                        release_counts, warn_if_swamped)
+from ..counting import (
+    OUTSIDE_FIX,
+    bounded_person,
+    check_flows_store,
+    flows_frame,
+    heatmap_layout,
+    check_area_public,
+    check_epsilon,
+    locate_rows,
+    person_codes,
+    plan_counts,
+    plan_flows,
+    release_counts,
+    warn_if_swamped,
+)
 from ..exceptions import GeometryError, GeoprivError, ParameterError, StaleReleaseError
 
 __all__ = ["aggregate_dask", "heatmap_dask", "flows_dask", "person_digests", "dask_counts"]
@@ -67,6 +80,8 @@ DIGEST_PURPOSE = "aggregate-bind"
 BOUND_PURPOSE = "aggregate-bounding"
 #: partitions (or partial results) merged per task of the tree reductions
 SPLIT_EVERY = 8
+
+
 #: ``user=INDEX``: the persons are the index labels (a budget store's persons when no user= is given, as in memory)
 class _IndexLabels:
     def __repr__(self) -> str:
@@ -116,8 +131,9 @@ def person_digests(col) -> tuple[np.ndarray, np.ndarray]:
         b[ints] = _INT_TAG
     floats = kind == 1
     if floats.any():
-        a[floats], b[floats] = _float_keys(np.fromiter((float(v) for v in values[floats]), np.float64,
-                                                       int(floats.sum())))
+        a[floats], b[floats] = _float_keys(
+            np.fromiter((float(v) for v in values[floats]), np.float64, int(floats.sum()))
+        )
     text = kind == 2
     if text.any():
         s = pd.Series([v if isinstance(v, str) else str(v) for v in values[text]], dtype=object)
@@ -137,7 +153,7 @@ def _kind(v) -> int:
 def _float_keys(f: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     f = np.ascontiguousarray(f, dtype=np.float64)
     with np.errstate(invalid="ignore"):
-        integral = np.isfinite(f) & (f == np.floor(f)) & (np.abs(f) < 2.0 ** 63)
+        integral = np.isfinite(f) & (f == np.floor(f)) & (np.abs(f) < 2.0**63)
     a = f.view(np.uint64).copy()
     a[integral] = f[integral].astype(np.int64).view(np.uint64)
     return a, np.where(integral, _INT_TAG, _FLOAT_TAG).astype(np.uint64)
@@ -187,8 +203,11 @@ class _PersonCounts:
     @classmethod
     def merge(cls, parts) -> "_PersonCounts":
         parts = list(parts)
-        return cls.of(np.concatenate([p.a for p in parts]), np.concatenate([p.b for p in parts]),
-                      np.concatenate([p.count for p in parts]))
+        return cls.of(
+            np.concatenate([p.a for p in parts]),
+            np.concatenate([p.b for p in parts]),
+            np.concatenate([p.count for p in parts]),
+        )
 
     def over(self, k: int) -> tuple:
         """The persons with more than ``k`` rows (sorted keys)."""
@@ -286,17 +305,20 @@ class _LineRows:
         kinds = shapely.get_type_id(geoms.values)
         bad = (kinds != 1) | shapely.is_empty(geoms.values)
         if bad.any():
-            raise GeometryError("are not LineStrings (give one line per trip, or points with traj_id= and time=)",
-                                labels[bad], "Give one LineString per trip, or trajectory points with traj_id= and "
-                                             "time=.")
+            raise GeometryError(
+                "are not LineStrings (give one line per trip, or points with traj_id= and time=)",
+                labels[bad],
+                "Give one LineString per trip, or trajectory points with traj_id= and time=.",
+            )
         o_xy, d_xy, _, trip_ids = trip_ends(part, geoms, None, None, None, labels)
         seen = area_witnesses(self.plan, np.concatenate([o_xy, d_xy])) if witnesses else None
         regions = self.plan.cells.regions
         o, d = regions.locate(o_xy), regions.locate(d_xy)
         out = (o < 0) | (d < 0)
         if out.any() and self.outside == "refuse":
-            raise GeometryError("start or end outside every region", pd.Index(trip_ids[out]), OUTSIDE_FIX,
-                                what="trip(s)")
+            raise GeometryError(
+                "start or end outside every region", pd.Index(trip_ids[out]), OUTSIDE_FIX, what="trip(s)"
+            )
         return np.where(out, -1, o * regions.n + d).astype(np.int64), labels, seen
 
 
@@ -337,8 +359,13 @@ def area_witnesses(plan, xy: np.ndarray) -> np.ndarray:
         near |= (np.abs(xy[:, 1] - ymin) <= tol) | (np.abs(xy[:, 1] - ymax) <= tol)
     if polys:
         geoms = np.concatenate(polys)
-        ref = np.vstack([shapely.get_coordinates(geoms), shapely.get_coordinates(shapely.centroid(geoms)),
-                         shapely.get_coordinates(shapely.point_on_surface(geoms))])
+        ref = np.vstack(
+            [
+                shapely.get_coordinates(geoms),
+                shapely.get_coordinates(shapely.centroid(geoms)),
+                shapely.get_coordinates(shapely.point_on_surface(geoms)),
+            ]
+        )
         found, _ = shapely.STRtree(shapely.points(ref)).query(shapely.points(xy), predicate="dwithin", distance=tol)
         near[found] = True
     return xy[near]
@@ -385,9 +412,13 @@ def _scan(part, number, rows, user, root) -> _Scan:
 def _merge_scans(scans) -> _Scan:
     scans = list(scans)
     persons = [s.persons for s in scans if s.persons is not None]
-    return _Scan(sum(s.n for s in scans), np.sum([s.counts for s in scans], axis=0),
-                 np.concatenate([s.witnesses for s in scans]), _PersonCounts.merge(persons) if persons else None,
-                 _add_digests(s.digest for s in scans))
+    return _Scan(
+        sum(s.n for s in scans),
+        np.sum([s.counts for s in scans], axis=0),
+        np.concatenate([s.witnesses for s in scans]),
+        _PersonCounts.merge(persons) if persons else None,
+        _add_digests(s.digest for s in scans),
+    )
 
 
 @dataclasses.dataclass
@@ -417,8 +448,11 @@ def _bounded(part, number, rows, user, root, over, k) -> _Bounded:
 
 def _merge_bounded(parts, k) -> _Bounded:
     parts = list(parts)
-    return _Bounded(np.sum([p.counts for p in parts], axis=0), _Candidates.merge([p.candidates for p in parts], k),
-                    _add_digests(p.digest for p in parts))
+    return _Bounded(
+        np.sum([p.counts for p in parts], axis=0),
+        _Candidates.merge([p.candidates for p in parts], k),
+        _add_digests(p.digest for p in parts),
+    )
 
 
 def _tree(tasks, combine, **kwargs):
@@ -427,8 +461,10 @@ def _tree(tasks, combine, **kwargs):
 
     tasks = list(tasks)
     while len(tasks) > 1:
-        tasks = [dask.delayed(combine, pure=True)(tasks[i:i + SPLIT_EVERY], **kwargs)
-                 for i in range(0, len(tasks), SPLIT_EVERY)]
+        tasks = [
+            dask.delayed(combine, pure=True)(tasks[i : i + SPLIT_EVERY], **kwargs)
+            for i in range(0, len(tasks), SPLIT_EVERY)
+        ]
     return tasks[0]
 
 
@@ -444,8 +480,9 @@ def _count(data, rows, k, user, root, charge=None, want_persons=False):
 
     parts = data.to_delayed()
     shipped = dask.delayed(rows, pure=True)  # the plan goes to each worker once
-    tasks = [_tree([dask.delayed(_scan, pure=True)(p, i, shipped, user, root) for i, p in enumerate(parts)],
-                   _merge_scans)]
+    tasks = [
+        _tree([dask.delayed(_scan, pure=True)(p, i, shipped, user, root) for i, p in enumerate(parts)], _merge_scans)
+    ]
     if want_persons:  # the charge's persons, in the same pass over ALL partitions
         tasks += [dask.delayed(partition_persons, pure=True)(p, charge) for p in parts]
     computed = dask.compute(*tasks)
@@ -464,7 +501,8 @@ def _count(data, rows, k, user, root, charge=None, want_persons=False):
             raise StaleReleaseError(
                 "the data changed between the two passes over it (each person's rows are counted in the first, "
                 "bounded in the second): compute from stable data (persist it, or read it from files that do not "
-                "change during the call).")
+                "change during the call)."
+            )
         return res.counts + np.bincount(res.candidates.cell, minlength=rows.n).astype(np.int64)
 
     return bounded, persons
@@ -512,8 +550,13 @@ def _once_each(pk):
     """The persons of :func:`geopriv.distributed.budget.merge_persons`, each charged once (user level)."""
     from ..budget import PersonKeys
 
-    return PersonKeys(pk.keys, np.ones(len(pk.keys), np.int64), np.arange(len(pk.keys)), label_keys=pk.label_keys,
-                      label_text=pk.label_text)
+    return PersonKeys(
+        pk.keys,
+        np.ones(len(pk.keys), np.int64),
+        np.arange(len(pk.keys)),
+        label_keys=pk.label_keys,
+        label_text=pk.label_text,
+    )
 
 
 def _check_charge_column(meta, store, column) -> None:
@@ -533,8 +576,15 @@ def _noise_once(plan, counts, source, store, persons, epsilon, fields, kind):
     if store is None:
         released = release_counts(plan, counts(), gen)
     else:
-        reservation = store.reserve(_once_each(merge_persons(persons)), float(epsilon), unit=PURE, kind=kind,
-                                    spend=True, parameters=fields, rows_released=plan.cells.n)
+        reservation = store.reserve(
+            _once_each(merge_persons(persons)),
+            float(epsilon),
+            unit=PURE,
+            kind=kind,
+            spend=True,
+            parameters=fields,
+            rows_released=plan.cells.n,
+        )
         with reservation:
             true = counts()  # pass 2 if needed: no noise yet, a failure gives the charge back
             reservation.start()
@@ -544,8 +594,24 @@ def _noise_once(plan, counts, source, store, persons, epsilon, fields, kind):
     return released, record
 
 
-def _cell_release(data, epsilon, *, cells, user, max_per_user, bounds, region, levels, nonnegative, suppress, rng,
-                  store, person, kind, extra=None):
+def _cell_release(
+    data,
+    epsilon,
+    *,
+    cells,
+    user,
+    max_per_user,
+    bounds,
+    region,
+    levels,
+    nonnegative,
+    suppress,
+    rng,
+    store,
+    person,
+    kind,
+    extra=None,
+):
     """(plan, released counts, record): the in-memory ``_release`` of geopriv.aggregate, on partitions."""
     from ..budget import PURE
     from ..release import budget_fields
@@ -559,15 +625,31 @@ def _cell_release(data, epsilon, *, cells, user, max_per_user, bounds, region, l
     crs = _meta_crs(meta)
     _check_schema(meta, bounds, region)
     by_index = store is not None and user is None  # the index labels are the persons charged: bound them too
-    plan = plan_counts(crs, epsilon, cells=cells, max_per_user=max_per_user,
-                       user=INDEX_PERSONS if by_index else user, bounds=bounds, region=region, levels=levels,
-                       nonnegative=nonnegative, suppress=suppress)
+    plan = plan_counts(
+        crs,
+        epsilon,
+        cells=cells,
+        max_per_user=max_per_user,
+        user=INDEX_PERSONS if by_index else user,
+        bounds=bounds,
+        region=region,
+        levels=levels,
+        nonnegative=nonnegative,
+        suppress=suppress,
+    )
     if user is not None:
         person_codes(meta, user, meta.index)  # a column of the data (no row is read)
     _check_charge_column(meta, store, user)
     source = make_rng(rng)
-    counts, persons = _count(data, _PointRows(plan, bounds, region), plan.mechanism.sensitivity,
-                             INDEX if by_index else user, _root(rng, source.generator), user, store is not None)
+    counts, persons = _count(
+        data,
+        _PointRows(plan, bounds, region),
+        plan.mechanism.sensitivity,
+        INDEX if by_index else user,
+        _root(rng, source.generator),
+        user,
+        store is not None,
+    )
     fields = plan.fields()
     fields.update(extra or {})
     if store is not None:
@@ -589,8 +671,22 @@ def _check_schema(meta, bounds, region) -> None:
     check_coordinates(np.empty((0, 2)), _meta_crs(meta), pd.Index([]), bounds=bounds)
 
 
-def aggregate_dask(data, epsilon, *, cells, user=None, max_per_user=1, bounds=None, region=None, levels="auto",
-                   nonnegative=True, suppress=None, rng=None, budget_store=None, person=None):
+def aggregate_dask(
+    data,
+    epsilon,
+    *,
+    cells,
+    user=None,
+    max_per_user=1,
+    bounds=None,
+    region=None,
+    levels="auto",
+    nonnegative=True,
+    suppress=None,
+    rng=None,
+    budget_store=None,
+    person=None,
+):
     """:func:`geopriv.aggregate` of a dask-geopandas GeoDataFrame or GeoSeries (same parameters, same release).
 
     Eager: the data are read (one pass; two when ``user=`` and someone has more than
@@ -604,15 +700,42 @@ def aggregate_dask(data, epsilon, *, cells, user=None, max_per_user=1, bounds=No
 
     with driver_store(budget_store) as store:
         plan, released, record = _cell_release(
-            data, epsilon, cells=cells, user=user, max_per_user=max_per_user, bounds=bounds, region=region,
-            levels=levels, nonnegative=nonnegative, suppress=suppress, rng=rng, store=store, person=person,
-            kind="aggregate")
+            data,
+            epsilon,
+            cells=cells,
+            user=user,
+            max_per_user=max_per_user,
+            bounds=bounds,
+            region=region,
+            levels=levels,
+            nonnegative=nonnegative,
+            suppress=suppress,
+            rng=rng,
+            store=store,
+            person=person,
+            kind="aggregate",
+        )
     return cells_frame(plan, released, record)
 
 
-def heatmap_dask(data, epsilon, *, resolution, bounds=None, region=None, user=None, max_per_user=1, values="count",
-                 levels="auto", nonnegative=True, rng=None, path=None, overwrite=False, budget_store=None,
-                 person=None):
+def heatmap_dask(
+    data,
+    epsilon,
+    *,
+    resolution,
+    bounds=None,
+    region=None,
+    user=None,
+    max_per_user=1,
+    values="count",
+    levels="auto",
+    nonnegative=True,
+    rng=None,
+    path=None,
+    overwrite=False,
+    budget_store=None,
+    person=None,
+):
     """:func:`geopriv.heatmap` of a dask-geopandas frame: the grid release of :func:`aggregate_dask` as a raster.
 
     Eager, in-memory :class:`~geopriv.Heatmap` (written to ``path`` when given).  ``values`` and
@@ -622,9 +745,22 @@ def heatmap_dask(data, epsilon, *, resolution, bounds=None, region=None, user=No
 
     with driver_store(budget_store) as store:
         plan, released, record = _cell_release(
-            data, epsilon, cells=resolution, user=user, max_per_user=max_per_user, bounds=bounds, region=region,
-            levels=levels, nonnegative=nonnegative, suppress=None, rng=rng, store=store, person=person,
-            kind="heatmap", extra={"values": values})
+            data,
+            epsilon,
+            cells=resolution,
+            user=user,
+            max_per_user=max_per_user,
+            bounds=bounds,
+            region=region,
+            levels=levels,
+            nonnegative=nonnegative,
+            suppress=None,
+            rng=rng,
+            store=store,
+            person=person,
+            kind="heatmap",
+            extra={"values": values},
+        )
     return _heatmap(plan, released, record, values, path, overwrite)
 
 
@@ -639,8 +775,23 @@ def _heatmap(plan, released, record, values, path, overwrite):
 
 
 # ----------------------------------------------------------------------------- flows
-def flows_dask(data, epsilon, *, regions, traj_id=None, time=None, user=None, max_per_user=1, region_id=None,
-               outside="refuse", levels="auto", nonnegative=True, rng=None, budget_store=None, person=None):
+def flows_dask(
+    data,
+    epsilon,
+    *,
+    regions,
+    traj_id=None,
+    time=None,
+    user=None,
+    max_per_user=1,
+    region_id=None,
+    outside="refuse",
+    levels="auto",
+    nonnegative=True,
+    rng=None,
+    budget_store=None,
+    person=None,
+):
     """:func:`geopriv.flows` of a dask-geopandas GeoDataFrame (same parameters, same release), eager.
 
     Trajectory points: a trip's rows may lie in several partitions; its origin and destination are
@@ -651,13 +802,41 @@ def flows_dask(data, epsilon, *, regions, traj_id=None, time=None, user=None, ma
     from .budget import driver_store
 
     with driver_store(budget_store) as store:
-        return _flows(data, epsilon, regions=regions, traj_id=traj_id, time=time, user=user,
-                      max_per_user=max_per_user, region_id=region_id, outside=outside, levels=levels,
-                      nonnegative=nonnegative, rng=rng, store=store, person=person)
+        return _flows(
+            data,
+            epsilon,
+            regions=regions,
+            traj_id=traj_id,
+            time=time,
+            user=user,
+            max_per_user=max_per_user,
+            region_id=region_id,
+            outside=outside,
+            levels=levels,
+            nonnegative=nonnegative,
+            rng=rng,
+            store=store,
+            person=person,
+        )
 
 
-def _flows(data, epsilon, *, regions, traj_id, time, user, max_per_user, region_id, outside, levels, nonnegative,
-           rng, store, person):
+def _flows(
+    data,
+    epsilon,
+    *,
+    regions,
+    traj_id,
+    time,
+    user,
+    max_per_user,
+    region_id,
+    outside,
+    levels,
+    nonnegative,
+    rng,
+    store,
+    person,
+):
     from ..budget import PURE
     from ..release import budget_fields
     from ..rng import make_rng
@@ -673,21 +852,44 @@ def _flows(data, epsilon, *, regions, traj_id, time, user, max_per_user, region_
         for col in (traj_id, time):
             if col is None or not hasattr(meta, "columns") or col not in meta.columns:
                 raise ParameterError(f"{col!r} is not a column of the data (flows need traj_id= and time= columns).")
-    plan = plan_flows(crs, epsilon, regions=regions, region_id=region_id, max_per_user=max_per_user, user=user,
-                      levels=levels, nonnegative=nonnegative)
+    plan = plan_flows(
+        crs,
+        epsilon,
+        regions=regions,
+        region_id=region_id,
+        max_per_user=max_per_user,
+        user=user,
+        levels=levels,
+        nonnegative=nonnegative,
+    )
     if user is not None:
         person_codes(meta, user, meta.index)  # a column of the data (no row is read)
     source = make_rng(rng)
     if traj_id is None:
-        counts, persons = _count(data, _LineRows(plan, outside), plan.mechanism.sensitivity, user,
-                                 _root(rng, source.generator), user, store is not None)
+        counts, persons = _count(
+            data,
+            _LineRows(plan, outside),
+            plan.mechanism.sensitivity,
+            user,
+            _root(rng, source.generator),
+            user,
+            store is not None,
+        )
     else:
-        counts, persons = _trip_counts(data, plan, traj_id, time, user, outside, source.generator, user,
-                                       store is not None)
+        counts, persons = _trip_counts(
+            data, plan, traj_id, time, user, outside, source.generator, user, store is not None
+        )
     fields = plan.fields()
-    fields.update({"traj_id": None if traj_id is None else str(traj_id), "time": None if time is None else str(time),
-                   "trip_rule": "first and last row of each trip by time" if traj_id is not None else
-                   "first and last vertex of each line", "outside": outside})
+    fields.update(
+        {
+            "traj_id": None if traj_id is None else str(traj_id),
+            "time": None if time is None else str(time),
+            "trip_rule": "first and last row of each trip by time"
+            if traj_id is not None
+            else "first and last vertex of each line",
+            "outside": outside,
+        }
+    )
     if store is not None:
         fields.update(budget_fields(store, PURE, epsilon))
     released, record = _noise_once(plan, counts, source, store, persons, epsilon, fields, "flows")
@@ -727,9 +929,16 @@ def _trip_rows(part, number, traj_id, time, user):
     tid, _ = pd.factorize(part[traj_id], sort=False)
     seen = np.unique(tid, return_index=True)[1]  # each trip's first row: the trips' order of appearance
     rows = np.unique(np.concatenate([seen, first_xy[:, 2].astype(np.int64), last_xy[:, 2].astype(np.int64)]))
-    out = pd.DataFrame({traj_id: part[traj_id].to_numpy()[rows], time: part[time].to_numpy()[rows],
-                        "x": xy[rows, 0], "y": xy[rows, 1], "part": np.full(len(rows), number, np.int64),
-                        "pos": rows})
+    out = pd.DataFrame(
+        {
+            traj_id: part[traj_id].to_numpy()[rows],
+            time: part[time].to_numpy()[rows],
+            "x": xy[rows, 0],
+            "y": xy[rows, 1],
+            "part": np.full(len(rows), number, np.int64),
+            "pos": rows,
+        }
+    )
     pairs = None
     if user is not None:
         out["user"] = part[user].to_numpy()[rows]
@@ -754,7 +963,7 @@ def _trip_counts(data, plan, traj_id, time, user, outside, gen, charge, want_per
     if want_persons:
         tasks += [dask.delayed(partition_persons, pure=True)(p, charge) for p in parts]
     computed = dask.compute(*tasks)
-    found, persons = computed[:len(parts)], computed[len(parts):]
+    found, persons = computed[: len(parts)], computed[len(parts) :]
     frames = [f[0] for f in found if f[0] is not None]
     m = plan.cells.regions.n
     if not frames:  # no rows: refused as in memory (points without rows are no trips)
@@ -769,16 +978,19 @@ def _trip_counts(data, plan, traj_id, time, user, outside, gen, charge, want_per
     o, d = regions.locate(o_xy), regions.locate(d_xy)
     out = (o < 0) | (d < 0)
     if out.any() and outside == "refuse":
-        raise GeometryError("start or end outside every region", pd.Index(trip_ids[out]), OUTSIDE_FIX,
-                            what="trip(s)")
+        raise GeometryError("start or end outside every region", pd.Index(trip_ids[out]), OUTSIDE_FIX, what="trip(s)")
     codes = None
     if user is not None:
         pairs = pd.concat([f[1] for f in found if f[1] is not None], ignore_index=True).drop_duplicates()
         per_trip = np.bincount(pd.Index(trip_ids).get_indexer(pairs["trip"]), minlength=len(trip_ids))
         mixed = per_trip > 1
         if mixed.any():
-            raise GeometryError("have rows of several users (a trip belongs to one person)",
-                                pd.Index(trip_ids[mixed]), "Give each trip one user id.", what="trip(s)")
+            raise GeometryError(
+                "have rows of several users (a trip belongs to one person)",
+                pd.Index(trip_ids[mixed]),
+                "Give each trip one user id.",
+                what="trip(s)",
+            )
         codes, _ = pd.factorize(cands["user"].to_numpy()[first], sort=False)
     keep_trip = ~out
     leaf = np.where(keep_trip, o * m + d, -1)

@@ -15,6 +15,7 @@ not a new one.  Its cost is therefore charged once, at the call, by the process 
 Nothing store-related enters the graph: no :class:`~geopriv.budget.BudgetStore` (it refuses to be
 pickled), no URL.  Workers never see the store and need no access to it; only the driver writes it.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -82,8 +83,13 @@ def merge_persons(parts):
     labels: dict = {}
     for p in parts:
         labels.update(p[2])
-    return PersonKeys(uniq.astype(np.int64, copy=False), total, np.arange(len(uniq)),
-                      label_keys=np.fromiter(labels.keys(), np.int64, len(labels)), label_text=list(labels.values()))
+    return PersonKeys(
+        uniq.astype(np.int64, copy=False),
+        total,
+        np.arange(len(uniq)),
+        label_keys=np.fromiter(labels.keys(), np.int64, len(labels)),
+        label_text=list(labels.values()),
+    )
 
 
 def charge_at_build(store, persons, amounts, *, unit: str, kind: str, fields: dict, rows: int | None) -> str:
@@ -94,8 +100,9 @@ def charge_at_build(store, persons, amounts, *, unit: str, kind: str, fields: di
     Raises :class:`~geopriv.exceptions.BudgetExceededError` (naming persons) with nothing charged.
     Returns the release's id in the store's audit.
     """
-    reservation = store.reserve(persons, amounts, unit=unit, kind=kind, spend=True, parameters=fields,
-                                rows_released=rows)
+    reservation = store.reserve(
+        persons, amounts, unit=unit, kind=kind, spend=True, parameters=fields, rows_released=rows
+    )
     reservation.start()  # the graph may be computed as soon as it is returned: nothing can be given back
     reservation.commit()
     return reservation.release_id

@@ -10,6 +10,7 @@ With a budget store (``budget_store=``), the driver charges every row's person o
 release is built (:mod:`geopriv.distributed.budget`); a person may then have several rows (each is
 charged), but never two rows at exactly the same point: see :func:`perturb_dask`.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -45,7 +46,7 @@ PAIR_PURPOSE = "perturb person-point"
 _SAME_POINT_FIX = Fix(
     "same_person_same_point",
     python="Drop the rows that repeat another row of the same person at the same point, or release in memory "
-           "(geopriv.perturb on a GeoDataFrame draws each row's noise independently).",
+    "(geopriv.perturb on a GeoDataFrame draws each row's noise independently).",
 )
 
 
@@ -66,8 +67,10 @@ def _check_pairs(folded, labels) -> None:
         raise IdentityError(_SAME_POINT, shown_labels(rows), _SAME_POINT_FIX, count=len(rows))
 
 
-_SAME_POINT = ("repeat a person at exactly the same point: keyed noise would give them the same output, which shows "
-               "that their true points are equal")
+_SAME_POINT = (
+    "repeat a person at exactly the same point: keyed noise would give them the same output, which shows "
+    "that their true points are equal"
+)
 
 
 @contextlib.contextmanager
@@ -147,12 +150,24 @@ def whole_data_checks(checks, areas=()) -> np.ndarray:
     return np.unique(allv[1:][allv[1:] == allv[:-1]])
 
 
-def release_partition(part, plan, root, record: dict, keep=(), bounds=None, region=None, person=None,
-                      digests=None, partition_info=None, repeats=False):
+def release_partition(
+    part,
+    plan,
+    root,
+    record: dict,
+    keep=(),
+    bounds=None,
+    region=None,
+    person=None,
+    digests=None,
+    partition_info=None,
+    repeats=False,
+):
     """One partition's release: the rows validated and checked against the build's digest, then keyed draws."""
     with paused_cyclic_gc():
-        return _release_partition(part, plan, root, record, keep, bounds, region, person, digests, partition_info,
-                                  repeats)
+        return _release_partition(
+            part, plan, root, record, keep, bounds, region, person, digests, partition_info, repeats
+        )
 
 
 def check_binding(root, digest, binding, partition_info=None) -> None:
@@ -226,13 +241,41 @@ def perturb_dask(
     from .budget import driver_store
 
     with driver_store(budget_store) as store:
-        return _perturb_dask(data, epsilon, level=level, radius=radius, mechanism=mechanism, rng=rng, grid=grid,
-                             continuous=continuous, bounds=bounds, region=region, keep=keep, person=person,
-                             max_distortion=max_distortion, store=store)
+        return _perturb_dask(
+            data,
+            epsilon,
+            level=level,
+            radius=radius,
+            mechanism=mechanism,
+            rng=rng,
+            grid=grid,
+            continuous=continuous,
+            bounds=bounds,
+            region=region,
+            keep=keep,
+            person=person,
+            max_distortion=max_distortion,
+            store=store,
+        )
 
 
-def _perturb_dask(data, epsilon, *, level, radius, mechanism, rng, grid, continuous, bounds, region, keep, person,
-                  max_distortion, store):
+def _perturb_dask(
+    data,
+    epsilon,
+    *,
+    level,
+    radius,
+    mechanism,
+    rng,
+    grid,
+    continuous,
+    bounds,
+    region,
+    keep,
+    person,
+    max_distortion,
+    store,
+):
     import dask
 
     from ..perturb import mechanism_for
@@ -260,8 +303,16 @@ def _perturb_dask(data, epsilon, *, level, radius, mechanism, rng, grid, continu
     from ..points import check_coordinates
 
     check_coordinates(np.empty((0, 2)), crs, pd.Index([]), bounds=bounds)  # CRS kind, bounds in its units
-    plan = plan_release(crs, mech, grid=grid, continuous=continuous, bounds=bounds, region=region, keep=keep,
-                        max_distortion=max_distortion)
+    plan = plan_release(
+        crs,
+        mech,
+        grid=grid,
+        continuous=continuous,
+        bounds=bounds,
+        region=region,
+        keep=keep,
+        max_distortion=max_distortion,
+    )
     root = root_entropy(rng)
     extra = {}
     if store is not None:  # what a row costs, as in memory (geopriv.release.point_charge), in the record
@@ -286,34 +337,47 @@ def _perturb_dask(data, epsilon, *, level, radius, mechanism, rng, grid, continu
         areas.append((declared_bounds(crs, None, region), "region"))
     keep = tuple(keep or ())
     parts = data.to_delayed()
-    tasks = [dask.delayed(partition_checks, pure=True)(p, plan, root, keep, bounds, region, person, tuple(areas),
-                                                       repeats) for p in parts]
+    tasks = [
+        dask.delayed(partition_checks, pure=True)(p, plan, root, keep, bounds, region, person, tuple(areas), repeats)
+        for p in parts
+    ]
     if store is not None:  # the charge's persons and rows, in the same pass over ALL partitions
         from .budget import partition_persons
 
         tasks += [dask.delayed(partition_persons, pure=True)(p, person) for p in parts]
     computed = dask.compute(*tasks)
-    checks, persons = computed[:len(parts)], computed[len(parts):]
+    checks, persons = computed[: len(parts)], computed[len(parts) :]
     duplicates = whole_data_checks(checks, tuple(areas))
     if len(duplicates):
-        found = [lab for labs in dask.compute(*[dask.delayed(duplicate_labels)(p, person, duplicates, root, repeats)
-                                                for p in parts]) for lab in labs]
+        found = [
+            lab
+            for labs in dask.compute(
+                *[dask.delayed(duplicate_labels)(p, person, duplicates, root, repeats) for p in parts]
+            )
+            for lab in labs
+        ]
         if repeats:
-            raise IdentityError(_SAME_POINT + " (rows in different partitions)", shown_labels(found), _SAME_POINT_FIX,
-                                count=len(found))
-        raise IdentityError("share their person id with rows of other partitions: two rows would answer for the same "
-                            "person", shown_labels(found), "Make the ids unique over the whole data (a person id "
-                            "column: person='<column>').", count=len(found))
+            raise IdentityError(
+                _SAME_POINT + " (rows in different partitions)", shown_labels(found), _SAME_POINT_FIX, count=len(found)
+            )
+        raise IdentityError(
+            "share their person id with rows of other partitions: two rows would answer for the same person",
+            shown_labels(found),
+            "Make the ids unique over the whole data (a person id column: person='<column>').",
+            count=len(found),
+        )
     digests = Binding(root, PURPOSE, [c[2] for c in checks])  # sealed: one-way tags, never shown
     out_meta = meta.copy()
     out_meta.attrs = dict(meta.attrs, geopriv=record)
-    result = data.map_partitions(release_partition, shipped, root, record, keep, bounds, region, person, digests,
-                                 repeats=repeats, meta=out_meta)
+    result = data.map_partitions(
+        release_partition, shipped, root, record, keep, bounds, region, person, digests, repeats=repeats, meta=out_meta
+    )
     if store is not None:  # the driver's one charge, before the lazy release exists for anyone to compute
         from ..budget import PER_METRE
         from .budget import charge_at_build, merge_persons
 
         pk = merge_persons(persons)
-        charge_at_build(store, pk, per_row, unit=PER_METRE, kind="perturb", fields=plan.fields(extra),
-                        rows=int(pk.counts.sum()))
+        charge_at_build(
+            store, pk, per_row, unit=PER_METRE, kind="perturb", fields=plan.fields(extra), rows=int(pk.counts.sum())
+        )
     return result

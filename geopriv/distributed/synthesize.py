@@ -6,6 +6,7 @@ on the total, exactly as in memory (:meth:`PrivateMeasure.leaf_counts` with ``co
 the privacy analysis does not depend on the number of partitions.  The tree depth depends on
 the number of people (public here), which the graph counts first.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -79,8 +80,9 @@ def central_release(plan, histograms, root, seeded: bool, like, extra=None):
         raise RuntimeError("the partitions changed between counting and histogramming; recompute from stable data.")
     # the noise is bound to exactly the counts it answers (the release's sufficient statistic): the
     # same counts replay the same output, any other counts (a neighbouring dataset) draw anew
-    digest = hashlib.sha256(np.ascontiguousarray(uniq, dtype="<u8").tobytes() + b"|"
-                            + np.ascontiguousarray(totals, dtype="<i8").tobytes()).digest()
+    digest = hashlib.sha256(
+        np.ascontiguousarray(uniq, dtype="<u8").tobytes() + b"|" + np.ascontiguousarray(totals, dtype="<i8").tobytes()
+    ).digest()
     gen = np.random.Generator(np.random.PCG64DXSM(root.seed_for("synthesize", digest)))
     nodes, counts = plan.mechanism.leaf_counts(uniq, gen, plan.depth, counts=totals)
     out = plan.points(nodes, counts, gen)
@@ -95,9 +97,23 @@ def _plan(crs, mechanism, n_people, kwargs):
     return plan_synthetic(crs, mechanism, int(n_people), **kwargs)
 
 
-def synthesize_dask(data, epsilon, *, bounds=None, region=None, n=None, method="srw", depth="auto",
-                    placement="uniform", grid="auto", rng=None, max_distortion: float = DEFAULT_MAX_DISTORTION,
-                    progress=None, budget_store=None, person=None):
+def synthesize_dask(
+    data,
+    epsilon,
+    *,
+    bounds=None,
+    region=None,
+    n=None,
+    method="srw",
+    depth="auto",
+    placement="uniform",
+    grid="auto",
+    rng=None,
+    max_distortion: float = DEFAULT_MAX_DISTORTION,
+    progress=None,
+    budget_store=None,
+    person=None,
+):
     """Lazy :func:`geopriv.synthesize` of a dask-geopandas GeoDataFrame (same parameters).
 
     Parameters are checked now, and the secret root is drawn now.  Building reads the data once
@@ -118,13 +134,26 @@ def synthesize_dask(data, epsilon, *, bounds=None, region=None, n=None, method="
     from .budget import driver_store
 
     with driver_store(budget_store) as store:
-        return _synthesize_dask(data, epsilon, bounds=bounds, region=region, n=n, method=method, depth=depth,
-                                placement=placement, grid=grid, rng=rng, max_distortion=max_distortion,
-                                store=store, person=person)
+        return _synthesize_dask(
+            data,
+            epsilon,
+            bounds=bounds,
+            region=region,
+            n=n,
+            method=method,
+            depth=depth,
+            placement=placement,
+            grid=grid,
+            rng=rng,
+            max_distortion=max_distortion,
+            store=store,
+            person=person,
+        )
 
 
-def _synthesize_dask(data, epsilon, *, bounds, region, n, method, depth, placement, grid, rng, max_distortion,
-                     store, person):
+def _synthesize_dask(
+    data, epsilon, *, bounds, region, n, method, depth, placement, grid, rng, max_distortion, store, person
+):
     import dask
     import dask_geopandas  # noqa: F401  (registers the geopandas backend of dask.dataframe)
 
@@ -156,7 +185,7 @@ def _synthesize_dask(data, epsilon, *, bounds, region, n, method, depth, placeme
 
         tasks += [dask.delayed(partition_persons, pure=True)(p, person) for p in parts]
     computed = dask.compute(*tasks)
-    checks, persons = computed[:len(parts)], computed[len(parts):]
+    checks, persons = computed[: len(parts)], computed[len(parts) :]
     if probe.area_source in ("bounds", "region") and checks:
         check_area_not_from_data(np.logical_or.reduce([c[1] for c in checks]), probe.area_source)
     plan = _plan(crs, mechanism, sum(c[0] for c in checks), kwargs)
@@ -175,8 +204,11 @@ def _synthesize_dask(data, epsilon, *, bounds, region, n, method, depth, placeme
     result = dask.delayed(central_release, pure=True)(plan, hists, root, seeded, like, extra)
     import geopandas as gpd
 
-    out_meta = gpd.GeoSeries([], crs=crs, name="geometry") if isinstance(meta, gpd.GeoSeries) \
+    out_meta = (
+        gpd.GeoSeries([], crs=crs, name="geometry")
+        if isinstance(meta, gpd.GeoSeries)
         else gpd.GeoDataFrame(geometry=gpd.GeoSeries([], crs=crs), crs=crs)
+    )
     import dask.dataframe as dd
 
     lazy = dd.from_delayed([result], meta=out_meta, verify_meta=False)
@@ -186,6 +218,7 @@ def _synthesize_dask(data, epsilon, *, bounds, region, n, method, depth, placeme
 
         fields = plan.fields()
         fields.update(extra)
-        charge_at_build(store, merge_persons(persons), per_row, unit=PURE, kind="synthesize", fields=fields,
-                        rows=plan.n_out)
+        charge_at_build(
+            store, merge_persons(persons), per_row, unit=PURE, kind="synthesize", fields=fields, rows=plan.n_out
+        )
     return lazy

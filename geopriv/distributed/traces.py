@@ -39,6 +39,7 @@ and ``ledger`` are None: the output shows them), so pandas keeps it when the par
 concatenated.  The per-trace ledger of the whole release is :func:`trace_ledger_dask`
 (``geopriv.trace_ledger(result)`` dispatches to it), computed from the output's columns.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -59,6 +60,7 @@ BIND_PURPOSE = "traces-bind"
 
 #: the temporary column that carries each row's bucket through the shuffle
 _BUCKET = "__geopriv_bucket__"
+
 
 # ---------------------------------------------------------------------------- helpers
 def trace_streams(root, rows, traj_id, time):
@@ -177,8 +179,11 @@ def release_buckets(part, *, root, attrs, out_meta, geom_name, crs, series, orde
         out.attrs = dict(attrs)
         return out
     traj_id, time = params["traj_id"], params["time"]
-    buckets = part[_BUCKET].to_numpy(dtype=np.int64) if (not series and _BUCKET in part.columns) \
+    buckets = (
+        part[_BUCKET].to_numpy(dtype=np.int64)
+        if (not series and _BUCKET in part.columns)
         else np.zeros(len(part), dtype=np.int64)
+    )
     if not series and _BUCKET in part.columns:
         part = part.drop(columns=[_BUCKET])
     gpart = _as_geo(part, geom_name, crs, series)
@@ -207,8 +212,9 @@ def _empty_output(meta, series, geom_name, crs):
     from ..traces import PANDAS3
 
     if series:
-        out = gpd.GeoDataFrame(geometry=gpd.GeoSeries(meta.iloc[:0].values, index=meta.index[:0], crs=crs,
-                                                      name=geom_name), crs=crs)
+        out = gpd.GeoDataFrame(
+            geometry=gpd.GeoSeries(meta.iloc[:0].values, index=meta.index[:0], crs=crs, name=geom_name), crs=crs
+        )
     else:
         out = meta.iloc[:0].copy()
     out["predicted"] = pd.Series([], dtype=bool, index=out.index)
@@ -300,16 +306,64 @@ def sanitize_traces_dask(
 
     with driver_store(budget_store) as store:
         return _sanitize_traces_dask(
-            data, epsilon, traj_id=traj_id, time=time, level=level, radius=radius, method=method, budget=budget,
-            rate=rate, accuracy=accuracy, skip_speed=skip_speed, stale_after=stale_after, predictor=predictor,
-            on_exhausted=on_exhausted, eta=eta, gamma=gamma, delta=delta, prediction_rate=prediction_rate, rng=rng,
-            bounds=bounds, grid=grid, continuous=continuous, keep=keep, max_distortion=max_distortion, store=store,
-            person=person)
+            data,
+            epsilon,
+            traj_id=traj_id,
+            time=time,
+            level=level,
+            radius=radius,
+            method=method,
+            budget=budget,
+            rate=rate,
+            accuracy=accuracy,
+            skip_speed=skip_speed,
+            stale_after=stale_after,
+            predictor=predictor,
+            on_exhausted=on_exhausted,
+            eta=eta,
+            gamma=gamma,
+            delta=delta,
+            prediction_rate=prediction_rate,
+            rng=rng,
+            bounds=bounds,
+            grid=grid,
+            continuous=continuous,
+            keep=keep,
+            max_distortion=max_distortion,
+            store=store,
+            person=person,
+        )
 
 
-def _sanitize_traces_dask(data, epsilon, *, traj_id, time, level, radius, method, budget, rate, accuracy, skip_speed,
-                          stale_after, predictor, on_exhausted, eta, gamma, delta, prediction_rate, rng, bounds, grid,
-                          continuous, keep, max_distortion, store, person):
+def _sanitize_traces_dask(
+    data,
+    epsilon,
+    *,
+    traj_id,
+    time,
+    level,
+    radius,
+    method,
+    budget,
+    rate,
+    accuracy,
+    skip_speed,
+    stale_after,
+    predictor,
+    on_exhausted,
+    eta,
+    gamma,
+    delta,
+    prediction_rate,
+    rng,
+    bounds,
+    grid,
+    continuous,
+    keep,
+    max_distortion,
+    store,
+    person,
+):
     import geopandas as gpd
 
     from ..exceptions import EmptyInputError, GeoprivError, MissingCRSError
@@ -354,9 +408,15 @@ def _sanitize_traces_dask(data, epsilon, *, traj_id, time, level, radius, method
     if not series:
         if _BUCKET in meta.columns:
             raise GeoprivError(f"The data has a column {_BUCKET!r}, which the distributed release uses: rename it.")
-        for name, what, hint in ((traj_id, "trace id (traj_id)", "Name the column that says which trace each row "
-                                  "belongs to, or pass traj_id=None if all rows are one trace."),
-                                 (time, "time", "Name the column of time stamps (datetimes or seconds).")):
+        for name, what, hint in (
+            (
+                traj_id,
+                "trace id (traj_id)",
+                "Name the column that says which trace each row "
+                "belongs to, or pass traj_id=None if all rows are one trace.",
+            ),
+            (time, "time", "Name the column of time stamps (datetimes or seconds)."),
+        ):
             if name is not None:
                 column_of(meta, name, what, hint)
         if traj_id is not None and (traj_id == geom_name or isinstance(meta[traj_id].dtype, gpd.array.GeometryDtype)):
@@ -386,17 +446,38 @@ def _sanitize_traces_dask(data, epsilon, *, traj_id, time, level, radius, method
             "release in memory."
         )
     # the parameters, the frame, the lattice and the record: the in-memory release's own plan
-    plan = plan_traces(crs, epsilon, level=level, radius=radius, method=method, budget=budget, rate=rate,
-                       accuracy=accuracy, skip_speed=skip_speed, stale_after=stale_after, predictor=predictor,
-                       on_exhausted=on_exhausted, eta=eta, gamma=gamma, delta=delta, prediction_rate=prediction_rate,
-                       bounds=bounds, grid=grid, continuous=continuous, keep=keep, max_distortion=max_distortion,
-                       traj_id=traj_id, time=time)
+    plan = plan_traces(
+        crs,
+        epsilon,
+        level=level,
+        radius=radius,
+        method=method,
+        budget=budget,
+        rate=rate,
+        accuracy=accuracy,
+        skip_speed=skip_speed,
+        stale_after=stale_after,
+        predictor=predictor,
+        on_exhausted=on_exhausted,
+        eta=eta,
+        gamma=gamma,
+        delta=delta,
+        prediction_rate=prediction_rate,
+        bounds=bounds,
+        grid=grid,
+        continuous=continuous,
+        keep=keep,
+        max_distortion=max_distortion,
+        traj_id=traj_id,
+        time=time,
+    )
     if store is not None:  # whose traces they are: a column of the schema (checked before any data is read)
         from ..budget import PERSON_FIX
 
         if person is None and traj_id is None:
-            raise GeoprivError("A budget store charges persons: a single trace (traj_id=None) needs person=.",
-                               fix=PERSON_FIX)
+            raise GeoprivError(
+                "A budget store charges persons: a single trace (traj_id=None) needs person=.", fix=PERSON_FIX
+            )
         if person is not None:
             if series:
                 raise GeoprivError("person names a column: pass a GeoDataFrame, not a GeoSeries.", fix=PERSON_FIX)
@@ -414,11 +495,30 @@ def _sanitize_traces_dask(data, epsilon, *, traj_id, time, level, radius, method
     out_meta = _empty_output(meta, series, geom_name, crs)
     out_meta = attach(out_meta, meta, record)
     attrs = dict(out_meta.attrs)
-    params = dict(epsilon=epsilon, traj_id=traj_id, time=time, level=level, radius=radius, method=method,
-                  budget=budget, rate=rate, accuracy=accuracy, skip_speed=skip_speed, stale_after=stale_after,
-                  predictor=predictor, on_exhausted=on_exhausted, eta=eta, gamma=gamma, delta=delta,
-                  prediction_rate=prediction_rate, bounds=bounds, grid=grid, continuous=continuous,
-                  keep=tuple(keep or ()), max_distortion=max_distortion)
+    params = dict(
+        epsilon=epsilon,
+        traj_id=traj_id,
+        time=time,
+        level=level,
+        radius=radius,
+        method=method,
+        budget=budget,
+        rate=rate,
+        accuracy=accuracy,
+        skip_speed=skip_speed,
+        stale_after=stale_after,
+        predictor=predictor,
+        on_exhausted=on_exhausted,
+        eta=eta,
+        gamma=gamma,
+        delta=delta,
+        prediction_rate=prediction_rate,
+        bounds=bounds,
+        grid=grid,
+        continuous=continuous,
+        keep=tuple(keep or ()),
+        max_distortion=max_distortion,
+    )
     # build time: each input partition's digest (the release answers exactly these data, and refuses other
     # rows when computed), and declared bounds= checked against ALL the data (a bucket sees only part of it)
     import dask
@@ -427,13 +527,17 @@ def _sanitize_traces_dask(data, epsilon, *, traj_id, time, level, radius, method
 
     rect = plan.frame.area if bounds is not None else None
     parts = data.to_delayed()
-    tasks = [dask.delayed(trace_partition_checks, pure=True)(p, root, traj_id, time, geom_name, crs, series, rect)
-             for p in parts]
+    tasks = [
+        dask.delayed(trace_partition_checks, pure=True)(p, root, traj_id, time, geom_name, crs, series, rect)
+        for p in parts
+    ]
     if store is not None:  # the charge's traces, their persons and lengths, in the same pass over ALL partitions
-        tasks += [dask.delayed(trace_partition_persons, pure=True)(p, traj_id, person, geom_name, crs, series,
-                                                                   plan.frame) for p in parts]
+        tasks += [
+            dask.delayed(trace_partition_persons, pure=True)(p, traj_id, person, geom_name, crs, series, plan.frame)
+            for p in parts
+        ]
     computed = dask.compute(*tasks)
-    checks, persons = computed[:len(parts)], computed[len(parts):]
+    checks, persons = computed[: len(parts)], computed[len(parts) :]
     if rect is not None and checks:
         check_area_not_from_data(np.logical_or.reduce([c[0] for c in checks]), "bounds")
     charge = None
@@ -452,9 +556,18 @@ def _sanitize_traces_dask(data, epsilon, *, traj_id, time, level, radius, method
         with_bucket[_BUCKET] = pd.Series([], dtype=np.int64, index=with_bucket.index)
         staged = data.map_partitions(_with_bucket, traj_id, BUCKETS, meta=with_bucket)
         staged = staged.shuffle(on=_BUCKET, npartitions=min(data.npartitions, BUCKETS), method=_shuffle_method())
-    result = staged.map_partitions(release_buckets, root=root, attrs=attrs, out_meta=out_meta.iloc[:0],
-                                   geom_name=geom_name, crs=crs, series=series, ordered=ordered, params=params,
-                                   meta=out_meta)
+    result = staged.map_partitions(
+        release_buckets,
+        root=root,
+        attrs=attrs,
+        out_meta=out_meta.iloc[:0],
+        geom_name=geom_name,
+        crs=crs,
+        series=series,
+        ordered=ordered,
+        params=params,
+        meta=out_meta,
+    )
     if store is not None:  # the driver's one charge, before the lazy release exists for anyone to compute
         from ..budget import PER_METRE
         from .budget import charge_at_build
@@ -479,8 +592,13 @@ def trace_partition_persons(part, traj_id, person, geom_name, crs, series, frame
     from ..traces import column_of
 
     if len(part) == 0:
-        return pd.DataFrame({"trace": pd.Series([], dtype=object), "person": pd.Series([], dtype=object),
-                             "rows": pd.Series([], dtype=np.int64)})
+        return pd.DataFrame(
+            {
+                "trace": pd.Series([], dtype=object),
+                "person": pd.Series([], dtype=object),
+                "rows": pd.Series([], dtype=np.int64),
+            }
+        )
     gpart = _as_geo(part, geom_name, crs, series)
     frame.check_inside(point_xy(as_geoseries(gpart)), gpart.index)
     n = len(gpart)
@@ -493,14 +611,19 @@ def trace_partition_persons(part, traj_id, person, geom_name, crs, series, frame
             raise GeoprivError(
                 f"{int(missing.sum())} row(s) have no trace id in {traj_id!r}: labels "
                 f"{format_labels(traces.index[missing])}. Fill or drop them: every query belongs to one trace, which "
-                "has its own budget.")
+                "has its own budget."
+            )
     persons = traces if person is None else column_of(gpart, person, "person id", PERSON_FIX)
     person_keys(pd.Index(persons), gpart.index)  # refuses missing, float or boolean person ids by row label
     pairs = pd.DataFrame({"trace": traces.to_numpy(object), "person": persons.to_numpy(object)})
     rows = pairs.groupby(["trace", "person"], sort=False, dropna=False).size()
-    return pd.DataFrame({"trace": rows.index.get_level_values(0).to_numpy(object),
-                         "person": rows.index.get_level_values(1).to_numpy(object),
-                         "rows": rows.to_numpy(np.int64)})
+    return pd.DataFrame(
+        {
+            "trace": rows.index.get_level_values(0).to_numpy(object),
+            "person": rows.index.get_level_values(1).to_numpy(object),
+            "rows": rows.to_numpy(np.int64),
+        }
+    )
 
 
 def trace_charges(parts, plan, traj_id, person):
@@ -514,15 +637,21 @@ def trace_charges(parts, plan, traj_id, person):
     from ..budget import PERSON_FIX
     from ..exceptions import GeoprivError, format_labels
 
-    pairs = pd.concat([p for p in parts if len(p)], ignore_index=True) if any(len(p) for p in parts) \
+    pairs = (
+        pd.concat([p for p in parts if len(p)], ignore_index=True)
+        if any(len(p) for p in parts)
         else pd.DataFrame({"trace": [], "person": [], "rows": []})
+    )
     pairs = pairs.groupby(["trace", "person"], sort=False, dropna=False)["rows"].sum().reset_index()
     per_trace = pairs.groupby("trace", sort=False, dropna=False)
     changes = per_trace["person"].size()
     if person is not None and (changes > 1).any():
         bad = changes.index[changes.to_numpy() > 1]
-        raise GeoprivError(f"The person id column {person!r} changes within {len(bad)} trace(s): trace ids "
-                           f"{format_labels(bad)}. A trace belongs to one person.", fix=PERSON_FIX)
+        raise GeoprivError(
+            f"The person id column {person!r} changes within {len(bad)} trace(s): trace ids "
+            f"{format_labels(bad)}. A trace belongs to one person.",
+            fix=PERSON_FIX,
+        )
     lengths = per_trace["rows"].sum()
     first = per_trace["person"].first()
     try:  # sorted ids, as the in-memory release orders its traces
@@ -559,8 +688,11 @@ def _trace_rows(part, traj_id, time, geom_name, crs, series, root):
     wkb = pd.Series(shapely.to_wkb(np.asarray(geoms.values), hex=False), dtype=object)
     w0 = pd.util.hash_pandas_object(wkb, index=False, hash_key="geopriv-wkb-aaa1").to_numpy(dtype=np.uint64)
     w1 = pd.util.hash_pandas_object(wkb, index=False, hash_key="geopriv-wkb-bbb2").to_numpy(dtype=np.uint64)
-    t = np.zeros(n, np.uint64) if time is None else \
-        pd.util.hash_pandas_object(gpart[time], index=False).to_numpy(dtype=np.uint64)
+    t = (
+        np.zeros(n, np.uint64)
+        if time is None
+        else pd.util.hash_pandas_object(gpart[time], index=False).to_numpy(dtype=np.uint64)
+    )
     label = pd.util.hash_pandas_object(gpart.index.to_series(), index=False).to_numpy(dtype=np.uint64)
     words = [w0, w1, t, label]
     if traj_id is None and time is None:

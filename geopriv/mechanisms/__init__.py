@@ -3,6 +3,7 @@
 Each takes a :class:`numpy.random.Generator` and reports its privacy loss; budgets are
 spent and refused elsewhere (:mod:`geopriv.accounting`).
 """
+
 from .planar_laplace import PlanarLaplace, polar_noise, radius_cdf, radius_quantile
 from .predictive import (
     ClusterMean,

@@ -17,6 +17,7 @@ or charges budgets: the release path (:mod:`geopriv.release`) does.  Four kinds:
 :func:`check_mechanism` turns a missing piece into a :class:`TypeError` that lists it, before
 anything is computed, instead of an ``AttributeError`` in the middle of a release.
 """
+
 from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
@@ -93,6 +94,8 @@ def check_mechanism(obj, protocol, what: str = "mechanism"):
             f"See geopriv.mechanisms.base.{protocol.__name__} for the contract."
         )
     if protocol is PointMechanism and getattr(obj, "frame_policy", None) not in _FRAME_POLICIES:
-        raise ParameterTypeError(f"{what} {type(obj).__name__}.frame_policy must be one of {_FRAME_POLICIES}, "
-                        f"got {getattr(obj, 'frame_policy', None)!r}.")
+        raise ParameterTypeError(
+            f"{what} {type(obj).__name__}.frame_policy must be one of {_FRAME_POLICIES}, "
+            f"got {getattr(obj, 'frame_policy', None)!r}."
+        )
     return obj

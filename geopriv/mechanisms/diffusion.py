@@ -111,6 +111,7 @@ path) is done by the caller, not here.
 Value answers leave :func:`geopriv.diffuse_locations` through a public 1-D lattice
 (:func:`snap_values`), with the finite-precision term of :func:`value_lattice_epsilon`.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -168,9 +169,12 @@ SECRET_NOTICE = (
 # validation helpers
 # --------------------------------------------------------------------------------------------
 
+
 def _check_dim(dim) -> int:
     if isinstance(dim, (bool, np.bool_)) or not isinstance(dim, (int, np.integer)):
-        raise ParameterTypeError(f"dim must be a positive int (the dimension of the private value), got {type(dim).__name__}.")
+        raise ParameterTypeError(
+            f"dim must be a positive int (the dimension of the private value), got {type(dim).__name__}."
+        )
     if dim < 1:
         raise GeoprivError(f"dim must be >= 1 (the dimension of the private value), got {dim}.")
     return int(dim)
@@ -204,7 +208,9 @@ def _check_levels(epsilons, name: str = "epsilons") -> np.ndarray:
     bad = ~np.isfinite(arr) | (arr <= 0)
     if bad.any():
         where = np.flatnonzero(bad)
-        shown = ", ".join(str(int(i)) for i in where[:10]) + (f", ... ({where.size - 10} more)" if where.size > 10 else "")
+        shown = ", ".join(str(int(i)) for i in where[:10]) + (
+            f", ... ({where.size - 10} more)" if where.size > 10 else ""
+        )
         raise GeoprivError(
             f"{where.size} of {arr.size} {name} are not finite and > 0 (positions {shown}). Every recipient needs a "
             "finite positive epsilon: drop recipients that should get nothing (e.g. unreachable ones, whose "
@@ -217,10 +223,10 @@ def _gen(rng) -> np.random.Generator:
     return make_rng(rng).generator
 
 
-
 # --------------------------------------------------------------------------------------------
 # binding: what a path answers
 # --------------------------------------------------------------------------------------------
+
 
 def _released_text(released: str) -> str:
     return "the location" if released == LOCATION else released
@@ -237,7 +243,9 @@ def _canonical_frame(frame) -> dict:
     try:
         return json.loads(json.dumps(frame, sort_keys=True))
     except (TypeError, ValueError):
-        raise ParameterTypeError("frame must be a dict of public JSON values (CRS text, bounds, lattice rule, ...).") from None
+        raise ParameterTypeError(
+            "frame must be a dict of public JSON values (CRS text, bounds, lattice rule, ...)."
+        ) from None
 
 
 def _same_frame_value(a, b) -> bool:
@@ -249,9 +257,14 @@ def _same_frame_value(a, b) -> bool:
 
 
 _FRAME_NAMES = {
-    "kind": "what the frame measures (location or value)", "crs": "the CRS", "declared_bounds": "the declared bounds=",
-    "frame": "the frame kind (planar/spherical)", "working_crs": "the working plane",
-    "scale_max": "the frame's scale (CRS units per metre)", "grid": "the lattice (grid=)", "lattice": "the lattice anchor",
+    "kind": "what the frame measures (location or value)",
+    "crs": "the CRS",
+    "declared_bounds": "the declared bounds=",
+    "frame": "the frame kind (planar/spherical)",
+    "working_crs": "the working plane",
+    "scale_max": "the frame's scale (CRS units per metre)",
+    "grid": "the lattice (grid=)",
+    "lattice": "the lattice anchor",
 }
 
 
@@ -331,13 +344,17 @@ def snap_values(responses, step: float, lo: float, hi: float) -> np.ndarray:
     y = np.asarray(responses, dtype=float)
     k_lo, k_hi = math.ceil(lo / step), math.floor(hi / step)
     if k_lo > k_hi:
-        raise GeoprivError(f"the value range holds no multiple of the step {step:g}; widen value_range= or use a finer grid=.")
+        raise GeoprivError(
+            f"the value range holds no multiple of the step {step:g}; widen value_range= or use a finer grid=."
+        )
     k = np.clip(np.round(y / step), k_lo, k_hi)
     return k * step
+
 
 # --------------------------------------------------------------------------------------------
 # elementary distributions
 # --------------------------------------------------------------------------------------------
+
 
 def _unit_vectors(gen: np.random.Generator, size: int, dim: int) -> np.ndarray:
     """``size`` directions uniform on the unit sphere of R^dim (normalised Gaussians)."""
@@ -467,6 +484,7 @@ def _reverse_jump(v: np.ndarray, eps: float, gen: np.random.Generator) -> np.nda
 # the path
 # --------------------------------------------------------------------------------------------
 
+
 class DiffusionPath:
     """One sample path of the private jump process over ``[eps_min, eps_max]``.  SECRET.
 
@@ -589,7 +607,10 @@ class DiffusionPath:
         raise AttributeError("DiffusionPath is immutable; extend_down/extend_up return a new path.")
 
     def __reduce__(self):  # pickling (e.g. to a worker process) rebuilds through __init__'s checks
-        return (_rebuild, (self._dim, self._eps_min, self._eps_max, self._levels, self._values, self._binding, self._key))
+        return (
+            _rebuild,
+            (self._dim, self._eps_min, self._eps_max, self._levels, self._values, self._binding, self._key),
+        )
 
     # ---- construction ----------------------------------------------------------------------
     @classmethod
@@ -633,9 +654,13 @@ class DiffusionPath:
         gen = _gen(rng)
         levels, values = _walk_down(self._dim, self._values[0], eps_new_min, self._eps_min, gen)
         return DiffusionPath(
-            self._dim, eps_new_min, self._eps_max,
-            np.concatenate([levels, self._levels]), np.concatenate([values[:-1], self._values]),
-            binding=self._binding, key=self._key,
+            self._dim,
+            eps_new_min,
+            self._eps_max,
+            np.concatenate([levels, self._levels]),
+            np.concatenate([values[:-1], self._values]),
+            binding=self._binding,
+            key=self._key,
         )
 
     def extend_up(self, eps_new_max: float, rng=None) -> DiffusionPath:
@@ -654,7 +679,7 @@ class DiffusionPath:
         new_levels, new_values = [], []
         while True:
             r = float(np.linalg.norm(v))
-            nxt = level * math.exp(gen.standard_exponential())          # rate-1 clock in ln(eps)
+            nxt = level * math.exp(gen.standard_exponential())  # rate-1 clock in ln(eps)
             if r > 0:
                 nxt = min(nxt, level + gen.standard_exponential() / r)  # rate-|v| clock in eps
             if nxt > eps_new_max:
@@ -665,7 +690,9 @@ class DiffusionPath:
             new_values.append(v)
         levels = np.concatenate([self._levels, np.asarray(new_levels, dtype=float)])
         values = np.concatenate([self._values, np.asarray(new_values, dtype=float).reshape(-1, self._dim)])
-        return DiffusionPath(self._dim, self._eps_min, eps_new_max, levels, values, binding=self._binding, key=self._key)
+        return DiffusionPath(
+            self._dim, self._eps_min, eps_new_max, levels, values, binding=self._binding, key=self._key
+        )
 
     # ---- binding -----------------------------------------------------------------------------
     def bind(self, *, source, released: str, frame: dict, value) -> DiffusionPath:
@@ -691,18 +718,26 @@ class DiffusionPath:
             The same noise with the binding and a fresh random 32-byte commitment key (OS entropy).
         """
         if self._binding is not None:
-            raise PathBindingError("this path is already bound to a release; a path answers one value only. Draw a "
-                                   "fresh path for another one (a new release, charged again).")
+            raise PathBindingError(
+                "this path is already bound to a release; a path answers one value only. Draw a "
+                "fresh path for another one (a new release, charged again)."
+            )
         if not isinstance(released, str):
             raise ParameterTypeError("released must be geopriv.mechanisms.diffusion.LOCATION or value_column(column).")
         u = np.atleast_1d(np.asarray(value, dtype=float))
         if u.shape != (self._dim,) or not np.all(np.isfinite(u)):
             raise GeoprivError(f"the value to bind must be {self._dim} finite number(s), as the path's dimension.")
         key = secrets.token_bytes(32)
-        binding = {"source": typed_label(source), "released": released, "dim": self._dim,
-                   "frame": _canonical_frame(frame), "commitment": _commit(key, u)}
-        return DiffusionPath(self._dim, self._eps_min, self._eps_max, self._levels, self._values,
-                             binding=binding, key=key)
+        binding = {
+            "source": typed_label(source),
+            "released": released,
+            "dim": self._dim,
+            "frame": _canonical_frame(frame),
+            "commitment": _commit(key, u),
+        }
+        return DiffusionPath(
+            self._dim, self._eps_min, self._eps_max, self._levels, self._values, binding=binding, key=key
+        )
 
     @property
     def is_bound(self) -> bool:
@@ -726,12 +761,20 @@ class DiffusionPath:
             return
         u = np.atleast_1d(np.asarray(value, dtype=float))
         if u.shape != (self._dim,):
-            raise PathBindingError(self._binding_message(
-                [f"dimension: the path is {self._dim}-dimensional but the value has {u.size} component(s)"]))
+            raise PathBindingError(
+                self._binding_message(
+                    [f"dimension: the path is {self._dim}-dimensional but the value has {u.size} component(s)"]
+                )
+            )
         if not hmac.compare_digest(_commit(self._key, u), self._binding["commitment"]):
-            raise PathBindingError(self._binding_message(
-                ["value: the private value differs from the one the path was made for (the person moved, or the value "
-                 "changed); the same noise on both would publish their exact difference"]))
+            raise PathBindingError(
+                self._binding_message(
+                    [
+                        "value: the private value differs from the one the path was made for (the person moved, or the value "
+                        "changed); the same noise on both would publish their exact difference"
+                    ]
+                )
+            )
 
     def binding_differences(self, *, source, released: str, frame: dict, value) -> list:
         """What differs between this path's binding and a proposed use: a list of texts (empty: the same).
@@ -740,8 +783,10 @@ class DiffusionPath:
         An unbound path differs from every use ("not bound").
         """
         if self._binding is None:
-            return ["binding: the path is not bound to any release (made by DiffusionPath.sample or the low-level "
-                    "diffuse()), so it cannot be checked against this source, value and frame"]
+            return [
+                "binding: the path is not bound to any release (made by DiffusionPath.sample or the low-level "
+                "diffuse()), so it cannot be checked against this source, value and frame"
+            ]
         b = self._binding
         out = []
         if typed_label(source) != b["source"]:
@@ -755,11 +800,15 @@ class DiffusionPath:
         old = b["frame"]
         changed = [k for k in sorted(set(frame) | set(old)) if not _same_frame_value(frame.get(k), old.get(k))]
         if changed:
-            out.append("frame: " + ", ".join(_FRAME_NAMES.get(k, k) for k in changed) + " differ(s) from the path's "
-                       "(the same noise in two frames can be solved for)")
+            out.append(
+                "frame: " + ", ".join(_FRAME_NAMES.get(k, k) for k in changed) + " differ(s) from the path's "
+                "(the same noise in two frames can be solved for)"
+            )
         if not out and not hmac.compare_digest(_commit(self._key, u), b["commitment"]):
-            out.append("value: the private value differs from the one the path was made for (the person moved, or the "
-                       "value changed); the same noise on both would publish their exact difference")
+            out.append(
+                "value: the private value differs from the one the path was made for (the person moved, or the "
+                "value changed); the same noise on both would publish their exact difference"
+            )
         return out
 
     def check_binding(self, *, source, released: str, frame: dict, value) -> None:
@@ -770,9 +819,11 @@ class DiffusionPath:
 
     @staticmethod
     def _binding_message(diffs) -> str:
-        return ("this diffusion path cannot answer this release: " + "; ".join(diffs) + ". A path answers only the "
-                "value, source, column and frame it was made for. Omit path= (or --path) to draw a fresh path: a new "
-                "release, charged again.")
+        return (
+            "this diffusion path cannot answer this release: " + "; ".join(diffs) + ". A path answers only the "
+            "value, source, column and frame it was made for. Omit path= (or --path) to draw a fresh path: a new "
+            "release, charged again."
+        )
 
     def fingerprint(self) -> str:
         """SHA-256 of the path's noise, binding and key: identifies this exact path (for ledgers).  Not secret-revealing."""
@@ -832,8 +883,10 @@ class DiffusionPath:
         }
 
     def __repr__(self) -> str:
-        return (f"DiffusionPath(dim={self._dim}, eps_min={self._eps_min:g}, eps_max={self._eps_max:g}, "
-                f"bound={self._binding is not None}, <secret noise path: values not shown>)")
+        return (
+            f"DiffusionPath(dim={self._dim}, eps_min={self._eps_min:g}, eps_max={self._eps_max:g}, "
+            f"bound={self._binding is not None}, <secret noise path: values not shown>)"
+        )
 
     def secret_arrays(self) -> dict:
         """SECRET: copies of the jump levels (ascending) and the value on each piece.
@@ -862,15 +915,23 @@ class DiffusionPath:
             raise FileExistsError(f"{path!r} exists; pass overwrite=True to replace it (the old path is lost).")
         arrays = {"levels": np.asarray(self._levels), "values": np.asarray(self._values)}
         meta = {
-            "format": FORMAT, "format_version": FORMAT_VERSION, "secret": SECRET_NOTICE,
-            "dim": self._dim, "eps_min": self._eps_min, "eps_max": self._eps_max,
-            "binding": self._binding, "commitment_key": None if self._key is None else self._key.hex(),
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "secret": SECRET_NOTICE,
+            "dim": self._dim,
+            "eps_min": self._eps_min,
+            "eps_max": self._eps_max,
+            "binding": self._binding,
+            "commitment_key": None if self._key is None else self._key.hex(),
         }
         meta["sha256"] = _digest(meta, arrays)
         # owner-only (the temporary file's mode): the path is secret
-        write_new_file(path, lambda fh: np.savez(fh, meta=np.array(json.dumps(meta)), SECRET=np.array(SECRET_NOTICE),
-                                                 **arrays),
-                       overwrite=overwrite, prefix=".geopriv-diffusion-")
+        write_new_file(
+            path,
+            lambda fh: np.savez(fh, meta=np.array(json.dumps(meta)), SECRET=np.array(SECRET_NOTICE), **arrays),
+            overwrite=overwrite,
+            prefix=".geopriv-diffusion-",
+        )
         return path
 
     @classmethod
@@ -895,7 +956,9 @@ class DiffusionPath:
         try:
             meta = json.loads(str(data["meta"]))
         except (KeyError, ValueError):
-            raise MechanismFileError(f"{path!r} is an .npz file but not a geopriv diffusion path (no metadata).") from None
+            raise MechanismFileError(
+                f"{path!r} is an .npz file but not a geopriv diffusion path (no metadata)."
+            ) from None
         if meta.get("format") != FORMAT:
             raise MechanismFileError(f"{path!r} is not a diffusion path file (format {meta.get('format')!r}).")
         if meta.get("format_version") == 1:
@@ -916,8 +979,15 @@ class DiffusionPath:
             raise MechanismFileError(f"{path!r} fails its checksum; the file was changed or is corrupt.")
         try:
             key = meta.get("commitment_key")
-            return cls(int(meta["dim"]), float(meta["eps_min"]), float(meta["eps_max"]), arrays["levels"], arrays["values"],
-                       binding=meta.get("binding"), key=None if key is None else bytes.fromhex(key))
+            return cls(
+                int(meta["dim"]),
+                float(meta["eps_min"]),
+                float(meta["eps_max"]),
+                arrays["levels"],
+                arrays["values"],
+                binding=meta.get("binding"),
+                key=None if key is None else bytes.fromhex(key),
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise MechanismFileError(f"{path!r} holds an invalid path ({type(exc).__name__}).") from None
 
@@ -954,6 +1024,7 @@ def _walk_down(dim: int, top: np.ndarray, eps_low: float, eps_high: float, gen: 
 # --------------------------------------------------------------------------------------------
 # release
 # --------------------------------------------------------------------------------------------
+
 
 def diffuse(value, epsilons, rng=None, *, path: DiffusionPath | None = None):
     """Answer recipients at privacy levels ``epsilons`` about one private value, from one path.
@@ -1022,7 +1093,9 @@ def diffuse(value, epsilons, rng=None, *, path: DiffusionPath | None = None):
     except (TypeError, ValueError):
         raise GeoprivError("value must be a number or a 1-D vector of numbers.") from None
     if u.ndim != 1 or u.size == 0:
-        raise GeoprivError(f"value must be a number or a non-empty 1-D vector (one private value), got shape {u.shape}.")
+        raise GeoprivError(
+            f"value must be a number or a non-empty 1-D vector (one private value), got shape {u.shape}."
+        )
     if not np.all(np.isfinite(u)):
         raise GeoprivError("value is not finite (NaN or inf); nothing can be released for it. Fix the private value.")
     eps = _check_levels(epsilons)
@@ -1128,7 +1201,7 @@ def sample_noise_batch(dim: int, epsilons, size: int, rng=None) -> np.ndarray:
     eps = _check_levels(epsilons)
     size = int(size)
     gen = _gen(rng)
-    order = np.argsort(eps)[::-1]          # descending: walk down from the largest level
+    order = np.argsort(eps)[::-1]  # descending: walk down from the largest level
     levels = eps[order]
     out = np.empty((size, levels.size, dim))
     current = sample_laplace(dim, levels[0], size, gen)

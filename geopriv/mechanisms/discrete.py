@@ -15,6 +15,7 @@ rational arithmetic on Python integers: its output law is exactly
 ``P(k) = (1 - r) / (1 + r) * r**abs(k)`` with ``r = exp(-1 / t)``.  The derivation is in the
 docstring of :func:`sample_discrete_laplace`.
 """
+
 from __future__ import annotations
 
 import functools
@@ -29,7 +30,7 @@ __all__ = ["MAX_SCALE", "SMALL", "exact_scale", "sample_discrete_laplace"]
 
 #: largest scale accepted: the output is int64, and below this scale a draw beyond the int64
 #: range has probability under exp(-2**10) (one is refused, never wrapped, see below)
-MAX_SCALE = Fraction(2 ** 52)
+MAX_SCALE = Fraction(2**52)
 _INT64_MAX = (1 << 63) - 1
 _WORD = 1 << 64  # one uniform 64-bit word: the largest range one draw covers
 
@@ -72,7 +73,9 @@ def exact_scale(scale=None, epsilon=None) -> Fraction:
         raise ParameterError(f"{name} must be > 0, got {float(value)!r}.")
     t = value if scale is not None else 1 / value
     if t > MAX_SCALE:
-        raise ParameterError(f"the discrete Laplace scale must be at most 2**52 (int64 output), got about {float(t):.3g}.")
+        raise ParameterError(
+            f"the discrete Laplace scale must be at most 2**52 (int64 output), got about {float(t):.3g}."
+        )
     return t
 
 
@@ -116,7 +119,7 @@ def _chain_thresholds(x: int, y: int):
     while n < 4 and y ** (n + 1) * fact * (n + 1) <= _WORD:
         n += 1
         fact *= n
-    big_m = y ** n * fact
+    big_m = y**n * fact
     if n == 1:
         return 1, big_m, None
     thresholds = []
@@ -124,7 +127,7 @@ def _chain_thresholds(x: int, y: int):
         fact_k = 1
         for j in range(2, k + 1):
             fact_k *= j
-        thresholds.append(x ** k * y ** (n - k) * (fact // fact_k))
+        thresholds.append(x**k * y ** (n - k) * (fact // fact_k))
     return n, big_m, tuple(np.uint64(c) for c in thresholds)
 
 
@@ -195,7 +198,8 @@ def _bernoulli_exp_ratio(u: np.ndarray, d: int, t: Fraction, gen) -> np.ndarray:
             hit = gen.integers(0, a * k, size=ua.size, dtype=np.int64) < (ua * b if b != 1 else ua)
         else:
             hit = (gen.integers(0, d, size=ua.size, dtype=np.int64) < ua) & _bernoulli_rational(
-                gamma.numerator, gamma.denominator * k, ua.size, gen)
+                gamma.numerator, gamma.denominator * k, ua.size, gen
+            )
         if k % 2 == 0:
             out[(~hit).nonzero()[0] if active is None else active[~hit]] = False
         active = hit.nonzero()[0] if active is None else active[hit]
@@ -237,8 +241,9 @@ def _geometric(t: Fraction, m: int, gen) -> np.ndarray:
     gamma = Fraction(d) / t
     v = _count_successes(gamma.numerator, gamma.denominator, m, gen)
     if v.size and int(v.max()) > (_INT64_MAX - (d - 1)) // d:
-        raise ParameterError("a discrete Laplace draw left the int64 range (probability below exp(-1000)); "
-                             "refused rather than wrapped.")
+        raise ParameterError(
+            "a discrete Laplace draw left the int64 range (probability below exp(-1000)); refused rather than wrapped."
+        )
     if d == 1:
         return u + v
     v *= d
@@ -338,8 +343,10 @@ def _sample_small(t: Fraction, m: int, gen) -> np.ndarray:
                 v += 1
             g = u + d * v
             if g > _INT64_MAX:
-                raise ParameterError("a discrete Laplace draw left the int64 range (probability below exp(-1000)); "
-                                     "refused rather than wrapped.")
+                raise ParameterError(
+                    "a discrete Laplace draw left the int64 range (probability below exp(-1000)); "
+                    "refused rather than wrapped."
+                )
             if src.below(2):  # the sign: (-, 0) is redrawn
                 if g:
                     out[j] = -g

@@ -6,6 +6,7 @@ probability is at most ``allowed(a, b) = |a - b| (epsilon(a) + epsilon(b)) / 2``
 in four families (east, south, south-east, south-west), each stored as an array indexed by its
 first node, in the order of :func:`geopriv.privacy_map.edge_weights`.
 """
+
 from __future__ import annotations
 
 import numpy as np

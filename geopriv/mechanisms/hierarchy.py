@@ -25,6 +25,7 @@ so removing a person changes the counts of a level by at most ``sensitivity`` in
 scale ``sensitivity / epsilon_l``: each level is ``epsilon_l``-DP and the whole release is
 ``epsilon``-DP by basic composition.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -142,8 +143,11 @@ class HierarchicalCounts:
     sensitivity: int = 1
 
     def __post_init__(self):
-        if isinstance(self.sensitivity, (bool, np.bool_)) or not isinstance(self.sensitivity, (int, np.integer)) \
-                or self.sensitivity < 1:
+        if (
+            isinstance(self.sensitivity, (bool, np.bool_))
+            or not isinstance(self.sensitivity, (int, np.integer))
+            or self.sensitivity < 1
+        ):
             raise ParameterError(f"the contribution bound must be a positive integer, got {self.sensitivity!r}.")
         if not self.level_epsilons or self.level_epsilons[0] <= 0:
             raise ParameterError("the cells themselves need a positive share of epsilon.")
@@ -235,7 +239,7 @@ def _consistent(tree: CellTree, noisy, variances):
     for lev in range(L - 2, -1, -1):
         par = tree.parents[lev]
         gain = v[lev] / vs[lev + 1][par]
-        p[lev] = v[lev] + gain ** 2 * (p[lev + 1][par] - vs[lev + 1][par])
+        p[lev] = v[lev] + gain**2 * (p[lev + 1][par] - vs[lev + 1][par])
         if noisy is not None:
             x[lev] = z[lev] + gain * (x[lev + 1][par] - s[lev + 1][par])
     return x, v, p
@@ -282,15 +286,17 @@ def _integers(tree: CellTree, x, nonnegative: bool, gen) -> np.ndarray:
             theta = np.zeros(size)
             last = starts + rho - 1
             valid = counts > 0
-            theta[valid] = ((np.concatenate([[0.0], csum])[last[valid] + 1] - np.concatenate([[0.0], csum])[starts[valid]])
-                            - total[valid]) / rho[valid]
+            theta[valid] = (
+                (np.concatenate([[0.0], csum])[last[valid] + 1] - np.concatenate([[0.0], csum])[starts[valid]])
+                - total[valid]
+            ) / rho[valid]
             y = np.maximum(est - theta[par], 0.0)
         else:  # shift the children equally by the parent's rounding
             ksum = np.bincount(par, weights=est, minlength=size)
             kn = np.bincount(par, minlength=size)
             y = est + ((total - ksum) / np.maximum(kn, 1))[par]
         fl = np.floor(y)
-        deficit = (total - np.bincount(par, weights=fl, minlength=size).round().astype(np.int64))
+        deficit = total - np.bincount(par, weights=fl, minlength=size).round().astype(np.int64)
         frac = np.round(y - fl, 9)  # equal remainders compare equal despite float error
         order = np.lexsort((gen.random(len(y)), -frac, par))
         p_sorted = par[order]

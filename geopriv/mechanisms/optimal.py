@@ -102,6 +102,7 @@ ground scale, as :meth:`geopriv.EikonalMechanism.expected_mse` does (1 for metri
 from distortion).  The error is that of releasing the output *node* (no jitter), at input
 nodes: a discrete problem, which favours coarse grids (a cell may hide a whole noise radius).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -182,10 +183,16 @@ def coarsen(privacy_map: PrivacyMap, factor: int, *, trim: bool = False) -> Priv
         raise RasterError(f"factor={factor} leaves a {cy} x {cx} grid; a privacy map needs at least 2 x 2 cells.")
 
     pm = privacy_map
-    if (ny % factor or nx % factor):  # trim=True: drop the ragged south rows and east columns first
+    if ny % factor or nx % factor:  # trim=True: drop the ragged south rows and east columns first
         sl = (slice(0, cy * factor), slice(0, cx * factor))
-        pm = PrivacyMap(np.asarray(pm.epsilon)[sl], pm.transform, pm.crs, np.asarray(pm.nodata_mask)[sl],
-                        None if pm.population is None else np.asarray(pm.population)[sl], dict(pm.info))
+        pm = PrivacyMap(
+            np.asarray(pm.epsilon)[sl],
+            pm.transform,
+            pm.crs,
+            np.asarray(pm.nodata_mask)[sl],
+            None if pm.population is None else np.asarray(pm.population)[sl],
+            dict(pm.info),
+        )
     out = coarsen_to(pm, (cy, cx))  # equal whole blocks: block minimum of epsilon, block mean density
     info = dict(out.info)
     info["coarsened"] = {
@@ -206,7 +213,9 @@ def _overlap(n: int, k: int):
     hi = -((-(i + 1) * n) // k)  # ceil((i + 1) n / k)
     j = np.arange(n)
     # overlap of [j, j + 1) with [i n / k, (i + 1) n / k), exact in units of 1 / k
-    W = np.clip(np.minimum((j[None, :] + 1) * k, (i[:, None] + 1) * n) - np.maximum(j[None, :] * k, i[:, None] * n), 0, None)
+    W = np.clip(
+        np.minimum((j[None, :] + 1) * k, (i[:, None] + 1) * n) - np.maximum(j[None, :] * k, i[:, None] * n), 0, None
+    )
     return lo, hi, W / k
 
 
@@ -243,7 +252,9 @@ def coarsen_to(privacy_map: PrivacyMap, shape) -> PrivacyMap:
         raise ParameterError(f"shape must be two integers (rows, columns); got {shape!r}.")
     ny, nx = privacy_map.shape
     if not (2 <= cy <= ny and 2 <= cx <= nx):
-        raise RasterError(f"Cannot coarsen a {ny} x {nx} grid to {cy} x {cx}: each size must be between 2 and the fine size.")
+        raise RasterError(
+            f"Cannot coarsen a {ny} x {nx} grid to {cy} x {cx}: each size must be between 2 and the fine size."
+        )
     rlo, rhi, Wr = _overlap(ny, cy)
     clo, chi, Wc = _overlap(nx, cx)
     eps_f = np.asarray(privacy_map.epsilon, float)
@@ -277,7 +288,7 @@ def coarsen_to(privacy_map: PrivacyMap, shape) -> PrivacyMap:
 def _output_grid(shape, pad: int):
     """(ij (M, 2) int, (Mh, Mw)) of the output nodes: the grid padded by ``pad`` cells each side."""
     ny, nx = shape
-    oi, oj = np.mgrid[-pad:ny + pad, -pad:nx + pad]
+    oi, oj = np.mgrid[-pad : ny + pad, -pad : nx + pad]
     return np.column_stack([oi.ravel(), oj.ravel()]), oi.shape
 
 
@@ -292,8 +303,14 @@ def lp_size(shape, pad: int = 0) -> dict:
     n = ny * nx
     m = (ny + 2 * pad) * (nx + 2 * pad)
     e = ny * (nx - 1) + (ny - 1) * nx + 2 * (ny - 1) * (nx - 1)
-    return {"inputs": n, "outputs": m, "edges": e, "variables": n * m, "constraints": 2 * e * m + n,
-            "nonzeros": 4 * e * m + n * m}
+    return {
+        "inputs": n,
+        "outputs": m,
+        "edges": e,
+        "variables": n * m,
+        "constraints": 2 * e * m + n,
+        "nonzeros": 4 * e * m + n * m,
+    }
 
 
 def _window(shape, out_ij: np.ndarray, window: int | None) -> np.ndarray | None:
@@ -528,7 +545,9 @@ class _Pricer:
         self.m = problem["C"].shape[1]
         self.state = dict(problem)
         self.pool = process_pool(min(n_jobs, self.m), problem, mp_context)
-        self.blocks = [np.arange(self.m)] if self.pool is None else np.array_split(np.arange(self.m), min(self.m, 2 * n_jobs))
+        self.blocks = (
+            [np.arange(self.m)] if self.pool is None else np.array_split(np.arange(self.m), min(self.m, 2 * n_jobs))
+        )
 
     def __call__(self, v: np.ndarray, want_columns: bool, cone: str = "lp"):
         if self.pool is None:
@@ -547,8 +566,17 @@ class _Pricer:
             self.pool = None
 
 
-def _solve_colgen(pm: PrivacyMap, prior: np.ndarray, out_ij: np.ndarray, lp_allowed, exact_allowed, time_limit,
-                  gap: float, n_jobs: int = 1, mp_context=None):
+def _solve_colgen(
+    pm: PrivacyMap,
+    prior: np.ndarray,
+    out_ij: np.ndarray,
+    lp_allowed,
+    exact_allowed,
+    time_limit,
+    gap: float,
+    n_jobs: int = 1,
+    mp_context=None,
+):
     """Column generation (Dantzig-Wolfe over outputs) for the LP.  Returns (P, bound, objective, rounds, message,
     info); ``exact_allowed`` None: no bound for the exact problem (None returned); ``info``: phase 1's
     rounds, bound (for the margin's cone, CRS units^2) and seconds (0, None, None without phase 1).
@@ -624,8 +652,16 @@ def _solve_colgen(pm: PrivacyMap, prior: np.ndarray, out_ij: np.ndarray, lp_allo
         cost = np.einsum("jn,nj->j", ks, C[:, ys])
         keep = ks >= COLGEN_DROP
         starts = np.concatenate([[0], np.cumsum(keep.sum(axis=1))[:-1]]).astype(np.int32)
-        master.addCols(j, cost, np.zeros(j), np.full(j, highspy.kHighsInf), int(keep.sum()),
-                       starts, np.nonzero(keep)[1].astype(np.int32), ks[keep])
+        master.addCols(
+            j,
+            cost,
+            np.zeros(j),
+            np.full(j, highspy.kHighsInf),
+            int(keep.sum()),
+            starts,
+            np.nonzero(keep)[1].astype(np.int32),
+            ks[keep],
+        )
         columns.extend(ks)
         owners.extend(int(y) for y in ys)
 
@@ -636,7 +672,9 @@ def _solve_colgen(pm: PrivacyMap, prior: np.ndarray, out_ij: np.ndarray, lp_allo
             master.setOptionValue("simplex_strategy", SIMPLEX_DUAL)
             master.run()
         if master.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-            raise InfeasibleMechanismError(f"The column generation master LP failed ({master.modelStatusToString(master.getModelStatus())}).")
+            raise InfeasibleMechanismError(
+                f"The column generation master LP failed ({master.modelStatusToString(master.getModelStatus())})."
+            )
         return master.getInfo().objective_function_value, np.asarray(master.getSolution().row_dual, float)
 
     def mechanism():
@@ -683,11 +721,23 @@ def _solve_colgen(pm: PrivacyMap, prior: np.ndarray, out_ij: np.ndarray, lp_allo
                 if float(v.sum()) + total > bound:
                     bound, v_best = float(v.sum()) + total, v.copy()
             elapsed = time.perf_counter() - t0
-            _log.info("column generation round %d (%.0f s, %s; master LP %.1f s, pricing %.1f s): master %.6g, bound %.6g, "
-                      "%d new columns", rounds, elapsed, "relaxed rows" if relaxed else "exact rows", t_master,
-                      time.perf_counter() - t_round - t_master, upper * cscale, bound * cscale, len(new))
-            if relaxed and (not new or (bound > 0 and (upper - bound) / bound <= COLGEN_RELAXED_GAP)
-                            or (time_limit is not None and elapsed > time_limit)):
+            _log.info(
+                "column generation round %d (%.0f s, %s; master LP %.1f s, pricing %.1f s): master %.6g, bound %.6g, "
+                "%d new columns",
+                rounds,
+                elapsed,
+                "relaxed rows" if relaxed else "exact rows",
+                t_master,
+                time.perf_counter() - t_round - t_master,
+                upper * cscale,
+                bound * cscale,
+                len(new),
+            )
+            if relaxed and (
+                not new
+                or (bound > 0 and (upper - bound) / bound <= COLGEN_RELAXED_GAP)
+                or (time_limit is not None and elapsed > time_limit)
+            ):
                 relaxed = False
                 info.update(relaxed_rounds=rounds, relaxed_bound=bound * cscale, relaxed_seconds=elapsed)
                 if new:
@@ -711,7 +761,9 @@ def _solve_colgen(pm: PrivacyMap, prior: np.ndarray, out_ij: np.ndarray, lp_allo
             add([k for _, k in new], [y for y, _ in new])
         P = mechanism()
         exact_bound = None
-        if exact_allowed is not None:  # the certified bound is for the exact problem: the best duals over the exact cone
+        if (
+            exact_allowed is not None
+        ):  # the certified bound is for the exact problem: the best duals over the exact cone
             exact_total, _ = price(v_best, want_columns=False, cone="exact")
             exact_bound = (float(v_best.sum()) + exact_total) * cscale
     finally:
@@ -743,8 +795,13 @@ def _repaired(P: np.ndarray, pm: PrivacyMap, lp_allowed, params: dict, repair: b
 def _mechanism(P, pm, p, lp_allowed, output_xy, message, seconds, objective, bound, repair, t_start, params):
     """The common end of every solver: renormalise, repair, record and return the mechanism (errors in m^2)."""
     P = np.clip(P, 0.0, None)
-    params.update(lp_residual_row_sum=float(np.max(np.abs(P.sum(axis=1) - 1.0))), raw_verify_ratio=None,
-                  repair=repair, dual_bound=bound, gap=None)
+    params.update(
+        lp_residual_row_sum=float(np.max(np.abs(P.sum(axis=1) - 1.0))),
+        raw_verify_ratio=None,
+        repair=repair,
+        dual_bound=bound,
+        gap=None,
+    )
     P = _repaired(P, pm, lp_allowed, params, repair)
     params["build_seconds"] = time.perf_counter() - t_start
     mech = OptimalMechanism(pm, P, output_xy, 0, message, seconds, objective, params)
@@ -878,7 +935,9 @@ class OptimalMechanism:
             object.__setattr__(self, name, arr)
         n = self.privacy_map.shape[0] * self.privacy_map.shape[1]
         if self.probs.shape != (n, len(self.output_xy)):
-            raise ParameterError(f"probs must be (n_inputs={n}, n_outputs={len(self.output_xy)}); got {self.probs.shape}.")
+            raise ParameterError(
+                f"probs must be (n_inputs={n}, n_outputs={len(self.output_xy)}); got {self.probs.shape}."
+            )
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -918,7 +977,12 @@ class OptimalMechanism:
         """
         e = self.expected_mse(prior)
         lap = self.laplace_mse()
-        return {"optimal_mse_m2": e, "laplace_mse_m2": lap, "ratio": e / lap, "epsilon_min_per_m": self.privacy_map.epsilon_min}
+        return {
+            "optimal_mse_m2": e,
+            "laplace_mse_m2": lap,
+            "ratio": e / lap,
+            "epsilon_min_per_m": self.privacy_map.epsilon_min,
+        }
 
     # ------------------------------------------------------------------ verification
     def verify(self, privacy_map: PrivacyMap | None = None) -> float:
@@ -932,8 +996,10 @@ class OptimalMechanism:
 
     def __repr__(self) -> str:
         ny, nx = self.shape
-        return (f"OptimalMechanism({ny} x {nx} inputs, {len(self.output_xy)} outputs, status {self.status}, "
-                f"HiGHS {self.seconds:.1f} s)")
+        return (
+            f"OptimalMechanism({ny} x {nx} inputs, {len(self.output_xy)} outputs, status {self.status}, "
+            f"HiGHS {self.seconds:.1f} s)"
+        )
 
 
 def _has_highspy() -> bool:
@@ -1089,7 +1155,9 @@ def optimal_mechanism(
     if win is not None:
         size["lp_variables"] = int(win.sum())
     if solver == "colgen" and window is not None:
-        raise ParameterError("window restricts the LP for the other solvers; solver='colgen' solves the full problem (leave window=None).")
+        raise ParameterError(
+            "window restricts the LP for the other solvers; solver='colgen' solves the full problem (leave window=None)."
+        )
     if solver == "colgen" and pad:
         raise ParameterError("solver='colgen' needs pad=0 (outputs on the map's nodes).")
     if solver != "colgen" and size.get("lp_variables", size["variables"]) > max_variables:
@@ -1115,24 +1183,52 @@ def optimal_mechanism(
         p_lp = np.maximum(p, WINDOW_PRIOR_FLOOR * p[p > 0].mean())
         p_lp = p_lp / p_lp.sum()
     gs2 = _mean_ground_scale(pm) ** 2
-    params = {"prior": prior if isinstance(prior, str) or prior is None else "array", "pad": pad, "margin": margin,
-              "method": method, "solver": solver, **size, "window": window}
+    params = {
+        "prior": prior if isinstance(prior, str) or prior is None else "array",
+        "pad": pad,
+        "margin": margin,
+        "method": method,
+        "solver": solver,
+        **size,
+        "window": window,
+    }
     if solver == "colgen":
         try:
             import highspy  # noqa: F401
         except ImportError:
-            raise ImportError("solver='colgen' needs the optional package highspy: pip install highspy "
-                              "(or pip install 'geopriv[lp]'), or use solver='highs'.") from None
+            raise ImportError(
+                "solver='colgen' needs the optional package highspy: pip install highspy "
+                "(or pip install 'geopriv[lp]'), or use solver='highs'."
+            ) from None
         t0 = time.perf_counter()
-        P, bound, objective, rounds, message, info = _solve_colgen(pm, p, out_ij, lp_allowed, _allowed(pm) if dual_bound else None,
-                                                             time_limit, COLGEN_GAP, int(n_jobs))
+        P, bound, objective, rounds, message, info = _solve_colgen(
+            pm, p, out_ij, lp_allowed, _allowed(pm) if dual_bound else None, time_limit, COLGEN_GAP, int(n_jobs)
+        )
         # the full problem's rows, implicitly: its cone, priced per output
-        params.update(method="column generation", solver="highspy-colgen", lp_constraints=size["constraints"],
-                      colgen_rounds=rounds, n_jobs=int(n_jobs), colgen_relaxed_rounds=info["relaxed_rounds"],
-                      colgen_relaxed_bound=None if info["relaxed_bound"] is None else info["relaxed_bound"] / gs2,
-                      colgen_relaxed_seconds=info["relaxed_seconds"])
-        return _mechanism(P, pm, p, lp_allowed, output_xy, message, time.perf_counter() - t0, objective / gs2,
-                          None if bound is None else bound / gs2, repair, t_start, params)
+        params.update(
+            method="column generation",
+            solver="highspy-colgen",
+            lp_constraints=size["constraints"],
+            colgen_rounds=rounds,
+            n_jobs=int(n_jobs),
+            colgen_relaxed_rounds=info["relaxed_rounds"],
+            colgen_relaxed_bound=None if info["relaxed_bound"] is None else info["relaxed_bound"] / gs2,
+            colgen_relaxed_seconds=info["relaxed_seconds"],
+        )
+        return _mechanism(
+            P,
+            pm,
+            p,
+            lp_allowed,
+            output_xy,
+            message,
+            time.perf_counter() - t0,
+            objective / gs2,
+            None if bound is None else bound / gs2,
+            repair,
+            t_start,
+            params,
+        )
     c, cscale, A_ub, b_ub, A_eq, b_eq = _build_lp(pm, p_lp, out_ij, lp_allowed, win)
     size["lp_constraints"] = int(A_ub.shape[0] + A_eq.shape[0])
     high = -A_ub.min(axis=1).toarray().ravel() if dual_bound else None  # exp(w/2) of every privacy row
@@ -1144,15 +1240,20 @@ def optimal_mechanism(
         except ImportError:
             import warnings
 
-            warnings.warn(f"solver={solver!r} needs the optional package highspy (pip install highspy); "
-                          "falling back to scipy's linprog(method='highs-ipm').", RuntimeWarning, stacklevel=2)
+            warnings.warn(
+                f"solver={solver!r} needs the optional package highspy (pip install highspy); "
+                "falling back to scipy's linprog(method='highs-ipm').",
+                RuntimeWarning,
+                stacklevel=2,
+            )
             solver, method, used = "highs", "highs-ipm", "highs-ipm (fallback)"
     t0 = time.perf_counter()
     if solver == "highs":
         if time_limit is not None:
             opts["time_limit"] = float(time_limit)
-        res = scipy.optimize.linprog(c, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=b_eq, bounds=(0, 1), method=method,
-                                     options=opts)
+        res = scipy.optimize.linprog(
+            c, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=b_eq, bounds=(0, 1), method=method, options=opts
+        )
         status, message, x = int(res.status), str(res.message), res.x
         ok = status == 0 and x is not None
         u = getattr(getattr(res, "ineqlin", None), "marginals", None)
@@ -1164,13 +1265,15 @@ def optimal_mechanism(
     if not ok:
         hint = {
             1: f"HiGHS stopped at its iteration or time limit after {seconds:.0f} s; raise time_limit "
-               "(now {}) or coarsen the map (geopriv.mechanisms.optimal.coarsen).".format(time_limit),
+            "(now {}) or coarsen the map (geopriv.mechanisms.optimal.coarsen).".format(time_limit),
             2: "The LP is infeasible, which cannot happen (the uniform mechanism is feasible): numerical trouble; "
-               "coarsen the map or lower its largest epsilon per cell.",
+            "coarsen the map or lower its largest epsilon per cell.",
             4: "HiGHS had numerical difficulties; the allowed log-ratios per edge may be too large "
-               "(exp(allowed) spans too many orders of magnitude): coarsen less or cap epsilon.",
+            "(exp(allowed) spans too many orders of magnitude): coarsen less or cap epsilon.",
         }.get(status, "Try solver='ipm', method='highs-ipm' or 'highs-ds', or coarsen the map.")
-        raise InfeasibleMechanismError(f"HiGHS did not return an optimal mechanism (status {status}: {message}). {hint}")
+        raise InfeasibleMechanismError(
+            f"HiGHS did not return an optimal mechanism (status {status}: {message}). {hint}"
+        )
     n, m = pm.shape[0] * pm.shape[1], len(out_ij)
     x = np.asarray(x, float)
     fun = float(c @ x)
@@ -1196,4 +1299,6 @@ def optimal_mechanism(
         P = np.zeros((n, m))
         P[win] = np.clip(x, 0.0, None)
     params.update(method=method, solver=used, lp_constraints=size["lp_constraints"])
-    return _mechanism(P, pm, p, lp_allowed, output_xy, message, seconds, fun * cscale / gs2, bound, repair, t_start, params)
+    return _mechanism(
+        P, pm, p, lp_allowed, output_xy, message, seconds, fun * cscale / gs2, bound, repair, t_start, params
+    )

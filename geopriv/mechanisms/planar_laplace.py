@@ -45,6 +45,7 @@ triangle-inequality argument as in the plane, exactly, with no curvature correct
 acceptance rate is 1 - O((eps R)^-2): about 1 - 1e-9 at eps = ln 4 / 200 m on the Earth.  The
 number of draws depends only on the radii drawn, never on x.
 """
+
 from __future__ import annotations
 
 import math
@@ -67,6 +68,7 @@ __all__ = [
     "check_epsilon",
     "GeoIndistinguishability",
 ]
+
 
 def polar_noise(n: int, epsilon: float, rng: np.random.Generator) -> np.ndarray:
     """``n`` draws of planar Laplace noise with ``epsilon`` per unit, as an (n, 2) array."""

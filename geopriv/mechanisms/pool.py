@@ -5,6 +5,7 @@ The work's data goes to each worker once, through the pool's initializer, into t
 start method works (``spawn`` on Windows and macOS, ``forkserver``/``fork`` on Linux).  Inside a daemonic process (a multiprocessing or dask
 worker), which may not start processes, no pool is made and the caller runs the work itself.
 """
+
 from __future__ import annotations
 
 import multiprocessing as mp

@@ -56,6 +56,7 @@ choices cost nothing beyond Lemma 1.
 once (numpy over traces).  Traces are ranked by length and the rows laid out step-major, so
 the entries of step i of the traces still running form one contiguous block.
 """
+
 from __future__ import annotations
 
 import math
@@ -113,7 +114,9 @@ def noise_constant(delta: float = 0.9) -> float:
 def theta_constant(delta: float = 0.9) -> float:
     """c_theta(delta) = -ln(2 (1 - delta)): P(Lap(1) <= c_theta) = delta (one-sided), delta >= 0.5."""
     if isinstance(delta, bool) or not 0.5 < delta < 1:
-        raise ParameterError("delta must be in (0.5, 1) (the paper uses 0.9): at 0.5 or below the test threshold vanishes.")
+        raise ParameterError(
+            "delta must be in (0.5, 1) (the paper uses 0.9): at 0.5 or below the test threshold vanishes."
+        )
     return -math.log(2.0 * (1.0 - delta))
 
 
@@ -758,7 +761,9 @@ def _budgets(total, accountant, n):
         if len(accountant) != n:
             raise ParameterError(f"The accountant must hold one budget per trace ({n}), it holds {len(accountant)}.")
         totals = np.array(accountant.total)
-        if total is not None and not np.allclose(np.broadcast_to(np.asarray(total, dtype=float), (n,)), totals, rtol=1e-12):
+        if total is not None and not np.allclose(
+            np.broadcast_to(np.asarray(total, dtype=float), (n,)), totals, rtol=1e-12
+        ):
             raise ParameterError("total disagrees with the accountant's totals: pass one or the other.")
         return totals, accountant
     if total is None:
@@ -853,8 +858,15 @@ class PredictiveMechanism:
 
     name = "predictive"
 
-    def run(self, traces: Traces, total=None, rng=None, accountant: BudgetAccountant | None = None,
-            progress=None, postprocess=None) -> TraceRun:
+    def run(
+        self,
+        traces: Traces,
+        total=None,
+        rng=None,
+        accountant: BudgetAccountant | None = None,
+        progress=None,
+        postprocess=None,
+    ) -> TraceRun:
         """Sanitise every trace within its budget.
 
         Parameters
@@ -951,8 +963,15 @@ class PredictiveMechanism:
             trace = ids[sl]
             t = t_sm[cur]
             remaining = acc.headroom(trace)
-            state = StepState(step, totals[trace], remaining, n_tests[sl], n_pass[sl], n_hard[sl],
-                              np.where(has[sl], t - t_hard[sl], np.inf))
+            state = StepState(
+                step,
+                totals[trace],
+                remaining,
+                n_tests[sl],
+                n_pass[sl],
+                n_hard[sl],
+                np.where(has[sl], t - t_hard[sl], np.inf),
+            )
             # 1. the step's mode and budgets, from public information only
             eps_t, eps_n, _ = mgr.plan(state)
             first = ~has[sl]  # no prediction yet: straight to noise (skip the test, Fact 2)
@@ -1011,8 +1030,9 @@ class PredictiveMechanism:
             te = np.flatnonzero(tested)
             if len(te):
                 d = np.hypot(x[te, 0] - zt[te, 0], x[te, 1] - zt[te, 1])
-                easy[te] = private_test(d, mgr.threshold(eps_t[te]), eps_t[te],
-                                        rows_of(rng_sm, _positions(cur)[te]) if keyed else rng)
+                easy[te] = private_test(
+                    d, mgr.threshold(eps_t[te]), eps_t[te], rows_of(rng_sm, _positions(cur)[te]) if keyed else rng
+                )
             skipped = go & free
             hard = go & ~easy & ~free
             # 5. fresh planar Laplace noise for hard steps only
@@ -1066,8 +1086,17 @@ class PredictiveMechanism:
             report(offsets[step + 1])  # rows of steps 0..step: decided (stopped traces' rows stay EXHAUSTED)
         report.finish()
         # back to the rows' order
-        return TraceRun(rep_sm[slot], status_sm[slot], tested_sm[slot], eps_t_sm[slot], eps_n_sm[slot], totals,
-                        acc.spent.copy(), traces.lengths.copy(), {"mechanism": "predictive", "predictor": pred.name})
+        return TraceRun(
+            rep_sm[slot],
+            status_sm[slot],
+            tested_sm[slot],
+            eps_t_sm[slot],
+            eps_n_sm[slot],
+            totals,
+            acc.spent.copy(),
+            traces.lengths.copy(),
+            {"mechanism": "predictive", "predictor": pred.name},
+        )
 
 
 @dataclass(frozen=True)
@@ -1093,8 +1122,9 @@ class IndependentMechanism:
             return self.manager.rate * totals
         return np.full(len(totals), self.manager.c_noise / self.manager.accuracy)
 
-    def run(self, traces: Traces, total=None, rng=None, accountant: BudgetAccountant | None = None,
-            progress=None) -> TraceRun:
+    def run(
+        self, traces: Traces, total=None, rng=None, accountant: BudgetAccountant | None = None, progress=None
+    ) -> TraceRun:
         """Release every trace; same arguments as :meth:`PredictiveMechanism.run`.
 
         One vectorised step: ``progress`` is called once, when every row is decided.
@@ -1135,16 +1165,26 @@ class IndependentMechanism:
         reported[paid] = noise
         status = np.where(paid, NOISE, EXHAUSTED).astype(np.int8)
         eps_noise = np.where(paid, eps_rows, 0.0)
-        return TraceRun(reported, status, np.zeros(n, dtype=bool), np.zeros(n), eps_noise, totals, acc.spent.copy(),
-                        traces.lengths.copy(), {"mechanism": "independent"})
+        return TraceRun(
+            reported,
+            status,
+            np.zeros(n, dtype=bool),
+            np.zeros(n),
+            eps_noise,
+            totals,
+            acc.spent.copy(),
+            traces.lengths.copy(),
+            {"mechanism": "independent"},
+        )
 
 
 #: the two budget managers and what each takes
 _BUDGET_FIX = Fix(
-    "budget", python="budget='fixed_rate' takes rate= (e.g. rate=0.033); budget='fixed_utility' takes accuracy= "
-                     "(e.g. accuracy=3000).",
+    "budget",
+    python="budget='fixed_rate' takes rate= (e.g. rate=0.033); budget='fixed_utility' takes accuracy= "
+    "(e.g. accuracy=3000).",
     cli="--budget fixed_rate takes --rate (e.g. --rate 0.033); --budget fixed_utility takes --accuracy (e.g. "
-        "--accuracy 3000).",
+    "--accuracy 3000).",
     qgis="'Fixed rate' takes the budget rate; 'Fixed utility' takes the accuracy in metres.",
 )
 
@@ -1153,26 +1193,34 @@ def budget_manager(budget, rate, accuracy, eta, gamma, delta, prediction_rate):
     """The budget manager of a trace release: ``budget`` as a name (with ``rate=`` or ``accuracy=``) or a manager."""
     if isinstance(budget, (FixedRate, FixedUtility)):
         if rate is not None or accuracy is not None:
-            raise ParameterError("A budget manager object carries its own rate or accuracy: do not also pass rate=/accuracy=.")
+            raise ParameterError(
+                "A budget manager object carries its own rate or accuracy: do not also pass rate=/accuracy=."
+            )
         return budget
     if budget == "fixed_rate":
         if accuracy is not None:
-            raise ParameterError("An accuracy goes with the fixed utility budget manager; fixed rate takes a rate "
-                                 "(fraction per query).", fix=_BUDGET_FIX)
+            raise ParameterError(
+                "An accuracy goes with the fixed utility budget manager; fixed rate takes a rate (fraction per query).",
+                fix=_BUDGET_FIX,
+            )
         if rate is None:
             raise ParameterError(
                 "The fixed rate budget manager needs a rate: the fraction of each trace's budget a query may spend on "
-                "average, e.g. 0.033 for about 30 queries (the paper's setting).", fix=_BUDGET_FIX,
+                "average, e.g. 0.033 for about 30 queries (the paper's setting).",
+                fix=_BUDGET_FIX,
             )
         return FixedRate(rate=rate, eta=eta, gamma=gamma, delta=delta, prediction_rate=prediction_rate)
     if budget == "fixed_utility":
         if rate is not None:
-            raise ParameterError("A rate goes with the fixed rate budget manager; fixed utility takes an accuracy "
-                                 "(metres).", fix=_BUDGET_FIX)
+            raise ParameterError(
+                "A rate goes with the fixed rate budget manager; fixed utility takes an accuracy (metres).",
+                fix=_BUDGET_FIX,
+            )
         if accuracy is None:
             raise ParameterError(
                 "The fixed utility budget manager needs an accuracy: the radius in metres within which a hard query's "
-                "release falls with probability delta (0.9), e.g. 3000 (the paper's setting).", fix=_BUDGET_FIX,
+                "release falls with probability delta (0.9), e.g. 3000 (the paper's setting).",
+                fix=_BUDGET_FIX,
             )
         return FixedUtility(accuracy=accuracy, eta=eta, gamma=gamma, delta=delta)
     raise ParameterError(

@@ -64,6 +64,7 @@ away, and keeps the work proportional to the non-empty part of the tree.
 The code here is pure: unit-box coordinates in, unit-box coordinates out, with a numpy
 Generator.  Public areas, CRSs, lattices and provenance are :mod:`geopriv.release`'s job.
 """
+
 from __future__ import annotations
 
 import math
@@ -234,6 +235,7 @@ def coefficient_change(method: str, depth: int, key_a: int, key_b: int) -> np.nd
     Computed directly from the coefficients of the two one-person datasets (not from the
     formula in the proof), so a test of it can fail.
     """
+
     def coefficients(key):
         out = []
         for j in range(depth):
@@ -269,11 +271,11 @@ def _auto_depth(method: str, n: int, epsilon: float, dim: int) -> int:
         j = np.arange(L, dtype=float)
         diam = 2.0 ** (-j / dim) * math.sqrt(dim)  # internal node at depth j
         per_node = scales / 2.0 if method == "srw" else 0.75 * scales
-        moved = np.minimum(2.0 ** j * per_node, n / 2.0)
+        moved = np.minimum(2.0**j * per_node, n / 2.0)
         err = 2.0 ** (-L / dim) * math.sqrt(dim) / 2.0 + float((moved * diam / 2.0).sum()) / max(n, 1)
         if err < best_err:
             best, best_err = L, err
-        if 2.0 ** L > 64 * max(n, 1) * max(epsilon, 1.0):
+        if 2.0**L > 64 * max(n, 1) * max(epsilon, 1.0):
             break
     return min(best + 1, MAX_DEPTH[dim]) if method == "srw" else best
 
@@ -339,7 +341,11 @@ class PrivateMeasure:
             raise ParameterError("dim must be 1 or 2 (points on a line or in the plane).")
         if self.depth != "auto":
             d = self.depth
-            if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)) or not 1 <= int(d) <= MAX_DEPTH[self.dim]:
+            if (
+                isinstance(d, (bool, np.bool_))
+                or not isinstance(d, (int, np.integer))
+                or not 1 <= int(d) <= MAX_DEPTH[self.dim]
+            ):
                 raise ParameterError(f"depth must be 'auto' or an integer from 1 to {MAX_DEPTH[self.dim]}, got {d!r}.")
             object.__setattr__(self, "depth", int(d))
 
@@ -426,8 +432,16 @@ class PrivateMeasure:
         nodes, counts = self.leaf_counts(leaf_keys(unit, depth), rng, depth)
         return self.place(nodes, counts, depth, rng, n_out=n_out, placement=placement), depth
 
-    def place(self, nodes, counts, depth: int, rng: np.random.Generator, *, n_out: int | None = None,
-              placement: str = "uniform") -> np.ndarray:
+    def place(
+        self,
+        nodes,
+        counts,
+        depth: int,
+        rng: np.random.Generator,
+        *,
+        n_out: int | None = None,
+        placement: str = "uniform",
+    ) -> np.ndarray:
         """Unit-box points for a noisy measure (leaf ids, counts): post-processing only.
 
         ``n_out`` (default: the total count) points; a different size is drawn by proportional
@@ -452,11 +466,12 @@ class PrivateMeasure:
         depth = self.resolved_depth(n)
         scales = level_scales(self.method, depth, self.epsilon, self.dim)
         return {
-            "mechanism": "super-regular random walk (private measure)" if self.method == "srw"
+            "mechanism": "super-regular random walk (private measure)"
+            if self.method == "srw"
             else "private measure mechanism (noisy partition tree)",
             "method": self.method,
             "definition": "epsilon-differential privacy: one person's location replaced anywhere in the public area; "
-                          "the number of people is public",
+            "the number of people is public",
             "epsilon": self.epsilon,
             "depth": depth,
             "curve": "dyadic intervals" if self.dim == 1 else f"Hilbert curve of order {_order(depth, self.dim)}",
@@ -494,7 +509,7 @@ def tree_w1_bound(unit_a, unit_b, depth: int = 20) -> float:
 
     def diam(j):  # diameter of a depth-j node of the unit box
         if dim == 1:
-            return 2.0 ** -j
+            return 2.0**-j
         return math.hypot(2.0 ** -((j + 1) // 2), 2.0 ** -(j // 2))
 
     total = 0.0

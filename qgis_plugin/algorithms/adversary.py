@@ -3,6 +3,7 @@
 Neither reads any data: both are functions of public parameters (the mechanism, the public study
 area, a population raster), so they can be run before anything is released.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -49,22 +50,42 @@ class MeasuredPrivacy(GeoprivAlgorithm):
 
     def add_area_parameters(self):
         self.addParameter(QgsProcessingParameterExtent(self.BOUNDS, BOUNDS_LABEL))
-        self.addParameter(QgsProcessingParameterCrs(self.CRS, "CRS of the grid (projected, metres)",
-                                                    defaultValue="ProjectCrs"))
-        self.addParameter(QgsProcessingParameterRasterLayer(
-            self.POPULATION, "Population raster (for the k-equivalent and the population prior)", optional=True))
-        self.addParameter(QgsProcessingParameterEnum(
-            self.UNITS, "Raster values are", ["People per km\u00b2 of ground", "People per cell"],
-            defaultValue=UNIT_NAMES.index(library_default("adversary_error", "units"))))
-        self.addParameter(QgsProcessingParameterEnum(
-            self.PRIOR, "The adversary's prior (where it believes people are)",
-            ["Uniform over the study area", "The population raster"],
-            defaultValue=PRIOR_NAMES.index(library_default("adversary_error", "prior"))))
+        self.addParameter(
+            QgsProcessingParameterCrs(self.CRS, "CRS of the grid (projected, metres)", defaultValue="ProjectCrs")
+        )
+        self.addParameter(
+            QgsProcessingParameterRasterLayer(
+                self.POPULATION, "Population raster (for the k-equivalent and the population prior)", optional=True
+            )
+        )
+        self.addParameter(
+            QgsProcessingParameterEnum(
+                self.UNITS,
+                "Raster values are",
+                ["People per km\u00b2 of ground", "People per cell"],
+                defaultValue=UNIT_NAMES.index(library_default("adversary_error", "units")),
+            )
+        )
+        self.addParameter(
+            QgsProcessingParameterEnum(
+                self.PRIOR,
+                "The adversary's prior (where it believes people are)",
+                ["Uniform over the study area", "The population raster"],
+                defaultValue=PRIOR_NAMES.index(library_default("adversary_error", "prior")),
+            )
+        )
         cell = QgsProcessingParameterNumber(
-            self.CELL, "Grid step (metres; empty: the library's choice)", QgsProcessingParameterNumber.Double,
-            defaultValue=None, optional=True, minValue=0.0)
-        cell.setHelp("The adversary's grid. Empty: the area's longest side / 100, or a fifth of the noise's scale "
-                     "when coarser (adversary error); the longest side / 60 (choose epsilon).")
+            self.CELL,
+            "Grid step (metres; empty: the library's choice)",
+            QgsProcessingParameterNumber.Double,
+            defaultValue=None,
+            optional=True,
+            minValue=0.0,
+        )
+        cell.setHelp(
+            "The adversary's grid. Empty: the area's longest side / 100, or a fifth of the noise's scale "
+            "when coarser (adversary error); the longest side / 60 (choose epsilon)."
+        )
         self.addParameter(cell)
 
     def area_options(self, parameters, context) -> dict:
@@ -75,10 +96,13 @@ class MeasuredPrivacy(GeoprivAlgorithm):
         rect = self.parameterAsExtent(parameters, self.BOUNDS, context, crs)
         if rect is None or rect.isNull():
             raise QgsProcessingException(f"Set the '{BOUNDS_LABEL}': the public area the adversary's grid covers.")
-        options = {"area": (rect.xMinimum(), rect.yMinimum(), rect.xMaximum(), rect.yMaximum()),
-                   "crs": pyproj_crs(crs), "prior": PRIOR_NAMES[self.parameterAsEnum(parameters, self.PRIOR, context)],
-                   "units": UNIT_NAMES[self.parameterAsEnum(parameters, self.UNITS, context)],
-                   "cell": self.optional_number(parameters, self.CELL, context)}
+        options = {
+            "area": (rect.xMinimum(), rect.yMinimum(), rect.xMaximum(), rect.yMaximum()),
+            "crs": pyproj_crs(crs),
+            "prior": PRIOR_NAMES[self.parameterAsEnum(parameters, self.PRIOR, context)],
+            "units": UNIT_NAMES[self.parameterAsEnum(parameters, self.UNITS, context)],
+            "cell": self.optional_number(parameters, self.CELL, context),
+        }
         if self.is_set(parameters, self.POPULATION):
             options["population"] = self.raster_path(parameters, self.POPULATION, context)[0]
         return options
@@ -88,8 +112,9 @@ class AdversaryErrorAlgorithm(MeasuredPrivacy):
     NAME = "adversaryerror"
     DISPLAY_NAME = "Adversary error of planar Laplace (measured privacy)"
     GEOPRIV_API = ("adversary_error",)
-    GEOPRIV_KEYWORDS = {"adversary_error": ("level", "radius", "epsilon", "area", "crs", "prior", "population",
-                                            "units", "cell")}
+    GEOPRIV_KEYWORDS = {
+        "adversary_error": ("level", "radius", "epsilon", "area", "crs", "prior", "population", "units", "cell")
+    }
     HELP = """<p>How much a planar Laplace release (<i>Perturb points</i>) protects, <b>in metres</b>: the expected
 error of the <b>optimal Bayesian adversary</b> (Shokri et al., <i>Quantifying Location Privacy</i>, 2011) who knows
 the mechanism and a <b>prior</b> over where people are, sees a released point and guesses the true location.
@@ -110,8 +135,11 @@ raster), never the points being released.</p>"""
     def initAlgorithm(self, config=None):  # noqa: N802
         self.add_privacy_parameters(level=1.3862943611198906, radius=200.0)
         self.add_area_parameters()
-        self.addParameter(QgsProcessingParameterRasterDestination(
-            self.OUTPUT, "Adversary error map (GeoTIFF: band 1 metres, band 2 k-equivalent)"))
+        self.addParameter(
+            QgsProcessingParameterRasterDestination(
+                self.OUTPUT, "Adversary error map (GeoTIFF: band 1 metres, band 2 k-equivalent)"
+            )
+        )
         self.addOutput(QgsProcessingOutputNumber(self.ERROR, "Adversary error (m)"))
         self.addOutput(QgsProcessingOutputNumber(self.DISPLACEMENT, "Expected displacement (m)"))
         self.addOutput(QgsProcessingOutputNumber(self.K, "k-equivalent (people; needs a population raster)"))
@@ -123,14 +151,21 @@ raster), never the points being released.</p>"""
         out = self.parameterAsOutputLayer(parameters, self.OUTPUT, context)
         adv = geopriv.adversary_error(progress=self.progress_callback(feedback, 0.0, 95.0), **options)
         adv.to_raster(out, overwrite=True)  # QGIS asked before overwriting, as for its own rasters
-        feedback.pushInfo(f"Optimal adversary's expected error: {adv.expected_error_m:,.1f} m; expected displacement "
-                          f"of the releases: {adv.displacement_m:,.1f} m; grid {adv.shape[1]} x {adv.shape[0]} cells of "
-                          f"{adv.parameters['cell_m']:,.1f} m; prior: {adv.prior}.")
+        feedback.pushInfo(
+            f"Optimal adversary's expected error: {adv.expected_error_m:,.1f} m; expected displacement "
+            f"of the releases: {adv.displacement_m:,.1f} m; grid {adv.shape[1]} x {adv.shape[0]} cells of "
+            f"{adv.parameters['cell_m']:,.1f} m; prior: {adv.prior}."
+        )
         if adv.k_equivalent is not None:
-            feedback.pushInfo(f"k-equivalent: {adv.k_equivalent:,.1f} people in the adversary's "
-                              f"{adv.confidence:.0%} region.")
-        return {self.OUTPUT: out, self.ERROR: adv.expected_error_m, self.DISPLACEMENT: adv.displacement_m,
-                self.K: adv.k_equivalent}
+            feedback.pushInfo(
+                f"k-equivalent: {adv.k_equivalent:,.1f} people in the adversary's {adv.confidence:.0%} region."
+            )
+        return {
+            self.OUTPUT: out,
+            self.ERROR: adv.expected_error_m,
+            self.DISPLACEMENT: adv.displacement_m,
+            self.K: adv.k_equivalent,
+        }
 
 
 class CalibrateAlgorithm(MeasuredPrivacy):
@@ -154,15 +189,32 @@ table (epsilon, displacement, adversary error, k-equivalent). No data is read.</
     TARGETS = ["adversary_error", "k_equivalent", "displacement"]
 
     def initAlgorithm(self, config=None):  # noqa: N802
-        self.addParameter(QgsProcessingParameterEnum(
-            self.TARGET, "Target", ["Adversary error at least (m)", "k-equivalent at least (people)",
-                                    "Displacement at most (m)"], defaultValue=0))
-        self.addParameter(QgsProcessingParameterNumber(
-            self.VALUE, "Target value (metres, or people)", QgsProcessingParameterNumber.Double, defaultValue=None,
-            minValue=0.0))
-        self.addParameter(QgsProcessingParameterNumber(
-            self.RADIUS, "Radius for the level (metres)", QgsProcessingParameterNumber.Double, defaultValue=200.0,
-            minValue=0.0))
+        self.addParameter(
+            QgsProcessingParameterEnum(
+                self.TARGET,
+                "Target",
+                ["Adversary error at least (m)", "k-equivalent at least (people)", "Displacement at most (m)"],
+                defaultValue=0,
+            )
+        )
+        self.addParameter(
+            QgsProcessingParameterNumber(
+                self.VALUE,
+                "Target value (metres, or people)",
+                QgsProcessingParameterNumber.Double,
+                defaultValue=None,
+                minValue=0.0,
+            )
+        )
+        self.addParameter(
+            QgsProcessingParameterNumber(
+                self.RADIUS,
+                "Radius for the level (metres)",
+                QgsProcessingParameterNumber.Double,
+                defaultValue=200.0,
+                minValue=0.0,
+            )
+        )
         self.add_area_parameters()
         self.addParameter(QgsProcessingParameterFeatureSink(self.OUTPUT, "Curve (epsilon and the measures)"))
         self.addOutput(QgsProcessingOutputNumber(self.EPSILON_OUT, "Epsilon (per ground metre)"))
@@ -176,9 +228,10 @@ table (epsilon, displacement, adversary error, k-equivalent). No data is read.</
         cal = geopriv.calibrate(target, self.parameterAsDouble(parameters, self.VALUE, context), **options)
         radius = self.parameterAsDouble(parameters, self.RADIUS, context)
         if not cal.met:
-            feedback.pushWarning("No epsilon in the range tried meets the target: the one shown is the closest. "
-                                 "Change the target or the study area.")
-        feedback.pushInfo(f"Epsilon {cal.epsilon_per_m:.6g} per metre: ln {cal.level(radius):.4g} within "
-                          f"{radius:g} m.")
+            feedback.pushWarning(
+                "No epsilon in the range tried meets the target: the one shown is the closest. "
+                "Change the target or the study area."
+            )
+        feedback.pushInfo(f"Epsilon {cal.epsilon_per_m:.6g} per metre: ln {cal.level(radius):.4g} within {radius:g} m.")
         out = self.write_table(parameters, self.OUTPUT, context, cal.curve)
         return {self.OUTPUT: out, self.EPSILON_OUT: cal.epsilon_per_m, self.LEVEL_OUT: cal.level(radius)}

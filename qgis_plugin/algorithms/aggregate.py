@@ -1,4 +1,5 @@
 """Private counts per cell: ``geopriv.aggregate`` on a point layer -> a polygon layer of public cells with counts."""
+
 from __future__ import annotations
 
 from qgis.core import (
@@ -57,26 +58,40 @@ expected errors. Leave the <b>random seed</b> empty for a real release.</p>"""
         self.addParameter(QgsProcessingParameterFeatureSource(self.INPUT, "Point layer", [TYPE_POINTS]))
         self.add_epsilon_parameter()
         cells = QgsProcessingParameterString(self.CELLS, CELLS_LABEL, defaultValue=None, optional=True)
-        cells.setHelp("A square grid step in ground metres (250 or 250m; the layer must be in a projected CRS), or "
-                      "h3:<resolution> for H3 hexagons (0-15; h3:9 cells are about 0.1 km²). The library has no "
-                      "default: the cell size depends on the area and the number of points. Leave empty when the "
-                      "cells are a layer of public polygons.")
+        cells.setHelp(
+            "A square grid step in ground metres (250 or 250m; the layer must be in a projected CRS), or "
+            "h3:<resolution> for H3 hexagons (0-15; h3:9 cells are about 0.1 km²). The library has no "
+            "default: the cell size depends on the area and the number of points. Leave empty when the "
+            "cells are a layer of public polygons."
+        )
         self.addParameter(cells)
         layer = QgsProcessingParameterFeatureSource(
-            self.CELLS_LAYER, "Cells as a layer of public polygons (districts; instead of a grid step or H3)",
-            [TYPE_POLYGONS], optional=True)
-        layer.setHelp("Public polygons (districts, a tessellation laid out without looking at the points), in any "
-                      "CRS: they are the cells and the public area (leave the study area and region empty). A point "
-                      "falls in the first polygon that holds it. The output keeps their fields.")
+            self.CELLS_LAYER,
+            "Cells as a layer of public polygons (districts; instead of a grid step or H3)",
+            [TYPE_POLYGONS],
+            optional=True,
+        )
+        layer.setHelp(
+            "Public polygons (districts, a tessellation laid out without looking at the points), in any "
+            "CRS: they are the cells and the public area (leave the study area and region empty). A point "
+            "falls in the first polygon that holds it. The output keeps their fields."
+        )
         self.addParameter(layer)
         self.add_person_parameters()
         self.add_area_parameters("Needed for a grid or H3 cells unless a region is given; not with a layer of cells.")
         self.add_hierarchy_parameters()
         suppress = QgsProcessingParameterNumber(
-            self.SUPPRESS, "Suppress counts below (released as 0; empty: none)", QgsProcessingParameterNumber.Integer,
-            defaultValue=self.default("suppress"), optional=True, minValue=1)
-        suppress.setHelp("Post-processing: counts below this number are released as 0 (the expected error no longer "
-                         "applies to those cells). No extra privacy cost.")
+            self.SUPPRESS,
+            "Suppress counts below (released as 0; empty: none)",
+            QgsProcessingParameterNumber.Integer,
+            defaultValue=self.default("suppress"),
+            optional=True,
+            minValue=1,
+        )
+        suppress.setHelp(
+            "Post-processing: counts below this number are released as 0 (the expected error no longer "
+            "applies to those cells). No extra privacy cost."
+        )
         suppress.setFlags(suppress.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
         self.addParameter(suppress)
         self.add_seed_parameter()
@@ -91,7 +106,8 @@ expected errors. Leave the <b>random seed</b> empty for a real release.</p>"""
             raise QgsProcessingException(
                 f"{self.displayName()}: set either '{CELLS_LABEL.split(':')[0]}' (a grid step in metres or h3:<res>) "
                 f"or '{self.parameterDefinition(self.CELLS_LAYER).description()}', "
-                + ("not both." if has_text else "one of them."))
+                + ("not both." if has_text else "one of them.")
+            )
         if has_text:
             return self.parameterAsString(parameters, self.CELLS, context).strip(), None
         cells = self.read_layer(parameters, self.CELLS_LAYER, context, feedback, progress=(10, 12))
@@ -116,17 +132,33 @@ expected errors. Leave the <b>random seed</b> empty for a real release.</p>"""
         counts, record = self.release(geopriv.aggregate, data.gdf, feedback, cells=cells, rng=rng, **options)
 
         if cells_layer is None:
-            dest = self.write_frame(parameters, self.OUTPUT, context, counts, self.NEW_COLUMNS, data.crs,
-                                    self.wkb_type(counts.geometry.values, QgsWkbTypes.Polygon,
-                                                  QgsWkbTypes.MultiPolygon), feedback=feedback)
+            dest = self.write_frame(
+                parameters,
+                self.OUTPUT,
+                context,
+                counts,
+                self.NEW_COLUMNS,
+                data.crs,
+                self.wkb_type(counts.geometry.values, QgsWkbTypes.Polygon, QgsWkbTypes.MultiPolygon),
+                feedback=feedback,
+            )
         else:  # the cells layer's own attributes, unchanged, then the counts (row k: the k-th polygon read)
             ids = cells_layer.gdf.index.to_numpy()
-            dest = self.write_frame(parameters, self.OUTPUT, context, counts, self.NEW_COLUMNS, data.crs,
-                                    self.wkb_type(counts.geometry.values, QgsWkbTypes.Polygon,
-                                                  QgsWkbTypes.MultiPolygon),
-                                    base_fields=cells_layer.fields,
-                                    base_attributes=[cells_layer.attributes[int(ids[k])] for k in counts["cell"]],
-                                    feedback=feedback)
+            dest = self.write_frame(
+                parameters,
+                self.OUTPUT,
+                context,
+                counts,
+                self.NEW_COLUMNS,
+                data.crs,
+                self.wkb_type(counts.geometry.values, QgsWkbTypes.Polygon, QgsWkbTypes.MultiPolygon),
+                base_fields=cells_layer.fields,
+                base_attributes=[cells_layer.attributes[int(ids[k])] for k in counts["cell"]],
+                feedback=feedback,
+            )
         self.report_release(feedback, record)
-        return {self.OUTPUT: dest, self.N_CELLS: record.get("n_cells", len(counts)),
-                self.PROVENANCE: self.provenance_json(record)}
+        return {
+            self.OUTPUT: dest,
+            self.N_CELLS: record.get("n_cells", len(counts)),
+            self.PROVENANCE: self.provenance_json(record),
+        }

@@ -15,6 +15,7 @@ and outputs unmodified.  Nothing random is kept between runs: :meth:`random_sour
 inside every run, so each run of a batch draws fresh entropy from the operating system unless
 the user gives a seed.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -53,10 +54,10 @@ LN4 = math.log(4.0)
 # What to do in QGIS, appended to the library's message for these geopriv errors.
 QGIS_HINTS = {
     "MissingCRSError": "In QGIS: set the layer's CRS (Layer Properties > Source, or the 'Assign projection' "
-                       "algorithm) to the CRS its coordinates are in, then run again.",
+    "algorithm) to the CRS its coordinates are in, then run again.",
     "GeometryError": "In QGIS, the labels are feature ids; 'Multipart to singleparts' splits MultiPoints, "
-                     "'Centroids' or 'Point on surface' turn lines and polygons into points, and 'Remove null "
-                     "geometries' drops features without geometry.",
+    "'Centroids' or 'Point on surface' turn lines and polygons into points, and 'Remove null "
+    "geometries' drops features without geometry.",
     "LocationAttributeError": "In QGIS, the 'Drop field(s)' algorithm removes fields.",
 }
 # GeometryErrors about where points lie (outside the public study area, the CRS, the map) rather than what they are
@@ -72,8 +73,11 @@ KEEP_ORDER_LABEL = "The row order is public (keep it)"
 ROW_ORDER = "<row order>"
 #: what the release parameters pass (the plugin refuses to load with a geopriv whose release lacks one)
 RELEASE_KEYWORDS = ("grid", "continuous", "bounds", "keep")
-KEYWORD_PARAMETERS = {"bounds=": BOUNDS_LABEL, "grid=": "Grid step of the released points",
-                      "continuous=": "Continuous output"}
+KEYWORD_PARAMETERS = {
+    "bounds=": BOUNDS_LABEL,
+    "grid=": "Grid step of the released points",
+    "continuous=": "Continuous output",
+}
 # The lifetime budget store (geopriv.BudgetStore): the library's budget_store= and person=, on every release
 # algorithm. The labels are how the library's own QGIS advice names them ("the 'Budget store' parameter",
 # "a 'Person id field'"). Text, not a file parameter: a file parameter refuses a postgresql:// URL.
@@ -82,20 +86,26 @@ PERSON_LABEL = "Person id field"
 #: the library keywords the budget parameters set, in the order (BUDGET_STORE, PERSON)
 BUDGET_KEYWORDS = ("budget_store", "person")
 #: how to create a store and grant budgets (the library's command line: QGIS has no algorithm for it)
-GRANT_ADVICE = ("create it and grant budgets first with the command line: geopriv budget grant STORE --unit UNIT "
-                "--total T (UNIT epsilon/m for perturb, sanitize traces and diffuse; epsilon for synthesize, counts "
-                "per cell, heatmaps and flows)")
+GRANT_ADVICE = (
+    "create it and grant budgets first with the command line: geopriv budget grant STORE --unit UNIT "
+    "--total T (UNIT epsilon/m for perturb, sanitize traces and diffuse; epsilon for synthesize, counts "
+    "per cell, heatmaps and flows)"
+)
 
 # How to shuffle a layer in QGIS (checked on QGIS 3.22: 'Random extract' keeps the layer's order, QGIS expressions
 # have no random(), and a GeoPackage output takes a 'fid' field's values as feature ids, i.e. restores the old order).
-SHUFFLE_ADVICE = ("shuffle the features with the 'Order by expression' algorithm and the expression randf() (a random "
-                  "number per feature; 'Random extract' keeps the layer's order), and drop any id field numbered in "
-                  "the old order with 'Drop field(s)', a GeoPackage's 'fid' field too (a GeoPackage output uses it as "
-                  "the feature id and would list the features in the old order again)")
+SHUFFLE_ADVICE = (
+    "shuffle the features with the 'Order by expression' algorithm and the expression randf() (a random "
+    "number per feature; 'Random extract' keeps the layer's order), and drop any id field numbered in "
+    "the old order with 'Drop field(s)', a GeoPackage's 'fid' field too (a GeoPackage output uses it as "
+    "the feature id and would list the features in the old order again)"
+)
 # A LocationAttributeError about the row order: the QGIS way to fix it, or to keep the order deliberately.
-ROW_ORDER_HINT = (f"In QGIS: {SHUFFLE_ADVICE}, then release the shuffled layer. If the order is public anyway, tick "
-                  f"the advanced parameter '{KEEP_ORDER_LABEL}' (KEEP_ORDER): the dialog's 'Keep these attribute "
-                  "columns' list offers fields only.")
+ROW_ORDER_HINT = (
+    f"In QGIS: {SHUFFLE_ADVICE}, then release the shuffled layer. If the order is public anyway, tick "
+    f"the advanced parameter '{KEEP_ORDER_LABEL}' (KEEP_ORDER): the dialog's 'Keep these attribute "
+    "columns' list offers fields only."
+)
 
 
 def qgis_hint(exc, message: str):
@@ -111,8 +121,11 @@ def qgis_hint(exc, message: str):
         hints.append(hint)
     if ROW_ORDER in reasons:
         hints.append(ROW_ORDER_HINT)
-    named = [f"{keyword} is the '{label}' parameter" for keyword, label in KEYWORD_PARAMETERS.items()
-             if keyword in message and label not in message]
+    named = [
+        f"{keyword} is the '{label}' parameter"
+        for keyword, label in KEYWORD_PARAMETERS.items()
+        if keyword in message and label not in message
+    ]
     if named:
         hints.append(f"In QGIS, {'; '.join(named)}.")
     return " ".join(hints) or None
@@ -144,8 +157,10 @@ def _json_value(value):
 
 
 #: how a QGIS user sees the text of an error whose message the plugin withholds
-DEBUG_HINT = ("set the environment variable GEOPRIV_TRACEBACK=1 before starting QGIS and run it again to see it "
-              "(it may show values from your data)")
+DEBUG_HINT = (
+    "set the environment variable GEOPRIV_TRACEBACK=1 before starting QGIS and run it again to see it "
+    "(it may show values from your data)"
+)
 
 
 def error_message(exc) -> str:
@@ -189,8 +204,10 @@ def _guarded_init(init):
         except Exception as exc:  # noqa: BLE001  (anything here would abort QGIS)
             from qgis.core import Qgis, QgsMessageLog
 
-            self.init_error = (f"{self.displayName() or type(self).__name__}: its parameters could not be set up "
-                               f"({error_message(exc)}); install a geopriv that matches the plugin.")
+            self.init_error = (
+                f"{self.displayName() or type(self).__name__}: its parameters could not be set up "
+                f"({error_message(exc)}); install a geopriv that matches the plugin."
+            )
             QgsMessageLog.logMessage(self.init_error, "geopriv", Qgis.Critical)
 
     initAlgorithm.__doc__ = init.__doc__
@@ -286,9 +303,18 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
             warnings.simplefilter("always")
             try:
                 # no output may be one of the inputs (same file, or a link to it): processing.run does not ask
-                self.check_outputs(self.output_files(parameters, context), self.input_files(
-                    parameters, context, [d.name() for d in self.parameterDefinitions()
-                                          if d.type() in ("source", "vector", "raster", "file")]))
+                self.check_outputs(
+                    self.output_files(parameters, context),
+                    self.input_files(
+                        parameters,
+                        context,
+                        [
+                            d.name()
+                            for d in self.parameterDefinitions()
+                            if d.type() in ("source", "vector", "raster", "file")
+                        ],
+                    ),
+                )
                 results = self.compute(parameters, context, feedback)
             except Cancelled:
                 raise QgsProcessingException(
@@ -367,8 +393,10 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
         """The library's provenance record of a release (``result.attrs["geopriv"]``), as it is."""
         record = getattr(result, "attrs", {}).get("geopriv")
         if not isinstance(record, dict):  # a release is never written without its provenance
-            raise QgsProcessingException(f"{self.displayName()}: geopriv returned no provenance record; "
-                                         "nothing was written. Install a matching geopriv version.")
+            raise QgsProcessingException(
+                f"{self.displayName()}: geopriv returned no provenance record; "
+                "nothing was written. Install a matching geopriv version."
+            )
         return record
 
     # --- parameters --------------------------------------------------------------------------
@@ -381,8 +409,10 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
             optional=True,
             minValue=0,
         )
-        param.setHelp("Only for tests and demonstrations: anyone who knows the seed can regenerate the noise "
-                      "and recover the true locations. Leave empty for a real release.")
+        param.setHelp(
+            "Only for tests and demonstrations: anyone who knows the seed can regenerate the noise "
+            "and recover the true locations. Leave empty for a real release."
+        )
         param.setFlags(param.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
         self.addParameter(param)
 
@@ -398,20 +428,25 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
             "them, charges nobody and writes nothing. A SQLite file (a path, or sqlite:///path) or a PostgreSQL URL "
             "(postgresql://user@host/database): put the password in a ~/.pgpass file or the PGPASSWORD environment "
             "variable, never in the URL (QGIS writes parameters to its log and history). The store must exist: "
-            f"{GRANT_ADVICE}. Empty: no store, nothing is charged.")
+            f"{GRANT_ADVICE}. Empty: no store, nothing is charged."
+        )
         if not self.PERSON_BUDGET_ONLY:  # declared by the algorithm (it is not only for the budget store)
             store.setFlags(store.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
             self.addParameter(store)
             return
-        person = QgsProcessingParameterField(self.PERSON, PERSON_LABEL, parentLayerParameterName="INPUT",
-                                             optional=True)
+        person = QgsProcessingParameterField(self.PERSON, PERSON_LABEL, parentLayerParameterName="INPUT", optional=True)
         person.setHelp(
             "The field of stable person ids (integers or text, no empty values) charged in the budget store; a person "
             "with several features pays for each. Feature ids are not persons (an export or an edit renumbers them), "
             "so with a budget store this field is needed"
-            + (f" unless '{self.parameterDefinition(self.PERSON_DEFAULT).description()}' is set (then that field's "
-               "values are the persons)" if self.PERSON_DEFAULT else "")
-            + ". Used only with a budget store.")
+            + (
+                f" unless '{self.parameterDefinition(self.PERSON_DEFAULT).description()}' is set (then that field's "
+                "values are the persons)"
+                if self.PERSON_DEFAULT
+                else ""
+            )
+            + ". Used only with a budget store."
+        )
         for param in (store, person):
             param.setFlags(param.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
             self.addParameter(param)
@@ -431,10 +466,12 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
         except ValueError:
             return None  # the library refuses a malformed URL
         if has_password:
-            return (f"{self.displayName()}: the '{BUDGET_STORE_LABEL}' holds a password. QGIS writes every "
-                    "parameter to its log and processing history, so give the URL without it "
-                    "(postgresql://user@host/database) and put the password in a ~/.pgpass file (pgpass.conf on "
-                    "Windows), a PostgreSQL service file or the PGPASSWORD environment variable.")
+            return (
+                f"{self.displayName()}: the '{BUDGET_STORE_LABEL}' holds a password. QGIS writes every "
+                "parameter to its log and processing history, so give the URL without it "
+                "(postgresql://user@host/database) and put the password in a ~/.pgpass file (pgpass.conf on "
+                "Windows), a PostgreSQL service file or the PGPASSWORD environment variable."
+            )
         return None
 
     def budget_person(self, parameters, context):
@@ -466,15 +503,20 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
         if not all(k in accepted for k in BUDGET_KEYWORDS):
             raise QgsProcessingException(
                 f"{self.displayName()}: the installed geopriv's {name} does not take a budget store yet; leave "
-                f"'{BUDGET_STORE_LABEL}' empty, or install a geopriv whose {name} takes budget_store= and person=.")
+                f"'{BUDGET_STORE_LABEL}' empty, or install a geopriv whose {name} takes budget_store= and person=."
+            )
         person = self.budget_person(parameters, context)
         if person is None and not (self.PERSON_DEFAULT and self.is_set(parameters, self.PERSON_DEFAULT)):
-            default = (f" or the '{self.parameterDefinition(self.PERSON_DEFAULT).description()}'"
-                       if self.PERSON_DEFAULT else "")
+            default = (
+                f" or the '{self.parameterDefinition(self.PERSON_DEFAULT).description()}'"
+                if self.PERSON_DEFAULT
+                else ""
+            )
             raise QgsProcessingException(
                 f"{self.displayName()}: a budget store charges persons: choose the '{PERSON_LABEL}'{default} (a field "
                 "of stable person ids). Feature ids are not persons: an export or an edit renumbers them, and a "
-                "person would be charged under someone else's id. Nothing was charged.")
+                "person would be charged under someone else's id. Nothing was charged."
+            )
         import geopriv
 
         url = self.parameterAsString(parameters, self.BUDGET_STORE, context).strip()
@@ -497,28 +539,45 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
             cost = f"each row cost {per_row:.6g} {unit} (a person pays for each of their rows)"
         else:
             cost = f"{self.BUDGET_CHARGE} (in {unit})"
-        feedback.pushInfo(f"Budget store ({record.get('budget_store')}): {cost}, charged to the budget store before "
-                          "the noise was drawn.")
+        feedback.pushInfo(
+            f"Budget store ({record.get('budget_store')}): {cost}, charged to the budget store before "
+            "the noise was drawn."
+        )
 
     def add_privacy_parameters(self, level: float, radius: float, level_label: str = None, epsilon_label: str = None):
         """LEVEL within RADIUS (metres), or EPSILON per metre (optional; replaces them when set)."""
-        label = level_label or f"Privacy level within the radius ({level:.4g} = ln {math.exp(level):.4g}: " \
-                               f"at most {math.exp(level):.4g} times more likely)"
+        label = (
+            level_label
+            or f"Privacy level within the radius ({level:.4g} = ln {math.exp(level):.4g}: "
+            f"at most {math.exp(level):.4g} times more likely)"
+        )
         # text, so that "ln4" is exactly ln 4 (a number field would show and record 1.386294)
         base = math.exp(level)
         default = f"ln{round(base)}" if abs(math.log(round(base)) - level) < 1e-12 else repr(level)
         param = QgsProcessingParameterString(self.LEVEL, label, defaultValue=default)
-        param.setHelp("Privacy loss allowed between two locations that are 'radius' metres apart: "
-                      "epsilon = level / radius per metre. A number, or ln4 / ln(4) for exactly ln 4.")
+        param.setHelp(
+            "Privacy loss allowed between two locations that are 'radius' metres apart: "
+            "epsilon = level / radius per metre. A number, or ln4 / ln(4) for exactly ln 4."
+        )
         self.addParameter(param)
-        self.addParameter(QgsProcessingParameterNumber(
-            self.RADIUS, "Radius (metres)", QgsProcessingParameterNumber.Double, defaultValue=radius, minValue=0.0))
+        self.addParameter(
+            QgsProcessingParameterNumber(
+                self.RADIUS, "Radius (metres)", QgsProcessingParameterNumber.Double, defaultValue=radius, minValue=0.0
+            )
+        )
         epsilon = QgsProcessingParameterNumber(
-            self.EPSILON, epsilon_label or "Epsilon (privacy loss per ground metre; if set, replaces level and radius)",
-            QgsProcessingParameterNumber.Double, defaultValue=None, optional=True, minValue=0.0)
-        epsilon.setHelp("Per ground metre: epsilon = level / radius, e.g. 0.0069 for ln 4 within 200 m. The level "
-                        "itself (1.386 = ln 4) given as epsilon would be ln 4 within 1 m: almost no protection (a "
-                        "warning says so).")
+            self.EPSILON,
+            epsilon_label or "Epsilon (privacy loss per ground metre; if set, replaces level and radius)",
+            QgsProcessingParameterNumber.Double,
+            defaultValue=None,
+            optional=True,
+            minValue=0.0,
+        )
+        epsilon.setHelp(
+            "Per ground metre: epsilon = level / radius, e.g. 0.0069 for ln 4 within 200 m. The level "
+            "itself (1.386 = ln 4) given as epsilon would be ln 4 within 1 m: almost no protection (a "
+            "warning says so)."
+        )
         self.addParameter(epsilon)
 
     def privacy(self, parameters, context, feedback) -> dict:
@@ -529,11 +588,14 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
             return {"epsilon": epsilon}
         from geopriv.parsing import parse_number
 
-        return {"level": parse_number(self.parameterAsString(parameters, self.LEVEL, context)),
-                "radius": self.parameterAsDouble(parameters, self.RADIUS, context)}
+        return {
+            "level": parse_number(self.parameterAsString(parameters, self.LEVEL, context)),
+            "radius": self.parameterAsDouble(parameters, self.RADIUS, context),
+        }
 
-    def add_release_parameters(self, input_name: str, function: str, grid_help: str, bounds_help: str,
-                               keep_order_help: str = ""):
+    def add_release_parameters(
+        self, input_name: str, function: str, grid_help: str, bounds_help: str, keep_order_help: str = ""
+    ):
         """GRID, CONTINUOUS, BOUNDS, KEEP and KEEP_ORDER: the public lattice, the public study area, the kept columns
         and the kept row order.
 
@@ -542,16 +604,19 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
         empty parameter is the library's default (read from its signature, so the plugin never has
         defaults of its own).
         """
-        grid = QgsProcessingParameterNumber(self.GRID, GRID_LABEL, QgsProcessingParameterNumber.Double,
-                                            defaultValue=None, optional=True, minValue=0.0)
+        grid = QgsProcessingParameterNumber(
+            self.GRID, GRID_LABEL, QgsProcessingParameterNumber.Double, defaultValue=None, optional=True, minValue=0.0
+        )
         grid.setHelp(grid_help)
-        continuous = QgsProcessingParameterBoolean(self.CONTINUOUS, CONTINUOUS_LABEL,
-                                                   defaultValue=bool(library_default(function, "continuous")))
+        continuous = QgsProcessingParameterBoolean(
+            self.CONTINUOUS, CONTINUOUS_LABEL, defaultValue=bool(library_default(function, "continuous"))
+        )
         continuous.setHelp(
             "Releases unrounded floating-point coordinates instead of snapping them to the public lattice: there is "
             "then no finite-precision bound (the provenance says so and the effective epsilon is empty). Floating-point "
             "noise can leak more than its epsilon (Mironov 2012), so leave it unticked for a real release. It cannot "
-            "be combined with a grid step.")
+            "be combined with a grid step."
+        )
         bounds = QgsProcessingParameterExtent(self.BOUNDS, BOUNDS_LABEL, defaultValue=None, optional=True)
         bounds.setHelp(
             "The area your data is about, in any CRS (it is converted to the layer's CRS; without a CRS the numbers "
@@ -559,16 +624,19 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
             "study-region boundary, round numbers); it fixes the release's scale and lattice and is written in the "
             "provenance. Every input point must lie inside it: features outside are refused, named by feature id. "
             "Never use 'Calculate from layer' on the input layer itself: its extent is the bounding box of the true "
-            "points (the plugin refuses it). " + bounds_help)
-        keep = QgsProcessingParameterField(self.KEEP, KEEP_LABEL, parentLayerParameterName=input_name,
-                                           allowMultiple=True, optional=True)
+            "points (the plugin refuses it). " + bounds_help
+        )
+        keep = QgsProcessingParameterField(
+            self.KEEP, KEEP_LABEL, parentLayerParameterName=input_name, allowMultiple=True, optional=True
+        )
         keep.setHelp(
             "The output keeps every attribute of the input. A column that holds the true locations (coordinates in the "
             "layer's CRS, longitude/latitude or Web Mercator, WKT, GeoJSON or WKB, 'lat, lon' text, ...) would be "
             "released unchanged next to the perturbed point, so such columns stop the algorithm, which names them. "
             "Drop them (e.g. with 'Drop field(s)'), or list here the ones that are not really locations: they are "
             "written unchanged and named in the provenance (kept_columns). The order of the features is kept with "
-            f"'{KEEP_ORDER_LABEL}'.")
+            f"'{KEEP_ORDER_LABEL}'."
+        )
         keep_order = QgsProcessingParameterBoolean(self.KEEP_ORDER, KEEP_ORDER_LABEL, defaultValue=False)
         keep_order.setHelp(
             "The output lists the features in the input's order. QGIS layers often come in a spatial order (FlatGeobuf "
@@ -578,7 +646,8 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
             "the algorithm (and so does a field that puts them in spatial order when sorted by it). The safe fix: "
             f"{SHUFFLE_ADVICE}. Tick this only if the order is public anyway: the features are then released in "
             f"their order, and the provenance names '{ROW_ORDER}' in kept_columns."
-            + (f" {keep_order_help}" if keep_order_help else ""))
+            + (f" {keep_order_help}" if keep_order_help else "")
+        )
         for param in (grid, continuous, bounds, keep, keep_order):
             param.setFlags(param.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
             self.addParameter(param)
@@ -597,8 +666,10 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
             options["grid"] = grid
         if self.parameterAsBool(parameters, self.CONTINUOUS, context):
             options["continuous"] = True
-            feedback.pushWarning("Continuous output: the released coordinates are not rounded to a lattice, so the "
-                                 "release has no finite-precision bound (recorded in the provenance).")
+            feedback.pushWarning(
+                "Continuous output: the released coordinates are not rounded to a lattice, so the "
+                "release has no finite-precision bound (recorded in the provenance)."
+            )
         bounds = self.public_study_area(parameters, context, data)
         if bounds is not None:
             options["bounds"] = bounds
@@ -606,8 +677,10 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
         if self.parameterAsBool(parameters, self.KEEP_ORDER, context) and ROW_ORDER not in keep:
             keep.append(ROW_ORDER)
         if ROW_ORDER in keep:
-            feedback.pushWarning("The row order is kept: the features are released in the input layer's order, which "
-                                 f"must be public (recorded in the provenance: '{ROW_ORDER}' in kept_columns).")
+            feedback.pushWarning(
+                "The row order is kept: the features are released in the input layer's order, which "
+                f"must be public (recorded in the provenance: '{ROW_ORDER}' in kept_columns)."
+            )
         if keep:
             options["keep"] = keep
         try:
@@ -619,7 +692,8 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
             if unknown:
                 raise QgsProcessingException(
                     f"{self.displayName()}: the installed geopriv's {getattr(function, '__name__', 'release')} does not "
-                    f"take {', '.join(unknown)}; install a matching geopriv version or leave those parameters empty.")
+                    f"take {', '.join(unknown)}; install a matching geopriv version or leave those parameters empty."
+                )
         return options
 
     def public_study_area(self, parameters, context, data: PointData):
@@ -630,10 +704,12 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
         """
         if not self.is_set(parameters, self.BOUNDS):
             return None
-        refusal = (f"{self.displayName()}: the '{BOUNDS_LABEL}' is the extent of the input layer, i.e. the bounding "
-                   "box of the true points, which the release would publish. Choose the area without looking at "
-                   "individual points: a public boundary (city, district, study region) or an extent in round numbers "
-                   "that holds the data.")
+        refusal = (
+            f"{self.displayName()}: the '{BOUNDS_LABEL}' is the extent of the input layer, i.e. the bounding "
+            "box of the true points, which the release would publish. Choose the area without looking at "
+            "individual points: a public boundary (city, district, study region) or an extent in round numbers "
+            "that holds the data."
+        )
         value, source = parameters.get(self.BOUNDS), parameters.get(getattr(self, "INPUT", None))
         if value is not None and (value is source or (isinstance(value, str) and value == source)):
             raise QgsProcessingException(refusal)
@@ -686,8 +762,9 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
         return [f for f in self.parameterAsFields(parameters, name, context) if f]
 
     # --- inputs ------------------------------------------------------------------------------
-    def read_layer(self, parameters, name, context, feedback, columns=(), progress=(0.0, 10.0),
-                   all_fields=False) -> PointData:
+    def read_layer(
+        self, parameters, name, context, feedback, columns=(), progress=(0.0, 10.0), all_fields=False
+    ) -> PointData:
         """The layer parameter ``name`` as a :class:`PointData`; ``columns`` become GeoDataFrame columns.
 
         ``all_fields=True`` puts every field in the GeoDataFrame: a release needs them, because
@@ -730,8 +807,11 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
             if kind == "file":
                 source = self.parameterAsFile(parameters, name, context)
             else:
-                layer = (self.parameterAsRasterLayer(parameters, name, context) if kind == "raster"
-                         else self.parameterAsVectorLayer(parameters, name, context))
+                layer = (
+                    self.parameterAsRasterLayer(parameters, name, context)
+                    if kind == "raster"
+                    else self.parameterAsVectorLayer(parameters, name, context)
+                )
                 source = layer.source() if layer is not None else None
             if source:
                 files.append(source.split("|")[0])  # "in.gpkg|layername=a": the file
@@ -743,8 +823,11 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
         for d in self.parameterDefinitions():
             if not d.isDestination() or not self.is_set(parameters, d.name()):
                 continue
-            dest = (self.parameterAsFileOutput(parameters, d.name(), context) if d.type() == "fileDestination"
-                    else self.parameterAsOutputLayer(parameters, d.name(), context))
+            dest = (
+                self.parameterAsFileOutput(parameters, d.name(), context)
+                if d.type() == "fileDestination"
+                else self.parameterAsOutputLayer(parameters, d.name(), context)
+            )
             if dest and not str(dest).startswith(("memory:", "TEMPORARY_OUTPUT")):
                 files.append(str(dest))
         return files
@@ -763,8 +846,9 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
             if out:
                 check_output_not_input(str(out).split("|")[0], inputs)
 
-    def write_points(self, parameters, name, context, data: PointData, result, new_columns=(), feedback=None,
-                     progress=(90.0, 100.0)):
+    def write_points(
+        self, parameters, name, context, data: PointData, result, new_columns=(), feedback=None, progress=(90.0, 100.0)
+    ):
         """Write geopriv's result as a point layer in the input's CRS.
 
         Each output row is matched to its input feature by index label (the QGIS feature id):

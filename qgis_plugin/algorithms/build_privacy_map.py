@@ -3,6 +3,7 @@
 The parameters that turn density into epsilon are shared with the location-dependent
 perturbation (:mod:`.perturb_location_dependent`), which builds the same map.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -39,6 +40,7 @@ def map_default(parameter):
 
     return inspect.signature(geopriv.PrivacyMap.from_population).parameters[parameter].default
 
+
 MAP_HELP = """<p>The <b>privacy map</b> gives every location its own privacy level epsilon (per ground metre),
 from population density (Koufogiannis and Pappas, <i>Location-dependent privacy</i>): where many people live, a
 small perturbation already hides a person, so epsilon can be larger (less noise) there. Epsilon grows linearly
@@ -69,39 +71,86 @@ class PrivacyMapParameters:
     NODATA_RULES = [None, "nearest"]
 
     def add_map_parameters(self, optional=False):
-        self.addParameter(QgsProcessingParameterRasterLayer(
-            self.POPULATION, "Population raster (people per km\u00b2, projected CRS)", optional=optional))
+        self.addParameter(
+            QgsProcessingParameterRasterLayer(
+                self.POPULATION, "Population raster (people per km\u00b2, projected CRS)", optional=optional
+            )
+        )
         # optional: QGIS 3.22 refuses a missing value of a required band parameter even with a default
         band = map_default("band")
-        self.addParameter(QgsProcessingParameterBand(
-            self.BAND, f"Band (empty: band {band})", defaultValue=band, parentLayerParameterName=self.POPULATION,
-            optional=True))
-        self.addParameter(QgsProcessingParameterEnum(
-            self.UNITS, "Raster values are", ["People per km\u00b2 of ground", "People per cell"],
-            defaultValue=UNITS.index(map_default("units"))))
-        self.addParameter(QgsProcessingParameterNumber(
-            self.EPSILON_LOW, "Epsilon where nobody lives (per ground metre; default ln 4 within "
-            f"{LN4 / suggested_range()[0]:,.0f} m)",
-            QgsProcessingParameterNumber.Double, defaultValue=suggested_range()[0], minValue=0.0))
-        self.addParameter(QgsProcessingParameterNumber(
-            self.EPSILON_HIGH, "Epsilon at the raster's highest density (per ground metre; default ln 4 within "
-            f"{LN4 / suggested_range()[1]:,.0f} m)",
-            QgsProcessingParameterNumber.Double, defaultValue=suggested_range()[1], minValue=0.0))
-        self.addParameter(QgsProcessingParameterEnum(
-            self.NODATA, "No-data cells are",
-            ["Unknown or empty: strongest protection (epsilon where nobody lives)",
-             "Places nobody can be (sea, lakes): the level of the nearest cell with data"],
-            defaultValue=self.NODATA_RULES.index(map_default("nodata_epsilon"))))
+        self.addParameter(
+            QgsProcessingParameterBand(
+                self.BAND,
+                f"Band (empty: band {band})",
+                defaultValue=band,
+                parentLayerParameterName=self.POPULATION,
+                optional=True,
+            )
+        )
+        self.addParameter(
+            QgsProcessingParameterEnum(
+                self.UNITS,
+                "Raster values are",
+                ["People per km\u00b2 of ground", "People per cell"],
+                defaultValue=UNITS.index(map_default("units")),
+            )
+        )
+        self.addParameter(
+            QgsProcessingParameterNumber(
+                self.EPSILON_LOW,
+                "Epsilon where nobody lives (per ground metre; default ln 4 within "
+                f"{LN4 / suggested_range()[0]:,.0f} m)",
+                QgsProcessingParameterNumber.Double,
+                defaultValue=suggested_range()[0],
+                minValue=0.0,
+            )
+        )
+        self.addParameter(
+            QgsProcessingParameterNumber(
+                self.EPSILON_HIGH,
+                "Epsilon at the raster's highest density (per ground metre; default ln 4 within "
+                f"{LN4 / suggested_range()[1]:,.0f} m)",
+                QgsProcessingParameterNumber.Double,
+                defaultValue=suggested_range()[1],
+                minValue=0.0,
+            )
+        )
+        self.addParameter(
+            QgsProcessingParameterEnum(
+                self.NODATA,
+                "No-data cells are",
+                [
+                    "Unknown or empty: strongest protection (epsilon where nobody lives)",
+                    "Places nobody can be (sea, lakes): the level of the nearest cell with data",
+                ],
+                defaultValue=self.NODATA_RULES.index(map_default("nodata_epsilon")),
+            )
+        )
         advanced = [
             QgsProcessingParameterNumber(
-                self.FLOOR, "Floor: epsilon per ground metre at zero density (with slope, replaces the range)",
-                QgsProcessingParameterNumber.Double, defaultValue=None, optional=True, minValue=0.0),
+                self.FLOOR,
+                "Floor: epsilon per ground metre at zero density (with slope, replaces the range)",
+                QgsProcessingParameterNumber.Double,
+                defaultValue=None,
+                optional=True,
+                minValue=0.0,
+            ),
             QgsProcessingParameterNumber(
-                self.SLOPE, "Slope: extra epsilon per ground metre for each person per km\u00b2 (with floor)",
-                QgsProcessingParameterNumber.Double, defaultValue=None, optional=True, minValue=0.0),
+                self.SLOPE,
+                "Slope: extra epsilon per ground metre for each person per km\u00b2 (with floor)",
+                QgsProcessingParameterNumber.Double,
+                defaultValue=None,
+                optional=True,
+                minValue=0.0,
+            ),
             QgsProcessingParameterNumber(
-                self.REGULARISE, "Regularise: largest change of the noise scale (metres per metre; empty: none)",
-                QgsProcessingParameterNumber.Double, defaultValue=None, optional=True, minValue=0.0),
+                self.REGULARISE,
+                "Regularise: largest change of the noise scale (metres per metre; empty: none)",
+                QgsProcessingParameterNumber.Double,
+                defaultValue=None,
+                optional=True,
+                minValue=0.0,
+            ),
         ]
         for param in advanced:
             param.setFlags(param.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
@@ -115,18 +164,27 @@ class PrivacyMapParameters:
         floor = self.optional_number(parameters, self.FLOOR, context)
         slope = self.optional_number(parameters, self.SLOPE, context)
         if (floor is None) != (slope is None):
-            raise QgsProcessingException("Give both the floor and the slope (epsilon = floor + slope x density), "
-                                         "or neither to use the epsilon range.")
+            raise QgsProcessingException(
+                "Give both the floor and the slope (epsilon = floor + slope x density), "
+                "or neither to use the epsilon range."
+            )
         if floor is not None:
             rule = {"floor": floor, "slope": slope}
         else:
-            rule = {"epsilon_range": (self.parameterAsDouble(parameters, self.EPSILON_LOW, context),
-                                      self.parameterAsDouble(parameters, self.EPSILON_HIGH, context))}
+            rule = {
+                "epsilon_range": (
+                    self.parameterAsDouble(parameters, self.EPSILON_LOW, context),
+                    self.parameterAsDouble(parameters, self.EPSILON_HIGH, context),
+                )
+            }
         privacy_map = geopriv.PrivacyMap.from_population(
-            path, crs=pyproj_crs(crs),  # the layer's CRS as QGIS shows it (None: the file's, if any)
+            path,
+            crs=pyproj_crs(crs),  # the layer's CRS as QGIS shows it (None: the file's, if any)
             band=self.parameterAsInt(parameters, self.BAND, context) or map_default("band"),
             units=UNITS[self.parameterAsEnum(parameters, self.UNITS, context)],
-            nodata_epsilon=self.NODATA_RULES[self.parameterAsEnum(parameters, self.NODATA, context)], **rule)
+            nodata_epsilon=self.NODATA_RULES[self.parameterAsEnum(parameters, self.NODATA, context)],
+            **rule,
+        )
         regularise = self.optional_number(parameters, self.REGULARISE, context)
         if regularise is not None:
             privacy_map = privacy_map.regularised(regularise)
@@ -140,9 +198,12 @@ class BuildPrivacyMap(PrivacyMapParameters, GeoprivAlgorithm):
     GROUP = "Location-dependent privacy"
     GROUP_ID = "locationdependent"
     GEOPRIV_API = ("PrivacyMap",)
-    HELP = MAP_HELP + """<p>Output: a GeoTIFF of epsilon per ground metre on the population raster's grid and CRS,
+    HELP = (
+        MAP_HELP
+        + """<p>Output: a GeoTIFF of epsilon per ground metre on the population raster's grid and CRS,
 to inspect or style in QGIS; <i>Perturb points with location-dependent privacy</i> builds the same map from the
 same parameters.</p>"""
+    )
 
     OUTPUT = "OUTPUT"
 

@@ -5,6 +5,7 @@ study area and region, the hierarchy's levels and non-negativity), named and def
 library's keywords, and the writing of a released GeoDataFrame of cells or lines as a new layer.
 No privacy logic: every run is one library call on the whole layer (:meth:`GeoprivAlgorithm.release`).
 """
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -55,7 +56,8 @@ def parse_levels(text: str, who: str = "geopriv"):
     except (ValueError, ZeroDivisionError):
         raise QgsProcessingException(
             f"{who}: the 'Levels of the hierarchy' must be auto, a number of levels, false (the cells only) or "
-            "comma-separated weights such as 7, 0, 1 (one per level, the cells first).") from None
+            "comma-separated weights such as 7, 0, 1 (one per level, the cells first)."
+        ) from None
 
 
 class CountRelease(GeoprivAlgorithm):
@@ -88,32 +90,44 @@ class CountRelease(GeoprivAlgorithm):
     # --- parameters ------------------------------------------------------------------------
     def add_epsilon_parameter(self):
         epsilon = QgsProcessingParameterNumber(
-            self.EPSILON, "Epsilon (dimensionless (total): differential privacy of the whole release, not per metre)",
-            QgsProcessingParameterNumber.Double, defaultValue=DEFAULT_EPSILON, minValue=0.0)
+            self.EPSILON,
+            "Epsilon (dimensionless (total): differential privacy of the whole release, not per metre)",
+            QgsProcessingParameterNumber.Double,
+            defaultValue=DEFAULT_EPSILON,
+            minValue=0.0,
+        )
         epsilon.setHelp(
             f"Adding or removing one person with all of their {self.ROWS} changes the probability of any released "
             f"result by at most exp(epsilon) (user-level differential privacy). The library has no default; "
             f"{DEFAULT_EPSILON:g} is the plugin's proposal (as for 'Synthesize points'). Smaller: more private, "
-            "noisier counts. With a budget store each person is charged epsilon once.")
+            "noisier counts. With a budget store each person is charged epsilon once."
+        )
         self.addParameter(epsilon)
 
     def add_person_parameters(self, max_label: str = MAX_PER_USER_LABEL):
         """USER (the library's user=, also the persons a budget store charges) and MAX_PER_USER."""
-        user = QgsProcessingParameterField(self.PERSON, PERSON_LABEL, parentLayerParameterName=self.INPUT,
-                                           optional=True)
+        user = QgsProcessingParameterField(
+            self.PERSON, PERSON_LABEL, parentLayerParameterName=self.INPUT, optional=True
+        )
         user.setHelp(
             f"The field of stable person ids (integers or text, no empty values). Each person keeps at most "
             f"'{MAX_PER_USER_LABEL}' {self.ROWS}, chosen at random (never by where they are), and the guarantee "
             f"covers a person with all of their {self.ROWS}. Empty: every {self.ITEM} is its own person, so a person "
             f"with k {self.ITEM}s is protected at k times epsilon only. With a budget store this field is needed "
-            "(feature ids are not persons: an export or an edit renumbers them); each person is charged epsilon once.")
+            "(feature ids are not persons: an export or an edit renumbers them); each person is charged epsilon once."
+        )
         self.addParameter(user)
         most = QgsProcessingParameterNumber(
-            self.MAX_PER_USER, max_label, QgsProcessingParameterNumber.Integer,
-            defaultValue=self.default("max_per_user"), minValue=1)
+            self.MAX_PER_USER,
+            max_label,
+            QgsProcessingParameterNumber.Integer,
+            defaultValue=self.default("max_per_user"),
+            minValue=1,
+        )
         most.setHelp(
             f"A person's {self.ROWS} beyond this number are dropped at random (never by location) before counting. "
-            f"The noise grows in proportion. Above {self.default('max_per_user')} it needs the '{PERSON_LABEL}'.")
+            f"The noise grows in proportion. Above {self.default('max_per_user')} it needs the '{PERSON_LABEL}'."
+        )
         self.addParameter(most)
 
     def add_area_parameters(self, bounds_help: str):
@@ -125,28 +139,41 @@ class CountRelease(GeoprivAlgorithm):
             "study-region boundary, round numbers); every cell in it is released, empty or not, and it is written "
             "in the provenance. Every input point must lie inside it: features outside are refused, named by "
             "feature id. Never use 'Calculate from layer' on the input layer itself: its extent is the bounding box "
-            "of the true points (the plugin refuses it). " + bounds_help)
+            "of the true points (the plugin refuses it). " + bounds_help
+        )
         self.addParameter(bounds)
         region = QgsProcessingParameterFeatureSource(
-            self.REGION, "Region (public polygons; only the cells meeting it are released)", [TYPE_POLYGONS],
-            optional=True)
-        region.setHelp("A public polygon layer (a city's boundary), in any CRS: only the cells that meet it are "
-                       "released. Its bounding box is the public study area when the extent is empty.")
+            self.REGION,
+            "Region (public polygons; only the cells meeting it are released)",
+            [TYPE_POLYGONS],
+            optional=True,
+        )
+        region.setHelp(
+            "A public polygon layer (a city's boundary), in any CRS: only the cells that meet it are "
+            "released. Its bounding box is the public study area when the extent is empty."
+        )
         self.addParameter(region)
 
     def add_hierarchy_parameters(self):
         """LEVELS and NONNEGATIVE (advanced): how epsilon is split over the hierarchy, and counts >= 0."""
-        levels = QgsProcessingParameterString(self.LEVELS, "Levels of the hierarchy (auto, a number, or weights)",
-                                              defaultValue=str(self.default("levels")))
+        levels = QgsProcessingParameterString(
+            self.LEVELS,
+            "Levels of the hierarchy (auto, a number, or weights)",
+            defaultValue=str(self.default("levels")),
+        )
         levels.setHelp(
             "How epsilon is split over the public hierarchy of cells (Hay et al. 2010). auto (the library's "
             "default): 7/8 to the cells and 1/8 to the whole area's total; a number k: k measured levels with "
             "equal shares (best where most cells are empty); false: the cells only; or comma-separated weights, "
-            "one per level, the cells first.")
+            "one per level, the cells first."
+        )
         nonnegative = QgsProcessingParameterBoolean(
-            self.NONNEGATIVE, "Non-negative counts (that still add up)", defaultValue=bool(self.default("nonnegative")))
-        nonnegative.setHelp("Releases counts >= 0 that still add up over the hierarchy (post-processing: no extra "
-                            "privacy cost). Unticked: unbiased counts, some negative.")
+            self.NONNEGATIVE, "Non-negative counts (that still add up)", defaultValue=bool(self.default("nonnegative"))
+        )
+        nonnegative.setHelp(
+            "Releases counts >= 0 that still add up over the hierarchy (post-processing: no extra "
+            "privacy cost). Unticked: unbiased counts, some negative."
+        )
         for param in (levels, nonnegative):
             param.setFlags(param.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
             self.addParameter(param)
@@ -160,12 +187,17 @@ class CountRelease(GeoprivAlgorithm):
         """epsilon, user, max_per_user, levels and nonnegative from the parameters."""
         user = self.user_field(parameters, context)
         if user is None:
-            feedback.pushWarning(f"No '{PERSON_LABEL}': every {self.ITEM} is its own person, so a person with several "
-                                 f"{self.ITEM}s is protected at a multiple of epsilon only.")
-        return {"epsilon": self.parameterAsDouble(parameters, self.EPSILON, context), "user": user,
-                "max_per_user": self.parameterAsInt(parameters, self.MAX_PER_USER, context),
-                "levels": parse_levels(self.parameterAsString(parameters, self.LEVELS, context), self.displayName()),
-                "nonnegative": self.parameterAsBool(parameters, self.NONNEGATIVE, context)}
+            feedback.pushWarning(
+                f"No '{PERSON_LABEL}': every {self.ITEM} is its own person, so a person with several "
+                f"{self.ITEM}s is protected at a multiple of epsilon only."
+            )
+        return {
+            "epsilon": self.parameterAsDouble(parameters, self.EPSILON, context),
+            "user": user,
+            "max_per_user": self.parameterAsInt(parameters, self.MAX_PER_USER, context),
+            "levels": parse_levels(self.parameterAsString(parameters, self.LEVELS, context), self.displayName()),
+            "nonnegative": self.parameterAsBool(parameters, self.NONNEGATIVE, context),
+        }
 
     def area_options(self, parameters, context, feedback, data) -> dict:
         """bounds (the public study area in the layer's CRS; never its own extent) and region, when set."""
@@ -178,9 +210,24 @@ class CountRelease(GeoprivAlgorithm):
         return options
 
     def report_release(self, feedback, record: dict):
-        self.report(feedback, record, ("mechanism", "epsilon", "max_per_user", "user", "cells", "n_cells",
-                                       "tree_levels", "epsilon_per_level", "declared_bounds", "region",
-                                       "nonnegative", "suppress"))
+        self.report(
+            feedback,
+            record,
+            (
+                "mechanism",
+                "epsilon",
+                "max_per_user",
+                "user",
+                "cells",
+                "n_cells",
+                "tree_levels",
+                "epsilon_per_level",
+                "declared_bounds",
+                "region",
+                "nonnegative",
+                "suppress",
+            ),
+        )
         self.report(feedback, record, ("expected_error",))
         self.report(feedback, record, ("definition",))
 
@@ -195,8 +242,20 @@ class CountRelease(GeoprivAlgorithm):
             kind = QgsWkbTypes.addZ(kind)
         return kind
 
-    def write_frame(self, parameters, name, context, result, columns, crs, wkb_type, base_fields=None,
-                    base_attributes=None, feedback=None, progress=(90.0, 100.0)):
+    def write_frame(
+        self,
+        parameters,
+        name,
+        context,
+        result,
+        columns,
+        crs,
+        wkb_type,
+        base_fields=None,
+        base_attributes=None,
+        feedback=None,
+        progress=(90.0, 100.0),
+    ):
         """Write the library's released GeoDataFrame as a new layer of ``wkb_type`` in ``crs``.
 
         Fields: ``base_fields`` with ``base_attributes`` (one list per row, e.g. a cells layer's own

@@ -1,4 +1,5 @@
 """Diffuse a location over a network: ``geopriv.diffuse_locations`` from one person to everyone connected to her."""
+
 from __future__ import annotations
 
 
@@ -30,15 +31,27 @@ from .layers import feature_for, fields_for, to_qgis
 TYPE_LINES = QgsProcessing.TypeVectorLine
 TYPE_TABLES = QgsProcessing.TypeVector  # any vector layer, with or without geometry (a CSV table)
 
+
 class Diffuse(GeoprivAlgorithm):
     NAME = "diffuse"
     DISPLAY_NAME = "Diffuse a location over a network (graded release)"
     GROUP = "Release points"
     GROUP_ID = "points"
     GEOPRIV_API = ("diffuse_locations", "epsilon_of_distance", "make_rng")
-    GEOPRIV_KEYWORDS = {"diffuse_locations": ("source", "graph", "distance", "tolerance", "bounds", "grid", "rng",
-                                              "budget_store", "person"),
-                        "epsilon_of_distance": ("kind",)}
+    GEOPRIV_KEYWORDS = {
+        "diffuse_locations": (
+            "source",
+            "graph",
+            "distance",
+            "tolerance",
+            "bounds",
+            "grid",
+            "rng",
+            "budget_store",
+            "person",
+        ),
+        "epsilon_of_distance": ("kind",),
+    }
     HELP = """<p>Tells <b>one person's location</b> (the <b>source</b>) to <b>everyone connected to her</b> in a
 public network, the more accurately the closer they are (Koufogiannis and Pappas, "Diffusing private data over
 networks": the private Markov jump process). Recipient <i>j</i>, at network distance <i>d</i> from the source, gets
@@ -112,82 +125,130 @@ empty for a real release.</p>"""
 
         import geopriv
 
-        self.addParameter(QgsProcessingParameterFeatureSource(self.INPUT, "People (one point per person)",
-                                                              [TYPE_POINTS]))
+        self.addParameter(
+            QgsProcessingParameterFeatureSource(self.INPUT, "People (one point per person)", [TYPE_POINTS])
+        )
         id_field = QgsProcessingParameterField(
-            self.ID_FIELD, "Id field of the people (unique; empty: the feature id)", parentLayerParameterName=self.INPUT,
-            optional=True)
-        id_field.setHelp("Names the people in the source parameter, in the network table and in the output's "
-                         "'recipient' field. Empty: QGIS feature ids.")
+            self.ID_FIELD,
+            "Id field of the people (unique; empty: the feature id)",
+            parentLayerParameterName=self.INPUT,
+            optional=True,
+        )
+        id_field.setHelp(
+            "Names the people in the source parameter, in the network table and in the output's "
+            "'recipient' field. Empty: QGIS feature ids."
+        )
         self.addParameter(id_field)
         source = QgsProcessingParameterString(
-            self.SOURCE, "Source: id of the person whose location is released (feature id, or the id field's value)")
+            self.SOURCE, "Source: id of the person whose location is released (feature id, or the id field's value)"
+        )
         source.setHelp("Only this person's location is released, to every other person connected to her.")
         self.addParameter(source)
         network = QgsProcessingParameterFeatureSource(
-            self.NETWORK, "Network as lines between the people's points (or give a table below)", [TYPE_LINES],
-            optional=True)
-        network.setHelp("Each line joins the two people whose points are at its ends (its first and last vertex). "
-                        "Lines in another CRS are reprojected to the people layer's.")
+            self.NETWORK,
+            "Network as lines between the people's points (or give a table below)",
+            [TYPE_LINES],
+            optional=True,
+        )
+        network.setHelp(
+            "Each line joins the two people whose points are at its ends (its first and last vertex). "
+            "Lines in another CRS are reprojected to the people layer's."
+        )
         self.addParameter(network)
         tolerance = QgsProcessingParameterNumber(
-            self.TOLERANCE, "Tolerance for line ends (people layer's CRS units)", QgsProcessingParameterNumber.Double,
-            defaultValue=library_default("diffuse_locations", "tolerance"), minValue=0.0)
-        tolerance.setHelp("Largest distance between a line end and its person's point; 0: exactly at the point. An "
-                          "end within the tolerance of no point, or of two, stops the algorithm naming the line.")
+            self.TOLERANCE,
+            "Tolerance for line ends (people layer's CRS units)",
+            QgsProcessingParameterNumber.Double,
+            defaultValue=library_default("diffuse_locations", "tolerance"),
+            minValue=0.0,
+        )
+        tolerance.setHelp(
+            "Largest distance between a line end and its person's point; 0: exactly at the point. An "
+            "end within the tolerance of no point, or of two, stops the algorithm naming the line."
+        )
         self.addParameter(tolerance)
         edges = QgsProcessingParameterFeatureSource(
-            self.EDGES, "Network as a table of id pairs (any layer, e.g. a CSV; or give lines above)", [TYPE_TABLES],
-            optional=True)
+            self.EDGES,
+            "Network as a table of id pairs (any layer, e.g. a CSV; or give lines above)",
+            [TYPE_TABLES],
+            optional=True,
+        )
         edges.setHelp("One edge per row: the ids (feature ids, or the id field's values) of two people.")
         self.addParameter(edges)
-        for name, label in ((self.EDGE_FROM, "Table: field with the id of one end"),
-                            (self.EDGE_TO, "Table: field with the id of the other end")):
-            self.addParameter(QgsProcessingParameterField(name, label, parentLayerParameterName=self.EDGES,
-                                                          optional=True))
-        self.addParameter(QgsProcessingParameterEnum(
-            self.DISTANCE, "Network distance",
-            ["hops: edges on a shortest path", "resistance: effective resistance (counts every path)"],
-            defaultValue=self.DISTANCES.index(library_default("diffuse_locations", "distance"))))
+        for name, label in (
+            (self.EDGE_FROM, "Table: field with the id of one end"),
+            (self.EDGE_TO, "Table: field with the id of the other end"),
+        ):
+            self.addParameter(
+                QgsProcessingParameterField(name, label, parentLayerParameterName=self.EDGES, optional=True)
+            )
+        self.addParameter(
+            QgsProcessingParameterEnum(
+                self.DISTANCE,
+                "Network distance",
+                ["hops: edges on a shortest path", "resistance: effective resistance (counts every path)"],
+                defaultValue=self.DISTANCES.index(library_default("diffuse_locations", "distance")),
+            )
+        )
         table = QgsProcessingParameterString(
-            self.EPSILON_TABLE, "Epsilon per ground metre by network distance: distance:epsilon pairs, e.g. 1:ln4/50 "
-                                "4:ln4/2000 (or give A and B)", defaultValue=None, optional=True)
-        table.setHelp("Epsilon must not increase with distance. Between the distances: linear interpolation (advanced: "
-                      "steps); the first epsilon below the first distance, the last beyond the last. 'ln' and '/' are "
-                      "understood: ln4/50 is ln(4)/50.")
+            self.EPSILON_TABLE,
+            "Epsilon per ground metre by network distance: distance:epsilon pairs, e.g. 1:ln4/50 "
+            "4:ln4/2000 (or give A and B)",
+            defaultValue=None,
+            optional=True,
+        )
+        table.setHelp(
+            "Epsilon must not increase with distance. Between the distances: linear interpolation (advanced: "
+            "steps); the first epsilon below the first distance, the last beyond the last. 'ln' and '/' are "
+            "understood: ln4/50 is ln(4)/50."
+        )
         self.addParameter(table)
-        for name, label in ((self.EXP_A, "A in epsilon(d) = exp(B - A d) per ground metre (>= 0: decrease per unit "
-                                          "of distance)"),
-                            (self.EXP_B, "B in epsilon(d) = exp(B - A d) per ground metre (ln of epsilon at "
-                                         "distance 0)")):
-            self.addParameter(QgsProcessingParameterNumber(name, label, QgsProcessingParameterNumber.Double,
-                                                           defaultValue=None, optional=True))
+        for name, label in (
+            (self.EXP_A, "A in epsilon(d) = exp(B - A d) per ground metre (>= 0: decrease per unit of distance)"),
+            (self.EXP_B, "B in epsilon(d) = exp(B - A d) per ground metre (ln of epsilon at distance 0)"),
+        ):
+            self.addParameter(
+                QgsProcessingParameterNumber(
+                    name, label, QgsProcessingParameterNumber.Double, defaultValue=None, optional=True
+                )
+            )
         bounds = QgsProcessingParameterExtent(self.BOUNDS, BOUNDS_LABEL, defaultValue=None, optional=True)
         bounds.setHelp(
             "The area your data is about, in any CRS (it is converted to the people layer's CRS). It is public: choose "
             "it without looking at individual points (a city or study-region boundary, round numbers); it fixes the "
             "plane the noise is drawn in and is written in the provenance. The source must lie inside it. Never use "
             "'Calculate from layer' on the people layer itself (refused). Empty: the CRS's area of use, which "
-            "longitude/latitude and Web Mercator layers cannot use.")
+            "longitude/latitude and Web Mercator layers cannot use."
+        )
         self.addParameter(bounds)
         kind = QgsProcessingParameterEnum(
-            self.EPSILON_KIND, "Epsilon table between its distances", ["Linear interpolation", "Steps"],
-            defaultValue=self.KINDS.index(inspect.signature(geopriv.epsilon_of_distance).parameters["kind"].default))
-        grid = QgsProcessingParameterNumber(self.GRID, GRID_LABEL, QgsProcessingParameterNumber.Double,
-                                            defaultValue=None, optional=True, minValue=0.0)
-        grid.setHelp("Answers are snapped to a public lattice of this step in ground metres, fixed by the largest "
-                     "epsilon, with the finite-precision effective epsilon reported per recipient. Empty: the "
-                     "library's automatic step (grid=\"auto\").")
+            self.EPSILON_KIND,
+            "Epsilon table between its distances",
+            ["Linear interpolation", "Steps"],
+            defaultValue=self.KINDS.index(inspect.signature(geopriv.epsilon_of_distance).parameters["kind"].default),
+        )
+        grid = QgsProcessingParameterNumber(
+            self.GRID, GRID_LABEL, QgsProcessingParameterNumber.Double, defaultValue=None, optional=True, minValue=0.0
+        )
+        grid.setHelp(
+            "Answers are snapped to a public lattice of this step in ground metres, fixed by the largest "
+            "epsilon, with the finite-precision effective epsilon reported per recipient. Empty: the "
+            'library\'s automatic step (grid="auto").'
+        )
         for param in (kind, grid):
             param.setFlags(param.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
             self.addParameter(param)
         self.add_seed_parameter()
-        self.addParameter(QgsProcessingParameterFeatureSink(self.OUTPUT, "Answers (one point per recipient)",
-                                                            TYPE_POINTS))
+        self.addParameter(
+            QgsProcessingParameterFeatureSink(self.OUTPUT, "Answers (one point per recipient)", TYPE_POINTS)
+        )
         self.addOutput(QgsProcessingOutputNumber(self.RECIPIENTS_OUT, "Number of recipients"))
-        self.addOutput(QgsProcessingOutputNumber(self.UNREACHABLE_OUT, "People not connected to the source (no answer)"))
-        self.addOutput(QgsProcessingOutputNumber(self.COALITION_OUT,
-                                                 "Coalition epsilon per metre (the largest released)"))
+        self.addOutput(
+            QgsProcessingOutputNumber(self.UNREACHABLE_OUT, "People not connected to the source (no answer)")
+        )
+        self.addOutput(
+            QgsProcessingOutputNumber(self.COALITION_OUT, "Coalition epsilon per metre (the largest released)")
+        )
         self.add_provenance_output()
 
     # --- parameters -> geopriv arguments ------------------------------------------------------
@@ -198,8 +259,11 @@ empty for a real release.</p>"""
         """The epsilon-of-distance schedule: the table, or exp(B - A d); exactly one of them."""
         import geopriv
 
-        table = self.parameterAsString(parameters, self.EPSILON_TABLE, context) if self.is_set(
-            parameters, self.EPSILON_TABLE) else ""
+        table = (
+            self.parameterAsString(parameters, self.EPSILON_TABLE, context)
+            if self.is_set(parameters, self.EPSILON_TABLE)
+            else ""
+        )
         a = self.optional_number(parameters, self.EXP_A, context)
         b = self.optional_number(parameters, self.EXP_B, context)
         if table.strip():
@@ -212,16 +276,20 @@ empty for a real release.</p>"""
             kind = self.KINDS[self.parameterAsEnum(parameters, self.EPSILON_KIND, context)]
             return geopriv.epsilon_of_distance((distances, epsilons), kind=kind)
         if a is None or b is None:
-            raise self.fail("say how epsilon falls with network distance d: an epsilon table (e.g. 1:ln4/50 "
-                            "4:ln4/2000), or both A and B for epsilon(d) = exp(B - A d) per metre.")
+            raise self.fail(
+                "say how epsilon falls with network distance d: an epsilon table (e.g. 1:ln4/50 "
+                "4:ln4/2000), or both A and B for epsilon(d) = exp(B - A d) per metre."
+            )
         return geopriv.epsilon_of_distance(ExponentialEpsilon(a, b))
 
     def people(self, parameters, context, feedback):
         """The people layer indexed by id (feature id, or the id field's values), and how the ids are described."""
-        field = self.parameterAsString(parameters, self.ID_FIELD, context) if self.is_set(parameters, self.ID_FIELD) \
-            else ""
-        data = self.read_layer(parameters, self.INPUT, context, feedback, columns=[field] if field else [],
-                               progress=(0.0, 10.0))
+        field = (
+            self.parameterAsString(parameters, self.ID_FIELD, context) if self.is_set(parameters, self.ID_FIELD) else ""
+        )
+        data = self.read_layer(
+            parameters, self.INPUT, context, feedback, columns=[field] if field else [], progress=(0.0, 10.0)
+        )
         gdf = data.gdf
         if not field:
             return data, gdf, "feature ids"
@@ -256,11 +324,14 @@ empty for a real release.</p>"""
 
     def edges(self, parameters, context, feedback, labels, described):
         """The table's two id fields as a DataFrame of people ids (one edge per row)."""
-        names = [self.parameterAsString(parameters, p, context) if self.is_set(parameters, p) else ""
-                 for p in (self.EDGE_FROM, self.EDGE_TO)]
+        names = [
+            self.parameterAsString(parameters, p, context) if self.is_set(parameters, p) else ""
+            for p in (self.EDGE_FROM, self.EDGE_TO)
+        ]
         if not all(names):
-            raise self.fail("choose the two id fields of the network table (one edge per row: the ids of its two "
-                            "ends).")
+            raise self.fail(
+                "choose the two id fields of the network table (one edge per row: the ids of its two ends)."
+            )
         if names[0] == names[1]:
             raise self.fail("the network table's two id fields must be different fields.")
         table = self.read_layer(parameters, self.EDGES, context, feedback, columns=names, progress=(10.0, 20.0)).gdf
@@ -268,16 +339,20 @@ empty for a real release.</p>"""
         for key, name in zip(("from", "to"), names):
             ids, bad = people_ids(table[name].tolist(), labels)
             if len(bad):
-                raise self.fail(f"the network table's field '{name}' is empty or not a whole number at "
-                                f"{len(bad)} feature(s) (feature ids {', '.join(str(i) for i in table.index[bad][:5])})"
-                                f"; it must hold people ids ({described}).")
+                raise self.fail(
+                    f"the network table's field '{name}' is empty or not a whole number at "
+                    f"{len(bad)} feature(s) (feature ids {', '.join(str(i) for i in table.index[bad][:5])})"
+                    f"; it must hold people ids ({described})."
+                )
             out[key] = ids
         edges = pd.DataFrame(out)
         unknown = pd.Index(pd.unique(edges.to_numpy().ravel())).difference(labels)
         if len(unknown):
             shown = ", ".join(str(u) for u in unknown[:5]) + (", ..." if len(unknown) > 5 else "")
-            raise self.fail(f"the network table refers to {len(unknown)} id(s) that are not people of the people layer "
-                            f"({shown}); the ids are {described}.")
+            raise self.fail(
+                f"the network table refers to {len(unknown)} id(s) that are not people of the people layer "
+                f"({shown}); the ids are {described}."
+            )
         return edges
 
     # --- the run ------------------------------------------------------------------------------
@@ -286,8 +361,9 @@ empty for a real release.</p>"""
 
         lines_given, table_given = self.is_set(parameters, self.NETWORK), self.is_set(parameters, self.EDGES)
         if lines_given == table_given:
-            raise self.fail("give the network either as lines between the people's points or as a table of id pairs "
-                            "(one of them).")
+            raise self.fail(
+                "give the network either as lines between the people's points or as a table of id pairs (one of them)."
+            )
         budget = self.budget_options(parameters, context, feedback, geopriv.diffuse_locations)  # before any work
         epsilon = self.epsilon_policy(parameters, context)
         data, people, described = self.people(parameters, context, feedback)
@@ -310,8 +386,9 @@ empty for a real release.</p>"""
 
         self.check_cancelled(feedback)
         feedback.setProgress(20)
-        answers, _secret = geopriv.diffuse_locations(people, epsilon, source=source, graph=graph, rng=rng, **options,
-                                                     **budget)
+        answers, _secret = geopriv.diffuse_locations(
+            people, epsilon, source=source, graph=graph, rng=rng, **options, **budget
+        )
         del _secret  # the noise path is SECRET and is never kept or written: a later run is a fresh release
         feedback.setProgress(90)
         self.check_cancelled(feedback)
@@ -320,24 +397,43 @@ empty for a real release.</p>"""
             self.report_budget(feedback, record)
 
         dest = self.write_answers(parameters, context, data, answers, feedback)
-        self.report(feedback, record, ("mechanism", "distance", "recipients", "unreachable", "epsilon_min_per_m",
-                                       "epsilon_max_per_m", "coalition_epsilon_per_m", "effective_epsilon_per_m",
-                                       "frame", "frame_area", "grid_m", "declared_bounds"))
+        self.report(
+            feedback,
+            record,
+            (
+                "mechanism",
+                "distance",
+                "recipients",
+                "unreachable",
+                "epsilon_min_per_m",
+                "epsilon_max_per_m",
+                "coalition_epsilon_per_m",
+                "effective_epsilon_per_m",
+                "frame",
+                "frame_area",
+                "grid_m",
+                "declared_bounds",
+            ),
+        )
         self.report(feedback, record, ("definition",))
         self.report(feedback, record, ("finite_precision",))
-        feedback.pushInfo("The noise path was not kept (it is secret: with it anyone removes the noise). Running "
-                          "again is a fresh release that spends its epsilon again.")
-        return {self.OUTPUT: dest, self.RECIPIENTS_OUT: record.get("recipients"),
-                self.UNREACHABLE_OUT: record.get("unreachable"),
-                self.COALITION_OUT: record.get("coalition_epsilon_per_m"),
-                self.PROVENANCE: self.provenance_json(record)}
+        feedback.pushInfo(
+            "The noise path was not kept (it is secret: with it anyone removes the noise). Running "
+            "again is a fresh release that spends its epsilon again."
+        )
+        return {
+            self.OUTPUT: dest,
+            self.RECIPIENTS_OUT: record.get("recipients"),
+            self.UNREACHABLE_OUT: record.get("unreachable"),
+            self.COALITION_OUT: record.get("coalition_epsilon_per_m"),
+            self.PROVENANCE: self.provenance_json(record),
+        }
 
     def write_answers(self, parameters, context, data, answers, feedback, progress=(90.0, 100.0)):
         """One point per recipient in the people's CRS: recipient, network_distance, epsilon_per_m,
         effective_epsilon_per_m (no attribute of the people layer)."""
         columns = ["recipient", "network_distance", "epsilon_per_m", "effective_epsilon_per_m"]
-        table = pd.DataFrame({"recipient": answers.index.to_numpy(),
-                              **{c: answers[c].to_numpy() for c in columns[1:]}})
+        table = pd.DataFrame({"recipient": answers.index.to_numpy(), **{c: answers[c].to_numpy() for c in columns[1:]}})
         fields = fields_for(table, columns)
         sink, dest_id = self.parameterAsSink(parameters, self.OUTPUT, context, fields, QgsWkbTypes.Point, data.crs)
         if sink is None:
@@ -352,7 +448,8 @@ empty for a real release.</p>"""
             if i % 10_000 == 0:  # no cancelling here: a release is written whole
                 feedback.setProgress(progress[0] + (progress[1] - progress[0]) * i / total)
             geometry = QgsGeometry.fromPointXY(QgsPointXY(float(xs[i]), float(ys[i])))
-            if not sink.addFeature(feature_for(fields, [to_qgis(v[i]) for v in values], geometry),
-                                   QgsFeatureSink.FastInsert):
+            if not sink.addFeature(
+                feature_for(fields, [to_qgis(v[i]) for v in values], geometry), QgsFeatureSink.FastInsert
+            ):
                 raise QgsProcessingException(self.writeFeatureError(sink, parameters, self.OUTPUT))
         return dest_id

@@ -1,4 +1,5 @@
 """Private flows between regions: ``geopriv.flows`` on trajectory points or trip lines -> origin-destination lines."""
+
 from __future__ import annotations
 
 from qgis.core import (
@@ -62,24 +63,40 @@ the <b>random seed</b> empty for a real release.</p>"""
     NEW_COLUMNS = ("origin", "destination", "count", "expected_error")
 
     def initAlgorithm(self, config=None):  # noqa: N802
-        self.addParameter(QgsProcessingParameterFeatureSource(
-            self.INPUT, "Trips: trajectory points, or one line per trip", [TYPE_POINTS, TYPE_LINES]))
+        self.addParameter(
+            QgsProcessingParameterFeatureSource(
+                self.INPUT, "Trips: trajectory points, or one line per trip", [TYPE_POINTS, TYPE_LINES]
+            )
+        )
         self.add_epsilon_parameter()
-        self.addParameter(QgsProcessingParameterField(self.TRAJ_ID, TRAJ_ID_LABEL, parentLayerParameterName=self.INPUT,
-                                                      optional=True))
-        self.addParameter(QgsProcessingParameterField(self.TIME, TIME_LABEL, parentLayerParameterName=self.INPUT,
-                                                      optional=True))
+        self.addParameter(
+            QgsProcessingParameterField(self.TRAJ_ID, TRAJ_ID_LABEL, parentLayerParameterName=self.INPUT, optional=True)
+        )
+        self.addParameter(
+            QgsProcessingParameterField(self.TIME, TIME_LABEL, parentLayerParameterName=self.INPUT, optional=True)
+        )
         regions = QgsProcessingParameterFeatureSource(self.REGIONS, "Regions (public polygons)", [TYPE_POLYGONS])
-        regions.setHelp("Public polygons (districts, zones), in any CRS, laid out without looking at the trips. Every "
-                        "ordered pair of them is released: n regions make n² pairs.")
+        regions.setHelp(
+            "Public polygons (districts, zones), in any CRS, laid out without looking at the trips. Every "
+            "ordered pair of them is released: n regions make n² pairs."
+        )
         self.addParameter(regions)
-        self.addParameter(QgsProcessingParameterField(
-            self.REGION_ID, "Region id field (names in the output; empty: feature ids)",
-            parentLayerParameterName=self.REGIONS, optional=True))
-        self.addParameter(QgsProcessingParameterEnum(
-            self.OUTSIDE, OUTSIDE_LABEL,
-            ["refuse: stop and name those trips, write nothing", "drop: leave those trips out"],
-            defaultValue=self.OUTSIDE_RULES.index(self.default("outside"))))
+        self.addParameter(
+            QgsProcessingParameterField(
+                self.REGION_ID,
+                "Region id field (names in the output; empty: feature ids)",
+                parentLayerParameterName=self.REGIONS,
+                optional=True,
+            )
+        )
+        self.addParameter(
+            QgsProcessingParameterEnum(
+                self.OUTSIDE,
+                OUTSIDE_LABEL,
+                ["refuse: stop and name those trips, write nothing", "drop: leave those trips out"],
+                defaultValue=self.OUTSIDE_RULES.index(self.default("outside")),
+            )
+        )
         self.add_person_parameters(f"{MAX_PER_USER_LABEL} (here: trips per person)")
         self.add_hierarchy_parameters()
         self.add_seed_parameter()
@@ -99,11 +116,13 @@ the <b>random seed</b> empty for a real release.</p>"""
             raise QgsProcessingException(
                 f"{self.displayName()}: trajectory points need the '{TRAJ_ID_LABEL.split(' (')[0]}' and the "
                 f"'{TIME_LABEL.split(' (')[0]}' (a trip runs from its earliest point to its latest); or give a line "
-                "layer with one line per trip.")
+                "layer with one line per trip."
+            )
         if not points and (traj_id is not None or time is not None):
             raise QgsProcessingException(
                 f"{self.displayName()}: a line layer has one trip per line (from its first vertex to its last): leave "
-                f"the '{TRAJ_ID_LABEL.split(' (')[0]}' and the '{TIME_LABEL.split(' (')[0]}' empty.")
+                f"the '{TRAJ_ID_LABEL.split(' (')[0]}' and the '{TIME_LABEL.split(' (')[0]}' empty."
+            )
         return traj_id, time
 
     def compute(self, parameters, context, feedback):
@@ -115,21 +134,40 @@ the <b>random seed</b> empty for a real release.</p>"""
         columns = [c for c in dict.fromkeys((traj_id, time, user)) if c is not None]
         data = self.read_layer(parameters, self.INPUT, context, feedback, columns=columns)
         region_id = (self.field_names(parameters, self.REGION_ID, context) or [None])[0]
-        regions = self.read_layer(parameters, self.REGIONS, context, feedback,
-                                  columns=[region_id] if region_id else [], progress=(10, 12))
+        regions = self.read_layer(
+            parameters, self.REGIONS, context, feedback, columns=[region_id] if region_id else [], progress=(10, 12)
+        )
         options = self.count_options(parameters, context, feedback)
         options.update(budget)
         rng = self.random_source(parameters, context, feedback)
 
-        od, record = self.release(geopriv.flows, data.gdf, feedback, regions=regions.gdf, traj_id=traj_id, time=time,
-                                  region_id=region_id,
-                                  outside=self.OUTSIDE_RULES[self.parameterAsEnum(parameters, self.OUTSIDE, context)],
-                                  rng=rng, **options)
+        od, record = self.release(
+            geopriv.flows,
+            data.gdf,
+            feedback,
+            regions=regions.gdf,
+            traj_id=traj_id,
+            time=time,
+            region_id=region_id,
+            outside=self.OUTSIDE_RULES[self.parameterAsEnum(parameters, self.OUTSIDE, context)],
+            rng=rng,
+            **options,
+        )
 
-        dest = self.write_frame(parameters, self.OUTPUT, context, od, self.NEW_COLUMNS, data.crs,
-                                self.wkb_type(od.geometry.values, QgsWkbTypes.LineString,
-                                              QgsWkbTypes.MultiLineString), feedback=feedback)
+        dest = self.write_frame(
+            parameters,
+            self.OUTPUT,
+            context,
+            od,
+            self.NEW_COLUMNS,
+            data.crs,
+            self.wkb_type(od.geometry.values, QgsWkbTypes.LineString, QgsWkbTypes.MultiLineString),
+            feedback=feedback,
+        )
         self.report_release(feedback, record)
         self.report(feedback, record, ("regions", "trip_rule", "outside"))
-        return {self.OUTPUT: dest, self.N_CELLS: record.get("n_cells", len(od)),
-                self.PROVENANCE: self.provenance_json(record)}
+        return {
+            self.OUTPUT: dest,
+            self.N_CELLS: record.get("n_cells", len(od)),
+            self.PROVENANCE: self.provenance_json(record),
+        }

@@ -1,4 +1,5 @@
 """Private heatmap: ``geopriv.heatmap`` on a point layer -> a GeoTIFF written by the library (values, error)."""
+
 from __future__ import annotations
 
 from qgis.core import (
@@ -18,8 +19,7 @@ class Heatmap(CountRelease):
     NAME = "heatmap"
     DISPLAY_NAME = "Private heatmap"
     GEOPRIV_API = ("heatmap", "make_rng")
-    GEOPRIV_KEYWORDS = {"heatmap": COUNT_KEYWORDS + ("resolution", "bounds", "region", "values", "path",
-                                                     "overwrite")}
+    GEOPRIV_KEYWORDS = {"heatmap": COUNT_KEYWORDS + ("resolution", "bounds", "region", "values", "path", "overwrite")}
     RELEASE_FUNCTION = "heatmap"
     HELP = f"""<p>Releases a <b>private heatmap</b>: counts of points (or densities per km²) on a square grid over
 the <b>public study area</b>, as a north-up <b>GeoTIFF</b> ready for styling (band 1: the values, band 2: their
@@ -47,21 +47,35 @@ records epsilon, the grid and the expected errors. Leave the <b>random seed</b> 
         self.addParameter(QgsProcessingParameterFeatureSource(self.INPUT, "Point layer", [TYPE_POINTS]))
         self.add_epsilon_parameter()
         resolution = QgsProcessingParameterNumber(
-            self.RESOLUTION, "Resolution: cell size of the square grid (metres)", QgsProcessingParameterNumber.Double,
-            defaultValue=None, minValue=0.0)
-        resolution.setHelp("The side of the square cells in ground metres (the layer must be in a projected CRS). "
-                           "The library has no default: it depends on the area and the number of points; smaller "
-                           "cells hold fewer points each, so the noise weighs more.")
+            self.RESOLUTION,
+            "Resolution: cell size of the square grid (metres)",
+            QgsProcessingParameterNumber.Double,
+            defaultValue=None,
+            minValue=0.0,
+        )
+        resolution.setHelp(
+            "The side of the square cells in ground metres (the layer must be in a projected CRS). "
+            "The library has no default: it depends on the area and the number of points; smaller "
+            "cells hold fewer points each, so the noise weighs more."
+        )
         self.addParameter(resolution)
-        self.addParameter(QgsProcessingParameterEnum(
-            self.VALUES, "Values", ["count: points per cell", "density: points per km²"],
-            defaultValue=self.VALUE_KINDS.index(self.default("values"))))
+        self.addParameter(
+            QgsProcessingParameterEnum(
+                self.VALUES,
+                "Values",
+                ["count: points per cell", "density: points per km²"],
+                defaultValue=self.VALUE_KINDS.index(self.default("values")),
+            )
+        )
         self.add_person_parameters()
         self.add_area_parameters("Needed unless a region is given.")
         self.add_hierarchy_parameters()
         self.add_seed_parameter()
-        self.addParameter(QgsProcessingParameterRasterDestination(
-            self.OUTPUT, "Private heatmap (GeoTIFF: band 1 values, band 2 expected error)"))
+        self.addParameter(
+            QgsProcessingParameterRasterDestination(
+                self.OUTPUT, "Private heatmap (GeoTIFF: band 1 values, band 2 expected error)"
+            )
+        )
         self.addOutput(QgsProcessingOutputNumber(self.N_CELLS, "Number of cells released"))
         self.add_provenance_output()
 
@@ -69,8 +83,9 @@ records epsilon, the grid and the expected errors. Leave the <b>random seed</b> 
         """A Heatmap keeps its provenance record in ``record`` (the GeoTIFF's metadata holds it too)."""
         record = getattr(result, "record", None)
         if not isinstance(record, dict):
-            raise QgsProcessingException(f"{self.displayName()}: geopriv returned no provenance record. Install a "
-                                         "matching geopriv version.")
+            raise QgsProcessingException(
+                f"{self.displayName()}: geopriv returned no provenance record. Install a matching geopriv version."
+            )
         return record
 
     def compute(self, parameters, context, feedback):
@@ -88,9 +103,14 @@ records epsilon, the grid and the expected errors. Leave the <b>random seed</b> 
         # The library checks the path before the release and writes the file atomically after it; an existing file
         # is replaced (QGIS asked before the run, as for its own raster outputs; an input is refused before any work).
         heatmap = geopriv.heatmap(
-            data.gdf, resolution=self.parameterAsDouble(parameters, self.RESOLUTION, context),
-            values=self.VALUE_KINDS[self.parameterAsEnum(parameters, self.VALUES, context)], rng=rng, path=out,
-            overwrite=True, **options)
+            data.gdf,
+            resolution=self.parameterAsDouble(parameters, self.RESOLUTION, context),
+            values=self.VALUE_KINDS[self.parameterAsEnum(parameters, self.VALUES, context)],
+            rng=rng,
+            path=out,
+            overwrite=True,
+            **options,
+        )
         record = self.provenance(heatmap)
         if budget:
             self.report_budget(feedback, record)

@@ -7,6 +7,7 @@ fields an algorithm asks for become columns.  The original attribute values are 
 with its exact QGIS type (including a GeoPackage ``fid`` field), whatever pandas would make of
 it.  Columns a geopriv function adds become new fields typed from their dtype.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -221,8 +222,9 @@ def read_features(source, columns=(), *, name="input layer", feedback=None, prog
             wkbs.append(bytes(_single_part(geometry).asWkb()))
     geoms = shapely.from_wkb(np.array(wkbs, dtype=object)) if wkbs else np.array([], dtype=object)
     crs = source.sourceCrs()
-    frame = pd.DataFrame({c: pd.Series(values[c], dtype=object).infer_objects() for c in columns},
-                         index=pd.RangeIndex(len(ids)))
+    frame = pd.DataFrame(
+        {c: pd.Series(values[c], dtype=object).infer_objects() for c in columns}, index=pd.RangeIndex(len(ids))
+    )
     frame.index = pd.Index(ids, dtype="int64", name="feature_id")
     geometry_name = "geometry"
     while geometry_name in frame.columns:  # a field called "geometry" stays an attribute column

@@ -3,6 +3,7 @@
 The mechanism is either built from a population raster (the privacy map parameters of
 :mod:`.build_privacy_map` plus the mechanism options) or loaded from a file saved earlier.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -55,10 +56,13 @@ class PerturbLocationDependent(PrivacyMapParameters, GeoprivAlgorithm):
     GEOPRIV_API = ("PrivacyMap", "EikonalMechanism", "perturb", "make_rng")
     GEOPRIV_KEYWORDS = {"perturb": RELEASE_KEYWORDS + BUDGET_KEYWORDS}
     RELEASE_FUNCTION = "perturb"
-    HELP = """<p>Releases every point with <b>location-dependent privacy</b> (the eikonal mechanism of Koufogiannis and
+    HELP = (
+        """<p>Releases every point with <b>location-dependent privacy</b> (the eikonal mechanism of Koufogiannis and
 Pappas): each location is protected at the privacy level of the <b>privacy map</b> where it lies, so points in
 dense areas get less noise than points in sparse ones, with a guarantee checked on the raster grid when the
-mechanism is built (the realised privacy loss between neighbouring cells never exceeds the map's).</p>""" + MAP_HELP + """
+mechanism is built (the realised privacy loss between neighbouring cells never exceeds the map's).</p>"""
+        + MAP_HELP
+        + """
 <p><b>Mechanism</b>: built from the raster with the options below (about a second for 25 &times; 25 cells, up to
 minutes for 200 &times; 200: resample a large raster first, or build once and <b>save</b> the mechanism), or
 <b>loaded from a file</b> saved earlier (then the raster and the options are not used). Points may be in any CRS:
@@ -87,6 +91,7 @@ demand</b> keeps no kernel in memory (for rasters of 1000 &times; 1000 cells and
 points cost a few shortest-path searches, a layer covering the whole raster about one pass of kernel solves). If no valid
 mechanism exists for the options, the message says which option to change.</p>
 <p>Leave the <b>random seed</b> empty for a real release.</p>"""
+    )
 
     INPUT = "INPUT"
     MECHANISM_FILE = "MECHANISM_FILE"
@@ -111,65 +116,125 @@ mechanism exists for the options, the message says which option to change.</p>
 
         self.addParameter(QgsProcessingParameterFeatureSource(self.INPUT, "Point layer", [TYPE_POINTS]))
         self.add_map_parameters(optional=True)
-        self.addParameter(QgsProcessingParameterFile(
-            self.MECHANISM_FILE, "Saved mechanism (.npz; if set, the raster and mechanism options are not used)",
-            behavior=QgsProcessingParameterFile.File, extension="npz", optional=True))
-        self.addParameter(QgsProcessingParameterEnum(
-            self.OUTSIDE, "Points outside the raster",
-            ["Stop with an error naming them", "Release them as if at the nearest point of the raster"],
-            defaultValue=self.OUTSIDE_RULES.index(mechanism_default("outside"))))
-        self.addParameter(QgsProcessingParameterBoolean(
-            self.REMAP, "Release the most likely true position (posterior mean under the population; lower error)",
-            defaultValue=False))
+        self.addParameter(
+            QgsProcessingParameterFile(
+                self.MECHANISM_FILE,
+                "Saved mechanism (.npz; if set, the raster and mechanism options are not used)",
+                behavior=QgsProcessingParameterFile.File,
+                extension="npz",
+                optional=True,
+            )
+        )
+        self.addParameter(
+            QgsProcessingParameterEnum(
+                self.OUTSIDE,
+                "Points outside the raster",
+                ["Stop with an error naming them", "Release them as if at the nearest point of the raster"],
+                defaultValue=self.OUTSIDE_RULES.index(mechanism_default("outside")),
+            )
+        )
+        self.addParameter(
+            QgsProcessingParameterBoolean(
+                self.REMAP,
+                "Release the most likely true position (posterior mean under the population; lower error)",
+                defaultValue=False,
+            )
+        )
         # every default is EikonalMechanism.build's own, read from its signature
         advanced = [
             # empty is the library's default margin ("auto": 0.1 per noise length), which a number field cannot show
-            QgsProcessingParameterNumber(self.MARGIN, "Margin: share of the privacy loss kept for normalisation (0-1; "
-                                         "empty: automatic, 0.1 per noise length)",
-                                         QgsProcessingParameterNumber.Double, defaultValue=None, optional=True,
-                                         minValue=0.0, maxValue=1.0),
-            QgsProcessingParameterNumber(self.SMOOTH, "Smooth the kernels' map (metres per metre; empty: no smoothing)",
-                                         QgsProcessingParameterNumber.Double, defaultValue=build_default("smooth"),
-                                         optional=True, minValue=0.0),
-            QgsProcessingParameterNumber(self.JUMP, "Limit epsilon's change between neighbouring cells to exp(jump) "
-                                         "(empty: no limit)", QgsProcessingParameterNumber.Double,
-                                         defaultValue=build_default("jump"), optional=True, minValue=0.0),
-            QgsProcessingParameterNumber(self.OUTPUT_SPACING, "Output spacing (largest spacing x epsilon)",
-                                         QgsProcessingParameterNumber.Double,
-                                         defaultValue=build_default("output_spacing"), minValue=0.0),
-            QgsProcessingParameterEnum(self.MAX_STEP, "Largest output step (cells)", ["no cap" if s is None else str(s) for s in self.STEPS],
-                                       defaultValue=self.STEPS.index(build_default("max_step"))),
-            QgsProcessingParameterNumber(self.PAD, "Padding beyond the raster (noise lengths)",
-                                         QgsProcessingParameterNumber.Double, defaultValue=build_default("pad"),
-                                         minValue=0.0),
-            QgsProcessingParameterNumber(self.CAP, "Kernel cap (travel-time units)",
-                                         QgsProcessingParameterNumber.Double, defaultValue=build_default("cap"),
-                                         minValue=0.0),
-            QgsProcessingParameterEnum(self.KERNELS, "Kernels (built or loaded mechanism)",
-                                       ["Automatic (held when building; a saved file verified before by you: "
-                                        "computed when needed)", "Held in memory (fastest for many points)",
-                                        "Computed on demand (large rasters: least memory)"],
-                                       defaultValue=self.kernel_modes().index(load_default("kernels"))),
+            QgsProcessingParameterNumber(
+                self.MARGIN,
+                "Margin: share of the privacy loss kept for normalisation (0-1; "
+                "empty: automatic, 0.1 per noise length)",
+                QgsProcessingParameterNumber.Double,
+                defaultValue=None,
+                optional=True,
+                minValue=0.0,
+                maxValue=1.0,
+            ),
+            QgsProcessingParameterNumber(
+                self.SMOOTH,
+                "Smooth the kernels' map (metres per metre; empty: no smoothing)",
+                QgsProcessingParameterNumber.Double,
+                defaultValue=build_default("smooth"),
+                optional=True,
+                minValue=0.0,
+            ),
+            QgsProcessingParameterNumber(
+                self.JUMP,
+                "Limit epsilon's change between neighbouring cells to exp(jump) (empty: no limit)",
+                QgsProcessingParameterNumber.Double,
+                defaultValue=build_default("jump"),
+                optional=True,
+                minValue=0.0,
+            ),
+            QgsProcessingParameterNumber(
+                self.OUTPUT_SPACING,
+                "Output spacing (largest spacing x epsilon)",
+                QgsProcessingParameterNumber.Double,
+                defaultValue=build_default("output_spacing"),
+                minValue=0.0,
+            ),
+            QgsProcessingParameterEnum(
+                self.MAX_STEP,
+                "Largest output step (cells)",
+                ["no cap" if s is None else str(s) for s in self.STEPS],
+                defaultValue=self.STEPS.index(build_default("max_step")),
+            ),
+            QgsProcessingParameterNumber(
+                self.PAD,
+                "Padding beyond the raster (noise lengths)",
+                QgsProcessingParameterNumber.Double,
+                defaultValue=build_default("pad"),
+                minValue=0.0,
+            ),
+            QgsProcessingParameterNumber(
+                self.CAP,
+                "Kernel cap (travel-time units)",
+                QgsProcessingParameterNumber.Double,
+                defaultValue=build_default("cap"),
+                minValue=0.0,
+            ),
+            QgsProcessingParameterEnum(
+                self.KERNELS,
+                "Kernels (built or loaded mechanism)",
+                [
+                    "Automatic (held when building; a saved file verified before by you: computed when needed)",
+                    "Held in memory (fastest for many points)",
+                    "Computed on demand (large rasters: least memory)",
+                ],
+                defaultValue=self.kernel_modes().index(load_default("kernels")),
+            ),
         ]
         for param in advanced:
             param.setFlags(param.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
             self.addParameter(param)
         self.add_release_parameters(
-            self.INPUT, "perturb",
+            self.INPUT,
+            "perturb",
             grid_help="Released points are snapped to a public lattice of this step in ground metres, anchored at the "
-                      "CRS's origin (in longitude/latitude, at the equator); the mechanism's outputs are discrete, the "
-                      "lattice only rounds their within-cell jitter (post-processing). Empty: the library's automatic "
-                      f"step (grid=\"auto\"): {DEFAULT_GRID_M:g} m, or 1/(20 epsilon) metres for the map's largest "
-                      "epsilon when its noise is finer.",
+            "CRS's origin (in longitude/latitude, at the equator); the mechanism's outputs are discrete, the "
+            "lattice only rounds their within-cell jitter (post-processing). Empty: the library's automatic "
+            f'step (grid="auto"): {DEFAULT_GRID_M:g} m, or 1/(20 epsilon) metres for the map\'s largest '
+            "epsilon when its noise is finer.",
             bounds_help="Empty: the privacy map's extent fixes the lattice, and the mechanism itself handles points "
-                        "outside the raster ('Points outside the raster').")
+            "outside the raster ('Points outside the raster').",
+        )
         self.add_seed_parameter()
-        self.addParameter(QgsProcessingParameterFileDestination(
-            self.SAVE_MECHANISM, "Save the built mechanism to (.npz; to perturb more points later)",
-            fileFilter="geopriv mechanism (*.npz)", optional=True, createByDefault=False))
+        self.addParameter(
+            QgsProcessingParameterFileDestination(
+                self.SAVE_MECHANISM,
+                "Save the built mechanism to (.npz; to perturb more points later)",
+                fileFilter="geopriv mechanism (*.npz)",
+                optional=True,
+                createByDefault=False,
+            )
+        )
         self.addParameter(QgsProcessingParameterFeatureSink(self.OUTPUT, "Perturbed points", TYPE_POINTS))
-        self.addOutput(QgsProcessingOutputNumber("VERIFIED_MAX_RATIO",
-                                                 "Verified largest privacy loss / allowed loss (<= 1)"))
+        self.addOutput(
+            QgsProcessingOutputNumber("VERIFIED_MAX_RATIO", "Verified largest privacy loss / allowed loss (<= 1)")
+        )
         self.addOutput(QgsProcessingOutputString("MECHANISM_ID", "Mechanism id (SHA-256)"))
         self.add_provenance_output()
 
@@ -192,29 +257,42 @@ mechanism exists for the options, the message says which option to change.</p>
             # KERNELS absent (a script leaving it out): the library's default for loads
             if self.KERNELS not in parameters:
                 kernels = load_default("kernels")
-            mechanism = geopriv.EikonalMechanism.load(path, progress=self.progress_callback(feedback, 10, 70),
-                                                      kernels=kernels)
+            mechanism = geopriv.EikonalMechanism.load(
+                path, progress=self.progress_callback(feedback, 10, 70), kernels=kernels
+            )
         else:
             if not self.is_set(parameters, self.POPULATION):
                 raise QgsProcessingException(
-                    "Give a population raster to build the mechanism from, or a saved mechanism file.")
+                    "Give a population raster to build the mechanism from, or a saved mechanism file."
+                )
             privacy_map = self.privacy_map(parameters, context, feedback)
             feedback.pushInfo("Building the mechanism (kernels, weights, verification) ...")
             number = lambda name: self.parameterAsDouble(parameters, name, context)  # noqa: E731
             # SMOOTH: absent (a script leaving it out) is the library's default, set but empty is "no smoothing"
-            smooth = (self.optional_number(parameters, self.SMOOTH, context) if self.SMOOTH in parameters
-                      else build_default("smooth"))
-            jump = (self.optional_number(parameters, self.JUMP, context) if self.JUMP in parameters
-                    else build_default("jump"))
+            smooth = (
+                self.optional_number(parameters, self.SMOOTH, context)
+                if self.SMOOTH in parameters
+                else build_default("smooth")
+            )
+            jump = (
+                self.optional_number(parameters, self.JUMP, context)
+                if self.JUMP in parameters
+                else build_default("jump")
+            )
             margin = self.optional_number(parameters, self.MARGIN, context)
             margin = build_default("margin") if margin is None else margin
             mechanism = geopriv.EikonalMechanism.build(
-                privacy_map, margin=margin, smooth=smooth, jump=jump,
+                privacy_map,
+                margin=margin,
+                smooth=smooth,
+                jump=jump,
                 output_spacing=number(self.OUTPUT_SPACING),
                 max_step=self.STEPS[self.parameterAsEnum(parameters, self.MAX_STEP, context)],
-                pad=number(self.PAD), cap=number(self.CAP),
+                pad=number(self.PAD),
+                cap=number(self.CAP),
                 kernels=build_default("kernels") if kernels == "auto" else kernels,
-                progress=self.progress_callback(feedback, 10, 70))
+                progress=self.progress_callback(feedback, 10, 70),
+            )
         if mechanism.report is not None:
             feedback.pushInfo(f"Verified: {mechanism.report}")
         outside = self.OUTSIDE_RULES[self.parameterAsEnum(parameters, self.OUTSIDE, context)]
@@ -224,7 +302,8 @@ mechanism exists for the options, the message says which option to change.</p>
             if mechanism.privacy_map.population is None:
                 raise QgsProcessingException(
                     "The posterior-mean release needs the population behind the privacy map; this mechanism was built "
-                    "from an epsilon raster. Untick it, or build the mechanism from the population raster.")
+                    "from an epsilon raster. Untick it, or build the mechanism from the population raster."
+                )
             feedback.pushInfo("Releasing posterior means under the population (post-processing; same guarantee)")
             mechanism = mechanism.with_remap("population")
         return mechanism
@@ -248,15 +327,32 @@ mechanism exists for the options, the message says which option to change.</p>
             feedback.pushInfo(f"Saved the mechanism to {saved} (SHA-256 {digest})")
         rng = self.random_source(parameters, context, feedback)
 
-        released, record = self.release(geopriv.perturb, data.gdf, feedback, start=70.0, end=90.0,
-                                        mechanism=mechanism, rng=rng, **options)
+        released, record = self.release(
+            geopriv.perturb, data.gdf, feedback, start=70.0, end=90.0, mechanism=mechanism, rng=rng, **options
+        )
 
         dest = self.write_points(parameters, self.OUTPUT, context, data, released, feedback=feedback)
-        self.report(feedback, record, ("mechanism", "epsilon_min_per_m", "epsilon_max_per_m", "verified_max_ratio",
-                                       "grid_m", "declared_bounds", "kept_columns", "n"))
+        self.report(
+            feedback,
+            record,
+            (
+                "mechanism",
+                "epsilon_min_per_m",
+                "epsilon_max_per_m",
+                "verified_max_ratio",
+                "grid_m",
+                "declared_bounds",
+                "kept_columns",
+                "n",
+            ),
+        )
         self.report(feedback, record, ("finite_precision",))
-        results = {self.OUTPUT: dest, "VERIFIED_MAX_RATIO": record.get("verified_max_ratio"),
-                   "MECHANISM_ID": record.get("mechanism_id"), self.PROVENANCE: self.provenance_json(record)}
+        results = {
+            self.OUTPUT: dest,
+            "VERIFIED_MAX_RATIO": record.get("verified_max_ratio"),
+            "MECHANISM_ID": record.get("mechanism_id"),
+            self.PROVENANCE: self.provenance_json(record),
+        }
         if saved:
             results[self.SAVE_MECHANISM] = saved
         return results

@@ -1,4 +1,5 @@
 """Perturb points (geo-indistinguishability): ``geopriv.perturb`` on a point layer."""
+
 from __future__ import annotations
 
 from qgis.core import (
@@ -61,22 +62,29 @@ public</b> (advanced) only if the order is public anyway.</p>
         self.addParameter(QgsProcessingParameterFeatureSource(self.INPUT, "Point layer", [TYPE_POINTS]))
         self.add_privacy_parameters(level=LN4, radius=200.0)
         self.add_release_parameters(
-            self.INPUT, "perturb",
+            self.INPUT,
+            "perturb",
             grid_help=f"Released points are snapped to a public lattice of this step in ground metres, anchored at the "
-                      "CRS's origin (in longitude/latitude, at the equator), with the finite-precision effective epsilon "
-                      "reported (Andr\u00e9s et al. 2013, Thm 4.1). Empty: the library's automatic step "
-                      f"(grid=\"auto\"): {DEFAULT_GRID_M:g} m, or 1/(20 epsilon) metres when the noise is finer. A step "
-                      "coarser than the noise (2/epsilon) is refused.",
-            bounds_help="Empty: the CRS's area of use (longitude/latitude and Web Mercator: the whole globe).")
+            "CRS's origin (in longitude/latitude, at the equator), with the finite-precision effective epsilon "
+            "reported (Andr\u00e9s et al. 2013, Thm 4.1). Empty: the library's automatic step "
+            f'(grid="auto"): {DEFAULT_GRID_M:g} m, or 1/(20 epsilon) metres when the noise is finer. A step '
+            "coarser than the noise (2/epsilon) is refused.",
+            bounds_help="Empty: the CRS's area of use (longitude/latitude and Web Mercator: the whole globe).",
+        )
         region = QgsProcessingParameterFeatureSource(
-            self.REGION, "Region the released points must stay in (polygons; empty: anywhere)", [TYPE_POLYGONS],
-            optional=True)
+            self.REGION,
+            "Region the released points must stay in (polygons; empty: anywhere)",
+            [TYPE_POLYGONS],
+            optional=True,
+        )
         region.setFlags(region.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
         self.addParameter(region)
         self.add_seed_parameter()
         self.addParameter(QgsProcessingParameterFeatureSink(self.OUTPUT, "Perturbed points", TYPE_POINTS))
         self.addOutput(QgsProcessingOutputNumber(self.EPSILON_OUT, "Epsilon per metre"))
-        self.addOutput(QgsProcessingOutputNumber(self.EFFECTIVE_OUT, "Effective epsilon per metre (with grid and region)"))
+        self.addOutput(
+            QgsProcessingOutputNumber(self.EFFECTIVE_OUT, "Effective epsilon per metre (with grid and region)")
+        )
         self.add_provenance_output()
 
     def compute(self, parameters, context, feedback):
@@ -94,8 +102,26 @@ public</b> (advanced) only if the order is public anyway.</p>
         released, record = self.release(geopriv.perturb, data.gdf, feedback, rng=rng, **options)
 
         dest = self.write_points(parameters, self.OUTPUT, context, data, released, feedback=feedback)
-        self.report(feedback, record, ("mechanism", "epsilon_per_m", "effective_epsilon_per_m", "frame", "frame_area",
-                                       "working_crs", "grid_m", "declared_bounds", "kept_columns", "n"))
+        self.report(
+            feedback,
+            record,
+            (
+                "mechanism",
+                "epsilon_per_m",
+                "effective_epsilon_per_m",
+                "frame",
+                "frame_area",
+                "working_crs",
+                "grid_m",
+                "declared_bounds",
+                "kept_columns",
+                "n",
+            ),
+        )
         self.report(feedback, record, ("finite_precision",))
-        return {self.OUTPUT: dest, self.EPSILON_OUT: record.get("epsilon_per_m"),
-                self.EFFECTIVE_OUT: record.get("effective_epsilon_per_m"), self.PROVENANCE: self.provenance_json(record)}
+        return {
+            self.OUTPUT: dest,
+            self.EPSILON_OUT: record.get("epsilon_per_m"),
+            self.EFFECTIVE_OUT: record.get("effective_epsilon_per_m"),
+            self.PROVENANCE: self.provenance_json(record),
+        }

@@ -1,4 +1,5 @@
 """Sanitize traces: ``geopriv.sanitize_traces`` on a point layer of traces, plus its budget ledger."""
+
 from __future__ import annotations
 
 import math
@@ -29,8 +30,10 @@ class SanitizeTraces(GeoprivAlgorithm):
     GEOPRIV_KEYWORDS = {"sanitize_traces": RELEASE_KEYWORDS + BUDGET_KEYWORDS}
     RELEASE_FUNCTION = "sanitize_traces"
     PERSON_DEFAULT = "TRAJ_ID_FIELD"  # the library's default person: the trace id
-    BUDGET_CHARGE = ("each trace's person was charged the trace's worst case, then given back what the ledger says "
-                     "the trace did not spend")
+    BUDGET_CHARGE = (
+        "each trace's person was charged the trace's worst case, then given back what the ledger says "
+        "the trace did not spend"
+    )
     HELP = """<p>Releases location <b>traces</b> (the points one user queries a service from, over time) within a
 <b>privacy budget per trace</b>, with the <b>predictive mechanism</b> of Chatzikokolakis, Palamidessi and Stronati
 (PETS 2014) or with independent planar Laplace noise. Each trace (rows sharing the <b>trace id field</b>,
@@ -96,68 +99,144 @@ trace and drive the optional time skip rule). Leave the <b>random seed</b> empty
 
         default = self.default
         self.addParameter(QgsProcessingParameterFeatureSource(self.INPUT, "Points of the traces", [TYPE_POINTS]))
-        self.addParameter(QgsProcessingParameterField(
-            self.TRAJ_ID, "Trace id field (one budget per trace; empty: all points are one trace)",
-            parentLayerParameterName=self.INPUT, optional=True))
-        self.addParameter(QgsProcessingParameterField(
-            self.TIME, "Time field (date-time, ISO text or seconds; empty: the layer's feature order)",
-            parentLayerParameterName=self.INPUT, optional=True))
-        self.addParameter(QgsProcessingParameterEnum(
-            self.METHOD, "Method", ["Predictive (private test against a prediction)", "Independent planar Laplace noise"],
-            defaultValue=self.METHODS.index(default("method"))))
+        self.addParameter(
+            QgsProcessingParameterField(
+                self.TRAJ_ID,
+                "Trace id field (one budget per trace; empty: all points are one trace)",
+                parentLayerParameterName=self.INPUT,
+                optional=True,
+            )
+        )
+        self.addParameter(
+            QgsProcessingParameterField(
+                self.TIME,
+                "Time field (date-time, ISO text or seconds; empty: the layer's feature order)",
+                parentLayerParameterName=self.INPUT,
+                optional=True,
+            )
+        )
+        self.addParameter(
+            QgsProcessingParameterEnum(
+                self.METHOD,
+                "Method",
+                ["Predictive (private test against a prediction)", "Independent planar Laplace noise"],
+                defaultValue=self.METHODS.index(default("method")),
+            )
+        )
         self.add_privacy_parameters(
-            level=LN10, radius=100.0,
+            level=LN10,
+            radius=100.0,
             level_label="Privacy level of each whole trace within the radius (2.303 = ln 10)",
-            epsilon_label="Epsilon per trace (privacy loss per ground metre; if set, replaces level and radius)")
-        self.addParameter(QgsProcessingParameterEnum(
-            self.BUDGET, "Budget manager", ["Fixed rate (budget rate per point)", "Fixed utility (accuracy in metres)"],
-            defaultValue=self.BUDGETS.index(default("budget"))))
-        self.addParameter(QgsProcessingParameterNumber(
-            self.RATE, "Budget rate: fraction of the trace's budget per point, on average (fixed rate)",
-            QgsProcessingParameterNumber.Double, defaultValue=0.033, minValue=0.0, maxValue=1.0))
-        self.addParameter(QgsProcessingParameterNumber(
-            self.ACCURACY, "Accuracy of each noisy point, alpha(delta) (metres; fixed utility)",
-            QgsProcessingParameterNumber.Double, defaultValue=3000.0, minValue=0.0))
-        self.addParameter(QgsProcessingParameterEnum(
-            self.ON_EXHAUSTED, "When a trace's budget runs out",
-            ["Write its remaining points without geometry", "Write the trace's last released point",
-             "Fail and write nothing"], defaultValue=self.EXHAUSTED.index(default("on_exhausted"))))
+            epsilon_label="Epsilon per trace (privacy loss per ground metre; if set, replaces level and radius)",
+        )
+        self.addParameter(
+            QgsProcessingParameterEnum(
+                self.BUDGET,
+                "Budget manager",
+                ["Fixed rate (budget rate per point)", "Fixed utility (accuracy in metres)"],
+                defaultValue=self.BUDGETS.index(default("budget")),
+            )
+        )
+        self.addParameter(
+            QgsProcessingParameterNumber(
+                self.RATE,
+                "Budget rate: fraction of the trace's budget per point, on average (fixed rate)",
+                QgsProcessingParameterNumber.Double,
+                defaultValue=0.033,
+                minValue=0.0,
+                maxValue=1.0,
+            )
+        )
+        self.addParameter(
+            QgsProcessingParameterNumber(
+                self.ACCURACY,
+                "Accuracy of each noisy point, alpha(delta) (metres; fixed utility)",
+                QgsProcessingParameterNumber.Double,
+                defaultValue=3000.0,
+                minValue=0.0,
+            )
+        )
+        self.addParameter(
+            QgsProcessingParameterEnum(
+                self.ON_EXHAUSTED,
+                "When a trace's budget runs out",
+                [
+                    "Write its remaining points without geometry",
+                    "Write the trace's last released point",
+                    "Fail and write nothing",
+                ],
+                defaultValue=self.EXHAUSTED.index(default("on_exhausted")),
+            )
+        )
         advanced = [
             QgsProcessingParameterNumber(
-                self.SKIP_SPEED, "Time skip rule: assumed top speed (metres per second; empty: no skipping)",
-                QgsProcessingParameterNumber.Double, defaultValue=None, optional=True, minValue=0.0),
+                self.SKIP_SPEED,
+                "Time skip rule: assumed top speed (metres per second; empty: no skipping)",
+                QgsProcessingParameterNumber.Double,
+                defaultValue=None,
+                optional=True,
+                minValue=0.0,
+            ),
             QgsProcessingParameterNumber(
-                self.STALE_AFTER, "Skip the test when the last noisy point is older than (seconds; empty: never)",
-                QgsProcessingParameterNumber.Double, defaultValue=None, optional=True, minValue=0.0),
+                self.STALE_AFTER,
+                "Skip the test when the last noisy point is older than (seconds; empty: never)",
+                QgsProcessingParameterNumber.Double,
+                defaultValue=None,
+                optional=True,
+                minValue=0.0,
+            ),
             QgsProcessingParameterEnum(
-                self.PREDICTOR, "Prediction (predictive method)",
+                self.PREDICTOR,
+                "Prediction (predictive method)",
                 ["Parrot: the last released point", "Cluster mean: mean of the noisy points at the current place"],
-                defaultValue=self.PREDICTORS.index(default("predictor"))),
-            QgsProcessingParameterNumber(self.ETA, "Utility slack eta (0.5-1)", QgsProcessingParameterNumber.Double,
-                                         defaultValue=default("eta"), minValue=0.0),
-            QgsProcessingParameterNumber(self.GAMMA, "Threshold to test-noise ratio gamma",
-                                         QgsProcessingParameterNumber.Double, defaultValue=default("gamma"),
-                                         minValue=0.0),
-            QgsProcessingParameterNumber(self.DELTA, "Accuracy level delta of alpha(delta) (0-1)",
-                                         QgsProcessingParameterNumber.Double, defaultValue=default("delta"),
-                                         minValue=0.0, maxValue=1.0),
-            QgsProcessingParameterNumber(self.PREDICTION_RATE, "Prior prediction rate (fixed rate, 0-1)",
-                                         QgsProcessingParameterNumber.Double, defaultValue=default("prediction_rate"),
-                                         minValue=0.0, maxValue=1.0),
+                defaultValue=self.PREDICTORS.index(default("predictor")),
+            ),
+            QgsProcessingParameterNumber(
+                self.ETA,
+                "Utility slack eta (0.5-1)",
+                QgsProcessingParameterNumber.Double,
+                defaultValue=default("eta"),
+                minValue=0.0,
+            ),
+            QgsProcessingParameterNumber(
+                self.GAMMA,
+                "Threshold to test-noise ratio gamma",
+                QgsProcessingParameterNumber.Double,
+                defaultValue=default("gamma"),
+                minValue=0.0,
+            ),
+            QgsProcessingParameterNumber(
+                self.DELTA,
+                "Accuracy level delta of alpha(delta) (0-1)",
+                QgsProcessingParameterNumber.Double,
+                defaultValue=default("delta"),
+                minValue=0.0,
+                maxValue=1.0,
+            ),
+            QgsProcessingParameterNumber(
+                self.PREDICTION_RATE,
+                "Prior prediction rate (fixed rate, 0-1)",
+                QgsProcessingParameterNumber.Double,
+                defaultValue=default("prediction_rate"),
+                minValue=0.0,
+                maxValue=1.0,
+            ),
         ]
         for param in advanced:
             param.setFlags(param.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
             self.addParameter(param)
         self.add_release_parameters(
-            self.INPUT, "sanitize_traces",
+            self.INPUT,
+            "sanitize_traces",
             grid_help="Released points are snapped to a public lattice of this step in ground metres, anchored at the "
-                      "CRS's origin (in longitude/latitude, at the equator); the provenance bounds what rounding adds to "
-                      f"each noisy draw's epsilon. Empty: the library's automatic step (grid=\"auto\"): {DEFAULT_GRID_M:g} m.",
+            "CRS's origin (in longitude/latitude, at the equator); the provenance bounds what rounding adds to "
+            f"each noisy draw's epsilon. Empty: the library's automatic step (grid=\"auto\"): {DEFAULT_GRID_M:g} m.",
             bounds_help="Needed for longitude/latitude layers: noise is drawn in an equidistant projection centred on "
-                        "it. Empty: a projected layer's CRS over its area of use.",
+            "it. Empty: a projected layer's CRS over its area of use.",
             keep_order_help="Traces: features in the order of the trace id and time fields are never refused (that "
-                            "order is public); without either field the features' order is taken as the time order and "
-                            "kept without this option. Tick it only for another order that is public.")
+            "order is public); without either field the features' order is taken as the time order and "
+            "kept without this option. Tick it only for another order that is public.",
+        )
         self.add_seed_parameter()
         self.addParameter(QgsProcessingParameterFeatureSink(self.OUTPUT, "Sanitized traces", TYPE_POINTS))
         self.addParameter(QgsProcessingParameterFeatureSink(self.LEDGER, "Budget ledger (one row per trace)"))
@@ -170,21 +249,31 @@ trace and drive the optional time skip rule). Leave the <b>random seed</b> empty
         number = lambda name: self.parameterAsDouble(parameters, name, context)  # noqa: E731
         method = self.METHODS[self.parameterAsEnum(parameters, self.METHOD, context)]
         budget = self.BUDGETS[self.parameterAsEnum(parameters, self.BUDGET, context)]
-        options = dict(self.privacy(parameters, context, feedback), method=method, budget=budget,
-                       eta=number(self.ETA), gamma=number(self.GAMMA), delta=number(self.DELTA))
+        options = dict(
+            self.privacy(parameters, context, feedback),
+            method=method,
+            budget=budget,
+            eta=number(self.ETA),
+            gamma=number(self.GAMMA),
+            delta=number(self.DELTA),
+        )
         if budget == "fixed_rate":
             options.update(rate=number(self.RATE), prediction_rate=number(self.PREDICTION_RATE))
         else:
             options["accuracy"] = number(self.ACCURACY)
         if method == "predictive":
-            options.update(predictor=self.PREDICTORS[self.parameterAsEnum(parameters, self.PREDICTOR, context)],
-                           skip_speed=self.optional_number(parameters, self.SKIP_SPEED, context),
-                           stale_after=self.optional_number(parameters, self.STALE_AFTER, context))
+            options.update(
+                predictor=self.PREDICTORS[self.parameterAsEnum(parameters, self.PREDICTOR, context)],
+                skip_speed=self.optional_number(parameters, self.SKIP_SPEED, context),
+                stale_after=self.optional_number(parameters, self.STALE_AFTER, context),
+            )
         else:
             for name in (self.SKIP_SPEED, self.STALE_AFTER):
                 if self.is_set(parameters, name):
-                    feedback.pushWarning(f"'{self.parameterDefinition(name).description()}' applies to the "
-                                         "predictive method only; ignored.")
+                    feedback.pushWarning(
+                        f"'{self.parameterDefinition(name).description()}' applies to the "
+                        "predictive method only; ignored."
+                    )
         return options
 
     def compute(self, parameters, context, feedback):
@@ -206,27 +295,47 @@ trace and drive the optional time skip rule). Leave the <b>random seed</b> empty
         # One call for the whole layer: the library gives every trace its budget and keeps the ledger.
         # release() passes progress= (sanitize_traces takes it): the library reports from inside its run, so the
         # bar moves over 10-90 % while traces are released and a cancel stops the run at its next report.
-        released, record = self.release(geopriv.sanitize_traces, data.gdf, feedback, traj_id=traj_id, time=time,
-                                        rng=rng, **options)
+        released, record = self.release(
+            geopriv.sanitize_traces, data.gdf, feedback, traj_id=traj_id, time=time, rng=rng, **options
+        )
         ledger = geopriv.trace_ledger(released)
         exhausted = ledger[ledger["exhausted"] > 0]
         if len(exhausted):
             shown = ", ".join(str(t) for t in exhausted.index[:10]) + (" ..." if len(exhausted) > 10 else "")
-            message = (f"The budget of {len(exhausted)} trace(s) ran out before their last point ({shown}): "
-                       f"{int(exhausted['exhausted'].sum())} point(s) were not released. A larger epsilon (or level, "
-                       "or smaller radius), a lower budget rate, a coarser accuracy or the time skip rule covers more "
-                       "points.")
+            message = (
+                f"The budget of {len(exhausted)} trace(s) ran out before their last point ({shown}): "
+                f"{int(exhausted['exhausted'].sum())} point(s) were not released. A larger epsilon (or level, "
+                "or smaller radius), a lower budget rate, a coarser accuracy or the time skip rule covers more "
+                "points."
+            )
             if on_exhausted == "fail":
                 raise QgsProcessingException(f"{self.displayName()}: {message} Nothing was written.")
             feedback.pushWarning(message)
 
         dest = self.write_points(parameters, self.OUTPUT, context, data, released, self.NEW_COLUMNS, feedback)
-        ledger_dest = self.write_table(parameters, self.LEDGER, context,
-                                       ledger.reset_index(names=traj_id or "trace"))
-        self.report(feedback, record, ("mechanism", "epsilon_per_m", "budget", "traces", "frame", "working_crs", "grid_m",
-                                       "declared_bounds", "kept_columns", "n"))
+        ledger_dest = self.write_table(parameters, self.LEDGER, context, ledger.reset_index(names=traj_id or "trace"))
+        self.report(
+            feedback,
+            record,
+            (
+                "mechanism",
+                "epsilon_per_m",
+                "budget",
+                "traces",
+                "frame",
+                "working_crs",
+                "grid_m",
+                "declared_bounds",
+                "kept_columns",
+                "n",
+            ),
+        )
         self.report(feedback, record, ("finite_precision",))
         n_released = record.get("n_released")
-        return {self.OUTPUT: dest, self.LEDGER: ledger_dest,
-                "N_RELEASED": int(ledger["released"].sum()) if n_released is None else n_released,
-                "N_EXHAUSTED": int(ledger["exhausted"].sum()), self.PROVENANCE: self.provenance_json(record)}
+        return {
+            self.OUTPUT: dest,
+            self.LEDGER: ledger_dest,
+            "N_RELEASED": int(ledger["released"].sum()) if n_released is None else n_released,
+            "N_EXHAUSTED": int(ledger["exhausted"].sum()),
+            self.PROVENANCE: self.provenance_json(record),
+        }

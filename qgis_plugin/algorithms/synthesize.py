@@ -1,4 +1,5 @@
 """Synthesize points (private measure): ``geopriv.synthesize`` on a point layer -> a new synthetic point layer."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -29,8 +30,21 @@ class Synthesize(GeoprivAlgorithm):
     GROUP = "Release points"
     GROUP_ID = "points"
     GEOPRIV_API = ("synthesize", "make_rng")
-    GEOPRIV_KEYWORDS = {"synthesize": ("epsilon", "bounds", "region", "n", "method", "depth", "placement", "grid",
-                                       "rng", "budget_store", "person")}
+    GEOPRIV_KEYWORDS = {
+        "synthesize": (
+            "epsilon",
+            "bounds",
+            "region",
+            "n",
+            "method",
+            "depth",
+            "placement",
+            "grid",
+            "rng",
+            "budget_store",
+            "person",
+        )
+    }
     RELEASE_FUNCTION = "synthesize"
     HELP = f"""<p>Releases a <b>synthetic point set</b> instead of the points themselves: a private measure of
 the whole layer (Boedihardjo, Strohmer and Vershynin, PTRF 2024; He, Vershynin and Zhu, COLT 2023) whose
@@ -83,14 +97,21 @@ scales, the public area and the lattice. Leave the <b>random seed</b> empty for 
         from geopriv.frame import DEFAULT_GRID_M
         from geopriv.mechanisms.private_measure import MAX_DEPTH
 
-        self.addParameter(QgsProcessingParameterFeatureSource(self.INPUT, "Point layer (one point per person)",
-                                                              [TYPE_POINTS]))
+        self.addParameter(
+            QgsProcessingParameterFeatureSource(self.INPUT, "Point layer (one point per person)", [TYPE_POINTS])
+        )
         epsilon = QgsProcessingParameterNumber(
-            self.EPSILON, "Epsilon (dimensionless (total): differential privacy of the whole release, not per metre)",
-            QgsProcessingParameterNumber.Double, defaultValue=DEFAULT_EPSILON, minValue=0.0)
-        epsilon.setHelp("One person's location replaced anywhere in the public area changes the probability of any "
-                        f"synthetic set by at most exp(epsilon). The library has no default; {DEFAULT_EPSILON:g} is the "
-                        "plugin's proposal. Smaller: more private, coarser synthetic points.")
+            self.EPSILON,
+            "Epsilon (dimensionless (total): differential privacy of the whole release, not per metre)",
+            QgsProcessingParameterNumber.Double,
+            defaultValue=DEFAULT_EPSILON,
+            minValue=0.0,
+        )
+        epsilon.setHelp(
+            "One person's location replaced anywhere in the public area changes the probability of any "
+            f"synthetic set by at most exp(epsilon). The library has no default; {DEFAULT_EPSILON:g} is the "
+            "plugin's proposal. Smaller: more private, coarser synthetic points."
+        )
         self.addParameter(epsilon)
         bounds = QgsProcessingParameterExtent(self.BOUNDS, BOUNDS_LABEL, defaultValue=None, optional=True)
         bounds.setHelp(
@@ -100,37 +121,68 @@ scales, the public area and the lattice. Leave the <b>random seed</b> empty for 
             "choose it without looking at individual points (a city or study-region boundary, round numbers). Never "
             "use 'Calculate from layer' on the input layer itself: its extent is the bounding box of the true points "
             "(the plugin refuses it). Empty: the bounding box of the region, else the CRS's area of use, whose cells "
-            "are very coarse (declare your study area).")
+            "are very coarse (declare your study area)."
+        )
         self.addParameter(bounds)
         region = QgsProcessingParameterFeatureSource(
-            self.REGION, "Region the synthetic points must stay in (polygons; empty: the public area)", [TYPE_POLYGONS],
-            optional=True)
-        region.setHelp("A public polygon: synthetic points outside it go to the nearest lattice node inside. Its "
-                       "bounding box is the public area when the extent is empty.")
+            self.REGION,
+            "Region the synthetic points must stay in (polygons; empty: the public area)",
+            [TYPE_POLYGONS],
+            optional=True,
+        )
+        region.setHelp(
+            "A public polygon: synthetic points outside it go to the nearest lattice node inside. Its "
+            "bounding box is the public area when the extent is empty."
+        )
         self.addParameter(region)
         n = QgsProcessingParameterNumber(
-            self.N, "Number of synthetic points (empty: as many as input points)", QgsProcessingParameterNumber.Integer,
-            defaultValue=None, optional=True, minValue=1)
+            self.N,
+            "Number of synthetic points (empty: as many as input points)",
+            QgsProcessingParameterNumber.Integer,
+            defaultValue=None,
+            optional=True,
+            minValue=1,
+        )
         n.setHelp("Drawn from the private measure: post-processing, no extra privacy loss.")
         self.addParameter(n)
-        self.addParameter(QgsProcessingParameterEnum(
-            self.METHOD, "Method",
-            ["srw: super-regular random walk along a Hilbert curve", "pmm: private measure mechanism (noisy partition tree)"],
-            defaultValue=self.METHODS.index(self.default("method"))))
+        self.addParameter(
+            QgsProcessingParameterEnum(
+                self.METHOD,
+                "Method",
+                [
+                    "srw: super-regular random walk along a Hilbert curve",
+                    "pmm: private measure mechanism (noisy partition tree)",
+                ],
+                defaultValue=self.METHODS.index(self.default("method")),
+            )
+        )
         depth = QgsProcessingParameterNumber(
-            self.DEPTH, "Depth of the partition tree (levels; empty: automatic from the number of points and epsilon)",
-            QgsProcessingParameterNumber.Integer, defaultValue=None, optional=True, minValue=1, maxValue=MAX_DEPTH[2])
-        depth.setHelp("2^depth cells along the curve. Empty: the library's depth=\"auto\", a public function of the "
-                      "number of points and epsilon.")
+            self.DEPTH,
+            "Depth of the partition tree (levels; empty: automatic from the number of points and epsilon)",
+            QgsProcessingParameterNumber.Integer,
+            defaultValue=None,
+            optional=True,
+            minValue=1,
+            maxValue=MAX_DEPTH[2],
+        )
+        depth.setHelp(
+            '2^depth cells along the curve. Empty: the library\'s depth="auto", a public function of the '
+            "number of points and epsilon."
+        )
         placement = QgsProcessingParameterEnum(
-            self.PLACEMENT, "Placement of each synthetic point in its cell",
+            self.PLACEMENT,
+            "Placement of each synthetic point in its cell",
             ["Uniform inside the cell", "At the cell's centre"],
-            defaultValue=self.PLACEMENTS.index(self.default("placement")))
-        grid = QgsProcessingParameterNumber(self.GRID, GRID_LABEL, QgsProcessingParameterNumber.Double,
-                                            defaultValue=None, optional=True, minValue=0.0)
-        grid.setHelp("Synthetic points are snapped to a public lattice of this step in ground metres, anchored at the "
-                     "CRS's origin. Empty: the library's automatic step (grid=\"auto\"): "
-                     f"{DEFAULT_GRID_M:g} m, or finer when the cells are smaller than 20 m.")
+            defaultValue=self.PLACEMENTS.index(self.default("placement")),
+        )
+        grid = QgsProcessingParameterNumber(
+            self.GRID, GRID_LABEL, QgsProcessingParameterNumber.Double, defaultValue=None, optional=True, minValue=0.0
+        )
+        grid.setHelp(
+            "Synthetic points are snapped to a public lattice of this step in ground metres, anchored at the "
+            "CRS's origin. Empty: the library's automatic step (grid=\"auto\"): "
+            f"{DEFAULT_GRID_M:g} m, or finer when the cells are smaller than 20 m."
+        )
         for param in (depth, placement, grid):
             param.setFlags(param.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
             self.addParameter(param)
@@ -142,9 +194,11 @@ scales, the public area and the lattice. Leave the <b>random seed</b> empty for 
 
     def options(self, parameters, context, feedback, data) -> dict:
         """synthesize's keyword arguments from the parameters (only the optional ones that are set)."""
-        options = {"epsilon": self.parameterAsDouble(parameters, self.EPSILON, context),
-                   "method": self.METHODS[self.parameterAsEnum(parameters, self.METHOD, context)],
-                   "placement": self.PLACEMENTS[self.parameterAsEnum(parameters, self.PLACEMENT, context)]}
+        options = {
+            "epsilon": self.parameterAsDouble(parameters, self.EPSILON, context),
+            "method": self.METHODS[self.parameterAsEnum(parameters, self.METHOD, context)],
+            "placement": self.PLACEMENTS[self.parameterAsEnum(parameters, self.PLACEMENT, context)],
+        }
         bounds = self.public_study_area(parameters, context, data)  # converted to the layer's CRS; never its extent
         if bounds is not None:
             options["bounds"] = bounds
@@ -157,9 +211,11 @@ scales, the public area and the lattice. Leave the <b>random seed</b> empty for 
         if self.is_set(parameters, self.REGION):
             options["region"] = self.read_layer(parameters, self.REGION, context, feedback, progress=(10, 10)).gdf
         if bounds is None and "region" not in options:
-            feedback.pushWarning(f"No '{BOUNDS_LABEL}' and no region: the public area is the CRS's area of use, so the "
-                                 "cells are very coarse. Set the extent to your study area (chosen without looking at "
-                                 "the points) for finer synthetic points.")
+            feedback.pushWarning(
+                f"No '{BOUNDS_LABEL}' and no region: the public area is the CRS's area of use, so the "
+                "cells are very coarse. Set the extent to your study area (chosen without looking at "
+                "the points) for finer synthetic points."
+            )
         return options
 
     def compute(self, parameters, context, feedback):
@@ -175,12 +231,32 @@ scales, the public area and the lattice. Leave the <b>random seed</b> empty for 
         synthetic, record = self.release(geopriv.synthesize, data.gdf, feedback, rng=rng, **options)
 
         dest = self.write_synthetic(parameters, context, data, synthetic, feedback)
-        self.report(feedback, record, ("mechanism", "method", "epsilon", "depth", "curve", "frame_area", "public_area",
-                                       "grid_m", "placement", "region", "n_people", "n"))
+        self.report(
+            feedback,
+            record,
+            (
+                "mechanism",
+                "method",
+                "epsilon",
+                "depth",
+                "curve",
+                "frame_area",
+                "public_area",
+                "grid_m",
+                "placement",
+                "region",
+                "n_people",
+                "n",
+            ),
+        )
         self.report(feedback, record, ("definition",))
         self.report(feedback, record, ("finite_precision",))
-        return {self.OUTPUT: dest, self.N_OUT: record.get("n"), self.DEPTH_OUT: record.get("depth"),
-                self.PROVENANCE: self.provenance_json(record)}
+        return {
+            self.OUTPUT: dest,
+            self.N_OUT: record.get("n"),
+            self.DEPTH_OUT: record.get("depth"),
+            self.PROVENANCE: self.provenance_json(record),
+        }
 
     def write_synthetic(self, parameters, context, data, result, feedback, progress=(90.0, 100.0)):
         """Write the synthetic points as a new point layer in the input's CRS, without fields (nothing is matched

@@ -1,4 +1,5 @@
 """Utility report: ``geopriv.utility_report`` of an original and a released point layer."""
+
 from __future__ import annotations
 
 import os
@@ -51,17 +52,29 @@ the area the release declared) gives the adversary its grid; it is never taken f
     OUTPUT = "OUTPUT"
     REPORT = "REPORT"
     RECORD = "RELEASE_RECORD"
-    NUMBERS = {"n": "N", "mean_m": "MEAN_M", "median_m": "MEDIAN_M", "alpha": "ALPHA_M", "max_m": "MAX_M",
-               "mse_m2": "MSE_M2", "rmse_m": "RMSE_M"}
+    NUMBERS = {
+        "n": "N",
+        "mean_m": "MEAN_M",
+        "median_m": "MEDIAN_M",
+        "alpha": "ALPHA_M",
+        "max_m": "MAX_M",
+        "mse_m2": "MSE_M2",
+        "rmse_m": "RMSE_M",
+    }
 
     def checkParameterValues(self, parameters, context):  # noqa: N802
         """The dialog proposes the active layer for both inputs: comparing a layer with itself is refused at once."""
         original = self.parameterAsVectorLayer(parameters, self.ORIGINAL, context)
         released = self.parameterAsVectorLayer(parameters, self.RELEASED, context)
-        if original is not None and released is not None and (
-                original.id() == released.id() or original.source() == released.source()):
-            return False, ("'Original points' and 'Released points' are the same layer: choose the released layer "
-                           "(the output of a geopriv algorithm) as 'Released points'.")
+        if (
+            original is not None
+            and released is not None
+            and (original.id() == released.id() or original.source() == released.source())
+        ):
+            return False, (
+                "'Original points' and 'Released points' are the same layer: choose the released layer "
+                "(the output of a geopriv algorithm) as 'Released points'."
+            )
         return super().checkParameterValues(parameters, context)
 
     def initAlgorithm(self, config=None):  # noqa: N802
@@ -72,28 +85,60 @@ the area the release declared) gives the adversary its grid; it is never taken f
         default = inspect.signature(geopriv.utility_report).parameters["quantile"].default
         self.addParameter(QgsProcessingParameterFeatureSource(self.ORIGINAL, "Original points", [TYPE_POINTS]))
         self.addParameter(QgsProcessingParameterFeatureSource(self.RELEASED, "Released points", [TYPE_POINTS]))
-        self.addParameter(QgsProcessingParameterField(
-            self.ID_FIELD, "Matching field, in both layers (empty: match by feature order)",
-            parentLayerParameterName=self.ORIGINAL, optional=True))
-        self.addParameter(QgsProcessingParameterNumber(
-            self.QUANTILE, "Quantile of the displacements reported as alpha (0-1; 0.9: 90 % of the points moved less)",
-            QgsProcessingParameterNumber.Double, defaultValue=default, minValue=0.0, maxValue=1.0))
+        self.addParameter(
+            QgsProcessingParameterField(
+                self.ID_FIELD,
+                "Matching field, in both layers (empty: match by feature order)",
+                parentLayerParameterName=self.ORIGINAL,
+                optional=True,
+            )
+        )
+        self.addParameter(
+            QgsProcessingParameterNumber(
+                self.QUANTILE,
+                "Quantile of the displacements reported as alpha (0-1; 0.9: 90 % of the points moved less)",
+                QgsProcessingParameterNumber.Double,
+                defaultValue=default,
+                minValue=0.0,
+                maxValue=1.0,
+            )
+        )
         self.addParameter(QgsProcessingParameterFeatureSink(self.OUTPUT, "Utility report"))
-        self.addParameter(QgsProcessingParameterString(
-            self.RECORD, "Release record (the release's PROVENANCE output, JSON; empty: read from the released file)",
-            multiLine=True, optional=True))
-        self.addParameter(QgsProcessingParameterExtent(
-            self.BOUNDS, f"{BOUNDS_LABEL} (for the release report's adversary and maps; empty: the release's declared "
-                         "area)", defaultValue=None, optional=True))
+        self.addParameter(
+            QgsProcessingParameterString(
+                self.RECORD,
+                "Release record (the release's PROVENANCE output, JSON; empty: read from the released file)",
+                multiLine=True,
+                optional=True,
+            )
+        )
+        self.addParameter(
+            QgsProcessingParameterExtent(
+                self.BOUNDS,
+                f"{BOUNDS_LABEL} (for the release report's adversary and maps; empty: the release's declared area)",
+                defaultValue=None,
+                optional=True,
+            )
+        )
         # an .html file destination: Processing lists it as an HTML output and shows it in the results viewer
-        self.addParameter(QgsProcessingParameterFileDestination(
-            self.REPORT, "Release report (HTML; private: for the data holder, not for publication)",
-            fileFilter="HTML files (*.html)", optional=True, createByDefault=False))
-        labels = {"N": "Number of points", "MEAN_M": "Mean displacement (metres)",
-                  "MEDIAN_M": "Median displacement (metres)",
-                  "ALPHA_M": "alpha: radius containing the quantile's share of the displacements (metres)",
-                  "MAX_M": "Largest displacement (metres)", "MSE_M2": "Mean squared error (square metres)",
-                  "RMSE_M": "Root mean squared error (metres)"}
+        self.addParameter(
+            QgsProcessingParameterFileDestination(
+                self.REPORT,
+                "Release report (HTML; private: for the data holder, not for publication)",
+                fileFilter="HTML files (*.html)",
+                optional=True,
+                createByDefault=False,
+            )
+        )
+        labels = {
+            "N": "Number of points",
+            "MEAN_M": "Mean displacement (metres)",
+            "MEDIAN_M": "Median displacement (metres)",
+            "ALPHA_M": "alpha: radius containing the quantile's share of the displacements (metres)",
+            "MAX_M": "Largest displacement (metres)",
+            "MSE_M2": "Mean squared error (square metres)",
+            "RMSE_M": "Root mean squared error (metres)",
+        }
         for key, label in labels.items():
             self.addOutput(QgsProcessingOutputNumber(key, label))
 
@@ -103,8 +148,10 @@ the area the release declared) gives the adversary its grid; it is never taken f
             return self.parameterAsDouble(parameters, self.QUANTILE, context)
         if self.is_set(parameters, self.QUANTILE):
             raise QgsProcessingException("Give QUANTILE only: DELTA is its former name.")
-        feedback.pushWarning("The DELTA parameter is now called QUANTILE (the share of displacements alpha contains); "
-                             "DELTA will be removed in the next release.")
+        feedback.pushWarning(
+            "The DELTA parameter is now called QUANTILE (the share of displacements alpha contains); "
+            "DELTA will be removed in the next release."
+        )
         try:
             return float(parameters[self.DELTA])
         except (TypeError, ValueError):
@@ -154,8 +201,10 @@ the area the release declared) gives the adversary its grid; it is never taken f
             except ValueError:
                 record = None
             if not isinstance(record, dict):
-                raise QgsProcessingException("'Release record' is not a release's PROVENANCE output (a JSON object): "
-                                             "copy the PROVENANCE output of the release, or leave it empty.")
+                raise QgsProcessingException(
+                    "'Release record' is not a release's PROVENANCE output (a JSON object): "
+                    "copy the PROVENANCE output of the release, or leave it empty."
+                )
             return record
         layer = self.parameterAsVectorLayer(parameters, self.RELEASED, context)
         parts = (layer.source() if layer is not None else "").split("|")
@@ -165,7 +214,8 @@ the area the release declared) gives the adversary its grid; it is never taken f
             raise QgsProcessingException(
                 "The release report needs the release's record, and 'Released points' carries none (a layer written "
                 "by QGIS keeps no record): paste the PROVENANCE output of the release into 'Release record' (in a "
-                "model, connect it), or choose a file written by the geopriv command line.")
+                "model, connect it), or choose a file written by the geopriv command line."
+            )
         return record
 
     def release_report(self, feedback, true, out, record, path, quantile, area) -> str:
@@ -175,6 +225,8 @@ the area the release declared) gives the adversary its grid; it is never taken f
         out = out.copy()
         out.attrs["geopriv"] = record
         written = release_report(true, out, path, quantile=quantile, area=area, overwrite=True, front_end="qgis")
-        feedback.pushInfo(f"Wrote the release report {written}: private, for the data holder (it shows counts of the "
-                          "original points per map cell); do not publish it.")
+        feedback.pushInfo(
+            f"Wrote the release report {written}: private, for the data holder (it shows counts of the "
+            "original points per map cell); do not publish it."
+        )
         return str(written)

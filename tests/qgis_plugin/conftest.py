@@ -5,6 +5,7 @@ zip (``geopriv_qgis``), through its own ``classFactory``.  Where QGIS cannot be 
 newest-dependencies environment of scripts/test.sh, which deselects ``-m qgis`` anyway) these
 tests are not collected; with GEOPRIV_REQUIRE_QGIS=1 a missing QGIS is an error (tests/conftest.py).
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -39,8 +40,9 @@ def import_plugin():
     """The plugin package from the source tree, named as when installed (geopriv_qgis)."""
     if PACKAGE in sys.modules:
         return sys.modules[PACKAGE]
-    spec = importlib.util.spec_from_file_location(PACKAGE, PLUGIN_DIR / "__init__.py",
-                                                  submodule_search_locations=[str(PLUGIN_DIR)])
+    spec = importlib.util.spec_from_file_location(
+        PACKAGE, PLUGIN_DIR / "__init__.py", submodule_search_locations=[str(PLUGIN_DIR)]
+    )
     module = importlib.util.module_from_spec(spec)
     sys.modules[PACKAGE] = module
     spec.loader.exec_module(module)
@@ -88,7 +90,6 @@ def run(provider):
     return _run
 
 
-
 @pytest.fixture(scope="session")
 def geolife_fixes(qgis_app):
     """The GeoLife sample's 5,908 fixes as points to perturb one by one: shuffled, ids renumbered.
@@ -101,5 +102,6 @@ def geolife_fixes(qgis_app):
     """
     from qgis_helpers import data_path, shuffled
 
-    return shuffled(data_path("geolife_sample.gpkg"), seed=0, renumber=("fid", "id"), drop=("sequence", "t"),
-                    name="geolife fixes")
+    return shuffled(
+        data_path("geolife_sample.gpkg"), seed=0, renumber=("fid", "id"), drop=("sequence", "t"), name="geolife fixes"
+    )

@@ -4,6 +4,7 @@ headless.  Prints one JSON line with what it found.
 
     python install_check.py PLUGIN_ZIP PROFILE_FOLDER
 """
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """Helpers for the QGIS plugin tests (layers, data paths, a cancelling feedback)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,7 +20,9 @@ def data_path(name: str, layer: str | None = None) -> str:
             break
     else:
         tried = ", ".join(str(folder / name) for folder in DATA_DIRS)
-        pytest.fail(f"test data {name!r} is missing (tried {tried}); it is part of the repository: check out tests/data")
+        pytest.fail(
+            f"test data {name!r} is missing (tried {tried}); it is part of the repository: check out tests/data"
+        )
     path = str(path)
     return f"{path}|layername={layer}" if layer else path
 
@@ -48,8 +51,11 @@ def memory_layer(wkt_points, crs="EPSG:32650", geometry="Point", fields=(("name"
     """A memory layer with the given WKT geometries (None: no geometry) and fields."""
     from qgis.core import QgsFeature, QgsGeometry, QgsVectorLayer
 
-    uri = geometry + (f"?crs={crs}" if crs else "") + "".join(
-        ("&" if crs or i else "?") + f"field={n}:{t}" for i, (n, t) in enumerate(fields))
+    uri = (
+        geometry
+        + (f"?crs={crs}" if crs else "")
+        + "".join(("&" if crs or i else "?") + f"field={n}:{t}" for i, (n, t) in enumerate(fields))
+    )
     layer = QgsVectorLayer(uri, "memory", "memory")
     assert layer.isValid(), uri
     if not crs:  # QGIS gives new layers its default CRS; make this one truly unknown

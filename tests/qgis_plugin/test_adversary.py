@@ -5,6 +5,7 @@ k-equivalent.  Both algorithms read no data: their results must equal the librar
 the same public parameters (the plugin holds no logic), and their parameters carry the library's
 names and defaults.  Deterministic (no randomness is involved).
 """
+
 from __future__ import annotations
 
 import inspect
@@ -27,8 +28,11 @@ def test_adversary_error_is_the_librarys_and_writes_the_map(run, tmp_path):
 
     log = Log()
     out = str(tmp_path / "adversary.tif")
-    result = run("adversaryerror", {"LEVEL": "ln4", "RADIUS": 200, "BOUNDS": EXTENT, "CRS": "EPSG:32650",
-                                    "CELL": 100, "OUTPUT": out}, feedback=log)
+    result = run(
+        "adversaryerror",
+        {"LEVEL": "ln4", "RADIUS": 200, "BOUNDS": EXTENT, "CRS": "EPSG:32650", "CELL": 100, "OUTPUT": out},
+        feedback=log,
+    )
     library = geopriv.adversary_error(level=math.log(4), radius=200, area=BOUNDS, crs="EPSG:32650", cell=100)
     assert result["ADVERSARY_ERROR_M"] == pytest.approx(library.expected_error_m, rel=1e-12)
     assert result["DISPLACEMENT_M"] == pytest.approx(library.displacement_m, rel=1e-12)
@@ -46,19 +50,38 @@ def test_k_equivalent_from_a_population_raster(run, tmp_path):
     pm = geopriv.PrivacyMap.from_population(tokyo, epsilon_range=(1e-4, 5e-4))
     b = pm.bounds
     extent = f"{b[0]},{b[2]},{b[1]},{b[3]} [{pm.crs.to_authority()[0]}:{pm.crs.to_authority()[1]}]"
-    result = run("adversaryerror", {"EPSILON": math.log(4) / 1000, "BOUNDS": extent,
-                                    "CRS": ":".join(pm.crs.to_authority()), "POPULATION": tokyo, "PRIOR": 1,
-                                    "OUTPUT": str(tmp_path / "k.tif")})
-    library = geopriv.adversary_error(epsilon=math.log(4) / 1000, area=b, crs=pm.crs, population=tokyo,
-                                      prior="population")
+    result = run(
+        "adversaryerror",
+        {
+            "EPSILON": math.log(4) / 1000,
+            "BOUNDS": extent,
+            "CRS": ":".join(pm.crs.to_authority()),
+            "POPULATION": tokyo,
+            "PRIOR": 1,
+            "OUTPUT": str(tmp_path / "k.tif"),
+        },
+    )
+    library = geopriv.adversary_error(
+        epsilon=math.log(4) / 1000, area=b, crs=pm.crs, population=tokyo, prior="population"
+    )
     assert result["K_EQUIVALENT"] == pytest.approx(library.k_equivalent, rel=1e-9) and result["K_EQUIVALENT"] > 0
 
 
 def test_calibrate_is_the_librarys(run):
     import geopriv
 
-    result = run("calibrate", {"TARGET": 0, "VALUE": 300, "RADIUS": 200, "BOUNDS": EXTENT, "CRS": "EPSG:32650",
-                               "CELL": 200, "OUTPUT": "TEMPORARY_OUTPUT"})
+    result = run(
+        "calibrate",
+        {
+            "TARGET": 0,
+            "VALUE": 300,
+            "RADIUS": 200,
+            "BOUNDS": EXTENT,
+            "CRS": "EPSG:32650",
+            "CELL": 200,
+            "OUTPUT": "TEMPORARY_OUTPUT",
+        },
+    )
     library = geopriv.calibrate("adversary_error", 300, area=BOUNDS, crs="EPSG:32650", cell=200)
     assert result["EPSILON"] == pytest.approx(library.epsilon_per_m, rel=1e-12)
     assert result["LEVEL"] == pytest.approx(library.epsilon_per_m * 200, rel=1e-12)

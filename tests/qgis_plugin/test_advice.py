@@ -6,6 +6,7 @@
   ln 4 within 200 m is not;
 * epsilon parameters say "per ground metre", the synthetic one "dimensionless (total)".
 """
+
 from __future__ import annotations
 
 import re
@@ -71,8 +72,12 @@ def test_a_layer_without_crs_gets_the_qgis_fix_only(run):
 def test_degrees_in_a_metric_crs_are_a_crs_error(run):
     rng = np.random.default_rng(1)
     lon, lat = 116.3 + rng.uniform(0, 0.05, 40), 39.9 + rng.uniform(0, 0.05, 40)
-    layer = memory_layer([f"POINT({x} {y})" for x, y in zip(lon, lat)], crs="EPSG:3857", fields=(("count", "integer"),),
-                         values=[[1]] * 40)
+    layer = memory_layer(
+        [f"POINT({x} {y})" for x, y in zip(lon, lat)],
+        crs="EPSG:3857",
+        fields=(("count", "integer"),),
+        values=[[1]] * 40,
+    )
     message = refused(run, "perturbpoints", {"INPUT": layer, "KEEP_ORDER": True, "OUTPUT": "TEMPORARY_OUTPUT"})
     assert "Pseudo-Mercator" in message and "'Assign projection'" in message
     assert not any(f"{v:.3f}" in message for v in np.concatenate([lon, lat]))
@@ -91,8 +96,11 @@ def test_an_epsilon_that_protects_nothing_is_a_warning_in_the_log(run):
     assert "0.01 m on average" in weak[0] and "'Epsilon' empty" in weak[0]
     assert "--" not in weak[0] and not PYTHON_CODE.search(weak[0])
     log = Log()
-    run("perturbpoints", {"INPUT": points(), "LEVEL": 1.3862943611198906, "RADIUS": 200.0, "SEED": 1,
-                          "OUTPUT": "TEMPORARY_OUTPUT"}, feedback=log)
+    run(
+        "perturbpoints",
+        {"INPUT": points(), "LEVEL": 1.3862943611198906, "RADIUS": 200.0, "SEED": 1, "OUTPUT": "TEMPORARY_OUTPUT"},
+        feedback=log,
+    )
     assert not [w for w in log.warnings if "Warning:" in w], log.warnings
 
 
@@ -110,8 +118,17 @@ def test_the_qgis_names_in_the_librarys_fixes_are_the_dialogs(provider):
     from geopriv.attributes import QGIS_KEEP_LABEL, QGIS_KEEP_ORDER_LABEL
 
     labels = [d.description() for alg in provider.algorithms() for d in alg.parameterDefinitions()]
-    for quoted in (QGIS_KEEP_LABEL, QGIS_KEEP_ORDER_LABEL, "Public study area", "Grid step of the released points",
-                   "Continuous output", "Id field of the people", "Trace id field", "Time field", "Epsilon"):
+    for quoted in (
+        QGIS_KEEP_LABEL,
+        QGIS_KEEP_ORDER_LABEL,
+        "Public study area",
+        "Grid step of the released points",
+        "Continuous output",
+        "Id field of the people",
+        "Trace id field",
+        "Time field",
+        "Epsilon",
+    ):
         assert any(label.startswith(quoted) for label in labels), quoted
 
 
@@ -122,10 +139,13 @@ def test_a_gpkg_in_spatial_order_shuffled_as_advised_is_released(run, tmp_path):
 
     def order_by(source, expression, name):
         target = str(tmp_path / f"{name}.gpkg")
-        no_fid = processing.run("native:deletecolumn", {"INPUT": source, "COLUMN": ["fid"],
-                                                        "OUTPUT": "TEMPORARY_OUTPUT"})["OUTPUT"]
-        processing.run("native:orderbyexpression", {"INPUT": no_fid, "EXPRESSION": expression, "ASCENDING": True,
-                                                    "NULLS_FIRST": False, "OUTPUT": target})
+        no_fid = processing.run(
+            "native:deletecolumn", {"INPUT": source, "COLUMN": ["fid"], "OUTPUT": "TEMPORARY_OUTPUT"}
+        )["OUTPUT"]
+        processing.run(
+            "native:orderbyexpression",
+            {"INPUT": no_fid, "EXPRESSION": expression, "ASCENDING": True, "NULLS_FIRST": False, "OUTPUT": target},
+        )
         return target
 
     west_east = order_by(data_path("soho_cholera.gpkg", "deaths"), "x($geometry)", "west_east")

@@ -15,6 +15,7 @@ Deterministic: every release is seeded.  The one statistical bound (the released
 deaths within 60) holds for the fixed seed; with another seed it would fail with probability about
 6e-4 (the total's noise is discrete Laplace of scale 8 under the default split).
 """
+
 from __future__ import annotations
 
 import inspect
@@ -25,16 +26,21 @@ import pytest
 
 from qgis_helpers import Log, attributes, data_path, memory_layer, vector
 
-pytestmark = [pytest.mark.qgis,
-              pytest.mark.filterwarnings("ignore:The noise swamps the counts")]  # few points: said, not tested
+pytestmark = [
+    pytest.mark.qgis,
+    pytest.mark.filterwarnings("ignore:The noise swamps the counts"),
+]  # few points: said, not tested
 
 SOHO = ("soho_cholera.gpkg", "deaths")
 BOUNDS = (-15800, 6711900, -14600, 6713300)  # a public area around Soho in round numbers (EPSG:3857)
 EXTENT = f"{BOUNDS[0]},{BOUNDS[2]},{BOUNDS[1]},{BOUNDS[3]} [EPSG:3857]"  # as QGIS writes extents: xmin,xmax,ymin,ymax
 NARROW = f"-15000,{BOUNDS[2]},{BOUNDS[1]},{BOUNDS[3]} [EPSG:3857]"  # leaves out the deaths west of x = -15000
 BEIJING = "116.2,116.7,39.8,40.1 [EPSG:4326]"  # round numbers around the GeoLife sample
-ALGORITHMS = {"aggregate": "Private counts per cell", "heatmap": "Private heatmap",
-              "flows": "Private flows between regions"}
+ALGORITHMS = {
+    "aggregate": "Private counts per cell",
+    "heatmap": "Private heatmap",
+    "flows": "Private flows between regions",
+}
 
 
 def soho_frame():
@@ -61,11 +67,14 @@ def soho_coordinate_texts():
 
 def regions_layer(crs="EPSG:4326", names=("sw", "se", "nw", "ne")):
     """Four public zones around Beijing (a 2 x 2 split of BEIJING), with a text field 'zone'."""
-    boxes = [(116.2, 39.8, 116.45, 39.95), (116.45, 39.8, 116.7, 39.95), (116.2, 39.95, 116.45, 40.1),
-             (116.45, 39.95, 116.7, 40.1)]
+    boxes = [
+        (116.2, 39.8, 116.45, 39.95),
+        (116.45, 39.8, 116.7, 39.95),
+        (116.2, 39.95, 116.45, 40.1),
+        (116.45, 39.95, 116.7, 40.1),
+    ]
     wkts = [f"POLYGON(({a} {b}, {c} {b}, {c} {d}, {a} {d}, {a} {b}))" for a, b, c, d in boxes]
-    return memory_layer(wkts, crs=crs, geometry="Polygon", fields=(("zone", "string"),),
-                        values=[[n] for n in names])
+    return memory_layer(wkts, crs=crs, geometry="Polygon", fields=(("zone", "string"),), values=[[n] for n in names])
 
 
 def field_names(layer):
@@ -77,8 +86,18 @@ def test_counts_per_grid_cell_are_the_librarys(run):
     import geopriv
 
     log = Log()
-    result = run("aggregate", {"INPUT": data_path(*SOHO), "EPSILON": 1.0, "CELLS": "100", "BOUNDS": EXTENT,
-                               "SEED": 1, "OUTPUT": "TEMPORARY_OUTPUT"}, feedback=log)
+    result = run(
+        "aggregate",
+        {
+            "INPUT": data_path(*SOHO),
+            "EPSILON": 1.0,
+            "CELLS": "100",
+            "BOUNDS": EXTENT,
+            "SEED": 1,
+            "OUTPUT": "TEMPORARY_OUTPUT",
+        },
+        feedback=log,
+    )
     out = result["OUTPUT"]
     record = json.loads(result["PROVENANCE"])
     ny, nx = record["grid_shape"]  # 100 ground metres: about 161 Web Mercator units at 51.5 N (1,200 x 1,400 units)
@@ -100,8 +119,9 @@ def test_counts_per_grid_cell_are_the_librarys(run):
     assert np.allclose([r[2] for r in rows], library["expected_error"])
     first = next(out.getFeatures()).geometry().boundingBox()  # cell 0: the north-west cell of the anchored grid
     step = record["cell_size_crs"]
-    assert (first.xMinimum(), first.yMaximum(), first.width()) == pytest.approx((BOUNDS[0], BOUNDS[1] + ny * step,
-                                                                                 step))
+    assert (first.xMinimum(), first.yMaximum(), first.width()) == pytest.approx(
+        (BOUNDS[0], BOUNDS[1] + ny * step, step)
+    )
     assert any("No 'Person id field'" in w for w in log.warnings)
     assert any(line.startswith("mechanism = ") and f"n_cells = {nx * ny}" in line for line in log.infos)
 
@@ -109,9 +129,20 @@ def test_counts_per_grid_cell_are_the_librarys(run):
 def test_h3_cells_with_a_person_id_field(run):
     h3 = pytest.importorskip("h3")
     log = Log()
-    result = run("aggregate", {"INPUT": data_path("geolife_sample.gpkg"), "EPSILON": 2.0, "CELLS": "h3:7",
-                               "USER": "tracker", "MAX_PER_USER": 500, "BOUNDS": BEIJING, "SEED": 2,
-                               "OUTPUT": "TEMPORARY_OUTPUT"}, feedback=log)
+    result = run(
+        "aggregate",
+        {
+            "INPUT": data_path("geolife_sample.gpkg"),
+            "EPSILON": 2.0,
+            "CELLS": "h3:7",
+            "USER": "tracker",
+            "MAX_PER_USER": 500,
+            "BOUNDS": BEIJING,
+            "SEED": 2,
+            "OUTPUT": "TEMPORARY_OUTPUT",
+        },
+        feedback=log,
+    )
     out = result["OUTPUT"]
     record = json.loads(result["PROVENANCE"])
     assert record["h3_resolution"] == 7 and record["user"] == "tracker" and record["max_per_user"] == 500
@@ -123,14 +154,20 @@ def test_h3_cells_with_a_person_id_field(run):
 
 
 def test_a_layer_of_public_polygons_as_cells_keeps_its_fields(run):
-    west = f"POLYGON(({BOUNDS[0]} {BOUNDS[1]}, -15200 {BOUNDS[1]}, -15200 {BOUNDS[3]}, {BOUNDS[0]} {BOUNDS[3]}, " \
-           f"{BOUNDS[0]} {BOUNDS[1]}))"
-    east = f"POLYGON((-15200 {BOUNDS[1]}, {BOUNDS[2]} {BOUNDS[1]}, {BOUNDS[2]} {BOUNDS[3]}, -15200 {BOUNDS[3]}, " \
-           f"-15200 {BOUNDS[1]}))"
-    districts = memory_layer([west, east], crs="EPSG:3857", geometry="Polygon", fields=(("name", "string"),),
-                             values=[["west"], ["east"]])
-    result = run("aggregate", {"INPUT": data_path(*SOHO), "CELLS_LAYER": districts, "SEED": 3,
-                               "OUTPUT": "TEMPORARY_OUTPUT"})
+    west = (
+        f"POLYGON(({BOUNDS[0]} {BOUNDS[1]}, -15200 {BOUNDS[1]}, -15200 {BOUNDS[3]}, {BOUNDS[0]} {BOUNDS[3]}, "
+        f"{BOUNDS[0]} {BOUNDS[1]}))"
+    )
+    east = (
+        f"POLYGON((-15200 {BOUNDS[1]}, {BOUNDS[2]} {BOUNDS[1]}, {BOUNDS[2]} {BOUNDS[3]}, -15200 {BOUNDS[3]}, "
+        f"-15200 {BOUNDS[1]}))"
+    )
+    districts = memory_layer(
+        [west, east], crs="EPSG:3857", geometry="Polygon", fields=(("name", "string"),), values=[["west"], ["east"]]
+    )
+    result = run(
+        "aggregate", {"INPUT": data_path(*SOHO), "CELLS_LAYER": districts, "SEED": 3, "OUTPUT": "TEMPORARY_OUTPUT"}
+    )
     out = result["OUTPUT"]
     assert field_names(out) == ["name", "cell", "count", "expected_error"]
     rows = attributes(out)
@@ -141,11 +178,19 @@ def test_a_layer_of_public_polygons_as_cells_keeps_its_fields(run):
 def test_the_cells_are_a_step_or_a_layer(run, tmp_path):
     from qgis.core import QgsProcessingException
 
-    counted = memory_layer(["POLYGON((-15800 6711900, -14600 6711900, -14600 6713300, -15800 6711900))"],
-                           crs="EPSG:3857", geometry="Polygon", fields=(("Count", "integer"),), values=[[1]])
+    counted = memory_layer(
+        ["POLYGON((-15800 6711900, -14600 6711900, -14600 6713300, -15800 6711900))"],
+        crs="EPSG:3857",
+        geometry="Polygon",
+        fields=(("Count", "integer"),),
+        values=[[1]],
+    )
     target = tmp_path / "never.gpkg"
-    for extra, expected in (({}, "one of them"), ({"CELLS": "100", "CELLS_LAYER": counted}, "not both"),
-                            ({"CELLS_LAYER": counted}, "already has a field")):
+    for extra, expected in (
+        ({}, "one of them"),
+        ({"CELLS": "100", "CELLS_LAYER": counted}, "not both"),
+        ({"CELLS_LAYER": counted}, "already has a field"),
+    ):
         with pytest.raises(QgsProcessingException, match=expected):
             run("aggregate", {"INPUT": data_path(*SOHO), "SEED": 1, "OUTPUT": str(target), **extra})
         assert not target.exists()
@@ -165,13 +210,15 @@ def test_advanced_parameters_reach_the_library(run):
     from qgis.core import QgsProcessingException
 
     base = {"INPUT": data_path(*SOHO), "CELLS": "100", "BOUNDS": EXTENT, "SEED": 1, "OUTPUT": "TEMPORARY_OUTPUT"}
-    cells_only = json.loads(run("aggregate", {**base, "LEVELS": "false", "NONNEGATIVE": False,
-                                              "SUPPRESS": 2})["PROVENANCE"])
+    cells_only = json.loads(
+        run("aggregate", {**base, "LEVELS": "false", "NONNEGATIVE": False, "SUPPRESS": 2})["PROVENANCE"]
+    )
     assert cells_only["epsilon_per_level"][0] == 1.0 and not any(cells_only["epsilon_per_level"][1:])
     assert cells_only["nonnegative"] is False and cells_only["suppress"] == 2
     depth = cells_only["tree_levels"]
-    weights = json.loads(run("aggregate", {**base, "LEVELS": ", ".join(["1"] + ["0"] * (depth - 2) + ["1"])})[
-        "PROVENANCE"])
+    weights = json.loads(
+        run("aggregate", {**base, "LEVELS": ", ".join(["1"] + ["0"] * (depth - 2) + ["1"])})["PROVENANCE"]
+    )
     assert weights["epsilon_per_level"][0] == weights["epsilon_per_level"][-1] == 0.5
     auto = json.loads(run("aggregate", base)["PROVENANCE"])
     assert auto["epsilon_per_level"][0] == 7 / 8 and auto["epsilon_per_level"][-1] == 1 / 8  # the library's "auto"
@@ -216,8 +263,18 @@ def test_heatmap_is_a_two_band_geotiff_written_by_the_library(run, tmp_path):
 
     target = tmp_path / "heatmap.tif"
     log = Log()
-    result = run("heatmap", {"INPUT": data_path(*SOHO), "EPSILON": 1.0, "RESOLUTION": 50.0, "BOUNDS": EXTENT,
-                             "SEED": 4, "OUTPUT": str(target)}, feedback=log)
+    result = run(
+        "heatmap",
+        {
+            "INPUT": data_path(*SOHO),
+            "EPSILON": 1.0,
+            "RESOLUTION": 50.0,
+            "BOUNDS": EXTENT,
+            "SEED": 4,
+            "OUTPUT": str(target),
+        },
+        feedback=log,
+    )
     assert result["OUTPUT"] == str(target) and target.exists()
     layer = QgsRasterLayer(str(target), "heatmap")
     assert layer.isValid() and layer.bandCount() == 2
@@ -247,8 +304,17 @@ def test_heatmap_of_densities(run, tmp_path):
     from osgeo import gdal
 
     target = tmp_path / "density.tif"
-    result = run("heatmap", {"INPUT": data_path(*SOHO), "RESOLUTION": 100.0, "VALUES": 1, "BOUNDS": EXTENT,
-                             "SEED": 5, "OUTPUT": str(target)})
+    result = run(
+        "heatmap",
+        {
+            "INPUT": data_path(*SOHO),
+            "RESOLUTION": 100.0,
+            "VALUES": 1,
+            "BOUNDS": EXTENT,
+            "SEED": 5,
+            "OUTPUT": str(target),
+        },
+    )
     assert json.loads(result["PROVENANCE"])["values"] == "density"
     ds = gdal.Open(str(target))
     assert ds.RasterCount == 2 and ds.GetRasterBand(1).DataType == gdal.GDT_Float32
@@ -261,8 +327,10 @@ def test_heatmap_of_densities(run, tmp_path):
 def test_heatmap_to_a_temporary_output(run):
     from qgis.core import QgsRasterLayer
 
-    result = run("heatmap", {"INPUT": data_path(*SOHO), "RESOLUTION": 100.0, "BOUNDS": EXTENT, "SEED": 6,
-                             "OUTPUT": "TEMPORARY_OUTPUT"})
+    result = run(
+        "heatmap",
+        {"INPUT": data_path(*SOHO), "RESOLUTION": 100.0, "BOUNDS": EXTENT, "SEED": 6, "OUTPUT": "TEMPORARY_OUTPUT"},
+    )
     layer = QgsRasterLayer(result["OUTPUT"], "heatmap")
     assert layer.isValid() and layer.bandCount() == 2 and result["OUTPUT"].endswith(".tif")
 
@@ -273,9 +341,21 @@ def test_flows_from_trajectory_points(run):
     import geopriv
 
     regions = regions_layer()
-    result = run("flows", {"INPUT": data_path("geolife_sample.gpkg"), "EPSILON": 1.0, "TRAJ_ID_FIELD": "trajectory_id",
-                           "TIME_FIELD": "t", "REGIONS": regions, "REGION_ID": "zone", "USER": "tracker",
-                           "MAX_PER_USER": 3, "SEED": 6, "OUTPUT": "TEMPORARY_OUTPUT"})
+    result = run(
+        "flows",
+        {
+            "INPUT": data_path("geolife_sample.gpkg"),
+            "EPSILON": 1.0,
+            "TRAJ_ID_FIELD": "trajectory_id",
+            "TIME_FIELD": "t",
+            "REGIONS": regions,
+            "REGION_ID": "zone",
+            "USER": "tracker",
+            "MAX_PER_USER": 3,
+            "SEED": 6,
+            "OUTPUT": "TEMPORARY_OUTPUT",
+        },
+    )
     out = result["OUTPUT"]
     assert out.featureCount() == 16 == result["N_CELLS"]  # every ordered pair of the 4 zones, empty or not
     assert field_names(out) == ["origin", "destination", "count", "expected_error"]
@@ -287,21 +367,42 @@ def test_flows_from_trajectory_points(run):
     assert record["traj_id"] == "trajectory_id" and record["time"] == "t" and record["outside"] == "refuse"
     assert record["regions"] == 4 and record["user"] == "tracker" and record["max_per_user"] == 3
     sample = gpd.read_file(data_path("geolife_sample.gpkg"))
-    zones_frame = gpd.GeoDataFrame({"zone": zones}, crs="EPSG:4326", geometry=gpd.GeoSeries.from_wkt(
-        [f.geometry().asWkt() for f in regions.getFeatures()]).values)
-    library = geopriv.flows(sample, 1.0, regions=zones_frame, traj_id="trajectory_id", time="t", user="tracker",
-                            max_per_user=3, region_id="zone", rng=6)
+    zones_frame = gpd.GeoDataFrame(
+        {"zone": zones},
+        crs="EPSG:4326",
+        geometry=gpd.GeoSeries.from_wkt([f.geometry().asWkt() for f in regions.getFeatures()]).values,
+    )
+    library = geopriv.flows(
+        sample,
+        1.0,
+        regions=zones_frame,
+        traj_id="trajectory_id",
+        time="t",
+        user="tracker",
+        max_per_user=3,
+        region_id="zone",
+        rng=6,
+    )
     assert [r[2] for r in rows] == library["count"].tolist()  # the library's release
     assert sum(r[2] for r in rows) > 0  # (with this seed: some seeds release all zeros for these 5 trips)
 
 
 def trips_layer():
     """Five trips as lines in EPSG:4326 around Beijing; the last one ends outside every zone."""
-    lines = ["LINESTRING(116.3 39.9, 116.5 39.9)", "LINESTRING(116.3 39.9, 116.31 39.91)",
-             "LINESTRING(116.6 40.0, 116.3 39.85)", "LINESTRING(116.5 39.85, 116.3 40.05)",
-             "LINESTRING(116.3 39.9, 117.5 39.9)"]
-    return memory_layer(lines, crs="EPSG:4326", geometry="LineString", fields=(("pid", "string"),),
-                        values=[["a"], ["a"], ["b"], ["c"], ["d"]])
+    lines = [
+        "LINESTRING(116.3 39.9, 116.5 39.9)",
+        "LINESTRING(116.3 39.9, 116.31 39.91)",
+        "LINESTRING(116.6 40.0, 116.3 39.85)",
+        "LINESTRING(116.5 39.85, 116.3 40.05)",
+        "LINESTRING(116.3 39.9, 117.5 39.9)",
+    ]
+    return memory_layer(
+        lines,
+        crs="EPSG:4326",
+        geometry="LineString",
+        fields=(("pid", "string"),),
+        values=[["a"], ["a"], ["b"], ["c"], ["d"]],
+    )
 
 
 def test_trips_outside_every_region_are_refused_or_dropped(run, tmp_path):
@@ -320,8 +421,18 @@ def test_trips_outside_every_region_are_refused_or_dropped(run, tmp_path):
         assert text not in message
     assert not target.exists()
 
-    result = run("flows", {"INPUT": trips, "REGIONS": regions_layer(), "OUTSIDE": 1, "USER": "pid",
-                           "MAX_PER_USER": 2, "SEED": 8, "OUTPUT": str(target)})
+    result = run(
+        "flows",
+        {
+            "INPUT": trips,
+            "REGIONS": regions_layer(),
+            "OUTSIDE": 1,
+            "USER": "pid",
+            "MAX_PER_USER": 2,
+            "SEED": 8,
+            "OUTPUT": str(target),
+        },
+    )
     assert json.loads(result["PROVENANCE"])["outside"] == "drop"
     written = vector(str(target))
     assert written.featureCount() == 16
@@ -332,21 +443,30 @@ def test_trips_outside_every_region_are_refused_or_dropped(run, tmp_path):
 def test_trip_fields_match_the_layer_type(run):
     from qgis.core import QgsProcessingException
 
-    with pytest.raises(QgsProcessingException, match="trajectory points need the 'Trace id field' and the 'Time "
-                                                     "field'"):
-        run("flows", {"INPUT": data_path("geolife_sample.gpkg"), "REGIONS": regions_layer(),
-                      "OUTPUT": "TEMPORARY_OUTPUT"})
+    with pytest.raises(
+        QgsProcessingException, match="trajectory points need the 'Trace id field' and the 'Time field'"
+    ):
+        run(
+            "flows",
+            {"INPUT": data_path("geolife_sample.gpkg"), "REGIONS": regions_layer(), "OUTPUT": "TEMPORARY_OUTPUT"},
+        )
     with pytest.raises(QgsProcessingException, match="a line layer has one trip per line"):
-        run("flows", {"INPUT": trips_layer(), "TRAJ_ID_FIELD": "pid", "REGIONS": regions_layer(),
-                      "OUTPUT": "TEMPORARY_OUTPUT"})
+        run(
+            "flows",
+            {"INPUT": trips_layer(), "TRAJ_ID_FIELD": "pid", "REGIONS": regions_layer(), "OUTPUT": "TEMPORARY_OUTPUT"},
+        )
 
 
 # --- budget store ---------------------------------------------------------------------------------------
 def people_layer():
     """Six deaths-like points in Soho with person ids: person-0 has two of them."""
     xs = [-15500, -15400, -15300, -15200, -15100, -15000]
-    return memory_layer([f"POINT({x} 6712500)" for x in xs], crs="EPSG:3857", fields=(("pid", "string"),),
-                        values=[["person-0"], ["person-0"]] + [[f"person-{i}"] for i in range(1, 5)])
+    return memory_layer(
+        [f"POINT({x} 6712500)" for x in xs],
+        crs="EPSG:3857",
+        fields=(("pid", "string"),),
+        values=[["person-0"], ["person-0"]] + [[f"person-{i}"] for i in range(1, 5)],
+    )
 
 
 def granted_store(url, total):
@@ -368,8 +488,16 @@ def test_a_budget_store_charges_each_person_once(run, tmp_path):
 
     path = str(tmp_path / "budgets.db")
     granted_store(f"sqlite:///{path}", 1.5)
-    params = {"INPUT": people_layer(), "EPSILON": 1.0, "CELLS": "100", "BOUNDS": EXTENT, "USER": "pid",
-              "MAX_PER_USER": 2, "BUDGET_STORE": path, "SEED": 9}
+    params = {
+        "INPUT": people_layer(),
+        "EPSILON": 1.0,
+        "CELLS": "100",
+        "BOUNDS": EXTENT,
+        "USER": "pid",
+        "MAX_PER_USER": 2,
+        "BUDGET_STORE": path,
+        "SEED": 9,
+    }
     log = Log()
     result = run("aggregate", {**params, "OUTPUT": "TEMPORARY_OUTPUT"}, feedback=log)
     record = json.loads(result["PROVENANCE"])
@@ -395,8 +523,19 @@ def test_a_postgresql_budget_store(run, pg_url, tmp_path):
     granted_store(pg_url, 1.5)
     target = tmp_path / "flows.gpkg"
     trips = trips_layer()
-    result = run("flows", {"INPUT": trips, "REGIONS": regions_layer(), "OUTSIDE": 1, "USER": "pid",
-                           "MAX_PER_USER": 2, "BUDGET_STORE": pg_url, "SEED": 10, "OUTPUT": str(target)})
+    result = run(
+        "flows",
+        {
+            "INPUT": trips,
+            "REGIONS": regions_layer(),
+            "OUTSIDE": 1,
+            "USER": "pid",
+            "MAX_PER_USER": 2,
+            "BUDGET_STORE": pg_url,
+            "SEED": 10,
+            "OUTPUT": str(target),
+        },
+    )
     assert json.loads(result["PROVENANCE"])["budget_store"] == "postgresql"
     table, releases = store_state(pg_url)
     assert releases == 1 and list(table.index) == ["a", "b", "c", "d"] and np.allclose(table["spent"], 1.0)
@@ -455,8 +594,11 @@ def test_the_qgis_names_in_the_librarys_advice_are_the_dialogs(provider):
 
     with pytest.raises(ParameterError) as most:
         check_max_per_user(2, None)
-    advice = {"aggregate": [_cells_fix().qgis, most.value.fix.qgis], "heatmap": [most.value.fix.qgis],
-              "flows": [OUTSIDE_FIX.qgis, most.value.fix.qgis]}
+    advice = {
+        "aggregate": [_cells_fix().qgis, most.value.fix.qgis],
+        "heatmap": [most.value.fix.qgis],
+        "flows": [OUTSIDE_FIX.qgis, most.value.fix.qgis],
+    }
     for name, texts in advice.items():
         labels = [d.description() for d in provider.algorithm(name).parameterDefinitions()]
         for text in texts:

@@ -14,6 +14,7 @@ tests/conftest.py), no mocks:
 Deterministic: seeded noise, and the refusals do not depend on the noise (the charge of a row is a
 function of public parameters only: epsilon, the lattice, the CRS).
 """
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,12 @@ def people_layer(seed=0):
     rng = np.random.default_rng(seed)
     xs = 448_000 + rng.uniform(0, 2_000, N)
     ys = 4_416_000 + rng.uniform(0, 2_000, N)
-    layer = memory_layer([f"POINT({x} {y})" for x, y in zip(xs, ys)], crs=UTM, fields=(("pid", "string"),),
-                         values=[[f"person-{i}"] for i in range(N)])
+    layer = memory_layer(
+        [f"POINT({x} {y})" for x, y in zip(xs, ys)],
+        crs=UTM,
+        fields=(("pid", "string"),),
+        values=[[f"person-{i}"] for i in range(N)],
+    )
     return layer, xs, ys
 
 
@@ -51,8 +56,11 @@ def coordinate_texts(xs, ys):
 
 def row_cost(run, layer):
     """What one row of this release costs in epsilon per metre: its guarantee, from a run without a store."""
-    record = json.loads(run("perturbpoints", {"INPUT": layer, "EPSILON": EPSILON, "SEED": 1,
-                                              "OUTPUT": "TEMPORARY_OUTPUT"})["PROVENANCE"])
+    record = json.loads(
+        run("perturbpoints", {"INPUT": layer, "EPSILON": EPSILON, "SEED": 1, "OUTPUT": "TEMPORARY_OUTPUT"})[
+            "PROVENANCE"
+        ]
+    )
     assert "budget_store" not in record and "charged_per_row" not in record  # no store: nothing changes
     return max(record["effective_epsilon_per_m"], EPSILON)
 
@@ -74,8 +82,15 @@ def balances(url):
 
 
 def params(layer, store, output, **extra):
-    return {"INPUT": layer, "EPSILON": EPSILON, "SEED": 1, "BUDGET_STORE": store, "PERSON": "pid", "OUTPUT": output,
-            **extra}
+    return {
+        "INPUT": layer,
+        "EPSILON": EPSILON,
+        "SEED": 1,
+        "BUDGET_STORE": store,
+        "PERSON": "pid",
+        "OUTPUT": output,
+        **extra,
+    }
 
 
 def test_a_store_pays_for_exactly_one_release(run, tmp_path):
@@ -170,15 +185,19 @@ def test_a_store_needs_person_ids_not_feature_ids(run, tmp_path):
 def test_an_empty_store_changes_nothing(run):
     layer, _, _ = people_layer()
     log = Log()
-    record = json.loads(run("perturbpoints", params(layer, "", "TEMPORARY_OUTPUT", PERSON=None),
-                            feedback=log)["PROVENANCE"])
+    record = json.loads(
+        run("perturbpoints", params(layer, "", "TEMPORARY_OUTPUT", PERSON=None), feedback=log)["PROVENANCE"]
+    )
     assert not {"budget_store", "budget_unit", "charged_per_row"} & set(record)
     assert not any("budget store" in line.lower() for line in log.lines)
 
 
 def test_a_password_in_the_url_is_refused_before_the_run(run):
     layer, _, _ = people_layer()
-    for url in ("postgresql://alice:s3cret-pw@db.example/budgets", "postgresql://alice@db.example/budgets?password=s3cret-pw"):
+    for url in (
+        "postgresql://alice:s3cret-pw@db.example/budgets",
+        "postgresql://alice@db.example/budgets?password=s3cret-pw",
+    ):
         with pytest.raises(QgsProcessingException) as refused:
             run("perturbpoints", params(layer, url, "TEMPORARY_OUTPUT"))
         message = str(refused.value)
@@ -218,13 +237,24 @@ def test_traces_charge_the_trace_ids_by_default(run, tmp_path):
     """PERSON empty: the library's default person, the trace id; each trace's worst case charged, then settled."""
     rng = np.random.default_rng(3)
     xs, ys = 448_000 + rng.uniform(0, 2_000, 20), 4_416_000 + rng.uniform(0, 2_000, 20)
-    layer = memory_layer([f"POINT({x} {y})" for x, y in zip(xs, ys)], crs=UTM,
-                         fields=(("trace", "integer"), ("t", "double")),
-                         values=[[1 + i // 10, float(i % 10)] for i in range(20)])
+    layer = memory_layer(
+        [f"POINT({x} {y})" for x, y in zip(xs, ys)],
+        crs=UTM,
+        fields=(("trace", "integer"), ("t", "double")),
+        values=[[1 + i // 10, float(i % 10)] for i in range(20)],
+    )
     path = str(tmp_path / "budgets.db")
     store_with_default(path, "epsilon/m", 1.0)
-    base = {"INPUT": layer, "TIME_FIELD": "t", "EPSILON": 0.05, "RATE": 0.2, "SEED": 1,
-            "BUDGET_STORE": path, "OUTPUT": "TEMPORARY_OUTPUT", "LEDGER": "TEMPORARY_OUTPUT"}
+    base = {
+        "INPUT": layer,
+        "TIME_FIELD": "t",
+        "EPSILON": 0.05,
+        "RATE": 0.2,
+        "SEED": 1,
+        "BUDGET_STORE": path,
+        "OUTPUT": "TEMPORARY_OUTPUT",
+        "LEDGER": "TEMPORARY_OUTPUT",
+    }
     with pytest.raises(QgsProcessingException, match="choose the 'Person id field' or the 'Trace id field"):
         run("sanitizetraces", base)  # no trace id either: the persons would be feature ids
     assert balances(path)[1] == 0
@@ -237,14 +267,24 @@ def test_traces_charge_the_trace_ids_by_default(run, tmp_path):
     ledger = {f["trace"]: f["spent"] for f in result["LEDGER"].getFeatures()}
     assert np.all(table["spent"] >= np.array([ledger[1], ledger[2]]) - 1e-12)  # at least what the ledger spent
     assert np.all((table["spent"] > 0) & (table["spent"] <= 0.05 * 1.01)) and np.all(table["reserved"] == 0)
-    assert any("each trace's person was charged the trace's worst case" in line
-               and "charged to the budget store before the noise was drawn" in line for line in log.infos)
+    assert any(
+        "each trace's person was charged the trace's worst case" in line
+        and "charged to the budget store before the noise was drawn" in line
+        for line in log.infos
+    )
 
 
 def test_synthesize_charges_dimensionless_epsilon(run, tmp_path):
     layer, _, _ = people_layer()
-    params_ = {"INPUT": layer, "EPSILON": 1.0, "BOUNDS": "447000,451000,4415000,4419000 [EPSG:32650]", "SEED": 1,
-               "BUDGET_STORE": str(tmp_path / "budgets.db"), "PERSON": "pid", "OUTPUT": "TEMPORARY_OUTPUT"}
+    params_ = {
+        "INPUT": layer,
+        "EPSILON": 1.0,
+        "BOUNDS": "447000,451000,4415000,4419000 [EPSG:32650]",
+        "SEED": 1,
+        "BUDGET_STORE": str(tmp_path / "budgets.db"),
+        "PERSON": "pid",
+        "OUTPUT": "TEMPORARY_OUTPUT",
+    }
     store_with_default(params_["BUDGET_STORE"], "epsilon/m", 1.0)  # a per-metre budget never pays for synthesize
     with pytest.raises(QgsProcessingException, match=f"{N} person\\(s\\) have no budget in 'epsilon'"):
         run("synthesize", params_)
@@ -266,15 +306,34 @@ def test_diffuse_charges_the_source(run, tmp_path):
     """PERSON empty: the library's default person, the source's id (the id field); only the source pays."""
     rng = np.random.default_rng(5)
     xs, ys = 448_000 + rng.uniform(0, 2_000, N), 4_416_000 + rng.uniform(0, 2_000, N)
-    people = memory_layer([f"POINT({x} {y})" for x, y in zip(xs, ys)], crs=UTM, fields=(("person", "string"),),
-                          values=[[f"person-{i}"] for i in range(N)])
-    edges = memory_layer([None] * (N - 1), crs=None, geometry="None", fields=(("a", "string"), ("b", "string")),
-                         values=[[f"person-{i}", f"person-{i + 1}"] for i in range(N - 1)])
+    people = memory_layer(
+        [f"POINT({x} {y})" for x, y in zip(xs, ys)],
+        crs=UTM,
+        fields=(("person", "string"),),
+        values=[[f"person-{i}"] for i in range(N)],
+    )
+    edges = memory_layer(
+        [None] * (N - 1),
+        crs=None,
+        geometry="None",
+        fields=(("a", "string"), ("b", "string")),
+        values=[[f"person-{i}", f"person-{i + 1}"] for i in range(N - 1)],
+    )
     path = str(tmp_path / "budgets.db")
     store_with_default(path, "epsilon/m", 1.0)
-    base = {"INPUT": people, "SOURCE": "person-0", "ID_FIELD": "person", "EDGES": edges, "EDGE_FROM": "a",
-            "EDGE_TO": "b", "EPSILON_TABLE": "1:0.01 3:0.001", "BOUNDS": "447000,451000,4415000,4419000 [EPSG:32650]",
-            "SEED": 1, "BUDGET_STORE": path, "OUTPUT": "TEMPORARY_OUTPUT"}
+    base = {
+        "INPUT": people,
+        "SOURCE": "person-0",
+        "ID_FIELD": "person",
+        "EDGES": edges,
+        "EDGE_FROM": "a",
+        "EDGE_TO": "b",
+        "EPSILON_TABLE": "1:0.01 3:0.001",
+        "BOUNDS": "447000,451000,4415000,4419000 [EPSG:32650]",
+        "SEED": 1,
+        "BUDGET_STORE": path,
+        "OUTPUT": "TEMPORARY_OUTPUT",
+    }
     log = Log()
     record = json.loads(run("diffuse", base, feedback=log)["PROVENANCE"])
     assert record["budget_unit"] == "epsilon/m" and record["charged_per_row"] is None
@@ -301,14 +360,29 @@ def test_location_dependent_charges_the_mechanisms_bound(run, tmp_path):
     x0, dx, _, y0, _, dy = gdal.Open(raster).GetGeoTransform()
     rng = np.random.default_rng(2)
     xs, ys = x0 + dx * 20 * rng.uniform(0.3, 0.7, N), y0 + dy * 20 * rng.uniform(0.3, 0.7, N)
-    layer = memory_layer([f"POINT({x} {y})" for x, y in zip(xs, ys)], crs="EPSG:30166",
-                         fields=(("pid", "string"),), values=[[f"person-{i}"] for i in range(N)])
+    layer = memory_layer(
+        [f"POINT({x} {y})" for x, y in zip(xs, ys)],
+        crs="EPSG:30166",
+        fields=(("pid", "string"),),
+        values=[[f"person-{i}"] for i in range(N)],
+    )
     path = str(tmp_path / "budgets.db")
     store_with_default(path, "epsilon/m", 1.0)
     log = Log()
-    record = json.loads(run("perturblocationdependent", {
-        "INPUT": layer, "POPULATION": raster, "SEED": 1, "BUDGET_STORE": path, "PERSON": "pid",
-        "OUTPUT": "TEMPORARY_OUTPUT"}, feedback=log)["PROVENANCE"])
+    record = json.loads(
+        run(
+            "perturblocationdependent",
+            {
+                "INPUT": layer,
+                "POPULATION": raster,
+                "SEED": 1,
+                "BUDGET_STORE": path,
+                "PERSON": "pid",
+                "OUTPUT": "TEMPORARY_OUTPUT",
+            },
+            feedback=log,
+        )["PROVENANCE"]
+    )
     assert record["budget_unit"] == "epsilon/m"
     assert record["charged_per_row"] >= record["epsilon_max_per_m"] * record["verified_max_ratio"]  # the verified loss
     table, releases = balances(path)

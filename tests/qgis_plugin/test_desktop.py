@@ -8,6 +8,7 @@ QGIS's own Python.  Second run (a restart with the same profile): the toolbox is
 Each run must end with exit code 0, and QGIS must not have marked the plugin as crashed.
 Screenshots go to $GEOPRIV_DESKTOP_SHOTS if set (the closing note's pictures), else a temp folder.
 """
+
 from __future__ import annotations
 
 import configparser
@@ -31,26 +32,36 @@ PACKAGE = "geopriv_qgis"
 
 
 def _desktop_env(home: Path) -> dict:
-    keep = {k: v for k, v in os.environ.items()
-            if k.startswith(("PIP_", "http_", "https_", "HTTP_", "HTTPS_", "NO_PROXY", "no_proxy"))}
-    return dict(keep, HOME=str(home), PATH="/usr/local/bin:/usr/bin:/bin", LANG="C.UTF-8",
-                XDG_RUNTIME_DIR=str(home / "run"))
+    keep = {
+        k: v
+        for k, v in os.environ.items()
+        if k.startswith(("PIP_", "http_", "https_", "HTTP_", "HTTPS_", "NO_PROXY", "no_proxy"))
+    }
+    return dict(
+        keep, HOME=str(home), PATH="/usr/local/bin:/usr/bin:/bin", LANG="C.UTF-8", XDG_RUNTIME_DIR=str(home / "run")
+    )
 
 
 @pytest.fixture(scope="module")
 def desktop(tmp_path_factory):
     qgis, xvfb = shutil.which("qgis"), shutil.which("xvfb-run")
     if not (qgis and xvfb):
-        pytest.fail("QGIS Desktop (the 'qgis' package) and Xvfb ('xvfb', 'xauth') are needed: scripts/test.sh "
-                    "installs them with apt")
+        pytest.fail(
+            "QGIS Desktop (the 'qgis' package) and Xvfb ('xvfb', 'xauth') are needed: scripts/test.sh "
+            "installs them with apt"
+        )
     base = tmp_path_factory.mktemp("desktop")
     out = Path(os.environ.get("GEOPRIV_DESKTOP_SHOTS") or base / "out")
     out.mkdir(parents=True, exist_ok=True)
     home = base / "home"
     (home / "run").mkdir(parents=True)
     os.chmod(home / "run", 0o700)
-    built = subprocess.run([sys.executable, str(ROOT / "scripts" / "build_plugin.py"), "--out", str(base / "z.zip")],
-                           capture_output=True, text=True, timeout=300)
+    built = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "build_plugin.py"), "--out", str(base / "z.zip")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert built.returncode == 0, built.stderr[-2000:]
     profiles = base / "profiles"
     profile = profiles / "profiles" / "default"
@@ -66,17 +77,43 @@ def desktop(tmp_path_factory):
     shutil.copy(data_path("tokyo_density_40.tif"), raster)
 
     def run(stage: str, timeout: float):
-        env = dict(_desktop_env(home), GEOPRIV_DESKTOP_STAGE=stage, GEOPRIV_DESKTOP_DIR=str(out),
-                   GEOPRIV_DESKTOP_INPUT=f"{source}|layername=deaths", GEOPRIV_DESKTOP_RASTER=str(raster))
-        done = subprocess.run([xvfb, "-a", "-s", "-screen 0 1600x1000x24", qgis, "--profiles-path", str(profiles),
-                               "--nologo", "--noversioncheck", "--code", str(SCRIPT)],
-                              capture_output=True, text=True, timeout=timeout, env=env, cwd=str(base))
+        env = dict(
+            _desktop_env(home),
+            GEOPRIV_DESKTOP_STAGE=stage,
+            GEOPRIV_DESKTOP_DIR=str(out),
+            GEOPRIV_DESKTOP_INPUT=f"{source}|layername=deaths",
+            GEOPRIV_DESKTOP_RASTER=str(raster),
+        )
+        done = subprocess.run(
+            [
+                xvfb,
+                "-a",
+                "-s",
+                "-screen 0 1600x1000x24",
+                qgis,
+                "--profiles-path",
+                str(profiles),
+                "--nologo",
+                "--noversioncheck",
+                "--code",
+                str(SCRIPT),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            cwd=str(base),
+        )
         report_file = out / f"{stage}-report.json"
         report = json.loads(report_file.read_text()) if report_file.exists() else {}
         settings = configparser.ConfigParser(strict=False, interpolation=None)
         settings.read(profile / "QGIS" / "QGIS3.ini")
-        crashed = [key for section in settings.sections() for key in settings[section]
-                   if "watchdog" in key.lower() and PACKAGE in key.lower() and settings[section][key] == "true"]
+        crashed = [
+            key
+            for section in settings.sections()
+            for key in settings[section]
+            if "watchdog" in key.lower() and PACKAGE in key.lower() and settings[section][key] == "true"
+        ]
         return done, report, crashed
 
     first = run("first-run", 1500)

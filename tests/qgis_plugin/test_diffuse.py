@@ -8,6 +8,7 @@
 * The output: one point per recipient in the people's CRS with recipient, network_distance,
   epsilon_per_m, effective_epsilon_per_m; the library's provenance, never the secret path.
 """
+
 from __future__ import annotations
 
 import json
@@ -40,21 +41,32 @@ class Soho:
         keep = ~pd.DataFrame(np.round(xy, 2)).duplicated().to_numpy()
         xy = xy[keep]
         self.n = len(xy)
-        self.people = memory_layer([f"POINT({x!r} {y!r})" for x, y in xy], crs="EPSG:3857",
-                                   fields=(("person", "string"),), values=[(f"p{i}",) for i in range(self.n)])
+        self.people = memory_layer(
+            [f"POINT({x!r} {y!r})" for x, y in xy],
+            crs="EPSG:3857",
+            fields=(("person", "string"),),
+            values=[(f"p{i}",) for i in range(self.n)],
+        )
         self.fid = np.array([f.id() for f in self.people.getFeatures()])
         _, nn = cKDTree(xy).query(xy, 4)
         self.pairs = np.array(sorted({tuple(sorted((i, int(j)))) for i in range(self.n) for j in nn[i, 1:]}))
         self.lines = memory_layer(
             [f"LINESTRING({xy[i, 0]!r} {xy[i, 1]!r}, {xy[j, 0]!r} {xy[j, 1]!r})" for i, j in self.pairs],
-            crs="EPSG:3857", geometry="LineString")
+            crs="EPSG:3857",
+            geometry="LineString",
+        )
         csv = folder / "friends.csv"
-        pd.DataFrame({"since": 2020, "who": [f"p{i}" for i in self.pairs[:, 0]],
-                      "whom": [f"p{j}" for j in self.pairs[:, 1]]}).to_csv(csv, index=False)
+        pd.DataFrame(
+            {"since": 2020, "who": [f"p{i}" for i in self.pairs[:, 0]], "whom": [f"p{j}" for j in self.pairs[:, 1]]}
+        ).to_csv(csv, index=False)
         self.csv = vector(str(csv), "friends")
-        self.table = memory_layer([None] * len(self.pairs), crs=None, geometry="None",
-                                  fields=(("a", "integer"), ("b", "integer")),
-                                  values=[(int(self.fid[i]), int(self.fid[j])) for i, j in self.pairs])
+        self.table = memory_layer(
+            [None] * len(self.pairs),
+            crs=None,
+            geometry="None",
+            fields=(("a", "integer"), ("b", "integer")),
+            values=[(int(self.fid[i]), int(self.fid[j])) for i, j in self.pairs],
+        )
         adj = sp.coo_matrix((np.ones(len(self.pairs)), (self.pairs[:, 0], self.pairs[:, 1])), shape=(self.n, self.n))
         self.hops = csgraph.shortest_path(adj, unweighted=True, directed=False)
 
@@ -70,8 +82,15 @@ def soho(qgis_app, tmp_path_factory):
 
 
 def diffuse(run, soho, feedback=None, **params):
-    base = {"INPUT": soho.people, "SOURCE": str(soho.fid[0]), "NETWORK": soho.lines, "EPSILON_TABLE": TABLE,
-            "BOUNDS": EXTENT, "SEED": 1, "OUTPUT": "TEMPORARY_OUTPUT"}
+    base = {
+        "INPUT": soho.people,
+        "SOURCE": str(soho.fid[0]),
+        "NETWORK": soho.lines,
+        "EPSILON_TABLE": TABLE,
+        "BOUNDS": EXTENT,
+        "SEED": 1,
+        "OUTPUT": "TEMPORARY_OUTPUT",
+    }
     base.update(params)
     return run("diffuse", {k: v for k, v in base.items() if v is not None}, feedback=feedback)
 
@@ -111,8 +130,21 @@ def test_line_network_answers_every_connected_person(run, soho):
 
 def test_csv_table_of_ids_from_a_field_and_the_exponential_form(run, soho):
     """A CSV read by OGR (text fields) naming people by the id field; epsilon(d) = exp(B - A d)."""
-    result = diffuse(run, soho, ID_FIELD="person", SOURCE="p0", NETWORK=None, EDGES=soho.csv, EDGE_FROM="who",
-                     EDGE_TO="whom", EPSILON_TABLE=None, EXP_A=0.5, EXP_B=math.log(0.03), DISTANCE=1, SEED=2)
+    result = diffuse(
+        run,
+        soho,
+        ID_FIELD="person",
+        SOURCE="p0",
+        NETWORK=None,
+        EDGES=soho.csv,
+        EDGE_FROM="who",
+        EDGE_TO="whom",
+        EPSILON_TABLE=None,
+        EXP_A=0.5,
+        EXP_B=math.log(0.03),
+        DISTANCE=1,
+        SEED=2,
+    )
     out = result["OUTPUT"]
     values = table(out)
     assert out.fields().names() == FIELDS and out.crs().authid() == "EPSG:3857"
@@ -134,8 +166,11 @@ def test_table_of_feature_ids_gives_the_lines_distances(run, soho):
 
 def test_single_part_multilines_are_read_as_lines(run, soho):
     """GeoPackage line layers from QGIS usually hold MultiLineStrings of one part."""
-    multi = memory_layer([f"MULTILINESTRING(({f.geometry().asWkt()[len('LineString ('):-1]}))"
-                          for f in soho.lines.getFeatures()], crs="EPSG:3857", geometry="MultiLineString")
+    multi = memory_layer(
+        [f"MULTILINESTRING(({f.geometry().asWkt()[len('LineString (') : -1]}))" for f in soho.lines.getFeatures()],
+        crs="EPSG:3857",
+        geometry="MultiLineString",
+    )
     assert multi.featureCount() == len(soho.pairs)
     by_lines = table(diffuse(run, soho)["OUTPUT"])
     by_multi = table(diffuse(run, soho, NETWORK=multi)["OUTPUT"])
@@ -199,25 +234,35 @@ def test_source_not_found(run, soho, tmp_path, params):
     assert not target.exists()
 
 
-@pytest.mark.parametrize("params, needle", [
-    ({"EPSILON_TABLE": "1:ln4/2000 4:ln4/50"}, "increases with distance"),
-    ({"EPSILON_TABLE": None, "EXP_A": -0.5, "EXP_B": -3.5}, "a = -0.5 < 0"),
-    ({"EPSILON_TABLE": None}, "say how epsilon falls"),
-    ({"EXP_A": 0.5, "EXP_B": -3.5}, "not both"),
-    ({"EPSILON_TABLE": "1-0.01"}, "not a DISTANCE:EPSILON pair"),
-    ({"EDGES": "TABLE", "EDGE_FROM": "a", "EDGE_TO": "b"}, "one of them"),
-    ({"NETWORK": None}, "one of them"),
-    ({"NETWORK": None, "EDGES": "TABLE"}, "choose the two id fields"),
-    ({"NETWORK": None, "EDGES": "CSV", "EDGE_FROM": "who", "EDGE_TO": "whom"}, "'who' is empty or not a whole number"),
-])
+@pytest.mark.parametrize(
+    "params, needle",
+    [
+        ({"EPSILON_TABLE": "1:ln4/2000 4:ln4/50"}, "increases with distance"),
+        ({"EPSILON_TABLE": None, "EXP_A": -0.5, "EXP_B": -3.5}, "a = -0.5 < 0"),
+        ({"EPSILON_TABLE": None}, "say how epsilon falls"),
+        ({"EXP_A": 0.5, "EXP_B": -3.5}, "not both"),
+        ({"EPSILON_TABLE": "1-0.01"}, "not a DISTANCE:EPSILON pair"),
+        ({"EDGES": "TABLE", "EDGE_FROM": "a", "EDGE_TO": "b"}, "one of them"),
+        ({"NETWORK": None}, "one of them"),
+        ({"NETWORK": None, "EDGES": "TABLE"}, "choose the two id fields"),
+        (
+            {"NETWORK": None, "EDGES": "CSV", "EDGE_FROM": "who", "EDGE_TO": "whom"},
+            "'who' is empty or not a whole number",
+        ),
+    ],
+)
 def test_bad_parameters_stop_with_the_reason(run, soho, tmp_path, params, needle):
     from qgis.core import QgsProcessingException
 
     layers = {"TABLE": soho.table, "CSV": soho.csv}
     target = tmp_path / "never.gpkg"
     with pytest.raises(QgsProcessingException, match=needle):
-        diffuse(run, soho, OUTPUT=str(target), **{k: layers.get(v, v) if isinstance(v, str) else v
-                                                  for k, v in params.items()})
+        diffuse(
+            run,
+            soho,
+            OUTPUT=str(target),
+            **{k: layers.get(v, v) if isinstance(v, str) else v for k, v in params.items()},
+        )
     assert not target.exists()
 
 
@@ -245,7 +290,8 @@ def test_parameters_follow_the_library(provider):
     alg = provider.algorithm("diffuse")
     library = inspect.signature(geopriv.diffuse_locations).parameters
     assert alg.parameterDefinition("DISTANCE").defaultValue() == ["hops", "resistance"].index(
-        library["distance"].default)
+        library["distance"].default
+    )
     assert alg.parameterDefinition("TOLERANCE").defaultValue() == library["tolerance"].default
     help_text = alg.shortHelpString()
     assert "not saved" in help_text and "fresh release" in help_text and "closest" in help_text
@@ -256,10 +302,13 @@ def test_recipients_follow_their_ids_not_the_layers_feature_order(run, soho):
     """The same people in another feature order (ids from the id field): the same output order and answers."""
     order = np.random.default_rng(3).permutation(soho.n)
     feats = list(soho.people.getFeatures())
-    shuffled = memory_layer([feats[i].geometry().asWkt(17) for i in order], crs="EPSG:3857",
-                            fields=(("person", "string"),), values=[(f"p{i}",) for i in order])
-    common = dict(ID_FIELD="person", SOURCE="p0", NETWORK=None, EDGES=soho.csv, EDGE_FROM="who", EDGE_TO="whom",
-                  SEED=4)
+    shuffled = memory_layer(
+        [feats[i].geometry().asWkt(17) for i in order],
+        crs="EPSG:3857",
+        fields=(("person", "string"),),
+        values=[(f"p{i}",) for i in order],
+    )
+    common = dict(ID_FIELD="person", SOURCE="p0", NETWORK=None, EDGES=soho.csv, EDGE_FROM="who", EDGE_TO="whom", SEED=4)
     a = diffuse(run, soho, **common)["OUTPUT"]
     b = diffuse(run, soho, INPUT=shuffled, **common)["OUTPUT"]
     assert table(a)["recipient"] == table(b)["recipient"] == sorted(table(a)["recipient"])

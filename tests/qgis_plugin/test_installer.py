@@ -1,6 +1,7 @@
 """The plugin's installer logic (qgis_plugin/installer.py), without a network: what it reads, what it
 decides to install, what it refuses to install into QGIS.  The real installation, into a fresh QGIS
 profile, runs in QGIS Desktop in test_desktop.py."""
+
 from __future__ import annotations
 
 import re

@@ -1,4 +1,5 @@
 """The conversions of the shared base: QGIS features <-> GeoDataFrame columns, values and types."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -20,8 +21,11 @@ def test_read_features_aligns_columns_with_feature_ids(plugin):
     when = QDateTime.fromSecsSinceEpoch(1_600_000_000, Qt.UTC)
     values = [[i, 10.5 * i, f"s{i}", QDate(2020, 1, 1 + i), when.addSecs(i)] for i in range(4)]
     values[2] = [None, None, None, None, None]  # NULLs
-    layer = memory_layer([f"POINT({i} {i})" for i in range(4)], fields=(
-        ("k", "integer"), ("x", "double"), ("s", "string"), ("d", "date"), ("t", "datetime")), values=values)
+    layer = memory_layer(
+        [f"POINT({i} {i})" for i in range(4)],
+        fields=(("k", "integer"), ("x", "double"), ("s", "string"), ("d", "date"), ("t", "datetime")),
+        values=values,
+    )
     layer.dataProvider().deleteFeatures([1])  # feature ids are no longer positions
     data = read_features(layer, ["k", "x", "s", "d", "t"])
     gdf = data.gdf
@@ -41,13 +45,23 @@ def test_new_columns_get_qgis_types_and_nulls(plugin):
 
     from geopriv_qgis.algorithms.layers import fields_for, to_qgis
 
-    df = pd.DataFrame({
-        "flag": [True, False], "count": np.array([1, 2], dtype="int64"), "value": [0.5, np.nan],
-        "label": ["a", None], "when": pd.to_datetime(["2020-01-01T00:00:00Z", None], utc=True),
-    })
+    df = pd.DataFrame(
+        {
+            "flag": [True, False],
+            "count": np.array([1, 2], dtype="int64"),
+            "value": [0.5, np.nan],
+            "label": ["a", None],
+            "when": pd.to_datetime(["2020-01-01T00:00:00Z", None], utc=True),
+        }
+    )
     fields = fields_for(df, list(df.columns))
     assert [fields.at(i).typeName() for i in range(fields.count())] == [
-        "boolean", "integer64", "double", "string", "datetime"]
+        "boolean",
+        "integer64",
+        "double",
+        "string",
+        "datetime",
+    ]
     feature = QgsFeature(fields)
     feature.setAttributes([to_qgis(v) for v in df.iloc[1]])
     flag, count, value, label, when = feature.attributes()

@@ -3,6 +3,7 @@
 Mechanisms are built on a 25 x 25 average-resampled copy of the 200 x 200 raster (about a
 second; the full raster takes minutes, which is what saving a mechanism is for).
 """
+
 from __future__ import annotations
 
 import functools
@@ -49,9 +50,11 @@ def centroids(provider):
 
     context = QgsProcessingContext()
     context.setInvalidGeometryCheck(QgsFeatureRequest.GeometryNoCheck)  # a few polygons self-intersect
-    points = processing.run("native:pointonsurface", {"INPUT": data_path("tokyo_municipalities.gpkg"),
-                                                      "ALL_PARTS": False, "OUTPUT": "TEMPORARY_OUTPUT"},
-                            context=context)["OUTPUT"]
+    points = processing.run(
+        "native:pointonsurface",
+        {"INPUT": data_path("tokyo_municipalities.gpkg"), "ALL_PARTS": False, "OUTPUT": "TEMPORARY_OUTPUT"},
+        context=context,
+    )["OUTPUT"]
     return shuffled(points, seed=1, renumber=("fid",), drop=("GEOCODE",), name="tokyo centroids")
 
 
@@ -60,9 +63,16 @@ def built(provider, centroids, small_raster, tmp_path_factory):
     import processing
 
     saved = str(tmp_path_factory.mktemp("mech") / "tokyo_25.npz")
-    result = processing.run("geopriv:perturblocationdependent", {
-        "INPUT": centroids, "POPULATION": small_raster, "SEED": 21, "SAVE_MECHANISM": saved,
-        "OUTPUT": "TEMPORARY_OUTPUT"})
+    result = processing.run(
+        "geopriv:perturblocationdependent",
+        {
+            "INPUT": centroids,
+            "POPULATION": small_raster,
+            "SEED": 21,
+            "SAVE_MECHANISM": saved,
+            "OUTPUT": "TEMPORARY_OUTPUT",
+        },
+    )
     return result, saved
 
 
@@ -84,8 +94,9 @@ def test_build_privacy_map_on_the_full_raster(run):
 
 
 def test_build_privacy_map_with_floor_and_slope(run, small_raster):
-    result = run("buildprivacymap", {"POPULATION": small_raster, "FLOOR": 1e-3, "SLOPE": 1e-6,
-                                     "OUTPUT": "TEMPORARY_OUTPUT"})
+    result = run(
+        "buildprivacymap", {"POPULATION": small_raster, "FLOOR": 1e-3, "SLOPE": 1e-6, "OUTPUT": "TEMPORARY_OUTPUT"}
+    )
     eps, _ = read_raster(result["OUTPUT"])
     density, _ = read_raster(small_raster)
     valid = density >= 0
@@ -136,8 +147,10 @@ def test_perturb_location_dependent(built, centroids):
 
 def test_saved_mechanism_reproduces_the_release(run, built, centroids):
     result, saved = built
-    again = run("perturblocationdependent", {"INPUT": centroids, "MECHANISM_FILE": saved, "SEED": 21,
-                                             "OUTPUT": "TEMPORARY_OUTPUT"})
+    again = run(
+        "perturblocationdependent",
+        {"INPUT": centroids, "MECHANISM_FILE": saved, "SEED": 21, "OUTPUT": "TEMPORARY_OUTPUT"},
+    )
     assert again["MECHANISM_ID"] == result["MECHANISM_ID"]
     assert np.array_equal(points_xy(again["OUTPUT"]), points_xy(result["OUTPUT"]))
 
@@ -147,12 +160,22 @@ def test_kernels_on_demand_release_the_same_points(run, built, centroids, small_
     result, saved = built
     alg = algorithm("perturblocationdependent")
     on_demand = alg.parameterDefinition("KERNELS").options().index("Computed on demand (large rasters: least memory)")
-    loaded = run("perturblocationdependent", {"INPUT": centroids, "MECHANISM_FILE": saved, "SEED": 21,
-                                              "KERNELS": on_demand, "OUTPUT": "TEMPORARY_OUTPUT"})
+    loaded = run(
+        "perturblocationdependent",
+        {"INPUT": centroids, "MECHANISM_FILE": saved, "SEED": 21, "KERNELS": on_demand, "OUTPUT": "TEMPORARY_OUTPUT"},
+    )
     assert loaded["MECHANISM_ID"] == result["MECHANISM_ID"]
     assert np.array_equal(points_xy(loaded["OUTPUT"]), points_xy(result["OUTPUT"]))
-    built_lazy = run("perturblocationdependent", {"INPUT": centroids, "POPULATION": small_raster, "SEED": 21,
-                                                  "KERNELS": on_demand, "OUTPUT": "TEMPORARY_OUTPUT"})
+    built_lazy = run(
+        "perturblocationdependent",
+        {
+            "INPUT": centroids,
+            "POPULATION": small_raster,
+            "SEED": 21,
+            "KERNELS": on_demand,
+            "OUTPUT": "TEMPORARY_OUTPUT",
+        },
+    )
     assert built_lazy["VERIFIED_MAX_RATIO"] == pytest.approx(result["VERIFIED_MAX_RATIO"], rel=1e-9)
     assert np.array_equal(points_xy(built_lazy["OUTPUT"]), points_xy(result["OUTPUT"]))
 
@@ -161,10 +184,12 @@ def test_points_in_another_crs(run, built, centroids, provider):
     import processing
 
     _, saved = built
-    lonlat = processing.run("native:reprojectlayer", {"INPUT": centroids, "TARGET_CRS": "EPSG:4326",
-                                                      "OUTPUT": "TEMPORARY_OUTPUT"})["OUTPUT"]
-    out = run("perturblocationdependent", {"INPUT": lonlat, "MECHANISM_FILE": saved,
-                                           "OUTPUT": "TEMPORARY_OUTPUT"})["OUTPUT"]
+    lonlat = processing.run(
+        "native:reprojectlayer", {"INPUT": centroids, "TARGET_CRS": "EPSG:4326", "OUTPUT": "TEMPORARY_OUTPUT"}
+    )["OUTPUT"]
+    out = run("perturblocationdependent", {"INPUT": lonlat, "MECHANISM_FILE": saved, "OUTPUT": "TEMPORARY_OUTPUT"})[
+        "OUTPUT"
+    ]
     assert out.crs().authid() == "EPSG:4326" and out.featureCount() == 262
     report = run("utilityreport", {"ORIGINAL": centroids, "RELEASED": out, "OUTPUT": "TEMPORARY_OUTPUT"})
     assert 2 / HIGH * 0.5 < report["MEAN_M"] < 2 / LOW * 1.5
@@ -177,8 +202,10 @@ def test_points_outside_the_raster(run, built):
     london = data_path("soho_cholera.gpkg", "deaths")
     with pytest.raises(QgsProcessingException, match=r"outside (the mechanism's privacy map|the declared study area)"):
         run("perturblocationdependent", {"INPUT": london, "MECHANISM_FILE": saved, "OUTPUT": "TEMPORARY_OUTPUT"})
-    out = run("perturblocationdependent", {"INPUT": london, "MECHANISM_FILE": saved, "OUTSIDE": 1,
-                                           "OUTPUT": "TEMPORARY_OUTPUT"})["OUTPUT"]
+    out = run(
+        "perturblocationdependent",
+        {"INPUT": london, "MECHANISM_FILE": saved, "OUTSIDE": 1, "OUTPUT": "TEMPORARY_OUTPUT"},
+    )["OUTPUT"]
     assert out.featureCount() == 324 and out.crs().authid() == "EPSG:3857"
 
 
@@ -191,8 +218,7 @@ def test_bad_mechanism_inputs(run, tmp_path):
     corrupt = tmp_path / "corrupt.npz"
     corrupt.write_bytes(b"not a mechanism")
     with pytest.raises(QgsProcessingException, match="not a readable geopriv mechanism file"):
-        run("perturblocationdependent", {"INPUT": points, "MECHANISM_FILE": str(corrupt),
-                                         "OUTPUT": "TEMPORARY_OUTPUT"})
+        run("perturblocationdependent", {"INPUT": points, "MECHANISM_FILE": str(corrupt), "OUTPUT": "TEMPORARY_OUTPUT"})
 
 
 def test_cancellation_during_the_build(run, centroids, small_raster, tmp_path):
@@ -201,8 +227,11 @@ def test_cancellation_during_the_build(run, centroids, small_raster, tmp_path):
     feedback = CancelAt(12.0)  # the build reports 10-70 %
     target = tmp_path / "never.gpkg"
     with pytest.raises(QgsProcessingException, match="cancelled"):
-        run("perturblocationdependent", {"INPUT": centroids, "POPULATION": small_raster, "OUTPUT": str(target)},
-            feedback=feedback)
+        run(
+            "perturblocationdependent",
+            {"INPUT": centroids, "POPULATION": small_raster, "OUTPUT": str(target)},
+            feedback=feedback,
+        )
     assert max(feedback.seen) < 70.0
     assert not target.exists()
 
@@ -221,10 +250,14 @@ def test_nodata_nearest_rule(run, small_raster):
 
 def test_posterior_mean_release(run, built, centroids):
     result, saved = built
-    plain = run("perturblocationdependent", {"INPUT": centroids, "MECHANISM_FILE": saved, "SEED": 5,
-                                             "OUTPUT": "TEMPORARY_OUTPUT"})
-    remapped = run("perturblocationdependent", {"INPUT": centroids, "MECHANISM_FILE": saved, "SEED": 5, "REMAP": True,
-                                                "OUTPUT": "TEMPORARY_OUTPUT"})
+    plain = run(
+        "perturblocationdependent",
+        {"INPUT": centroids, "MECHANISM_FILE": saved, "SEED": 5, "OUTPUT": "TEMPORARY_OUTPUT"},
+    )
+    remapped = run(
+        "perturblocationdependent",
+        {"INPUT": centroids, "MECHANISM_FILE": saved, "SEED": 5, "REMAP": True, "OUTPUT": "TEMPORARY_OUTPUT"},
+    )
     record = json.loads(remapped["PROVENANCE"])
     assert "posterior mean" in record["remap"] and json.loads(plain["PROVENANCE"])["remap"] is None
     assert remapped["VERIFIED_MAX_RATIO"] == plain["VERIFIED_MAX_RATIO"]  # same mechanism, post-processed
@@ -242,8 +275,16 @@ def algorithm(alg_id):
 
 
 #: QGIS parameter -> EikonalMechanism.build keyword (every mechanism option the algorithm offers)
-BUILD_OPTIONS = {"MARGIN": "margin", "SMOOTH": "smooth", "JUMP": "jump", "OUTPUT_SPACING": "output_spacing", "PAD": "pad",
-                 "CAP": "cap", "MAX_STEP": "max_step", "KERNELS": "kernels"}
+BUILD_OPTIONS = {
+    "MARGIN": "margin",
+    "SMOOTH": "smooth",
+    "JUMP": "jump",
+    "OUTPUT_SPACING": "output_spacing",
+    "PAD": "pad",
+    "CAP": "cap",
+    "MAX_STEP": "max_step",
+    "KERNELS": "kernels",
+}
 
 
 def test_mechanism_options_default_to_eikonal_mechanism_build(provider):
@@ -259,8 +300,11 @@ def test_mechanism_options_default_to_eikonal_mechanism_build(provider):
         if name == "MAX_STEP":  # an enum: its default is an index into the offered steps
             default = alg.STEPS[default]
         if name == "KERNELS":  # an enum of the library's names: load's default ("auto"), build's when building
-            assert alg.kernel_modes()[default] == inspect.signature(geopriv.EikonalMechanism.load).parameters[
-                "kernels"].default == "auto"
+            assert (
+                alg.kernel_modes()[default]
+                == inspect.signature(geopriv.EikonalMechanism.load).parameters["kernels"].default
+                == "auto"
+            )
             continue
         if name == "MARGIN":  # a number field cannot show "auto": empty stands for it
             assert default is None and build[keyword].default == "auto"
@@ -309,25 +353,56 @@ def test_a_build_without_options_is_the_librarys_default_build(run, monkeypatch,
     monkeypatch.setattr(geopriv.EikonalMechanism, "build", classmethod(build))
     defaults = {k: p.default for k, p in inspect.signature(original).parameters.items()}
     points = memory_layer(["POINT(-20000 -30000)"], crs="EPSG:30166")
-    run("perturblocationdependent", {"INPUT": points, "POPULATION": small_raster, "OUTSIDE": 1, "SEED": 1,
-                                     "OUTPUT": "TEMPORARY_OUTPUT"})
+    run(
+        "perturblocationdependent",
+        {"INPUT": points, "POPULATION": small_raster, "OUTSIDE": 1, "SEED": 1, "OUTPUT": "TEMPORARY_OUTPUT"},
+    )
     alg = algorithm("perturblocationdependent")
     shown = {name: alg.parameterDefinition(name).defaultValue() for name in BUILD_OPTIONS}
-    run("perturblocationdependent", {"INPUT": points, "POPULATION": small_raster, "OUTSIDE": 1, "SEED": 1,
-                                     "OUTPUT": "TEMPORARY_OUTPUT", **shown})
+    run(
+        "perturblocationdependent",
+        {"INPUT": points, "POPULATION": small_raster, "OUTSIDE": 1, "SEED": 1, "OUTPUT": "TEMPORARY_OUTPUT", **shown},
+    )
     for kwargs in seen:
         for keyword in BUILD_OPTIONS.values():
             assert kwargs[keyword] == defaults[keyword], keyword
-    run("perturblocationdependent", {"INPUT": points, "POPULATION": small_raster, "OUTSIDE": 1, "SEED": 1,
-                                     "SMOOTH": None, "OUTPUT": "TEMPORARY_OUTPUT"})
+    run(
+        "perturblocationdependent",
+        {
+            "INPUT": points,
+            "POPULATION": small_raster,
+            "OUTSIDE": 1,
+            "SEED": 1,
+            "SMOOTH": None,
+            "OUTPUT": "TEMPORARY_OUTPUT",
+        },
+    )
     assert len(seen) == 3 and seen[-1]["smooth"] is None
-    run("perturblocationdependent", {"INPUT": points, "POPULATION": small_raster, "OUTSIDE": 1, "SEED": 1,
-                                     "JUMP": 0.2, "OUTPUT": "TEMPORARY_OUTPUT"})
+    run(
+        "perturblocationdependent",
+        {
+            "INPUT": points,
+            "POPULATION": small_raster,
+            "OUTSIDE": 1,
+            "SEED": 1,
+            "JUMP": 0.2,
+            "OUTPUT": "TEMPORARY_OUTPUT",
+        },
+    )
     assert len(seen) == 4 and seen[-1]["jump"] == 0.2
     for label, step in (("8", 8), ("no cap", None)):  # MAX_STEP offers 8 and the library's None (no cap)
         index = alg.parameterDefinition("MAX_STEP").options().index(label)
-        run("perturblocationdependent", {"INPUT": points, "POPULATION": small_raster, "OUTSIDE": 1, "SEED": 1,
-                                         "MAX_STEP": index, "OUTPUT": "TEMPORARY_OUTPUT"})
+        run(
+            "perturblocationdependent",
+            {
+                "INPUT": points,
+                "POPULATION": small_raster,
+                "OUTSIDE": 1,
+                "SEED": 1,
+                "MAX_STEP": index,
+                "OUTPUT": "TEMPORARY_OUTPUT",
+            },
+        )
         assert seen[-1]["max_step"] == step
 
 
@@ -425,10 +500,13 @@ def test_foreign_error_texts_are_withheld_and_geoprivs_own_are_shown(run, small_
         run("buildprivacymap", {"POPULATION": small_raster, "OUTPUT": "TEMPORARY_OUTPUT"})
 
 
-@pytest.mark.parametrize("alg_id, extra", [
-    ("perturbpoints", {"EPSILON": 0.05}),
-    ("synthesize", {"EPSILON": 1.0}),
-])
+@pytest.mark.parametrize(
+    "alg_id, extra",
+    [
+        ("perturbpoints", {"EPSILON": 0.05}),
+        ("synthesize", {"EPSILON": 1.0}),
+    ],
+)
 def test_every_algorithm_refuses_an_output_over_its_input(run, points_file, tmp_path, alg_id, extra):
     """The base checks every destination against every input before any work (issue 30: was two algorithms)."""
     from qgis.core import QgsProcessingException

@@ -6,6 +6,7 @@ geopriv function) and the library's signatures, so a default changed in the libr
 plugin (or the reverse) fails here.  Choice parameters (enums) map labels to values per algorithm and
 are checked in each algorithm's tests.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -39,8 +40,11 @@ def _checked(provider):
                 if param is None or keyword not in signature or isinstance(param, QgsProcessingParameterEnum):
                     continue
                 default = signature[keyword].default
-                if default is inspect.Parameter.empty or default is None or not isinstance(default, (bool, int,
-                                                                                                    float, str)):
+                if (
+                    default is inspect.Parameter.empty
+                    or default is None
+                    or not isinstance(default, (bool, int, float, str))
+                ):
                     continue
                 found.append((alg.name(), param.name(), param.defaultValue(), default, param.description()))
     return found
@@ -49,6 +53,7 @@ def _checked(provider):
 def test_qgis_parameters_propose_the_librarys_defaults(provider):
     checked = _checked(provider)
     assert len(checked) >= 10  # the test looks at something
+
     def same(qgis, lib, label):
         if lib == AUTO and qgis is None:
             return "empty" in label.lower()
@@ -58,4 +63,5 @@ def test_qgis_parameters_propose_the_librarys_defaults(provider):
 
     drift = [(alg, name, qgis, lib) for alg, name, qgis, lib, label in checked if not same(qgis, lib, label)]
     assert not drift, "QGIS defaults differ from the library's: " + "; ".join(
-        f"{alg}.{name}: QGIS {qgis!r}, library {lib!r}" for alg, name, qgis, lib in drift)
+        f"{alg}.{name}: QGIS {qgis!r}, library {lib!r}" for alg, name, qgis, lib in drift
+    )

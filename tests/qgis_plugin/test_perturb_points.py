@@ -1,4 +1,5 @@
 """geopriv:perturbpoints in a real QGIS, on the shipped data."""
+
 from __future__ import annotations
 
 import json
@@ -85,10 +86,14 @@ def test_grid_and_region(run):
 
     xs = 448_500 + 10 * np.random.default_rng(0).permutation(50)  # a row of points, in random order
     layer = memory_layer([f"POINT({x} 4416500)" for x in xs])
-    region = memory_layer(["POLYGON((448000 4416000, 449500 4416000, 449500 4417000, 448000 4417000, 448000 4416000))"],
-                          geometry="Polygon")
-    result = run("perturbpoints", {"INPUT": layer, "RADIUS": 100.0, "GRID": 10.0, "REGION": region, "SEED": 1,
-                                   "OUTPUT": "TEMPORARY_OUTPUT"})
+    region = memory_layer(
+        ["POLYGON((448000 4416000, 449500 4416000, 449500 4417000, 448000 4417000, 448000 4416000))"],
+        geometry="Polygon",
+    )
+    result = run(
+        "perturbpoints",
+        {"INPUT": layer, "RADIUS": 100.0, "GRID": 10.0, "REGION": region, "SEED": 1, "OUTPUT": "TEMPORARY_OUTPUT"},
+    )
     xy = points_xy(result["OUTPUT"])
     record = json.loads(result["PROVENANCE"])
     assert record["grid_m"] == 10.0 and record["region"] is True and record["frame"] == "planar"

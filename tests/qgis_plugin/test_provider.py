@@ -1,4 +1,5 @@
 """The provider: registration, every algorithm described, usable from the graphical modeler."""
+
 from __future__ import annotations
 
 import configparser
@@ -9,9 +10,20 @@ from qgis_helpers import ROOT, data_path
 
 pytestmark = pytest.mark.qgis
 
-EXPECTED = {"geopriv:perturbpoints", "geopriv:buildprivacymap", "geopriv:perturblocationdependent",
-            "geopriv:synthesize", "geopriv:diffuse", "geopriv:sanitizetraces", "geopriv:utilityreport",
-            "geopriv:aggregate", "geopriv:heatmap", "geopriv:flows", "geopriv:adversaryerror", "geopriv:calibrate"}
+EXPECTED = {
+    "geopriv:perturbpoints",
+    "geopriv:buildprivacymap",
+    "geopriv:perturblocationdependent",
+    "geopriv:synthesize",
+    "geopriv:diffuse",
+    "geopriv:sanitizetraces",
+    "geopriv:utilityreport",
+    "geopriv:aggregate",
+    "geopriv:heatmap",
+    "geopriv:flows",
+    "geopriv:adversaryerror",
+    "geopriv:calibrate",
+}
 
 
 def test_provider_registers_every_algorithm(provider):
@@ -122,7 +134,9 @@ def test_algorithms_chain_in_the_graphical_modeler(provider):
     )
 
     model = QgsProcessingModelAlgorithm("perturb and report", "tests")
-    model.addModelParameter(QgsProcessingParameterFeatureSource("points", "Points"), QgsProcessingModelParameter("points"))
+    model.addModelParameter(
+        QgsProcessingParameterFeatureSource("points", "Points"), QgsProcessingModelParameter("points")
+    )
     perturb = QgsProcessingModelChildAlgorithm("geopriv:perturbpoints")
     perturb.setChildId("perturb")
     perturb.addParameterSources("INPUT", [Source.fromModelParameter("points")])
@@ -139,8 +153,9 @@ def test_algorithms_chain_in_the_graphical_modeler(provider):
     report.setModelOutputs({"utility": output})
     model.addChildAlgorithm(report)
 
-    results = processing.run(model, {"points": data_path("soho_cholera.gpkg", "deaths"),
-                                     "report:utility": "TEMPORARY_OUTPUT"})
+    results = processing.run(
+        model, {"points": data_path("soho_cholera.gpkg", "deaths"), "report:utility": "TEMPORARY_OUTPUT"}
+    )
     table = results["report:utility"]
     rows = [f.attributes() for f in table.getFeatures()]
     names = [f.name() for f in table.fields()]

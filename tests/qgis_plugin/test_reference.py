@@ -3,6 +3,7 @@ must equal what the running provider says (help strings, parameters, defaults, o
 
 When an algorithm changes, this fails with the command that regenerates the file.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,11 @@ def test_the_committed_reference_is_the_providers(provider):
     committed = json.loads(COMMITTED.read_text(encoding="utf-8"))
     assert [a["id"] for a in committed] == [a["id"] for a in live], (
         "docs/_generated/qgis_algorithms.json is out of date: regenerate it with QT_QPA_PLATFORM=offscreen "
-        "python -m qgis_plugin.reference docs/_generated/qgis_algorithms.json (in the QGIS environment)")
+        "python -m qgis_plugin.reference docs/_generated/qgis_algorithms.json (in the QGIS environment)"
+    )
     for old, new in zip(committed, live):
-        assert old == new, (f"{new['id']} changed: regenerate docs/_generated/qgis_algorithms.json with "
-                            "QT_QPA_PLATFORM=offscreen python -m qgis_plugin.reference docs/_generated/qgis_algorithms.json")
+        assert old == new, (
+            f"{new['id']} changed: regenerate docs/_generated/qgis_algorithms.json with "
+            "QT_QPA_PLATFORM=offscreen python -m qgis_plugin.reference docs/_generated/qgis_algorithms.json"
+        )
     assert len(live) == len(provider.algorithms()) and all(len(a["help"]) > 200 for a in live)

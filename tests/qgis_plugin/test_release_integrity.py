@@ -9,6 +9,7 @@
   on the algorithm, the provider or a module between runs.
 * Cancelling while the library is releasing writes nothing.
 """
+
 from __future__ import annotations
 
 import json
@@ -78,7 +79,9 @@ def test_perturb_points_is_one_call_with_the_library_record(run, monkeypatch, ge
     assert record == library_json(spy.records[0])  # the library's record, unmodified
     assert record["n"] == count == result["OUTPUT"].featureCount()
     assert not MERGE_FIELDS & record.keys()
-    assert not any(isinstance(v, list) and any(isinstance(r, dict) for r in v) for v in record.values())  # no per-call records
+    assert not any(
+        isinstance(v, list) and any(isinstance(r, dict) for r in v) for v in record.values()
+    )  # no per-call records
     assert result["EPSILON_PER_M"] == record["epsilon_per_m"]
     assert result["EFFECTIVE_EPSILON_PER_M"] == record["effective_epsilon_per_m"]
 
@@ -87,9 +90,18 @@ def test_sanitize_traces_is_one_call_with_the_library_record(run, monkeypatch):
     spy = Spy(monkeypatch, "sanitize_traces")
     source = data_path(GEOLIFE)
     count = vector(source).featureCount()
-    result = run("sanitizetraces", {"INPUT": source, "TRAJ_ID_FIELD": "trajectory_id", "TIME_FIELD": "t",
-                                    "BOUNDS": "115.4,117.6,39.4,41.1 [EPSG:4326]", "SEED": 4,
-                                    "OUTPUT": "TEMPORARY_OUTPUT", "LEDGER": "TEMPORARY_OUTPUT"})
+    result = run(
+        "sanitizetraces",
+        {
+            "INPUT": source,
+            "TRAJ_ID_FIELD": "trajectory_id",
+            "TIME_FIELD": "t",
+            "BOUNDS": "115.4,117.6,39.4,41.1 [EPSG:4326]",
+            "SEED": 4,
+            "OUTPUT": "TEMPORARY_OUTPUT",
+            "LEDGER": "TEMPORARY_OUTPUT",
+        },
+    )
     assert len(spy.calls) == 1 and spy.calls[0][0] == count
     record = json.loads(result["PROVENANCE"])
     assert record == library_json(spy.records[0])
@@ -118,8 +130,10 @@ def test_location_dependent_is_one_call_with_the_library_record(run, monkeypatch
     ys = y0 + dy * 20 * rng.uniform(0.2, 0.8, 2_000)
     layer = memory_layer([f"POINT({x} {y})" for x, y in zip(xs, ys)], crs="EPSG:30166")
     spy = Spy(monkeypatch, "perturb")
-    result = run("perturblocationdependent", {"INPUT": layer, "POPULATION": raster, "OUTSIDE": 1, "SEED": 3,
-                                              "OUTPUT": "TEMPORARY_OUTPUT"})
+    result = run(
+        "perturblocationdependent",
+        {"INPUT": layer, "POPULATION": raster, "OUTSIDE": 1, "SEED": 3, "OUTPUT": "TEMPORARY_OUTPUT"},
+    )
     assert len(spy.calls) == 1 and spy.calls[0][0] == 2_000
     record = json.loads(result["PROVENANCE"])
     assert record == library_json(spy.records[0])
@@ -141,8 +155,7 @@ def test_log_prints_only_fields_of_the_library_record(run, monkeypatch, geolife_
 
     spy = Spy(monkeypatch, "perturb")
     feedback = Log()
-    run("perturbpoints", {"INPUT": geolife_fixes, "EPSILON": 0.01, "OUTPUT": "TEMPORARY_OUTPUT"},
-        feedback=feedback)
+    run("perturbpoints", {"INPUT": geolife_fixes, "EPSILON": 0.01, "OUTPUT": "TEMPORARY_OUTPUT"}, feedback=feedback)
     record = spy.records[0]
     line = next(t for t in feedback.infos if t.startswith("mechanism = "))
     keys = re.findall(r"(?:^|, )(\w+) = ", line)
@@ -162,8 +175,10 @@ def test_saved_mechanism_is_loaded_with_the_library_default_verification(run, mo
     saved = str(tmp_path / "mech.npz")
     x0, dx, _, y0, _, dy = gdal.Open(raster).GetGeoTransform()
     layer = memory_layer([f"POINT({x0 + 10 * dx} {y0 + 10 * dy})"], crs="EPSG:30166")
-    run("perturblocationdependent", {"INPUT": layer, "POPULATION": raster, "SAVE_MECHANISM": saved,
-                                     "OUTPUT": "TEMPORARY_OUTPUT"})
+    run(
+        "perturblocationdependent",
+        {"INPUT": layer, "POPULATION": raster, "SAVE_MECHANISM": saved, "OUTPUT": "TEMPORARY_OUTPUT"},
+    )
     original = geopriv.EikonalMechanism.load
     seen = []
 
@@ -209,8 +224,9 @@ def test_batch_without_seed_draws_fresh_entropy_per_layer(tmp_path):
 
 def test_batch_with_the_same_seed_reproduces(tmp_path):
     source = data_path("soho_cholera.gpkg", "deaths")
-    _, [(a, rec_a), (b, rec_b)] = batch("perturbpoints", [{"INPUT": source, "SEED": 7}, {"INPUT": source, "SEED": 7}],
-                                        tmp_path)
+    _, [(a, rec_a), (b, rec_b)] = batch(
+        "perturbpoints", [{"INPUT": source, "SEED": 7}, {"INPUT": source, "SEED": 7}], tmp_path
+    )
     assert np.array_equal(a, b)
     assert rec_a["seeded"] is True and rec_b["seeded"] is True
 
@@ -251,8 +267,13 @@ def test_nothing_random_is_kept_between_runs(provider, tmp_path):
     alg, _ = batch("perturbpoints", [{"INPUT": source, "SEED": 5}, {"INPUT": source}], tmp_path)
     from geopriv import rng as geopriv_rng
 
-    random_types = (Generator, BitGenerator, SeedSequence, np.random.RandomState,
-                    getattr(geopriv_rng, "RandomSource", Generator))
+    random_types = (
+        Generator,
+        BitGenerator,
+        SeedSequence,
+        np.random.RandomState,
+        getattr(geopriv_rng, "RandomSource", Generator),
+    )
 
     def holds_randomness(obj):
         values = list(vars(obj).values()) if hasattr(obj, "__dict__") else []

@@ -8,6 +8,7 @@
   and never coordinates; the input layer's own extent is refused as a study area.
 * The default output lies on the public lattice; CONTINUOUS is recorded in the provenance.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -26,8 +27,13 @@ UTM = "EPSG:32650"
 
 def released_xy(layer):
     """Coordinates of the released points (features a trace's budget did not cover have no geometry)."""
-    return np.array([[f.geometry().asPoint().x(), f.geometry().asPoint().y()] for f in layer.getFeatures()
-                     if not f.geometry().isNull()])
+    return np.array(
+        [
+            [f.geometry().asPoint().x(), f.geometry().asPoint().y()]
+            for f in layer.getFeatures()
+            if not f.geometry().isNull()
+        ]
+    )
 
 
 def outputs(alg_id):
@@ -55,9 +61,12 @@ def layer_with_lonlat(n=30, crs=UTM, origin=(448_000, 4_416_000), span=2_000, se
     xs = origin[0] + rng.uniform(0, span, n)
     ys = origin[1] + rng.uniform(0, span, n)
     lon, lat = lonlat(xs, ys, crs)
-    layer = memory_layer([f"POINT({x} {y})" for x, y in zip(xs, ys)], crs=crs,
-                         fields=(("name", "string"), ("trace", "integer"), ("lon", "double"), ("lat", "double")),
-                         values=[[f"p{i}", 1, float(a), float(b)] for i, (a, b) in enumerate(zip(lon, lat))])
+    layer = memory_layer(
+        [f"POINT({x} {y})" for x, y in zip(xs, ys)],
+        crs=crs,
+        fields=(("name", "string"), ("trace", "integer"), ("lon", "double"), ("lat", "double")),
+        values=[[f"p{i}", 1, float(a), float(b)] for i, (a, b) in enumerate(zip(lon, lat))],
+    )
     return layer
 
 
@@ -73,8 +82,10 @@ def tokyo_mechanism(provider, tmp_path_factory):
     x0, dx, _, y0, _, dy = gdal.Open(raster).GetGeoTransform()
     saved = str(folder / "tokyo_20.npz")
     layer = memory_layer([f"POINT({x0 + 10 * dx} {y0 + 10 * dy})"], crs="EPSG:30166")
-    processing.run("geopriv:perturblocationdependent", {"INPUT": layer, "POPULATION": raster, "SAVE_MECHANISM": saved,
-                                                        "OUTPUT": "TEMPORARY_OUTPUT"})
+    processing.run(
+        "geopriv:perturblocationdependent",
+        {"INPUT": layer, "POPULATION": raster, "SAVE_MECHANISM": saved, "OUTPUT": "TEMPORARY_OUTPUT"},
+    )
     return saved, (x0, dx, y0, dy)
 
 
@@ -128,7 +139,9 @@ def test_release_parameters_have_the_library_names_and_defaults(provider, alg_id
 
     bounds = alg.parameterDefinition("BOUNDS")
     assert isinstance(bounds, QgsProcessingParameterExtent)
-    assert bounds.description() == "Public study area" and bounds.flags() & QgsProcessingParameterDefinition.FlagOptional
+    assert (
+        bounds.description() == "Public study area" and bounds.flags() & QgsProcessingParameterDefinition.FlagOptional
+    )
     assert "public: choose it without looking at individual points" in bounds.help()
 
     keep = alg.parameterDefinition("KEEP")
@@ -146,13 +159,26 @@ def test_plugin_refuses_a_library_whose_release_lacks_the_keywords(plugin, monke
 
     from geopriv_qgis import compat
 
-    def perturb(data, epsilon=None, *, level=None, radius=None, mechanism=None, rng=None, grid="auto", region=None,
-                progress=None):  # an older perturb: no bounds, keep, continuous
+    def perturb(
+        data,
+        epsilon=None,
+        *,
+        level=None,
+        radius=None,
+        mechanism=None,
+        rng=None,
+        grid="auto",
+        region=None,
+        progress=None,
+    ):  # an older perturb: no bounds, keep, continuous
         raise AssertionError("never called")
 
     monkeypatch.setattr(geopriv, "perturb", perturb)
-    with pytest.raises(ImportError, match=r"lacks perturb\(bounds=\), perturb\(budget_store=\), perturb\(continuous=\), "
-                                          r"perturb\(keep=\), perturb\(person=\)"):
+    with pytest.raises(
+        ImportError,
+        match=r"lacks perturb\(bounds=\), perturb\(budget_store=\), perturb\(continuous=\), "
+        r"perturb\(keep=\), perturb\(person=\)",
+    ):
         compat.check_geopriv()
 
 
@@ -171,8 +197,14 @@ def test_every_release_has_the_budget_parameters_of_its_library_function(provide
         geopriv.BudgetStore(str(tmp_path / "missing.db"))
     store_advice = missing.value.fix.qgis
     releases = {alg.id().split(":")[1]: alg.RELEASE_FUNCTION for alg in provider.algorithms() if alg.RELEASE_FUNCTION}
-    assert releases == {**RELEASES, "synthesize": "synthesize", "diffuse": "diffuse_locations",
-                        "aggregate": "aggregate", "heatmap": "heatmap", "flows": "flows"}
+    assert releases == {
+        **RELEASES,
+        "synthesize": "synthesize",
+        "diffuse": "diffuse_locations",
+        "aggregate": "aggregate",
+        "heatmap": "heatmap",
+        "flows": "flows",
+    }
     for alg_id, function in releases.items():
         alg = provider.algorithm(alg_id)
         library = inspect.signature(getattr(geopriv, function)).parameters
@@ -270,8 +302,11 @@ def test_bounds_excluding_points_names_feature_ids_never_coordinates(run, alg_id
     assert 0 < (~inside).sum() < 30
     feedback = Log()
     with pytest.raises(QgsProcessingException) as refused:
-        run(alg_id, release_params(alg_id, layer, BOUNDS="447000,449500,4415000,4417500 [EPSG:32650]"),
-            feedback=feedback)
+        run(
+            alg_id,
+            release_params(alg_id, layer, BOUNDS="447000,449500,4415000,4417500 [EPSG:32650]"),
+            feedback=feedback,
+        )
     message = str(refused.value)
     assert f"{(~inside).sum()} row(s) lie outside" in message
     named = sorted(ids[~inside])[:10]
@@ -291,8 +326,10 @@ def test_bounds_excluding_points_location_dependent(run, tokyo_mechanism):
     cut = float(np.median(xs))
     bounds = f"{xs.min() - 5_000},{cut},{ys.min() - 5_000},{ys.max() + 5_000} [EPSG:30166]"
     with pytest.raises(QgsProcessingException) as refused:
-        run("perturblocationdependent", release_params("perturblocationdependent", layer, tokyo_mechanism,
-                                                       BOUNDS=bounds))
+        run(
+            "perturblocationdependent",
+            release_params("perturblocationdependent", layer, tokyo_mechanism, BOUNDS=bounds),
+        )
     message = str(refused.value)
     assert "lie outside the declared study area" in message and "'Public study area'" in message
     assert "bounds=" not in message and "--bounds" not in message
@@ -311,14 +348,23 @@ def test_bounds_in_another_crs_are_converted_to_the_layer_crs(run, geolife_fixes
     )
 
     utm = QgsRectangle(420_000, 4_400_000, 480_000, 4_450_000)
-    expected = QgsCoordinateTransform(QgsCoordinateReferenceSystem(UTM), QgsCoordinateReferenceSystem("EPSG:4326"),
-                                      QgsProject.instance()).transformBoundingBox(utm)
-    result = run("perturbpoints", {"INPUT": geolife_fixes, "EPSILON": 0.01, "SEED": 1,
-                                   "BOUNDS": "420000,480000,4400000,4450000 [EPSG:32650]",
-                                   "OUTPUT": "TEMPORARY_OUTPUT"})
+    expected = QgsCoordinateTransform(
+        QgsCoordinateReferenceSystem(UTM), QgsCoordinateReferenceSystem("EPSG:4326"), QgsProject.instance()
+    ).transformBoundingBox(utm)
+    result = run(
+        "perturbpoints",
+        {
+            "INPUT": geolife_fixes,
+            "EPSILON": 0.01,
+            "SEED": 1,
+            "BOUNDS": "420000,480000,4400000,4450000 [EPSG:32650]",
+            "OUTPUT": "TEMPORARY_OUTPUT",
+        },
+    )
     record = json.loads(result["PROVENANCE"])
     assert record["declared_bounds"] == pytest.approx(
-        [expected.xMinimum(), expected.yMinimum(), expected.xMaximum(), expected.yMaximum()], abs=1e-9)
+        [expected.xMinimum(), expected.yMinimum(), expected.xMaximum(), expected.yMaximum()], abs=1e-9
+    )
     assert 116 < record["declared_bounds"][0] < 116.3 and 40.1 < record["declared_bounds"][3] < 40.3
     assert record["frame_area"] == "bounds" and result["OUTPUT"].featureCount() == 5908
     xy = points_xy(result["OUTPUT"])
@@ -338,8 +384,10 @@ def test_the_input_layers_own_extent_is_refused(run):
         for text in coordinate_texts(xs, ys):
             assert text not in str(refused.value)
     # a study area in round numbers that holds the points is fine
-    out = run("perturbpoints", {"INPUT": layer, "BOUNDS": "447000,451000,4415000,4419000 [EPSG:32650]",
-                                "OUTPUT": "TEMPORARY_OUTPUT"})
+    out = run(
+        "perturbpoints",
+        {"INPUT": layer, "BOUNDS": "447000,451000,4415000,4419000 [EPSG:32650]", "OUTPUT": "TEMPORARY_OUTPUT"},
+    )
     assert json.loads(out["PROVENANCE"])["declared_bounds"] == [447000.0, 4415000.0, 451000.0, 4419000.0]
 
 
@@ -423,11 +471,27 @@ def test_a_level_typed_as_ln4_is_exactly_ln4(provider, run):
 
     alg = provider.algorithm("perturbpoints")
     assert alg.parameterDefinition("LEVEL").defaultValue() == "ln4"
-    result = run("perturbpoints", {"INPUT": data_path("soho_cholera.gpkg", "deaths"), "LEVEL": "ln4", "RADIUS": 200.0,
-                                   "SEED": 1, "OUTPUT": "TEMPORARY_OUTPUT"})
+    result = run(
+        "perturbpoints",
+        {
+            "INPUT": data_path("soho_cholera.gpkg", "deaths"),
+            "LEVEL": "ln4",
+            "RADIUS": 200.0,
+            "SEED": 1,
+            "OUTPUT": "TEMPORARY_OUTPUT",
+        },
+    )
     assert result["EPSILON_PER_M"] == math.log(4) / 200  # exactly, not 1.386294 / 200
-    numeric = run("perturbpoints", {"INPUT": data_path("soho_cholera.gpkg", "deaths"), "LEVEL": math.log(4),
-                                    "RADIUS": 200.0, "SEED": 1, "OUTPUT": "TEMPORARY_OUTPUT"})
+    numeric = run(
+        "perturbpoints",
+        {
+            "INPUT": data_path("soho_cholera.gpkg", "deaths"),
+            "LEVEL": math.log(4),
+            "RADIUS": 200.0,
+            "SEED": 1,
+            "OUTPUT": "TEMPORARY_OUTPUT",
+        },
+    )
     assert numeric["EPSILON_PER_M"] == math.log(4) / 200  # a float passed by processing.run keeps its precision
 
 

@@ -1,4 +1,5 @@
 """geopriv:utilityreport's HTML output: the release report (geopriv.report.release_report) in a real QGIS."""
+
 from __future__ import annotations
 
 import json
@@ -19,9 +20,16 @@ def soho_release(provider, tmp_path_factory):
     import processing
 
     target = str(tmp_path_factory.mktemp("soho") / "released.gpkg")
-    result = processing.run("geopriv:perturbpoints", {"INPUT": data_path("soho_cholera.gpkg", "deaths"),
-                                                       "LEVEL": math.log(4), "RADIUS": 200.0, "SEED": 8,
-                                                       "OUTPUT": target})
+    result = processing.run(
+        "geopriv:perturbpoints",
+        {
+            "INPUT": data_path("soho_cholera.gpkg", "deaths"),
+            "LEVEL": math.log(4),
+            "RADIUS": 200.0,
+            "SEED": 8,
+            "OUTPUT": target,
+        },
+    )
     return target, result["PROVENANCE"]
 
 
@@ -43,8 +51,16 @@ def test_the_report_is_an_html_output(provider):
 def test_report_with_the_release_record(run, soho_release, tmp_path):
     released, provenance = soho_release
     report = tmp_path / "soho.private-report.html"
-    result = run("utilityreport", {"ORIGINAL": data_path("soho_cholera.gpkg", "deaths"), "RELEASED": released,
-                                   "RELEASE_RECORD": provenance, "OUTPUT": "TEMPORARY_OUTPUT", "REPORT": str(report)})
+    result = run(
+        "utilityreport",
+        {
+            "ORIGINAL": data_path("soho_cholera.gpkg", "deaths"),
+            "RELEASED": released,
+            "RELEASE_RECORD": provenance,
+            "OUTPUT": "TEMPORARY_OUTPUT",
+            "REPORT": str(report),
+        },
+    )
     assert result["REPORT"] == str(report)
     doc = report.read_text(encoding="utf-8")
     assert "change by at most 4.01x when A and B are within 200 m" in doc
@@ -52,18 +68,33 @@ def test_report_with_the_release_record(run, soho_release, tmp_path):
     assert f"<td>{result['MEAN_M']:.4g}</td>" in doc  # the same statistics as the table output
     assert int(re.search(r'data-figures-expected="(\d+)"', doc).group(1)) >= 3
     # a temporary output gets an .html name of its own
-    temp = run("utilityreport", {"ORIGINAL": data_path("soho_cholera.gpkg", "deaths"), "RELEASED": released,
-                                 "RELEASE_RECORD": provenance, "OUTPUT": "TEMPORARY_OUTPUT",
-                                 "REPORT": "TEMPORARY_OUTPUT"})
+    temp = run(
+        "utilityreport",
+        {
+            "ORIGINAL": data_path("soho_cholera.gpkg", "deaths"),
+            "RELEASED": released,
+            "RELEASE_RECORD": provenance,
+            "OUTPUT": "TEMPORARY_OUTPUT",
+            "REPORT": "TEMPORARY_OUTPUT",
+        },
+    )
     assert temp["REPORT"].endswith(".html") and Path(temp["REPORT"]).exists()
 
 
 def test_the_public_study_area_gives_the_adversary(run, soho_release, tmp_path):
     released, provenance = soho_release
     report = tmp_path / "area.html"
-    run("utilityreport", {"ORIGINAL": data_path("soho_cholera.gpkg", "deaths"), "RELEASED": released,
-                          "RELEASE_RECORD": provenance, "BOUNDS": "-16500,-13800,6711000,6714200 [EPSG:3857]",
-                          "OUTPUT": "TEMPORARY_OUTPUT", "REPORT": str(report)})
+    run(
+        "utilityreport",
+        {
+            "ORIGINAL": data_path("soho_cholera.gpkg", "deaths"),
+            "RELEASED": released,
+            "RELEASE_RECORD": provenance,
+            "BOUNDS": "-16500,-13800,6711000,6714200 [EPSG:3857]",
+            "OUTPUT": "TEMPORARY_OUTPUT",
+            "REPORT": str(report),
+        },
+    )
     doc = report.read_text(encoding="utf-8")
     assert "optimal adversary&#x27;s expected error (m)" in doc and 'alt="adversary error map"' in doc
 
@@ -77,8 +108,15 @@ def test_report_reads_the_record_of_a_file_written_by_geopriv(run, tmp_path):
     path = tmp_path / "released.gpkg"
     io.write_vector(released, path)  # the record goes into the GeoPackage's metadata, as the command line writes it
     report = tmp_path / "r.html"
-    run("utilityreport", {"ORIGINAL": data_path("soho_cholera.gpkg", "deaths"), "RELEASED": str(path),
-                          "OUTPUT": "TEMPORARY_OUTPUT", "REPORT": str(report)})
+    run(
+        "utilityreport",
+        {
+            "ORIGINAL": data_path("soho_cholera.gpkg", "deaths"),
+            "RELEASED": str(path),
+            "OUTPUT": "TEMPORARY_OUTPUT",
+            "REPORT": str(report),
+        },
+    )
     doc = report.read_text(encoding="utf-8")
     assert "change by at most 16x when A and B are within 200 m" in doc  # ln 4 within 100 m: 16x at 200 m
 
@@ -89,17 +127,34 @@ def test_without_a_record_the_report_is_refused_and_nothing_written(run, soho_re
     released, _ = soho_release
     report = tmp_path / "none.html"
     with pytest.raises(QgsProcessingException, match="needs the release's record.*PROVENANCE"):
-        run("utilityreport", {"ORIGINAL": data_path("soho_cholera.gpkg", "deaths"), "RELEASED": released,
-                              "OUTPUT": "TEMPORARY_OUTPUT", "REPORT": str(report)})
+        run(
+            "utilityreport",
+            {
+                "ORIGINAL": data_path("soho_cholera.gpkg", "deaths"),
+                "RELEASED": released,
+                "OUTPUT": "TEMPORARY_OUTPUT",
+                "REPORT": str(report),
+            },
+        )
     assert not report.exists()
     with pytest.raises(QgsProcessingException, match="not a release's PROVENANCE output"):
-        run("utilityreport", {"ORIGINAL": data_path("soho_cholera.gpkg", "deaths"), "RELEASED": released,
-                              "RELEASE_RECORD": "not json", "OUTPUT": "TEMPORARY_OUTPUT", "REPORT": str(report)})
+        run(
+            "utilityreport",
+            {
+                "ORIGINAL": data_path("soho_cholera.gpkg", "deaths"),
+                "RELEASED": released,
+                "RELEASE_RECORD": "not json",
+                "OUTPUT": "TEMPORARY_OUTPUT",
+                "REPORT": str(report),
+            },
+        )
     assert json.loads(soho_release[1])["mechanism"]  # the PROVENANCE output is the record itself
 
 
 def test_without_a_report_nothing_changes(run, soho_release):
     released, _ = soho_release
-    result = run("utilityreport", {"ORIGINAL": data_path("soho_cholera.gpkg", "deaths"), "RELEASED": released,
-                                   "OUTPUT": "TEMPORARY_OUTPUT"})
+    result = run(
+        "utilityreport",
+        {"ORIGINAL": data_path("soho_cholera.gpkg", "deaths"), "RELEASED": released, "OUTPUT": "TEMPORARY_OUTPUT"},
+    )
     assert result.get("REPORT") in (None, "") and result["N"] == 324

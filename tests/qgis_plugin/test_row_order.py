@@ -9,6 +9,7 @@
 * The advised fix works in QGIS: 'Order by expression' with randf(), after dropping a
   GeoPackage's fid (which a GeoPackage output would use to restore the old order).
 """
+
 from __future__ import annotations
 
 import json
@@ -20,9 +21,11 @@ from qgis_helpers import Log, attributes, data_path, memory_layer, points_xy
 
 pytestmark = pytest.mark.qgis
 
-RELEASES = {"perturbpoints": "Perturb points (geo-indistinguishability)",
-            "perturblocationdependent": "Perturb points with location-dependent privacy",
-            "sanitizetraces": "Sanitize traces (predictive mechanism)"}
+RELEASES = {
+    "perturbpoints": "Perturb points (geo-indistinguishability)",
+    "perturblocationdependent": "Perturb points with location-dependent privacy",
+    "sanitizetraces": "Sanitize traces (predictive mechanism)",
+}
 UTM = "EPSG:32650"
 LABEL = "The row order is public (keep it)"
 FIELDS = (("count", "integer"), ("trace", "integer"), ("t", "double"))
@@ -48,8 +51,10 @@ def tokyo_mechanism(provider, tmp_path_factory):
     x0, dx, _, y0, _, dy = gdal.Open(raster).GetGeoTransform()
     saved = str(folder / "tokyo_20.npz")
     layer = memory_layer([f"POINT({x0 + 10 * dx} {y0 + 10 * dy})"], crs="EPSG:30166")
-    processing.run("geopriv:perturblocationdependent", {"INPUT": layer, "POPULATION": raster, "SAVE_MECHANISM": saved,
-                                                        "OUTPUT": "TEMPORARY_OUTPUT"})
+    processing.run(
+        "geopriv:perturblocationdependent",
+        {"INPUT": layer, "POPULATION": raster, "SAVE_MECHANISM": saved, "OUTPUT": "TEMPORARY_OUTPUT"},
+    )
     return saved, (x0, dx, y0, dy)
 
 
@@ -88,8 +93,16 @@ def test_keep_order_is_an_advanced_boolean_off_by_default(provider, alg_id):
     assert param.defaultValue() is False
     assert param.flags() & QgsProcessingParameterDefinition.FlagAdvanced
     text = param.help()
-    for phrase in ("FlatGeobuf", "Hilbert", "spatial joins", "database exports",
-                   "publishes the order of the true points", "'Order by expression'", "randf()", "'Drop field(s)'"):
+    for phrase in (
+        "FlatGeobuf",
+        "Hilbert",
+        "spatial joins",
+        "database exports",
+        "publishes the order of the true points",
+        "'Order by expression'",
+        "randf()",
+        "'Drop field(s)'",
+    ):
         assert phrase in text, phrase
 
 
@@ -146,8 +159,9 @@ def test_keep_order_adds_to_the_kept_columns(run):
     layer, _, _ = west_to_east("perturbpoints", None)
     both = run("perturbpoints", {"INPUT": layer, "KEEP": ["count"], "KEEP_ORDER": True, "OUTPUT": "TEMPORARY_OUTPUT"})
     assert json.loads(both["PROVENANCE"])["kept_columns"] == ["<row order>", "count"]
-    twice = run("perturbpoints", {"INPUT": layer, "KEEP": ["<row order>"], "KEEP_ORDER": True,
-                                  "OUTPUT": "TEMPORARY_OUTPUT"})
+    twice = run(
+        "perturbpoints", {"INPUT": layer, "KEEP": ["<row order>"], "KEEP_ORDER": True, "OUTPUT": "TEMPORARY_OUTPUT"}
+    )
     assert json.loads(twice["PROVENANCE"])["kept_columns"] == ["<row order>"]
 
 
@@ -156,11 +170,22 @@ def test_traces_in_their_time_order_need_no_keep_order(run):
     layer, _, _ = west_to_east("sanitizetraces", None)
     rows = sorted(range(layer.featureCount()), key=lambda i: attributes(layer)[i][2])  # by time
     xy = points_xy(layer)[rows]
-    in_time = memory_layer([f"POINT({x} {y})" for x, y in xy], crs=UTM, fields=FIELDS,
-                           values=[attributes(layer)[i] for i in rows])
+    in_time = memory_layer(
+        [f"POINT({x} {y})" for x, y in xy], crs=UTM, fields=FIELDS, values=[attributes(layer)[i] for i in rows]
+    )
     for extra in ({"TIME_FIELD": "t"}, {"TIME_FIELD": None}):  # empty: the feature order is the time order
-        result = run("sanitizetraces", {"INPUT": in_time, "TRAJ_ID_FIELD": "trace", "RATE": 0.05, "SEED": 1,
-                                        "OUTPUT": "TEMPORARY_OUTPUT", "LEDGER": "TEMPORARY_OUTPUT", **extra})
+        result = run(
+            "sanitizetraces",
+            {
+                "INPUT": in_time,
+                "TRAJ_ID_FIELD": "trace",
+                "RATE": 0.05,
+                "SEED": 1,
+                "OUTPUT": "TEMPORARY_OUTPUT",
+                "LEDGER": "TEMPORARY_OUTPUT",
+                **extra,
+            },
+        )
         assert json.loads(result["PROVENANCE"])["kept_columns"] == []
 
 
@@ -173,13 +198,16 @@ def test_the_advised_shuffle_fixes_a_geopackage_in_spatial_order(run, tmp_path):
     from qgis.core import QgsProcessingException
 
     def drop_fid(source):
-        return processing.run("native:deletecolumn", {"INPUT": source, "COLUMN": ["fid"],
-                                                      "OUTPUT": "TEMPORARY_OUTPUT"})["OUTPUT"]
+        return processing.run(
+            "native:deletecolumn", {"INPUT": source, "COLUMN": ["fid"], "OUTPUT": "TEMPORARY_OUTPUT"}
+        )["OUTPUT"]
 
     def order_by(source, expression, name):
         target = str(tmp_path / f"{name}.gpkg")
-        processing.run("native:orderbyexpression", {"INPUT": source, "EXPRESSION": expression, "ASCENDING": True,
-                                                    "NULLS_FIRST": False, "OUTPUT": target})
+        processing.run(
+            "native:orderbyexpression",
+            {"INPUT": source, "EXPRESSION": expression, "ASCENDING": True, "NULLS_FIRST": False, "OUTPUT": target},
+        )
         return target
 
     def refused(source):

@@ -1,4 +1,5 @@
 """geopriv:sanitizetraces in a real QGIS, on the GeoLife sample (5 trajectories, 5,908 points)."""
+
 from __future__ import annotations
 
 import json
@@ -25,10 +26,21 @@ def rows(layer):
 def geolife_release(provider):
     import processing
 
-    return processing.run("geopriv:sanitizetraces", {
-        "INPUT": data_path("geolife_sample.gpkg"), "TRAJ_ID_FIELD": "trajectory_id", "TIME_FIELD": "t",
-        "LEVEL": math.log(10), "RADIUS": 100.0, "RATE": 0.033, "SEED": 4, "BOUNDS": BEIJING,
-        "OUTPUT": "TEMPORARY_OUTPUT", "LEDGER": "TEMPORARY_OUTPUT"})
+    return processing.run(
+        "geopriv:sanitizetraces",
+        {
+            "INPUT": data_path("geolife_sample.gpkg"),
+            "TRAJ_ID_FIELD": "trajectory_id",
+            "TIME_FIELD": "t",
+            "LEVEL": math.log(10),
+            "RADIUS": 100.0,
+            "RATE": 0.033,
+            "SEED": 4,
+            "BOUNDS": BEIJING,
+            "OUTPUT": "TEMPORARY_OUTPUT",
+            "LEDGER": "TEMPORARY_OUTPUT",
+        },
+    )
 
 
 def test_points_keep_attributes_and_get_budget_fields(geolife_release):
@@ -75,10 +87,23 @@ def test_ledger_accounts_for_every_point(geolife_release):
 
 
 def test_fixed_utility_independent_and_last_point(run):
-    result = run("sanitizetraces", {
-        "INPUT": data_path("geolife_sample.gpkg"), "TRAJ_ID_FIELD": "trajectory_id", "TIME_FIELD": "t",
-        "METHOD": 1, "BUDGET": 1, "ACCURACY": 2000.0, "EPSILON": 0.05, "ON_EXHAUSTED": 1, "SEED": 2, "BOUNDS": BEIJING,
-        "OUTPUT": "TEMPORARY_OUTPUT", "LEDGER": "TEMPORARY_OUTPUT"})
+    result = run(
+        "sanitizetraces",
+        {
+            "INPUT": data_path("geolife_sample.gpkg"),
+            "TRAJ_ID_FIELD": "trajectory_id",
+            "TIME_FIELD": "t",
+            "METHOD": 1,
+            "BUDGET": 1,
+            "ACCURACY": 2000.0,
+            "EPSILON": 0.05,
+            "ON_EXHAUSTED": 1,
+            "SEED": 2,
+            "BOUNDS": BEIJING,
+            "OUTPUT": "TEMPORARY_OUTPUT",
+            "LEDGER": "TEMPORARY_OUTPUT",
+        },
+    )
     points = rows(result["OUTPUT"])
     assert {r["status"] for r in points} <= {"noise", "exhausted"}  # independent: no predictions
     assert not any(r["_geom"].isNull() for r in points)  # exhausted points repeat the last released one
@@ -89,10 +114,23 @@ def test_datetime_field_and_single_trace(run):
     from qgis.PyQt.QtCore import QDateTime, Qt
 
     start = QDateTime.fromSecsSinceEpoch(1_230_000_000, Qt.UTC)
-    layer = memory_layer([f"POINT({448000 + 5 * i} 4416000)" for i in range(40)],
-                         fields=(("when", "datetime"),), values=[[start.addSecs(60 * i)] for i in range(40)])
-    result = run("sanitizetraces", {"INPUT": layer, "TIME_FIELD": "when", "EPSILON": 0.5, "RATE": 0.05,
-                                    "SKIP_SPEED": 0.139, "OUTPUT": "TEMPORARY_OUTPUT", "LEDGER": "TEMPORARY_OUTPUT"})
+    layer = memory_layer(
+        [f"POINT({448000 + 5 * i} 4416000)" for i in range(40)],
+        fields=(("when", "datetime"),),
+        values=[[start.addSecs(60 * i)] for i in range(40)],
+    )
+    result = run(
+        "sanitizetraces",
+        {
+            "INPUT": layer,
+            "TIME_FIELD": "when",
+            "EPSILON": 0.5,
+            "RATE": 0.05,
+            "SKIP_SPEED": 0.139,
+            "OUTPUT": "TEMPORARY_OUTPUT",
+            "LEDGER": "TEMPORARY_OUTPUT",
+        },
+    )
     ledger = rows(result["LEDGER"])
     assert len(ledger) == 1 and ledger[0]["queries"] == 40
     assert result["OUTPUT"].featureCount() == 40
@@ -102,24 +140,44 @@ def test_budget_exhausted_can_fail(run):
     from qgis.core import QgsProcessingException
 
     with pytest.raises(QgsProcessingException, match=r"ran out .* Nothing was written"):
-        run("sanitizetraces", {"INPUT": data_path("geolife_sample.gpkg"), "TRAJ_ID_FIELD": "trajectory_id",
-                               "TIME_FIELD": "t", "ON_EXHAUSTED": 2, "BOUNDS": BEIJING, "OUTPUT": "TEMPORARY_OUTPUT",
-                               "LEDGER": "TEMPORARY_OUTPUT"})
+        run(
+            "sanitizetraces",
+            {
+                "INPUT": data_path("geolife_sample.gpkg"),
+                "TRAJ_ID_FIELD": "trajectory_id",
+                "TIME_FIELD": "t",
+                "ON_EXHAUSTED": 2,
+                "BOUNDS": BEIJING,
+                "OUTPUT": "TEMPORARY_OUTPUT",
+                "LEDGER": "TEMPORARY_OUTPUT",
+            },
+        )
 
 
-@pytest.mark.parametrize("params, message", [
-    ({"TRAJ_ID_FIELD": "user"}, "has no field 'user'"),
-    ({"TIME_FIELD": "label"}, "cannot be read as time stamps"),
-    ({"RATE": 0.0}, "rate"),
-    ({"LEVEL": 0.0}, "level must be finite and > 0"),
-])
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({"TRAJ_ID_FIELD": "user"}, "has no field 'user'"),
+        ({"TIME_FIELD": "label"}, "cannot be read as time stamps"),
+        ({"RATE": 0.0}, "rate"),
+        ({"LEVEL": 0.0}, "level must be finite and > 0"),
+    ],
+)
 def test_bad_inputs(run, params, message):
     from qgis.core import QgsProcessingException
 
-    layer = memory_layer([f"POINT({448000 + i} 4416000)" for i in range(5)],
-                         fields=(("label", "string"), ("trace", "integer")), values=[["x", 1]] * 5)
-    params = {"INPUT": layer, "TRAJ_ID_FIELD": "trace", "OUTPUT": "TEMPORARY_OUTPUT", "LEDGER": "TEMPORARY_OUTPUT",
-              **params}
+    layer = memory_layer(
+        [f"POINT({448000 + i} 4416000)" for i in range(5)],
+        fields=(("label", "string"), ("trace", "integer")),
+        values=[["x", 1]] * 5,
+    )
+    params = {
+        "INPUT": layer,
+        "TRAJ_ID_FIELD": "trace",
+        "OUTPUT": "TEMPORARY_OUTPUT",
+        "LEDGER": "TEMPORARY_OUTPUT",
+        **params,
+    }
     with pytest.raises(QgsProcessingException, match=message):
         run("sanitizetraces", params)
 
@@ -140,9 +198,18 @@ def test_cancellation_during_the_release_writes_nothing(run, tmp_path):
     target = tmp_path / "never.gpkg"
     ledger = tmp_path / "never_ledger.gpkg"
     with pytest.raises(QgsProcessingException, match="cancelled"):
-        run("sanitizetraces", {"INPUT": data_path("geolife_sample.gpkg"), "TRAJ_ID_FIELD": "trajectory_id",
-                               "TIME_FIELD": "t", "BOUNDS": BEIJING, "OUTPUT": str(target), "LEDGER": str(ledger)},
-            feedback=feedback)
+        run(
+            "sanitizetraces",
+            {
+                "INPUT": data_path("geolife_sample.gpkg"),
+                "TRAJ_ID_FIELD": "trajectory_id",
+                "TIME_FIELD": "t",
+                "BOUNDS": BEIJING,
+                "OUTPUT": str(target),
+                "LEDGER": str(ledger),
+            },
+            feedback=feedback,
+        )
     assert max(feedback.seen) <= 90.0  # writing (90-100 %) never started
     assert not target.exists() and not ledger.exists()
 
@@ -163,8 +230,17 @@ def test_library_warnings_reach_the_log(run):
     layer = memory_layer([f"POINT({100 + i * 0.001} {40 + i * 0.001})" for i in range(10)], crs="EPSG:4326")
     feedback = Log()
     # bounds used by no other test: the library computes a frame once per CRS and area
-    result = run("sanitizetraces", {"INPUT": layer, "BOUNDS": "61.25,138.75,1.25,78.75 [EPSG:4326]", "SEED": 1,
-                                    "OUTPUT": "TEMPORARY_OUTPUT", "LEDGER": "TEMPORARY_OUTPUT"}, feedback=feedback)
+    result = run(
+        "sanitizetraces",
+        {
+            "INPUT": layer,
+            "BOUNDS": "61.25,138.75,1.25,78.75 [EPSG:4326]",
+            "SEED": 1,
+            "OUTPUT": "TEMPORARY_OUTPUT",
+            "LEDGER": "TEMPORARY_OUTPUT",
+        },
+        feedback=feedback,
+    )
     assert result["OUTPUT"].featureCount() == 10
     assert any(w.startswith("DistortionWarning: The declared area is so large") for w in feedback.warnings)
 
@@ -178,11 +254,19 @@ def test_defaults_are_the_librarys(provider):
 
     alg = QgsApplication.processingRegistry().createAlgorithmById("geopriv:sanitizetraces")
     library = {k: p.default for k, p in inspect.signature(geopriv.sanitize_traces).parameters.items()}
-    for name, keyword in {"ETA": "eta", "GAMMA": "gamma", "DELTA": "delta", "PREDICTION_RATE": "prediction_rate"}.items():
+    for name, keyword in {
+        "ETA": "eta",
+        "GAMMA": "gamma",
+        "DELTA": "delta",
+        "PREDICTION_RATE": "prediction_rate",
+    }.items():
         assert alg.parameterDefinition(name).defaultValue() == library[keyword], name
-    for name, keyword, choices in (("METHOD", "method", alg.METHODS), ("BUDGET", "budget", alg.BUDGETS),
-                                   ("PREDICTOR", "predictor", alg.PREDICTORS),
-                                   ("ON_EXHAUSTED", "on_exhausted", alg.EXHAUSTED)):
+    for name, keyword, choices in (
+        ("METHOD", "method", alg.METHODS),
+        ("BUDGET", "budget", alg.BUDGETS),
+        ("PREDICTOR", "predictor", alg.PREDICTORS),
+        ("ON_EXHAUSTED", "on_exhausted", alg.EXHAUSTED),
+    ):
         assert choices[alg.parameterDefinition(name).defaultValue()] == library[keyword], name
     assert alg.parameterDefinition("CONTINUOUS").defaultValue() == library["continuous"]
 
@@ -195,8 +279,11 @@ def walkers(traces=40, length=250):
     xy = np.cumsum(rng.normal(0, 20, (traces, length, 2)), axis=1).reshape(-1, 2) + [448_000.0, 4_416_000.0]
     ids = np.repeat(np.arange(traces), length)
     seconds = np.tile(np.arange(length) * 60, traces)
-    return memory_layer([f"POINT({x} {y})" for x, y in xy], fields=(("trace", "integer"), ("t", "integer")),
-                        values=[[int(i), int(t)] for i, t in zip(ids, seconds)])
+    return memory_layer(
+        [f"POINT({x} {y})" for x, y in xy],
+        fields=(("trace", "integer"), ("t", "integer")),
+        values=[[int(i), int(t)] for i, t in zip(ids, seconds)],
+    )
 
 
 def test_progress_comes_from_inside_the_release_and_cancels_it(run, tmp_path):
@@ -204,8 +291,15 @@ def test_progress_comes_from_inside_the_release_and_cancels_it(run, tmp_path):
     from qgis.core import QgsProcessingException, QgsProcessingFeedback
 
     layer = walkers()
-    params = {"INPUT": layer, "TRAJ_ID_FIELD": "trace", "TIME_FIELD": "t", "EPSILON": 1.0, "RATE": 0.004,
-              "SEED": 1, "LEDGER": "TEMPORARY_OUTPUT"}
+    params = {
+        "INPUT": layer,
+        "TRAJ_ID_FIELD": "trace",
+        "TIME_FIELD": "t",
+        "EPSILON": 1.0,
+        "RATE": 0.004,
+        "SEED": 1,
+        "LEDGER": "TEMPORARY_OUTPUT",
+    }
     feedback = QgsProcessingFeedback()
     seen = []
     feedback.progressChanged.connect(seen.append)

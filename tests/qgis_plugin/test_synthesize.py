@@ -6,6 +6,7 @@
 * No extent: the CRS's area of use (coarse), with a warning.
 * The parameters are the library's (defaults read from its signature; epsilon has none).
 """
+
 from __future__ import annotations
 
 import inspect
@@ -29,8 +30,11 @@ def synthesize(run, **params):
 
 def test_soho_with_a_public_area(run):
     feedback = Log()
-    result = run("synthesize", {"INPUT": data_path(*SOHO), "EPSILON": 1.0, "BOUNDS": EXTENT, "SEED": 1,
-                                "OUTPUT": "TEMPORARY_OUTPUT"}, feedback=feedback)
+    result = run(
+        "synthesize",
+        {"INPUT": data_path(*SOHO), "EPSILON": 1.0, "BOUNDS": EXTENT, "SEED": 1, "OUTPUT": "TEMPORARY_OUTPUT"},
+        feedback=feedback,
+    )
     out = result["OUTPUT"]
     assert out.featureCount() == 324 == result["N_SYNTHETIC"]
     assert out.crs().authid() == vector(data_path(*SOHO)).crs().authid() == "EPSG:3857"
@@ -63,7 +67,8 @@ def test_an_extent_in_another_crs_is_converted(run):
     from pyproj import Transformer
 
     lon, lat = Transformer.from_crs("EPSG:3857", "EPSG:4326", always_xy=True).transform(
-        [BOUNDS[0], BOUNDS[2]], [BOUNDS[1], BOUNDS[3]])
+        [BOUNDS[0], BOUNDS[2]], [BOUNDS[1], BOUNDS[3]]
+    )
     extent = f"{lon[0]:.6f},{lon[1]:.6f},{lat[0]:.6f},{lat[1]:.6f} [EPSG:4326]"
     result = synthesize(run, BOUNDS=extent)
     record = json.loads(result["PROVENANCE"])
@@ -132,8 +137,10 @@ def test_pmm_method_n_depth_placement_grid(run):
 
 
 def test_region_keeps_the_points_inside(run):
-    west = (f"POLYGON(({BOUNDS[0]} {BOUNDS[1]}, -15000 {BOUNDS[1]}, -15000 {BOUNDS[3]}, "
-            f"{BOUNDS[0]} {BOUNDS[3]}, {BOUNDS[0]} {BOUNDS[1]}))")
+    west = (
+        f"POLYGON(({BOUNDS[0]} {BOUNDS[1]}, -15000 {BOUNDS[1]}, -15000 {BOUNDS[3]}, "
+        f"{BOUNDS[0]} {BOUNDS[3]}, {BOUNDS[0]} {BOUNDS[1]}))"
+    )
     half = memory_layer([west], crs="EPSG:3857", geometry="Polygon")
     result = synthesize(run, BOUNDS=EXTENT, REGION=half)
     record = json.loads(result["PROVENANCE"])
@@ -165,8 +172,14 @@ def test_parameters_are_the_librarys(provider):
     assert "area of use" in bounds.help() and "without looking at individual points" in bounds.help()
     assert alg.parameterDefinition("KEEP_ORDER") is None  # nothing of the input's order is released
     text = alg.shortHelpString()
-    for phrase in ("dimensionless", "not per metre", "any</i> other location in the", "number of people is public",
-                   "attributes are not carried over", "area of use"):
+    for phrase in (
+        "dimensionless",
+        "not per metre",
+        "any</i> other location in the",
+        "number of people is public",
+        "attributes are not carried over",
+        "area of use",
+    ):
         assert phrase in text, phrase
 
 

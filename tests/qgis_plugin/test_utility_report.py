@@ -1,4 +1,5 @@
 """geopriv:utilityreport in a real QGIS."""
+
 from __future__ import annotations
 
 import math
@@ -34,14 +35,18 @@ def soho_release(provider, tmp_path_factory):
     import processing
 
     target = str(tmp_path_factory.mktemp("soho") / "released.gpkg")
-    processing.run("geopriv:perturbpoints", {"INPUT": data_path("soho_cholera.gpkg", "deaths"), "RADIUS": 50.0,
-                                              "SEED": 8, "OUTPUT": target})
+    processing.run(
+        "geopriv:perturbpoints",
+        {"INPUT": data_path("soho_cholera.gpkg", "deaths"), "RADIUS": 50.0, "SEED": 8, "OUTPUT": target},
+    )
     return target
 
 
 def test_report_table_and_numbers(run, soho_release):
-    result = run("utilityreport", {"ORIGINAL": data_path("soho_cholera.gpkg", "deaths"), "RELEASED": soho_release,
-                                   "OUTPUT": "TEMPORARY_OUTPUT"})
+    result = run(
+        "utilityreport",
+        {"ORIGINAL": data_path("soho_cholera.gpkg", "deaths"), "RELEASED": soho_release, "OUTPUT": "TEMPORARY_OUTPUT"},
+    )
     table = result["OUTPUT"]
     assert table.wkbType() == 100  # QgsWkbTypes.NoGeometry
     row = table_row(table)
@@ -58,13 +63,35 @@ def test_match_by_field_and_other_quantile(run, soho_release, provider):
     """Match rows by 'fid' with the released rows in reverse order: same statistics as by order."""
     import processing
 
-    reordered = processing.run("native:orderbyexpression", {"INPUT": soho_release, "EXPRESSION": '"fid"',
-                                                             "ASCENDING": False, "NULLS_FIRST": False,
-                                                             "OUTPUT": "TEMPORARY_OUTPUT"})["OUTPUT"]
-    by_order = run("utilityreport", {"ORIGINAL": data_path("soho_cholera.gpkg", "deaths"), "RELEASED": soho_release,
-                                     "QUANTILE": 0.5, "OUTPUT": "TEMPORARY_OUTPUT"})
-    by_field = run("utilityreport", {"ORIGINAL": data_path("soho_cholera.gpkg", "deaths"), "RELEASED": reordered,
-                                     "ID_FIELD": "fid", "QUANTILE": 0.5, "OUTPUT": "TEMPORARY_OUTPUT"})
+    reordered = processing.run(
+        "native:orderbyexpression",
+        {
+            "INPUT": soho_release,
+            "EXPRESSION": '"fid"',
+            "ASCENDING": False,
+            "NULLS_FIRST": False,
+            "OUTPUT": "TEMPORARY_OUTPUT",
+        },
+    )["OUTPUT"]
+    by_order = run(
+        "utilityreport",
+        {
+            "ORIGINAL": data_path("soho_cholera.gpkg", "deaths"),
+            "RELEASED": soho_release,
+            "QUANTILE": 0.5,
+            "OUTPUT": "TEMPORARY_OUTPUT",
+        },
+    )
+    by_field = run(
+        "utilityreport",
+        {
+            "ORIGINAL": data_path("soho_cholera.gpkg", "deaths"),
+            "RELEASED": reordered,
+            "ID_FIELD": "fid",
+            "QUANTILE": 0.5,
+            "OUTPUT": "TEMPORARY_OUTPUT",
+        },
+    )
     assert by_field["MEAN_M"] == pytest.approx(by_order["MEAN_M"])
     assert by_field["ALPHA_M"] == pytest.approx(by_order["MEDIAN_M"])  # alpha(0.5) is the median
     assert "alpha_0.5_m" in table_row(by_field["OUTPUT"])
@@ -73,12 +100,17 @@ def test_match_by_field_and_other_quantile(run, soho_release, provider):
 def test_layers_in_different_crs(run, soho_release, provider):
     import processing
 
-    lonlat = processing.run("native:reprojectlayer", {"INPUT": soho_release, "TARGET_CRS": "EPSG:4326",
-                                                      "OUTPUT": "TEMPORARY_OUTPUT"})["OUTPUT"]
-    a = run("utilityreport", {"ORIGINAL": data_path("soho_cholera.gpkg", "deaths"), "RELEASED": soho_release,
-                              "OUTPUT": "TEMPORARY_OUTPUT"})
-    b = run("utilityreport", {"ORIGINAL": data_path("soho_cholera.gpkg", "deaths"), "RELEASED": lonlat,
-                              "OUTPUT": "TEMPORARY_OUTPUT"})
+    lonlat = processing.run(
+        "native:reprojectlayer", {"INPUT": soho_release, "TARGET_CRS": "EPSG:4326", "OUTPUT": "TEMPORARY_OUTPUT"}
+    )["OUTPUT"]
+    a = run(
+        "utilityreport",
+        {"ORIGINAL": data_path("soho_cholera.gpkg", "deaths"), "RELEASED": soho_release, "OUTPUT": "TEMPORARY_OUTPUT"},
+    )
+    b = run(
+        "utilityreport",
+        {"ORIGINAL": data_path("soho_cholera.gpkg", "deaths"), "RELEASED": lonlat, "OUTPUT": "TEMPORARY_OUTPUT"},
+    )
     assert b["MEAN_M"] == pytest.approx(a["MEAN_M"], rel=1e-6)
 
 
@@ -87,13 +119,23 @@ def test_bad_inputs(run, soho_release):
 
     original = data_path("soho_cholera.gpkg", "deaths")
     with pytest.raises(QgsProcessingException, match="has no field 'Id'"):
-        run("utilityreport", {"ORIGINAL": original, "RELEASED": memory_layer(["POINT(0 0)"], crs="EPSG:3857"),
-                              "ID_FIELD": "Id", "OUTPUT": "TEMPORARY_OUTPUT"})
+        run(
+            "utilityreport",
+            {
+                "ORIGINAL": original,
+                "RELEASED": memory_layer(["POINT(0 0)"], crs="EPSG:3857"),
+                "ID_FIELD": "Id",
+                "OUTPUT": "TEMPORARY_OUTPUT",
+            },
+        )
     short = memory_layer(["POINT(-15000 6700000)"] * 3, crs="EPSG:3857")
     with pytest.raises(QgsProcessingException, match="have no released counterpart"):
         run("utilityreport", {"ORIGINAL": original, "RELEASED": short, "OUTPUT": "TEMPORARY_OUTPUT"})
     with pytest.raises(QgsProcessingException, match="quantile must be strictly between 0 and 1"):
-        run("utilityreport", {"ORIGINAL": original, "RELEASED": soho_release, "QUANTILE": 1.0, "OUTPUT": "TEMPORARY_OUTPUT"})
+        run(
+            "utilityreport",
+            {"ORIGINAL": original, "RELEASED": soho_release, "QUANTILE": 1.0, "OUTPUT": "TEMPORARY_OUTPUT"},
+        )
 
 
 def test_quantile_parameter_and_its_former_id(run, soho_release, provider):
@@ -119,15 +161,27 @@ def test_quantile_parameter_and_its_former_id(run, soho_release, provider):
             self.warnings.append(text)
 
     feedback = Feedback()
-    old = run("utilityreport", {"ORIGINAL": original, "RELEASED": soho_release, "DELTA": 0.5,
-                                "OUTPUT": "TEMPORARY_OUTPUT"}, feedback=feedback)
-    new = run("utilityreport", {"ORIGINAL": original, "RELEASED": soho_release, "QUANTILE": 0.5,
-                                "OUTPUT": "TEMPORARY_OUTPUT"})
+    old = run(
+        "utilityreport",
+        {"ORIGINAL": original, "RELEASED": soho_release, "DELTA": 0.5, "OUTPUT": "TEMPORARY_OUTPUT"},
+        feedback=feedback,
+    )
+    new = run(
+        "utilityreport", {"ORIGINAL": original, "RELEASED": soho_release, "QUANTILE": 0.5, "OUTPUT": "TEMPORARY_OUTPUT"}
+    )
     assert old["ALPHA_M"] == pytest.approx(new["ALPHA_M"]) == pytest.approx(new["MEDIAN_M"])
     assert any("QUANTILE" in w for w in feedback.warnings)
     with pytest.raises(QgsProcessingException, match="QUANTILE only"):
-        run("utilityreport", {"ORIGINAL": original, "RELEASED": soho_release, "DELTA": 0.5, "QUANTILE": 0.5,
-                              "OUTPUT": "TEMPORARY_OUTPUT"})
+        run(
+            "utilityreport",
+            {
+                "ORIGINAL": original,
+                "RELEASED": soho_release,
+                "DELTA": 0.5,
+                "QUANTILE": 0.5,
+                "OUTPUT": "TEMPORARY_OUTPUT",
+            },
+        )
 
 
 def test_the_same_layer_as_both_inputs_is_refused_before_the_run(provider):
@@ -137,6 +191,7 @@ def test_the_same_layer_as_both_inputs_is_refused_before_the_run(provider):
 
     alg = provider.algorithm("utilityreport")
     source = data_path("soho_cholera.gpkg", "deaths")
-    ok, message = alg.checkParameterValues({"ORIGINAL": source, "RELEASED": source, "OUTPUT": "TEMPORARY_OUTPUT"},
-                                           QgsProcessingContext())
+    ok, message = alg.checkParameterValues(
+        {"ORIGINAL": source, "RELEASED": source, "OUTPUT": "TEMPORARY_OUTPUT"}, QgsProcessingContext()
+    )
     assert not ok and "same layer" in message

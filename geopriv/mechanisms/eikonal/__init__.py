@@ -115,10 +115,19 @@ Package layout (one module per step, in the order a build runs them)
 ``mechanism``     :class:`EikonalMechanism`, which strings them together;
 ``report``        :class:`VerifyReport`.
 """
+
 from __future__ import annotations
 
 from .mechanism import EikonalMechanism
 from .persistence import COMPACT_VERSION, FORMAT, FORMAT_VERSION
 from .report import NORMALISER_RTOL, TOLERANCE, VerifyReport
 
-__all__ = ["EikonalMechanism", "VerifyReport", "FORMAT", "FORMAT_VERSION", "COMPACT_VERSION", "TOLERANCE", "NORMALISER_RTOL"]
+__all__ = [
+    "EikonalMechanism",
+    "VerifyReport",
+    "FORMAT",
+    "FORMAT_VERSION",
+    "COMPACT_VERSION",
+    "TOLERANCE",
+    "NORMALISER_RTOL",
+]

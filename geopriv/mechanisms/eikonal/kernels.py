@@ -12,6 +12,7 @@ load of a compact file both call it, so a loaded mechanism samples from the kern
 verified.  Outputs are independent: they run in worker processes that receive the problem
 once through the pool's initializer (every start method works: ``spawn`` on Windows/macOS).
 """
+
 from __future__ import annotations
 
 import math
@@ -168,14 +169,16 @@ class LogRatioExtremes:
         row = other.row0 if row is None else int(row)
         for f in range(4):
             h, w = other.hi[f].shape
-            hi, lo = self.hi[f][row:row + h, :w], self.lo[f][row:row + h, :w]
+            hi, lo = self.hi[f][row : row + h, :w], self.lo[f][row : row + h, :w]
             if self.hi_at is None:
                 np.maximum(hi, other.hi[f], out=hi)
                 np.minimum(lo, other.lo[f], out=lo)
             else:  # ties keep the smaller output, and the start (-1) against any output
-                for mine, theirs, at, at_o, better in ((hi, other.hi[f], self.hi_at[f], other.hi_at[f], np.greater),
-                                                      (lo, other.lo[f], self.lo_at[f], other.lo_at[f], np.less)):
-                    at = at[row:row + h, :w]
+                for mine, theirs, at, at_o, better in (
+                    (hi, other.hi[f], self.hi_at[f], other.hi_at[f], np.greater),
+                    (lo, other.lo[f], self.lo_at[f], other.lo_at[f], np.less),
+                ):
+                    at = at[row : row + h, :w]
                     m = better(theirs, mine) | ((theirs == mine) & (at >= 0) & (at_o >= 0) & (at_o < at))
                     np.copyto(mine, theirs, where=m)
                     np.copyto(at, at_o, where=m)
@@ -275,7 +278,7 @@ def _kernel_columns_graph(outputs: np.ndarray, g: dict):
     rows_out, vals_out = [], []
     batch = 32
     for start in range(0, len(outputs), batch):
-        ms = outputs[start:start + batch]
+        ms = outputs[start : start + batch]
         a = apex[ms]
         D = dijkstra(graph, directed=True, indices=oi[ms] * NX + oj[ms], limit=T + float(a.max()) + 1e-9)
         bi, bj = np.nonzero(D < np.inf)
@@ -287,10 +290,10 @@ def _kernel_columns_graph(outputs: np.ndarray, g: dict):
         bi, bj, F = bi[inside], bj[inside], F[inside]
         ker = np.exp(-F)
         per = np.bincount(bi, minlength=len(ms))
-        colmass[start:start + len(ms)] = np.bincount(bi, ker, minlength=len(ms)) + (n_all - per) * cT
+        colmass[start : start + len(ms)] = np.bincount(bi, ker, minlength=len(ms)) + (n_all - per) * cT
         dj = to_dom[bj]
         keep = dj >= 0
-        counts[start:start + len(ms)] = np.bincount(bi[keep], minlength=len(ms))
+        counts[start : start + len(ms)] = np.bincount(bi[keep], minlength=len(ms))
         rows_out.append(dj[keep].astype(np.int32))
         vals_out.append((ker[keep] - cT).astype(np.float32))
     rows = np.concatenate(rows_out) if rows_out else np.zeros(0, np.int32)
@@ -331,7 +334,9 @@ def _kernel_columns_fmm(outputs: np.ndarray, g: dict):
         e0 = float(speed_eps[disc].min())
         phi = r - r0
         narrow = T + a_y + 2.0 * hd * float(speed_eps.max())
-        t = skfmm.travel_time(phi, 1.0 / speed_eps, dx=[hy, hx], order=g.get('order', 2), narrow=max(narrow - e0 * r0, hd))
+        t = skfmm.travel_time(
+            phi, 1.0 / speed_eps, dx=[hy, hx], order=g.get("order", 2), narrow=max(narrow - e0 * r0, hd)
+        )
         t = np.ma.filled(np.ma.masked_invalid(t), np.inf) if np.ma.isMaskedArray(t) else np.asarray(t)
         f = np.where(phi < 0, e0 * r, e0 * r0 + t)
         # values above T + A never matter: a constant ceiling keeps the envelope exact below it
@@ -346,10 +351,10 @@ def _kernel_columns_fmm(outputs: np.ndarray, g: dict):
         f = f[r_lo:r_hi, c_lo:c_hi]
         a0, a1, b0, b1 = a0 + r_lo, a0 + r_hi, b0 + c_lo, b0 + c_hi
         w = (
-            wts[0][a0:a1, b0:b1 - 1],
-            wts[1][a0:a1 - 1, b0:b1],
-            wts[2][a0:a1 - 1, b0:b1 - 1],
-            wts[3][a0:a1 - 1, b0:b1 - 1],
+            wts[0][a0:a1, b0 : b1 - 1],
+            wts[1][a0 : a1 - 1, b0:b1],
+            wts[2][a0 : a1 - 1, b0 : b1 - 1],
+            wts[3][a0 : a1 - 1, b0 : b1 - 1],
         )
         if _violates(f, w):
             f, k = lipschitz_envelope(f, w)
@@ -361,7 +366,7 @@ def _kernel_columns_fmm(outputs: np.ndarray, g: dict):
         c0, c1 = max(a0, P), min(a1, P + ny)
         d0, d1 = max(b0, P), min(b1, P + nx)
         if c0 < c1 and d0 < d1:
-            fd = f[c0 - a0:c1 - a0, d0 - b0:d1 - b0]
+            fd = f[c0 - a0 : c1 - a0, d0 - b0 : d1 - b0]
             gi, gj = np.nonzero(fd < T)
             rows_out.append(((gi + (c0 - P)) * nx + (gj + (d0 - P))).astype(np.int32))
             vals_out.append((np.exp(-fd[gi, gj]) - cT).astype(np.float32))
@@ -394,7 +399,7 @@ def _run_kernels(order: np.ndarray, problem: dict, n_jobs: int, progress, mp_con
     """
     M = len(order)
     chunk = CHUNK
-    chunks = [order[k:k + chunk] for k in range(0, M, chunk)]
+    chunks = [order[k : k + chunk] for k in range(0, M, chunk)]
     results = [None] * len(chunks)
     bar, callback = progress_reporter(progress, M, "eikonal kernels")
     done = 0
@@ -441,22 +446,71 @@ class KernelPass:
     nnz: int
 
 
-def compute_kernels(kp, shape, cell, P, oi, oj, apex_t, cap, solver, n_jobs, progress=None, mp_context=None,
-                    extremes: bool = False, graph_bits: int | None = None):
+def compute_kernels(
+    kp,
+    shape,
+    cell,
+    P,
+    oi,
+    oj,
+    apex_t,
+    cap,
+    solver,
+    n_jobs,
+    progress=None,
+    mp_context=None,
+    extremes: bool = False,
+    graph_bits: int | None = None,
+):
     """All kernels (inputs x outputs) of exp(-f~) - exp(-cap) as :class:`KernelColumns`, plus column masses.
 
     Returns ``(kernels, colmass, sweeps, extremes)``; ``extremes`` is None, or with
     ``extremes=True`` the :class:`LogRatioExtremes` of all columns, computed by the workers from
     the arrays they return (what verification needs from the kernels).  See :func:`kernel_pass`.
     """
-    r = kernel_pass(kp, shape, cell, P, oi, oj, apex_t, cap, solver, n_jobs, progress, mp_context, extremes=extremes,
-                    graph_bits=graph_bits)
+    r = kernel_pass(
+        kp,
+        shape,
+        cell,
+        P,
+        oi,
+        oj,
+        apex_t,
+        cap,
+        solver,
+        n_jobs,
+        progress,
+        mp_context,
+        extremes=extremes,
+        graph_bits=graph_bits,
+    )
     return r.columns, r.colmass, r.sweeps, r.extremes
 
 
-def kernel_pass(kp, shape, cell, P, oi, oj, apex_t, cap, solver, n_jobs, progress=None, mp_context=None, *,
-                extremes: bool = False, weights=None, outputs=None, keep_rows=None, truncate=None,
-                hold: bool = True, on_chunk=None, graph=None, graph_bits: int | None = None) -> KernelPass:
+def kernel_pass(
+    kp,
+    shape,
+    cell,
+    P,
+    oi,
+    oj,
+    apex_t,
+    cap,
+    solver,
+    n_jobs,
+    progress=None,
+    mp_context=None,
+    *,
+    extremes: bool = False,
+    weights=None,
+    outputs=None,
+    keep_rows=None,
+    truncate=None,
+    hold: bool = True,
+    on_chunk=None,
+    graph=None,
+    graph_bits: int | None = None,
+) -> KernelPass:
     """One pass of kernel solves over ``outputs`` (default: all), with reductions and filters in the workers.
 
     A deterministic function of the padded kernel rate map ``kp``, the outputs (padded grid
@@ -484,10 +538,24 @@ def kernel_pass(kp, shape, cell, P, oi, oj, apex_t, cap, solver, n_jobs, progres
     hy, hx = cell
     NY, NX = kp.shape
     order = np.arange(len(oi)) if outputs is None else np.asarray(outputs, np.int64)
-    g = dict(solver=solver, hy=hy, hx=hx, cap=float(cap), pad=P, ny=ny, nx=nx, NX=NX, oi=oi, oj=oj, apex=apex_t,
-                   extremes="track" if extremes == "track" else bool(extremes), weights=None if weights is None else np.asarray(weights, np.float64),
-                   keep_rows=None if keep_rows is None else np.asarray(keep_rows, bool),
-                   truncate=None if truncate is None else np.float32(truncate), hold=bool(hold) or on_chunk is not None)
+    g = dict(
+        solver=solver,
+        hy=hy,
+        hx=hx,
+        cap=float(cap),
+        pad=P,
+        ny=ny,
+        nx=nx,
+        NX=NX,
+        oi=oi,
+        oj=oj,
+        apex=apex_t,
+        extremes="track" if extremes == "track" else bool(extremes),
+        weights=None if weights is None else np.asarray(weights, np.float64),
+        keep_rows=None if keep_rows is None else np.asarray(keep_rows, bool),
+        truncate=None if truncate is None else np.float32(truncate),
+        hold=bool(hold) or on_chunk is not None,
+    )
     if solver == "fmm":
         # speed map for fast marching: no larger than the edge means (fewer repairs)
         kf = kp * FMM_SLACK
@@ -501,7 +569,10 @@ def kernel_pass(kp, shape, cell, P, oi, oj, apex_t, cap, solver, n_jobs, progres
         mins = {R: minimum_filter(kf, size=2 * R + 1, mode="nearest") for R in radii}
         g.update(kf=kf, mins=mins, weights_edges=edge_weights(kp, hy, hx))
     else:
-        g.update(graph=stencil_graph(kp, hy, hx, graph_bits) if graph is None else graph, to_domain=_to_domain(shape, P, NX, NY))
+        g.update(
+            graph=stencil_graph(kp, hy, hx, graph_bits) if graph is None else graph,
+            to_domain=_to_domain(shape, P, NX, NY),
+        )
     total = LogRatioExtremes((ny, nx), track=extremes == "track") if extremes else None
     rowsum = np.zeros(ny * nx) if weights is not None else None
     nnz = 0
@@ -521,7 +592,7 @@ def kernel_pass(kp, shape, cell, P, oi, oj, apex_t, cap, solver, n_jobs, progres
             inf, c, r, v = pending.pop(nxt)
             if rowsum is not None and inf["rowsum"] is not None:
                 b0 = inf["band"] * nx
-                rowsum[b0:b0 + len(inf["rowsum"])] += inf["rowsum"]
+                rowsum[b0 : b0 + len(inf["rowsum"])] += inf["rowsum"]
             if on_chunk is not None:
                 on_chunk(inf["outputs"], c, r, v)
             nxt += 1
@@ -553,8 +624,9 @@ def _to_domain(shape, P, NX, NY) -> np.ndarray:
     return to_domain
 
 
-def outputs_reaching(kp, shape, cell, P, oi, oj, apex_t, cap, solver, nodes, graph=None,
-                     graph_bits: int | None = None) -> np.ndarray:
+def outputs_reaching(
+    kp, shape, cell, P, oi, oj, apex_t, cap, solver, nodes, graph=None, graph_bits: int | None = None
+) -> np.ndarray:
     """Sorted indices of the outputs whose kernel may have an entry at one of the raster ``nodes``.
 
     Kernel y has an entry at u iff f~_y(u) < cap, i.e. d(y, u) < sqrt(cap^2 + 2 cap A_y) for
@@ -609,7 +681,7 @@ def _search_rows(src: np.ndarray, g: dict | None = None):
     cT = math.exp(-T)
     counts, idx_out, val_out = [], [], []
     for start in range(0, len(src), batch):
-        D = dijkstra(graph, directed=True, indices=src[start:start + batch], limit=limit)
+        D = dijkstra(graph, directed=True, indices=src[start : start + batch], limit=limit)
         Dy = D[:, O]
         del D
         bi, bj = np.nonzero(Dy < np.inf)  # row-major: outputs ascending within each node
@@ -619,15 +691,16 @@ def _search_rows(src: np.ndarray, g: dict | None = None):
         inside = F < T
         bi, bj, F = bi[inside], bj[inside], F[inside]
         ker = np.exp(-F)
-        counts.append(np.bincount(bi, minlength=len(src[start:start + batch])))
+        counts.append(np.bincount(bi, minlength=len(src[start : start + batch])))
         idx_out.append(bj.astype(np.int32))
         val_out.append((ker - cT).astype(np.float32))
     cat = lambda xs, dt: np.concatenate(xs) if xs else np.zeros(0, dt)  # noqa: E731
     return cat(counts, np.int64), cat(idx_out, np.int32), cat(val_out, np.float32)
 
 
-def kernel_rows(kp, shape, P, oi, oj, apex_t, cap, nodes, graph, graph_bits,
-                checked: bool = False, n_jobs: int = 1, mp_context=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def kernel_rows(
+    kp, shape, P, oi, oj, apex_t, cap, nodes, graph, graph_bits, checked: bool = False, n_jobs: int = 1, mp_context=None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Kernel rows of raster ``nodes`` by one shortest-path search from each node (solver "graph").
 
     Returns CSR arrays over every raster node (rows not asked for are empty): ``indptr``,
@@ -659,19 +732,31 @@ def kernel_rows(kp, shape, P, oi, oj, apex_t, cap, nodes, graph, graph_bits,
     a = np.asarray(apex_t, np.float64)
     limit = T + float(a.max()) + 1e-9 if len(a) else T
     if not checked and not searchable(graph, graph_bits, limit):
-        raise ParameterError("kernel_rows needs a quantised graph (weights multiples of its quantum: "
-                         f"stencil_graph(kp, hy, hx, {graph_bits})) whose path sums are exact up to the kernels' reach.")
+        raise ParameterError(
+            "kernel_rows needs a quantised graph (weights multiples of its quantum: "
+            f"stencil_graph(kp, hy, hx, {graph_bits})) whose path sums are exact up to the kernels' reach."
+        )
     nodes = np.unique(np.asarray(nodes, np.int64))
     n = ny * nx
     gi, gj = np.divmod(nodes, nx)
     src = (gi + P) * NX + (gj + P)
-    g = {"graph": graph, "O": np.asarray(oi, np.int64) * NX + np.asarray(oj, np.int64), "a": a, "T": T,
-         "limit": limit, "batch": max(1, min(64, int(2e7 // max(NY * NX, 1))))}
+    g = {
+        "graph": graph,
+        "O": np.asarray(oi, np.int64) * NX + np.asarray(oj, np.int64),
+        "a": a,
+        "T": T,
+        "limit": limit,
+        "batch": max(1, min(64, int(2e7 // max(NY * NX, 1)))),
+    }
     workers = max(1, min(int(n_jobs), len(nodes) // ROWS_PER_WORKER_MIN)) if can_start_workers() else 1
     parts, rest = [], src
-    startup = startup_seconds(mp_context, int(graph.data.nbytes + graph.indices.nbytes + graph.indptr.nbytes)) if workers > 1 else 0.0
+    startup = (
+        startup_seconds(mp_context, int(graph.data.nbytes + graph.indices.nbytes + graph.indptr.nbytes))
+        if workers > 1
+        else 0.0
+    )
     if startup > ROWS_STARTUP_TIMED:  # time the first batch here: do workers pay for their start-up on the rest?
-        head, rest = src[:g["batch"]], src[g["batch"]:]
+        head, rest = src[: g["batch"]], src[g["batch"] :]
         t0 = time.perf_counter()
         parts.append(_search_rows(head, g))
         here = (time.perf_counter() - t0) / len(head) * len(rest)
@@ -733,8 +818,8 @@ class KernelColumns:
         for m0, b in self.blocks:
             if b is None or b.nnz == 0:
                 continue
-            b0, band = band_row_sums(np.diff(b.indptr), b.indices, b.data, w[m0:m0 + b.shape[1]], ny, nx)
-            out[b0 * nx:b0 * nx + len(band)] += band
+            b0, band = band_row_sums(np.diff(b.indptr), b.indices, b.data, w[m0 : m0 + b.shape[1]], ny, nx)
+            out[b0 * nx : b0 * nx + len(band)] += band
         return out
 
     def truncated(self, threshold: float) -> "KernelColumns":
@@ -776,7 +861,7 @@ class KernelColumns:
             lo, hi = int(r.indptr[rlo]), int(r.indptr[rhi])
             if hi == lo:
                 return
-            pos = np.repeat(cursor[rlo:rhi] - r.indptr[rlo:rhi], np.diff(r.indptr[rlo:rhi + 1]))
+            pos = np.repeat(cursor[rlo:rhi] - r.indptr[rlo:rhi], np.diff(r.indptr[rlo : rhi + 1]))
             pos += np.arange(lo, hi, dtype=np.int64)
             indices[pos] = np.add(r.indices[lo:hi], m0, dtype=np.int32)
             data[pos] = r.data[lo:hi]

@@ -5,6 +5,7 @@ always against the target).  Real rasters have jumps that cannot be normalised w
 nonnegative weights; :func:`lower_rate` smooths them away by lowering epsilon on the dense
 side.  :func:`output_levels` thins the output lattice where the noise is wide.
 """
+
 from __future__ import annotations
 
 import math

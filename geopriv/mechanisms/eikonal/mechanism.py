@@ -3,6 +3,7 @@
 See the package notes (:mod:`geopriv.mechanisms.eikonal`) for the construction and why it is
 exact; each step lives in its own module and this class strings them together.
 """
+
 from __future__ import annotations
 
 import math
@@ -146,8 +147,19 @@ class EikonalMechanism:
             raise ParameterError("outside must be 'error' (default) or 'clamp'.")
         if self.remap_xy is not None and np.shape(self.remap_xy) != (len(self.weights), 2):
             raise ParameterError("remap_xy must have one (x, y) row per output.")
-        for name in ("kernel_epsilon", "output_ij", "output_step", "weights", "indptr", "indices", "kernel", "normaliser", "remap_xy",
-                     "kernel_rate", "output_apex"):
+        for name in (
+            "kernel_epsilon",
+            "output_ij",
+            "output_step",
+            "weights",
+            "indptr",
+            "indices",
+            "kernel",
+            "normaliser",
+            "remap_xy",
+            "kernel_rate",
+            "output_apex",
+        ):
             arr = getattr(self, name)
             if isinstance(arr, np.ndarray):
                 arr.flags.writeable = False
@@ -274,11 +286,26 @@ class EikonalMechanism:
         ``privacy_map`` itself, so every option trades utility or time, never the guarantee.
         """
         if not isinstance(privacy_map, PrivacyMap):
-            raise ParameterTypeError("privacy_map must be a geopriv.PrivacyMap (PrivacyMap.from_population(...) or from_epsilon(...)).")
+            raise ParameterTypeError(
+                "privacy_map must be a geopriv.PrivacyMap (PrivacyMap.from_population(...) or from_epsilon(...))."
+            )
         options = dict(
-            smooth=smooth, despeckle=despeckle, jump=jump, cap=cap, output_spacing=output_spacing, max_step=max_step,
-            pad=pad, apex=apex, max_iter=max_iter, solve_cap=solve_cap, solver=solver, n_jobs=n_jobs, progress=progress,
-            verify=verify, mp_context=mp_context, kernels=kernels,
+            smooth=smooth,
+            despeckle=despeckle,
+            jump=jump,
+            cap=cap,
+            output_spacing=output_spacing,
+            max_step=max_step,
+            pad=pad,
+            apex=apex,
+            max_iter=max_iter,
+            solve_cap=solve_cap,
+            solver=solver,
+            n_jobs=n_jobs,
+            progress=progress,
+            verify=verify,
+            mp_context=mp_context,
+            kernels=kernels,
         )
         if not isinstance(margin, str):
             return cls._build(privacy_map, margin=margin, margin_rule="given", **options)
@@ -286,39 +313,81 @@ class EikonalMechanism:
             raise ParameterError('margin must be "auto" (default), a number in (0, 1) or an array of the map\'s shape.')
         per_cell = auto_margin(privacy_map)  # a function of the public map only, as is the fallback below
         if np.all(per_cell == AUTO_MARGIN):  # cells shorter than the noise length: the uniform margin
-            return cls._build(privacy_map, margin=AUTO_MARGIN, **options,
-                              margin_rule=f"auto: uniform {AUTO_MARGIN:g} (every cell shorter than its noise length)")
+            return cls._build(
+                privacy_map,
+                margin=AUTO_MARGIN,
+                **options,
+                margin_rule=f"auto: uniform {AUTO_MARGIN:g} (every cell shorter than its noise length)",
+            )
         try:
-            return cls._build(privacy_map, margin=per_cell, **options,
-                              margin_rule=f"auto: {AUTO_MARGIN:g} per noise length (at least {AUTO_MARGIN_FLOOR:g})")
+            return cls._build(
+                privacy_map,
+                margin=per_cell,
+                **options,
+                margin_rule=f"auto: {AUTO_MARGIN:g} per noise length (at least {AUTO_MARGIN_FLOOR:g})",
+            )
         except InfeasibleMechanismError:
-            return cls._build(privacy_map, margin=AUTO_MARGIN, **options,
-                              margin_rule=f"auto: uniform {AUTO_MARGIN:g} (the per-noise-length margin was infeasible on this map)")
+            return cls._build(
+                privacy_map,
+                margin=AUTO_MARGIN,
+                **options,
+                margin_rule=f"auto: uniform {AUTO_MARGIN:g} (the per-noise-length margin was infeasible on this map)",
+            )
 
     @classmethod
     def _build(
-        cls, privacy_map, *, margin, margin_rule, smooth, despeckle, jump, cap, output_spacing, max_step, pad, apex,
-        max_iter, solve_cap, solver, n_jobs, progress, verify, mp_context, kernels="held",
+        cls,
+        privacy_map,
+        *,
+        margin,
+        margin_rule,
+        smooth,
+        despeckle,
+        jump,
+        cap,
+        output_spacing,
+        max_step,
+        pad,
+        apex,
+        max_iter,
+        solve_cap,
+        solver,
+        n_jobs,
+        progress,
+        verify,
+        mp_context,
+        kernels="held",
     ) -> "EikonalMechanism":
         """:meth:`build` with a given margin (a number or a per-cell array); ``margin_rule`` says where it came from."""
         marr = np.asarray(margin, dtype=float)
         if marr.ndim not in (0, 2) or (marr.ndim == 2 and marr.shape != privacy_map.shape):
             raise ParameterError(f"margin must be a number or an array of the map's shape {privacy_map.shape}.")
         if not (np.all(np.isfinite(marr)) and np.all(marr > 0) and np.all(marr < 1)):
-            raise ParameterError("margin must be in (0, 1), e.g. 0.05 (5 % of the privacy loss kept for normalisation).")
+            raise ParameterError(
+                "margin must be in (0, 1), e.g. 0.05 (5 % of the privacy loss kept for normalisation)."
+            )
         for name, v in (("cap", cap), ("output_spacing", output_spacing), ("pad", pad)):
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
                 raise ParameterError(f"{name} must be a finite number > 0.")
         if solver not in ("graph", "fmm"):
             raise ParameterError("solver must be 'graph' (Dijkstra, default) or 'fmm' (fast marching).")
         if kernels not in KERNELS:
-            raise ParameterError("kernels must be 'held' (default: every kernel entry kept in memory) or 'on_demand' "
-                             "(none kept: for rasters whose kernels do not fit in memory).")
+            raise ParameterError(
+                "kernels must be 'held' (default: every kernel entry kept in memory) or 'on_demand' "
+                "(none kept: for rasters whose kernels do not fit in memory)."
+            )
         if apex < 0 or not math.isfinite(apex):
             raise ParameterError("apex must be >= 0.")
         if max_step is not None:
-            if isinstance(max_step, bool) or not isinstance(max_step, (int, np.integer)) or max_step < 1 or max_step & (max_step - 1):
-                raise ParameterError("max_step must be a power of two >= 1 (1, 2, 4, ...), or None (no cap: the spacing follows 1/epsilon).")
+            if (
+                isinstance(max_step, bool)
+                or not isinstance(max_step, (int, np.integer))
+                or max_step < 1
+                or max_step & (max_step - 1)
+            ):
+                raise ParameterError(
+                    "max_step must be a power of two >= 1 (1, 2, 4, ...), or None (no cap: the spacing follows 1/epsilon)."
+                )
             max_step = int(max_step)
         timings = {}
         t_start = time.perf_counter()
@@ -331,7 +400,7 @@ class EikonalMechanism:
         P = int(math.ceil(pad / (float(border.min()) * min(hx, hy))))
         P = max(P, 2)
         kp = lower_rate(np.pad(keps, P, mode="edge"), hy, hx, smooth, despeckle, jump)
-        keps = kp[P:P + ny, P:P + nx]
+        keps = kp[P : P + ny, P : P + nx]
         NY, NX = kp.shape
         # outputs: lattice thinned where the noise is wide
         step = output_levels(kp, hy, hx, output_spacing, max_step)
@@ -358,7 +427,9 @@ class EikonalMechanism:
             S, colmass, sweeps, extremes = compute_kernels(*problem, extremes=bool(verify), graph_bits=graph_bits)
             timings["kernels_s"] = time.perf_counter() - t0
             t0 = time.perf_counter()
-            w, iters, history, s = solve_weights(S, cT, ostep, colmass, pm, budget, max_iter, threads=threads, solve_cap=solve_cap)
+            w, iters, history, s = solve_weights(
+                S, cT, ostep, colmass, pm, budget, max_iter, threads=threads, solve_cap=solve_cap
+            )
             nnz = S.nnz
             if s is None:  # exact, float64, added as the on-demand pass adds them (same normaliser, same id)
                 s = S.row_sums(w, ny, nx) + cT * float(w.sum())
@@ -374,12 +445,19 @@ class EikonalMechanism:
             timings["kernels_s"] = time.perf_counter() - t0
             t0 = time.perf_counter()
             St = first.columns
-            w, iters, history, _ = solve_weights(St, cT, ostep, colmass, pm, budget, max_iter, threads=threads, solve_cap=None)
+            w, iters, history, _ = solve_weights(
+                St, cT, ostep, colmass, pm, budget, max_iter, threads=threads, solve_cap=None
+            )
             timings["weights_s"] = time.perf_counter() - t0
             t0 = time.perf_counter()
             # the kernels' extremes do not depend on the weights: computed in this pass only
-            second = kernel_pass(*_staged(problem, 0.4, 0.8), extremes="track" if verify else False, weights=w, hold=False,
-                                 graph_bits=graph_bits)
+            second = kernel_pass(
+                *_staged(problem, 0.4, 0.8),
+                extremes="track" if verify else False,
+                weights=w,
+                hold=False,
+                graph_bits=graph_bits,
+            )
             timings["normaliser_pass_s"] = time.perf_counter() - t0
             nnz, extremes, rowsum = second.nnz, second.extremes, second.rowsum
             del second
@@ -392,10 +470,13 @@ class EikonalMechanism:
             for k in range(ON_DEMAND_REFINES if rel >= 0.97 else 0):
                 t0 = time.perf_counter()
                 tail = s - kernel_products(St, cT, w, threads)
-                w2, it2, hist2 = refine_weights(St, cT, w, ostep.astype(float) ** 2 / colmass, tail, pm, budget, max_iter, threads)
+                w2, it2, hist2 = refine_weights(
+                    St, cT, w, ostep.astype(float) ** 2 / colmass, tail, pm, budget, max_iter, threads
+                )
                 lo = 0.8 + 0.2 * k / ON_DEMAND_REFINES
-                again = kernel_pass(*_staged(problem, lo, lo + 0.2 / ON_DEMAND_REFINES), weights=w2, hold=False,
-                                    graph_bits=graph_bits)
+                again = kernel_pass(
+                    *_staged(problem, lo, lo + 0.2 / ON_DEMAND_REFINES), weights=w2, hold=False, graph_bits=graph_bits
+                )
                 s2 = again.rowsum + cT * float(w2.sum())
                 rel2 = relative_share(s2, pm, budget)
                 history.extend((iters + i, sh) for i, sh in hist2)
@@ -421,16 +502,37 @@ class EikonalMechanism:
                 f"the privacy loss left to it (margin up to {float(np.max(marr)):g}). Raise margin (e.g. margin={min(0.5, 2 * float(np.max(marr))):g}), "
                 f"smooth the map (smooth=0.5), use finer outputs (output_spacing={output_spacing / 2:g} or max_step=1), "
                 f"or pad more (pad={2 * pad:g})."
-                + (" With kernels='on_demand' the weights are solved on the kernels truncated at solve_cap only: "
-                   "kernels='held' (if they fit in memory) polishes them on the full kernels, or raise solve_cap "
-                   f"(now {solve_cap:g}; more memory)." if kernels == "on_demand" and solve_cap is not None else "")
+                + (
+                    " With kernels='on_demand' the weights are solved on the kernels truncated at solve_cap only: "
+                    "kernels='held' (if they fit in memory) polishes them on the full kernels, or raise solve_cap "
+                    f"(now {solve_cap:g}; more memory)."
+                    if kernels == "on_demand" and solve_cap is not None
+                    else ""
+                )
             )
         params = {
-            "margin": float(marr) if marr.ndim == 0 else {"min": float(marr.min()), "max": float(marr.max())}, "margin_rule": margin_rule, "smooth": smooth, "despeckle": despeckle, "jump": jump, "cap": float(cap), "output_spacing": output_spacing,
-            "max_step": max_step, "solve_cap": solve_cap, "pad": pad, "pad_cells": P, "apex": apex, "n_outputs": M,
-            "nnz": int(nnz), "weight_iterations": iters, "normaliser_budget_used": rel,
-            "cap_mass_max": float(cT * w.sum() / s.min()), "normaliser_share": rough, "weight_history": history,
-            "repair_sweeps_mean": sweeps / max(M, 1), "solver": solver, "graph_bits": graph_bits,
+            "margin": float(marr) if marr.ndim == 0 else {"min": float(marr.min()), "max": float(marr.max())},
+            "margin_rule": margin_rule,
+            "smooth": smooth,
+            "despeckle": despeckle,
+            "jump": jump,
+            "cap": float(cap),
+            "output_spacing": output_spacing,
+            "max_step": max_step,
+            "solve_cap": solve_cap,
+            "pad": pad,
+            "pad_cells": P,
+            "apex": apex,
+            "n_outputs": M,
+            "nnz": int(nnz),
+            "weight_iterations": iters,
+            "normaliser_budget_used": rel,
+            "cap_mass_max": float(cT * w.sum() / s.min()),
+            "normaliser_share": rough,
+            "weight_history": history,
+            "repair_sweeps_mean": sweeps / max(M, 1),
+            "solver": solver,
+            "graph_bits": graph_bits,
         }
         mech = cls(
             privacy_map=pm,
@@ -451,7 +553,9 @@ class EikonalMechanism:
         object.__setattr__(mech, "_mp_context", mp_context if isinstance(mp_context, (str, type(None))) else None)
         if verify:
             t0 = time.perf_counter()
-            report = verification.verify(mech, extremes, rowsum=rowsum)  # the kernels' extremes, from the blocks placed above
+            report = verification.verify(
+                mech, extremes, rowsum=rowsum
+            )  # the kernels' extremes, from the blocks placed above
             timings["verify_s"] = time.perf_counter() - t0
             if not report.ok:
                 raise InfeasibleMechanismError(
@@ -501,7 +605,9 @@ class EikonalMechanism:
                 np.maximum(view, r, out=view)
         return node
 
-    def suggest_margin(self, *, floor: float = 0.04, factor: float = 1.5, size: int = 7, ceiling: float = 0.3) -> np.ndarray:
+    def suggest_margin(
+        self, *, floor: float = 0.04, factor: float = 1.5, size: int = 7, ceiling: float = 0.3
+    ) -> np.ndarray:
         """A per-cell ``margin`` for a second build: small where this build's normaliser used little.
 
         ``factor`` times the largest normaliser share within ``size`` cells (then averaged
@@ -579,7 +685,15 @@ class EikonalMechanism:
 
     def _carry(self, new) -> None:
         """Caches and runtime settings that a copy with another release rule keeps (same kernels)."""
-        for k in ("sampling_tables", "_row_cache", "_n_jobs", "_mp_context", "_graph", "_rows_searchable", "_verification"):
+        for k in (
+            "sampling_tables",
+            "_row_cache",
+            "_n_jobs",
+            "_mp_context",
+            "_graph",
+            "_rows_searchable",
+            "_verification",
+        ):
             if k in self.__dict__:
                 new.__dict__[k] = self.__dict__[k]
 
@@ -595,7 +709,9 @@ class EikonalMechanism:
     def mechanism_id(self) -> str:
         """SHA-256 of the arrays and parameters that define the mechanism (recorded in provenance)."""
         compact = self.can_save_compact  # the compact content determines the kernels; older mechanisms: the full one
-        return persistence.digest(persistence.file_arrays(self, compact), persistence.file_meta(self, include_report=False, compact=compact))
+        return persistence.digest(
+            persistence.file_arrays(self, compact), persistence.file_meta(self, include_report=False, compact=compact)
+        )
 
     # ------------------------------------------------------------------ verify
     @property
@@ -659,7 +775,9 @@ class EikonalMechanism:
     def sampling_tables(self):
         """Per-row cumulative probabilities (row-local, float64) and the floor sampler (built on first use)."""
         if not self.kernels_held:
-            raise AttributeError("A mechanism with kernels on demand has no tables for every row: use rows_for(nodes).sampling_tables.")
+            raise AttributeError(
+                "A mechanism with kernels on demand has no tables for every row: use rows_for(nodes).sampling_tables."
+            )
         return sampling.tables(self)
 
     def sample_nodes(self, nodes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -668,7 +786,16 @@ class EikonalMechanism:
             return sampling.sample_nodes(self, nodes, rng)
         return ondemand.sample_nodes(self, nodes, rng)  # the same draws, rows computed in bounded groups
 
-    def sample(self, xy, rng: np.random.Generator, *, outside: str | None = None, jitter: bool = True, labels=None, progress=None) -> np.ndarray:
+    def sample(
+        self,
+        xy,
+        rng: np.random.Generator,
+        *,
+        outside: str | None = None,
+        jitter: bool = True,
+        labels=None,
+        progress=None,
+    ) -> np.ndarray:
         """Release locations ``xy`` ((n, 2) in the map's CRS): a new (n, 2) array.
 
         Each location is rounded to one of its 4 surrounding nodes with its bilinear weights,
@@ -844,7 +971,7 @@ class EikonalMechanism:
             if len(rows_b) == 0:
                 continue
             lo, hi = ip[r0], ip[r1]
-            rows = np.repeat(np.arange(r0, r1), np.diff(ip[r0:r1 + 1]))
+            rows = np.repeat(np.arange(r0, r1), np.diff(ip[r0 : r1 + 1]))
             keep = sel[rows]
             r, c = rows[keep], self.indices[lo:hi][keep]
             v = self.kernel[lo:hi][keep].astype(np.float64)
@@ -866,7 +993,12 @@ class EikonalMechanism:
         """Expected MSE of this mechanism vs planar Laplace at the minimum epsilon (which also meets the map)."""
         e = self.expected_mse(prior)
         lap = self.laplace_mse()
-        return {"eikonal_mse_m2": e, "laplace_mse_m2": lap, "ratio": e / lap, "epsilon_min_per_m": self.privacy_map.epsilon_min}
+        return {
+            "eikonal_mse_m2": e,
+            "laplace_mse_m2": lap,
+            "ratio": e / lap,
+            "epsilon_min_per_m": self.privacy_map.epsilon_min,
+        }
 
     # ------------------------------------------------------------------ persistence
     @property
@@ -874,7 +1006,9 @@ class EikonalMechanism:
         """True when the mechanism knows what recomputes its kernels (built or loaded by this version)."""
         return self.kernel_rate is not None and self.output_apex is not None
 
-    def save(self, path, *, key: bytes | str | None = None, compact: bool | None = None, overwrite: bool = False) -> str:
+    def save(
+        self, path, *, key: bytes | str | None = None, compact: bool | None = None, overwrite: bool = False
+    ) -> str:
         """Write the mechanism to ``path`` (a .npz file; built once, perturb many times).
 
         The file is written to a temporary file in the same directory, flushed to disk and moved
@@ -922,8 +1056,16 @@ class EikonalMechanism:
 
     @classmethod
     def load(
-        cls, path, *, privacy_map: PrivacyMap | None = None, verify: bool | str = True, key: bytes | str | None = None,
-        n_jobs: int = 1, progress=None, mp_context=None, kernels: str = "auto",
+        cls,
+        path,
+        *,
+        privacy_map: PrivacyMap | None = None,
+        verify: bool | str = True,
+        key: bytes | str | None = None,
+        n_jobs: int = 1,
+        progress=None,
+        mp_context=None,
+        kernels: str = "auto",
     ) -> "EikonalMechanism":
         """Read a mechanism written by :meth:`save`.
 
@@ -982,7 +1124,14 @@ class EikonalMechanism:
             weights, a failed verification, or (with ``key``) a missing or invalid signature.
         """
         return persistence.load(
-            cls, path, privacy_map=privacy_map, verify=verify, key=key, n_jobs=n_jobs, progress=progress, mp_context=mp_context,
+            cls,
+            path,
+            privacy_map=privacy_map,
+            verify=verify,
+            key=key,
+            n_jobs=n_jobs,
+            progress=progress,
+            mp_context=mp_context,
             kernels=kernels,
         )
 

@@ -16,6 +16,7 @@ values the build verified:
   pass whose reductions run in the workers or per chunk as it arrives (memory: one chunk per
   worker plus a few arrays of the raster's size).
 """
+
 from __future__ import annotations
 
 import math
@@ -29,8 +30,10 @@ from .kernels import kernel_pass, kernel_rows, outputs_reaching, searchable
 def problem(mech) -> dict:
     """The arguments of :func:`.kernels.kernel_pass` that define ``mech``'s kernels (public parameters only)."""
     if mech.kernel_rate is None or mech.output_apex is None:
-        raise ParameterError("This mechanism does not know its kernel rate map (a full file of an earlier version): "
-                         "its kernels cannot be recomputed. Load it with kernels='held' or rebuild it.")
+        raise ParameterError(
+            "This mechanism does not know its kernel rate map (a full file of an earlier version): "
+            "its kernels cannot be recomputed. Load it with kernels='held' or rebuild it."
+        )
     pm = mech.privacy_map
     hx, hy = pm.cell_size
     P = int(mech.params["pad_cells"])
@@ -71,9 +74,22 @@ def full_pass(mech, *, extremes=False, weights: bool = True, on_chunk=None, prog
     """One pass over every kernel column of ``mech`` (:class:`.kernels.KernelPass`, no entries held)."""
     pr = problem(mech)
     return kernel_pass(
-        pr["kp"], pr["shape"], pr["cell"], pr["P"], pr["oi"], pr["oj"], pr["apex_t"], pr["cap"], pr["solver"],
-        n_jobs(mech), progress, mp_context if mp_context is not None else _mp_context(mech), extremes=extremes,
-        weights=np.asarray(mech.weights, np.float64) if weights else None, hold=False, on_chunk=on_chunk,
+        pr["kp"],
+        pr["shape"],
+        pr["cell"],
+        pr["P"],
+        pr["oi"],
+        pr["oj"],
+        pr["apex_t"],
+        pr["cap"],
+        pr["solver"],
+        n_jobs(mech),
+        progress,
+        mp_context if mp_context is not None else _mp_context(mech),
+        extremes=extremes,
+        weights=np.asarray(mech.weights, np.float64) if weights else None,
+        hold=False,
+        on_chunk=on_chunk,
         graph=graph(mech) if pr["solver"] == "graph" else None,
     )
 
@@ -122,27 +138,79 @@ def rows(mech, nodes, method: str = "auto") -> tuple[np.ndarray, np.ndarray, np.
     G = graph(mech) if pr["solver"] == "graph" else None
     by_nodes = method == "nodes" or (method == "auto" and can_solve_rows(mech))
     if method == "nodes" and not can_solve_rows(mech):
-        raise ParameterError("This mechanism's kernels cannot be searched from the input nodes (built by an earlier "
-                         "version, or with solver='fmm'): use method='columns'.")
+        raise ParameterError(
+            "This mechanism's kernels cannot be searched from the input nodes (built by an earlier "
+            "version, or with solver='fmm'): use method='columns'."
+        )
     jobs = max(1, n_jobs(mech))
     outs = None
     if by_nodes and method == "auto" and len(nodes) > entries_per_row(mech):
         # more nodes than one row has outputs: compare with the columns that reach them
-        outs = outputs_reaching(pr["kp"], pr["shape"], pr["cell"], pr["P"], pr["oi"], pr["oj"], pr["apex_t"],
-                                pr["cap"], pr["solver"], nodes, graph=G)
+        outs = outputs_reaching(
+            pr["kp"],
+            pr["shape"],
+            pr["cell"],
+            pr["P"],
+            pr["oi"],
+            pr["oj"],
+            pr["apex_t"],
+            pr["cap"],
+            pr["solver"],
+            nodes,
+            graph=G,
+        )
         by_nodes = len(nodes) <= len(outs)
     if by_nodes:
-        return kernel_rows(pr["kp"], pr["shape"], pr["P"], pr["oi"], pr["oj"], pr["apex_t"], pr["cap"], nodes, G,
-                           pr["graph_bits"], checked=True, n_jobs=jobs, mp_context=_mp_context(mech))
+        return kernel_rows(
+            pr["kp"],
+            pr["shape"],
+            pr["P"],
+            pr["oi"],
+            pr["oj"],
+            pr["apex_t"],
+            pr["cap"],
+            nodes,
+            G,
+            pr["graph_bits"],
+            checked=True,
+            n_jobs=jobs,
+            mp_context=_mp_context(mech),
+        )
     if outs is None:
-        outs = outputs_reaching(pr["kp"], pr["shape"], pr["cell"], pr["P"], pr["oi"], pr["oj"], pr["apex_t"],
-                                pr["cap"], pr["solver"], nodes, graph=G)
+        outs = outputs_reaching(
+            pr["kp"],
+            pr["shape"],
+            pr["cell"],
+            pr["P"],
+            pr["oi"],
+            pr["oj"],
+            pr["apex_t"],
+            pr["cap"],
+            pr["solver"],
+            nodes,
+            graph=G,
+        )
     if len(outs) == 0:
         return np.zeros(n + 1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float32)
     keep = np.zeros(n, bool)
     keep[nodes] = True
-    r = kernel_pass(pr["kp"], pr["shape"], pr["cell"], pr["P"], pr["oi"], pr["oj"], pr["apex_t"], pr["cap"], pr["solver"],
-                    n_jobs(mech), None, _mp_context(mech), outputs=outs, keep_rows=keep, graph=G)
+    r = kernel_pass(
+        pr["kp"],
+        pr["shape"],
+        pr["cell"],
+        pr["P"],
+        pr["oi"],
+        pr["oj"],
+        pr["apex_t"],
+        pr["cap"],
+        pr["solver"],
+        n_jobs(mech),
+        None,
+        _mp_context(mech),
+        outputs=outs,
+        keep_rows=keep,
+        graph=G,
+    )
     indptr, indices, kernel = r.columns.to_csr(release=True)
     return indptr, outs[indices].astype(np.int32), kernel
 
@@ -226,8 +294,14 @@ class RowCache:
 
         n = mech.privacy_map.shape[0] * mech.privacy_map.shape[1]
         self._lock = threading.Lock()
-        self.view = RowView(mech, np.zeros(n + 1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float32),
-                            np.zeros(0, np.float64), np.zeros(n, bool))
+        self.view = RowView(
+            mech,
+            np.zeros(n + 1, np.int64),
+            np.zeros(0, np.int32),
+            np.zeros(0, np.float32),
+            np.zeros(0, np.float64),
+            np.zeros(n, bool),
+        )
 
     def ensure(self, mech, nodes) -> RowView:
         """A snapshot holding the rows of ``nodes`` (computing the missing ones)."""
@@ -275,7 +349,7 @@ def sample_nodes(mech, nodes, rng: np.random.Generator) -> np.ndarray:
     group = max(1, int(ROW_CACHE_ENTRIES // entries_per_row(mech)))
     cache = row_cache(mech)
     for g0 in range(0, len(uniq), group):
-        part = uniq[g0:g0 + group]
+        part = uniq[g0 : g0 + group]
         view = cache.ensure(mech, part)
         sel = np.flatnonzero((nodes >= part[0]) & (nodes <= part[-1]))
         out[sel] = draw(view, nodes[sel], raw[sel], v[sel])

@@ -9,6 +9,7 @@ user's stamp (:mod:`.stamps`) says that exactly this content passed that verific
 (at build and save, or at an earlier load): a stamped compact file then loads without any
 kernel solve, its rows computed when a release needs them (:mod:`.ondemand`).
 """
+
 from __future__ import annotations
 
 import errno
@@ -78,7 +79,12 @@ def file_meta(mech, include_report: bool = True, compact: bool = False) -> dict:
 
 
 def save(
-    mech, path, *, key: bytes | str | None = None, compact: bool | None = None, overwrite: bool = False,
+    mech,
+    path,
+    *,
+    key: bytes | str | None = None,
+    compact: bool | None = None,
+    overwrite: bool = False,
 ) -> str:
     """Write ``mech`` to ``path`` (:meth:`EikonalMechanism.save`, where the options are documented).
 
@@ -91,8 +97,9 @@ def save(
     if compact is None:
         compact = mech.can_save_compact
     if not compact and mech.kernel is None:
-        raise ParameterError("This mechanism computes its kernels on demand and holds none: save it compact "
-                             "(compact=True, the default).")
+        raise ParameterError(
+            "This mechanism computes its kernels on demand and holds none: save it compact (compact=True, the default)."
+        )
     if compact and not mech.can_save_compact:
         raise ParameterError(
             "This mechanism was loaded from a full file of an earlier version and does not know its kernel rate map: "
@@ -105,14 +112,24 @@ def save(
         raise _exists(path)
     arrays = file_arrays(mech, compact=compact)
     meta = file_meta(mech, compact=compact)
-    digest, mac, content = digests(arrays, file_meta(mech, include_report=False, compact=compact),
-                                   None if key is None else hmac_key(key), content_meta=content_meta(meta))
+    digest, mac, content = digests(
+        arrays,
+        file_meta(mech, include_report=False, compact=compact),
+        None if key is None else hmac_key(key),
+        content_meta=content_meta(meta),
+    )
     meta["sha256"] = digest
     if mac is not None:
         meta["hmac_sha256"] = mac
     # a mechanism is not secret: the usual mode, not the temporary file's owner-only one
-    write_new_file(path, lambda fh: np.savez(fh, meta=np.array(json.dumps(meta, default=json_default)), **arrays),
-                   overwrite=overwrite, exists=_exists, prefix=".geopriv-eikonal-", mode=0o666 & ~_umask())
+    write_new_file(
+        path,
+        lambda fh: np.savez(fh, meta=np.array(json.dumps(meta, default=json_default)), **arrays),
+        overwrite=overwrite,
+        exists=_exists,
+        prefix=".geopriv-eikonal-",
+        mode=0o666 & ~_umask(),
+    )
     if stampable(mech):
         # this process verified these arrays (build, or a load that verified or found a stamp), and the
         # file's report is that verification's: remember it, so a load of this content need not repeat it
@@ -127,7 +144,9 @@ def stampable(mech) -> bool:
 
 
 def _exists(path: str) -> FileExistsError:
-    return FileExistsError(errno.EEXIST, "File exists; pass overwrite=True to replace it (the old mechanism is lost)", path)
+    return FileExistsError(
+        errno.EEXIST, "File exists; pass overwrite=True to replace it (the old mechanism is lost)", path
+    )
 
 
 def _umask() -> int:
@@ -145,16 +164,28 @@ def _umask() -> int:
 
 
 def load(
-    cls, path, *, privacy_map: PrivacyMap | None = None, verify: bool | str = True, key: bytes | str | None = None,
-    n_jobs: int = 1, progress=None, mp_context=None, kernels: str = "auto",
+    cls,
+    path,
+    *,
+    privacy_map: PrivacyMap | None = None,
+    verify: bool | str = True,
+    key: bytes | str | None = None,
+    n_jobs: int = 1,
+    progress=None,
+    mp_context=None,
+    kernels: str = "auto",
 ):
     """Read a mechanism file as ``cls`` (:meth:`EikonalMechanism.load`, where the checks are documented)."""
     if kernels not in LOAD_KERNELS:
-        raise ParameterError("kernels must be 'auto' (default: held, or on demand for a file you verified before), "
-                             "'held' or 'on_demand'.")
+        raise ParameterError(
+            "kernels must be 'auto' (default: held, or on demand for a file you verified before), "
+            "'held' or 'on_demand'."
+        )
     if not (isinstance(verify, bool) or verify == "full"):
-        raise ParameterError("verify must be True (default: verify, unless your stamp says this file was verified "
-                             "before), 'full' (verify in any case) or False.")
+        raise ParameterError(
+            "verify must be True (default: verify, unless your stamp says this file was verified "
+            "before), 'full' (verify in any case) or False."
+        )
     from affine import Affine
 
     path = os.fspath(path)
@@ -162,7 +193,9 @@ def load(
         with np.load(path, allow_pickle=False) as z:
             data = {k: z[k] for k in z.files}
     except FileNotFoundError:
-        raise MechanismFileError(f"No mechanism file at {path!r}. Build one with EikonalMechanism.build(...).save(path).") from None
+        raise MechanismFileError(
+            f"No mechanism file at {path!r}. Build one with EikonalMechanism.build(...).save(path)."
+        ) from None
     except Exception as exc:  # zipfile.BadZipFile, ValueError, OSError, EOFError ...
         raise MechanismFileError(
             f"{path!r} is not a readable geopriv mechanism file ({type(exc).__name__}); it may be truncated, "
@@ -216,7 +249,12 @@ def load(
         crs = meta["crs_wkt"]
         transform = Affine(*meta["transform"])
         pm = PrivacyMap(
-            data["map_epsilon"], transform, crs, data["map_nodata"].astype(bool), data.get("map_population"), meta.get("map_info", {})
+            data["map_epsilon"],
+            transform,
+            crs,
+            data["map_nodata"].astype(bool),
+            data.get("map_population"),
+            meta.get("map_info", {}),
         )
     except Exception as exc:
         raise MechanismFileError(f"{path!r} holds an invalid privacy map ({exc}). Rebuild it.") from None
@@ -238,10 +276,15 @@ def load(
     if on_demand:
         data.update(indptr=None, indices=None, kernel=None)
     elif compact:
-        data.update(_recompute_kernels(path, pm, meta, data, n_jobs, progress, mp_context,
-                                       bool(verify) and not trusted or rep is None))
+        data.update(
+            _recompute_kernels(
+                path, pm, meta, data, n_jobs, progress, mp_context, bool(verify) and not trusted or rep is None
+            )
+        )
         extremes = data.pop("extremes")
-    if len(data["normaliser"]) != n or (not on_demand and (len(data["indptr"]) != n + 1 or len(data["indices"]) != len(data["kernel"]))):
+    if len(data["normaliser"]) != n or (
+        not on_demand and (len(data["indptr"]) != n + 1 or len(data["indices"]) != len(data["kernel"]))
+    ):
         raise MechanismFileError(f"{path!r} has inconsistent array sizes; it is corrupt. Rebuild it.")
     remap = data.get("remap_xy")
     if remap is not None and np.shape(remap) != (len(data["weights"]), 2):
@@ -261,9 +304,15 @@ def load(
     report = None
     if rep is not None:
         report = VerifyReport(
-            max_ratio=rep["max_ratio"], normaliser_ratio=rep["normaliser_ratio"], worst=rep["worst"],
-            node_ratio=np.zeros(pm.shape), n_nodes=rep["n_nodes"], n_outputs=rep["n_outputs"],
-            n_edges=rep["n_edges"], seconds=rep["seconds"], tolerance=rep.get("tolerance", TOLERANCE),
+            max_ratio=rep["max_ratio"],
+            normaliser_ratio=rep["normaliser_ratio"],
+            worst=rep["worst"],
+            node_ratio=np.zeros(pm.shape),
+            n_nodes=rep["n_nodes"],
+            n_outputs=rep["n_outputs"],
+            n_edges=rep["n_edges"],
+            seconds=rep["seconds"],
+            tolerance=rep.get("tolerance", TOLERANCE),
             normaliser_mismatch=rep.get("normaliser_mismatch", 0.0),
         )
     mech = cls(
@@ -336,9 +385,14 @@ def load(
 
 def _same_report(stored: VerifyReport, fresh: VerifyReport) -> bool:
     """True when the report stored in a file says what a fresh verification found (ok, same ratios to 1e-9)."""
-    return stored.ok and fresh.ok and all(
-        math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
-        for a, b in ((stored.max_ratio, fresh.max_ratio), (stored.normaliser_ratio, fresh.normaliser_ratio)))
+    return (
+        stored.ok
+        and fresh.ok
+        and all(
+            math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+            for a, b in ((stored.max_ratio, fresh.max_ratio), (stored.normaliser_ratio, fresh.normaliser_ratio))
+        )
+    )
 
 
 def read_map(path) -> PrivacyMap:
@@ -355,10 +409,18 @@ def read_map(path) -> PrivacyMap:
         with np.load(path, allow_pickle=False) as z:
             meta = json.loads(str(z["meta"]))
             arrays = {k: z[k] for k in ("map_epsilon", "map_nodata", "map_population") if k in z.files}
-        return PrivacyMap(arrays["map_epsilon"], Affine(*meta["transform"]), meta["crs_wkt"],
-                          arrays["map_nodata"].astype(bool), arrays.get("map_population"), meta.get("map_info", {}))
+        return PrivacyMap(
+            arrays["map_epsilon"],
+            Affine(*meta["transform"]),
+            meta["crs_wkt"],
+            arrays["map_nodata"].astype(bool),
+            arrays.get("map_population"),
+            meta.get("map_info", {}),
+        )
     except FileNotFoundError:
-        raise MechanismFileError(f"No mechanism file at {path!r}. Build one with EikonalMechanism.build(...).save(path).") from None
+        raise MechanismFileError(
+            f"No mechanism file at {path!r}. Build one with EikonalMechanism.build(...).save(path)."
+        ) from None
     except Exception as exc:  # not a zip, no meta, not a mechanism ...: load says precisely what
         raise MechanismFileError(
             f"{path!r} is not a readable geopriv mechanism file ({type(exc).__name__}); it may be truncated, "
@@ -374,8 +436,10 @@ def _check_compact(path, pm: PrivacyMap, meta: dict, data: dict) -> None:
     kp, apex_t, oij = data["kernel_rate"], data["output_apex"], data["output_ij"]
     w = np.asarray(data["weights"])
     if w.ndim != 1:
-        raise MechanismFileError(f"{path!r} is a compact mechanism file with invalid contents (weights has shape {w.shape}, "
-                                 "expected one weight per output). Rebuild it.")
+        raise MechanismFileError(
+            f"{path!r} is a compact mechanism file with invalid contents (weights has shape {w.shape}, "
+            "expected one weight per output). Rebuild it."
+        )
     M = len(w)
     problems = []
     if not isinstance(P, int) or P < 0:
@@ -385,13 +449,19 @@ def _check_compact(path, pm: PrivacyMap, meta: dict, data: dict) -> None:
     if solver not in ("graph", "fmm"):
         problems.append(f"unknown solver {solver!r}")
     bits = params.get("graph_bits")
-    if bits is not None and (isinstance(bits, bool) or not isinstance(bits, int) or not 8 <= bits <= 40 or solver != "graph"):
+    if bits is not None and (
+        isinstance(bits, bool) or not isinstance(bits, int) or not 8 <= bits <= 40 or solver != "graph"
+    ):
         problems.append(f"params['graph_bits'] is {bits!r}, expected None or an integer 8 .. 40 with solver 'graph'")
     if not (isinstance(cap, (int, float)) and math.isfinite(cap) and cap > 0):
         problems.append("cap is not a finite number > 0")
     if np.asarray(kp).dtype.kind != "f" or not (np.all(np.isfinite(kp)) and np.all(np.asarray(kp) > 0)):
         problems.append("kernel_rate is not finite and > 0 everywhere")
-    if np.shape(apex_t) != (M,) or np.asarray(apex_t).dtype.kind != "f" or not (np.all(np.isfinite(apex_t)) and np.all(np.asarray(apex_t) >= 0)):
+    if (
+        np.shape(apex_t) != (M,)
+        or np.asarray(apex_t).dtype.kind != "f"
+        or not (np.all(np.isfinite(apex_t)) and np.all(np.asarray(apex_t) >= 0))
+    ):
         problems.append("output_apex is not one finite radius >= 0 per output")
     if np.shape(oij) != (M, 2) or np.asarray(oij).dtype.kind not in "iu":
         problems.append("output_ij is not one (row, col) pair per output")
@@ -400,11 +470,14 @@ def _check_compact(path, pm: PrivacyMap, meta: dict, data: dict) -> None:
         if np.any(oi < 0) or np.any(oj < 0) or np.any(oi >= ny + 2 * P) or np.any(oj >= nx + 2 * P):
             problems.append("output_ij outside the padded grid")
     if problems:
-        raise MechanismFileError(f"{path!r} is a compact mechanism file with invalid contents ({'; '.join(problems)}). Rebuild it.")
+        raise MechanismFileError(
+            f"{path!r} is a compact mechanism file with invalid contents ({'; '.join(problems)}). Rebuild it."
+        )
 
 
-def _recompute_kernels(path, pm: PrivacyMap, meta: dict, data: dict, n_jobs: int, progress, mp_context,
-                       extremes: bool = True) -> dict:
+def _recompute_kernels(
+    path, pm: PrivacyMap, meta: dict, data: dict, n_jobs: int, progress, mp_context, extremes: bool = True
+) -> dict:
     """Kernels of a compact file (indptr, indices, kernel), recomputed as :meth:`EikonalMechanism.build` computed them,
     and their :class:`~.kernels.LogRatioExtremes` for verification (None unless ``extremes``).
     The file's kernel problem has been checked (:func:`_check_compact`)."""
@@ -414,8 +487,20 @@ def _recompute_kernels(path, pm: PrivacyMap, meta: dict, data: dict, n_jobs: int
     kp, apex_t, oij = data["kernel_rate"], data["output_apex"], data["output_ij"]
     hx, hy = pm.cell_size
     S, _colmass, _sweeps, ext = compute_kernels(
-        np.asarray(kp, np.float64), (ny, nx), (hy, hx), P, oij[:, 0] + P, oij[:, 1] + P, np.asarray(apex_t, np.float64),
-        float(cap), solver, int(n_jobs), progress, mp_context, extremes=extremes, graph_bits=params.get("graph_bits"),
+        np.asarray(kp, np.float64),
+        (ny, nx),
+        (hy, hx),
+        P,
+        oij[:, 0] + P,
+        oij[:, 1] + P,
+        np.asarray(apex_t, np.float64),
+        float(cap),
+        solver,
+        int(n_jobs),
+        progress,
+        mp_context,
+        extremes=extremes,
+        graph_bits=params.get("graph_bits"),
     )
     indptr, indices, kernel = S.to_csr(release=True, threads=max(1, int(n_jobs)))
     return {"indptr": indptr, "indices": indices, "kernel": kernel, "extremes": ext}

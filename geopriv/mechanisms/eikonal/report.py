@@ -1,4 +1,5 @@
 """The verification report of an eikonal mechanism (what :func:`.verification.verify` returns)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -81,6 +82,7 @@ class VerifyReport:
             + (
                 f"; the stored normaliser differs from the weights' row sums by up to {self.normaliser_mismatch:.3g} "
                 "(relative): the arrays were edited after the build"
-                if self.normaliser_mismatch > NORMALISER_RTOL else ""
+                if self.normaliser_mismatch > NORMALISER_RTOL
+                else ""
             )
         )

@@ -4,6 +4,7 @@ A location is rounded to one of the 4 nodes around it with its bilinear weights 
 rounding), an output is drawn from that node's row (exact, float64 cumulative tables), and the
 output's position (or its remapped one) is jittered within its lattice box.
 """
+
 from __future__ import annotations
 
 import math
@@ -90,19 +91,26 @@ def outside_error(pm, labels, points_crs=None) -> GeometryError:
     if points_crs is not None:
         pc = CRS.from_user_input(points_crs)
         if not pc.equals(pm.crs):
-            note = (f"The points are in {_crs_text(pc)}, not the map's CRS: geopriv reprojected them to "
-                    f"{pm.crs.to_string()} for this check and the release, so they are outside the map's area "
-                    f"(unless {pc.to_string()} is not the CRS their coordinates are in). ")
-    options = (f"{note}Drop them, build the mechanism on a raster that covers them, or release them as if they were "
-               "at the nearest point of the raster")
+            note = (
+                f"The points are in {_crs_text(pc)}, not the map's CRS: geopriv reprojected them to "
+                f"{pm.crs.to_string()} for this check and the release, so they are outside the map's area "
+                f"(unless {pc.to_string()} is not the CRS their coordinates are in). "
+            )
+    options = (
+        f"{note}Drop them, build the mechanism on a raster that covers them, or release them as if they were "
+        "at the nearest point of the raster"
+    )
     fix = Fix(
         "outside_clamp",
         python=f"{options} with mech.with_outside('clamp') (the documented fallback).",
         cli=f"{options} with --outside clamp (the documented fallback).",
         qgis=f"{options}: set 'Points outside the raster' to 'Release them as if at the nearest point of the raster'.",
     )
-    return GeometryError(f"lie outside the mechanism's privacy map (its raster's extent in {_crs_text(pm.crs)})",
-                         plain_labels(labels), fix)
+    return GeometryError(
+        f"lie outside the mechanism's privacy map (its raster's extent in {_crs_text(pm.crs)})",
+        plain_labels(labels),
+        fix,
+    )
 
 
 def _cell(mech, xy: np.ndarray, outside: str, labels):
@@ -165,10 +173,10 @@ def row_cdf(ip, idx, ker, w, s, block: int = TABLE_BLOCK, threads: int | None = 
     def part(r0, r1, lo, hi):
         seg = cdf[lo:hi]
         np.multiply(w[idx[lo:hi]], ker[lo:hi], out=seg)
-        for a, b in zip(ip[r0:r1] - lo, ip[r0 + 1:r1 + 1] - lo):
+        for a, b in zip(ip[r0:r1] - lo, ip[r0 + 1 : r1 + 1] - lo):
             if b - a > 1:
                 np.cumsum(seg[a:b], out=seg[a:b])
-        seg /= np.repeat(s[r0:r1], np.diff(ip[r0:r1 + 1]))
+        seg /= np.repeat(s[r0:r1], np.diff(ip[r0 : r1 + 1]))
 
     parts = list(row_blocks(ip, block))
     threads = min(4, os.cpu_count() or 1) if threads is None else int(threads)
@@ -227,7 +235,9 @@ def draw(mech, nodes: np.ndarray, raw: np.ndarray, v: np.ndarray) -> np.ndarray:
     return out
 
 
-def sample(mech, xy, rng: np.random.Generator, *, outside: str | None = None, jitter: bool = True, labels=None, progress=None) -> np.ndarray:
+def sample(
+    mech, xy, rng: np.random.Generator, *, outside: str | None = None, jitter: bool = True, labels=None, progress=None
+) -> np.ndarray:
     """Release locations ``xy`` ((n, 2) in the map's CRS): a new (n, 2) array.
 
     Each location is rounded to one of its 4 surrounding nodes with its bilinear weights,

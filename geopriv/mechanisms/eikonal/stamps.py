@@ -31,6 +31,7 @@ changes uses another scheme, so stamps of the old one are not accepted.
 What a stamp does not protect against: someone who can write to your data directory (and so
 read your key) can forge stamps, as they could replace geopriv itself.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -77,8 +78,11 @@ def _private_dir(path: str) -> bool:
 
 
 def _warn(text: str) -> None:
-    warnings.warn(f"{text} geopriv verifies every mechanism file in full at each load until this is fixed.",
-                  GeoprivWarning, stacklevel=4)
+    warnings.warn(
+        f"{text} geopriv verifies every mechanism file in full at each load until this is fixed.",
+        GeoprivWarning,
+        stacklevel=4,
+    )
 
 
 def _key(create: bool):
@@ -107,8 +111,10 @@ def _key(create: bool):
     with os.fdopen(fd, "rb") as fh:
         st = os.fstat(fh.fileno())
         if os.name != "nt" and (not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077):
-            _warn(f"The stamp key {path} is not a file of yours readable by you only (chmod 600 it, or delete it "
-                  "to have a new one made).")
+            _warn(
+                f"The stamp key {path} is not a file of yours readable by you only (chmod 600 it, or delete it "
+                "to have a new one made)."
+            )
             return None
         key = fh.read(KEY_BYTES + 1)
     if len(key) != KEY_BYTES:

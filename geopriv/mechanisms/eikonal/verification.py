@@ -6,6 +6,7 @@ output, with the normaliser recomputed from the weights and kernels (a stored no
 differs is reported).  :func:`check_arrays` refuses arrays that cannot describe a
 distribution before anything is computed from them.
 """
+
 from __future__ import annotations
 
 import math
@@ -121,9 +122,15 @@ def verify(mech, extremes=None, rowsum=None, progress=None) -> VerifyReport:
     }
     n_edges = sum(int(a.size) for a in allowed)
     return VerifyReport(
-        max_ratio=val, normaliser_ratio=norm_share, worst=worst, node_ratio=node,
-        n_nodes=ny * nx, n_outputs=len(mech.weights), n_edges=n_edges,
-        seconds=time.perf_counter() - t0, normaliser_mismatch=mismatch,
+        max_ratio=val,
+        normaliser_ratio=norm_share,
+        worst=worst,
+        node_ratio=node,
+        n_nodes=ny * nx,
+        n_outputs=len(mech.weights),
+        n_edges=n_edges,
+        seconds=time.perf_counter() - t0,
+        normaliser_mismatch=mismatch,
     )
 
 
@@ -185,7 +192,7 @@ def check_arrays(mech, chunk: int = 10_000_000) -> None:
         bad("the stored normaliser has values that are not finite and > 0")
     if held and (ip[0] != 0 or ip[-1] != len(idx) or np.any(ip[1:] < ip[:-1])):
         bad("indptr does not start at 0, end at the number of kernel entries and increase monotonically")
-    for r0, r1, lo, hi in (row_blocks(ip, chunk) if held else ()):  # blocks of rows: bounded memory on 10^9 entries
+    for r0, r1, lo, hi in row_blocks(ip, chunk) if held else ():  # blocks of rows: bounded memory on 10^9 entries
         kb, ib = ker[lo:hi], idx[lo:hi]
         if not np.all(np.isfinite(kb)):
             bad("kernel values are not finite (NaN or infinite)")
@@ -194,7 +201,7 @@ def check_arrays(mech, chunk: int = 10_000_000) -> None:
         if hi > lo and (int(ib.min()) < 0 or int(ib.max()) >= M):
             bad(f"indices outside 0 .. {M - 1} (the outputs)")
         inc = np.diff(ib.astype(np.int64)) > 0
-        starts = ip[r0 + 1:r1] - lo  # positions where a new row begins
+        starts = ip[r0 + 1 : r1] - lo  # positions where a new row begins
         starts = starts[(starts > 0) & (starts < hi - lo)]
         inc[starts - 1] = True
         if not inc.all():
@@ -262,10 +269,14 @@ def check_derived(mech) -> None:
     kp = np.asarray(kp)
     if kp.shape != (ny + 2 * P, nx + 2 * P):
         bad(f"kernel_rate has shape {kp.shape}, expected {(ny + 2 * P, nx + 2 * P)}")
-    if not np.array_equal(keps, kp[P:P + ny, P:P + nx]):
+    if not np.array_equal(keps, kp[P : P + ny, P : P + nx]):
         bad("kernel_epsilon is not the kernel rate map on the raster (it was edited after the build)")
     spacing, max_step = params.get("output_spacing"), params.get("max_step")
-    if isinstance(spacing, bool) or not isinstance(spacing, (int, float)) or not (math.isfinite(spacing) and spacing > 0):
+    if (
+        isinstance(spacing, bool)
+        or not isinstance(spacing, (int, float))
+        or not (math.isfinite(spacing) and spacing > 0)
+    ):
         bad("params['output_spacing'] is missing or not a finite number > 0")
     if max_step is not None and (isinstance(max_step, bool) or not isinstance(max_step, int) or max_step < 1):
         bad("params['max_step'] is not None or an integer >= 1")
@@ -277,12 +288,16 @@ def check_derived(mech) -> None:
     if len(oi) != len(step) or not (np.array_equal(oij[:, 0], oi - P) and np.array_equal(oij[:, 1], oj - P)):
         bad("output_ij is not the output lattice of the kernel rate map and params['output_spacing'] / ['max_step']")
     if not np.array_equal(step, levels[oi, oj]):
-        bad("output_step is not the output spacing the kernel rate map and params['output_spacing'] / ['max_step'] "
-            "give (it was edited after the build)")
+        bad(
+            "output_step is not the output spacing the kernel rate map and params['output_spacing'] / ['max_step'] "
+            "give (it was edited after the build)"
+        )
     apex = params.get("apex")
     if mech.output_apex is not None and isinstance(apex, (int, float)) and not isinstance(apex, bool):
         expected = np.where(step > 1, apex * step * math.sqrt(hx * hy) * kp[oi, oj], 0.0)
-        if np.shape(mech.output_apex) != expected.shape or not np.allclose(mech.output_apex, expected, rtol=1e-12, atol=0):
+        if np.shape(mech.output_apex) != expected.shape or not np.allclose(
+            mech.output_apex, expected, rtol=1e-12, atol=0
+        ):
             bad("output_apex is not the apex radii params['apex'] and the output steps give")
 
 
@@ -326,11 +341,11 @@ def _rows_of(mech, nodes):
 def _worst_output(mech, a: int, b: int, d: float, cT: float) -> int:
     """The output with the largest |ln K_y(a) - ln K_y(b) - d| (-1: one outside both supports), ties to the smallest."""
     ip, idx, ker = mech.indptr, mech.indices, mech.kernel
-    ya, yb = idx[ip[a]:ip[a + 1]], idx[ip[b]:ip[b + 1]]
+    ya, yb = idx[ip[a] : ip[a + 1]], idx[ip[b] : ip[b + 1]]
     ys = np.union1d(ya, yb)
     ka, kb = np.full(len(ys), cT), np.full(len(ys), cT)
-    ka[np.searchsorted(ys, ya)] += ker[ip[a]:ip[a + 1]]
-    kb[np.searchsorted(ys, yb)] += ker[ip[b]:ip[b + 1]]
+    ka[np.searchsorted(ys, ya)] += ker[ip[a] : ip[a + 1]]
+    kb[np.searchsorted(ys, yb)] += ker[ip[b] : ip[b + 1]]
     dev = np.abs(np.log(ka) - np.log(kb) - d)
     if len(ys) == 0 or dev.max() <= abs(d):
         return -1
@@ -340,7 +355,10 @@ def _worst_output(mech, a: int, b: int, d: float, cT: float) -> int:
 def _node_max(node, ratio, sa, sb):
     """Update per-node maxima with an edge-ratio array (both endpoints)."""
     for sl in (sa, sb):
-        view = node[sl[0].start or 0:(sl[0].start or 0) + ratio.shape[0], sl[1].start or 0:(sl[1].start or 0) + ratio.shape[1]]
+        view = node[
+            sl[0].start or 0 : (sl[0].start or 0) + ratio.shape[0],
+            sl[1].start or 0 : (sl[1].start or 0) + ratio.shape[1],
+        ]
         np.maximum(view, ratio, out=view)
 
 
@@ -361,7 +379,7 @@ def _bands(mech, entries: int | None = None):
     ny, nx = mech.privacy_map.shape
     ip, idx, ker = mech.indptr, mech.indices, mech.kernel
     M = len(mech.weights)
-    per_line = np.diff(np.asarray(ip, np.int64)[:: nx])  # entries per raster line
+    per_line = np.diff(np.asarray(ip, np.int64)[::nx])  # entries per raster line
     i0 = 0
     while True:
         i1 = i0 + 2
@@ -371,8 +389,9 @@ def _bands(mech, entries: int | None = None):
             i1 += 1
         i1 = min(i1, ny)
         lo, hi = int(ip[i0 * nx]), int(ip[i1 * nx])
-        band = sp.csr_matrix((ker[lo:hi], idx[lo:hi], np.asarray(ip[i0 * nx:i1 * nx + 1], np.int64) - lo),
-                             shape=((i1 - i0) * nx, M))
+        band = sp.csr_matrix(
+            (ker[lo:hi], idx[lo:hi], np.asarray(ip[i0 * nx : i1 * nx + 1], np.int64) - lo), shape=((i1 - i0) * nx, M)
+        )
         yield i0, i1, band.tocsc()
         if i1 >= ny:
             return

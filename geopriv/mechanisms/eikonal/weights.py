@@ -5,6 +5,7 @@ have to keep |delta ln s| between neighbouring nodes within the share of the pri
 kernels leave (``budget``: the allowed loss minus the kernels' own Lipschitz bound on each
 edge).  :func:`solve_weights` does it with projected Barzilai-Borwein steps on |K w - 1|^2.
 """
+
 from __future__ import annotations
 
 import math
@@ -62,7 +63,7 @@ def row_sums(indptr, indices, data, w, chunk: int = 10_000_000, group: int | Non
         if hi == lo:
             continue
         vals = w[indices[lo:hi]] * data[lo:hi].astype(np.float64)
-        row = np.repeat(np.arange(r0, r1), np.diff(indptr[r0:r1 + 1]))
+        row = np.repeat(np.arange(r0, r1), np.diff(indptr[r0 : r1 + 1]))
         grp = indices[lo:hi] // group
         # runs of one (row, group): columns are sorted in each row, so a run is contiguous
         new = np.ones(hi - lo, bool)
@@ -80,7 +81,7 @@ def column_sums(indptr, indices, data, vectors, n_columns: int, chunk: int = 10_
     """
     out = [np.zeros(n_columns) for _ in vectors]
     for r0, r1, lo, hi in row_blocks(indptr, chunk):
-        rows = np.repeat(np.arange(r0, r1), np.diff(indptr[r0:r1 + 1]))
+        rows = np.repeat(np.arange(r0, r1), np.diff(indptr[r0 : r1 + 1]))
         cols = indices[lo:hi]
         d = data[lo:hi].astype(np.float64)
         for acc, v in zip(out, vectors):
@@ -137,7 +138,17 @@ class _BlockProducts:
             self.pool.shutdown()
 
 
-def solve_weights(S: KernelColumns, cT, ostep, colmass, pm: PrivacyMap, budget, max_iter: int, threads: int = 1, solve_cap: float | None = 8.0):
+def solve_weights(
+    S: KernelColumns,
+    cT,
+    ostep,
+    colmass,
+    pm: PrivacyMap,
+    budget,
+    max_iter: int,
+    threads: int = 1,
+    solve_cap: float | None = 8.0,
+):
     """Nonnegative weights making ln s flat (s = K w, K = S + exp(-T)).
 
     Projected Barzilai-Borwein gradient on 1/2 |K w - 1|^2 (float32 products), in the
@@ -178,7 +189,9 @@ def solve_weights(S: KernelColumns, cT, ostep, colmass, pm: PrivacyMap, budget, 
     return w0 * v, it, hist, None
 
 
-def refine_weights(S: KernelColumns, cT, w, w0, tail: np.ndarray, pm: PrivacyMap, budget, max_iter: int, threads: int = 1):
+def refine_weights(
+    S: KernelColumns, cT, w, w0, tail: np.ndarray, pm: PrivacyMap, budget, max_iter: int, threads: int = 1
+):
     """More weight iterations on truncated kernels ``S`` with the dropped tail's part of the normaliser frozen.
 
     ``tail`` = exact normaliser - (S w + exp(-T) sum w) at the current ``w`` (from a pass over the

@@ -6,6 +6,7 @@ GEOPRIV_DESKTOP_DIR (where the report, screenshots and outputs go), GEOPRIV_DESK
 layer source).  Writes report.json; exits QGIS normally (the test checks the exit code and
 QGIS's crash marker for the plugin).
 """
+
 import json
 import os
 import sys
@@ -42,8 +43,9 @@ def run_location_dependent():
     feature = QgsFeature()
     feature.setGeometry(QgsGeometry.fromPointXY(QgsPointXY(x0 + 20 * dx, y0 + 20 * dy)))
     layer.dataProvider().addFeatures([feature])
-    result = processing.run("geopriv:perturblocationdependent",
-                            {"INPUT": layer, "POPULATION": raster, "OUTPUT": "TEMPORARY_OUTPUT"})
+    result = processing.run(
+        "geopriv:perturblocationdependent", {"INPUT": layer, "POPULATION": raster, "OUTPUT": "TEMPORARY_OUTPUT"}
+    )
     report["location_dependent_features"] = result["OUTPUT"].featureCount()
     report["verified_max_ratio"] = result.get("VERIFIED_MAX_RATIO")
     report["rasterio"] = getattr(sys.modules.get("rasterio"), "__file__", None)
