@@ -7,7 +7,8 @@ Planar Laplace at ln 4 within 200 m (epsilon = ln 4 / 200 per ground metre) on
 * (b) GeoLife queries: ``geopriv.sample_queries`` (the protocol of docs/traces.md, p = 0) on
   GeoLife users 000-009 (``geolife_users_000_009.parquet`` from ``$GEOPRIV_DATA``, default
   ``../shared/data`` beside the checkout, or ``--data``), the queries inside the public area
-  ``GEOLIFE`` (lon/lat box around Tsinghua/Zhongguancun, hard-coded), a seeded subset.
+  ``GEOLIFE`` (4.2 x 4.4 km around Tsinghua/Zhongguancun in ``GEOLIFE_CRS``, a local transverse
+  Mercator: geopriv's adversary needs a projected CRS; hard-coded), a seeded random subset.
 
 Runs in two environments: geopriv in the project's (``.venv/latest``), privkit in its own
 (``bash bench/setup_privkit.sh`` creates ``bench/.venv-privkit``; privkit pins numpy 1.26 and
@@ -16,9 +17,10 @@ needs TensorFlow, torch and open3d).  This one file is both halves: the geopriv 
 bench/adversary_vs_privkit.py --privkit-worker DIR`` (which imports privkit, never geopriv)::
 
     bash bench/setup_privkit.sh                                  # once
-    timeout 1200 nice .venv/latest/bin/python bench/adversary_vs_privkit.py [--n-mc 1000]
+    timeout 1200 nice .venv/latest/bin/python bench/adversary_vs_privkit.py [--n-mc-metric 3000]
 
-Writes ``bench/results/adversary_vs_privkit.md`` and prints it.
+Writes ``bench/results/adversary_vs_privkit.md`` and prints it (about 10 minutes on 2 shared cores;
+the GeoLife half of privkit, 9,600 cells per likelihood in pure Python, is the long pole).
 
 What is compared (per data set, uniform prior over the public area's grid; Soho also with the
 deaths' own empirical prior, which privkit's OptimalHW/OmniHW attacks build from data)
@@ -35,8 +37,10 @@ privkit 0.5.1
     for the distance loss: posterior = planar-Laplace likelihood on the grid's cell centres x
     mobility profile, guess = the posterior's geometric median by Weiszfeld iterations, a point
     anywhere, not restricted to cells).  Its expected error is estimated here by Monte Carlo
-    (``--n-mc`` truths drawn from the prior, each released with privkit's planar Laplace
-    sampler and attacked).  ``ppms.PlanarLaplace.expected_error()`` = 2 / epsilon is its
+    (``--n-mc-metric`` / ``--n-mc-latlon`` truths drawn from the prior at cell centres, each
+    released with privkit's planar Laplace sampler, clamped into the area as geopriv's releases
+    are, and attacked; the first ``--n-mc-raw`` also unclamped).  geopriv's own guess is scored
+    on the very same draws (paired), and its exact figure on ``--n-check`` draws of its model.  ``ppms.PlanarLaplace.expected_error()`` = 2 / epsilon is its
     expected displacement.  Two privkit set-ups:
 
     - ``privkit as shipped``: lat/lon data, ``utils.GridMap`` over the public area's lat/lon
