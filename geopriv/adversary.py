@@ -769,12 +769,15 @@ def _population_on(population, grid: _Grid, units: str) -> np.ndarray:
     return out.reshape(grid.ny, grid.nx)
 
 
-def _area_mask(grid: _Grid, region) -> np.ndarray:
+def _area_mask(grid: _Grid, region, rect) -> np.ndarray:
+    """The cells of the public area: their centres inside the polygons, or inside the rectangle (the grid's
+    whole rows and columns may overhang a rectangle by less than a cell: no one is assumed to live there)."""
+    c = grid.centres()
     if region is None:
-        return np.ones((grid.ny, grid.nx), bool)
+        inside = (c[:, 0] >= rect[0]) & (c[:, 0] <= rect[2]) & (c[:, 1] >= rect[1]) & (c[:, 1] <= rect[3])
+        return inside.reshape(grid.ny, grid.nx)
     import shapely
 
-    c = grid.centres()
     inside = shapely.contains_xy(region, c[:, 0], c[:, 1]).reshape(grid.ny, grid.nx)
     if not inside.any():
         raise ParameterError("No grid cell's centre lies in the area's polygons: use smaller cells (cell=).")
@@ -923,7 +926,7 @@ def adversary_error(
         rect, region, crs = _area(area, crs)
         grid = _grid_over(rect, crs, cell, eps)
         channel = _LaplaceChannel(eps, grid)
-        mask = _area_mask(grid, region)
+        mask = _area_mask(grid, region, rect)
         people = None if population is None else _population_on(population, grid, units)
         params = channel.describe()
     pi, prior_name = _prior(prior, grid, mask, people)

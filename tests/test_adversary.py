@@ -228,3 +228,12 @@ def test_maps_written_as_a_geotiff(tmp_path):
         assert ds.descriptions[0] == "adversary error (m)"
     with pytest.raises(geopriv.exceptions.OutputError):
         adv.to_raster(path)  # never overwritten unless asked
+
+
+def test_the_grids_overhang_is_not_part_of_the_area():
+    """Whole cells may overhang a rectangular area: cells whose centres lie outside it carry no prior and are
+    never guessed (found by the privkit comparison: a uniform prior over the grid put people there)."""
+    adv = geopriv.adversary_error(epsilon=0.01, area=(0, 0, 1040, 1000), crs=CRS, cell=100)
+    assert adv.shape == (10, 11)
+    assert np.isnan(adv.error_map[:, -1]).all() and np.isfinite(adv.error_map[:, :-1]).all()
+    assert not np.isin(adv.guess_cells % 11, [10]).any()
