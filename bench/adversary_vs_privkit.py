@@ -452,13 +452,13 @@ privkit guesses any point and sees the exact release; privkit's likelihood ignor
    in London, {r_g:.0f} m in Beijing; no protection north-south at the equator).  So its own releases
    are attacked with smaller errors than geopriv's ({own_s} Soho, {own_g} GeoLife), and its Monte Carlo
    expected error is lower ({mc_s} Soho, {mc_g} GeoLife): less noise, not a better attack.  Its
-   `QualityLoss` reports the sampled r (about 2 / eps), {ql_s} / {ql_g} more than the ground
-   displacement.  (b) `HW` measures distances in the equatorial plane and maps its guess back with
+   `QualityLoss` reports the sampled r (about 2 / eps): it overstates the ground displacement by
+   {ql_s} / {ql_g}.  (b) `HW` measures distances in the equatorial plane and maps its guess back with
    the release's z: it believes north-south noise is 1 / sin(lat) wider than geopriv's (and
    1 / sin^2(lat) wider than its own), and its north-south moves land at sin^2(lat) of what it
    meant.  On geopriv's release with a uniform prior guesses stay near the release and this barely
    shows ({ship_s} / {ship_g}); with the concentrated empirical prior of the Soho deaths, where the guess
-   must move far toward the pump's cluster, it costs {ship_e} (guesses a median {gap_e:.0f} m from geopriv's).
+   must move far toward the cluster around the Broad Street pump, it costs {ship_e} (guesses a median {gap_e:.0f} m from geopriv's).
 3. **2 / eps against `displacement_m`** are different quantities: privkit's `expected_error()`
    is the mean displacement of unbounded planar Laplace; geopriv's `displacement_m` is that of the
    release as published, clamped into the area and measured to its cell ({disp_s:.0f} m in Soho, where {cl_s:.0f} %
