@@ -55,6 +55,7 @@ privkit 0.5.1
       releases in the same frame.  This isolates the Bayesian computation from privkit's
       geometry.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -92,6 +93,7 @@ GEOLIFE = (-2100.0, -2200.0, 2100.0, 2200.0)
 # ============================================================================ privkit worker
 # Runs in bench/.venv-privkit: imports numpy, pandas, pyproj and privkit only.
 
+
 class _Cell:
     __slots__ = ("id",)
 
@@ -125,8 +127,13 @@ class _MetricGrid:
 
 def _stats(v) -> dict:
     v = np.asarray(v, dtype=float)
-    return {"mean_m": float(v.mean()), "median_m": float(np.median(v)), "p90_m": float(np.quantile(v, 0.9)),
-            "se_m": float(v.std(ddof=1) / math.sqrt(len(v))) if len(v) > 1 else float("nan"), "n": int(len(v))}
+    return {
+        "mean_m": float(v.mean()),
+        "median_m": float(np.median(v)),
+        "p90_m": float(np.quantile(v, 0.9)),
+        "se_m": float(v.std(ddof=1) / math.sqrt(len(v))) if len(v) > 1 else float("nan"),
+        "n": int(len(v)),
+    }
 
 
 def _weiszfeld(w: np.ndarray, pts: np.ndarray, start: np.ndarray, tol_m: float = 1e-3, max_iter: int = 20000):
@@ -179,14 +186,24 @@ def privkit_worker(work: Path) -> None:
     true_ll = np.load(work / "true_lonlat.npy")
     rel_ll = np.load(work / "released_lonlat.npy")
     centres_m = np.load(work / "centres_m.npy")
-    out: dict = {"privkit_version": privkit.__version__, "numpy_version": np.__version__,
-                 "expected_error_formula_m": PlanarLaplace(eps).expected_error(), "runs": {}}
+    out: dict = {
+        "privkit_version": privkit.__version__,
+        "numpy_version": np.__version__,
+        "expected_error_formula_m": PlanarLaplace(eps).expected_error(),
+        "runs": {},
+    }
     timings: dict = {}
 
     def adversary_error(true_lonlat, adv_lonlat):
         """privkit's AdversaryError metric on LocationData (great-circle metres)."""
-        df = pd.DataFrame({C.LATITUDE: true_lonlat[:, 1], C.LONGITUDE: true_lonlat[:, 0],
-                           C.ADV_LATITUDE: adv_lonlat[:, 1], C.ADV_LONGITUDE: adv_lonlat[:, 0]})
+        df = pd.DataFrame(
+            {
+                C.LATITUDE: true_lonlat[:, 1],
+                C.LONGITUDE: true_lonlat[:, 0],
+                C.ADV_LATITUDE: adv_lonlat[:, 1],
+                C.ADV_LONGITUDE: adv_lonlat[:, 0],
+            }
+        )
         ld = LocationData()
         ld.load_data(df)
         m = AdversaryError()
@@ -196,8 +213,14 @@ def privkit_worker(work: Path) -> None:
 
     def hw_latlon(true_lonlat, obf_lonlat, grid, profile):
         """privkit as shipped: HW on a LocationData with a GridMap; returns (guess lon/lat, errors)."""
-        df = pd.DataFrame({C.LATITUDE: true_lonlat[:, 1], C.LONGITUDE: true_lonlat[:, 0],
-                           C.OBF_LATITUDE: obf_lonlat[:, 1], C.OBF_LONGITUDE: obf_lonlat[:, 0]})
+        df = pd.DataFrame(
+            {
+                C.LATITUDE: true_lonlat[:, 1],
+                C.LONGITUDE: true_lonlat[:, 0],
+                C.OBF_LATITUDE: obf_lonlat[:, 1],
+                C.OBF_LONGITUDE: obf_lonlat[:, 0],
+            }
+        )
         ld = LocationData()
         ld.load_data(df)  # uid = tid = 1 for every row: one "trajectory", all rows attacked
         ld.grid = grid
@@ -327,7 +350,9 @@ def privkit_worker(work: Path) -> None:
         z = np.column_stack([np.clip(z_raw[:, 0], min_lon, max_lon), np.clip(z_raw[:, 1], min_lat, max_lat)])
         _, err = hw_latlon(x, z, grid, profile)
         run["mc"] = _stats(err)
-        dx = np.column_stack(to_m.transform(z_raw[:, 0], z_raw[:, 1])) - np.column_stack(to_m.transform(x[:, 0], x[:, 1]))
+        dx = np.column_stack(to_m.transform(z_raw[:, 0], z_raw[:, 1])) - np.column_stack(
+            to_m.transform(x[:, 0], x[:, 1])
+        )
         run["mc_displacement_raw"] = _stats(np.hypot(*dx.T))
         run["mc_noise_sd_east_m"] = float(dx[:, 0].std())
         run["mc_noise_sd_north_m"] = float(dx[:, 1].std())
@@ -351,9 +376,13 @@ def privkit_worker(work: Path) -> None:
     draws = np.array([pl.get_obfuscated_point(lat_c, lon_c) for _ in range(20_000)])
     mx, my = to_m.transform(lon_c, lat_c)
     dx = np.column_stack(to_m.transform(draws[:, 1], draws[:, 0])) - [mx, my]
-    out["noise_shape"] = {"sd_east_m": float(dx[:, 0].std()), "sd_north_m": float(dx[:, 1].std()),
-                          "mean_ground_m": float(np.hypot(*dx.T).mean()), "mean_r_m": float(draws[:, 2].mean()),
-                          "n": len(draws)}
+    out["noise_shape"] = {
+        "sd_east_m": float(dx[:, 0].std()),
+        "sd_north_m": float(dx[:, 1].std()),
+        "mean_ground_m": float(np.hypot(*dx.T).mean()),
+        "mean_r_m": float(draws[:, 2].mean()),
+        "n": len(draws),
+    }
     _, _, z_obs = gu.geodetic2cartesian(lat_c, lon_c, gu.EARTH_RADIUS / 1000)
     back = {}
     for name, (dlon_m, dlat_m) in (("north", (0.0, 100.0)), ("east", (100.0, 0.0))):
@@ -479,7 +508,6 @@ cells), but "uniform over the public area" is, strictly, uniform over the grid.
 """
 
 
-
 def _affine6(t) -> tuple:
     """(a, b, c, d, e, f) of an affine transform (affine.Affine or a 6-sequence): x = a*col + b*row + c."""
     if all(hasattr(t, k) for k in "abcdef"):
@@ -519,9 +547,15 @@ def _soho_case():
     import geopandas as gpd
 
     deaths = gpd.read_file(ROOT / "geopriv" / "data" / "soho_cholera.gpkg", layer="deaths")
-    return {"name": "soho", "title": "Soho deaths (324 points, EPSG:3857)", "true": deaths, "crs": deaths.crs,
-            "crs_label": "EPSG:3857, the docs' study area",
-            "area": SOHO, "priors": ["uniform", "empirical"]}
+    return {
+        "name": "soho",
+        "title": "Soho deaths (324 points, EPSG:3857)",
+        "true": deaths,
+        "crs": deaths.crs,
+        "crs_label": "EPSG:3857, the docs' study area",
+        "area": SOHO,
+        "priors": ["uniform", "empirical"],
+    }
 
 
 def _geolife_case(args):
@@ -537,10 +571,16 @@ def _geolife_case(args):
     # a seeded random subset in random order, renumbered (perturb refuses rows in spatial order)
     sub = q_in.sample(n=min(args.n_queries, len(q_in)), random_state=args.seed).reset_index(drop=True)
     sub = sub[["user", "trajectory_id", "t", "geometry"]]
-    return {"name": "geolife", "true": sub, "crs": sub.crs, "area": GEOLIFE, "priors": ["uniform"],
-            "crs_label": "metres of GEOLIFE_CRS, a transverse Mercator centred on 116.325 E, 39.99 N",
-            "title": f"GeoLife queries ({len(sub)} of the {len(q_in):,} sample_queries queries inside the area; "
-                     f"{len(q):,} in all; a local transverse Mercator)"}
+    return {
+        "name": "geolife",
+        "true": sub,
+        "crs": sub.crs,
+        "area": GEOLIFE,
+        "priors": ["uniform"],
+        "crs_label": "metres of GEOLIFE_CRS, a transverse Mercator centred on 116.325 E, 39.99 N",
+        "title": f"GeoLife queries ({len(sub)} of the {len(q_in):,} sample_queries queries inside the area; "
+        f"{len(q):,} in all; a local transverse Mercator)",
+    }
 
 
 def _geopriv_side(case: dict, work: Path, args) -> None:
@@ -562,21 +602,34 @@ def _geopriv_side(case: dict, work: Path, args) -> None:
         res["grid_sensitivity"] = []
         for cell in (None, 14.0, 8.72):  # 8.72 m: the area's longest side (872 m) / 100
             a = adversary_error(epsilon=EPSILON, area=area, crs=crs, prior="uniform", cell=cell)
-            res["grid_sensitivity"].append((a.parameters["cell_m"], list(a.shape), a.expected_error_m, a.displacement_m))
+            res["grid_sensitivity"].append(
+                (a.parameters["cell_m"], list(a.shape), a.expected_error_m, a.displacement_m)
+            )
     ny, nx = adv.shape
     centres = _grid_centres(adv)
     to_ll = pyproj.Transformer.from_crs(adv.crs, "EPSG:4326", always_xy=True)
     c_ll = np.column_stack(to_ll.transform(centres[:, 0], centres[:, 1]))
-    lon0, lat0 = float(np.mean([c_ll[:, 0].min(), c_ll[:, 0].max()])), float(np.mean([c_ll[:, 1].min(), c_ll[:, 1].max()]))
+    lon0, lat0 = (
+        float(np.mean([c_ll[:, 0].min(), c_ll[:, 0].max()])),
+        float(np.mean([c_ll[:, 1].min(), c_ll[:, 1].max()])),
+    )
     aeqd = f"+proj=aeqd +lat_0={lat0:.8f} +lon_0={lon0:.8f} +datum=WGS84 +units=m +no_defs"
     to_m = pyproj.Transformer.from_crs("EPSG:4326", pyproj.CRS.from_proj4(aeqd), always_xy=True)
     c_m = np.column_stack(to_m.transform(c_ll[:, 0], c_ll[:, 1]))
     g = c_m.reshape(ny, nx, 2)
     spacing = float(np.median(np.hypot(*(g[:, 1:] - g[:, :-1]).reshape(-1, 2).T)))
     spacing_y = float(np.median(np.hypot(*(g[1:] - g[:-1]).reshape(-1, 2).T)))
-    res.update(shape=[ny, nx], cell_m=[spacing, spacing_y], aeqd=aeqd, crs_name=adv.crs.name, lat0=lat0,
-               parameters={k: (v if isinstance(v, (int, float, str, bool, type(None))) else str(v))
-                           for k, v in dict(adv.parameters).items()})
+    res.update(
+        shape=[ny, nx],
+        cell_m=[spacing, spacing_y],
+        aeqd=aeqd,
+        crs_name=adv.crs.name,
+        lat0=lat0,
+        parameters={
+            k: (v if isinstance(v, (int, float, str, bool, type(None))) else str(v))
+            for k, v in dict(adv.parameters).items()
+        },
+    )
     true_ll = true.to_crs("EPSG:4326").get_coordinates().to_numpy()
     rel_ll = released.to_crs("EPSG:4326").get_coordinates().to_numpy()
     np.save(work / "true_lonlat.npy", true_ll)
@@ -606,7 +659,8 @@ def _geopriv_side(case: dict, work: Path, args) -> None:
         guess = a.guess(released)
         res[prior_name] = {
             "mc_check": _geopriv_mc_check(a, prior, area, args),
-            "expected_error_m": float(a.expected_error_m), "displacement_m": float(a.displacement_m),
+            "expected_error_m": float(a.expected_error_m),
+            "displacement_m": float(a.displacement_m),
             "k_equivalent": None if a.k_equivalent is None else float(a.k_equivalent),
             "empirical": {k: float(v) for k, v in emp.attrs["summary"].items()},
             "empirical_values": emp.to_numpy(dtype=float),
@@ -614,10 +668,19 @@ def _geopriv_side(case: dict, work: Path, args) -> None:
         }
     case["geopriv"] = res
     case["advs"] = advs
-    cfg = {"epsilon_per_m": EPSILON, "shape": [ny, nx], "seed": args.seed, "aeqd": aeqd,
-           "n_mc_metric": args.n_mc_metric, "n_mc_latlon": args.n_mc_latlon, "n_mc_raw": args.n_mc_raw,
-           "bbox_latlon": bbox, "area_m": area_m,
-           "spacing_m": max(spacing, spacing_y), "priors": case["priors"]}
+    cfg = {
+        "epsilon_per_m": EPSILON,
+        "shape": [ny, nx],
+        "seed": args.seed,
+        "aeqd": aeqd,
+        "n_mc_metric": args.n_mc_metric,
+        "n_mc_latlon": args.n_mc_latlon,
+        "n_mc_raw": args.n_mc_raw,
+        "bbox_latlon": bbox,
+        "area_m": area_m,
+        "spacing_m": max(spacing, spacing_y),
+        "priors": case["priors"],
+    }
     (work / "config.json").write_text(json.dumps(cfg, indent=1))
 
 
@@ -663,8 +726,12 @@ def _geopriv_version() -> str:
     import geopriv
 
     try:
-        sha = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%h", "--", "geopriv/adversary.py"],
-                             capture_output=True, text=True, timeout=30).stdout.strip()
+        sha = subprocess.run(
+            ["git", "-C", str(ROOT), "log", "-1", "--format=%h", "--", "geopriv/adversary.py"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         sha = ""
     return geopriv.__version__ + (f" (geopriv/adversary.py at {sha})" if sha else "")
@@ -679,66 +746,120 @@ def _facts(cases: list) -> dict:
     ms, mg = pks["runs"]["metric/uniform"], pkg["runs"]["metric/uniform"]
     ls, lg, le = pks["runs"]["latlon/uniform"], pkg["runs"]["latlon/uniform"], pks["runs"]["latlon/empirical"]
     pct = lambda v: f"{100 * v:.1f} %"  # noqa: E731
-    conv = [abs(case["privkit"]["runs"][f"metric/{p}"]["release_geopriv_converged"]["mean_m"]
-                / case["geopriv"][p]["empirical"]["mean_m"] - 1) for case in cases for p in case["priors"]]
-    check = [abs(case["geopriv"][p]["mc_check"]["mean_m"] / case["geopriv"][p]["expected_error_m"] - 1)
-             for case in cases for p in case["priors"]]
-    clamp = [abs(r["mc_raw"]["mean_m"] / r["mc_raw_clamped_same_draws"]["mean_m"] - 1)
-             for case in cases for r in [case["privkit"]["runs"][f"metric/{case['priors'][0]}"]]]
+    conv = [
+        abs(
+            case["privkit"]["runs"][f"metric/{p}"]["release_geopriv_converged"]["mean_m"]
+            / case["geopriv"][p]["empirical"]["mean_m"]
+            - 1
+        )
+        for case in cases
+        for p in case["priors"]
+    ]
+    check = [
+        abs(case["geopriv"][p]["mc_check"]["mean_m"] / case["geopriv"][p]["expected_error_m"] - 1)
+        for case in cases
+        for p in case["priors"]
+    ]
+    clamp = [
+        abs(r["mc_raw"]["mean_m"] / r["mc_raw_clamped_same_draws"]["mean_m"] - 1)
+        for case in cases
+        for r in [case["privkit"]["runs"][f"metric/{case['priors'][0]}"]]
+    ]
     sin_s, sin_g = math.sin(math.radians(pks["lat_centre"])), math.sin(math.radians(pkg["lat_centre"]))
     return {
-        "conv_max": pct(max(conv)), "check_max": pct(max(check)), "clamp_max": pct(max(clamp)),
+        "conv_max": pct(max(conv)),
+        "check_max": pct(max(check)),
+        "clamp_max": pct(max(clamp)),
         "rel_hw": _rel(ms["release_geopriv"]["mean_m"], su["empirical"]["mean_m"]),
         "shift": ms["weiszfeld_shift"]["mean_m"],
         "paired": _rel(s["paired"]["uniform"]["privkit_mean_m"], s["paired"]["uniform"]["geopriv_mean_m"]),
         "rel_conv": _rel(ms["release_geopriv_converged"]["mean_m"], su["empirical"]["mean_m"]),
-        "sin_s": sin_s, "sin_g": sin_g,
-        "ground_s": pks["noise_shape"]["mean_ground_m"], "ground_g": pkg["noise_shape"]["mean_ground_m"],
-        "r_s": RADIUS * sin_s, "r_g": RADIUS * sin_g,
+        "sin_s": sin_s,
+        "sin_g": sin_g,
+        "ground_s": pks["noise_shape"]["mean_ground_m"],
+        "ground_g": pkg["noise_shape"]["mean_ground_m"],
+        "r_s": RADIUS * sin_s,
+        "r_g": RADIUS * sin_g,
         "own_s": _rel(ls["release_privkit"]["mean_m"], su["empirical"]["mean_m"]),
         "own_g": _rel(lg["release_privkit"]["mean_m"], gu["empirical"]["mean_m"]),
-        "mc_s": _rel(ls["mc"]["mean_m"], su["expected_error_m"]), "mc_g": _rel(lg["mc"]["mean_m"], gu["expected_error_m"]),
+        "mc_s": _rel(ls["mc"]["mean_m"], su["expected_error_m"]),
+        "mc_g": _rel(lg["mc"]["mean_m"], gu["expected_error_m"]),
         "ql_s": _rel(ls["quality_loss_metric"]["mean_m"], ls["ground_displacement"]["mean_m"]),
         "ql_g": _rel(lg["quality_loss_metric"]["mean_m"], lg["ground_displacement"]["mean_m"]),
         "ship_s": _rel(ls["release_geopriv"]["mean_m"], su["empirical"]["mean_m"]),
         "ship_g": _rel(lg["release_geopriv"]["mean_m"], gu["empirical"]["mean_m"]),
         "ship_e": _rel(le["release_geopriv"]["mean_m"], s["geopriv"]["empirical"]["empirical"]["mean_m"]),
         "gap_e": s["guess_dist_latlon"]["empirical"]["median_m"],
-        "disp_s": su["displacement_m"], "disp_g": gu["displacement_m"],
-        "cl_s": 100 * ms["mc_clamped_share"], "cl_g": 100 * mg["mc_clamped_share"],
+        "disp_s": su["displacement_m"],
+        "disp_g": gu["displacement_m"],
+        "cl_s": 100 * ms["mc_clamped_share"],
+        "cl_g": 100 * mg["mc_clamped_share"],
         "raw_disp": ms["mc_displacement_raw"]["mean_m"],
     }
 
 
-_FACT_KEYS = ("conv_max", "check_max", "clamp_max", "rel_hw", "shift", "paired", "rel_conv", "sin_s", "sin_g",
-              "ground_s", "ground_g", "r_s", "r_g", "own_s", "own_g", "mc_s", "mc_g", "ql_s", "ql_g", "ship_s",
-              "ship_g", "ship_e", "gap_e", "disp_s", "disp_g", "cl_s", "cl_g", "raw_disp")
+_FACT_KEYS = (
+    "conv_max",
+    "check_max",
+    "clamp_max",
+    "rel_hw",
+    "shift",
+    "paired",
+    "rel_conv",
+    "sin_s",
+    "sin_g",
+    "ground_s",
+    "ground_g",
+    "r_s",
+    "r_g",
+    "own_s",
+    "own_g",
+    "mc_s",
+    "mc_g",
+    "ql_s",
+    "ql_g",
+    "ship_s",
+    "ship_g",
+    "ship_e",
+    "gap_e",
+    "disp_s",
+    "disp_g",
+    "cl_s",
+    "cl_g",
+    "raw_disp",
+)
 
 
 def _report(cases: list, args, wall: float) -> str:
     L = ["# Adversary error: geopriv.adversary against privkit 0.5.1 (issue 34)", ""]
-    L.append(f"Planar Laplace at ln 4 within 200 m (epsilon = {EPSILON:.6f} per ground metre; mean displacement "
-             f"2/epsilon = {2 / EPSILON:.1f} m in the open plane), releases made by `geopriv.perturb(bounds=area)` "
-             f"(seed {args.seed}: clamped into the area).  `timeout 1200 .venv/latest/bin/python "
-             f"bench/adversary_vs_privkit.py --n-mc-metric {args.n_mc_metric} --n-mc-latlon {args.n_mc_latlon} "
-             f"--n-mc-raw {args.n_mc_raw} --n-check {args.n_check} --n-queries {args.n_queries}`: {wall:.0f} s wall on {os.cpu_count()} "
-             f"cores (the two data sets' privkit halves in parallel), Python {platform.python_version()}; privkit "
-             f"{cases[0]['privkit']['privkit_version']} with numpy {cases[0]['privkit']['numpy_version']} in "
-             f"`bench/.venv-privkit` (`bench/setup_privkit.sh`); geopriv {_geopriv_version()}.  \"diff\" is "
-             f"(privkit - geopriv) / geopriv.")
+    L.append(
+        f"Planar Laplace at ln 4 within 200 m (epsilon = {EPSILON:.6f} per ground metre; mean displacement "
+        f"2/epsilon = {2 / EPSILON:.1f} m in the open plane), releases made by `geopriv.perturb(bounds=area)` "
+        f"(seed {args.seed}: clamped into the area).  `timeout 1200 .venv/latest/bin/python "
+        f"bench/adversary_vs_privkit.py --n-mc-metric {args.n_mc_metric} --n-mc-latlon {args.n_mc_latlon} "
+        f"--n-mc-raw {args.n_mc_raw} --n-check {args.n_check} --n-queries {args.n_queries}`: {wall:.0f} s wall on {os.cpu_count()} "
+        f"cores (the two data sets' privkit halves in parallel), Python {platform.python_version()}; privkit "
+        f"{cases[0]['privkit']['privkit_version']} with numpy {cases[0]['privkit']['numpy_version']} in "
+        f'`bench/.venv-privkit` (`bench/setup_privkit.sh`); geopriv {_geopriv_version()}.  "diff" is '
+        f"(privkit - geopriv) / geopriv."
+    )
     L.append("")
-    L.append("Columns: **geopriv**: `adversary_error(...)` (exact on its grid) and `empirical_adversary_error`; "
-             "**privkit on geopriv's grid**: privkit's own `PlanarLaplace.planar_laplace_distribuition` and "
-             "`HW.execute_attack` run on geopriv's cell centres in local ground km, with geopriv's prior array; "
-             "**privkit as shipped**: lat/lon data, privkit's `GridMap`, `PlanarLaplace`, `HW`, `AdversaryError`.  "
-             "privkit's expected errors are Monte Carlo means (truths drawn from the prior at cell centres, "
-             "privkit's planar Laplace sampler, releases clamped into the area as geopriv's are) ± their standard "
-             "error.")
+    L.append(
+        "Columns: **geopriv**: `adversary_error(...)` (exact on its grid) and `empirical_adversary_error`; "
+        "**privkit on geopriv's grid**: privkit's own `PlanarLaplace.planar_laplace_distribuition` and "
+        "`HW.execute_attack` run on geopriv's cell centres in local ground km, with geopriv's prior array; "
+        "**privkit as shipped**: lat/lon data, privkit's `GridMap`, `PlanarLaplace`, `HW`, `AdversaryError`.  "
+        "privkit's expected errors are Monte Carlo means (truths drawn from the prior at cell centres, "
+        "privkit's planar Laplace sampler, releases clamped into the area as geopriv's are) ± their standard "
+        "error."
+    )
     L.append("")
     L.append("## Summary: the same quantity computed by both")
     L.append("")
-    L.append("privkit's side here is its own code (likelihood, posterior, geometric median, metric) on geopriv's grid "
-             "and prior; \"as shipped\" figures are in the per-data-set tables and explained below.")
+    L.append(
+        "privkit's side here is its own code (likelihood, posterior, geometric median, metric) on geopriv's grid "
+        'and prior; "as shipped" figures are in the per-data-set tables and explained below.'
+    )
     L.append("")
     L.append("| data set, prior | quantity | geopriv | privkit | diff | within 5 % |")
     L.append("|---|---|---|---|---|---|")
@@ -749,14 +870,26 @@ def _report(cases: list, args, wall: float) -> str:
             g, pm, pr = gp[prior_name], pk["runs"][f"metric/{prior_name}"], case["paired"][prior_name]
             e = g["empirical"]
             rows = [
-                ("expected adversary error (geopriv exact; privkit HW, Monte Carlo)", g["expected_error_m"],
-                 pm["mc"]["mean_m"], f" ± {pm['mc']['se_m']:.1f}"),
+                (
+                    "expected adversary error (geopriv exact; privkit HW, Monte Carlo)",
+                    g["expected_error_m"],
+                    pm["mc"]["mean_m"],
+                    f" ± {pm['mc']['se_m']:.1f}",
+                ),
                 ("the same Monte Carlo draws, both adversaries", pr["geopriv_mean_m"], pr["privkit_mean_m"], ""),
                 ("error on geopriv's release (privkit's HW as is)", e["mean_m"], pm["release_geopriv"]["mean_m"], ""),
-                ("error on geopriv's release (privkit's median run to convergence)", e["mean_m"],
-                 pm["release_geopriv_converged"]["mean_m"], ""),
-                ("expected displacement of the clamped release", g["displacement_m"],
-                 pm["mc_displacement_clamped"]["mean_m"], f" ± {pm['mc_displacement_clamped']['se_m']:.1f}"),
+                (
+                    "error on geopriv's release (privkit's median run to convergence)",
+                    e["mean_m"],
+                    pm["release_geopriv_converged"]["mean_m"],
+                    "",
+                ),
+                (
+                    "expected displacement of the clamped release",
+                    g["displacement_m"],
+                    pm["mc_displacement_clamped"]["mean_m"],
+                    f" ± {pm['mc_displacement_clamped']['se_m']:.1f}",
+                ),
             ]
             for q, a, b, extra in rows:
                 ok = "yes" if abs(b - a) <= 0.05 * a else "**no**"
@@ -766,17 +899,24 @@ def _report(cases: list, args, wall: float) -> str:
         gp, pk = case["geopriv"], case["privkit"]
         L.append(f"## {case['title']}")
         L.append("")
-        L.append(f"Public area {tuple(case['area'])} ({case['crs_label']}); geopriv's grid {gp['shape'][0]} x "
-                 f"{gp['shape'][1]} cells of {gp['cell_m'][0]:.2f} x {gp['cell_m'][1]:.2f} ground m (measured in a "
-                 f"local azimuthal equidistant frame; geopriv's own cell_m {gp['parameters'].get('cell_m')}); "
-                 f"privkit's lat/lon GridMap {pk['latlon_grid']['shape'][0]} x {pk['latlon_grid']['shape'][1]} "
-                 f"cells, spacing {pk['latlon_grid']['spacing_m']:.2f} m, over the same box.  "
-                 f"`adversary_error(released)` (epsilon and area from the release's record): "
-                 f"{_m(gp['from_release_expected_error_m'])}.")
+        L.append(
+            f"Public area {tuple(case['area'])} ({case['crs_label']}); geopriv's grid {gp['shape'][0]} x "
+            f"{gp['shape'][1]} cells of {gp['cell_m'][0]:.2f} x {gp['cell_m'][1]:.2f} ground m (measured in a "
+            f"local azimuthal equidistant frame; geopriv's own cell_m {gp['parameters'].get('cell_m')}); "
+            f"privkit's lat/lon GridMap {pk['latlon_grid']['shape'][0]} x {pk['latlon_grid']['shape'][1]} "
+            f"cells, spacing {pk['latlon_grid']['spacing_m']:.2f} m, over the same box.  "
+            f"`adversary_error(released)` (epsilon and area from the release's record): "
+            f"{_m(gp['from_release_expected_error_m'])}."
+        )
         if "grid_sensitivity" in gp:
-            L.append("geopriv's grid sensitivity (uniform prior): " + "; ".join(
-                f"cell {c:.2f} m ({s[0]} x {s[1]}): expected error {e:.1f} m, displacement {d:.1f} m"
-                for c, s, e, d in gp["grid_sensitivity"]) + ".")
+            L.append(
+                "geopriv's grid sensitivity (uniform prior): "
+                + "; ".join(
+                    f"cell {c:.2f} m ({s[0]} x {s[1]}): expected error {e:.1f} m, displacement {d:.1f} m"
+                    for c, s, e, d in gp["grid_sensitivity"]
+                )
+                + "."
+            )
         L.append("")
         for prior_name in case["priors"]:
             g = gp[prior_name]
@@ -787,75 +927,106 @@ def _report(cases: list, args, wall: float) -> str:
             L.append("")
             L.append("| quantity | geopriv | privkit on geopriv's grid | diff | privkit as shipped | diff |")
             L.append("|---|---|---|---|---|---|")
-            L.append(f"| expected adversary error (releases clamped into the area) "
-                     f"| {_m(g['expected_error_m'])} | {_m(pm['mc']['mean_m'])} ± {pm['mc']['se_m']:.1f} "
-                     f"(n = {pm['mc']['n']}) | {_rel(pm['mc']['mean_m'], g['expected_error_m'])} "
-                     f"| {_m(pl['mc']['mean_m'])} ± {pl['mc']['se_m']:.1f} (n = {pl['mc']['n']}) "
-                     f"| {_rel(pl['mc']['mean_m'], g['expected_error_m'])} |")
-            L.append(f"| geopriv's guess on {g['mc_check']['n']:,} draws of its own grid model (numpy noise, clamped) "
-                     f"| {_m(g['mc_check']['mean_m'])} ± {g['mc_check']['se_m']:.1f} "
-                     f"({_rel(g['mc_check']['mean_m'], g['expected_error_m'])} from exact) | | | | |")
-            L.append(f"| the same Monte Carlo draws, both adversaries' guesses, geodesic metres "
-                     f"| {_m(paired['geopriv_mean_m'])} | {_m(paired['privkit_mean_m'])} "
-                     f"| {_rel(paired['privkit_mean_m'], paired['geopriv_mean_m'])} "
-                     f"(paired s.e. {paired['paired_se_pct']:.2f} %) | | |")
+            L.append(
+                f"| expected adversary error (releases clamped into the area) "
+                f"| {_m(g['expected_error_m'])} | {_m(pm['mc']['mean_m'])} ± {pm['mc']['se_m']:.1f} "
+                f"(n = {pm['mc']['n']}) | {_rel(pm['mc']['mean_m'], g['expected_error_m'])} "
+                f"| {_m(pl['mc']['mean_m'])} ± {pl['mc']['se_m']:.1f} (n = {pl['mc']['n']}) "
+                f"| {_rel(pl['mc']['mean_m'], g['expected_error_m'])} |"
+            )
+            L.append(
+                f"| geopriv's guess on {g['mc_check']['n']:,} draws of its own grid model (numpy noise, clamped) "
+                f"| {_m(g['mc_check']['mean_m'])} ± {g['mc_check']['se_m']:.1f} "
+                f"({_rel(g['mc_check']['mean_m'], g['expected_error_m'])} from exact) | | | | |"
+            )
+            L.append(
+                f"| the same Monte Carlo draws, both adversaries' guesses, geodesic metres "
+                f"| {_m(paired['geopriv_mean_m'])} | {_m(paired['privkit_mean_m'])} "
+                f"| {_rel(paired['privkit_mean_m'], paired['geopriv_mean_m'])} "
+                f"(paired s.e. {paired['paired_se_pct']:.2f} %) | | |"
+            )
             if "mc_raw" in pm:
-                L.append(f"| expected adversary error, releases *not* clamped (privkit's model), vs the same draws "
-                         f"clamped | | {_m(pm['mc_raw']['mean_m'])} vs {_m(pm['mc_raw_clamped_same_draws']['mean_m'])} "
-                         f"(n = {pm['mc_raw']['n']}) "
-                         f"| {_rel(pm['mc_raw']['mean_m'], pm['mc_raw_clamped_same_draws']['mean_m'])} (vs clamped) "
-                         f"| {_m(pl['mc_raw']['mean_m'])} vs {_m(pl['mc_raw_clamped_same_draws']['mean_m'])} "
-                         f"(n = {pl['mc_raw']['n']}) "
-                         f"| {_rel(pl['mc_raw']['mean_m'], pl['mc_raw_clamped_same_draws']['mean_m'])} (vs clamped) |")
-            L.append(f"| adversary error on geopriv's release: mean (median, p90), n = {int(e['n'])} "
-                     f"| {_m(e['mean_m'])} ({e['median_m']:.1f}, {e['p90_m']:.1f}) "
-                     f"| {_m(pm['release_geopriv']['mean_m'])} ({pm['release_geopriv']['median_m']:.1f}, "
-                     f"{pm['release_geopriv']['p90_m']:.1f}) | {_rel(pm['release_geopriv']['mean_m'], e['mean_m'])} "
-                     f"| {_m(pl['release_geopriv']['mean_m'])} ({pl['release_geopriv']['median_m']:.1f}, "
-                     f"{pl['release_geopriv']['p90_m']:.1f}) | {_rel(pl['release_geopriv']['mean_m'], e['mean_m'])} |")
-            L.append(f"| the same, privkit's posterior with its geometric median run to convergence (not privkit's "
-                     f"31.6 m stop; mean shift {pm['weiszfeld_shift']['mean_m']:.1f} m) | "
-                     f"| {_m(pm['release_geopriv_converged']['mean_m'])} "
-                     f"| {_rel(pm['release_geopriv_converged']['mean_m'], e['mean_m'])} | | |")
-            L.append(f"| adversary error on privkit's own (unclamped) release of the same truths | | | "
-                     f"| {_m(pl['release_privkit']['mean_m'])} | {_rel(pl['release_privkit']['mean_m'], e['mean_m'])} |")
-            L.append(f"| expected displacement, clamped releases (geopriv `displacement_m`: to the release's cell) "
-                     f"| {_m(g['displacement_m'])} | {_m(pm['mc_displacement_clamped']['mean_m'])} ± "
-                     f"{pm['mc_displacement_clamped']['se_m']:.1f} (Monte Carlo) "
-                     f"| {_rel(pm['mc_displacement_clamped']['mean_m'], g['displacement_m'])} | | |")
-            L.append(f"| expected displacement, unclamped (privkit `PlanarLaplace.expected_error()` = 2/eps; "
-                     f"Monte Carlo) | | {_m(pm['mc_displacement_raw']['mean_m'])} | "
-                     f"| {_m(pk['expected_error_formula_m'])}; {_m(pl['mc_displacement_raw']['mean_m'])} on the "
-                     f"ground | |")
-            L.append(f"| privkit's own release: its QualityLoss metric (mean) vs the true ground displacement | | | "
-                     f"| {_m(pl['quality_loss_metric']['mean_m'])} vs {_m(pl['ground_displacement']['mean_m'])} | |")
+                L.append(
+                    f"| expected adversary error, releases *not* clamped (privkit's model), vs the same draws "
+                    f"clamped | | {_m(pm['mc_raw']['mean_m'])} vs {_m(pm['mc_raw_clamped_same_draws']['mean_m'])} "
+                    f"(n = {pm['mc_raw']['n']}) "
+                    f"| {_rel(pm['mc_raw']['mean_m'], pm['mc_raw_clamped_same_draws']['mean_m'])} (vs clamped) "
+                    f"| {_m(pl['mc_raw']['mean_m'])} vs {_m(pl['mc_raw_clamped_same_draws']['mean_m'])} "
+                    f"(n = {pl['mc_raw']['n']}) "
+                    f"| {_rel(pl['mc_raw']['mean_m'], pl['mc_raw_clamped_same_draws']['mean_m'])} (vs clamped) |"
+                )
+            L.append(
+                f"| adversary error on geopriv's release: mean (median, p90), n = {int(e['n'])} "
+                f"| {_m(e['mean_m'])} ({e['median_m']:.1f}, {e['p90_m']:.1f}) "
+                f"| {_m(pm['release_geopriv']['mean_m'])} ({pm['release_geopriv']['median_m']:.1f}, "
+                f"{pm['release_geopriv']['p90_m']:.1f}) | {_rel(pm['release_geopriv']['mean_m'], e['mean_m'])} "
+                f"| {_m(pl['release_geopriv']['mean_m'])} ({pl['release_geopriv']['median_m']:.1f}, "
+                f"{pl['release_geopriv']['p90_m']:.1f}) | {_rel(pl['release_geopriv']['mean_m'], e['mean_m'])} |"
+            )
+            L.append(
+                f"| the same, privkit's posterior with its geometric median run to convergence (not privkit's "
+                f"31.6 m stop; mean shift {pm['weiszfeld_shift']['mean_m']:.1f} m) | "
+                f"| {_m(pm['release_geopriv_converged']['mean_m'])} "
+                f"| {_rel(pm['release_geopriv_converged']['mean_m'], e['mean_m'])} | | |"
+            )
+            L.append(
+                f"| adversary error on privkit's own (unclamped) release of the same truths | | | "
+                f"| {_m(pl['release_privkit']['mean_m'])} | {_rel(pl['release_privkit']['mean_m'], e['mean_m'])} |"
+            )
+            L.append(
+                f"| expected displacement, clamped releases (geopriv `displacement_m`: to the release's cell) "
+                f"| {_m(g['displacement_m'])} | {_m(pm['mc_displacement_clamped']['mean_m'])} ± "
+                f"{pm['mc_displacement_clamped']['se_m']:.1f} (Monte Carlo) "
+                f"| {_rel(pm['mc_displacement_clamped']['mean_m'], g['displacement_m'])} | | |"
+            )
+            L.append(
+                f"| expected displacement, unclamped (privkit `PlanarLaplace.expected_error()` = 2/eps; "
+                f"Monte Carlo) | | {_m(pm['mc_displacement_raw']['mean_m'])} | "
+                f"| {_m(pk['expected_error_formula_m'])}; {_m(pl['mc_displacement_raw']['mean_m'])} on the "
+                f"ground | |"
+            )
+            L.append(
+                f"| privkit's own release: its QualityLoss metric (mean) vs the true ground displacement | | | "
+                f"| {_m(pl['quality_loss_metric']['mean_m'])} vs {_m(pl['ground_displacement']['mean_m'])} | |"
+            )
             gd, gl = case["guess_dist"][prior_name], case["guess_dist_latlon"][prior_name]
             gc = case["guess_dist_converged"][prior_name]
             L.append("")
-            L.append(f"Share of Monte Carlo releases clamped: {100 * pm['mc_clamped_share']:.1f} %.  Guesses on "
-                     f"geopriv's release, geopriv's `guess()` against privkit's HW on geopriv's grid: median "
-                     f"{gd['median_m']:.1f} m apart, p90 {gd['p90_m']:.1f} m, max {gd['max_m']:.1f} m (cell "
-                     f"{gp['cell_m'][0]:.1f} m); against privkit as shipped: median {gl['median_m']:.1f} m, p90 "
-                     f"{gl['p90_m']:.1f} m, max {gl['max_m']:.1f} m; against privkit's posterior with the median "
-                     f"run to convergence: median {gc['median_m']:.1f} m, p90 {gc['p90_m']:.1f} m, max "
-                     f"{gc['max_m']:.1f} m.")
+            L.append(
+                f"Share of Monte Carlo releases clamped: {100 * pm['mc_clamped_share']:.1f} %.  Guesses on "
+                f"geopriv's release, geopriv's `guess()` against privkit's HW on geopriv's grid: median "
+                f"{gd['median_m']:.1f} m apart, p90 {gd['p90_m']:.1f} m, max {gd['max_m']:.1f} m (cell "
+                f"{gp['cell_m'][0]:.1f} m); against privkit as shipped: median {gl['median_m']:.1f} m, p90 "
+                f"{gl['p90_m']:.1f} m, max {gl['max_m']:.1f} m; against privkit's posterior with the median "
+                f"run to convergence: median {gc['median_m']:.1f} m, p90 {gc['p90_m']:.1f} m, max "
+                f"{gc['max_m']:.1f} m."
+            )
             L.append("")
         ns = pk["noise_shape"]
-        L.append(f"privkit's PlanarLaplace at the area's centre ({ns['n']:,} draws, azimuthal equidistant metres): "
-                 f"s.d. east {ns['sd_east_m']:.1f} m, north {ns['sd_north_m']:.1f} m (ratio "
-                 f"{ns['sd_north_m'] / ns['sd_east_m']:.3f}; sin(latitude) = {math.sin(math.radians(pk['lat_centre'])):.3f}); "
-                 f"mean ground displacement {ns['mean_ground_m']:.1f} m while its sampled radius r (what its "
-                 f"QualityLoss reports) averages {ns['mean_r_m']:.1f} m (2/eps = {2 / EPSILON:.1f} m).  The same "
-                 f"radius and angle laid in a true ground plane: s.d. {pk['ground_plane_noise_sd_m'][0]:.1f} / "
-                 f"{pk['ground_plane_noise_sd_m'][1]:.1f} m.")
+        L.append(
+            f"privkit's PlanarLaplace at the area's centre ({ns['n']:,} draws, azimuthal equidistant metres): "
+            f"s.d. east {ns['sd_east_m']:.1f} m, north {ns['sd_north_m']:.1f} m (ratio "
+            f"{ns['sd_north_m'] / ns['sd_east_m']:.3f}; sin(latitude) = {math.sin(math.radians(pk['lat_centre'])):.3f}); "
+            f"mean ground displacement {ns['mean_ground_m']:.1f} m while its sampled radius r (what its "
+            f"QualityLoss reports) averages {ns['mean_r_m']:.1f} m (2/eps = {2 / EPSILON:.1f} m).  The same "
+            f"radius and angle laid in a true ground plane: s.d. {pk['ground_plane_noise_sd_m'][0]:.1f} / "
+            f"{pk['ground_plane_noise_sd_m'][1]:.1f} m."
+        )
         b = pk["hw_back_conversion_100m"]
-        L.append(f"HW's way back to lat/lon (its guess's x, y with the release's z): a guess meant 100 m north of "
-                 f"the release lands {b['north']:.1f} m north (sin^2(latitude) x 100 = "
-                 f"{100 * math.sin(math.radians(pk['lat_centre'])) ** 2:.1f} m); 100 m east lands {b['east']:.1f} m "
-                 f"east.")
+        L.append(
+            f"HW's way back to lat/lon (its guess's x, y with the release's z): a guess meant 100 m north of "
+            f"the release lands {b['north']:.1f} m north (sin^2(latitude) x 100 = "
+            f"{100 * math.sin(math.radians(pk['lat_centre'])) ** 2:.1f} m); 100 m east lands {b['east']:.1f} m "
+            f"east."
+        )
         L.append("")
-        L.append("Timings (s): geopriv " + ", ".join(f"{k} {v:.1f}" for k, v in gp["timings_s"].items())
-                 + "; privkit " + ", ".join(f"{k} {v:.0f}" for k, v in pk["timings_s"].items()) + ".")
+        L.append(
+            "Timings (s): geopriv "
+            + ", ".join(f"{k} {v:.1f}" for k, v in gp["timings_s"].items())
+            + "; privkit "
+            + ", ".join(f"{k} {v:.0f}" for k, v in pk["timings_s"].items())
+            + "."
+        )
         L.append("")
     if {c["name"] for c in cases} == {"soho", "geolife"}:
         L.append(EXPLANATION.format(**_facts(cases)))
@@ -868,8 +1039,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n-mc-metric", type=int, default=3000, help="Monte Carlo draws, privkit on geopriv's grid")
     ap.add_argument("--n-mc-latlon", type=int, default=2000, help="Monte Carlo draws, privkit as shipped")
-    ap.add_argument("--n-mc-raw", type=int, default=1000,
-                    help="of those, draws also attacked unclamped (privkit on geopriv's grid; half as shipped)")
+    ap.add_argument(
+        "--n-mc-raw",
+        type=int,
+        default=1000,
+        help="of those, draws also attacked unclamped (privkit on geopriv's grid; half as shipped)",
+    )
     ap.add_argument("--n-check", type=int, default=100_000, help="draws of geopriv's check of its exact figure")
     ap.add_argument("--n-queries", type=int, default=500, help="GeoLife queries (a seeded subset)")
     ap.add_argument("--seed", type=int, default=1)
@@ -881,7 +1056,9 @@ def main() -> None:
         raise SystemExit("privkit's environment is missing: bash bench/setup_privkit.sh")
     t_start = time.perf_counter()
     builders = {"soho": _soho_case, "geolife": lambda: _geolife_case(args)}
-    names = [args.only] if args.only else ["geolife", "soho"]  # GeoLife's geopriv side is the quicker: its worker starts first
+    names = (
+        [args.only] if args.only else ["geolife", "soho"]
+    )  # GeoLife's geopriv side is the quicker: its worker starts first
     cases = []
     with tempfile.TemporaryDirectory(prefix="adversary_vs_privkit_") as tmp:
         procs = []
@@ -892,9 +1069,20 @@ def main() -> None:
             _geopriv_side(case, work, args)
             env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", DEEPFACE_HOME=str(work), PYTHONHASHSEED="0")
             log = open(work / "worker.log", "w")
-            procs.append((case, work, log, subprocess.Popen(
-                [str(PK_PYTHON), str(Path(__file__).resolve()), "--privkit-worker", str(work)],
-                stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(work))))
+            procs.append(
+                (
+                    case,
+                    work,
+                    log,
+                    subprocess.Popen(
+                        [str(PK_PYTHON), str(Path(__file__).resolve()), "--privkit-worker", str(work)],
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        env=env,
+                        cwd=str(work),
+                    ),
+                )
+            )
             cases.append(case)
             # while privkit works: the same adversary read from the release's own record (epsilon, bounds)
             from geopriv.adversary import adversary_error
@@ -920,14 +1108,22 @@ def main() -> None:
                 e_gp = _score_geopriv_on_draws(case["advs"][prior_name], x_ll, z_ll)
                 diff = e_pk - e_gp
                 case["paired"][prior_name] = {
-                    "geopriv_mean_m": float(e_gp.mean()), "privkit_mean_m": float(e_pk.mean()),
-                    "paired_se_pct": float(100 * diff.std(ddof=1) / math.sqrt(len(diff)) / e_gp.mean())}
+                    "geopriv_mean_m": float(e_gp.mean()),
+                    "privkit_mean_m": float(e_pk.mean()),
+                    "paired_se_pct": float(100 * diff.std(ddof=1) / math.sqrt(len(diff)) / e_gp.mean()),
+                }
                 g_gp = case["geopriv"][prior_name]["guess_ll"]
-                for key, fname in (("guess_dist", "pk_metric_guess"), ("guess_dist_latlon", "pk_latlon_guess"),
-                                   ("guess_dist_converged", "pk_metric_guess_converged")):
+                for key, fname in (
+                    ("guess_dist", "pk_metric_guess"),
+                    ("guess_dist_latlon", "pk_latlon_guess"),
+                    ("guess_dist_converged", "pk_metric_guess_converged"),
+                ):
                     d = _geodesic(g_gp, np.load(work / f"{fname}_{prior_name}.npy"))
-                    case[key][prior_name] = {"median_m": float(np.median(d)), "p90_m": float(np.quantile(d, 0.9)),
-                                             "max_m": float(d.max())}
+                    case[key][prior_name] = {
+                        "median_m": float(np.median(d)),
+                        "p90_m": float(np.quantile(d, 0.9)),
+                        "max_m": float(d.max()),
+                    }
     text = _report(cases, args, time.perf_counter() - t_start)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text)
