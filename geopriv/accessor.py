@@ -149,7 +149,7 @@ class PrivBase:
         -------
         GeoDataFrame
             This frame with the released geometry and ``predicted``, ``status``,
-            ``epsilon_spent`` columns; the per-trace ledger is ``result.priv.ledger()``.
+            ``epsilon_spent`` columns; the per-trace ledger is ``result.priv.trace_ledger()``.
 
         See Also
         --------
@@ -255,7 +255,7 @@ class PrivBase:
             person=person,
         )
 
-    def diffuse(
+    def diffuse_locations(
         self,
         epsilon,
         *,
@@ -508,7 +508,7 @@ class PrivBase:
             person=person,
         )
 
-    def ledger(self):
+    def trace_ledger(self):
         """The per-trace budget ledger of a :func:`geopriv.sanitize_traces` result: ``geopriv.trace_ledger(obj)``.
 
         Returns
@@ -577,6 +577,32 @@ class PrivBase:
 
         quantile = metrics._renamed_delta(quantile, delta, stacklevel=3)
         return metrics.utility_report(self._obj, released, quantile)
+
+
+def _renamed(old: str, new: str):
+    """A method kept under its old name for one release: it warns and calls ``new`` (one name per concept: the
+    accessor's methods are named as the functions they call)."""
+
+    def method(self, *args, **kwargs):
+        import warnings
+
+        from .exceptions import caller_stacklevel
+
+        warnings.warn(
+            f".priv.{old}() is now .priv.{new}(), the name of the function it calls "
+            f"(geopriv.{new}); the old name goes in the next release.",
+            FutureWarning,
+            stacklevel=caller_stacklevel(),
+        )
+        return getattr(self, new)(*args, **kwargs)
+
+    method.__name__ = method.__qualname__ = f"_{old}"
+    method.__doc__ = f"Deprecated name of :meth:`{new}`."
+    return method
+
+
+PrivBase.diffuse = _renamed("diffuse", "diffuse_locations")
+PrivBase.ledger = _renamed("ledger", "trace_ledger")
 
 
 @pd.api.extensions.register_dataframe_accessor("priv")

@@ -478,7 +478,7 @@ def sanitize_traces(
         * ``epsilon_spent`` (float): budget per metre spent at that step (test + noise).
 
         ``result.attrs["geopriv"]`` holds the provenance and the per-trace ledger; read the
-        ledger as a DataFrame with :func:`geopriv.trace_ledger` (``result.priv.ledger()``).
+        ledger as a DataFrame with :func:`geopriv.trace_ledger` (``result.priv.trace_ledger()``).
 
         For a TrajectoryCollection: a new TrajectoryCollection of the released points, each
         trajectory with its id, ``obj_id``, time stamps and columns, and the three columns

@@ -19,11 +19,11 @@ EPS = math.log(4) / 200
 FUNCTIONS = {
     "perturb": geopriv.perturb,
     "sanitize_traces": geopriv.sanitize_traces,
-    "ledger": geopriv.trace_ledger,
+    "trace_ledger": geopriv.trace_ledger,
     "displacement": geopriv.displacement,
     "utility_report": geopriv.utility_report,
     "synthesize": geopriv.synthesize,
-    "diffuse": geopriv.diffuse_locations,
+    "diffuse_locations": geopriv.diffuse_locations,
     "aggregate": geopriv.aggregate,
     "heatmap": geopriv.heatmap,
     "flows": geopriv.flows,
@@ -34,10 +34,32 @@ def public_methods(cls):
     return sorted(name for name, member in inspect.getmembers(cls, inspect.isfunction) if not name.startswith("_"))
 
 
+#: old method names kept for one release: they warn and call the new one
+RENAMED = {"diffuse": "diffuse_locations", "ledger": "trace_ledger"}
+
+
 def test_every_accessor_method_is_mapped_to_its_function():
     # a new method must be added to FUNCTIONS, and so gets the signature check below
-    assert public_methods(PrivAccessor) == sorted(FUNCTIONS)
-    assert public_methods(PrivSeriesAccessor) == sorted(FUNCTIONS)
+    assert public_methods(PrivAccessor) == sorted([*FUNCTIONS, *RENAMED])
+    assert public_methods(PrivSeriesAccessor) == sorted([*FUNCTIONS, *RENAMED])
+
+
+def test_one_name_per_concept_methods_are_named_as_their_functions():
+    assert all(name == function.__name__ for name, function in FUNCTIONS.items())
+
+
+def test_old_names_warn_and_give_the_same_result():
+    people = gpd.GeoDataFrame(
+        geometry=gpd.points_from_xy([400_000.0, 400_500.0, 401_000.0], [4_400_000.0] * 3),
+        crs="EPSG:32650",
+        index=["a", "b", "c"],
+    )
+    policy = lambda hops: math.log(4) / (100 * (1 + hops))  # noqa: E731
+    bounds = (399_000, 4_399_000, 402_000, 4_401_000)
+    new, _ = people.priv.diffuse_locations(policy, source="a", graph=[("a", "b"), ("b", "c")], bounds=bounds, rng=1)
+    with pytest.warns(FutureWarning, match=r"\.priv\.diffuse_locations\(\)"):
+        old, _ = people.priv.diffuse(policy, source="a", graph=[("a", "b"), ("b", "c")], bounds=bounds, rng=1)
+    assert new.geometry.equals(old.geometry)
 
 
 @pytest.mark.parametrize("name", sorted(FUNCTIONS))
@@ -83,10 +105,10 @@ def test_epsilon_is_the_only_positional_argument_everywhere():
     )
 
 
-@pytest.mark.parametrize("name", ["perturb", "sanitize_traces", "ledger"])
+@pytest.mark.parametrize("name", ["perturb", "sanitize_traces", "trace_ledger"])
 def test_docstrings_point_to_the_function(name):
     doc = inspect.getdoc(getattr(PrivAccessor, name))
-    assert "Parameters" in doc or name == "ledger"
+    assert "Parameters" in doc or name == "trace_ledger"
     assert "See Also" in doc and f"geopriv.{FUNCTIONS[name].__name__}" in doc
 
 
@@ -133,11 +155,11 @@ def test_sanitize_traces_through_the_accessor_is_the_function():
     b = geopriv.sanitize_traces(gdf, epsilon=math.log(10) / 100, traj_id="user", time="t", rate=0.05, rng=2)
     pd.testing.assert_frame_equal(pd.DataFrame(a.drop(columns="geometry")), pd.DataFrame(b.drop(columns="geometry")))
     assert same_geoms(a, b) and a["status"].eq("exhausted").any()
-    pd.testing.assert_frame_equal(a.priv.ledger(), geopriv.trace_ledger(b))
+    pd.testing.assert_frame_equal(a.priv.trace_ledger(), geopriv.trace_ledger(b))
     assert seen and seen[-1] == (len(gdf), len(gdf))
     # a GeoSeries is one trace in row order: traj_id and time are then not needed
     one = gdf.geometry.iloc[:30].priv.sanitize_traces(epsilon=0.05, rate=0.05, rng=1)
-    assert len(one.priv.ledger()) == 1
+    assert len(one.priv.trace_ledger()) == 1
 
 
 def test_traj_id_and_time_are_still_required_for_a_geodataframe():
@@ -147,4 +169,4 @@ def test_traj_id_and_time_are_still_required_for_a_geodataframe():
     with pytest.raises(TypeError, match="needs time="):
         geopriv.sanitize_traces(gdf, 0.05, traj_id="user", rate=0.05)
     out = gdf.priv.sanitize_traces(0.05, traj_id=None, time=None, rate=0.05, rng=1)  # explicitly one trace
-    assert len(out.priv.ledger()) == 1
+    assert len(out.priv.trace_ledger()) == 1

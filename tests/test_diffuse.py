@@ -1,4 +1,4 @@
-"""gdf.priv.diffuse: one row's location to its network, through the public release path, with the ledger."""
+"""gdf.priv.diffuse_locations: one row's location to its network, through the public release path, with the ledger."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def policy(h):
 def run(people, edges, **kw):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnreachableRecipientsWarning)
-        return people.priv.diffuse(policy, source="p0", graph=edges, **kw)
+        return people.priv.diffuse_locations(policy, source="p0", graph=edges, **kw)
 
 
 def test_one_answer_per_connected_row_with_public_provenance(people, knn_edges):
@@ -111,26 +111,26 @@ def test_a_path_answers_later_requests_consistently_and_costs_its_largest_epsilo
 def test_unconnected_rows_get_nothing_and_are_named(people, knn_edges):
     edges = [e for e in knn_edges if "p5" not in e]
     with pytest.warns(UnreachableRecipientsWarning, match="not connected") as caught:
-        res, _ = people.priv.diffuse(policy, source="p0", graph=edges, rng=1)
+        res, _ = people.priv.diffuse_locations(policy, source="p0", graph=edges, rng=1)
     assert "p5" not in res.index
     named = str(caught[0].message)
     unreachable = sorted(set(people.index) - set(res.index) - {"p0"})
     assert "p5" in unreachable and f"{len(unreachable)} row(s)" in named
     assert named.index(repr(unreachable[0])) < named.index(repr(unreachable[1]))  # named in label order
     with pytest.raises(GeoprivError, match="not connected"):
-        people.priv.diffuse(policy, source="p0", graph=edges, on_unreachable="raise")
+        people.priv.diffuse_locations(policy, source="p0", graph=edges, on_unreachable="raise")
 
 
 def test_bad_input(people, knn_edges):
     with pytest.raises(GeoprivError, match="not a row label"):
-        people.priv.diffuse(policy, source="nobody", graph=knn_edges)
+        people.priv.diffuse_locations(policy, source="nobody", graph=knn_edges)
     with pytest.raises(GeoprivError, match="increases with distance"):
-        people.priv.diffuse(lambda h: 0.01 * (1 + h), source="p0", graph=knn_edges, on_unreachable="ignore")
+        people.priv.diffuse_locations(lambda h: 0.01 * (1 + h), source="p0", graph=knn_edges, on_unreachable="ignore")
     with pytest.raises(GeoprivError, match="not rows of the layer"):
-        people.priv.diffuse(policy, source="p0", graph=knn_edges + [("p0", "stranger")], on_unreachable="ignore")
+        people.priv.diffuse_locations(policy, source="p0", graph=knn_edges + [("p0", "stranger")], on_unreachable="ignore")
     with pytest.raises(GeoprivError, match="bounds"):  # longitude/latitude: a plane needs declared bounds
-        people.to_crs(4326).priv.diffuse(policy, source="p0", graph=knn_edges, on_unreachable="ignore")
-    out, _ = people.to_crs(4326).priv.diffuse(
+        people.to_crs(4326).priv.diffuse_locations(policy, source="p0", graph=knn_edges, on_unreachable="ignore")
+    out, _ = people.to_crs(4326).priv.diffuse_locations(
         policy, source="p0", graph=knn_edges, on_unreachable="ignore", bounds=(-0.2, 51.45, -0.05, 51.56), rng=1
     )
     assert out.crs == "EPSG:4326"
@@ -160,7 +160,7 @@ def test_infection_bit_with_projection(people, knn_edges):
     flagged = people.assign(infected=(np.arange(len(people)) % 3 == 0).astype(int))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnreachableRecipientsWarning)
-        res, path = flagged.priv.diffuse(
+        res, path = flagged.priv.diffuse_locations(
             lambda d: np.exp(-3.3 * d + 4),
             source="p0",
             graph=knn_edges,
@@ -190,7 +190,7 @@ def test_a_path_answers_only_its_source_value_column_and_frame(people, knn_edges
     spent = ledger.spent("p0")
     # another source: answers would differ by exactly u_A - u_B
     with pytest.raises(PathBindingError, match="source") as info:
-        people.priv.diffuse(policy, source="p1", graph=knn_edges, path=path, on_unreachable="ignore", ledger=ledger)
+        people.priv.diffuse_locations(policy, source="p1", graph=knn_edges, path=path, on_unreachable="ignore", ledger=ledger)
     assert "fresh path" in str(info.value)
     # the same person after a move of 7 m: answers would differ by exactly the move
     moved = people.copy()
@@ -247,11 +247,11 @@ def test_typed_source_labels_are_different_sources(people, knn_edges):
     edges = [(pos[a], pos[b]) for a, b in knn_edges]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnreachableRecipientsWarning)
-        _, path = numbered.priv.diffuse(policy, source=1, graph=edges, rng=1)
+        _, path = numbered.priv.diffuse_locations(policy, source=1, graph=edges, rng=1)
         texted = numbered.set_axis(numbered.index.astype(str))
         with pytest.raises(PathBindingError, match="source"):
-            texted.priv.diffuse(policy, source="1", graph=[(str(a), str(b)) for a, b in edges], path=path)
-        numbered.priv.diffuse(policy, source=np.int64(1), graph=edges, path=path)  # numpy int is int
+            texted.priv.diffuse_locations(policy, source="1", graph=[(str(a), str(b)) for a, b in edges], path=path)
+        numbered.priv.diffuse_locations(policy, source=np.int64(1), graph=edges, path=path)  # numpy int is int
 
 
 def test_value_answers_are_on_a_public_lattice_with_their_bound(people, knn_edges):
@@ -259,7 +259,7 @@ def test_value_answers_are_on_a_public_lattice_with_their_bound(people, knn_edge
     schedule = lambda d: np.exp(-3.3 * np.asarray(d) + 1)  # noqa: E731
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnreachableRecipientsWarning)
-        res, _ = flagged.priv.diffuse(schedule, source="p0", graph=knn_edges, value="infected", rng=1)
+        res, _ = flagged.priv.diffuse_locations(schedule, source="p0", graph=knn_edges, value="infected", rng=1)
         rec = res.attrs["geopriv"]
         step = min(1.0, 1.0 / (20.0 * res.epsilon.max()))
         k = np.round(res.response.to_numpy() / step)

@@ -213,7 +213,7 @@ def test_the_ledger_of_the_whole_release(trips):
     assert led.index.name == "trip" and led.index.is_unique and set(led.index) == set(trips["trip"])
     assert led.index.is_monotonic_increasing
     pd.testing.assert_frame_equal(led, geopriv.trace_ledger(out))  # the computed release gives the same table
-    pd.testing.assert_frame_equal(led, out.priv.ledger())
+    pd.testing.assert_frame_equal(led, out.priv.trace_ledger())
     pd.testing.assert_frame_equal(led, trace_ledger_dask(out))
     assert (led["queries"] == trips.groupby("trip").size().loc[led.index]).all()
     assert (led["released"] + led["exhausted"] == led["queries"]).all()

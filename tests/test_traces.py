@@ -319,7 +319,7 @@ def test_accessor_on_geolife_sample(geolife_sample):
     rec = out.attrs["geopriv"]
     assert rec["mechanism"] == "predictive_trace" and rec["seeded"] is True
     assert rec["epsilon_per_m"] == pytest.approx(EPS)
-    led = out.priv.ledger()
+    led = out.priv.trace_ledger()
     assert len(led) == gdf["trajectory_id"].nunique()
     assert np.all(led["spent"] <= led["budget"])
     by = out.groupby("trajectory_id")["epsilon_spent"].sum()
@@ -366,7 +366,7 @@ def test_one_point_traces():
     out = gdf.priv.sanitize_traces(traj_id="user", time="t", epsilon=EPS, rate=0.1, rng=0)
     assert (out["status"] == "noise").all() and not out["predicted"].any()
     np.testing.assert_allclose(out["epsilon_spent"], 0.1 * EPS)
-    led = out.priv.ledger()
+    led = out.priv.trace_ledger()
     assert (led["queries"] == 1).all() and (led["prediction_rate"] == 0).all()
     out_u = gdf.priv.sanitize_traces(
         traj_id="user", time="t", epsilon=EPS, budget="fixed_utility", accuracy=2000, rng=0
