@@ -601,8 +601,8 @@ def _renamed(old: str, new: str):
     return method
 
 
-PrivBase.diffuse = _renamed("diffuse", "diffuse_locations")
-PrivBase.ledger = _renamed("ledger", "trace_ledger")
+for _old, _new in (("diffuse", "diffuse_locations"), ("ledger", "trace_ledger")):
+    setattr(PrivBase, _old, _renamed(_old, _new))
 
 
 @pd.api.extensions.register_dataframe_accessor("priv")

@@ -127,7 +127,9 @@ def test_bad_input(people, knn_edges):
     with pytest.raises(GeoprivError, match="increases with distance"):
         people.priv.diffuse_locations(lambda h: 0.01 * (1 + h), source="p0", graph=knn_edges, on_unreachable="ignore")
     with pytest.raises(GeoprivError, match="not rows of the layer"):
-        people.priv.diffuse_locations(policy, source="p0", graph=knn_edges + [("p0", "stranger")], on_unreachable="ignore")
+        people.priv.diffuse_locations(
+            policy, source="p0", graph=knn_edges + [("p0", "stranger")], on_unreachable="ignore"
+        )
     with pytest.raises(GeoprivError, match="bounds"):  # longitude/latitude: a plane needs declared bounds
         people.to_crs(4326).priv.diffuse_locations(policy, source="p0", graph=knn_edges, on_unreachable="ignore")
     out, _ = people.to_crs(4326).priv.diffuse_locations(
@@ -190,7 +192,9 @@ def test_a_path_answers_only_its_source_value_column_and_frame(people, knn_edges
     spent = ledger.spent("p0")
     # another source: answers would differ by exactly u_A - u_B
     with pytest.raises(PathBindingError, match="source") as info:
-        people.priv.diffuse_locations(policy, source="p1", graph=knn_edges, path=path, on_unreachable="ignore", ledger=ledger)
+        people.priv.diffuse_locations(
+            policy, source="p1", graph=knn_edges, path=path, on_unreachable="ignore", ledger=ledger
+        )
     assert "fresh path" in str(info.value)
     # the same person after a move of 7 m: answers would differ by exactly the move
     moved = people.copy()
