@@ -391,32 +391,11 @@ def _crs_equal(a, b) -> bool:
 
 
 def _points(data, what: str):
-    import geopandas as gpd
+    """The points of ``data`` (geopriv.points' checks: a GeoDataFrame or GeoSeries with a CRS, finite points)."""
+    from .points import as_geoseries, point_xy
 
-    if isinstance(data, gpd.GeoDataFrame):
-        gs = data.geometry
-    elif isinstance(data, gpd.GeoSeries):
-        gs = data
-    else:
-        raise ParameterTypeError(f"{what} must be a GeoDataFrame or GeoSeries of points.")
-    if gs.crs is None:
-        from .exceptions import MissingCRSError
-
-        raise MissingCRSError(f"the {what} GeoDataFrame")
-    bad = ~(gs.geom_type == "Point").to_numpy() | gs.is_empty.to_numpy()
-    if bad.any():
-        from .exceptions import GeometryError
-
-        raise GeometryError(
-            "are not single points (empty, missing or other geometries)",
-            gs.index[bad],
-            Fix(
-                "points",
-                python=f"Keep only point rows of {what} (e.g. gdf[gdf.geom_type == 'Point']).",
-                cli="Keep only point features.",
-                qgis="Keep only point features.",
-            ),
-        )
+    gs = as_geoseries(data, what)
+    point_xy(gs, what)
     return gs
 
 
@@ -627,9 +606,15 @@ def _epsilon(epsilon, level, radius) -> float:
     if epsilon is None:
         if level is None or radius is None:
             raise ParameterError(
-                "Give the mechanism: epsilon per ground metre, or level and radius (e.g. level=ln 4, "
-                "radius=200: odds change by at most 4x within 200 m), or a mechanism / released "
-                "GeoDataFrame."
+                "The adversary error needs the mechanism's privacy level (odds change by at most e^level "
+                "within radius metres).",
+                fix=Fix(
+                    "privacy",
+                    python="Pass level and radius (e.g. level=math.log(4), radius=200), epsilon per ground metre, "
+                    "an EikonalMechanism or a GeoDataFrame released by perturb.",
+                    cli="Give --level and --radius (e.g. --level ln4 --radius 200), or --epsilon per ground metre.",
+                    qgis="Set the privacy level and radius, or epsilon per ground metre.",
+                ),
             )
         epsilon = float(level) / float(radius)
     epsilon = float(epsilon)
@@ -699,8 +684,14 @@ def _area(area, crs):
     crs = CRS.from_user_input(crs)
     if not crs.is_projected:
         raise CRSError(
-            f"The CRS {crs.name!r} is not projected: the adversary's grid needs cells of a fixed ground "
-            "size. Reproject to a local projected CRS (a UTM zone) first."
+            f"The CRS {crs.name!r} is not projected: the adversary's grid needs cells of a fixed ground size.",
+            fix=Fix(
+                "projected_crs",
+                python="Give the area in a local projected CRS (a UTM zone): reproject the release or the area "
+                "polygons with .to_crs(...), or pass bounds in that CRS with crs=.",
+                cli="Give --bounds in a local projected CRS in metres (a UTM zone) and name it with --crs.",
+                qgis="Choose a projected CRS in metres (a UTM zone) for the grid.",
+            ),
         )
     return rect, region, crs
 
@@ -723,7 +714,13 @@ def _grid_over(rect, crs, cell, epsilon=None) -> _Grid:
     if nx * ny > MAX_GRID_CELLS:
         raise ParameterError(
             f"A {cell:g} m grid over this area has {nx * ny:,} cells; the exact computation is "
-            f"limited to {MAX_GRID_CELLS:,}. Use larger cells (cell=) or a smaller area."
+            f"limited to {MAX_GRID_CELLS:,}.",
+            fix=Fix(
+                "grid_size",
+                python="Use larger cells (cell=, ground metres) or a smaller area.",
+                cli="Use larger cells (--cell METRES) or a smaller --bounds.",
+                qgis="Set a larger 'Grid step' or a smaller 'Public study area'.",
+            ),
         )
     step = cell * upm
     return _Grid(ny, nx, Affine(step, 0.0, rect[0], 0.0, -step, rect[3]), crs, cell, cell)
@@ -790,7 +787,16 @@ def _prior(prior, grid: _Grid, mask: np.ndarray, people: np.ndarray | None) -> t
             p, name = mask.astype(float), "uniform"
         elif prior == "population":
             if people is None:
-                raise ParameterError('prior="population" needs population= (a population raster).')
+                raise ParameterError(
+                    "The population prior needs a population raster.",
+                    fix=Fix(
+                        "population",
+                        python="Pass population= (a GeoTIFF path, a PrivacyMap built from population, or an array), "
+                        'or prior="uniform".',
+                        cli="Give --population RASTER, or --prior uniform.",
+                        qgis="Choose the 'Population raster', or the uniform prior.",
+                    ),
+                )
             p, name = people * mask, "population"
         else:
             raise ParameterError('prior must be "uniform", "population" or an array on the grid.')

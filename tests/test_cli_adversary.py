@@ -102,7 +102,40 @@ def test_refusals_are_one_line(capsys):
         capsys, "adversary-error", "--level", "ln4", "--radius", 200, "--bounds", *AREA, "--crs", "EPSG:4326"
     )
     assert code != 0
-    one_line_error(err, "not projected")
+    line = one_line_error(err, "not projected", "--bounds", "--crs")  # the command line's advice, not Python's
+    assert ".to_crs" not in line
     code, _, err = run(capsys, "adversary-error", "--bounds", *AREA, "--crs", "EPSG:32650")
     assert code != 0
-    one_line_error(err, "level and radius")
+    one_line_error(err, "privacy level", "--level and --radius")
+    code, _, err = run(
+        capsys,
+        "adversary-error",
+        "--epsilon",
+        "0.01",
+        "--bounds",
+        "0",
+        "0",
+        "100000",
+        "100000",
+        "--crs",
+        "EPSG:32650",
+        "--cell",
+        "10",
+    )
+    assert code != 0
+    line = one_line_error(err, "limited to", "--cell")
+    assert "cell=" not in line
+    code, _, err = run(
+        capsys,
+        "adversary-error",
+        "--epsilon",
+        "0.01",
+        "--bounds",
+        *AREA,
+        "--crs",
+        "EPSG:32650",
+        "--prior",
+        "population",
+    )
+    assert code != 0
+    one_line_error(err, "--population RASTER")
