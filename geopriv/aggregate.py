@@ -84,7 +84,6 @@ def _release(
     cell = locate_rows(plan, xy, labels)
     codes = _index_codes(data) if by_index else person_codes(data, user, labels)
     source = make_rng(rng)
-    gen = source.generator
     fields = plan.fields()
     fields.update(extra or {})
     reservation = None
@@ -94,9 +93,9 @@ def _release(
     if reservation is not None:
         with reservation:
             reservation.start()
-            released = _noise(plan, cell, codes, gen)
+            released = _noise(plan, cell, codes, source, fields)
     else:
-        released = _noise(plan, cell, codes, gen)
+        released = _noise(plan, cell, codes, source, fields)
     record = make_record(fields, seeded=source.seeded, n=plan.cells.n)
     warn_if_swamped(plan, released)
     return plan, released, record
@@ -125,13 +124,18 @@ def _index_codes(data):
     """Person codes of the rows from their index labels (refused when they look like positions)."""
     from .keys import row_identities
 
-    ids, _ = row_identities(data, None, refuse_positions=True)
-    return pd.factorize(ids, sort=False)[0].astype(np.int64)
+    from .identity import identities
+
+    ids, labels = row_identities(data, None, refuse_positions=True)
+    return identities(ids, labels, "index label").codes()
 
 
-def _noise(plan, cell, codes, gen):
-    keep = bound_contributions(codes, plan.mechanism.sensitivity, gen)
-    return release_counts(plan, count_rows(plan, cell, keep), gen)
+def _noise(plan, cell, codes, source, fields):
+    # a seed replays only for the same data and parameters: the bounding is bound to the rows' (cell, person),
+    # the noise to the true counts it answers and the public fields (as on dask: the same noise for the same counts)
+    bound = source.bind(cell, codes, purpose="bound").generator
+    counts = count_rows(plan, cell, bound_contributions(codes, plan.mechanism.sensitivity, bound))
+    return release_counts(plan, counts, source.bind(counts, params=fields, purpose="counts").generator)
 
 
 @opens_budget_store
@@ -704,7 +708,6 @@ def flows(
         codes = per_trip
     keep_trip = ~out
     source = make_rng(rng)
-    gen = source.generator
     fields = plan.fields()
     fields.update(
         {
@@ -723,10 +726,11 @@ def flows(
     m = regions_cells.n
     leaf = np.where(keep_trip, o * m + d, -1)
 
-    def draw():
-        keep = bound_contributions(None if codes is None else codes[keep_trip], plan.mechanism.sensitivity, gen)
-        kept_leaf = leaf[keep_trip]
-        return release_counts(plan, count_rows(plan, kept_leaf, keep), gen)
+    def draw():  # a seed replays only for the same data and parameters (as in _noise)
+        kept_codes, kept_leaf = None if codes is None else codes[keep_trip], leaf[keep_trip]
+        bound = source.bind(kept_leaf, kept_codes, purpose="bound").generator
+        counts = count_rows(plan, kept_leaf, bound_contributions(kept_codes, plan.mechanism.sensitivity, bound))
+        return release_counts(plan, counts, source.bind(counts, params=fields, purpose="counts").generator)
 
     if reservation is not None:
         with reservation:

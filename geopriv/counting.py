@@ -36,6 +36,7 @@ from .exceptions import (
     ParameterTypeError,
 )
 from .frame import check_area_not_from_data, declared_bounds, touched_edges
+from .identity import identities
 from .mechanisms.hierarchy import CellTree, HierarchicalCounts, split_levels
 from .provenance import make_record
 
@@ -287,7 +288,11 @@ def plan_counts(
 
 
 def person_codes(data, user, labels) -> np.ndarray | None:
-    """Integer codes of every row's person (None: each row is a person); missing ids refused by row label."""
+    """Every row's person as ``0..m-1`` (None: each row is a person), by :func:`geopriv.identity.identities`.
+
+    The persons bounded are the persons charged (:func:`budget_charge` keys the same identities):
+    ``5`` and ``"5"`` are one person here as in the budget store.  Unusable ids are refused by row label.
+    """
     if user is None:
         return None
     if not hasattr(data, "columns") or user not in data.columns:
@@ -313,8 +318,7 @@ def person_codes(data, user, labels) -> np.ndarray | None:
                 qgis="Fill in those ids, or remove those features.",
             ),
         )
-    codes, _ = pd.factorize(col, sort=False)
-    return codes.astype(np.int64)
+    return identities(col, labels).codes()
 
 
 def bound_contributions(codes: np.ndarray | None, k: int, gen) -> np.ndarray:
@@ -433,16 +437,15 @@ def cells_frame(plan: CountPlan, released: np.ndarray, record: dict) -> gpd.GeoD
 
 
 def budget_charge(store, codes, data, user, labels, epsilon, fields: dict, n_cells: int, kind: str):
-    """Charge every person once (``epsilon``, unit ``"epsilon"``): user-level, whatever their number of rows."""
-    from .budget import person_keys
+    """Charge every person once (``epsilon``, unit ``"epsilon"``): user-level, whatever their number of rows.
+
+    The persons are the identities that bounding counted (:func:`person_codes`, the same function).
+    """
+    from .budget import persons_of
     from .keys import row_identities
 
-    if user is not None:
-        ids = pd.Index(data[user])
-    else:
-        ids, _ = row_identities(data, None, refuse_positions=True)
-    first = ~pd.Index(ids).duplicated()
-    keys = person_keys(pd.Index(ids)[first], labels[first])
+    ids = data[user] if user is not None else row_identities(data, None, refuse_positions=True)[0]
+    keys = persons_of(identities(ids, labels), once=True)
     return store.reserve(
         keys, float(epsilon), unit=PURE, kind=kind, spend=True, parameters=fields, rows_released=n_cells
     )

@@ -40,7 +40,14 @@ from .exceptions import (
     format_labels,
 )
 from .frame import DEFAULT_MAX_DISTORTION
-from .network import UnreachableRecipientsWarning, as_network, epsilon_of_distance, hop_distance, resistance_distance
+from .network import (
+    Network,
+    UnreachableRecipientsWarning,
+    as_network,
+    epsilon_of_distance,
+    hop_distance,
+    resistance_distance,
+)
 from .provenance import attach, make_record
 from .release import budget_fields, release_diffusion
 
@@ -191,8 +198,25 @@ def network_distances(data, graph, source, *, distance: str = "hops", tolerance:
         )
     if source not in net.labels:
         net.index_of(source)  # raises, naming the source
+    net = _in_label_order(net)
     d = hop_distance(net, source) if distance == "hops" else resistance_distance(net, source)
     return d.reindex(data.index, fill_value=np.inf).rename("distance")
+
+
+def _in_label_order(net: Network) -> Network:
+    """``net`` with its nodes in publication order (:func:`recipient_order` of its labels).
+
+    A resistance distance's low-order bits depend on the order of the nodes in the solver; the
+    nodes come in the order of the layer's rows (or of the graph's nodes), which is often spatial
+    and never published.  In label order the distances, and so the published epsilons, their
+    largest value and the lattice step that follows it, are functions of the labels and the edges only.
+    """
+    perm = recipient_order(net.labels)
+    if np.array_equal(perm, np.arange(len(perm))):
+        return net
+    adj = net.adjacency[perm][:, perm].tocsr()
+    adj.sort_indices()
+    return Network(adj, net.labels[perm])
 
 
 @opens_budget_store
@@ -640,7 +664,13 @@ def _diffuse_value(
     if path is not None:
         path.check_binding(source=label, released=released, frame=frame, value=u)
     charge_check(float(effective.max()) if lattice else None)
-    source_rng = make_rng(rng)
+    source_rng = make_rng(rng).bind(  # a seed replays only for the same data and parameters
+        data[column],
+        np.asarray(eps, dtype=float),
+        pd.Index(recipients),
+        params=[repr(label), repr(column), frame, repr(value_range), bool(continuous)],
+        purpose="diffuse_values",
+    )
     responses, new_path = diffuse(u, eps, source_rng.generator, path=path)
     if path is None:
         new_path = new_path.bind(source=label, released=released, frame=frame, value=u)

@@ -17,6 +17,16 @@ What it guarantees
 * **Inputs are never overwritten**: the output is compared with every path in ``protect=``
   with :func:`os.path.samefile`, so a hard link or a symbolic link to an input is caught too
   (for a Shapefile, each of its ``.shp/.shx/.dbf/.prj/.cpg`` files).
+* **Symbolic links are never written through**: an output path that is a symbolic link
+  (dangling or not) is an existing output like any other.  Without ``overwrite`` it is refused
+  (naming the link, with a fix: remove it or choose another path); with ``overwrite`` the link
+  itself is replaced by a new regular file, and its target is never created, opened or changed.
+  (Links in the *folders* of the path are followed as usual.)  The same holds for every file an
+  output brings along (provenance sidecar, Shapefile parts) and for every geopriv writer (vector
+  files, GeoTIFFs, reports, CSV tables, plots, mechanism files): they all end in
+  :func:`write_new_file` or :class:`Staging`, whose final rename replaces the directory entry and
+  never follows it, and which without ``overwrite`` links the new file into place ("create,
+  never clobber").
 * **Atomic replacement**: the output is written into a temporary directory beside the
   destination (same file system) and moved into place with :func:`os.replace` only once it is
   complete.  A run that fails, at any point, leaves every existing file byte-identical and no
@@ -104,6 +114,48 @@ _OVERWRITE = Fix(
     cli="Pass --overwrite to replace it.",
     qgis="Choose another output file.",
 )
+#: what to do about a symbolic link at an output path (geopriv never writes through one)
+_LINK_FIX = Fix(
+    "symbolic_link",
+    python="Remove the link or choose another output path; or pass overwrite=True to replace the link itself "
+    "with a new file (its target is left as it is).",
+    cli="Remove the link or choose another output path; or pass --overwrite to replace the link itself with a "
+    "new file (its target is left as it is).",
+    qgis="Choose another output file, or remove the symbolic link.",
+)
+
+
+def exists_error(path, *, shown=None, of=None) -> OutputError:
+    """The refusal of an existing output ``path`` (the one rule for every writer): names that very file.
+
+    ``shown`` is how the user spelled the output; ``of`` the output that ``path`` belongs to
+    when it is a file written beside it (a provenance sidecar, a Shapefile part), so that the
+    message names the file that really exists.  A symbolic link (dangling or not) is named as
+    one: geopriv never writes through it, and ``overwrite`` would replace the link itself.
+    """
+    name = os.fspath(shown if shown is not None else path)
+    beside = "" if of is None else f" ({_beside(path, of)} {os.fspath(of)})"
+    if os.path.islink(path):
+        return OutputError(f"{name} is a symbolic link{beside}; geopriv never writes through a link", fix=_LINK_FIX)
+    return OutputError(f"{name} exists{beside}", fix=_OVERWRITE)
+
+
+def _beside(path, of) -> str:
+    return "the provenance sidecar of" if os.fspath(path).endswith(SIDECAR_SUFFIX) else "written with"
+
+
+def refuse_existing(paths, shown, overwrite: bool = False) -> bool:
+    """Refuse the first of ``paths`` (the output first, then what it brings along) that exists, unless ``overwrite``.
+
+    "Exists" is any directory entry, a symbolic link included (:func:`os.path.lexists`: a
+    dangling link is never followed to create its target).  Returns whether any exists.
+    """
+    paths = [Path(p) for p in paths]
+    existing = [p for p in paths if os.path.lexists(p)]
+    if existing and not overwrite:
+        first = existing[0]
+        raise exists_error(first, shown=shown) if first == paths[0] else exists_error(first, of=shown)
+    return bool(existing)
 
 
 def _formats_text() -> str:
@@ -192,10 +244,8 @@ def check_output_not_input(output, inputs) -> None:
 
 
 def _destination(path) -> Path:
-    p = Path(path)
-    if p.is_symlink():  # write through the link: the link keeps pointing at the (new) file
-        p = Path(os.path.realpath(p))
-    return p
+    """The output path as given: a symbolic link there is replaced itself, never followed (see the module doc)."""
+    return Path(path)
 
 
 def _check_directory(dest: Path, shown) -> None:
@@ -214,8 +264,8 @@ def _check_directory(dest: Path, shown) -> None:
 class OutputTarget:
     """A checked vector output (what :func:`check_output` returns).
 
-    ``path`` is the destination (symbolic links resolved), ``driver`` the OGR driver (or
-    ``"GeoParquet"``), ``layer`` the GeoPackage layer written (``None`` for other formats),
+    ``path`` is the destination as given (a symbolic link there is replaced, never followed),
+    ``driver`` the OGR driver (or ``"GeoParquet"``), ``layer`` the GeoPackage layer written (``None`` for other formats),
     ``keep_file`` whether an existing GeoPackage is kept and the layer written into a copy of
     it, ``replaces`` whether existing data (a file, or a GeoPackage layer) is replaced.
     """
@@ -282,6 +332,9 @@ def check_output(path, layer: str | None = None, overwrite: bool = False, protec
 
     if driver == "GPKG":
         name = str(layer) if layer is not None else dest.stem
+        if dest.is_symlink():  # never written through: replaced itself with overwrite (a new file), else refused
+            refuse_existing([dest], shown, overwrite)
+            return OutputTarget(dest, driver, name, keep_file=False, replaces=True, shown=shown)
         if not dest.exists():
             return OutputTarget(dest, driver, name, keep_file=False, replaces=False, shown=shown)
         import pyogrio
@@ -313,17 +366,17 @@ def check_output(path, layer: str | None = None, overwrite: bool = False, protec
             )
         return OutputTarget(dest, driver, name, keep_file=True, replaces=exists, shown=shown)
 
-    existing = [p for p in files if p.exists()]
-    if existing and not overwrite:
-        raise OutputError(f"{shown} exists", fix=_OVERWRITE)
-    return OutputTarget(dest, driver, None, keep_file=False, replaces=bool(existing), shown=shown)
+    existing = refuse_existing(files, shown, overwrite)  # the file that exists is named (the sidecar, a part)
+    return OutputTarget(dest, driver, None, keep_file=False, replaces=existing, shown=shown)
 
 
 def check_file_output(path, *, suffixes: Iterable[str], what: str, overwrite: bool = False, protect=()) -> Path:
     """Check a single-file output (a GeoTIFF, a mechanism, a CSV table) before any work.
 
-    Returns the destination path (symbolic links resolved).  Raises :class:`OutputError` for a
-    wrong extension, an existing file without ``overwrite``, or an output that is an input.
+    Returns the destination path as given (a symbolic link there is an existing output: refused
+    without ``overwrite``, replaced itself with it, never followed).  Raises :class:`OutputError`
+    for a wrong extension, an existing file or link without ``overwrite``, or an output that is
+    an input.
     """
     shown = os.fspath(path)
     suffixes = tuple(s.lower() for s in suffixes)
@@ -332,8 +385,7 @@ def check_file_output(path, *, suffixes: Iterable[str], what: str, overwrite: bo
     dest = _destination(shown)
     _check_directory(dest, shown)
     _check_protect([dest], protect, shown)
-    if dest.exists() and not overwrite:
-        raise OutputError(f"{shown} exists", fix=_OVERWRITE)
+    refuse_existing([dest], shown, overwrite)
     return dest
 
 
@@ -524,8 +576,9 @@ def write_new_file(
 
     Never replaces an existing file (or link) unless ``overwrite``: the temporary file is hard-linked
     into place ("create, never clobber"; a file system without hard links is checked first), and a
-    link at ``path`` is replaced, never written through.  ``exists(path)`` gives the exception to
-    raise for an existing file.  The temporary file is created owner-only; ``mode`` (e.g. ``0o644``
+    link at ``path`` (dangling or not) is replaced, never written through (:func:`_place`).  This is
+    the one rule of every geopriv output; :class:`Staging` follows it too.  ``exists(path)`` gives
+    the exception to raise for an existing file.  The temporary file is created owner-only; ``mode`` (e.g. ``0o644``
     less the umask) widens it for files that are not secret.  A failed write leaves no temporary.
     """
     import tempfile
@@ -542,20 +595,48 @@ def write_new_file(
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
-        if overwrite:
-            os.replace(tmp, path)
-        else:
-            try:
-                os.link(tmp, path)
-            except FileExistsError:
-                raise exists(path) from None
-            except OSError:  # a file system without hard links: check, then move
-                if os.path.lexists(path):
-                    raise exists(path) from None
-                os.replace(tmp, path)
+        if not _place(tmp, path, replace=overwrite):
+            raise exists(path)
     finally:
         if os.path.lexists(tmp):
             os.unlink(tmp)
+
+
+def _regular_file(path) -> bool:
+    """Whether ``path`` is a regular file itself (:func:`os.lstat`: a symbolic link is not, whatever its target)."""
+    import stat
+
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _place(tmp, dest, *, replace: bool) -> bool:
+    """Move the finished file ``tmp`` to ``dest`` (same folder) without ever following a link at ``dest``.
+
+    ``replace``: :func:`os.replace`, which replaces the directory entry ``dest`` (a file, or a
+    symbolic link itself: a rename never follows the last component).  Otherwise the file is
+    hard-linked into place, which fails on any existing entry (a dangling link included; a file
+    system without hard links is checked with :func:`os.path.lexists` first), and returns False
+    then, leaving ``dest`` as it was.  Returns True when the file is in place (``tmp`` no longer
+    names it: moved, or hard-linked and unlinked).
+    """
+    tmp, dest = os.fspath(tmp), os.fspath(dest)
+    if replace:
+        os.replace(tmp, dest)
+        return True
+    try:
+        os.link(tmp, dest)
+    except FileExistsError:
+        return False
+    except OSError:  # a file system without hard links: check, then move
+        if os.path.lexists(dest):
+            return False
+        os.replace(tmp, dest)
+        return True
+    os.unlink(tmp)
+    return True
 
 
 def write_raster(path, bands, *, transform, crs, nodata, record=None, band_names=(), overwrite: bool = False):
@@ -594,12 +675,12 @@ def write_raster(path, bands, *, transform, crs, nodata, record=None, band_names
         dest,
         lambda fh: fh.write(data),
         overwrite=overwrite,
-        exists=lambda p: OutputError(f"{os.fspath(path)} exists", fix=_OVERWRITE),
+        exists=lambda p: exists_error(p, shown=path),  # a file or a link there (never written through)
         mode=0o644 & ~_umask(),
     )
     aux = Path(os.fspath(dest) + ".aux.xml")  # a stale GDAL sidecar would override the new file's metadata
-    if overwrite and aux.exists():
-        aux.unlink()
+    if overwrite and os.path.lexists(aux):
+        aux.unlink()  # (a link there: the link itself)
     return dest
 
 
@@ -628,7 +709,7 @@ class Staging:
 
     def __init__(self):
         self._tmpdirs: list[Path] = []
-        self._moves: list[tuple[Path, Path]] = []
+        self._moves: list[tuple[Path, Path, bool]] = []  # (staged file, destination, may replace)
         self._remove: list[Path] = []
         self._made: list[Path] = []
         self._locks: dict[str, object] = {}  # folder -> its held filelock.FileLock
@@ -720,14 +801,19 @@ class Staging:
                 continue
             return tmp
 
-    def file(self, dest, write: Callable[[Path], object]) -> None:
-        """Stage one file: ``write(tmp_path)`` writes it; it replaces ``dest`` at commit."""
+    def file(self, dest, write: Callable[[Path], object], *, overwrite: bool = True) -> None:
+        """Stage one file: ``write(tmp_path)`` writes it; it replaces ``dest`` at commit.
+
+        ``overwrite=False``: an existing ``dest`` (or a link there) is not replaced, the commit is
+        refused instead (the check of :func:`check_file_output` made again, under the folder's lock).
+        A symbolic link at ``dest`` is replaced itself, never written through.
+        """
         dest = Path(dest)
         tmp = self._tmpdir(dest) / dest.name
         write(tmp)
         if not tmp.exists():  # pragma: no cover - a writer that wrote elsewhere
             raise OutputError(f"nothing was written for {dest}")
-        self._moves.append((tmp, dest))
+        self._moves.append((tmp, dest, overwrite))
         if dest.suffix.lower() in (".tif", ".tiff"):
             # GDAL lets a leftover OUT.tif.aux.xml override the new file's georeferencing
             self._remove.append(dest.with_name(dest.name + ".aux.xml"))
@@ -765,7 +851,8 @@ class Staging:
                 kwargs["layer_options"] = {"SPATIAL_INDEX": "NO"}
             gdf.to_file(tmp, driver=target.driver, engine="pyogrio", **kwargs)
         produced = sorted(p for p in tmpdir.iterdir() if p != tmp)
-        moves = [(p, dest.parent / p.name) for p in produced] + [(tmp, dest)]  # the main file last
+        replace = target.replaces or target.keep_file  # else nothing may be there (create, never clobber)
+        moves = [(p, dest.parent / p.name, replace) for p in produced] + [(tmp, dest, replace)]  # the main file last
         if target.driver == "ESRI Shapefile":
             new_names = {p.name for p in produced} | {dest.name}
             self._remove += [p for p in _parts(dest) if p.name not in new_names]
@@ -776,7 +863,7 @@ class Staging:
             if record is not None:
                 side_tmp = tmpdir / sidecar.name
                 side_tmp.write_text(_record_json(record, indent=2) + "\n")
-                moves.append((side_tmp, sidecar))
+                moves.append((side_tmp, sidecar, replace))
             else:
                 self._remove.append(sidecar)  # a record of some earlier release would now be wrong
         self._moves += moves
@@ -794,15 +881,19 @@ class Staging:
                     f"{dest} changed while geopriv was writing its layer (another program saved to it); nothing was "
                     "replaced. Run again when the file is not being edited."
                 )
-        for tmp, dest in self._moves:
-            if dest.exists():
+        for _, dest, replace in self._moves:  # checked again under the lock, before anything moves
+            if not replace and os.path.lexists(dest):
+                raise exists_error(dest)
+        for tmp, dest, replace in self._moves:
+            if _regular_file(dest):  # not a link's target: a link is replaced by a new file
                 try:
                     shutil.copymode(dest, tmp)  # keep the permissions of the file being replaced
                 except OSError:  # pragma: no cover
                     pass
-            os.replace(tmp, dest)
-        for stale in self._remove:
-            if stale.exists() and not any(stale == d for _, d in self._moves):
+            if not _place(tmp, dest, replace=replace):  # only another program writing there meanwhile
+                raise exists_error(dest)
+        for stale in self._remove:  # a link there is removed itself
+            if os.path.lexists(stale) and not any(stale == d for _, d, _ in self._moves):
                 stale.unlink()
         self._done = True
         self.close()

@@ -15,7 +15,7 @@ Derivation (the proof is in ``docs/privacy.md``, "Keyed noise")
 1. ``purpose key = HMAC-SHA256(root, purpose)`` truncated to 128 bits: one SipHash key per kind
    of release (``"perturb"``, ``"traces"``...), so two kinds never share a stream.
 2. ``row key = SipHash-2-4-128_{purpose key}(id_a, id_b, c_1, ..., c_m)``: the identity digest
-   (:func:`identity_digests`, type-tagged, 128 bits) and the content words (the IEEE-754 bits
+   (:func:`identity_digests`: the person's key of :mod:`geopriv.identity` and a tag) and the content words (the IEEE-754 bits
    of the row's coordinates, or a digest of a whole trace).  SipHash is a pseudorandom
    function keyed by the secret purpose key (Aumasson and Bernstein 2012); the message has a
    fixed number of words per purpose, and SipHash encodes the length, so distinct messages
@@ -30,8 +30,9 @@ content, get independent-looking streams (distinct PRF inputs); (b) a row whose 
 content are unchanged reproduces its output exactly (a recomputation is a replay, not a new
 release); (c) a changed row is, at worst, a second release of that row with fresh noise: the
 difference of two outputs is never a difference of true values.  Identities must be unique
-over the whole data (checked by a reduction, never per partition) and typed (``1`` and ``"1"``
-are different people; ``None``, ``NaN`` and floats are refused).
+over the whole data (checked by a reduction, never per partition) and are the identities the
+rest of geopriv uses (:func:`geopriv.identity.identities`: ``1`` and ``"1"`` are one person,
+twice where one is allowed is a repeat; ``None``, ``NaN`` and floats are refused).
 
 :class:`RowStreams` offers the part of :class:`numpy.random.Generator`'s interface that the
 mechanisms use (``random``, ``standard_exponential``, ``standard_gamma`` with integer shape,
@@ -42,17 +43,23 @@ with both a Generator and per-row streams.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import os
+import sys
+import threading
 
 import numpy as np
 import pandas as pd
 
-from .exceptions import GeoprivError, IdentityError, ParameterTypeError
+from .exceptions import Fix, GeoprivError, IdentityError, ParameterTypeError
+from .identity import identities
 
 __all__ = [
     "SecretRoot",
+    "SecretPicklingError",
+    "allow_secret_pickling",
     "RowStreams",
     "identity_digests",
     "fold_digests",
@@ -80,10 +87,14 @@ class SecretRoot:
     """The root entropy of a lazy release.  SECRET: with it and the data anyone recomputes the noise.
 
     128 bits from the operating system (or from a seed, for tests and demos: ``seeded``).  It
-    never appears in a ``repr``, a ``str``, a dask task name or a provenance record; it is
-    pickled only to ship the graph to dask workers, so a lazy release object (and a pickle of
-    it) must be held like the data itself.  Use it only through :meth:`purpose_key` and
-    :meth:`seed_for`, which bind it to what it answers.
+    never appears in a ``repr``, a ``str``, a dask task name or a provenance record, and it is
+    pickled only to ship a graph to dask's workers: by dask's own serialization (the
+    ``"processes"`` scheduler, ``distributed``'s client and scheduler, dask's tokenizer), or
+    inside :func:`allow_secret_pickling`.  Any other ``pickle.dumps`` of a root, or of a lazy
+    release holding one, raises :class:`SecretPicklingError` (a GeoprivError): the root answers
+    this one release, and anyone holding it and the data recomputes the noise.  A lazy release
+    object must be held like the data itself; persist its *computed* values instead.  Use it only
+    through :meth:`purpose_key` and :meth:`seed_for`, which bind it to what it answers.
     """
 
     __slots__ = ("_value", "seeded")
@@ -113,8 +124,30 @@ class SecretRoot:
 
     __str__ = __repr__
 
-    def __reduce__(self):  # dask ships graphs to workers by pickling
+    def __reduce_ex__(self, protocol):  # dask ships graphs to workers by pickling; nothing else may
+        if not _secret_pickling_allowed():
+            raise SecretPicklingError(
+                "a lazy release (or its SecretRoot) cannot be pickled: it holds the secret root of its "
+                "noise, which answers this one release only, and with it and the data anyone recomputes "
+                "the noise",
+                fix=Fix(
+                    "persist",
+                    python="compute the release and save its values (e.g. `released.compute().to_parquet(...)` "
+                    "or `released.to_parquet(...)`); dask ships the graph to its workers itself; to pickle it "
+                    "anyway, where the data itself may be kept, wrap the call in "
+                    "`with geopriv.keys.allow_secret_pickling():`",
+                ),
+            )
         return (SecretRoot, (self._value, self.seeded))
+
+    def __reduce__(self):
+        return self.__reduce_ex__(2)
+
+    def __copy__(self):  # immutable: a copy is the same root (and copy never pickles it)
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
 
     def __dask_tokenize__(self):
         # a one-way tag for dask's task names: the root itself never reaches a key or a log
@@ -143,6 +176,47 @@ class SecretRoot:
             self._bytes(), b"geopriv seed:" + purpose.encode() + b"\x00" + bytes(data_digest), hashlib.sha256
         ).digest()
         return np.random.SeedSequence(int.from_bytes(d, "little"))
+
+
+# ------------------------------------------------------------------ pickling of the secret root
+class SecretPicklingError(GeoprivError):
+    """A lazy release's secret root was to be pickled outside dask's shipping of a graph to its workers."""
+
+
+_ALLOW = threading.local()  # per thread: allow_secret_pickling() of one thread does not open another's
+
+# Who may pickle a root: dask's own serialization of a graph for its workers.  The check is on the
+# first frame outside the picklers (pickle, copyreg, cloudpickle): the code that called dumps.
+_SHIPPERS = ("distributed.", "dask.local", "dask.multiprocessing", "dask.tokenize", "dask.base")
+_PICKLERS = ("pickle", "_pickle", "copyreg", "cloudpickle", "cloudpickle.cloudpickle", "cloudpickle.cloudpickle_fast")
+
+
+def _secret_pickling_allowed() -> bool:
+    if getattr(_ALLOW, "depth", 0) > 0:
+        return True
+    frame = sys._getframe(2)  # the caller of SecretRoot.__reduce_ex__ (or of __reduce__)
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if module == __name__ or module in _PICKLERS:
+            frame = frame.f_back
+            continue
+        return module.startswith(_SHIPPERS)
+    return False
+
+
+@contextlib.contextmanager
+def allow_secret_pickling():
+    """Allow pickling lazy releases and their :class:`SecretRoot` in this thread, inside the block.
+
+    dask's own shipping of a graph to its workers needs no such block.  Use it only to keep a
+    lazy release where its data may be kept too: the pickle holds the secret root, and with it
+    and the data anyone recomputes the noise.
+    """
+    _ALLOW.depth = getattr(_ALLOW, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _ALLOW.depth -= 1
 
 
 class Binding:
@@ -271,56 +345,16 @@ def siphash24_128(key: tuple[int, int], words) -> tuple[np.ndarray, np.ndarray]:
 
 # ----------------------------------------------------------------------------- identities
 def identity_digests(ids, what: str = "index label", labels=None) -> tuple[np.ndarray, np.ndarray]:
-    """Type-tagged 128-bit digests (id_a, id_b) of row identities: integers or strings, nothing else.
+    """128-bit identity words (id_a, id_b) of rows: the person's key (:func:`geopriv.identity.identities`) and a tag.
 
-    Integers keep their exact value (``id_a``) with a fixed tag (``id_b``); strings get two
-    independent 64-bit SipHash digests (pandas' object hashing under two keys).  So ``1`` and
-    ``"1"`` differ, and no two distinct integers collide.  ``None``, ``NaN``, floats, booleans,
-    mixed types and anything else are refused (:class:`~geopriv.exceptions.IdentityError`):
-    such labels cannot name a person soundly.
+    ``id_a`` is the 64-bit key that bounding and the budget store use for the same id (so ``1``,
+    ``np.int64(1)`` and ``"1"`` are one identity, and the NFC and NFD forms of a text too), ``id_b`` a
+    fixed tag: keyed noise knows exactly the people the rest of geopriv knows.  Missing values,
+    booleans, floats and other objects are refused
+    (:class:`~geopriv.exceptions.IdentityError`) by row label.
     """
-    ids = pd.Index(ids) if not isinstance(ids, pd.Index) else ids
-    shown = ids if labels is None else labels
-    if len(ids) == 0:
-        return np.zeros(0, np.uint64), np.zeros(0, np.uint64)
-    if pd.api.types.is_bool_dtype(ids.dtype):
-        raise IdentityError(f"have boolean {what}s: they cannot tell people apart", None, _HOW, count=len(ids))
-    if pd.api.types.is_integer_dtype(ids.dtype) and not isinstance(ids.dtype, pd.CategoricalDtype):
-        if ids.hasnans:  # nullable integers
-            raise IdentityError(f"have missing {what}s (NA)", shown[np.asarray(ids.isna())], _HOW)
-        if pd.api.types.is_unsigned_integer_dtype(ids.dtype):
-            vals = np.asarray(ids, dtype=np.uint64)
-            if (vals >= np.uint64(1 << 63)).any():
-                raise IdentityError(f"have {what}s of 2^63 or more", shown[vals >= np.uint64(1 << 63)], _HOW)
-        a = np.asarray(ids, dtype=np.int64).view(np.uint64)
-        return a.copy(), np.full(len(ids), _INT_TAG, np.uint64)
-    values = np.asarray(ids, dtype=object)
-    is_str = np.fromiter((type(v) is str for v in values), bool, len(values))  # noqa: E721 (exact type)
-    if is_str.all():
-        s = pd.Series(values, dtype=object)
-        a = pd.util.hash_pandas_object(s, index=False, hash_key="geopriv-ident-a1").to_numpy(np.uint64)
-        b = pd.util.hash_pandas_object(s, index=False, hash_key="geopriv-ident-b2").to_numpy(np.uint64)
-        return a, b
-    is_int = np.fromiter(
-        (isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in values), bool, len(values)
-    )
-    if is_int.all():
-        try:
-            as_int = values.astype(np.int64)
-        except OverflowError:
-            raise IdentityError(f"have integer {what}s beyond 64 bits", None, _HOW, count=len(values)) from None
-        return identity_digests(pd.Index(as_int), what, shown)
-    bad = ~(is_str | is_int)
-    if bad.any():  # not shown: floats may be coordinates
-        raise IdentityError(
-            f"have {what}s that are neither integers nor strings (missing, NaN, floats or other objects; not shown)",
-            None,
-            _HOW,
-            count=int(bad.sum()),
-        )
-    raise IdentityError(
-        f"have integer {what}s among string ones (1 and '1' would name different people)", shown[is_int], _HOW
-    )
+    keys = identities(ids, labels, what).keys
+    return keys.view(np.uint64).copy(), np.full(len(keys), _INT_TAG, np.uint64)
 
 
 #: What a diffusion path (or a ledger entry) releases when it answers a location, not a column's value

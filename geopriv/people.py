@@ -66,10 +66,12 @@ def index_people(gdf, field, *, what: str | None = None, rows: str = "row(s)", l
         ids = ids.astype("int64")  # whole numbers stored as floats
     elif not pd.api.types.is_integer_dtype(ids.dtype):
         ids = ids.map(lambda v: str(v).strip())
-    if ids.duplicated().any():
-        raise ParameterError(
-            f"{what} has {int(ids.duplicated().sum())} duplicate id(s); every person needs their own id"
-        )
+    from .identity import identities
+
+    # repeated by geopriv's one rule for who is who (5 and "5", NFC and NFD forms of a name are one person)
+    repeated = pd.Index(identities(ids, gdf.index, what).keys).duplicated()
+    if repeated.any():
+        raise ParameterError(f"{what} has {int(repeated.sum())} duplicate id(s); every person needs their own id")
     out = gdf.drop(columns=[field])
     out.index = pd.Index(ids.to_numpy(), name=field)
     return out

@@ -1,7 +1,9 @@
 """Pictures: maps of true vs released points and displacement curves.
 
 matplotlib is imported lazily (``pip install 'geopriv[plot]'``); every function returns the
-matplotlib Figure and, with ``path=``, also writes it (PNG by extension).
+matplotlib Figure and, with ``path=``, also writes it (PNG by extension), atomically through
+:func:`geopriv.io.write_new_file`: an existing file is replaced, and a symbolic link at ``path``
+is replaced itself (never written through to its target).
 """
 
 from __future__ import annotations
@@ -26,6 +28,18 @@ def _plt():
     except ImportError:  # pragma: no cover
         raise ImportError("Plotting needs matplotlib: pip install 'geopriv[plot]'.") from None
     return plt
+
+
+def _save(fig, path, **kwargs) -> None:
+    """Write ``fig`` to ``path`` (format from the extension) with geopriv's one writer: links replaced, never followed."""
+    import os
+
+    from .io import write_new_file
+
+    mask = os.umask(0)
+    os.umask(mask)
+    fmt = os.path.splitext(os.fspath(path))[1][1:].lower() or None  # None: matplotlib's default format
+    write_new_file(path, lambda fh: fig.savefig(fh, format=fmt, **kwargs), overwrite=True, mode=0o666 & ~mask)
 
 
 def plot_release(true, released, *, path=None, title=None, links: bool = True, max_links: int = 2000):
@@ -84,7 +98,7 @@ def plot_release(true, released, *, path=None, title=None, links: bool = True, m
     ax2.grid(alpha=0.3)
     fig.tight_layout()
     if path is not None:
-        fig.savefig(path, dpi=120)
+        _save(fig, path, dpi=120)
     return fig
 
 
@@ -164,7 +178,7 @@ def plot_privacy_map(privacy_map, *, ax=None, points=None, path=None, title=None
     ax.set_ylabel(yl)
     ax.set_aspect("equal")
     if path is not None:
-        fig.savefig(path, dpi=120, bbox_inches="tight")
+        _save(fig, path, dpi=120, bbox_inches="tight")
     return fig
 
 
@@ -248,5 +262,5 @@ def plot_mechanism(mechanism, points, *, path=None, log: bool = True, title=None
     fig.suptitle(title or "eikonal mechanism: privacy map and output distributions")
     fig.tight_layout()
     if path is not None:
-        fig.savefig(path, dpi=110, bbox_inches="tight")
+        _save(fig, path, dpi=110, bbox_inches="tight")
     return fig

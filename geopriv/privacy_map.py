@@ -749,8 +749,16 @@ class PrivacyMap:
         return p / p.sum()
 
     def to_geotiff(self, path) -> None:
-        """Write epsilon per ground metre as a float64 GeoTIFF (no-data cells written filled)."""
-        import rasterio
+        """Write epsilon per ground metre as a float64 GeoTIFF (no-data cells written filled).
+
+        Atomically, through :func:`geopriv.io.write_new_file`: an existing file is replaced, and a
+        symbolic link at ``path`` is replaced itself, never written through to its target.
+        """
+        import os
+
+        from rasterio.io import MemoryFile
+
+        from .io import write_new_file
 
         profile = {
             "driver": "GTiff",
@@ -762,13 +770,18 @@ class PrivacyMap:
             "transform": self.transform,
             "compress": "deflate",
         }
-        with rasterio.open(path, "w", **profile) as ds:
-            ds.write(self.epsilon, 1)
-            ds.update_tags(
-                units="epsilon per ground metre",
-                GEOPRIV_INFO=json.dumps(self.info, default=str),
-            )
-            ds.set_band_description(1, "epsilon per ground metre (geopriv PrivacyMap)")
+        with MemoryFile() as mem:
+            with mem.open(**profile) as ds:
+                ds.write(self.epsilon, 1)
+                ds.update_tags(
+                    units="epsilon per ground metre",
+                    GEOPRIV_INFO=json.dumps(self.info, default=str),
+                )
+                ds.set_band_description(1, "epsilon per ground metre (geopriv PrivacyMap)")
+            data = mem.read()
+        mask = os.umask(0)
+        os.umask(mask)
+        write_new_file(path, lambda fh: fh.write(data), overwrite=True, mode=0o666 & ~mask)
 
     def __repr__(self) -> str:
         ny, nx = self.shape

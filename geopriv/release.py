@@ -448,7 +448,12 @@ def release_points(
         max_distortion=max_distortion,
     )
     plan.check_inside(xy, labels)
-    gen = source.generator
+    # a seed replays only for the same data and parameters (geopriv.rng.RandomSource.bind)
+    gen = source.bind(
+        *answered(data, geoms, *plan.keep, person),
+        params=[kind, repr(person), plan.fields(extra_record)],
+        purpose="points",
+    ).generator
     extra = dict(extra_record or {})
     reservation = contextlib.nullcontext()
     if budget_store is not None:
@@ -468,6 +473,15 @@ def release_points(
         geometries = _pipelined(len(xy), draw, finish, progress)
     record = make_record(plan.fields(extra), seeded=source.seeded, n=len(xy))
     return assemble(data, geoms, geometries, record)
+
+
+def answered(data, geoms, *columns) -> tuple:
+    """What a release reads, for binding a seed to it: the points (index, geometries, CRS) and the named columns.
+
+    :meth:`geopriv.rng.RandomSource.bind` hashes them; ``None`` and names that are not columns are skipped.
+    """
+    names = [c for c in columns if c is not None and hasattr(data, "columns") and c in data.columns]
+    return (geoms, *(data[c] for c in names))
 
 
 def point_charge(plan: ReleasePlan) -> float:
@@ -763,8 +777,9 @@ def release_synthetic(
         with reservation:
             if budget_store is not None:
                 reservation.start()
-            nodes, counts = mechanism.leaf_counts(leaf_keys(unit, plan.depth), source.generator, plan.depth)
-        out = plan.points(nodes, counts, source.generator)
+            gen = source.bind(geoms, params=plan.fields(), purpose="synthesize").generator
+            nodes, counts = mechanism.leaf_counts(leaf_keys(unit, plan.depth), gen, plan.depth)
+        out = plan.points(nodes, counts, gen)
         if callback is not None:
             callback(len(xy), len(xy))
     finally:
@@ -880,7 +895,13 @@ def release_diffusion(
         path.check_binding(source=labels[pos], released=LOCATION, frame=binding, value=u)
     if before_noise is not None:  # the caller's budget check and charge, with the largest effective epsilon
         before_noise(float(effective.max()))
-    source_rng = make_rng(rng)
+    source_rng = make_rng(rng).bind(
+        geoms,
+        eps,
+        pd.Index(recipients),
+        params=[f"{type(source).__name__}:{source!r}", binding],
+        purpose="diffuse_locations",
+    )
     responses, new_path = diffuse(u, eps / frame.scale_max, source_rng.generator, path=path)
     if path is None:
         new_path = new_path.bind(source=labels[pos], released=LOCATION, frame=binding, value=u)

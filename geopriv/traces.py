@@ -28,11 +28,12 @@ from .budget import PER_METRE, open_store, opens_budget_store
 from .daskhook import is_dask, lazy
 from .exceptions import Fix, GeoprivError, LocationAttributeError, ParameterError, ParameterTypeError, format_labels
 from .frame import DEFAULT_MAX_DISTORTION
+from .identity import canonical_order, identities
 from .keys import rows_of
 from .mechanisms.predictive import EXHAUSTED, NOISE, STATUS_NAMES, Traces
 from .points import as_geoseries, point_xy
 from .provenance import attach, make_record
-from .release import budget_fields, check_release_input, plan_traces
+from .release import answered, budget_fields, check_release_input, plan_traces
 from .rng import make_rng
 
 __all__ = [
@@ -147,30 +148,16 @@ def _layout(data, geoms, traj_id, time):
                     qgis="Use a field of opaque ids (numbers or names that say nothing about places).",
                 ),
             )
-        if ids.dtype == object:
-            kinds = {type(v).__name__ for v in ids.dropna().to_numpy()}
-            if len(kinds) > 1:
-                raise GeoprivError(
-                    f"The trace id column {traj_id!r} mixes types {sorted(kinds)}: ids such as '1' and 1 would get "
-                    "two budgets for what may be one user.",
-                    fix=Fix(
-                        "one_type",
-                        python=f"Convert it to one type, e.g. gdf[{traj_id!r}].astype(str).",
-                        cli="Store the column with one type in the file (e.g. text).",
-                        qgis="Convert the field to one type (e.g. text, with 'Refactor fields').",
-                    ),
-                )
         missing = ids.isna().to_numpy()
         if missing.any():
             raise GeoprivError(
                 f"{int(missing.sum())} row(s) have no trace id in {traj_id!r}: labels {format_labels(ids.index[missing])}. "
                 "Fill or drop them: every query belongs to one trace, which has its own budget."
             )
-        try:  # sorted ids: the release cannot depend on the order of the rows
-            codes, uniques = pd.factorize(ids, sort=True)
-        except TypeError:  # ids of mixed, unorderable types
-            codes, uniques = pd.factorize(ids, sort=False)
-        codes = codes.astype(np.int64)
+        # one rule for who is who (geopriv.identity): 5 and "5" are one trace, charged and released as one; the
+        # traces in canonical order, a function of the ids only (the release cannot depend on the row order)
+        persons, codes = identities(ids, ids.index, "trace id").sorted_persons()
+        uniques = pd.Index(persons)
     if time is None:
         secs = np.zeros(n)
     else:
@@ -645,7 +632,15 @@ def sanitize_traces(
         run = mech.run(
             traces,
             eps,
-            rows_of(source.generator, order),
+            # a seed replays only for the same data and parameters (keyed per-row streams are bound already)
+            rows_of(
+                source.bind(
+                    *answered(data, geoms, traj_id, time, *plan.keep, person),
+                    params=[repr(person), plan.fields()],
+                    purpose="traces",
+                ).generator,
+                order,
+            ),
             accountant,
             progress=progress,
             **({"postprocess": released_in_work} if method == "predictive" and lattice is not None else {}),
@@ -715,7 +710,8 @@ def _trace_persons(data, person, codes, uniques, traj_id):
     first = np.full(len(uniques), -1, np.int64)
     first[codes[::-1]] = np.arange(len(codes))[::-1]  # each trace's first row
     ids = col.iloc[first]
-    same = col.to_numpy(object) == ids.to_numpy(object)[codes]
+    keys = identities(col, col.index, "person id").keys  # one rule for who is who: 5 and "5" are one person
+    same = keys == keys[first][codes]
     if not same.all():
         bad = pd.Index(uniques)[np.unique(codes[~same])]
         raise GeoprivError(
@@ -1092,10 +1088,15 @@ def ledger_rows(part, traj_id):
     """Per-row indicators of the ledger (summed per trace): the key, counts by status, epsilon spent."""
     status = part["status"].astype(object).to_numpy()
     released = status != "exhausted"
-    key = part[traj_id] if traj_id is not None else pd.Series(np.zeros(len(part), dtype=np.int64), index=part.index)
+    if traj_id is None:
+        key = np.zeros(len(part), dtype=np.int64)
+    else:  # each trace by its identity (geopriv.identity): 5 and "5" are one trace, as the release had them
+        key = pd.Index(identities(part[traj_id], part.index, "trace id").canonical(), dtype=object)
+        key = key.astype(np.int64) if len(key) and all(type(v) is int for v in key) else key  # noqa: E721
+        key = np.asarray(key)
     return pd.DataFrame(
         {
-            "key": key.to_numpy(),
+            "key": key,
             "queries": np.ones(len(part), dtype=np.int64),
             "released": released.astype(np.int64),
             "noise": (status == "noise").astype(np.int64),
@@ -1112,7 +1113,7 @@ def finish_ledger(sums, record):
     """The ledger's columns from the per-trace sums (as geopriv.trace_ledger has them)."""
     traj_id = record.get("traj_id")
     budget = float(record["epsilon_per_m"])
-    sums = sums.sort_index()
+    sums = sums.iloc[canonical_order(list(sums.index))]  # integers, then texts: as the release orders its traces
     n = len(sums)
     released = sums["released"].to_numpy(dtype=np.int64)
     # the accountant's running sum never exceeds the budget; summed again here, rounding could pass it by an ulp
@@ -1167,5 +1168,5 @@ def ledger_from_columns(result) -> pd.DataFrame:
     rec = trace_record(result)
     traj_id = rec.get("traj_id")
     rows = ledger_rows(result, traj_id)
-    sums = rows.groupby("key", sort=True).sum()
+    sums = rows.groupby("key", sort=False).sum()
     return finish_ledger(sums, rec)

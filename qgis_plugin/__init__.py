@@ -17,15 +17,27 @@ def classFactory(iface):  # noqa: N802  (the name QGIS looks for)
     from .compat import check_geopriv, dependencies_dir
     from .installer import activate
 
-    activate(dependencies_dir())
+    warnings = []  # the folder holds a package QGIS ships itself: it went last on sys.path, never first
+    activate(dependencies_dir(), warn=warnings.append)
+    for message in warnings:
+        _warn(iface, message)
     try:
         check_geopriv()  # raises ImportError saying exactly what to install, and where
     except ImportError as exc:
         if iface is None:
-            raise
+            raise ImportError("\n".join([str(exc), *warnings])) from exc
         from .setup_dialog import SetupPlugin
 
-        return SetupPlugin(iface, str(exc))
+        return SetupPlugin(iface, "\n".join([str(exc), *warnings]))
     from .plugin import GeoprivPlugin
 
     return GeoprivPlugin(iface)
+
+
+def _warn(iface, message: str) -> None:
+    """A warning in QGIS's log (and, in QGIS Desktop, in the message bar until the user closes it)."""
+    from qgis.core import Qgis, QgsMessageLog
+
+    QgsMessageLog.logMessage(message, "geopriv", Qgis.Warning)
+    if iface is not None:
+        iface.messageBar().pushMessage("geopriv", message.replace("\n", " "), Qgis.Warning, 0)

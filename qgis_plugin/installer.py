@@ -14,6 +14,11 @@ So the installer
   ``--no-deps`` (exactly the list, so pip never pulls a pyproj or pyogrio wheel in), into a folder
   of the QGIS profile that the plugin puts first on ``sys.path``; the system's own packages are
   never touched;
+* never lets that folder shadow a compiled package QGIS ships itself (:data:`QGIS_OWN`: NumPy,
+  pyproj, GDAL's ``osgeo``, PyQt, sip, ``qgis``, psycopg2): a folder holding one that QGIS's own
+  Python also provides (a ``pip install --target`` by hand, an older plugin) goes *last* on
+  ``sys.path`` instead, the plugin says which folders to delete (:func:`shadowing_packages`,
+  :func:`shadowing_message`), and the next installation removes them;
 * never imports a compiled module to decide what is missing: versions are read from the installed
   distributions' metadata.
 
@@ -49,6 +54,29 @@ QGIS_PACKAGES = {
     "pyproj": "Debian/Ubuntu: sudo apt install python3-pyproj; Windows: the OSGeo4W package python3-pyproj; "
     "macOS: a newer QGIS.app",
 }
+
+#: compiled packages QGIS ships itself, built against its own PROJ, GDAL, Qt, libpq and NumPy (top-level
+#: module -> where QGIS gets it).  The installer never installs them; a copy of one in the dependency folder
+#: must never shadow QGIS's.  (pandas, scipy, shapely are not here: the installer puts newer wheels of those
+#: in the folder on purpose when QGIS's are missing or too old, e.g. Debian 12's pandas 1.5.)
+QGIS_OWN = {
+    **QGIS_PACKAGES,
+    "osgeo": "GDAL's Python bindings, from QGIS (Debian/Ubuntu: python3-gdal; OSGeo4W: python3-gdal)",
+    "PyQt5": "from QGIS (Debian/Ubuntu: python3-pyqt5; OSGeo4W: python3-pyqt5)",
+    "PyQt6": "from QGIS (the Qt 6 builds of QGIS)",
+    "sip": "from QGIS (Debian/Ubuntu: python3-sip)",
+    "qgis": "QGIS's own Python bindings",
+    "psycopg2": "from QGIS (Debian/Ubuntu: python3-psycopg2; OSGeo4W: python3-psycopg2)",
+}
+
+
+@dataclass(frozen=True)
+class Shadowing:
+    """A package of :data:`QGIS_OWN` in the dependency folder that QGIS's own Python also provides."""
+
+    module: str  # the top-level module, e.g. "numpy"
+    entries: tuple  # what to delete from the folder: package folders, module files, *.libs, *.dist-info
+    qgis_copy: str  # where QGIS's own copy is (the sys.path entry outside the folder)
 
 
 @dataclass(frozen=True)
@@ -222,12 +250,140 @@ def geopriv_wheel(folder: Path = WHEELS) -> Path | None:
     return wheels[-1] if wheels else None
 
 
-def activate(target: Path) -> bool:
-    """Put the profile's dependency folder first on ``sys.path`` (if it exists); True if it was added."""
+def _same_path(a, b) -> bool:
+    return os.path.normcase(os.path.realpath(str(a))) == os.path.normcase(os.path.realpath(str(b)))
+
+
+def _dist_modules(info: Path) -> set:
+    """The top-level modules a ``*.dist-info``/``*.egg-info`` folder installed (top_level.txt, else RECORD)."""
+    top = info / "top_level.txt"
+    if top.is_file():
+        return {line.strip() for line in top.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()}
+    names = set()
+    record = info / "RECORD"
+    if record.is_file():
+        for line in record.read_text(encoding="utf-8", errors="replace").splitlines():
+            first = line.split(",", 1)[0].replace("\\", "/").split("/", 1)[0]
+            if (
+                first
+                and not first.endswith((".dist-info", ".egg-info", ".data", ".libs"))
+                and first not in ("..", "bin")
+            ):
+                names.add(first.split(".", 1)[0])
+    if not names:  # no record: the distribution's own name
+        names.add(re.split(r"-\d", info.name, maxsplit=1)[0].split("-")[0])
+    return names
+
+
+def folder_modules(folder: Path) -> dict:
+    """The top-level modules in ``folder`` (a ``pip --target`` folder) -> the entries that make each of them.
+
+    Read from the folder's listing and its distributions' metadata; nothing is imported.  An entry is
+    a package folder (``numpy``), a module file (``sip.cpython-311-x86_64-linux-gnu.so``, ``x.py``), a
+    wheel's bundled libraries (``numpy.libs``) or a distribution's metadata (``numpy-2.1.0.dist-info``).
+    """
+    folder = Path(folder)
+    found: dict = {}
+    try:
+        listing = sorted(folder.iterdir())
+    except OSError:
+        return found
+    for entry in listing:
+        name = entry.name
+        if name.startswith(".") or name in ("__pycache__", "bin"):
+            continue
+        if entry.is_dir() and name.endswith((".dist-info", ".egg-info")):
+            modules = _dist_modules(entry)
+        elif entry.is_dir() and name.endswith(".libs"):
+            modules = {name[: -len(".libs")]}
+        elif entry.is_dir():
+            modules = {name}
+        elif name.endswith((".py", ".pyc", ".so", ".pyd")):
+            modules = {name.split(".", 1)[0]}
+        else:
+            continue
+        for module in modules:
+            found.setdefault(module, []).append(entry)
+    return found
+
+
+def shadowing_packages(folder: Path, sys_path: list | None = None, own=None) -> list:
+    """The packages of :data:`QGIS_OWN` in ``folder`` that ``sys_path`` also provides outside it.
+
+    A pure look-up (the folder's listing and :class:`importlib.machinery.PathFinder`, which locates
+    modules without importing them): such a package in the folder, first on ``sys.path``, would replace
+    QGIS's own copy, built against QGIS's own PROJ, GDAL or Qt.  Returns :class:`Shadowing` records.
+    """
+    import importlib.machinery
+
+    sys_path = list(sys.path if sys_path is None else sys_path)
+    own = QGIS_OWN if own is None else own
+    outside = [p for p in sys_path if isinstance(p, str) and p and not _same_path(p, folder)]
+    result = []
+    for module, entries in sorted(folder_modules(folder).items()):
+        if module not in own:
+            continue
+        spec = importlib.machinery.PathFinder.find_spec(module, outside)
+        if spec is None:
+            continue  # QGIS has none of its own: nothing is shadowed (plan() says what QGIS lacks)
+        where = (
+            spec.origin
+            if spec.origin not in (None, "namespace")
+            else next(iter(spec.submodule_search_locations or []), "")
+        )
+        result.append(Shadowing(module, tuple(str(e) for e in entries), str(where)))
+    return result
+
+
+def shadowing_message(folder: Path, found: list) -> str:
+    """What to tell the user about :func:`shadowing_packages`: which packages, and what to delete."""
+    if not found:
+        return ""
+    names = ", ".join(s.module for s in found)
+    lines = [
+        f"The geopriv dependency folder {folder} holds {names}, which QGIS provides itself (built against its "
+        "own PROJ, GDAL and Qt). So that they never replace QGIS's own, the folder was put last on the Python "
+        "path, after QGIS's packages. To repair it, quit QGIS and delete from that folder:"
+    ]
+    for s in found:
+        lines += [f"  {entry}" for entry in s.entries]
+        lines.append(f"  (QGIS's own {s.module}: {s.qgis_copy}; {QGIS_OWN.get(s.module, '')})")
+    lines.append("(the plugin's installer, Plugins > geopriv > Install requirements, also removes them when it runs).")
+    return "\n".join(lines)
+
+
+def remove_shadowing(found: list, folder: Path | None = None) -> list:
+    """Delete the entries of :func:`shadowing_packages` (re-rooted in ``folder``, e.g. a staging copy)."""
+    removed = []
+    for s in found:
+        for entry in s.entries:
+            path = Path(entry) if folder is None else Path(folder) / Path(entry).name
+            if path.is_dir():
+                _remove_tree(path)
+            elif path.exists():
+                path.unlink()
+            removed.append(str(path))
+    return removed
+
+
+def activate(target: Path, warn=None) -> bool:
+    """Put the profile's dependency folder on ``sys.path`` (if it exists); True if it was added.
+
+    First, unless it holds a package QGIS ships itself that QGIS's Python also provides
+    (:func:`shadowing_packages`): then last, after QGIS's own paths, and ``warn(message)`` is called
+    with what to delete (:func:`shadowing_message`).  The folder never shadows QGIS's own NumPy,
+    pyproj, GDAL or Qt.
+    """
     target = str(target)
-    if not os.path.isdir(target) or target in sys.path:
+    if not os.path.isdir(target) or any(_same_path(p, target) for p in sys.path if isinstance(p, str) and p):
         return False
-    sys.path.insert(0, target)
+    found = shadowing_packages(Path(target), sys.path)
+    if found:
+        sys.path.append(target)
+        if warn is not None:
+            warn(shadowing_message(Path(target), found))
+    else:
+        sys.path.insert(0, target)
     importlib.invalidate_caches()
     return True
 
@@ -274,7 +430,8 @@ def install(
             )
             return outcome
         specs.append(str(wheel))
-    if not specs and not optional:
+    found = shadowing_packages(target, sys.path) if target.is_dir() else []
+    if not specs and not optional and not found:
         outcome.ok = True
         return outcome
     staging = target.with_name(target.name + ".part")
@@ -283,7 +440,13 @@ def install(
         import shutil
 
         shutil.copytree(target, staging)
-    total = len(specs) + len(optional)
+        if found:  # the repair: QGIS's own NumPy, pyproj, GDAL, Qt... are never kept in the folder
+            removed = remove_shadowing(found, staging)
+            outcome.log.append("removed what QGIS provides itself: " + ", ".join(removed))
+            outcome.warnings.append(
+                "Removed " + ", ".join(s.module for s in found) + " from the folder: QGIS provides them itself."
+            )
+    total = max(1, len(specs) + len(optional))
     counter = [0]
 
     def pip_run(requirements: list, binary_only: bool) -> int:

@@ -76,9 +76,11 @@ def main(argv=None) -> int:
 
     provider = GeoprivProvider()
     QgsApplication.processingRegistry().addProvider(provider)
-    with open(argv[0], "w", encoding="utf-8") as fh:
-        json.dump(algorithm_reference(provider), fh, indent=1, ensure_ascii=False)
-        fh.write("\n")
+    from geopriv.io import write_new_file
+
+    text = json.dumps(algorithm_reference(provider), indent=1, ensure_ascii=False) + "\n"
+    # atomically, a symbolic link at the path replaced itself (never written through), as every geopriv output
+    write_new_file(argv[0], lambda fh: fh.write(text.encode("utf-8")), overwrite=True, mode=0o644)
     return 0
 
 

@@ -44,7 +44,10 @@ class SetupDialog(QDialog):
         )
         intro.setWordWrap(True)
         layout.addWidget(intro)
-        self.details = QLabel(self.plan.describe())
+        found = installer.shadowing_packages(dependencies_dir())  # QGIS's own packages in the folder
+        self.details = QLabel(
+            "\n".join(filter(None, [self.plan.describe(), installer.shadowing_message(dependencies_dir(), found)]))
+        )
         self.details.setWordWrap(True)
         layout.addWidget(self.details)
         self.progress = QProgressBar()
@@ -61,7 +64,7 @@ class SetupDialog(QDialog):
         layout.addWidget(self.result)
         buttons = QDialogButtonBox(QDialogButtonBox.Close)
         self.install_button = QPushButton("Install")
-        self.install_button.setEnabled(self.plan.possible and self.plan.needed)
+        self.install_button.setEnabled(self.plan.possible and (self.plan.needed or bool(found)))
         buttons.addButton(self.install_button, QDialogButtonBox.ActionRole)
         buttons.rejected.connect(self.reject)
         self.install_button.clicked.connect(self.run_install)
@@ -119,7 +122,9 @@ class SetupPlugin:
 
     def start(self):
         """Start the real plugin now if geopriv imports after the installation (else QGIS needs a restart)."""
-        installer.activate(dependencies_dir())
+        installer.activate(
+            dependencies_dir(), warn=lambda message: self.iface.messageBar().pushWarning("geopriv", message)
+        )
         try:
             check_geopriv()
         except ImportError as exc:

@@ -19,6 +19,7 @@ import pytest
 import shapely
 
 import geopriv
+from geopriv.budget import person_keys
 from geopriv.counting import count_rows, locate_rows, plan_counts
 from geopriv.exceptions import (
     BudgetExceededError,
@@ -218,21 +219,23 @@ def test_fresh_randomness_without_a_seed():
     assert len(seen) == 2
 
 
-def test_person_ids_are_one_person_across_dtypes_as_pandas_factorize_has_them():
+def test_person_ids_are_one_person_across_dtypes_as_the_budget_store_has_them():
     a = person_digests(pd.Series([1, 2, 2**40], dtype=np.int64))
-    b = person_digests(pd.Series([1.0, 2.0, float(2**40)]))
-    c = person_digests(pd.Series([True, 2, 2**40], dtype=object))
+    b = person_digests(pd.Series(["1", " 2", str(2**40)], dtype=object))
+    c = person_digests(pd.Series([np.int64(1), "02", 2**40], dtype=object))
     for x, y in ((a, b), (a, c)):
         assert (x[0] == y[0]).all() and (x[1] == y[1]).all()
-    s = person_digests(pd.Series(["1", "x", 1.5], dtype=object))
-    assert not ((s[0] == a[0][0]) & (s[1] == a[1][0])).any()  # the string "1" is not the integer 1, as in memory
-    # an object column of ints in one partition and floats in another: one person per value, as in memory
+    assert (a[0].view(np.int64) == person_keys([1, 2, 2**40]).keys).all()  # the store's keys, exactly
+    for bad in ([1.0, 2.0], [True, 2], ["x", None]):  # floats (maybe coordinates), booleans, missing: refused
+        with pytest.raises(IdentityError):
+            person_digests(pd.Series(bad, dtype=object))
+    # an object column of ints in one partition and text in another: one person, as in memory and in the store
     gdf = points(n=4).sort_index()
-    gdf["user"] = pd.Series([7, 7, 7.0, 7.0], index=gdf.index, dtype=object)
+    gdf["user"] = pd.Series([7, 7, "7", "7"], index=gdf.index, dtype=object)
     with dask.config.set({"dataframe.convert-string": False}):  # else dask turns the objects into text
         d = dd.concat([lazy(gdf.iloc[:2], 1), lazy(gdf.iloc[2:], 1)])
         assert d.partitions[0]["user"].compute().map(type).tolist() == [int, int]
-        assert d.partitions[1]["user"].compute().map(type).tolist() == [float, float]
+        assert d.partitions[1]["user"].compute().map(type).tolist() == [str, str]
         plan = plan_counts(gdf.crs, 1.0, cells=100, bounds=BOX, user="user", max_per_user=1)
         assert dask_counts(d, plan, user="user", bounds=BOX, rng=1).sum() == 1
 

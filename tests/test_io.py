@@ -232,13 +232,20 @@ def test_shapefile_parts_are_protected_and_replaced_together(tmp_path):
     assert {p.suffix for p in tmp_path.glob("new.*")} == {".shp", ".shx", ".dbf", ".prj", ".cpg", ".json"}
 
 
-def test_writing_through_a_symbolic_link_keeps_the_link(tmp_path):
+def test_a_symbolic_link_at_the_output_is_replaced_never_written_through(tmp_path):
+    """The rule of every output (geopriv.io): a link is an existing output, refused without overwrite;
+    with it the link itself is replaced by a new file and its target is left as it was."""
     target = tmp_path / "real.geojson"
     write_vector(points(2), target)
+    before = target.read_bytes()
     link = tmp_path / "link.geojson"
     os.symlink(target, link)
+    with pytest.raises(OutputError, match="is a symbolic link") as refused:
+        write_vector(points(4), link)
+    assert refused.value.fix.kind == "symbolic_link"
     write_vector(points(4), link, overwrite=True)
-    assert link.is_symlink() and len(read_vector(target)) == 4
+    assert not link.is_symlink() and len(read_vector(link)) == 4
+    assert target.read_bytes() == before
 
 
 # ---------------------------------------------------------------------------- staging and single files

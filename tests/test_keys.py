@@ -17,6 +17,7 @@ from geopriv.exceptions import IdentityError
 from geopriv.keys import (
     RowStreams,
     SecretRoot,
+    allow_secret_pickling,
     check_unique,
     float_words,
     fold_digests,
@@ -105,15 +106,18 @@ def test_vectorised_siphash_equals_the_reference(m):
         assert (int(h0[i]), int(h1[i])) == _ref_siphash128(key[0], key[1], msg)
 
 
-def test_identities_are_typed():
+def test_identities_are_the_persons_of_geopriv_identity():
     a = identity_digests(pd.Index([1], dtype=object))
     b = identity_digests(pd.Index(["1"]))
-    assert (a[0][0], a[1][0]) != (b[0][0], b[1][0])  # 1 and "1" are different people
+    assert (a[0][0], a[1][0]) == (b[0][0], b[1][0])  # 1 and "1" are one person, as for bounding and budgets
     ints = identity_digests(pd.Index(np.arange(1000)))
     assert len(np.unique(fold_digests(*ints))) == 1000
-    for bad in ([None, 1], [float("nan"), 2.0], [1.5, 2.5], [True, False], [1, "1"], [2**70, 1]):
+    for bad in ([None, 1], [float("nan"), 2.0], [1.5, 2.5], [True, False], [2**70, 1], ["a", " "]):
         with pytest.raises(IdentityError, match="row"):
             identity_digests(pd.Index(bad, dtype=object) if bad[0] is not True else pd.Index(bad))
+    # 1 and "1" in one index are one person twice: a repeat
+    with pytest.raises(IdentityError, match="repeat"):
+        check_unique(fold_digests(*identity_digests(pd.Index([1, "1"], dtype=object))), pd.Index([0, 1]))
     # float labels may be coordinates: counted, never shown
     with pytest.raises(IdentityError) as err:
         identity_digests(pd.Index([500016.52763552853, 5700001.25]))
@@ -194,7 +198,8 @@ def test_the_root_is_never_shown_and_survives_pickling():
     for text in (repr(root), str(root), root.__dask_tokenize__()):
         assert str(value) not in text and format(value, "x") not in text
     assert "secret" in repr(root) and "secret" in repr(RowStreams(np.zeros(1, np.uint64), np.zeros(1, np.uint64)))
-    back = pickle.loads(pickle.dumps(root))
+    with allow_secret_pickling():  # a plain dumps is refused (tests/test_secret_pickling.py)
+        back = pickle.loads(pickle.dumps(root))
     assert back.purpose_key("p") == root.purpose_key("p") and back.seeded is False
     assert SecretRoot.draw(1).seeded is True
     with pytest.raises(AttributeError):

@@ -5,7 +5,7 @@ or machines); every release function takes ``budget_store=`` and ``person=`` and
 before any noise is drawn.  See ``docs/budgets.md``.
 """
 
-from .persons import PERSON_FIX, PersonKeys, person_keys
+from .persons import PERSON_FIX, PersonKeys, person_keys, persons_of
 from .store import (
     PER_METRE,
     PURE,
@@ -24,6 +24,7 @@ __all__ = [
     "Reservation",
     "PersonKeys",
     "person_keys",
+    "persons_of",
     "PERSON_FIX",
     "open_store",
     "opens_budget_store",

@@ -211,7 +211,7 @@ def _cmd_budget_export(args) -> int:
         frame = getattr(store, args.what)()
         url = store.url
     with io.Staging() as stage:  # a temporary file beside OUT, moved into place (os.replace) when written
-        stage.file(dest, lambda tmp: _write_private_csv(frame, tmp))
+        stage.file(dest, lambda tmp: _write_private_csv(frame, tmp), overwrite=args.overwrite)
         stage.commit()
     print(f"wrote {len(frame)} row(s) of {args.what} from {url} to {args.output}", file=sys.stderr)
     return 0

@@ -232,8 +232,7 @@ def _cmd_diffuse(args) -> int:
         dest = io.check_file_output(
             args.output, suffixes=(".csv",), what="with --value, the", overwrite=args.overwrite, protect=inputs
         )
-        if io.sidecar_path(dest).exists() and not args.overwrite:
-            raise CLIError(f"{io.sidecar_path(args.output)} exists; pass --overwrite to replace it")
+        io.refuse_existing([dest, io.sidecar_path(dest)], args.output, args.overwrite)  # names the one that exists
     save_dest = None
     if args.save_path is not None:  # the earlier path may be replaced by its extension (with --overwrite)
         save_dest = io.check_file_output(
@@ -281,10 +280,14 @@ def _cmd_diffuse(args) -> int:
         if args.value is None:
             stage.vector(table, io.check_output(args.output, args.out_layer, args.overwrite, protect=inputs), rec)
         else:
-            stage.file(dest, lambda tmp: table.to_csv(tmp, index=False))
-            stage.file(io.sidecar_path(dest), lambda tmp: tmp.write_text(json.dumps(rec, indent=2, default=str) + "\n"))
+            stage.file(dest, lambda tmp: table.to_csv(tmp, index=False), overwrite=args.overwrite)
+            stage.file(
+                io.sidecar_path(dest),
+                lambda tmp: tmp.write_text(json.dumps(rec, indent=2, default=str) + "\n"),
+                overwrite=args.overwrite,
+            )
         if save_dest is not None:
-            stage.file(save_dest, lambda tmp: new_path.save(tmp))
+            stage.file(save_dest, lambda tmp: new_path.save(tmp), overwrite=args.overwrite)
         stage.commit()
     if save_dest is not None:
         os.chmod(save_dest, 0o600)  # owner-only even where it replaced a file with other permissions

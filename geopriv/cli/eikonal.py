@@ -173,7 +173,7 @@ def _cmd_privacy_map(args) -> int:
     )
     pm = _privacy_map(args)
     with io.Staging() as stage:
-        stage.file(dest, pm.to_geotiff)
+        stage.file(dest, pm.to_geotiff, overwrite=args.overwrite)
         stage.commit()
     print(f"wrote {args.output}: {pm!r}", file=sys.stderr)
     return 0
@@ -201,7 +201,7 @@ def _cmd_build_mechanism(args) -> int:
     mech = EikonalMechanism.build(pm, progress=True if args.progress else None, **options)
     digests = []
     with io.Staging() as stage:
-        stage.file(dest, lambda tmp: digests.append(mech.save(tmp)))
+        stage.file(dest, lambda tmp: digests.append(mech.save(tmp)), overwrite=args.overwrite)
         stage.commit()
     print(f"wrote {args.output}: verified {mech.report}; SHA-256 {digests[0]}", file=sys.stderr)
     return 0

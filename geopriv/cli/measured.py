@@ -78,6 +78,7 @@ def calibrate_arguments(c) -> None:
         help="also say the epsilon as a level within this radius (default 200)",
     )
     c.add_argument("--curve", metavar="FILE.csv", help="write the curve (epsilon and the measures) as CSV")
+    c.add_argument("--overwrite", action="store_true", help="replace an existing --curve file")
     c.add_argument("--json", action="store_true", help="print the result as one JSON object")
     c.set_defaults(func=_cmd_calibrate)
 
@@ -115,12 +116,18 @@ def _cmd_calibrate(args) -> int:
     import geopriv
 
     options = given_options(args, ("prior", "population", "units", "cell"))
+    if args.curve:  # before any work: an existing file (or a symbolic link) there is refused
+        from .. import io
+
+        io.refuse_existing([args.curve], args.curve, args.overwrite)
     cal = geopriv.calibrate(args.target, args.value, area=tuple(args.bounds), crs=args.crs, **options)
     if args.curve:
-        from ..io import write_new_file
+        from ..io import exists_error, write_new_file
 
         text = cal.curve.to_csv(index=False)
-        write_new_file(args.curve, lambda fh: fh.write(text.encode()))
+        write_new_file(
+            args.curve, lambda fh: fh.write(text.encode()), overwrite=args.overwrite, exists=lambda p: exists_error(p)
+        )
     out = {
         "epsilon_per_m": cal.epsilon_per_m,
         "level": cal.level(args.radius),

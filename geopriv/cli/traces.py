@@ -107,7 +107,7 @@ def _cmd_sanitize_traces(args) -> int:
     with io.Staging() as stage:  # both outputs, or neither
         stage.vector(out, io.check_output(args.output, args.out_layer, args.overwrite, protect=inputs))
         if ledger_dest is not None:
-            stage.file(ledger_dest, lambda tmp: ledger.to_csv(tmp))
+            stage.file(ledger_dest, lambda tmp: ledger.to_csv(tmp), overwrite=args.overwrite)
         stage.commit()
     rec = out.attrs["geopriv"]
     print(

@@ -14,7 +14,9 @@ What goes wrong in a naive scale-out, and what is done here instead:
   same people.  Here the root entropy (a :class:`geopriv.keys.SecretRoot`: 128 bits from the
   OS, or from the user's seed) is drawn once, when the lazy release is *built*, and embedded in
   the graph.  **The lazy result is therefore secret** (like the data): its root never shows in
-  a ``repr``, a task name or a record, but a pickle of the graph carries it.
+  a ``repr``, a task name or a record, and it is pickled only by dask's own shipping of the graph
+  to its workers: a plain ``pickle.dumps`` of a lazy release is refused
+  (:class:`geopriv.keys.SecretPicklingError`; opt in with :func:`geopriv.keys.allow_secret_pickling`).
 * **Noise keyed by position, partition or label only** is shared by rows that are not the
   same person, or reused on changed data (the difference of two outputs would be a difference
   of true values).  Here every row's noise is a pseudorandom function of (root, the row's
@@ -42,15 +44,35 @@ from ..daskhook import is_dask
 __all__ = ["is_dask", "root_entropy", "register_accessor"]
 
 
-def root_entropy(rng=None):
+def root_entropy(rng=None, data=None, params=None, purpose: str = "lazy"):
     """The :class:`~geopriv.keys.SecretRoot` of a lazy release, drawn ONCE when it is built.
 
     ``None``: OS entropy.  An int, SeedSequence or Generator: 128 bits drawn from it
-    (reproducible, recorded as seeded).
+    (reproducible, recorded as seeded), bound with ``data`` (the dask frame: one extra pass,
+    :func:`data_digest`, only when seeded) and the public ``params``, so a seed replays only for
+    the same data and parameters (:meth:`geopriv.rng.RandomSource.bind`).
     """
     from ..keys import SecretRoot
+    from ..rng import make_rng
 
-    return SecretRoot.draw(rng)
+    source = None if rng is None or data is None else make_rng(rng)
+    if source is None or (source.material is None and not source.from_generator):
+        return SecretRoot.draw(rng)
+    return SecretRoot.draw(source.bind(data_digest(data), params=params, purpose=purpose).generator)
+
+
+def data_digest(data) -> list:
+    """An order-free digest of every row of a dask frame (schema, rows, sums of row hashes): partitions add up.
+
+    The same rows give the same digest whatever the partitioning (:func:`geopriv.rng.rows_multiset`).
+    """
+    import dask
+
+    from ..rng import frame_schema, rows_multiset
+
+    parts = dask.compute(*[dask.delayed(rows_multiset, pure=True)(p) for p in data.to_delayed()])
+    m64 = (1 << 64) - 1
+    return [frame_schema(data._meta), sum(p[0] for p in parts), *(sum(p[j] for p in parts) & m64 for j in (1, 2))]
 
 
 _REGISTERED = []

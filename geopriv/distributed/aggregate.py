@@ -50,7 +50,6 @@ How the plan runs on partitions
 from __future__ import annotations
 
 import dataclasses
-import numbers
 
 import numpy as np
 import pandas as pd
@@ -71,6 +70,7 @@ from ..counting import (
     warn_if_swamped,
 )
 from ..exceptions import GeometryError, GeoprivError, ParameterError, StaleReleaseError
+from ..identity import identities
 
 __all__ = ["aggregate_dask", "heatmap_dask", "flows_dask", "person_digests", "dask_counts"]
 
@@ -94,69 +94,19 @@ class _IndexLabels:
 INDEX = _IndexLabels()
 
 _INT_TAG = np.uint64(0x9E3779B97F4A7C15)  # as geopriv.keys: integers keep their value, with this tag
-_FLOAT_TAG = np.uint64(0xD1B54A32D192ED03)
 _M64 = (1 << 64) - 1
 
 
 # ----------------------------------------------------------------------------- person keys
-def person_digests(col) -> tuple[np.ndarray, np.ndarray]:
-    """128-bit keys ``(a, b)`` of person ids, equal in every partition for ids the in-memory release groups.
+def person_digests(col, labels=None) -> tuple[np.ndarray, np.ndarray]:
+    """128-bit keys ``(a, b)`` of person ids: the identity key of :mod:`geopriv.identity` and a fixed tag.
 
-    In memory the ids are grouped by ``pandas.factorize`` on the whole column; across partitions
-    the dtype may differ (an object column of integers in one partition, of floats in another), so
-    ids are keyed by value, whatever their dtype: integers, booleans and floats with an integer
-    value by that integer (``1``, ``1.0`` and ``True`` are one person, as for ``factorize``), other
-    floats by their bits, strings by two 64-bit digests (pandas' object hashing under two keys).
-    Any other object is keyed by its text: ids that ``factorize`` keeps apart may then share a key,
-    which bounds them together (stricter), never apart.  Missing ids are refused before this.
+    The same function keys the persons in memory, in every partition (whatever dtype a partition gave
+    the column: ``5`` in one and ``"5"`` in another are one person) and in the budget store, so the
+    persons bounded across partitions are the persons charged.  Unusable ids are refused by row label.
     """
-    col = pd.Series(col, copy=False)
-    if isinstance(col.dtype, pd.CategoricalDtype):
-        col = col.astype(object)
-    dtype = col.dtype
-    n = len(col)
-    if pd.api.types.is_bool_dtype(dtype) or (pd.api.types.is_integer_dtype(dtype)):
-        unsigned = pd.api.types.is_unsigned_integer_dtype(dtype)
-        a = col.to_numpy(dtype=np.uint64 if unsigned else np.int64).view(np.uint64).copy()
-        return a, np.full(n, _INT_TAG, np.uint64)
-    if pd.api.types.is_float_dtype(dtype):
-        return _float_keys(col.to_numpy(dtype=np.float64))
-    values = col.to_numpy(dtype=object)
-    a = np.empty(n, np.uint64)
-    b = np.empty(n, np.uint64)
-    kind = np.fromiter((_kind(v) for v in values), np.int8, n)
-    ints = kind == 0
-    if ints.any():
-        a[ints] = np.fromiter((int(v) & _M64 for v in values[ints]), np.uint64, int(ints.sum()))
-        b[ints] = _INT_TAG
-    floats = kind == 1
-    if floats.any():
-        a[floats], b[floats] = _float_keys(
-            np.fromiter((float(v) for v in values[floats]), np.float64, int(floats.sum()))
-        )
-    text = kind == 2
-    if text.any():
-        s = pd.Series([v if isinstance(v, str) else str(v) for v in values[text]], dtype=object)
-        a[text] = pd.util.hash_pandas_object(s, index=False, hash_key="geopriv-count-a1").to_numpy(np.uint64)
-        b[text] = pd.util.hash_pandas_object(s, index=False, hash_key="geopriv-count-b2").to_numpy(np.uint64)
-    return a, b
-
-
-def _kind(v) -> int:
-    if isinstance(v, (bool, np.bool_, int, np.integer)):
-        return 0
-    if isinstance(v, numbers.Real) and not isinstance(v, str):
-        return 1
-    return 2
-
-
-def _float_keys(f: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    f = np.ascontiguousarray(f, dtype=np.float64)
-    with np.errstate(invalid="ignore"):
-        integral = np.isfinite(f) & (f == np.floor(f)) & (np.abs(f) < 2.0**63)
-    a = f.view(np.uint64).copy()
-    a[integral] = f[integral].astype(np.int64).view(np.uint64)
-    return a, np.where(integral, _INT_TAG, _FLOAT_TAG).astype(np.uint64)
+    keys = identities(col, labels, "person id").keys
+    return keys.view(np.uint64).copy(), np.full(len(keys), _INT_TAG, np.uint64)
 
 
 def _groups(a: np.ndarray, b: np.ndarray, *more) -> tuple[np.ndarray, np.ndarray]:
@@ -256,9 +206,14 @@ def _add_digests(ds) -> tuple:
     return (sum(d[0] for d in ds), sum(d[1] for d in ds) & _M64, sum(d[2] for d in ds) & _M64) if ds else None
 
 
-def _priorities(root, number: int, n: int) -> np.ndarray:
-    """The rows' priorities: uniforms from the partition's own generator (root, partition number)."""
-    seed = root.seed_for(BOUND_PURPOSE, int(number).to_bytes(8, "little"))
+def _priorities(root, number: int, n: int, whole=None) -> np.ndarray:
+    """The rows' priorities: uniforms from the partition's own generator (root, partition number, whole data).
+
+    ``whole``: pass 1's keyed digest of all the (person, cell) rows, so a seeded root draws other
+    priorities for any other data (a seed replays only for the same data).
+    """
+    bound = b"".join(int(v & _M64).to_bytes(8, "little") for v in (whole or ()))
+    seed = root.seed_for(BOUND_PURPOSE, int(number).to_bytes(8, "little") + bound)
     return np.random.Generator(np.random.PCG64DXSM(seed)).random(n)
 
 
@@ -403,7 +358,7 @@ def _scan(part, number, rows, user, root) -> _Scan:
     counts = np.bincount(cell[counted], minlength=rows.n).astype(np.int64)
     persons = digest = None
     if user is not None:
-        a, b = person_digests(_person_ids(part, user, labels))
+        a, b = person_digests(_person_ids(part, user, labels), labels)
         persons = _PersonCounts.of(a[counted], b[counted])
         digest = _digest(root, a, b, cell)
     return _Scan(len(part), counts, witnesses, persons, digest)
@@ -430,17 +385,17 @@ class _Bounded:
     digest: tuple | None
 
 
-def _bounded(part, number, rows, user, root, over, k) -> _Bounded:
+def _bounded(part, number, rows, user, root, over, k, whole=None) -> _Bounded:
     """Pass 2, one partition: rows of persons under the cap counted, the rest's k smallest priorities kept."""
     if len(part) == 0:
         return _Bounded(np.zeros(rows.n, np.int64), _Candidates.empty(), None)
     cell, labels, _ = rows.cells(part, witnesses=False)
-    a, b = person_digests(_person_ids(part, user, labels))
+    a, b = person_digests(_person_ids(part, user, labels), labels)
     digest = _digest(root, a, b, cell)
     counted = cell >= 0
     capped = counted & _member(over, a, b)
     counts = np.bincount(cell[counted & ~capped], minlength=rows.n).astype(np.int64)
-    prio = _priorities(root, number, len(part))
+    prio = _priorities(root, number, len(part), whole)
     at = np.flatnonzero(capped)  # in row order
     cands = _Candidates(a[at], b[at], prio[at], cell[at]).smallest(k)
     return _Bounded(counts, cands, digest)
@@ -495,7 +450,10 @@ def _count(data, rows, k, user, root, charge=None, want_persons=False):
 
     def bounded():
         ship = dask.delayed(over, pure=True)
-        leaves = [dask.delayed(_bounded, pure=True)(p, i, shipped, user, root, ship, k) for i, p in enumerate(parts)]
+        leaves = [
+            dask.delayed(_bounded, pure=True)(p, i, shipped, user, root, ship, k, scan.digest)
+            for i, p in enumerate(parts)
+        ]
         (res,) = dask.compute(_tree(leaves, _merge_bounded, k=k))
         if res.digest != scan.digest:
             raise StaleReleaseError(
@@ -572,9 +530,12 @@ def _noise_once(plan, counts, source, store, persons, epsilon, fields, kind):
     from ..provenance import make_record
     from .budget import merge_persons
 
-    gen = source.generator
+    def gen(true):  # bound to the true counts and the public fields, as in memory (geopriv.aggregate._noise)
+        return source.bind(true, params=fields, purpose="counts").generator
+
     if store is None:
-        released = release_counts(plan, counts(), gen)
+        true = counts()
+        released = release_counts(plan, true, gen(true))
     else:
         reservation = store.reserve(
             _once_each(merge_persons(persons)),
@@ -588,7 +549,7 @@ def _noise_once(plan, counts, source, store, persons, epsilon, fields, kind):
         with reservation:
             true = counts()  # pass 2 if needed: no noise yet, a failure gives the charge back
             reservation.start()
-            released = release_counts(plan, true, gen)
+            released = release_counts(plan, true, gen(true))
     record = make_record(fields, seeded=source.seeded, n=plan.cells.n)
     warn_if_swamped(plan, released)  # points at the caller's line (geopriv.exceptions.caller_stacklevel)
     return released, record
@@ -876,9 +837,7 @@ def _flows(
             store is not None,
         )
     else:
-        counts, persons = _trip_counts(
-            data, plan, traj_id, time, user, outside, source.generator, user, store is not None
-        )
+        counts, persons = _trip_counts(data, plan, traj_id, time, user, outside, source, user, store is not None)
     fields = plan.fields()
     fields.update(
         {
@@ -921,8 +880,10 @@ def _trip_rows(part, number, traj_id, time, user):
     labels = geoms.index
     xy = point_xy(geoms)
     check_coordinates(xy, geoms.crs, labels)
-    if user is not None:
+    persons = None
+    if user is not None:  # persons as identity keys: 5 here and "5" in another partition are one person
         person_codes(part, user, labels)  # missing ids refused by row label
+        persons = identities(part[user], labels).keys
     n = len(part)
     at = np.column_stack([xy, np.arange(n, dtype=np.float64)])  # trip_ends picks rows: their positions come along
     first_xy, last_xy, _, _ = trip_ends(part, geoms, at, traj_id, time, labels)
@@ -941,12 +902,12 @@ def _trip_rows(part, number, traj_id, time, user):
     )
     pairs = None
     if user is not None:
-        out["user"] = part[user].to_numpy()[rows]
-        pairs = pd.DataFrame({"trip": part[traj_id].to_numpy(), "user": part[user].to_numpy()}).drop_duplicates()
+        out["user"] = persons[rows]
+        pairs = pd.DataFrame({"trip": part[traj_id].to_numpy(), "user": persons}).drop_duplicates()
     return out, pairs
 
 
-def _trip_counts(data, plan, traj_id, time, user, outside, gen, charge, want_persons):
+def _trip_counts(data, plan, traj_id, time, user, outside, source, charge, want_persons):
     """Trips over ALL partitions, combined on the driver; returns (function giving the bounded counts, persons).
 
     The candidate rows of every partition, in partition then row order, hold each trip's first row and its
@@ -991,12 +952,13 @@ def _trip_counts(data, plan, traj_id, time, user, outside, gen, charge, want_per
                 "Give each trip one user id.",
                 what="trip(s)",
             )
-        codes, _ = pd.factorize(cands["user"].to_numpy()[first], sort=False)
+        codes = identities(cands["user"].to_numpy(np.int64)[first], trip_ids).codes()
     keep_trip = ~out
     leaf = np.where(keep_trip, o * m + d, -1)
 
-    def counts():  # geopriv.flows' draw: the same generator, the trips in the same order
-        keep = bound_contributions(None if codes is None else codes[keep_trip], plan.mechanism.sensitivity, gen)
-        return count_rows(plan, leaf[keep_trip], keep)
+    def counts():  # geopriv.flows' draw: the same generator (bound to the same trips), the trips in the same order
+        kept_codes, kept_leaf = None if codes is None else codes[keep_trip], leaf[keep_trip]
+        gen = source.bind(kept_leaf, kept_codes, purpose="bound").generator
+        return count_rows(plan, kept_leaf, bound_contributions(kept_codes, plan.mechanism.sensitivity, gen))
 
     return counts, persons

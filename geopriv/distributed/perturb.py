@@ -313,7 +313,6 @@ def _perturb_dask(
         keep=keep,
         max_distortion=max_distortion,
     )
-    root = root_entropy(rng)
     extra = {}
     if store is not None:  # what a row costs, as in memory (geopriv.release.point_charge), in the record
         from ..budget import PER_METRE
@@ -321,6 +320,8 @@ def _perturb_dask(
 
         per_row = point_charge(plan)
         extra = budget_fields(store, PER_METRE, per_row)
+    # a seed is bound to the whole data and the public parameters: it replays only for the same ones
+    root = root_entropy(rng, data, [repr(person), plan.fields()], PURPOSE)
     record = make_record(plan.fields(extra), seeded=root.seeded, n=None)
     repeats = store is not None  # a store charges every row: a person may have several (never at one point)
     shipped = dask.delayed(plan, pure=True)  # the plan (and a built mechanism in it) goes to each worker once

@@ -16,6 +16,7 @@ import pandas as pd
 
 from ..frame import DEFAULT_MAX_DISTORTION
 from ..provenance import make_record
+from ..rng import release_digest
 from . import root_entropy
 
 __all__ = ["synthesize_dask", "partition_checks", "partition_histogram", "central_release"]
@@ -80,8 +81,13 @@ def central_release(plan, histograms, root, seeded: bool, like, extra=None):
         raise RuntimeError("the partitions changed between counting and histogramming; recompute from stable data.")
     # the noise is bound to exactly the counts it answers (the release's sufficient statistic): the
     # same counts replay the same output, any other counts (a neighbouring dataset) draw anew
+    # ... and to the public parameters (another epsilon or n on the same counts draws anew)
     digest = hashlib.sha256(
-        np.ascontiguousarray(uniq, dtype="<u8").tobytes() + b"|" + np.ascontiguousarray(totals, dtype="<i8").tobytes()
+        np.ascontiguousarray(uniq, dtype="<u8").tobytes()
+        + b"|"
+        + np.ascontiguousarray(totals, dtype="<i8").tobytes()
+        + b"|"
+        + release_digest(params=[plan.fields(), dict(extra or {})])
     ).digest()
     gen = np.random.Generator(np.random.PCG64DXSM(root.seed_for("synthesize", digest)))
     nodes, counts = plan.mechanism.leaf_counts(uniq, gen, plan.depth, counts=totals)

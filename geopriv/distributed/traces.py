@@ -106,8 +106,10 @@ def trace_streams(root, rows, traj_id, time):
 
 
 def trace_hashes(ids: pd.Series) -> np.ndarray:
-    """Stable 64-bit hash of each trace id (``pandas.util.hash_pandas_object``, no index)."""
-    return pd.util.hash_pandas_object(ids, index=False).to_numpy(dtype=np.uint64)
+    """The identity key of each trace id (:mod:`geopriv.identity`) as uint64: ``5`` and ``"5"`` share a bucket."""
+    from ..identity import identities
+
+    return identities(ids, ids.index, "trace id").keys.view(np.uint64)
 
 
 def _with_bucket(part, traj_id, buckets):
@@ -143,12 +145,11 @@ def _canonical_order(gpart, traj_id, time, buckets_col) -> np.ndarray:
         hashes = np.zeros(n, dtype=np.uint64)
         codes = np.zeros(n, dtype=np.int64)
     else:
+        from ..identity import identities
+
         ids = gpart[traj_id]
         hashes = trace_hashes(ids)
-        try:
-            codes, _ = pd.factorize(ids, sort=True)
-        except TypeError:  # unorderable mixed ids (refused per bucket by sanitize_traces): hash order only
-            codes = np.zeros(n, dtype=np.int64)
+        codes = identities(ids, ids.index, "trace id").sorted_persons()[1]  # the in-memory order of the traces
     secs = np.zeros(n) if time is None else time_seconds(gpart[time])
     index_keys = pd.util.hash_pandas_object(gpart.index, index=False).to_numpy(dtype=np.uint64)  # ties only
     return np.lexsort((index_keys, secs, codes, hashes, buckets_col))
@@ -482,7 +483,9 @@ def _sanitize_traces_dask(
             if series:
                 raise GeoprivError("person names a column: pass a GeoDataFrame, not a GeoSeries.", fix=PERSON_FIX)
             column_of(meta, person, "person id", PERSON_FIX)
-    root = root_entropy(rng)  # the one random draw at build time (a SecretRoot: the lazy result is secret)
+    # the one random draw at build time (a SecretRoot: the lazy result is secret); a seed is bound to the
+    # whole data and the public parameters (it replays only for the same ones)
+    root = root_entropy(rng, data, [repr(person), plan.fields()], "traces")
     # traces, n_released and the ledger: per bucket, the output's columns show them (trace_ledger_dask)
     fields = plan.fields()
     if store is not None:  # as in memory: the unit, no single cost per row (each trace's ledger says what it spent)
@@ -586,8 +589,9 @@ def trace_partition_persons(part, traj_id, person, geom_name, crs, series, frame
     points inside the public area, trace ids present, person ids usable (named by row label).
     Returns a DataFrame with one row per (trace id, person id) pair: ``trace``, ``person``, ``rows``.
     """
-    from ..budget import PERSON_FIX, person_keys
+    from ..budget import PERSON_FIX
     from ..exceptions import GeoprivError, format_labels
+    from ..identity import identities
     from ..points import as_geoseries, point_xy
     from ..traces import column_of
 
@@ -614,8 +618,11 @@ def trace_partition_persons(part, traj_id, person, geom_name, crs, series, frame
                 "has its own budget."
             )
     persons = traces if person is None else column_of(gpart, person, "person id", PERSON_FIX)
-    person_keys(pd.Index(persons), gpart.index)  # refuses missing, float or boolean person ids by row label
-    pairs = pd.DataFrame({"trace": traces.to_numpy(object), "person": persons.to_numpy(object)})
+    # one rule for who is who (geopriv.identity), in every partition: 5 here and "5" there are one trace, one person;
+    # unusable ids are refused by row label
+    trace_ids = identities(traces, gpart.index, "trace id").canonical()
+    person_ids = identities(persons, gpart.index, "person id").canonical()
+    pairs = pd.DataFrame({"trace": pd.Series(trace_ids, dtype=object), "person": pd.Series(person_ids, dtype=object)})
     rows = pairs.groupby(["trace", "person"], sort=False, dropna=False).size()
     return pd.DataFrame(
         {
@@ -636,6 +643,7 @@ def trace_charges(parts, plan, traj_id, person):
     """
     from ..budget import PERSON_FIX
     from ..exceptions import GeoprivError, format_labels
+    from ..identity import canonical_order
 
     pairs = (
         pd.concat([p for p in parts if len(p)], ignore_index=True)
@@ -654,11 +662,7 @@ def trace_charges(parts, plan, traj_id, person):
         )
     lengths = per_trace["rows"].sum()
     first = per_trace["person"].first()
-    try:  # sorted ids, as the in-memory release orders its traces
-        codes, _ = pd.factorize(pd.Index(lengths.index), sort=True)
-    except TypeError:  # ids of mixed, unorderable types
-        codes, _ = pd.factorize(pd.Index(lengths.index), sort=False)
-    order = np.argsort(codes, kind="stable")
+    order = canonical_order(list(lengths.index))  # canonical ids in canonical order, as the in-memory release
     n_rows = lengths.to_numpy(np.int64)[order]
     ids = first.to_numpy(object)[order]
     worst = plan.epsilon_per_m + n_rows * plan.draw_increment()
