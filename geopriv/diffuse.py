@@ -413,8 +413,9 @@ def diffuse_locations(
             f"source {source!r} is not a row label of the layer. Pass the index label of the person "
             "whose location is released."
         )
-    if not data.index.is_unique:  # recipients are named (and published) by label: one label, one person
-        dup = data.index[data.index.duplicated(keep=False)]
+    repeated = _repeated_people(data.index)
+    if repeated.any():  # recipients are named (and published) by label: one label, one person
+        dup = data.index[repeated]
         raise IdentityError(
             "share their index label: recipients are named, and published, by label",
             list(dict.fromkeys(dup)),
@@ -570,6 +571,22 @@ def diffuse_locations(
     return out
 
 
+def _repeated_people(labels: pd.Index) -> np.ndarray:
+    """Rows whose label names a person another row's label names too.
+
+    Labels that are person ids (integers, text) are read by geopriv's one rule for who is who
+    (:func:`geopriv.identity.identities`: ``5`` and ``"5"``, or the NFC and NFD forms of a name, are one
+    person); other labels (floats, tuples) by equality.
+    """
+    from .identity import identities
+
+    try:
+        keys = pd.Index(identities(labels, labels, "index label").keys)
+    except IdentityError:  # not person ids: equal labels are the repeats
+        return np.asarray(labels.duplicated(keep=False))
+    return np.asarray(keys.duplicated(keep=False))
+
+
 def _value_lattice(grid, eps_max, value_range):
     """(step, lo, hi, declared) of the public value lattice: step from grid= or the largest epsilon; the public range."""
     from .frame import default_grid
@@ -625,7 +642,7 @@ def _diffuse_value(
     charge_done,
 ):
     from .mechanisms.diffusion import diffuse, project_discrete, snap_values, value_column, value_lattice_epsilon
-    from .rng import make_rng
+    from .rng import make_rng, unordered
 
     if column not in data.columns or column == data.geometry.name:
         raise GeoprivError(f"value={column!r} is not an attribute column of the layer.")
@@ -665,9 +682,8 @@ def _diffuse_value(
         path.check_binding(source=label, released=released, frame=frame, value=u)
     charge_check(float(effective.max()) if lattice else None)
     source_rng = make_rng(rng).bind(  # a seed replays only for the same data and parameters
-        data[column],
-        np.asarray(eps, dtype=float),
-        pd.Index(recipients),
+        unordered(data[column]),  # any row order: recipients are answered in label order
+        unordered(pd.DataFrame({"epsilon": np.asarray(eps, dtype=float)}, index=pd.Index(recipients))),
         params=[repr(label), repr(column), frame, repr(value_range), bool(continuous)],
         purpose="diffuse_values",
     )

@@ -164,7 +164,7 @@ def identities(ids, row_labels=None, what: str = "person id") -> Identities:
         return Identities(np.asarray(values, dtype=np.int64).copy())
     if pd.api.types.is_float_dtype(dtype):
         _float_keys(np.asarray(values, dtype=np.float64), rows, what)
-    if pd.api.types.is_string_dtype(dtype) and dtype != object:  # pandas' string dtypes: text or missing
+    if pd.api.types.is_string_dtype(dtype) and dtype != np.dtype(object):  # pandas' string dtypes: text or missing
         missing = np.asarray(pd.isna(values), bool)
         if missing.any():
             raise IdentityError(f"have missing {what}s", _named(rows, missing), IDENTITY_FIX)

@@ -74,7 +74,7 @@ from .points import as_geoseries, check_coordinates, check_no_other_geometries, 
 from .precision import check_noise_scale
 from .progress import progress_callback
 from .provenance import attach, make_record
-from .rng import make_rng
+from .rng import make_rng, unordered
 
 __all__ = [
     "release_points",
@@ -895,10 +895,9 @@ def release_diffusion(
         path.check_binding(source=labels[pos], released=LOCATION, frame=binding, value=u)
     if before_noise is not None:  # the caller's budget check and charge, with the largest effective epsilon
         before_noise(float(effective.max()))
-    source_rng = make_rng(rng).bind(
-        geoms,
-        eps,
-        pd.Index(recipients),
+    source_rng = make_rng(rng).bind(  # a seed replays only for the same data and parameters (any row order)
+        unordered(geoms),
+        unordered(pd.DataFrame({"epsilon": eps}, index=pd.Index(recipients))),
         params=[f"{type(source).__name__}:{source!r}", binding],
         purpose="diffuse_locations",
     )

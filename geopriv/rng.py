@@ -31,7 +31,7 @@ import numpy as np
 
 from .exceptions import ParameterError, ParameterTypeError
 
-__all__ = ["RandomSource", "make_rng", "release_digest", "row_hashes", "rows_multiset", "frame_schema"]
+__all__ = ["RandomSource", "make_rng", "release_digest", "row_hashes", "rows_multiset", "frame_schema", "unordered"]
 
 _HASH_KEY = "geopriv-seedbind"  # pandas' 16-byte hash key of the row hashes (public: a digest, not a secret)
 
@@ -113,6 +113,15 @@ def rows_multiset(frame) -> tuple[int, int, int]:
         z ^= z >> np.uint64(31)
         z *= np.uint64(0x94D049BB133111EB)
         return len(h), int(h.sum(dtype=np.uint64)), int(z.sum(dtype=np.uint64))
+
+
+def unordered(frame) -> list:
+    """A frame as :func:`release_digest` should see it when the release does not depend on its row order.
+
+    Its schema and :func:`rows_multiset`: a permutation of the rows digests the same (traces and
+    diffusion sort their rows by public keys first), any other change of a row does not.
+    """
+    return [frame_schema(frame), *rows_multiset(frame)]
 
 
 def frame_schema(frame) -> list:

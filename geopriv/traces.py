@@ -34,7 +34,7 @@ from .mechanisms.predictive import EXHAUSTED, NOISE, STATUS_NAMES, Traces
 from .points import as_geoseries, point_xy
 from .provenance import attach, make_record
 from .release import answered, budget_fields, check_release_input, plan_traces
-from .rng import make_rng
+from .rng import make_rng, unordered
 
 __all__ = [
     "sanitize_traces",
@@ -635,7 +635,7 @@ def sanitize_traces(
             # a seed replays only for the same data and parameters (keyed per-row streams are bound already)
             rows_of(
                 source.bind(
-                    *answered(data, geoms, traj_id, time, *plan.keep, person),
+                    *map(unordered, answered(data, geoms, traj_id, time, *plan.keep, person)),  # the release sorts rows
                     params=[repr(person), plan.fields()],
                     purpose="traces",
                 ).generator,

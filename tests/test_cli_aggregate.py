@@ -200,6 +200,32 @@ def test_a_person_with_several_rows_is_charged_once_and_counted_at_most_max_per_
     assert rec["user"] == "pid" and rec["max_per_user"] == 2
 
 
+def test_one_person_written_in_several_forms_is_bounded_and_charged_once(capsys, tmp_path, store):
+    """Issue 41.1 on the command line: text ids in NFC and NFD forms, with spaces, and decimal text are one person
+    each (geopriv.identity), bounded by --max-per-user and charged once, as in Python and on dask."""
+    import unicodedata
+
+    deaths = pyogrio.read_dataframe(SOHO, layer="deaths")
+    names = ["Renée", "Zoë", "José"]
+    forms = [
+        (lambda n: n, lambda n: unicodedata.normalize("NFD", n), lambda n: f" {n} ")[k % 3](names[k % 3])
+        if k % 2
+        else [" 7", "07", "7"][k % 3]
+        for k in range(len(deaths))
+    ]
+    homes = tmp_path / "homes.gpkg"
+    deaths.assign(pid=forms).to_file(homes, engine="pyogrio")
+    out = tmp_path / "counts.gpkg"
+    args = ["aggregate", homes, out, "--epsilon", "1e6", "--cells", "100", "--bounds", *BOUNDS]
+    assert run(capsys, "budget", "grant", store, "--unit", "epsilon", "--total", "2e6")[0] == 0  # exact counts
+    code, _, err = run(capsys, *args, "--budget-store", store, "--user", "pid", "--max-per-user", "1")
+    assert code == 0, err
+    table = balances(store, unit="epsilon")
+    assert sorted(map(str, table["person"])) == sorted(["7", *names])  # 4 people, each charged once
+    assert np.allclose(table["spent"], 1e6)
+    assert gpd.read_file(out)["count"].sum() == 4  # one row kept per person
+
+
 def test_aggregate_refusals_write_nothing(capsys, tmp_path):
     out = tmp_path / "counts.gpkg"
     # points outside the declared area: named by row, never located

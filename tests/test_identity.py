@@ -235,3 +235,28 @@ def test_repeated_people_in_a_network_are_refused():
     )
     with pytest.raises(geopriv.GeoprivError, match="duplicate"):
         index_people(people, "pid")
+
+
+def test_diffusion_recipients_named_twice_are_refused():
+    from scipy.spatial import cKDTree
+
+    from tests.conftest import data_path
+
+    d = gpd.read_file(data_path("soho_cholera.gpkg"), layer="deaths").to_crs(27700)
+    d = d[~d.geometry.duplicated()].reset_index(drop=True).iloc[:40]
+    labels = [f"p{i}" for i in range(len(d))]
+    labels[5], labels[6] = "Renée", unicodedata.normalize("NFD", "Renée")  # one person, two labels
+    d.index = pd.Index(labels, dtype=object)
+    xy = np.column_stack([d.geometry.x, d.geometry.y])
+    _, nn = cKDTree(xy).query(xy, 4)
+    edges = [(labels[i], labels[j]) for i in range(len(d)) for j in nn[i, 1:]]
+    with pytest.raises(IdentityError, match="share their index label"):
+        d.priv.diffuse_locations(lambda h: 0.01 / (1 + h), source="p0", graph=edges)
+    d.index = pd.Index([*labels[:6], 6, *labels[7:]], dtype=object)  # distinct people, of mixed types: released
+    edges = [(d.index[i], d.index[j]) for i in range(len(d)) for j in nn[i, 1:]]
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res, _ = d.priv.diffuse_locations(lambda h: 0.01 / (1 + h), source="p0", graph=edges)
+    assert 6 in res.index and "Renée" in res.index
