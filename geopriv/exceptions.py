@@ -569,8 +569,9 @@ class ParameterError(GeoprivError):
     """An option (keyword argument, command-line option, QGIS parameter) with a value that cannot be used."""
 
 
-class ParameterTypeError(TypeError):
-    """An option of the wrong type: a ``TypeError`` (as Python's own checks raise), written by geopriv, so shown."""
+class ParameterTypeError(GeoprivError, TypeError):
+    """An option of the wrong type: a ``TypeError`` (as Python's own checks raise) and a :class:`GeoprivError`
+    (one root for every refusal of geopriv's), written by geopriv, so shown."""
 
 
 class UsageError(GeoprivError):

@@ -448,18 +448,19 @@ def release_points(
         max_distortion=max_distortion,
     )
     plan.check_inside(xy, labels)
-    # a seed replays only for the same data and parameters (geopriv.rng.RandomSource.bind)
-    gen = source.bind(
-        *answered(data, geoms, *plan.keep, person),
-        params=[kind, repr(person), plan.fields(extra_record)],
-        purpose="points",
-    ).generator
     extra = dict(extra_record or {})
     reservation = contextlib.nullcontext()
     if budget_store is not None:
         per_row = point_charge(plan)
         extra.update(budget_fields(budget_store, PER_METRE, per_row))
         reservation = charge_rows(budget_store, data, person, per_row, PER_METRE, kind, plan.fields(extra), len(xy))
+    # a seed replays only for the same data and parameters (geopriv.rng.RandomSource.bind); bound after every
+    # check and the charge, so a refused release leaves a caller's generator untouched
+    gen = source.bind(
+        *answered(data, geoms, *plan.keep, person),
+        params=[kind, repr(person), plan.fields(extra_record)],
+        purpose="points",
+    ).generator
 
     def draw(a, b):
         return plan.draw(xy[a:b], labels[a:b], gen)

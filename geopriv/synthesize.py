@@ -237,8 +237,11 @@ def synthesize_xy(
         raise ParameterError(f"n (the number of synthetic points) must be a positive integer, got {n!r}.")
     if placement not in ("uniform", "centre"):
         raise ParameterError(f"placement must be 'uniform' or 'centre', got {placement!r}.")
+    # a seed replays only for the same values and parameters (geopriv.rng.RandomSource.bind)
+    params = [repr(epsilon), method, repr(depth), None if n is None else int(n), placement, lo.tolist(), hi.tolist()]
+    gen = make_rng(rng).bind(arr, params=params, purpose="synthesize_xy").generator
     unit_out, _ = mech.sample_unit(
-        (arr - lo) / (hi - lo), make_rng(rng).generator, n_out=None if n is None else int(n), placement=placement
+        (arr - lo) / (hi - lo), gen, n_out=None if n is None else int(n), placement=placement
     )
     out = lo + unit_out * (hi - lo)
     return out[:, 0] if flat else out

@@ -236,3 +236,11 @@ def test_dask_aggregate_of_neighbouring_data_differs_beyond_the_removed_persons_
     assert (geopriv.aggregate(deaths, 1.0, **kw)["count"] == a["count"]).all()  # the in-memory release
     b = geopriv.aggregate(lazy(deaths.drop(index=deaths.index[0])), 1.0, **kw)
     assert (a["count"].to_numpy() != b["count"].to_numpy()).sum() > 10
+
+
+def test_synthesize_xy_seed_is_bound_to_the_values():
+    ages = np.random.default_rng(1).uniform(0, 100, 500)
+    a = geopriv.synthesize_xy(ages, 1.0, bounds=(0, 100), rng=0)
+    assert np.array_equal(a, geopriv.synthesize_xy(ages.copy(), 1.0, bounds=(0, 100), rng=0))
+    b = geopriv.synthesize_xy(np.delete(ages, 0), 1.0, bounds=(0, 100), rng=0)
+    assert np.isin(a, b).mean() < 0.02

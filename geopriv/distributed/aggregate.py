@@ -530,8 +530,8 @@ def _noise_once(plan, counts, source, store, persons, epsilon, fields, kind):
     from ..provenance import make_record
     from .budget import merge_persons
 
-    def gen(true):  # bound to the true counts and the public fields, as in memory (geopriv.aggregate._noise)
-        return source.bind(true, params=fields, purpose="counts").generator
+    def gen(true):  # bound to the true counts and the plan, as in memory (geopriv.aggregate._noise)
+        return source.bind(true, params=plan.fields(), purpose="counts").generator
 
     if store is None:
         true = counts()
