@@ -34,7 +34,7 @@ from .counting import (
     release_counts,
     warn_if_swamped,
 )
-from .daskhook import is_dask, lazy
+from .daskhook import dispatches_dask
 from .exceptions import ParameterError
 from .provenance import make_record
 from .release import budget_fields, check_release_input
@@ -139,6 +139,7 @@ def _noise(plan, cell, codes, source):
 
 
 @opens_budget_store
+@dispatches_dask("aggregate")
 def aggregate(
     data,
     epsilon,
@@ -252,22 +253,6 @@ def aggregate(
     >>> len(geopriv.aggregate(deaths, 1.0, cells=100, region=area, rng=1))
     72
     """
-    if is_dask(data):
-        return lazy("aggregate")(
-            data,
-            epsilon,
-            cells=cells,
-            user=user,
-            max_per_user=max_per_user,
-            bounds=bounds,
-            region=region,
-            levels=levels,
-            nonnegative=nonnegative,
-            suppress=suppress,
-            rng=rng,
-            budget_store=budget_store,
-            person=person,
-        )
     plan, released, record = _release(
         data,
         epsilon,
@@ -382,7 +367,26 @@ class Heatmap:
         return ax
 
 
+def _heatmap_options(arguments: dict) -> None:
+    """The heatmap's checks that read no row (values, resolution, output path): before either path runs."""
+    values, resolution, path = arguments["values"], arguments["resolution"], arguments["path"]
+    if values not in ("count", "density"):
+        raise ParameterError(f"values must be 'count' or 'density', got {values!r}.")
+    if (
+        isinstance(resolution, (bool, np.bool_))
+        or not isinstance(resolution, (int, float, np.integer, np.floating))
+        or not np.isfinite(resolution)
+        or resolution <= 0
+    ):
+        raise ParameterError(f"The heatmap's resolution must be a positive number of metres, got {resolution!r}.")
+    if path is not None:
+        from .io import check_file_output
+
+        check_file_output(path, suffixes=(".tif", ".tiff"), what="heatmap", overwrite=arguments["overwrite"])
+
+
 @opens_budget_store
+@dispatches_dask("heatmap", check=_heatmap_options)
 def heatmap(
     data,
     epsilon,
@@ -475,37 +479,6 @@ def heatmap(
     ...                 values="density").unit
     'count per km²'
     """
-    if values not in ("count", "density"):
-        raise ParameterError(f"values must be 'count' or 'density', got {values!r}.")
-    if (
-        isinstance(resolution, (bool, np.bool_))
-        or not isinstance(resolution, (int, float, np.integer, np.floating))
-        or not np.isfinite(resolution)
-        or resolution <= 0
-    ):
-        raise ParameterError(f"The heatmap's resolution must be a positive number of metres, got {resolution!r}.")
-    if path is not None:
-        from .io import check_file_output
-
-        check_file_output(path, suffixes=(".tif", ".tiff"), what="heatmap", overwrite=overwrite)
-    if is_dask(data):  # after the checks of values and path, before any row is read
-        return lazy("heatmap")(
-            data,
-            epsilon,
-            resolution=resolution,
-            bounds=bounds,
-            region=region,
-            user=user,
-            max_per_user=max_per_user,
-            values=values,
-            levels=levels,
-            nonnegative=nonnegative,
-            rng=rng,
-            path=path,
-            overwrite=overwrite,
-            budget_store=budget_store,
-            person=person,
-        )
     plan, released, record = _release(
         data,
         epsilon,
@@ -531,6 +504,7 @@ def heatmap(
 
 
 @opens_budget_store
+@dispatches_dask("flows")
 def flows(
     data,
     epsilon,
@@ -631,23 +605,6 @@ def flows(
     from .exceptions import GeometryError, MissingCRSError
     from .points import as_geoseries, check_coordinates, check_no_other_geometries, point_xy
 
-    if is_dask(data):
-        return lazy("flows")(
-            data,
-            epsilon,
-            regions=regions,
-            traj_id=traj_id,
-            time=time,
-            user=user,
-            max_per_user=max_per_user,
-            region_id=region_id,
-            outside=outside,
-            levels=levels,
-            nonnegative=nonnegative,
-            rng=rng,
-            budget_store=budget_store,
-            person=person,
-        )
     epsilon = check_epsilon(epsilon)
     user = bounded_person(user, person)
     store = open_store(budget_store)

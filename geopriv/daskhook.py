@@ -8,11 +8,13 @@ functions dispatch on dask frames in any case.
 
 from __future__ import annotations
 
+import functools
 import importlib
+import inspect
 
 from .importhook import when_imported
 
-__all__ = ["is_dask", "register_lazy", "lazy"]
+__all__ = ["is_dask", "register_lazy", "lazy", "dispatches_dask"]
 
 #: the lazy forms of the release functions, registered by ``geopriv.distributed`` when it loads
 _LAZY: dict = {}
@@ -32,6 +34,35 @@ def lazy(name: str):
     if name not in _LAZY:
         importlib.import_module(__package__ + ".distributed")
     return _LAZY[name]
+
+
+def dispatches_dask(name: str, check=None):
+    """Decorate a public release function: a dask frame as its first argument goes to the lazy form ``name``.
+
+    The one dispatch of every release kind (no function writes its own): the lazy form receives the
+    same arguments, bound by the public signature with its defaults (the lazy form has the same
+    names and defaults: ``tests/test_distributed.py`` checks it).  ``check(arguments)``, if given,
+    runs first on either path (the bound arguments as a dict): checks of values that need no row,
+    such as an output path, made before any partition is read.
+    """
+
+    def wrap(fn):
+        signature = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            if check is not None or (args and is_dask(args[0])):
+                bound = signature.bind(*args, **kwargs)
+                bound.apply_defaults()
+                if check is not None:
+                    check(bound.arguments)
+                if is_dask(bound.args[0] if bound.args else None):
+                    return lazy(name)(*bound.args, **bound.kwargs)
+            return fn(*args, **kwargs)
+
+        return call
+
+    return wrap
 
 
 def is_dask(obj) -> bool:

@@ -11,10 +11,12 @@ One person
 An id names a person by its *canonical form*:
 
 * an integer (Python, numpy, pandas' nullable integers) is that integer;
-* text is read in Unicode normal form NFC (``"Renée"`` typed with a combining accent is ``"Renée"``),
-  without the whitespace around it; text that then spells an integer in ASCII digits (``"5"``, ``"05"``,
-  ``"+5"``, ``"5.0"``) is that integer, so a register read from a CSV file and from a GeoPackage names the
-  same people whatever the column's type.
+* text is read in Unicode compatibility form NFKC (``"Renée"`` typed with a combining accent is
+  ``"Renée"``; full-width ``"５"`` is ``"5"``), without invisible format characters (zero-width spaces,
+  byte-order marks) and without the whitespace around it: ids that display alike are one person.  Text
+  that then spells an integer in ASCII digits (``"5"``, ``"05"``, ``"+5"``, ``"5.0"``) is that integer,
+  so a register read from a CSV file and from a GeoPackage names the same people whatever the column's
+  type.
 
 Ids with the same canonical form are one person: bounded together, charged together, keyed alike, and
 "repeated" where one row per person is allowed.  Merging is the safe direction: two people taken for one
@@ -35,6 +37,7 @@ budget).  Two texts that share a key are one person (merged, as above; about one
 from __future__ import annotations
 
 import re
+import unicodedata
 
 import numpy as np
 import pandas as pd
@@ -255,12 +258,12 @@ def _float_keys(f: np.ndarray, rows: pd.Index, what: str) -> np.ndarray:
 
 
 def _text_keys(values: np.ndarray, rows: pd.Index, what: str) -> tuple[np.ndarray, dict]:
-    """(keys, key -> text of the non-integer ones) of text ids: NFC, stripped, integers read as integers."""
+    """(keys, key -> text of the non-integer ones) of text ids: NFKC, no format characters, stripped, integers read as integers."""
     s = pd.Series(values, dtype=object)
     ascii_only = s.map(str.isascii, na_action=None).to_numpy(bool)
-    if not ascii_only.all():
+    if not ascii_only.all():  # ASCII text is its own canonical form; the rest is folded (module docstring)
         s = s.copy()
-        s[~ascii_only] = s[~ascii_only].str.normalize("NFC")
+        s[~ascii_only] = [_fold(t) for t in s[~ascii_only]]
     s = s.str.strip()
     blank = (s.str.len() == 0).to_numpy(bool)
     if blank.any():
@@ -283,6 +286,12 @@ def _text_keys(values: np.ndarray, rows: pd.Index, what: str) -> tuple[np.ndarra
         keys[~integer] = hashed
         text = dict(zip(hashed.tolist(), words))
     return keys, text
+
+
+def _fold(text: str) -> str:
+    """Unicode compatibility form (NFKC) without invisible format characters (zero-width spaces, BOMs, marks)."""
+    folded = unicodedata.normalize("NFKC", text)
+    return "".join(c for c in folded if unicodedata.category(c) != "Cf")
 
 
 _FNV_OFFSET, _FNV_PRIME = np.uint64(0xCBF29CE484222325), np.uint64(0x100000001B3)

@@ -7,7 +7,7 @@ the public frame and lattice, draws the noise, snaps it and writes the provenanc
 
 from __future__ import annotations
 
-from .daskhook import is_dask, lazy
+from .daskhook import dispatches_dask
 from .exceptions import ParameterError
 from .frame import DEFAULT_MAX_DISTORTION
 from .mechanisms.base import PointMechanism, check_mechanism
@@ -37,6 +37,7 @@ def mechanism_for(epsilon=None, level=None, radius=None, mechanism=None, region=
 
 
 @opens_budget_store
+@dispatches_dask("perturb")
 def perturb(
     data,
     epsilon=None,
@@ -162,24 +163,6 @@ def perturb(
     >>> out = geopriv.perturb(deaths, level=math.log(4), radius=200)   # OS entropy: a real release
     >>> out = deaths.priv.perturb(level=math.log(4), radius=200)       # the same, as the accessor
     """
-    if is_dask(data):
-        return lazy("perturb")(
-            data,
-            epsilon,
-            level=level,
-            radius=radius,
-            mechanism=mechanism,
-            rng=rng,
-            grid=grid,
-            continuous=continuous,
-            bounds=bounds,
-            region=region,
-            keep=keep,
-            person=person,
-            max_distortion=max_distortion,
-            progress=progress,
-            **({} if budget_store is None else {"budget_store": budget_store}),
-        )
     mech = mechanism_for(epsilon, level, radius, mechanism, region)
     store = open_store(budget_store)
     if person is not None and store is None:  # the same identity rules as a lazy release, checked on the whole frame

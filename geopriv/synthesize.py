@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .daskhook import is_dask, lazy
+from .daskhook import dispatches_dask
 from .exceptions import GeometryError, ParameterError
 from .budget import open_store, opens_budget_store
 from .frame import DEFAULT_MAX_DISTORTION
@@ -24,6 +24,7 @@ __all__ = ["synthesize", "synthesize_xy"]
 
 
 @opens_budget_store
+@dispatches_dask("synthesize")
 def synthesize(
     data,
     epsilon,
@@ -128,22 +129,6 @@ def synthesize(
     50
     >>> synth = deaths.priv.synthesize(1.0, bounds=soho)   # the accessor; OS entropy  # doctest: +SKIP
     """
-    if is_dask(data):
-        return lazy("synthesize")(
-            data,
-            epsilon,
-            bounds=bounds,
-            region=region,
-            n=n,
-            method=method,
-            depth=depth,
-            placement=placement,
-            grid=grid,
-            rng=rng,
-            max_distortion=max_distortion,
-            progress=progress,
-            **({} if budget_store is None else {"budget_store": budget_store, "person": person}),
-        )
     mechanism = PrivateMeasure(epsilon, method=method, depth=depth, dim=2)
     return release_synthetic(
         data,

@@ -25,7 +25,7 @@ from pyproj import CRS, Transformer
 
 from .accounting import BudgetAccountant
 from .budget import PER_METRE, open_store, opens_budget_store
-from .daskhook import is_dask, lazy
+from .daskhook import dispatches_dask
 from .exceptions import Fix, GeoprivError, LocationAttributeError, ParameterError, ParameterTypeError, format_labels
 from .frame import DEFAULT_MAX_DISTORTION
 from .identity import canonical_order, identities
@@ -320,6 +320,7 @@ def _released_collection(out, layout: _Collection, codes):
 
 # ---------------------------------------------------------------------------- sanitize_traces
 @opens_budget_store
+@dispatches_dask("sanitize_traces")
 def sanitize_traces(
     data,
     epsilon=None,
@@ -511,35 +512,6 @@ def sanitize_traces(
     >>> out = queries.priv.sanitize_traces(traj_id="trajectory_id", time="t", level=math.log(10), radius=100,
     ...                                    rate=0.033, bounds=(116.0, 39.5, 117.0, 40.5))   # doctest: +SKIP
     """
-    if is_dask(data):  # lazy, one release whatever the partitioning: geopriv.distributed.traces
-        return lazy("sanitize_traces")(
-            data,
-            epsilon,
-            traj_id=traj_id,
-            time=time,
-            level=level,
-            radius=radius,
-            method=method,
-            budget=budget,
-            rate=rate,
-            accuracy=accuracy,
-            skip_speed=skip_speed,
-            stale_after=stale_after,
-            predictor=predictor,
-            on_exhausted=on_exhausted,
-            eta=eta,
-            gamma=gamma,
-            delta=delta,
-            prediction_rate=prediction_rate,
-            rng=rng,
-            bounds=bounds,
-            grid=grid,
-            continuous=continuous,
-            keep=keep,
-            max_distortion=max_distortion,
-            progress=progress,
-            **({} if budget_store is None else {"budget_store": budget_store, "person": person}),
-        )
     store = open_store(budget_store)
     layout = None
     mpd = _movingpandas(data)
@@ -760,6 +732,7 @@ def _ledger_dict(run, uniques, traj_id) -> dict:
     }
 
 
+@dispatches_dask("trace_ledger")  # a lazy release: a lazy ledger (geopriv.distributed.traces.trace_ledger_dask)
 def trace_ledger(result) -> pd.DataFrame:
     """The per-trace ledger of a :func:`sanitize_traces` result, as a DataFrame indexed by trace id.
 
@@ -810,8 +783,6 @@ def trace_ledger(result) -> pd.DataFrame:
     >>> bool((ledger["spent"] <= ledger["budget"]).all())   # never more than the trace's budget
     True
     """
-    if is_dask(result):  # a lazy release: a lazy ledger (geopriv.distributed.traces.trace_ledger_dask)
-        return lazy("trace_ledger")(result)
     rec = getattr(result, "attrs", {}).get("geopriv") or {}
     led = rec.get("ledger")
     if led is None and "ledger" in rec and str(rec.get("mechanism", "")).endswith("_trace"):

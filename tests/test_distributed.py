@@ -391,3 +391,38 @@ def test_the_binding_is_sealed_and_partition_selection_works(points, tmp_path):
     assert released.partitions[2].compute().geometry.equals(whole.geometry.iloc[[2]])
     assert released.tail(1).geometry.equals(whole.geometry.iloc[[2]])
     assert isinstance(SecretRoot, type) and isinstance(RowStreams, type)
+
+
+def test_one_dispatch_and_the_lazy_forms_take_the_public_signatures():
+    """Issue 42: every public release function reaches its lazy form through daskhook.dispatches_dask (no
+    hand-written dispatch), which passes the public signature's arguments: the lazy forms take the same
+    names with the same defaults."""
+    import inspect
+    import pathlib
+
+    from geopriv.distributed.aggregate import aggregate_dask, flows_dask, heatmap_dask
+    from geopriv.distributed.perturb import perturb_dask
+    from geopriv.distributed.synthesize import synthesize_dask
+    from geopriv.distributed.traces import sanitize_traces_dask, trace_ledger_dask
+
+    pairs = [
+        (geopriv.perturb, perturb_dask),
+        (geopriv.synthesize, synthesize_dask),
+        (geopriv.sanitize_traces, sanitize_traces_dask),
+        (geopriv.trace_ledger, trace_ledger_dask),
+        (geopriv.aggregate, aggregate_dask),
+        (geopriv.heatmap, heatmap_dask),
+        (geopriv.flows, flows_dask),
+    ]
+    for public, lazy_form in pairs:
+        ps, ls = inspect.signature(public).parameters, inspect.signature(lazy_form).parameters
+        assert list(ps) == list(ls)[: len(ps)] or set(ps) <= set(ls), public.__name__
+        for name, p in ps.items():
+            assert ls[name].default == p.default or (ls[name].default is p.default), (public.__name__, name)
+    core = pathlib.Path(geopriv.__file__).parent
+    hand_written = [
+        str(f.relative_to(core))
+        for f in core.glob("*.py")
+        if f.name != "daskhook.py" and "if is_dask(" in f.read_text(encoding="utf-8")
+    ]
+    assert hand_written == []

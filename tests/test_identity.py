@@ -217,10 +217,17 @@ def test_traces_are_one_trace_per_identity_charged_once(tmp_path, backend):
     assert np.isclose(charged.iloc[0], ledger["spent"].iloc[0], rtol=1e-6) or charged.iloc[0] >= ledger["spent"].iloc[0]
 
 
-def test_synthesize_charges_each_row_to_its_identity(tmp_path):
-    gdf = _people(1, n_persons=8, rows_each=2)
+@pytest.mark.parametrize("backend", ["memory", "dask"])
+def test_synthesize_charges_each_row_to_its_identity(tmp_path, backend):
+    gdf = _people(1, n_persons=8, rows_each=2).drop(columns="truth")
     store = _store(tmp_path, "s")
-    geopriv.synthesize(gdf.drop(columns="truth"), 1.0, bounds=BOX, budget_store=store, person="user")
+    if backend == "dask":
+        pytest.importorskip("dask_geopandas")
+    out = geopriv.synthesize(
+        gdf if backend == "memory" else _lazy(gdf, 3), 1.0, bounds=BOX, budget_store=store, person="user"
+    )
+    if backend == "dask":
+        out.compute()
     charged = _charged(store)
     assert len(charged) == 8 and np.allclose(charged.to_numpy(), 2.0)  # two rows each, every form one person
 
@@ -260,3 +267,9 @@ def test_diffusion_recipients_named_twice_are_refused():
         warnings.simplefilter("ignore")
         res, _ = d.priv.diffuse_locations(lambda h: 0.01 / (1 + h), source="p0", graph=edges)
     assert 6 in res.index and "Renée" in res.index
+
+
+def test_ids_that_display_alike_are_one_person():
+    alike = ["Renée", "Renée\u200b", "\ufeffRenée", unicodedata.normalize("NFD", "Renée"), "Ren\u00e9e\u00a0"]
+    assert len(set(identities(pd.Index(alike, dtype=object)).keys.tolist())) == 1
+    assert set(identities(pd.Index(["５", "5", "\u200b5"], dtype=object)).keys.tolist()) == {5}  # full-width digit
