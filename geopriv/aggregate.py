@@ -35,6 +35,7 @@ from .counting import (
     warn_if_swamped,
 )
 from .daskhook import dispatches_dask
+from .identity import identities
 from .exceptions import ParameterError
 from .provenance import make_record
 from .release import budget_fields, check_release_input
@@ -653,7 +654,7 @@ def flows(
         assert codes is not None  # user given: a code per row (for type checkers)
         per_trip = codes[first]
         if traj_id is not None:
-            tid, _ = pd.factorize(data[traj_id], sort=False)
+            tid, _ = pd.factorize(identities(data[traj_id], labels, "trip id").keys, sort=False)
             mixed = pd.Series(codes).groupby(tid).nunique().to_numpy() > 1
             if mixed.any():
                 raise GeometryError(

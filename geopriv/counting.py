@@ -539,7 +539,10 @@ def trip_ends(data, geoms, xy, traj_id, time, labels):
     bad = t.isna().to_numpy() | data[traj_id].isna().to_numpy()
     if bad.any():
         raise GeometryError("have no trajectory id or time stamp", labels[bad], "Fill them in or drop those rows.")
-    tid, uniq = pd.factorize(data[traj_id], sort=False)
+    # trips by geopriv's one rule for ids (5 and "5" are one trip), numbered in order of first appearance
+    ident = identities(data[traj_id], labels, "trip id")
+    tid, keys = pd.factorize(ident.keys, sort=False)
+    uniq = np.array(ident.shown(keys), dtype=object)
     tv = t.to_numpy()
     try:
         order = np.lexsort((np.arange(len(tv)), tv, tid))

@@ -580,11 +580,20 @@ def _repeated_people(labels: pd.Index) -> np.ndarray:
     """
     from .identity import identities
 
-    try:
-        keys = pd.Index(identities(labels, labels, "index label").keys)
-    except IdentityError:  # not person ids: equal labels are the repeats
-        return np.asarray(labels.duplicated(keep=False))
-    return np.asarray(keys.duplicated(keep=False))
+    values = np.asarray(labels, dtype=object)
+    ids = np.fromiter(
+        (isinstance(v, (str, int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in values),
+        bool,
+        len(values),
+    )
+    repeated = np.asarray(labels.duplicated(keep=False))  # other labels: equal ones are the repeats
+    if ids.any():
+        try:
+            keys = pd.Index(identities(pd.Index(values[ids], dtype=object), labels[ids], "index label").keys)
+        except IdentityError:  # e.g. blank text: not a person id, compared as it is
+            return repeated
+        repeated[np.flatnonzero(ids)] |= np.asarray(keys.duplicated(keep=False))
+    return repeated
 
 
 def _value_lattice(grid, eps_max, value_range):

@@ -12,9 +12,10 @@ An id names a person by its *canonical form*:
 
 * an integer (Python, numpy, pandas' nullable integers) is that integer;
 * text is read in Unicode compatibility form NFKC (``"Renée"`` typed with a combining accent is
-  ``"Renée"``; full-width ``"５"`` is ``"5"``), without invisible format characters (zero-width spaces,
-  byte-order marks) and without the whitespace around it: ids that display alike are one person.  Text
-  that then spells an integer in ASCII digits (``"5"``, ``"05"``, ``"+5"``, ``"5.0"``) is that integer,
+  ``"Renée"``; full-width ``"５"`` is ``"5"``), without what displays as nothing (control and format
+  characters, zero-width spaces and joiners, byte-order marks, variation selectors) and without the
+  whitespace around it: ids that display alike are one person.  Text that then spells an integer in
+  decimal digits of any script (``"5"``, ``"05"``, ``"+5"``, ``"5.0"``, ``"٥"``) is that integer,
   so a register read from a CSV file and from a GeoPackage names the same people whatever the column's
   type.
 
@@ -56,7 +57,7 @@ IDENTITY_FIX = Fix(
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 #: text that is an integer: an optional sign, ASCII digits, and optionally a point followed by zeros
-_INTEGER_TEXT = re.compile(r"[+-]?[0-9]+(?:\.0*)?")
+_INTEGER_TEXT = re.compile(r"[+-]?\d+(?:\.0*)?")  # \d: any script's decimal digits ("٥" is 5, as for int())
 
 
 class Identities:
@@ -260,10 +261,10 @@ def _float_keys(f: np.ndarray, rows: pd.Index, what: str) -> np.ndarray:
 def _text_keys(values: np.ndarray, rows: pd.Index, what: str) -> tuple[np.ndarray, dict]:
     """(keys, key -> text of the non-integer ones) of text ids: NFKC, no format characters, stripped, integers read as integers."""
     s = pd.Series(values, dtype=object)
-    ascii_only = s.map(str.isascii, na_action=None).to_numpy(bool)
-    if not ascii_only.all():  # ASCII text is its own canonical form; the rest is folded (module docstring)
+    plain = (s.map(str.isascii).to_numpy(bool)) & (s.map(str.isprintable).to_numpy(bool))
+    if not plain.all():  # printable ASCII is its own canonical form; the rest is folded (module docstring)
         s = s.copy()
-        s[~ascii_only] = [_fold(t) for t in s[~ascii_only]]
+        s[~plain] = [_fold(t) for t in s[~plain]]
     s = s.str.strip()
     blank = (s.str.len() == 0).to_numpy(bool)
     if blank.any():
@@ -273,7 +274,7 @@ def _text_keys(values: np.ndarray, rows: pd.Index, what: str) -> tuple[np.ndarra
     keys = np.empty(n, np.int64)
     text: dict = {}
     if integer.any():
-        vals = [int(t.split(".", 1)[0]) for t in s[integer]]
+        vals = [int(t.split(".", 1)[0]) for t in s[integer]]  # int() reads every script's decimal digits
         wide = np.fromiter((v < INT64_MIN or v > INT64_MAX for v in vals), bool, len(vals))
         if wide.any():
             raise IdentityError(
@@ -288,10 +289,19 @@ def _text_keys(values: np.ndarray, rows: pd.Index, what: str) -> tuple[np.ndarra
     return keys, text
 
 
+#: code points that display as nothing (Unicode's Default_Ignorable_Code_Point, less what NFKC already folds)
+_IGNORABLE = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f"
+    "\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    "\U000e0000-\U000e0fff]"
+)
+
+
 def _fold(text: str) -> str:
-    """Unicode compatibility form (NFKC) without invisible format characters (zero-width spaces, BOMs, marks)."""
-    folded = unicodedata.normalize("NFKC", text)
-    return "".join(c for c in folded if unicodedata.category(c) != "Cf")
+    """Unicode compatibility form (NFKC) without what displays as nothing: control and format characters,
+    default-ignorable code points (zero-width spaces and joiners, byte-order marks, variation selectors)."""
+    folded = _IGNORABLE.sub("", unicodedata.normalize("NFKC", text))
+    return "".join(c for c in folded if unicodedata.category(c) not in ("Cc", "Cf"))
 
 
 _FNV_OFFSET, _FNV_PRIME = np.uint64(0xCBF29CE484222325), np.uint64(0x100000001B3)

@@ -34,7 +34,7 @@ from .mechanisms.predictive import EXHAUSTED, NOISE, STATUS_NAMES, Traces
 from .points import as_geoseries, point_xy
 from .provenance import attach, make_record
 from .release import answered, budget_fields, check_release_input, plan_traces
-from .rng import make_rng, unordered
+from .rng import make_rng
 
 __all__ = [
     "sanitize_traces",
@@ -607,7 +607,9 @@ def sanitize_traces(
             # a seed replays only for the same data and parameters (keyed per-row streams are bound already)
             rows_of(
                 source.bind(
-                    *map(unordered, answered(data, geoms, traj_id, time, *plan.keep, person)),  # the release sorts rows
+                    # the rows in the release's own order (trace, time, then input position for ties): a permutation
+                    # that the release undoes digests alike; one that swaps tied rows draws anew
+                    *(x.iloc[order] for x in answered(data, geoms, traj_id, time, *plan.keep, person)),
                     params=[repr(person), plan.fields()],
                     purpose="traces",
                 ).generator,

@@ -245,7 +245,7 @@ def test_a_deleted_row_hands_nobody_its_noise(points, monkeypatch):
     from geopriv.distributed import perturb
     from geopriv.keys import SecretRoot
 
-    monkeypatch.setattr(perturb, "root_entropy", lambda rng=None, *a, **k: SecretRoot.draw(rng))
+    monkeypatch.setattr(perturb, "root_entropy", lambda rng=None, *a, **k: (SecretRoot.draw(rng), rng))
     ref = lazy(points, 3).priv.perturb(**EPS, rng=4).compute()
     fewer = points.drop(index=points.index[10])
     out = lazy(fewer, 3).priv.perturb(**EPS, rng=4).compute()

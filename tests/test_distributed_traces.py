@@ -305,7 +305,7 @@ def test_a_trace_added_to_a_bucket_leaves_the_other_traces_alone(trips, monkeypa
     import geopriv.distributed
     from geopriv.keys import SecretRoot
 
-    monkeypatch.setattr(geopriv.distributed, "root_entropy", lambda rng=None, *a, **k: SecretRoot.draw(rng))
+    monkeypatch.setattr(geopriv.distributed, "root_entropy", lambda rng=None, *a, **k: (SecretRoot.draw(rng), rng))
     trip_ids = trips["trip"].unique()
     base = trips[trips["trip"] != trip_ids[0]]
     before = run(geopriv.sanitize_traces(ddf(base, 3), rng=5, **KW))

@@ -273,3 +273,34 @@ def test_ids_that_display_alike_are_one_person():
     alike = ["Renée", "Renée\u200b", "\ufeffRenée", unicodedata.normalize("NFD", "Renée"), "Ren\u00e9e\u00a0"]
     assert len(set(identities(pd.Index(alike, dtype=object)).keys.tolist())) == 1
     assert set(identities(pd.Index(["５", "5", "\u200b5"], dtype=object)).keys.tolist()) == {5}  # full-width digit
+
+
+def test_more_ids_that_display_alike_are_one_person():
+    """From an attack review: joiners, variation selectors, fillers, controls and other scripts' digits."""
+    alike = ["Renée", "Renée\u034f", "Renée\ufe0f", "Renée\u3164", "Renée\x00", "Ren\u00adée"]
+    assert len(set(identities(pd.Index(alike, dtype=object)).keys.tolist())) == 1
+    assert set(identities(pd.Index(["5\x00", "\u0665", "5\t", "5"], dtype=object)).keys.tolist()) == {5}
+
+
+@pytest.mark.parametrize("backend", ["memory", "dask"])
+def test_flows_trips_are_one_trip_per_identity(backend):
+    """Without user= the trip is the unit counted once: trip 5 and trip "5" are one trip, not two."""
+    rows = [(5, 0, 500_100.0), ("5", 1, 500_900.0), (" 5", 2, 500_950.0), (6, 0, 500_900.0), (6, 1, 500_100.0)]
+    df = pd.DataFrame(rows, columns=["trip", "t", "x"])
+    df["trip"] = df["trip"].astype(object)
+    tracks = gpd.GeoDataFrame(df, geometry=gpd.points_from_xy(df.x, np.full(len(df), 4_000_500.0)), crs=32650)
+    boxes = [shapely.box(500_000 + 500 * i, 4_000_000, 500_500 + 500 * i, 4_001_000) for i in range(2)]
+    zones = gpd.GeoDataFrame({"zone": ["W", "E"]}, geometry=boxes, crs=32650)
+    if backend == "dask":
+        pytest.importorskip("dask_geopandas")
+    data = tracks if backend == "memory" else _lazy(tracks, 2)
+    out = geopriv.flows(data, EXACT, regions=zones, traj_id="trip", time="t", region_id="zone")
+    got = {(o, d): c for o, d, c in zip(out.origin, out.destination, out["count"])}
+    assert got == {("W", "W"): 0, ("W", "E"): 1, ("E", "W"): 1, ("E", "E"): 0}
+
+
+def test_diffusion_recipients_mixed_with_other_labels_are_still_read_as_people():
+    from geopriv.diffuse import _repeated_people
+
+    labels = pd.Index(["Renée", unicodedata.normalize("NFD", "Renée"), 2.5, "x", 7, "7"], dtype=object)
+    assert _repeated_people(labels).tolist() == [True, True, False, False, True, True]

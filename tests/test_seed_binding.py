@@ -13,6 +13,7 @@ import warnings
 
 import geopandas as gpd
 import numpy as np
+import pandas as pd
 import pytest
 import shapely
 from scipy.spatial import cKDTree
@@ -244,3 +245,49 @@ def test_synthesize_xy_seed_is_bound_to_the_values():
     assert np.array_equal(a, geopriv.synthesize_xy(ages.copy(), 1.0, bounds=(0, 100), rng=0))
     b = geopriv.synthesize_xy(np.delete(ages, 0), 1.0, bounds=(0, 100), rng=0)
     assert np.isin(a, b).mean() < 0.02
+
+
+def test_sanitize_traces_rows_tied_in_time_swapped_draw_anew():
+    """From an attack review: the release orders tied rows by input position, so its seed must be bound to
+    the rows in that order: swapping two tied rows must not hand each the other's noise."""
+    import shapely
+
+    x, y = np.array([500100.0, 500900.0, 500400.0]), np.array([5000100.0, 5000700.0, 5000300.0])
+    area = (495000, 4995000, 506000, 5006000)
+
+    def frame(perm):
+        return gpd.GeoDataFrame(
+            {"tid": ["a"] * 3, "t": [7, 7, 7]},
+            geometry=shapely.points(x[perm], y[perm]),
+            crs=32632,
+            index=pd.Index(["p", "q", "r"], name="lab")[perm],
+        )
+
+    kw = dict(traj_id="tid", time="t", method="independent", rate=0.3, bounds=area, rng=42)
+    a = geopriv.sanitize_traces(frame([0, 1, 2]), 0.05, **kw)
+    b = geopriv.sanitize_traces(frame([1, 0, 2]), 0.05, **kw)
+    true = np.c_[x, y] - np.c_[x[[1, 0, 2]], y[[1, 0, 2]]]
+    diff = shapely.get_coordinates(a.geometry) - shapely.get_coordinates(b.geometry)
+    assert not np.allclose(diff, true, atol=5.0)  # the outputs' difference is not the true points' difference
+    again = geopriv.sanitize_traces(frame([0, 1, 2]), 0.05, **kw)
+    assert a.geometry.equals(again.geometry)  # the same rows in the same order replay
+
+
+def test_a_refused_dask_release_leaves_the_generator_untouched(tmp_path):
+    pytest.importorskip("dask_geopandas")
+    import copy
+
+    import dask_geopandas
+
+    from geopriv.exceptions import BudgetExceededError
+
+    gdf = gpd.read_file(data_path("soho_cholera.gpkg"), layer="deaths").set_index("Id")
+    store = geopriv.BudgetStore(tmp_path / "b.db", create=True)
+    store.grant(1e-6, unit="epsilon/m")
+    gen = np.random.default_rng(3)
+    state = copy.deepcopy(gen.bit_generator.state)
+    with pytest.raises(BudgetExceededError):
+        geopriv.perturb(dask_geopandas.from_geopandas(gdf, npartitions=2), epsilon=0.01, rng=gen, budget_store=store)
+    assert gen.bit_generator.state == state
+    geopriv.perturb(dask_geopandas.from_geopandas(gdf, npartitions=2), epsilon=0.01, rng=gen)
+    assert gen.bit_generator.state != state  # a built release advances it, as in memory

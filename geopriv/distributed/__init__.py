@@ -39,13 +39,17 @@ What goes wrong in a naive scale-out, and what is done here instead:
 
 from __future__ import annotations
 
+import copy
+
+import numpy as np
+
 from ..daskhook import is_dask
 
 __all__ = ["is_dask", "root_entropy", "register_accessor"]
 
 
 def root_entropy(rng=None, data=None, params=None, purpose: str = "lazy"):
-    """The :class:`~geopriv.keys.SecretRoot` of a lazy release, drawn ONCE when it is built.
+    """(the :class:`~geopriv.keys.SecretRoot` of a lazy release, drawn ONCE when it is built; what it was drawn from).
 
     ``None``: OS entropy.  An int, SeedSequence or Generator: 128 bits drawn from it
     (reproducible, recorded as seeded), bound with ``data`` (the dask frame: one extra pass,
@@ -55,10 +59,21 @@ def root_entropy(rng=None, data=None, params=None, purpose: str = "lazy"):
     from ..keys import SecretRoot
     from ..rng import make_rng
 
+    if isinstance(rng, np.random.Generator):  # drawn from a copy: the caller's advances only when the build succeeds
+        rng = np.random.Generator(copy.deepcopy(rng.bit_generator))
     source = None if rng is None or data is None else make_rng(rng)
     if source is None or (source.material is None and not source.from_generator):
-        return SecretRoot.draw(rng)
-    return SecretRoot.draw(source.bind(data_digest(data), params=params, purpose=purpose).generator)
+        return SecretRoot.draw(rng), rng
+    return SecretRoot.draw(source.bind(data_digest(data), params=params, purpose=purpose).generator), rng
+
+
+def built(rng, drawn) -> None:
+    """A lazy release was built (checked and charged): the caller's generator advances as its root's draw did.
+
+    ``drawn``: the copy :func:`root_entropy` drew from.  A refused build leaves the caller's generator untouched.
+    """
+    if isinstance(rng, np.random.Generator) and drawn is not rng:
+        rng.bit_generator.state = drawn.bit_generator.state
 
 
 def data_digest(data) -> list:

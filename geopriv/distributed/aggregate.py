@@ -887,7 +887,8 @@ def _trip_rows(part, number, traj_id, time, user):
     n = len(part)
     at = np.column_stack([xy, np.arange(n, dtype=np.float64)])  # trip_ends picks rows: their positions come along
     first_xy, last_xy, _, _ = trip_ends(part, geoms, at, traj_id, time, labels)
-    tid, _ = pd.factorize(part[traj_id], sort=False)
+    trips = identities(part[traj_id], labels, "trip id")  # one rule for ids: 5 here and "5" there are one trip
+    tid, _ = pd.factorize(trips.keys, sort=False)
     seen = np.unique(tid, return_index=True)[1]  # each trip's first row: the trips' order of appearance
     rows = np.unique(np.concatenate([seen, first_xy[:, 2].astype(np.int64), last_xy[:, 2].astype(np.int64)]))
     out = pd.DataFrame(
@@ -903,7 +904,7 @@ def _trip_rows(part, number, traj_id, time, user):
     pairs = None
     if user is not None:
         out["user"] = persons[rows]
-        pairs = pd.DataFrame({"trip": part[traj_id].to_numpy(), "user": persons}).drop_duplicates()
+        pairs = pd.DataFrame({"trip": pd.Series(trips.canonical(), dtype=object), "user": persons}).drop_duplicates()
     return out, pairs
 
 

@@ -34,7 +34,7 @@ from ..keys import (
     siphash24_128,
 )
 from ..provenance import make_record
-from . import root_entropy
+from . import built, root_entropy
 
 __all__ = ["perturb_dask", "release_partition", "partition_checks", "whole_data_checks"]
 
@@ -321,7 +321,7 @@ def _perturb_dask(
         per_row = point_charge(plan)
         extra = budget_fields(store, PER_METRE, per_row)
     # a seed is bound to the whole data and the public parameters: it replays only for the same ones
-    root = root_entropy(rng, data, [repr(person), plan.fields()], PURPOSE)
+    root, drawn = root_entropy(rng, data, [repr(person), plan.fields()], PURPOSE)
     record = make_record(plan.fields(extra), seeded=root.seeded, n=None)
     repeats = store is not None  # a store charges every row: a person may have several (never at one point)
     shipped = dask.delayed(plan, pure=True)  # the plan (and a built mechanism in it) goes to each worker once
@@ -381,4 +381,5 @@ def _perturb_dask(
         charge_at_build(
             store, pk, per_row, unit=PER_METRE, kind="perturb", fields=plan.fields(extra), rows=int(pk.counts.sum())
         )
+    built(rng, drawn)  # only now does a caller's generator advance
     return result

@@ -17,7 +17,7 @@ import pandas as pd
 from ..frame import DEFAULT_MAX_DISTORTION
 from ..provenance import make_record
 from ..rng import release_digest
-from . import root_entropy
+from . import built, root_entropy
 
 __all__ = ["synthesize_dask", "partition_checks", "partition_histogram", "central_release"]
 
@@ -178,7 +178,7 @@ def _synthesize_dask(
         raise GeoprivError(f"person={person!r} is not a column of the data.", fix=PERSON_FIX)
     kwargs = dict(n=n, bounds=bounds, region=region, grid=grid, placement=placement, max_distortion=max_distortion)
     probe = _plan(crs, mechanism, 1, kwargs)  # public checks first, before any data is read
-    root = root_entropy(rng)
+    root, drawn = root_entropy(rng)
     seeded = root.seeded
     # build time: every row validated, the number of people counted, a declared area checked against
     # ALL the data, and each partition's digest recorded (the release answers exactly these data)
@@ -227,4 +227,5 @@ def _synthesize_dask(
         charge_at_build(
             store, merge_persons(persons), per_row, unit=PURE, kind="synthesize", fields=fields, rows=plan.n_out
         )
+    built(rng, drawn)  # only now does a caller's generator advance
     return lazy

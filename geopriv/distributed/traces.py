@@ -372,7 +372,7 @@ def _sanitize_traces_dask(
     from ..provenance import attach, make_record
     from ..release import check_release_input, plan_traces
     from ..traces import check_output_columns, column_of
-    from . import root_entropy
+    from . import built, root_entropy
 
     meta = data._meta
     series = isinstance(meta, gpd.GeoSeries)
@@ -485,7 +485,7 @@ def _sanitize_traces_dask(
             column_of(meta, person, "person id", PERSON_FIX)
     # the one random draw at build time (a SecretRoot: the lazy result is secret); a seed is bound to the
     # whole data and the public parameters (it replays only for the same ones)
-    root = root_entropy(rng, data, [repr(person), plan.fields()], "traces")
+    root, drawn = root_entropy(rng, data, [repr(person), plan.fields()], "traces")
     # traces, n_released and the ledger: per bucket, the output's columns show them (trace_ledger_dask)
     fields = plan.fields()
     if store is not None:  # as in memory: the unit, no single cost per row (each trace's ledger says what it spent)
@@ -579,6 +579,7 @@ def _sanitize_traces_dask(
         charged = plan.fields()
         charged.update(budget_fields(store, PER_METRE, None))
         charge_at_build(store, ids, worst, unit=PER_METRE, kind="sanitize_traces", fields=charged, rows=rows)
+    built(rng, drawn)  # only now does a caller's generator advance
     return result
 
 
