@@ -693,3 +693,38 @@ def test_the_store_holds_no_coordinates(store, people, store_url):
         assert "seed" not in fields and "budget_store" in fields
         assert fields["budget_store"] == kind(store_url)  # the kind, never the URL
     assert store_url not in text
+
+
+def test_a_schema_1_store_is_rekeyed_by_the_identity_rule(store_url):
+    """Issue 41: schema 1 keyed text ids by their raw text ("05", NFD "Renée" were persons of their own); opening
+    it re-keys them by geopriv.identity, merging persons that became one (amounts add up, the smaller total kept),
+    so nobody gets a second budget from the upgrade."""
+    import unicodedata
+
+    from geopriv.identity import _hash_text
+    from tests.budget_support import execute
+
+    with BudgetStore(store_url, create=True) as s:
+        s.grant(1.0, unit="epsilon")
+        s.reserve([5, "Zoë"], 0.25, unit="epsilon", kind="test")
+    unit = execute(store_url, "SELECT id FROM geopriv_unit WHERE unit = 'epsilon'")[0][0]
+    nfd = unicodedata.normalize("NFD", "Renée")
+    old = {text: int(_hash_text([text])[0]) for text in ("05", nfd, " Zoë")}
+    statements = []
+    for text, spent in (("05", 0.5), (nfd, 0.125), (" Zoë", 0.5)):
+        statements += [
+            ("INSERT INTO geopriv_person (person, label) VALUES (?, ?)", (old[text], text)),
+            (
+                f"INSERT INTO geopriv_budget_{unit} (person, total, spent, reserved) VALUES (?, ?, ?, 0)",
+                (old[text], 1.0, spent),
+            ),
+        ]
+    execute(store_url, *statements, "UPDATE geopriv_meta SET value = '1' WHERE key = 'schema_version'")
+    with BudgetStore(store_url) as s:
+        assert s.info()["schema_version"] == SCHEMA_VERSION
+        bal = s.balances(unit="epsilon").set_index("person")["spent"].to_dict()
+        assert bal == {5: 0.75, "Zoë": 0.75, "Renée": 0.125}  # "05" is 5 and " Zoë" is "Zoë": merged, never split
+        with pytest.raises(BudgetExceededError):  # the merged person cannot spend a second budget
+            s.reserve(["05"], 0.5, unit="epsilon", kind="test")
+    keys = {r[0] for r in execute(store_url, "SELECT person FROM geopriv_person")}
+    assert not keys & set(old.values())

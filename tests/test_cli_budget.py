@@ -209,7 +209,7 @@ def test_export_default_is_balances_and_never_writes_over_the_store(capsys, tmp_
     assert code == 2
     one_line_error(err, "budgets.csv")
     with geopriv.BudgetStore(path) as s:
-        assert s.info()["schema_version"] == 1
+        assert s.info()["schema_version"] == geopriv.budget.SCHEMA_VERSION
     code, _, err = run(capsys, "budget", "export", path, tmp_path / "b.csv")
     assert code == 0 and "of balances" in err
 

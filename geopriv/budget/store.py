@@ -63,7 +63,7 @@ __all__ = [
 ]
 
 #: the store layout this geopriv reads and writes; a store from a newer one is refused
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: persons known by text keyed by geopriv.identity (issue 41); 1 is migrated
 #: epsilon per ground metre (geo-indistinguishability: perturb, sanitize_traces, diffuse_locations)
 PER_METRE = "epsilon/m"
 #: dimensionless epsilon (differential privacy of a count or a measure: synthesize, aggregates)
@@ -1533,8 +1533,57 @@ class Reservation:
         return False
 
 
+def _rekey_persons(db) -> None:
+    """Schema 1 -> 2: the persons known by text, re-keyed by geopriv's one rule for who is who.
+
+    Schema 1 keyed text ids by their raw text (``"05"``, ``" 5"``, NFD ``"Renée"`` were persons of their
+    own); :func:`geopriv.identity.identities` reads them as ``5`` and ``"Renée"``.  Every person whose
+    stored label now has another key moves to it, in every unit's balances, grants and paths; two
+    persons that become one are merged: their spent and reserved amounts add up, their total is the
+    smaller one (never raised; a merged person already over it is left with nothing more to spend).
+    Labels the rule refuses keep their old key.  The audit of charges keeps the keys it was written with.
+    """
+    from ..exceptions import IdentityError
+    from ..identity import identities
+
+    moves = []
+    for old, label in db.fetchall("SELECT person, label FROM geopriv_person"):
+        try:
+            ident = identities(pd.Index([label], dtype=object))
+        except IdentityError:
+            continue
+        new = int(ident.keys[0])
+        if new != int(old):
+            moves.append((int(old), new, ident.text.get(new)))
+    units = [int(r[0]) for r in db.fetchall("SELECT id FROM geopriv_unit")]
+    for old, new, text in moves:
+        for unit in units:
+            t = _table(unit)
+            src = db.fetchall(f"SELECT total, spent, reserved, granted FROM {t} WHERE person = ?", (old,))
+            if not src:
+                continue
+            dst = db.fetchall(f"SELECT total, spent, reserved, granted FROM {t} WHERE person = ?", (new,))
+            if not dst:
+                db.execute(f"UPDATE {t} SET person = ? WHERE person = ?", (new, old))
+                continue
+            (t0, s0, r0, g0), (t1, s1, r1, g1) = src[0], dst[0]
+            spent, reserved = float(s0) + float(s1), float(r0) + float(r1)
+            total = max(min(float(t0), float(t1)), spent + reserved)  # never raised beyond what was spent
+            grants = [float(g) for g in (g0, g1) if g is not None]
+            db.execute(f"DELETE FROM {t} WHERE person = ?", (old,))
+            db.execute(
+                f"UPDATE {t} SET total = ?, spent = ?, reserved = ?, granted = ? WHERE person = ?",
+                (total, spent, reserved, min(grants) if grants else None, new),
+            )
+        db.execute("UPDATE geopriv_grant SET person = ? WHERE person = ?", (new, old))
+        db.execute("UPDATE geopriv_path SET person = ? WHERE person = ?", (new, old))
+        db.execute("DELETE FROM geopriv_person WHERE person = ?", (old,))
+        if text is not None and not db.fetchall("SELECT 1 FROM geopriv_person WHERE person = ?", (new,)):
+            db.execute("INSERT INTO geopriv_person (person, label) VALUES (?, ?)", (new, text))
+
+
 #: schema migrations: _MIGRATIONS[v](db) takes a store from schema v to v + 1
-_MIGRATIONS: dict = {}
+_MIGRATIONS: dict = {1: _rekey_persons}
 
 
 def opens_budget_store(func):
