@@ -716,3 +716,27 @@ def test_value_releases_take_the_librarys_lattice_options(capsys, tmp_path, net)
     assert code == 0, err
     r = pd.read_csv(tmp_path / "b.csv", **EXACT_FLOATS).response.to_numpy()
     assert not np.array_equal(r, np.round(r / 0.05) * 0.05)  # raw floats, on explicit request
+
+
+def test_published_floats_do_not_depend_on_the_input_row_order(capsys, tmp_path, net):
+    """Issue 41.2 through the CLI: the same people in another row order publish bit-identical distances,
+    epsilons and provenance with resistance distances (the solver sees the people in label order)."""
+    shuffled = tmp_path / "shuffled.gpkg"
+    net.people.iloc[np.random.default_rng(5).permutation(net.n)].to_file(shuffled, engine="pyogrio")
+    outs = []
+    for src in (net.input, shuffled):
+        out = tmp_path / f"answers_{src.stem}.csv"
+        args = ["diffuse", src, out, "--id-field", "person", "--source", "p0", "--edges", net.named_edges]
+        args += ["--edge-columns", "who", "whom", "--distance", "resistance", "--value", "infected", *TABLE]
+        code, _, err = run(capsys, *args)
+        assert code == 0, err
+        outs.append((pd.read_csv(out), json.loads(sidecar_path(out).read_text())))
+    (a, ra), (b, rb) = outs
+    assert a.recipient.tolist() == b.recipient.tolist()  # label order, whatever the rows' order
+    floats = [c for c in a.columns if pd.api.types.is_float_dtype(a[c]) and c != "infected"]
+    assert "network_distance" in floats and len(floats) >= 2
+    for col in floats:  # distances and epsilons published bit for bit alike (the noisy answers are fresh)
+        if col not in ("value", "answer", "response"):
+            assert np.array_equal(a[col].to_numpy(), b[col].to_numpy()), col
+    drop = ("created_utc",)
+    assert {k: v for k, v in ra.items() if k not in drop} == {k: v for k, v in rb.items() if k not in drop}
