@@ -142,7 +142,10 @@ def test_show_summarises_and_lists_at_most_20_rows(capsys, tmp_path, store):
     code, text, err = run(capsys, "budget", "show", store)
     assert code == 0, err
     lines = text.splitlines()
-    assert lines[0].startswith(f"budget store sqlite:///{store} (schema 1") and "324 person(s)" in lines[0]
+    assert (
+        lines[0].startswith(f"budget store sqlite:///{store} (schema {geopriv.budget.SCHEMA_VERSION}")
+        and "324 person(s)" in lines[0]
+    )
     assert "releases: 1 charged, 0 reserved, 0 settled, 0 cancelled" in lines[0]
     assert "epsilon/m 0.00924196" in lines[1]  # the default, ln4/150
     header = next(
