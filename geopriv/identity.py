@@ -259,34 +259,33 @@ def _float_keys(f: np.ndarray, rows: pd.Index, what: str) -> np.ndarray:
 
 
 def _text_keys(values: np.ndarray, rows: pd.Index, what: str) -> tuple[np.ndarray, dict]:
-    """(keys, key -> text of the non-integer ones) of text ids: NFKC, no format characters, stripped, integers read as integers."""
-    s = pd.Series(values, dtype=object)
-    plain = (s.map(str.isascii).to_numpy(bool)) & (s.map(str.isprintable).to_numpy(bool))
-    if not plain.all():  # printable ASCII is its own canonical form; the rest is folded (module docstring)
-        s = s.copy()
-        s[~plain] = [_fold(t) for t in s[~plain]]
-    s = s.str.strip()
-    blank = (s.str.len() == 0).to_numpy(bool)
+    """(keys, key -> text of the non-integer ones) of text ids: NFKC, no format characters, stripped, integers read
+    as integers.  Each distinct text is read once (a person's rows repeat it)."""
+    codes, uniq = pd.factorize(pd.Series(values, dtype=object), sort=False)
+    words = [t if t.isascii() and t.isprintable() else _fold(t) for t in uniq.tolist()]
+    words = [t.strip() for t in words]  # printable ASCII is its own canonical form; the rest is folded
+    blank = np.fromiter((not t for t in words), bool, len(words))
     if blank.any():
-        raise IdentityError(f"have blank {what}s (empty or only spaces)", _named(rows, blank), IDENTITY_FIX)
-    integer = s.str.fullmatch(_INTEGER_TEXT).to_numpy(bool)
-    n = len(s)
-    keys = np.empty(n, np.int64)
+        raise IdentityError(f"have blank {what}s (empty or only spaces)", _named(rows, blank[codes]), IDENTITY_FIX)
+    integer = np.fromiter((_INTEGER_TEXT.fullmatch(t) is not None for t in words), bool, len(words))
+    ukeys = np.empty(len(words), np.int64)
     text: dict = {}
     if integer.any():
-        vals = [int(t.split(".", 1)[0]) for t in s[integer]]  # int() reads every script's decimal digits
+        vals = [int(t.split(".", 1)[0]) for t, i in zip(words, integer) if i]  # int() reads every script's digits
         wide = np.fromiter((v < INT64_MIN or v > INT64_MAX for v in vals), bool, len(vals))
         if wide.any():
             raise IdentityError(
-                f"have {what}s that are integers beyond 64 bits", _named(rows, _spread(integer, wide)), IDENTITY_FIX
+                f"have {what}s that are integers beyond 64 bits",
+                _named(rows, _spread(integer, wide)[codes]),
+                IDENTITY_FIX,
             )
-        keys[integer] = vals
+        ukeys[integer] = vals
     if (~integer).any():
-        words = s[~integer].tolist()
-        hashed = _hash_text(words)
-        keys[~integer] = hashed
-        text = dict(zip(hashed.tolist(), words))
-    return keys, text
+        named = [t for t, i in zip(words, integer) if not i]
+        hashed = _hash_text(named)
+        ukeys[~integer] = hashed
+        text = dict(zip(hashed.tolist(), named))
+    return ukeys[codes], text
 
 
 #: code points that display as nothing (Unicode's Default_Ignorable_Code_Point, less what NFKC already folds)
@@ -301,6 +300,8 @@ def _fold(text: str) -> str:
     """Unicode compatibility form (NFKC) without what displays as nothing: control and format characters,
     default-ignorable code points (zero-width spaces and joiners, byte-order marks, variation selectors)."""
     folded = _IGNORABLE.sub("", unicodedata.normalize("NFKC", text))
+    if folded.isprintable():  # no control or format character left (the common case): nothing more to drop
+        return folded
     return "".join(c for c in folded if unicodedata.category(c) not in ("Cc", "Cf"))
 
 
