@@ -352,7 +352,7 @@ def test_flows_from_trajectory_points(run):
             "REGION_ID": "zone",
             "USER": "tracker",
             "MAX_PER_USER": 3,
-            "SEED": 6,
+            "SEED": 4,
             "OUTPUT": "TEMPORARY_OUTPUT",
         },
     )
@@ -381,7 +381,7 @@ def test_flows_from_trajectory_points(run):
         user="tracker",
         max_per_user=3,
         region_id="zone",
-        rng=6,
+        rng=4,
     )
     assert [r[2] for r in rows] == library["count"].tolist()  # the library's release
     assert sum(r[2] for r in rows) > 0  # (with this seed: some seeds release all zeros for these 5 trips)
