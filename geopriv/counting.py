@@ -442,13 +442,12 @@ def budget_charge(store, codes, data, user, labels, epsilon, fields: dict, n_cel
     The persons are the identities that bounding counted (:func:`person_codes`, the same function).
     """
     from .budget import persons_of
+    from .release.charging import reserve
     from .keys import row_identities
 
     ids = data[user] if user is not None else row_identities(data, None, refuse_positions=True)[0]
     keys = persons_of(identities(ids, labels), once=True)
-    return store.reserve(
-        keys, float(epsilon), unit=PURE, kind=kind, spend=True, parameters=fields, rows_released=n_cells
-    )
+    return reserve(store, keys, float(epsilon), unit=PURE, kind=kind, fields=fields, rows=n_cells)
 
 
 @dataclasses.dataclass(frozen=True)

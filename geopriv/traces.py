@@ -34,6 +34,7 @@ from .mechanisms.predictive import EXHAUSTED, NOISE, STATUS_NAMES, Traces
 from .points import as_geoseries, point_xy
 from .provenance import attach, make_record
 from .release import answered, budget_fields, check_release_input, plan_traces
+from .release.charging import reserve
 from .rng import make_rng
 
 __all__ = [
@@ -587,14 +588,15 @@ def sanitize_traces(
         worst = eps + lengths * per_draw
         charged = plan.fields()
         charged.update(budget_fields(store, PER_METRE, None))
-        reservation = store.reserve(
+        reservation = reserve(
+            store,
             _trace_persons(data, person, codes, uniques, traj_id),
             worst,
             unit=PER_METRE,
             kind="sanitize_traces",
+            fields=charged,
+            rows=len(xy),
             spend=False,
-            parameters=charged,
-            rows_released=len(xy),
         )
 
     with reservation:

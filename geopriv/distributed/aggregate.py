@@ -528,6 +528,7 @@ def _noise_once(plan, counts, source, store, persons, epsilon, fields, kind):
     """Charge every person once (before any noise), draw the noise once: (released counts, record)."""
     from ..budget import PURE
     from ..provenance import make_record
+    from ..release.charging import reserve
     from .budget import merge_persons
 
     def gen(true):  # bound to the true counts and the plan, as in memory (geopriv.aggregate._noise)
@@ -537,14 +538,14 @@ def _noise_once(plan, counts, source, store, persons, epsilon, fields, kind):
         true = counts()
         released = release_counts(plan, true, gen(true))
     else:
-        reservation = store.reserve(
+        reservation = reserve(
+            store,
             _once_each(merge_persons(persons)),
             float(epsilon),
             unit=PURE,
             kind=kind,
-            spend=True,
-            parameters=fields,
-            rows_released=plan.cells.n,
+            fields=fields,
+            rows=plan.cells.n,
         )
         with reservation:
             true = counts()  # pass 2 if needed: no noise yet, a failure gives the charge back

@@ -100,9 +100,9 @@ def charge_at_build(store, persons, amounts, *, unit: str, kind: str, fields: di
     Raises :class:`~geopriv.exceptions.BudgetExceededError` (naming persons) with nothing charged.
     Returns the release's id in the store's audit.
     """
-    reservation = store.reserve(
-        persons, amounts, unit=unit, kind=kind, spend=True, parameters=fields, rows_released=rows
-    )
+    from ..release.charging import reserve
+
+    reservation = reserve(store, persons, amounts, unit=unit, kind=kind, fields=fields, rows=rows)
     reservation.start()  # the graph may be computed as soon as it is returned: nothing can be given back
     reservation.commit()
     return reservation.release_id

@@ -1,0 +1,65 @@
+"""The plan contract: every release kind is a frozen plan built from public parameters, then run on data.
+
+In the spirit of pyproj's ``Transformer.from_crs(...).transform(...)``:
+
+``plan_<kind>(crs, ..., **public parameters)``
+    Validates every parameter that needs no row and fixes everything public (mechanism,
+    frame, lattice, epsilon split, provenance fields).  Returns a frozen plan: it holds its
+    parameters, touches no data, draws nothing and charges nothing.
+``plan.run(data, store=None, rng=None, progress=None)``
+    Checks the whole input against the plan, reserves the budget (the plan's run is the one
+    place a release charges, through :func:`geopriv.release.charging.reserve`), draws the noise
+    from ``rng`` bound to the data and the plan, settles the charge, and attaches the record.
+    A dask frame goes to ``run_lazy``.
+``plan.run_lazy(ddf, store=None, rng=None, progress=None)``
+    The same plan over dask partitions.  The lazy runner is registered by
+    :mod:`geopriv.distributed` under the plan's ``kind`` (:func:`geopriv.daskhook.register_lazy`),
+    so the core never imports it.
+
+A public function is then a docstring and ``return plan_<kind>(...).run(data, ...)``; the
+accessor, the CLI and QGIS pass the same parameters.  ``docs/architecture.md`` has the five
+steps of adding a release kind.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from ..daskhook import is_dask, lazy
+
+__all__ = ["Plan", "Executes", "lazy_kind"]
+
+
+def lazy_kind(kind: str) -> str:
+    """The name a plan kind's lazy runner is registered under in :mod:`geopriv.daskhook`."""
+    return f"plan:{kind}"
+
+
+@runtime_checkable
+class Plan(Protocol):
+    """What a release plan offers its front ends."""
+
+    kind: ClassVar[str]
+
+    def run(self, data, *, store=None, rng=None, progress=None) -> Any: ...
+
+    def run_lazy(self, ddf, *, store=None, rng=None, progress=None) -> Any: ...
+
+
+class Executes:
+    """Mixin for a plan's dataclass: ``run`` dispatches dask frames to ``run_lazy``; a kind defines ``run_memory``."""
+
+    kind: ClassVar[str]
+
+    def run(self, data, *, store=None, rng=None, progress=None):
+        """Release ``data`` under this plan (in memory, or lazily for a dask frame)."""
+        if is_dask(data):
+            return self.run_lazy(data, store=store, rng=rng, progress=progress)
+        return self.run_memory(data, store=store, rng=rng, progress=progress)
+
+    def run_memory(self, data, *, store=None, rng=None, progress=None):  # pragma: no cover - each kind has its own
+        raise NotImplementedError
+
+    def run_lazy(self, ddf, *, store=None, rng=None, progress=None):
+        """The same plan over dask partitions (the runner :mod:`geopriv.distributed` registered for this kind)."""
+        return lazy(lazy_kind(self.kind))(self, ddf, store=store, rng=rng, progress=progress)
