@@ -11,502 +11,287 @@ defaults come from ``geopriv.defaults``.
 
 from __future__ import annotations
 
-import pandas as pd
-from pandas.api.extensions import no_default
+import importlib
+import inspect
+import types
 
-from .defaults import DEFAULT_MAX_DISTORTION, DEFAULT_QUANTILE
+import pandas as pd
+
+from .defaults import DEFAULT_QUANTILE
 
 __all__ = ["PrivAccessor"]
+
+
+def forwarding(function, name: str):
+    """A method ``name(self, <function's parameters after the data>)`` calling ``function(self._obj, ...)``.
+
+    Written from the function's signature, so it has the same names, kinds and default objects
+    (``__defaults__``, ``__kwdefaults__``): help(), tab completion and argument errors are the
+    function's own.
+    """
+    params = list(inspect.signature(function).parameters.values())[1:]
+    defaults = {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
+    head, call, star = ["self"], ["self._obj"], False
+    for p in params:
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and not star:
+            head.append("*")
+            star = True
+        head.append(p.name + (f"=_defaults[{p.name!r}]" if p.name in defaults else ""))
+        call.append(p.name if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD else f"{p.name}={p.name}")
+    namespace = {"_function": function, "_defaults": defaults}
+    exec(f"def {name}({', '.join(head)}):\n    return _function({', '.join(call)})\n", namespace)  # noqa: S102
+    return namespace[name]
+
+
+class Delegated:
+    """A method that is ``geopriv.<module>.<name>(obj, ...)``, with that function's own signature.
+
+    The signature is the public function's (the accessor never lists its parameters again), read
+    when the method is first looked up, so ``import geopriv`` still imports nothing heavy.
+    """
+
+    def __init__(self, module: str, doc: str):
+        self.module, self.doc, self.name, self._method = module, doc, None, None
+
+    def __set_name__(self, owner, name):
+        self.name, self.owner = name, owner.__name__
+
+    def _unbound(self):
+        if self._method is None:
+            function = getattr(importlib.import_module(f"{__package__}.{self.module}"), self.name)
+            method = forwarding(function, self.name)
+            method.__qualname__ = f"{self.owner}.{self.name}"
+            method.__doc__, method.__module__ = inspect.cleandoc(self.doc), __name__
+            self._method = method
+        return self._method
+
+    def __get__(self, obj, owner=None):
+        method = self._unbound()
+        return method if obj is None else types.MethodType(method, obj)
 
 
 class PrivBase:
     def __init__(self, obj):
         self._obj = obj
 
-    def perturb(
-        self,
-        epsilon=None,
-        *,
-        level=None,
-        radius=None,
-        mechanism=None,
-        rng=None,
-        grid="auto",
-        continuous: bool = False,
-        bounds=None,
-        region=None,
-        keep=(),
-        person=None,
-        max_distortion: float = DEFAULT_MAX_DISTORTION,
-        progress=None,
-        budget_store=None,
-    ):
+    perturb = Delegated(
+        "perturb",
         """Release the points with geo-indistinguishability: ``geopriv.perturb(obj, ...)``.
 
-        Parameters
-        ----------
-        epsilon : float, optional
-            Privacy loss per ground metre; or ``level`` within ``radius`` metres.
-        level, radius : float, optional
-            ``level=math.log(4), radius=200``: "ln 4 within 200 m".
-        mechanism : object, optional
-            A prebuilt mechanism, e.g. :class:`~geopriv.EikonalMechanism` (location-dependent).
-        rng : None, int or Generator
-            ``None`` (default): OS entropy.  A seed is for tests and demos only.
-        grid, continuous, bounds, region, keep, person, max_distortion, progress
-            The public lattice, the public study area, deliberately kept columns, the column
-            of stable person ids (lazy releases key each row's noise by it; a budget store charges
-            them), CRS handling and a progress callback: see :func:`geopriv.perturb`.
-        budget_store : geopriv.BudgetStore or str, optional
-            Charge every row's person in this persistent store before any noise is drawn.
+    Parameters
+    ----------
+    epsilon : float, optional
+        Privacy loss per ground metre; or ``level`` within ``radius`` metres.
+    level, radius : float, optional
+        ``level=math.log(4), radius=200``: "ln 4 within 200 m".
+    mechanism : object, optional
+        A prebuilt mechanism, e.g. :class:`~geopriv.EikonalMechanism` (location-dependent).
+    rng : None, int or Generator
+        ``None`` (default): OS entropy.  A seed is for tests and demos only.
+    grid, continuous, bounds, region, keep, person, max_distortion, progress
+        The public lattice, the public study area, deliberately kept columns, the column
+        of stable person ids (lazy releases key each row's noise by it; a budget store charges
+        them), CRS handling and a progress callback: see :func:`geopriv.perturb`.
+    budget_store : geopriv.BudgetStore or str, optional
+        Charge every row's person in this persistent store before any noise is drawn.
 
-        Returns
-        -------
-        GeoDataFrame or GeoSeries
-            A new object like this one (same index, columns, CRS); only the geometry is new.
-            ``result.attrs["geopriv"]`` is the provenance.
+    Returns
+    -------
+    GeoDataFrame or GeoSeries
+        A new object like this one (same index, columns, CRS); only the geometry is new.
+        ``result.attrs["geopriv"]`` is the provenance.
 
-        See Also
-        --------
-        geopriv.perturb : The function this calls, with every parameter described.
-        geopriv.EikonalMechanism.build : A location-dependent mechanism for ``mechanism=``.
-        PrivAccessor.utility_report : How far the released points moved.
-        """
-        from .perturb import perturb
+    See Also
+    --------
+    geopriv.perturb : The function this calls, with every parameter described.
+    geopriv.EikonalMechanism.build : A location-dependent mechanism for ``mechanism=``.
+    PrivAccessor.utility_report : How far the released points moved.
+    """,
+    )
 
-        return perturb(
-            self._obj,
-            epsilon,
-            level=level,
-            radius=radius,
-            mechanism=mechanism,
-            rng=rng,
-            grid=grid,
-            continuous=continuous,
-            bounds=bounds,
-            region=region,
-            keep=keep,
-            person=person,
-            max_distortion=max_distortion,
-            progress=progress,
-            budget_store=budget_store,
-        )
-
-    def sanitize_traces(
-        self,
-        epsilon=None,
-        *,
-        traj_id=no_default,
-        time=no_default,
-        level=None,
-        radius=None,
-        method: str = "predictive",
-        budget: str = "fixed_rate",
-        rate=None,
-        accuracy=None,
-        skip_speed=None,
-        stale_after=None,
-        predictor="parrot",
-        on_exhausted: str = "empty",
-        eta: float = 0.5,
-        gamma: float = 0.8,
-        delta: float = 0.9,
-        prediction_rate: float = 0.5,
-        rng=None,
-        bounds=None,
-        grid="auto",
-        continuous: bool = False,
-        keep=(),
-        max_distortion: float = DEFAULT_MAX_DISTORTION,
-        progress=None,
-        budget_store=None,
-        person=None,
-    ):
+    sanitize_traces = Delegated(
+        "traces",
         """Release location traces within a budget per trace: ``geopriv.sanitize_traces(obj, ...)``.
 
-        Parameters
-        ----------
-        epsilon : float, optional
-            Total budget of each trace per ground metre; or ``level`` within ``radius`` metres.
-        traj_id, time : str or None
-            The trace id and time stamp columns (required for a GeoDataFrame; ``None``: one
-            trace, in row order).
-        level, radius : float, optional
-            ``level=math.log(10), radius=100``: "ln 10 within 100 m" for each whole trace.
-        method, budget, rate, accuracy : optional
-            ``"predictive"`` (default) or ``"independent"``; ``"fixed_rate"`` with ``rate``
-            (fraction per query) or ``"fixed_utility"`` with ``accuracy`` (metres).
-        skip_speed, stale_after, predictor, on_exhausted, eta, gamma, delta, prediction_rate
-            Skip rules, the prediction, what exhausted rows get, the budget managers'
-            configuration: see :func:`geopriv.sanitize_traces`.
-        rng, bounds, grid, continuous, keep, max_distortion, progress
-            As in :meth:`perturb`.
-        budget_store, person
-            Charge each trace's person (default: the trace id) in this persistent store before
-            any noise is drawn; settled to the ledger's spending afterwards.
+    Parameters
+    ----------
+    epsilon : float, optional
+        Total budget of each trace per ground metre; or ``level`` within ``radius`` metres.
+    traj_id, time : str or None
+        The trace id and time stamp columns (required for a GeoDataFrame; ``None``: one
+        trace, in row order).
+    level, radius : float, optional
+        ``level=math.log(10), radius=100``: "ln 10 within 100 m" for each whole trace.
+    method, budget, rate, accuracy : optional
+        ``"predictive"`` (default) or ``"independent"``; ``"fixed_rate"`` with ``rate``
+        (fraction per query) or ``"fixed_utility"`` with ``accuracy`` (metres).
+    skip_speed, stale_after, predictor, on_exhausted, eta, gamma, delta, prediction_rate
+        Skip rules, the prediction, what exhausted rows get, the budget managers'
+        configuration: see :func:`geopriv.sanitize_traces`.
+    rng, bounds, grid, continuous, keep, max_distortion, progress
+        As in :meth:`perturb`.
+    budget_store, person
+        Charge each trace's person (default: the trace id) in this persistent store before
+        any noise is drawn; settled to the ledger's spending afterwards.
 
-        Returns
-        -------
-        GeoDataFrame
-            This frame with the released geometry and ``predicted``, ``status``,
-            ``epsilon_spent`` columns; the per-trace ledger is ``result.priv.trace_ledger()``.
+    Returns
+    -------
+    GeoDataFrame
+        This frame with the released geometry and ``predicted``, ``status``,
+        ``epsilon_spent`` columns; the per-trace ledger is ``result.priv.trace_ledger()``.
 
-        See Also
-        --------
-        geopriv.sanitize_traces : The function this calls, with every parameter described
-            (it also takes a movingpandas.TrajectoryCollection).
-        geopriv.sample_queries : Query traces from raw GPS fixes, as in the paper.
-        PrivAccessor.ledger : The per-trace budget ledger of the result.
-        """
-        from .traces import sanitize_traces
+    See Also
+    --------
+    geopriv.sanitize_traces : The function this calls, with every parameter described
+        (it also takes a movingpandas.TrajectoryCollection).
+    geopriv.sample_queries : Query traces from raw GPS fixes, as in the paper.
+    PrivAccessor.ledger : The per-trace budget ledger of the result.
+    """,
+    )
 
-        return sanitize_traces(
-            self._obj,
-            epsilon,
-            traj_id=traj_id,
-            time=time,
-            level=level,
-            radius=radius,
-            method=method,
-            budget=budget,
-            rate=rate,
-            accuracy=accuracy,
-            skip_speed=skip_speed,
-            stale_after=stale_after,
-            predictor=predictor,
-            on_exhausted=on_exhausted,
-            eta=eta,
-            gamma=gamma,
-            delta=delta,
-            prediction_rate=prediction_rate,
-            rng=rng,
-            bounds=bounds,
-            grid=grid,
-            continuous=continuous,
-            keep=keep,
-            max_distortion=max_distortion,
-            progress=progress,
-            budget_store=budget_store,
-            person=person,
-        )
-
-    def synthesize(
-        self,
-        epsilon,
-        *,
-        bounds=None,
-        region=None,
-        n=None,
-        method: str = "srw",
-        depth="auto",
-        placement: str = "uniform",
-        grid="auto",
-        rng=None,
-        max_distortion: float = DEFAULT_MAX_DISTORTION,
-        progress=None,
-        budget_store=None,
-        person=None,
-    ):
+    synthesize = Delegated(
+        "synthesize",
         """A synthetic point set with epsilon-differential privacy: ``geopriv.synthesize(obj, ...)``.
 
-        Parameters
-        ----------
-        epsilon : float
-            Differential privacy loss of the whole release (dimensionless; one person's location
-            replaced anywhere in the public area, the number of people public).
-        bounds : (xmin, ymin, xmax, ymax), optional
-            The public area the Hilbert curve is laid over (choose it without looking at the
-            points).  Default: ``region``'s bounding box, else the CRS's area of use.
-        region, n, method, depth, placement, grid, rng, max_distortion, progress
-            Output polygon, number of synthetic points, ``"srw"`` or ``"pmm"``, tree depth,
-            placement in cells, lattice, randomness: see :func:`geopriv.synthesize`.
-        budget_store, person
-            Charge every row's person ``epsilon`` (unit ``"epsilon"``) in this persistent store
-            before any noise is drawn.
+    Parameters
+    ----------
+    epsilon : float
+        Differential privacy loss of the whole release (dimensionless; one person's location
+        replaced anywhere in the public area, the number of people public).
+    bounds : (xmin, ymin, xmax, ymax), optional
+        The public area the Hilbert curve is laid over (choose it without looking at the
+        points).  Default: ``region``'s bounding box, else the CRS's area of use.
+    region, n, method, depth, placement, grid, rng, max_distortion, progress
+        Output polygon, number of synthetic points, ``"srw"`` or ``"pmm"``, tree depth,
+        placement in cells, lattice, randomness: see :func:`geopriv.synthesize`.
+    budget_store, person
+        Charge every row's person ``epsilon`` (unit ``"epsilon"``) in this persistent store
+        before any noise is drawn.
 
-        Returns
-        -------
-        GeoDataFrame or GeoSeries
-            Synthetic points in this object's CRS, a new RangeIndex and no attribute columns;
-            ``result.attrs["geopriv"]`` is the provenance.
+    Returns
+    -------
+    GeoDataFrame or GeoSeries
+        Synthetic points in this object's CRS, a new RangeIndex and no attribute columns;
+        ``result.attrs["geopriv"]`` is the provenance.
 
-        See Also
-        --------
-        geopriv.synthesize : The function this calls, with every parameter described.
-        geopriv.synthesize_xy : The same for plain coordinate arrays.
-        geopriv.wasserstein : How close the synthetic set is to the true one.
-        """
-        from .synthesize import synthesize
+    See Also
+    --------
+    geopriv.synthesize : The function this calls, with every parameter described.
+    geopriv.synthesize_xy : The same for plain coordinate arrays.
+    geopriv.wasserstein : How close the synthetic set is to the true one.
+    """,
+    )
 
-        return synthesize(
-            self._obj,
-            epsilon,
-            bounds=bounds,
-            region=region,
-            n=n,
-            method=method,
-            depth=depth,
-            placement=placement,
-            grid=grid,
-            rng=rng,
-            max_distortion=max_distortion,
-            progress=progress,
-            budget_store=budget_store,
-            person=person,
-        )
-
-    def diffuse_locations(
-        self,
-        epsilon,
-        *,
-        source,
-        graph,
-        distance: str = "hops",
-        value=None,
-        support=None,
-        value_range=None,
-        continuous: bool = False,
-        path=None,
-        rng=None,
-        bounds=None,
-        grid="auto",
-        max_distortion: float = DEFAULT_MAX_DISTORTION,
-        ledger=None,
-        on_unreachable: str = "warn",
-        tolerance: float = 0.0,
-        weight=None,
-        keep=(),
-        budget_store=None,
-        person=None,
-    ):
+    diffuse_locations = Delegated(
+        "diffuse",
         """Release one row's location to the rest of its network, graded by distance: ``geopriv.diffuse_locations(obj, ...)``.
 
-        Parameters
-        ----------
-        epsilon : callable or (distances, epsilons) table
-            Epsilon per ground metre as a non-increasing function of network distance.
-        source : hashable
-            Index label of the row whose location is released.
-        graph : networkx graph, edge list, sparse matrix or GeoDataFrame of lines
-            The network between the rows (nodes named by index labels).
-        distance, value, support, value_range, continuous, path, rng, bounds, grid, max_distortion, ledger
-            Hops or resistance; a column value instead of the location (its projection, its
-            public range, unrounded output on request); the secret path of an earlier release
-            of this same source and frame; randomness, public area and lattice; the budget
-            ledger: see :func:`geopriv.diffuse_locations`.
-        on_unreachable, tolerance, weight, keep
-            Unconnected rows; graph matching; an index kept deliberately although it puts the
-            rows in spatial order.
-        budget_store, person
-            Charge the source's person (default: its index label) the path's largest epsilon in
-            this persistent store before any noise is drawn.
+    Parameters
+    ----------
+    epsilon : callable or (distances, epsilons) table
+        Epsilon per ground metre as a non-increasing function of network distance.
+    source : hashable
+        Index label of the row whose location is released.
+    graph : networkx graph, edge list, sparse matrix or GeoDataFrame of lines
+        The network between the rows (nodes named by index labels).
+    distance, value, support, value_range, continuous, path, rng, bounds, grid, max_distortion, ledger
+        Hops or resistance; a column value instead of the location (its projection, its
+        public range, unrounded output on request); the secret path of an earlier release
+        of this same source and frame; randomness, public area and lattice; the budget
+        ledger: see :func:`geopriv.diffuse_locations`.
+    on_unreachable, tolerance, weight, keep
+        Unconnected rows; graph matching; an index kept deliberately although it puts the
+        rows in spatial order.
+    budget_store, person
+        Charge the source's person (default: its index label) the path's largest epsilon in
+        this persistent store before any noise is drawn.
 
-        Returns
-        -------
-        (GeoDataFrame, DiffusionPath)
-            One row per recipient (``network_distance``, ``epsilon_per_m``, the released point), and
-            the SECRET path (keep it only to answer later recipients of this same source).
+    Returns
+    -------
+    (GeoDataFrame, DiffusionPath)
+        One row per recipient (``network_distance``, ``epsilon_per_m``, the released point), and
+        the SECRET path (keep it only to answer later recipients of this same source).
 
-        See Also
-        --------
-        geopriv.diffuse_locations : The function this calls, with every parameter described.
-        geopriv.diffuse : The same for a plain value and a list of epsilons.
-        geopriv.DiffusionLedger : A budget that charges each path its largest epsilon.
-        """
-        from .diffuse import diffuse_locations
+    See Also
+    --------
+    geopriv.diffuse_locations : The function this calls, with every parameter described.
+    geopriv.diffuse : The same for a plain value and a list of epsilons.
+    geopriv.DiffusionLedger : A budget that charges each path its largest epsilon.
+    """,
+    )
 
-        return diffuse_locations(
-            self._obj,
-            epsilon,
-            source=source,
-            graph=graph,
-            distance=distance,
-            value=value,
-            support=support,
-            value_range=value_range,
-            continuous=continuous,
-            path=path,
-            rng=rng,
-            bounds=bounds,
-            grid=grid,
-            max_distortion=max_distortion,
-            ledger=ledger,
-            on_unreachable=on_unreachable,
-            tolerance=tolerance,
-            weight=weight,
-            keep=keep,
-            budget_store=budget_store,
-            person=person,
-        )
-
-    def aggregate(
-        self,
-        epsilon,
-        *,
-        cells,
-        user=None,
-        max_per_user: int = 1,
-        bounds=None,
-        region=None,
-        levels="auto",
-        nonnegative: bool = True,
-        suppress=None,
-        rng=None,
-        budget_store=None,
-        person=None,
-    ):
+    aggregate = Delegated(
+        "aggregate",
         """Private counts per public cell (grid, H3 or polygons), user level: ``geopriv.aggregate(obj, ...)``.
 
-        Parameters
-        ----------
-        epsilon : float
-            Privacy loss of the whole map (dimensionless; one person with all of their rows).
-        cells : float, str or GeoDataFrame
-            A grid step in metres, ``"h3:<resolution>"`` or public polygons.
-        user, max_per_user, bounds, region, levels, nonnegative, suppress, rng, budget_store, person
-            See :func:`geopriv.aggregate`.
+    Parameters
+    ----------
+    epsilon : float
+        Privacy loss of the whole map (dimensionless; one person with all of their rows).
+    cells : float, str or GeoDataFrame
+        A grid step in metres, ``"h3:<resolution>"`` or public polygons.
+    user, max_per_user, bounds, region, levels, nonnegative, suppress, rng, budget_store, person
+        See :func:`geopriv.aggregate`.
 
-        Returns
-        -------
-        GeoDataFrame
-            One row per cell: ``cell``, ``count``, ``expected_error`` and its polygon.
+    Returns
+    -------
+    GeoDataFrame
+        One row per cell: ``cell``, ``count``, ``expected_error`` and its polygon.
 
-        See Also
-        --------
-        geopriv.aggregate : The function this calls, with every parameter described.
-        geopriv.heatmap : The same counts as a raster.
-        """
-        from .aggregate import aggregate
+    See Also
+    --------
+    geopriv.aggregate : The function this calls, with every parameter described.
+    geopriv.heatmap : The same counts as a raster.
+    """,
+    )
 
-        return aggregate(
-            self._obj,
-            epsilon,
-            cells=cells,
-            user=user,
-            max_per_user=max_per_user,
-            bounds=bounds,
-            region=region,
-            levels=levels,
-            nonnegative=nonnegative,
-            suppress=suppress,
-            rng=rng,
-            budget_store=budget_store,
-            person=person,
-        )
-
-    def heatmap(
-        self,
-        epsilon,
-        *,
-        resolution: float,
-        bounds=None,
-        region=None,
-        user=None,
-        max_per_user: int = 1,
-        values: str = "count",
-        levels="auto",
-        nonnegative: bool = True,
-        rng=None,
-        path=None,
-        overwrite: bool = False,
-        budget_store=None,
-        person=None,
-    ):
+    heatmap = Delegated(
+        "aggregate",
         """A private heatmap raster (counts or densities per km²): ``geopriv.heatmap(obj, ...)``.
 
-        Parameters
-        ----------
-        epsilon : float
-            Privacy loss of the whole map (dimensionless; one person with all of their rows).
-        resolution : float
-            Cell size in metres.
-        bounds, region, user, max_per_user, values, levels, nonnegative, rng, path, overwrite, budget_store, person
-            See :func:`geopriv.heatmap`.
+    Parameters
+    ----------
+    epsilon : float
+        Privacy loss of the whole map (dimensionless; one person with all of their rows).
+    resolution : float
+        Cell size in metres.
+    bounds, region, user, max_per_user, values, levels, nonnegative, rng, path, overwrite, budget_store, person
+        See :func:`geopriv.heatmap`.
 
-        Returns
-        -------
-        geopriv.Heatmap
+    Returns
+    -------
+    geopriv.Heatmap
 
-        See Also
-        --------
-        geopriv.heatmap : The function this calls, with every parameter described.
-        """
-        from .aggregate import heatmap
+    See Also
+    --------
+    geopriv.heatmap : The function this calls, with every parameter described.
+    """,
+    )
 
-        return heatmap(
-            self._obj,
-            epsilon,
-            resolution=resolution,
-            bounds=bounds,
-            region=region,
-            user=user,
-            max_per_user=max_per_user,
-            values=values,
-            levels=levels,
-            nonnegative=nonnegative,
-            rng=rng,
-            path=path,
-            overwrite=overwrite,
-            budget_store=budget_store,
-            person=person,
-        )
-
-    def flows(
-        self,
-        epsilon,
-        *,
-        regions,
-        traj_id=None,
-        time=None,
-        user=None,
-        max_per_user: int = 1,
-        region_id=None,
-        outside: str = "refuse",
-        levels="auto",
-        nonnegative: bool = True,
-        rng=None,
-        budget_store=None,
-        person=None,
-    ):
+    flows = Delegated(
+        "aggregate",
         """Private origin-destination flows between public regions: ``geopriv.flows(obj, ...)``.
 
-        Parameters
-        ----------
-        epsilon : float
-            Privacy loss of the whole release (dimensionless; one person with all of their trips).
-        regions : GeoDataFrame
-            Public polygons (districts, zones).
-        traj_id, time, user, max_per_user, region_id, outside, levels, nonnegative, rng, budget_store, person
-            See :func:`geopriv.flows`.
+    Parameters
+    ----------
+    epsilon : float
+        Privacy loss of the whole release (dimensionless; one person with all of their trips).
+    regions : GeoDataFrame
+        Public polygons (districts, zones).
+    traj_id, time, user, max_per_user, region_id, outside, levels, nonnegative, rng, budget_store, person
+        See :func:`geopriv.flows`.
 
-        Returns
-        -------
-        GeoDataFrame
-            One line per ordered pair of regions with ``origin``, ``destination``, ``count`` and
-            ``expected_error``.
+    Returns
+    -------
+    GeoDataFrame
+        One line per ordered pair of regions with ``origin``, ``destination``, ``count`` and
+        ``expected_error``.
 
-        See Also
-        --------
-        geopriv.flows : The function this calls, with every parameter described.
-        """
-        from .aggregate import flows
-
-        return flows(
-            self._obj,
-            epsilon,
-            regions=regions,
-            traj_id=traj_id,
-            time=time,
-            user=user,
-            max_per_user=max_per_user,
-            region_id=region_id,
-            outside=outside,
-            levels=levels,
-            nonnegative=nonnegative,
-            rng=rng,
-            budget_store=budget_store,
-            person=person,
-        )
+    See Also
+    --------
+    geopriv.flows : The function this calls, with every parameter described.
+    """,
+    )
 
     def trace_ledger(self):
         """The per-trace budget ledger of a :func:`geopriv.sanitize_traces` result: ``geopriv.trace_ledger(obj)``.

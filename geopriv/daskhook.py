@@ -14,7 +14,7 @@ import inspect
 
 from .importhook import when_imported
 
-__all__ = ["is_dask", "register_lazy", "lazy", "dispatches_dask"]
+__all__ = ["is_dask", "register_lazy", "lazy", "dispatches_dask", "schema_of"]
 
 #: the lazy forms of the release functions, registered by ``geopriv.distributed`` when it loads
 _LAZY: dict = {}
@@ -68,6 +68,11 @@ def dispatches_dask(name: str, check=None):
 def is_dask(obj) -> bool:
     """Whether ``obj`` is a dask (geo)dataframe or series, without importing dask."""
     return any(c.__module__.split(".")[0] in ("dask", "dask_geopandas", "dask_expr") for c in type(obj).__mro__)
+
+
+def schema_of(data):
+    """What ``data``'s columns and types are: a dask frame's empty ``_meta`` (no partition is read), else ``data``."""
+    return data._meta if is_dask(data) else data
 
 
 def _register():

@@ -11,30 +11,36 @@ with the paper's sampling protocol (sec. 5), so its evaluation can be reproduced
 
 from __future__ import annotations
 
-import contextlib
 import math
 import sys
-from typing import Any
 
 import geopandas as gpd
 import numpy as np
 import pandas as pd
-import shapely
 from pandas.api.extensions import no_default
 from pyproj import CRS, Transformer
 
-from .accounting import BudgetAccountant
-from .budget import PER_METRE, open_store, opens_budget_store
-from .daskhook import dispatches_dask
-from .exceptions import Fix, GeoprivError, LocationAttributeError, ParameterError, ParameterTypeError, format_labels
+from .budget import open_store, opens_budget_store
+from .daskhook import dispatches_dask, schema_of
+from .exceptions import Fix, GeoprivError, LocationAttributeError, ParameterError, ParameterTypeError
 from .frame import DEFAULT_MAX_DISTORTION
 from .identity import canonical_order, identities
-from .keys import rows_of
-from .mechanisms.predictive import EXHAUSTED, NOISE, STATUS_NAMES, Traces
 from .points import as_geoseries, point_xy
-from .provenance import attach, make_record
-from .release import answered, budget_fields, check_release_input, plan_traces
-from .release.charging import reserve
+from .release import plan_traces
+from .release.base import input_crs
+from .release.traces import (  # noqa: F401 - their old home: geopriv.traces.X keeps working
+    OUTPUT_COLUMNS,
+    PANDAS3,
+    TIME_FIX,
+    TRAJ_ID_FIX,
+    check_output_columns,
+    column_of,
+    fill_last,
+    ledger_dict,
+    time_seconds,
+    trace_layout,
+    trace_persons,
+)
 from .rng import make_rng
 
 __all__ = [
@@ -51,142 +57,6 @@ __all__ = [
     "time_seconds",
     "PANDAS3",
 ]
-
-PANDAS3 = int(pd.__version__.split(".")[0]) >= 3
-
-#: Columns :func:`sanitize_traces` adds to its result.
-OUTPUT_COLUMNS = ("predicted", "status", "epsilon_spent")
-
-
-# ---------------------------------------------------------------------------- input helpers
-#: a trace id column that is missing
-TRAJ_ID_FIX = Fix(
-    "traj_id_column",
-    python="Name the column that says which trace (user, trajectory) each row belongs to, or pass traj_id=None if "
-    "all rows are one trace.",
-    cli="Name the column that says which trace (user, trajectory) each row belongs to with --traj-id COLUMN, or give "
-    "--traj-id '' if all rows are one trace.",
-    qgis="Choose the 'Trace id field' that says which trace (user, trajectory) each point belongs to, or leave it "
-    "empty if all points are one trace.",
-)
-#: a time column that is missing
-TIME_FIX = Fix(
-    "time_column",
-    python="Name the column of time stamps (datetimes or seconds), or pass time=None if the rows are already in query "
-    "order within each trace (then skip_speed cannot be used).",
-    cli="Name the column of time stamps (datetimes or seconds) with --time COLUMN, or give --time '' if the rows are "
-    "already in query order within each trace (then --skip-speed cannot be used).",
-    qgis="Choose the 'Time field', or leave it empty if the features are already in query order within each trace.",
-)
-
-
-def column_of(data, name, what, hint):
-    """The column ``name`` of ``data``, or a GeoprivError naming the columns there are (and ``hint``, a str or Fix)."""
-    if name not in data.columns:
-        cols = [c for c in data.columns if c != data.geometry.name]
-        problem = f"The {what} column {name!r} is not in the data (columns: {cols})."
-        if isinstance(hint, Fix):
-            raise GeoprivError(problem, fix=hint)
-        raise GeoprivError(f"{problem} {hint}")
-    return data[name]
-
-
-def time_seconds(col: pd.Series, what: str = "time") -> np.ndarray:
-    """Time stamps as float seconds (relative to the earliest); NaT/NaN named by row label."""
-    s = col
-    if pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s):
-        secs = s.to_numpy(dtype=float, na_value=np.nan)
-    elif pd.api.types.is_timedelta64_dtype(s):
-        secs = (s / pd.Timedelta(seconds=1)).to_numpy(dtype=float, na_value=np.nan)
-    else:
-        if not (pd.api.types.is_datetime64_any_dtype(s) or isinstance(s.dtype, pd.DatetimeTZDtype)):
-            try:
-                s = pd.to_datetime(s, utc=True, format="mixed")
-            except (ValueError, TypeError, OverflowError):
-                # never echo the parser's message: it quotes the offending cell, which may be a location
-                parsed = pd.to_datetime(s, utc=True, format="mixed", errors="coerce")
-                bad_rows = (parsed.isna() & s.notna()).to_numpy()
-                raise GeoprivError(
-                    f"{int(bad_rows.sum())} row(s) of the {what} column {col.name!r} cannot be read as time stamps: "
-                    f"labels {format_labels(col.index[bad_rows])}. Give datetimes, ISO 8601 text, or numbers of seconds."
-                ) from None
-        secs = ((s - s.min()) / pd.Timedelta(seconds=1)).to_numpy(dtype=float, na_value=np.nan)
-    bad = ~np.isfinite(secs)
-    if bad.any():
-        raise GeoprivError(
-            f"{int(bad.sum())} row(s) have no valid {what} in column {col.name!r}: labels "
-            f"{format_labels(col.index[bad])}. Fill or drop them: time stamps order each trace and drive the skip rule."
-        )
-    return secs
-
-
-def _layout(data, geoms, traj_id, time):
-    """Trace codes, time in seconds, and the stable order (trace, time, input position)."""
-    n = len(geoms)
-    if traj_id is None:
-        codes = np.zeros(n, dtype=np.int64)
-        uniques = pd.Index([None])
-    else:
-        if not isinstance(data, gpd.GeoDataFrame):
-            raise GeoprivError("traj_id and time name columns: pass a GeoDataFrame, not a GeoSeries.")
-        ids = column_of(data, traj_id, "trace id", TRAJ_ID_FIX)
-        if traj_id == data.geometry.name or isinstance(ids.dtype, gpd.array.GeometryDtype):
-            raise GeoprivError(
-                f"The trace id column {traj_id!r} is a geometry column: every location would become its own trace id, "
-                "published in the ledger.",
-                fix=TRAJ_ID_FIX,
-            )
-        from .attributes import find_location_columns
-
-        if find_location_columns(data[[traj_id, data.geometry.name]].set_geometry(data.geometry.name)):
-            raise GeoprivError(
-                f"The trace id column {traj_id!r} looks like locations (coordinates, WKT, ...); trace ids are "
-                "published with the release and in its ledger.",
-                fix=Fix(
-                    "opaque_ids",
-                    python="Use an opaque id (e.g. pd.factorize(...)[0]).",
-                    cli="Use a column of opaque ids (numbers or names that say nothing about places).",
-                    qgis="Use a field of opaque ids (numbers or names that say nothing about places).",
-                ),
-            )
-        missing = ids.isna().to_numpy()
-        if missing.any():
-            raise GeoprivError(
-                f"{int(missing.sum())} row(s) have no trace id in {traj_id!r}: labels {format_labels(ids.index[missing])}. "
-                "Fill or drop them: every query belongs to one trace, which has its own budget."
-            )
-        # one rule for who is who (geopriv.identity): 5 and "5" are one trace, charged and released as one; the
-        # traces in canonical order, a function of the ids only (the release cannot depend on the row order)
-        persons, codes = identities(ids, ids.index, "trace id").sorted_persons()
-        uniques = pd.Index(persons)
-    if time is None:
-        secs = np.zeros(n)
-    else:
-        if not isinstance(data, gpd.GeoDataFrame):
-            raise GeoprivError("traj_id and time name columns: pass a GeoDataFrame, not a GeoSeries.")
-        secs = time_seconds(column_of(data, time, "time", TIME_FIX))
-    order = np.lexsort((np.arange(n), secs, codes))  # stable: ties in time keep the input order
-    return codes, uniques, secs, order
-
-
-def check_output_columns(data):
-    """Refuse data that already has a column sanitize_traces adds (``OUTPUT_COLUMNS``)."""
-    if isinstance(data, gpd.GeoDataFrame):
-        clash = [c for c in OUTPUT_COLUMNS if c in data.columns]
-        if clash:
-            raise GeoprivError(
-                f"The data already has column(s) {clash} that the trace release adds.",
-                fix=Fix(
-                    "rename_columns",
-                    python=f"Rename them first, e.g. gdf.rename(columns={{{clash[0]!r}: "
-                    f"{clash[0] + '_in'!r}}}), or drop them.",
-                    cli="Rename them in the file, or leave them out with "
-                    + " ".join(f"--drop {c}" for c in clash)
-                    + ".",
-                    qgis="Rename them ('Rename field') or remove them ('Drop field(s)') first.",
-                ),
-            )
-
 
 # ---------------------------------------------------------------------------- MovingPandas
 #: What MovingPandas derives from the true positions (its default column names; a trajectory's
@@ -287,7 +157,7 @@ def _collection_frame(mpd, collection, traj_id, time, keep):
     return frame, traj_id, time_col, _Collection(mpd, trajectories, spans, time_col)
 
 
-def _released_collection(out, layout: _Collection, codes):
+def _released_collection(out, layout: _Collection, traj_id):
     """The release as a TrajectoryCollection: each trajectory's released rows, provenance in its ``df.attrs``.
 
     Rows without a location (exhausted, ``on_exhausted="empty"``) are left out, and so is a
@@ -296,6 +166,10 @@ def _released_collection(out, layout: _Collection, codes):
     the ledger of its own trace(s); the collection's ``attrs["geopriv"]`` has the whole ledger.
     """
     mpd = layout.module
+    if traj_id is None:  # all rows one trace
+        codes = np.zeros(len(out), dtype=np.int64)
+    else:  # each row's trace, numbered as the release numbered them (geopriv.identity)
+        codes = identities(out[traj_id], out.index, "trace id").sorted_persons()[1]
     record = out.attrs["geopriv"]
     ledger = record["ledger"]
     geoms = out.geometry.values
@@ -321,7 +195,6 @@ def _released_collection(out, layout: _Collection, codes):
 
 # ---------------------------------------------------------------------------- sanitize_traces
 @opens_budget_store
-@dispatches_dask("sanitize_traces")
 def sanitize_traces(
     data,
     epsilon=None,
@@ -518,7 +391,7 @@ def sanitize_traces(
     mpd = _movingpandas(data)
     if mpd is not None:
         data, traj_id, time, layout = _collection_frame(mpd, data, traj_id, time, keep)
-    elif isinstance(data, gpd.GeoDataFrame):
+    elif isinstance(schema_of(data), gpd.GeoDataFrame):
         if traj_id is no_default:
             raise ParameterTypeError(
                 "sanitize_traces needs traj_id=: the column that says which trace (user, trajectory) each row "
@@ -532,16 +405,9 @@ def sanitize_traces(
     else:  # a GeoSeries (one trace in row order) or something check_release_input refuses
         traj_id = None if traj_id is no_default else traj_id
         time = None if time is no_default else time
-    # the trace id and time stamps are public and order the release anyway; rows of one trace
-    # given without them are in query order by definition
-    cols = data.columns if isinstance(data, gpd.GeoDataFrame) else ()
-    order_cols = tuple(c for c in (traj_id, time) if c is not None and c in cols)
-    keep_all = tuple(keep or ()) + (() if order_cols else ("<row order>",))
-    geoms, xy = check_release_input(data, keep_all, bounds, None, allow_order=order_cols)
-    check_output_columns(data)
-    # everything public (mechanism, budget manager, frame, lattice, record) from the one trace plan
+    # everything public (mechanism, budget manager, frame, lattice, record) from the one trace plan, then its run
     plan = plan_traces(
-        geoms.crs,
+        input_crs(data),
         epsilon,
         level=level,
         radius=radius,
@@ -564,176 +430,12 @@ def sanitize_traces(
         max_distortion=max_distortion,
         traj_id=traj_id,
         time=time,
+        person=person,
     )
-    mech, eps, frame, lattice = plan.mechanism, plan.epsilon_per_m, plan.frame, plan.lattice
-    codes, uniques, secs, order = _layout(data, geoms, traj_id, time)
-    source = make_rng(rng)
-    frame.check_inside(xy, geoms.index)
-    # "conservative metres": working units / scale_max, so a distance here is <= the ground distance
-    # (see geopriv.frame), and epsilon per metre here is perturb's epsilon per working unit.
-    unit = frame.scale_max
-    work = frame.to_work(xy[order]) / unit
-    lengths = np.bincount(codes, minlength=len(uniques)).astype(np.int64)
-    traces = Traces.from_lengths(work, secs[order], lengths)
-    accountant = BudgetAccountant(np.full(len(uniques), eps), labels=list(uniques))
-    to_release = plan.to_release  # work metres -> released coordinates: truncated and snapped (public)
-
-    def released_in_work(noisy):
-        # what the predictor and the tests may see: the released value, not its unrounded bits
-        return frame.to_work(to_release(noisy)) / unit
-
-    reservation: Any = contextlib.nullcontext()  # or the store's Reservation (start, commit)
-    if store is not None:  # each trace's worst case, charged to its person before any noise is drawn
-        per_draw = plan.draw_increment()
-        worst = eps + lengths * per_draw
-        charged = plan.fields()
-        charged.update(budget_fields(store, PER_METRE, None))
-        reservation = reserve(
-            store,
-            _trace_persons(data, person, codes, uniques, traj_id),
-            worst,
-            unit=PER_METRE,
-            kind="sanitize_traces",
-            fields=charged,
-            rows=len(xy),
-            spend=False,
-        )
-
-    with reservation:
-        if store is not None:
-            reservation.start()
-        # rows_of: per-row keyed streams (lazy releases) follow their rows into the traces' order
-        run = mech.run(
-            traces,
-            eps,
-            # a seed replays only for the same data and parameters (keyed per-row streams are bound already)
-            rows_of(
-                source.bind(
-                    # the rows in the release's own order (trace, time, then input position for ties): a permutation
-                    # that the release undoes digests alike; one that swaps tied rows draws anew
-                    *(x.iloc[order] for x in answered(data, geoms, traj_id, time, *plan.keep, person)),
-                    params=[repr(person), plan.fields()],
-                    purpose="traces",
-                ).generator,
-                order,
-            ),
-            accountant,
-            progress=progress,
-            **({"postprocess": released_in_work} if method == "predictive" and lattice is not None else {}),
-        )
-        if store is not None:  # settle: what the public ledger says each trace spent, plus its draws' increments
-            draws = np.bincount(codes[order][run.status == NOISE], minlength=len(uniques))
-            used = np.minimum(accountant.spent + accountant.reserved + draws * per_draw, worst)
-            reservation.commit(
-                np.minimum(
-                    np.bincount(reservation.persons.inverse, weights=used, minlength=len(reservation.persons)),
-                    reservation.amounts,
-                )
-            )
-
-    # back to the input order and CRS
-    released_sorted = run.reported
-    status_sorted = run.status
-    if on_exhausted == "last":
-        released_sorted = _fill_last(released_sorted, status_sorted, lengths)
-    ok = np.isfinite(released_sorted[:, 0])
-    out_xy = np.full_like(released_sorted, np.nan)
-    out_xy[ok] = to_release(released_sorted[ok])
-    inv = np.empty_like(order)
-    inv[order] = np.arange(len(order))
-    out_xy = out_xy[inv]
-    status = status_sorted[inv]
-    eps_row = run.epsilon[inv]
-    ok = ok[inv]
-
-    pts = np.full(len(out_xy), None, dtype=object)
-    pts[ok] = shapely.points(out_xy[ok])
-    new_geoms = gpd.GeoSeries(pts, index=geoms.index, crs=geoms.crs, name=geoms.name)
-    if isinstance(data, gpd.GeoDataFrame):
-        out = data.copy()
-        out[geoms.name] = new_geoms
-    else:  # a GeoSeries: one trace (traj_id=None) in row order (time=None); columns need a frame
-        out = gpd.GeoDataFrame(geometry=new_geoms.rename(geoms.name or "geometry"))
-    out["predicted"] = (status != NOISE) & (status != EXHAUSTED)
-    out["status"] = pd.Series(np.asarray(STATUS_NAMES, dtype=object)[status], index=out.index).astype(
-        "str" if PANDAS3 else object
-    )
-    out["epsilon_spent"] = eps_row
-
-    ledger = _ledger_dict(run, uniques, traj_id)
-    rel = status != EXHAUSTED
-    fields = plan.fields(traces=len(uniques), n_released=int(rel.sum()), ledger=ledger)
-    if store is not None:
-        fields.update(budget_fields(store, PER_METRE, None))
-    record = make_record(fields, seeded=source.seeded, n=len(out))
-    out = attach(out, data, record)
+    out = plan.run(data, store=store, rng=rng, progress=progress)
     if layout is not None:
-        return _released_collection(out, layout, codes)
+        return _released_collection(out, layout, traj_id)
     return out
-
-
-def _trace_persons(data, person, codes, uniques, traj_id):
-    """The person of each trace (in ``uniques`` order): the trace id, or the ``person`` column, constant per trace."""
-    from .budget import PERSON_FIX
-
-    if person is None:
-        if traj_id is None:
-            raise GeoprivError(
-                "A budget store charges persons: a single trace (traj_id=None) needs person=.", fix=PERSON_FIX
-            )
-        return pd.Index(uniques)
-    col = column_of(data, person, "person id", PERSON_FIX)
-    first = np.full(len(uniques), -1, np.int64)
-    first[codes[::-1]] = np.arange(len(codes))[::-1]  # each trace's first row
-    ids = col.iloc[first]
-    keys = identities(col, col.index, "person id").keys  # one rule for who is who: 5 and "5" are one person
-    same = keys == keys[first][codes]
-    if not same.all():
-        bad = pd.Index(uniques)[np.unique(codes[~same])]
-        raise GeoprivError(
-            f"The person id column {person!r} changes within {len(bad)} trace(s): trace ids "
-            f"{format_labels(bad)}. A trace belongs to one person.",
-            fix=PERSON_FIX,
-        )
-    return pd.Index(ids.to_numpy(object) if ids.dtype == object else ids.to_numpy())
-
-
-def _fill_last(reported, status, lengths):
-    """Exhausted rows get the trace's last released point (NaN if none): forward fill within traces."""
-    out = reported.copy()
-    n = len(out)
-    idx = np.where(status != EXHAUSTED, np.arange(n), -1)
-    np.maximum.accumulate(idx, out=idx)
-    starts = np.repeat(np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
-    valid = idx >= starts
-    out[valid] = reported[idx[valid]]
-    return out
-
-
-def _ledger_dict(run, uniques, traj_id) -> dict:
-    """Per-trace ledger as a dict of plain lists (safe in DataFrame.attrs: copies and compares cleanly)."""
-    pt = run.per_trace()
-    released = pt["released"]
-    rate = np.divide(pt["spent"], pt["budget"] * np.maximum(released, 1))
-    ids = [None if v is None else (v.item() if hasattr(v, "item") else v) for v in list(uniques)]
-    return {
-        "trace": ids,
-        "trace_column": traj_id,
-        "queries": pt["queries"].tolist(),
-        "released": released.tolist(),
-        "noise": pt["noise"].tolist(),
-        "predicted": pt["predicted"].tolist(),
-        "skipped": pt["skipped"].tolist(),
-        "exhausted": pt["exhausted"].tolist(),
-        "tests": pt["tests"].tolist(),
-        "budget": pt["budget"].tolist(),
-        "spent": pt["spent"].tolist(),
-        "remaining": pt["remaining"].tolist(),
-        "spent_test": pt["spent_test"].tolist(),
-        "spent_noise": pt["spent_noise"].tolist(),
-        "prediction_rate": pt["prediction_rate"].tolist(),
-        "budget_rate": rate.tolist(),
-    }
 
 
 @dispatches_dask("trace_ledger")  # a lazy release: a lazy ledger (geopriv.distributed.traces.trace_ledger_dask)
@@ -983,7 +685,7 @@ def sample_queries(
     if not isinstance(data, gpd.GeoDataFrame):
         raise GeoprivError("sample_queries needs a GeoDataFrame with trajectory id and time columns.")
     xy = point_xy(geoms)
-    codes, uniques, secs, order = _layout(data, geoms, traj_id, time)
+    codes, uniques, secs, order = trace_layout(data, geoms, traj_id, time)
     gen = make_rng(rng).generator
     c = codes[order]
     numeric = time is not None and _is_numeric_time(data[time])

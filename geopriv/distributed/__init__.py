@@ -112,11 +112,12 @@ def _register_lazy() -> None:
     from .aggregate import aggregate_dask, flows_dask, heatmap_dask
     from .perturb import perturb_dask
     from .synthesize import synthesize_dask
-    from .traces import sanitize_traces_dask, trace_ledger_dask
+    from ..release.base import lazy_kind
+    from .traces import run_traces_lazy, trace_ledger_dask
 
     register_lazy("perturb", perturb_dask)
     register_lazy("synthesize", synthesize_dask)
-    register_lazy("sanitize_traces", sanitize_traces_dask)
+    register_lazy(lazy_kind("traces"), run_traces_lazy)  # a trace plan's run on dask
     register_lazy("trace_ledger", trace_ledger_dask)
     register_lazy("aggregate", aggregate_dask)  # eager: counts per partition, one noise draw on the driver
     register_lazy("heatmap", heatmap_dask)

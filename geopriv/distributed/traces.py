@@ -44,10 +44,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from pandas.api.extensions import no_default
 
-from ..exceptions import ParameterError, ParameterTypeError
-from ..frame import DEFAULT_MAX_DISTORTION
+from ..exceptions import ParameterError
 
 __all__ = ["sanitize_traces_dask", "trace_ledger_dask", "release_buckets", "BUCKETS"]
 
@@ -166,20 +164,18 @@ def _as_geo(part, geom_name, crs, series):
     return gpd.GeoDataFrame(part, geometry=geom_name, crs=crs)
 
 
-def release_buckets(part, *, root, attrs, out_meta, geom_name, crs, series, ordered, params):
+def release_buckets(part, *, root, attrs, out_meta, geom_name, crs, series, ordered, plan):
     """One partition's release: canonical order, then the in-memory sanitize_traces per bucket, keyed stream each.
 
-    ``params`` are the keyword arguments of :func:`geopriv.sanitize_traces` (``rng`` and
-    ``progress`` excepted).  ``ordered``: one trace in row order (``traj_id`` and ``time``
+    ``plan`` is the release's :class:`~geopriv.release.TracePlan` (each bucket is its
+    in-memory run, with no store: the driver charged at build).  ``ordered``: one trace in row order (``traj_id`` and ``time``
     None): no sort, bucket 0.
     """
-    from ..traces import sanitize_traces
-
     if len(part) == 0:
         out = out_meta.copy()
         out.attrs = dict(attrs)
         return out
-    traj_id, time = params["traj_id"], params["time"]
+    traj_id, time = plan.traj_id, plan.time
     buckets = (
         part[_BUCKET].to_numpy(dtype=np.int64)
         if (not series and _BUCKET in part.columns)
@@ -199,7 +195,7 @@ def release_buckets(part, *, root, attrs, out_meta, geom_name, crs, series, orde
     outs = []
     for a, b in zip(starts, ends):
         rows = gpart.iloc[a:b]
-        outs.append(sanitize_traces(rows, rng=trace_streams(root, rows, traj_id, time), progress=None, **params))
+        outs.append(plan.run_memory(rows, rng=trace_streams(root, rows, traj_id, time)))
     out = outs[0] if len(outs) == 1 else pd.concat(outs)
     out.attrs = dict(attrs)
     return out
@@ -224,36 +220,7 @@ def _empty_output(meta, series, geom_name, crs):
     return out
 
 
-def sanitize_traces_dask(
-    data,
-    epsilon=None,
-    *,
-    traj_id=no_default,
-    time=no_default,
-    level=None,
-    radius=None,
-    method: str = "predictive",
-    budget: str = "fixed_rate",
-    rate=None,
-    accuracy=None,
-    skip_speed=None,
-    stale_after=None,
-    predictor="parrot",
-    on_exhausted: str = "empty",
-    eta: float = 0.5,
-    gamma: float = 0.8,
-    delta: float = 0.9,
-    prediction_rate: float = 0.5,
-    rng=None,
-    bounds=None,
-    grid="auto",
-    continuous: bool = False,
-    keep=(),
-    max_distortion: float = DEFAULT_MAX_DISTORTION,
-    progress=None,
-    budget_store=None,
-    person=None,
-):
+def sanitize_traces_dask(data, *args, **kwargs):
     """Lazy :func:`geopriv.sanitize_traces` of a dask-geopandas GeoDataFrame (same parameters).
 
     See :mod:`geopriv.distributed.traces` for the design: traces are grouped whole into
@@ -303,97 +270,55 @@ def sanitize_traces_dask(
       attributes) refuse after the charge: the charge stays (never undercounted).  Computing the
       result again replays it and charges nothing more; the store never enters the graph.
     """
-    from .budget import driver_store
+    from ..daskhook import is_dask
+    from ..exceptions import GeoprivError
+    from ..traces import sanitize_traces
 
-    with driver_store(budget_store) as store:
-        return _sanitize_traces_dask(
-            data,
-            epsilon,
-            traj_id=traj_id,
-            time=time,
-            level=level,
-            radius=radius,
-            method=method,
-            budget=budget,
-            rate=rate,
-            accuracy=accuracy,
-            skip_speed=skip_speed,
-            stale_after=stale_after,
-            predictor=predictor,
-            on_exhausted=on_exhausted,
-            eta=eta,
-            gamma=gamma,
-            delta=delta,
-            prediction_rate=prediction_rate,
-            rng=rng,
-            bounds=bounds,
-            grid=grid,
-            continuous=continuous,
-            keep=keep,
-            max_distortion=max_distortion,
-            store=store,
-            person=person,
-        )
+    if not is_dask(data):
+        raise GeoprivError("sanitize_traces_dask takes a dask_geopandas GeoDataFrame: use geopriv.sanitize_traces.")
+    return sanitize_traces(data, *args, **kwargs)
 
 
-def _sanitize_traces_dask(
-    data,
-    epsilon,
-    *,
-    traj_id,
-    time,
-    level,
-    radius,
-    method,
-    budget,
-    rate,
-    accuracy,
-    skip_speed,
-    stale_after,
-    predictor,
-    on_exhausted,
-    eta,
-    gamma,
-    delta,
-    prediction_rate,
-    rng,
-    bounds,
-    grid,
-    continuous,
-    keep,
-    max_distortion,
-    store,
-    person,
-):
+def _same_signature():  # one parameter list: geopriv.sanitize_traces' own (names, defaults and order)
+    import inspect
+
+    from ..traces import sanitize_traces
+
+    sanitize_traces_dask.__signature__ = inspect.signature(sanitize_traces)
+
+
+_same_signature()
+
+
+def run_traces_lazy(plan, data, *, store=None, rng=None, progress=None):
+    """The lazy runner of a trace plan (:class:`geopriv.release.TracePlan`): see :func:`sanitize_traces_dask`."""
+    import dataclasses
+
     import geopandas as gpd
 
     from ..exceptions import EmptyInputError, GeoprivError, MissingCRSError
     from ..points import check_coordinates
     from ..provenance import attach, make_record
-    from ..release import check_release_input, plan_traces
+    from ..release import check_release_input
     from ..traces import check_output_columns, column_of
     from . import built, root_entropy
 
+    traj_id, time, person, keep, bounds, predictor = (
+        plan.traj_id,
+        plan.time,
+        plan.person,
+        plan.keep,
+        plan.bounds,
+        plan.predictor,
+    )
     meta = data._meta
     series = isinstance(meta, gpd.GeoSeries)
     if not series and not isinstance(meta, gpd.GeoDataFrame):
         raise GeoprivError("sanitize_traces on dask takes a dask_geopandas GeoDataFrame (or GeoSeries) of points.")
     if series:
-        traj_id = None if traj_id is no_default else traj_id
-        time = None if time is no_default else time
         if traj_id is not None or time is not None:
             raise GeoprivError("traj_id and time name columns: pass a GeoDataFrame, not a GeoSeries.")
     else:
-        if traj_id is no_default:
-            raise ParameterTypeError(
-                "sanitize_traces needs traj_id=: the column that says which trace (user, trajectory) each row "
-                "belongs to (one budget per trace), or traj_id=None if all rows are one trace."
-            )
-        if time is no_default:
-            raise ParameterTypeError(
-                "sanitize_traces needs time=: the column of time stamps that orders each trace, or time=None if the "
-                "rows are already in query order."
-            )
         if traj_id is not None and time is None:
             raise ParameterError(
                 "On a dask GeoDataFrame, time=None (rows already in query order) works only with traj_id=None: the "
@@ -446,32 +371,7 @@ def _sanitize_traces_dask(
             "'cluster_mean', wrap a per-trace function with geopriv.mechanisms.predictive.per_trace_predictor, or "
             "release in memory."
         )
-    # the parameters, the frame, the lattice and the record: the in-memory release's own plan
-    plan = plan_traces(
-        crs,
-        epsilon,
-        level=level,
-        radius=radius,
-        method=method,
-        budget=budget,
-        rate=rate,
-        accuracy=accuracy,
-        skip_speed=skip_speed,
-        stale_after=stale_after,
-        predictor=predictor,
-        on_exhausted=on_exhausted,
-        eta=eta,
-        gamma=gamma,
-        delta=delta,
-        prediction_rate=prediction_rate,
-        bounds=bounds,
-        grid=grid,
-        continuous=continuous,
-        keep=keep,
-        max_distortion=max_distortion,
-        traj_id=traj_id,
-        time=time,
-    )
+    # the parameters, the frame, the lattice and the record: the plan's (built before any data is read)
     if store is not None:  # whose traces they are: a column of the schema (checked before any data is read)
         from ..budget import PERSON_FIX
 
@@ -498,30 +398,6 @@ def _sanitize_traces_dask(
     out_meta = _empty_output(meta, series, geom_name, crs)
     out_meta = attach(out_meta, meta, record)
     attrs = dict(out_meta.attrs)
-    params = dict(
-        epsilon=epsilon,
-        traj_id=traj_id,
-        time=time,
-        level=level,
-        radius=radius,
-        method=method,
-        budget=budget,
-        rate=rate,
-        accuracy=accuracy,
-        skip_speed=skip_speed,
-        stale_after=stale_after,
-        predictor=predictor,
-        on_exhausted=on_exhausted,
-        eta=eta,
-        gamma=gamma,
-        delta=delta,
-        prediction_rate=prediction_rate,
-        bounds=bounds,
-        grid=grid,
-        continuous=continuous,
-        keep=tuple(keep or ()),
-        max_distortion=max_distortion,
-    )
     # build time: each input partition's digest (the release answers exactly these data, and refuses other
     # rows when computed), and declared bounds= checked against ALL the data (a bucket sees only part of it)
     import dask
@@ -568,7 +444,7 @@ def _sanitize_traces_dask(
         crs=crs,
         series=series,
         ordered=ordered,
-        params=params,
+        plan=dataclasses.replace(plan, person=None),  # each bucket's run charges nothing
         meta=out_meta,
     )
     if store is not None:  # the driver's one charge, before the lazy release exists for anyone to compute

@@ -27,7 +27,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from ..daskhook import is_dask, lazy
 
-__all__ = ["Plan", "Executes", "lazy_kind"]
+__all__ = ["Plan", "Executes", "lazy_kind", "input_crs"]
 
 
 def lazy_kind(kind: str) -> str:
@@ -63,3 +63,27 @@ class Executes:
     def run_lazy(self, ddf, *, store=None, rng=None, progress=None):
         """The same plan over dask partitions (the runner :mod:`geopriv.distributed` registered for this kind)."""
         return lazy(lazy_kind(self.kind))(self, ddf, store=store, rng=rng, progress=progress)
+
+
+def input_crs(data):
+    """The CRS a plan for ``data`` is built in: the (dask) GeoDataFrame's or GeoSeries' own.
+
+    Anything else (no geometry, no CRS) is refused by the release's input check, with its
+    usual message, before a plan is built.
+    """
+    crs = getattr(data, "crs", None)
+    if crs is None and is_dask(data):
+        import geopandas as gpd
+
+        from ..exceptions import GeoprivError, MissingCRSError
+
+        if not isinstance(data._meta, (gpd.GeoDataFrame, gpd.GeoSeries)):
+            raise GeoprivError("A release on dask takes a dask_geopandas GeoDataFrame (or GeoSeries) of points.")
+        raise MissingCRSError("The dask GeoDataFrame")
+    if crs is None:  # the input check's own first steps, so its own error (not geometries, no CRS, ...)
+        from ..points import as_geoseries, check_coordinates, check_no_other_geometries, point_xy
+
+        geoms = as_geoseries(data)
+        check_no_other_geometries(data)
+        check_coordinates(point_xy(geoms), geoms.crs, geoms.index)
+    return crs
