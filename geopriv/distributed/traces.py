@@ -291,17 +291,81 @@ _same_signature()
 
 
 def run_traces_lazy(plan, data, *, store=None, rng=None, progress=None):
-    """The lazy runner of a trace plan (:class:`geopriv.release.TracePlan`): see :func:`sanitize_traces_dask`."""
+    """The lazy runner of a trace plan (:class:`geopriv.release.TracePlan`): see :func:`sanitize_traces_dask`.
+
+    Three stages: the schema checked against the plan (no row read), one build-time pass over
+    every partition (digests, declared bounds, and with a store the traces' persons, charged
+    before the graph exists), then the graph (verify, bucket, release each bucket by the plan's
+    in-memory run).
+    """
     import dataclasses
 
+    from ..provenance import attach, make_record
+    from . import built, root_entropy
+
+    traj_id, time, person = plan.traj_id, plan.time, plan.person
+    meta, series, geom_name, crs = check_trace_schema(plan, data, store)
+    # the one random draw at build time (a SecretRoot: the lazy result is secret); a seed is bound to the
+    # whole data and the public parameters (it replays only for the same ones)
+    root, drawn = root_entropy(rng, data, [repr(person), plan.fields()], "traces")
+    # traces, n_released and the ledger: per bucket, the output's columns show them (trace_ledger_dask)
+    fields = plan.fields()
+    if store is not None:  # as in memory: the unit, no single cost per row (each trace's ledger says what it spent)
+        from ..budget import PER_METRE
+        from ..release import budget_fields
+
+        fields.update(budget_fields(store, PER_METRE, None))
+    record = make_record(fields, seeded=root.seeded, n=None)
+
+    out_meta = _empty_output(meta, series, geom_name, crs)
+    out_meta = attach(out_meta, meta, record)
+    attrs = dict(out_meta.attrs)
+    checks, charge = build_time_pass(plan, data, root, store, geom_name, crs, series)
+    from ..keys import Binding
+
+    # sealed one-way tags; in row order (one trace without ids or time stamps) each partition keeps its place
+    digests = Binding(root, BIND_PURPOSE, [c[1] for c in checks], ordered=traj_id is None and time is None)
+    data = data.map_partitions(verify_partition, root, traj_id, time, geom_name, crs, series, digests, meta=meta)
+    ordered = traj_id is None and time is None
+    if traj_id is None:  # one trace, one bucket: gather it in row order
+        staged = data.repartition(npartitions=1)
+    else:
+        with_bucket = meta.iloc[:0].copy()
+        with_bucket[_BUCKET] = pd.Series([], dtype=np.int64, index=with_bucket.index)
+        staged = data.map_partitions(_with_bucket, traj_id, BUCKETS, meta=with_bucket)
+        staged = staged.shuffle(on=_BUCKET, npartitions=min(data.npartitions, BUCKETS), method=_shuffle_method())
+    result = staged.map_partitions(
+        release_buckets,
+        root=root,
+        attrs=attrs,
+        out_meta=out_meta.iloc[:0],
+        geom_name=geom_name,
+        crs=crs,
+        series=series,
+        ordered=ordered,
+        plan=dataclasses.replace(plan, person=None),  # each bucket's run charges nothing
+        meta=out_meta,
+    )
+    if store is not None:  # the driver's one charge, before the lazy release exists for anyone to compute
+        from ..budget import PER_METRE
+        from .budget import charge_at_build
+
+        ids, worst, rows = charge
+        charged = plan.fields()
+        charged.update(budget_fields(store, PER_METRE, None))
+        charge_at_build(store, ids, worst, unit=PER_METRE, kind="sanitize_traces", fields=charged, rows=rows)
+    built(rng, drawn)  # only now does a caller's generator advance
+    return result
+
+
+def check_trace_schema(plan, data, store):
+    """A dask frame's schema checked against a trace plan, before any row is read: (meta, series, geometry, CRS)."""
     import geopandas as gpd
 
     from ..exceptions import EmptyInputError, GeoprivError, MissingCRSError
     from ..points import check_coordinates
-    from ..provenance import attach, make_record
     from ..release import check_release_input
     from ..traces import check_output_columns, column_of
-    from . import built, root_entropy
 
     traj_id, time, person, keep, bounds, predictor = (
         plan.traj_id,
@@ -383,23 +447,18 @@ def run_traces_lazy(plan, data, *, store=None, rng=None, progress=None):
             if series:
                 raise GeoprivError("person names a column: pass a GeoDataFrame, not a GeoSeries.", fix=PERSON_FIX)
             column_of(meta, person, "person id", PERSON_FIX)
-    # the one random draw at build time (a SecretRoot: the lazy result is secret); a seed is bound to the
-    # whole data and the public parameters (it replays only for the same ones)
-    root, drawn = root_entropy(rng, data, [repr(person), plan.fields()], "traces")
-    # traces, n_released and the ledger: per bucket, the output's columns show them (trace_ledger_dask)
-    fields = plan.fields()
-    if store is not None:  # as in memory: the unit, no single cost per row (each trace's ledger says what it spent)
-        from ..budget import PER_METRE
-        from ..release import budget_fields
+    return meta, series, geom_name, crs
 
-        fields.update(budget_fields(store, PER_METRE, None))
-    record = make_record(fields, seeded=root.seeded, n=None)
 
-    out_meta = _empty_output(meta, series, geom_name, crs)
-    out_meta = attach(out_meta, meta, record)
-    attrs = dict(out_meta.attrs)
-    # build time: each input partition's digest (the release answers exactly these data, and refuses other
-    # rows when computed), and declared bounds= checked against ALL the data (a bucket sees only part of it)
+def build_time_pass(plan, data, root, store, geom_name, crs, series):
+    """One pass over every partition at build time: (per-partition checks, the charge or None).
+
+    Each partition's digest (the release answers exactly these data, and refuses other rows when
+    computed), declared ``bounds=`` checked against ALL the data (a bucket sees only part of it),
+    and with a store each trace's person and rows, refused here (persons named) before anything
+    is charged.
+    """
+    traj_id, time, person, bounds = plan.traj_id, plan.time, plan.person, plan.bounds
     import dask
 
     from ..frame import check_area_not_from_data
@@ -422,41 +481,7 @@ def run_traces_lazy(plan, data, *, store=None, rng=None, progress=None):
     charge = None
     if store is not None:  # refused here (persons named) before anything is charged
         charge = trace_charges(persons, plan, traj_id, person)
-    from ..keys import Binding
-
-    # sealed one-way tags; in row order (one trace without ids or time stamps) each partition keeps its place
-    digests = Binding(root, BIND_PURPOSE, [c[1] for c in checks], ordered=traj_id is None and time is None)
-    data = data.map_partitions(verify_partition, root, traj_id, time, geom_name, crs, series, digests, meta=meta)
-    ordered = traj_id is None and time is None
-    if traj_id is None:  # one trace, one bucket: gather it in row order
-        staged = data.repartition(npartitions=1)
-    else:
-        with_bucket = meta.iloc[:0].copy()
-        with_bucket[_BUCKET] = pd.Series([], dtype=np.int64, index=with_bucket.index)
-        staged = data.map_partitions(_with_bucket, traj_id, BUCKETS, meta=with_bucket)
-        staged = staged.shuffle(on=_BUCKET, npartitions=min(data.npartitions, BUCKETS), method=_shuffle_method())
-    result = staged.map_partitions(
-        release_buckets,
-        root=root,
-        attrs=attrs,
-        out_meta=out_meta.iloc[:0],
-        geom_name=geom_name,
-        crs=crs,
-        series=series,
-        ordered=ordered,
-        plan=dataclasses.replace(plan, person=None),  # each bucket's run charges nothing
-        meta=out_meta,
-    )
-    if store is not None:  # the driver's one charge, before the lazy release exists for anyone to compute
-        from ..budget import PER_METRE
-        from .budget import charge_at_build
-
-        ids, worst, rows = charge
-        charged = plan.fields()
-        charged.update(budget_fields(store, PER_METRE, None))
-        charge_at_build(store, ids, worst, unit=PER_METRE, kind="sanitize_traces", fields=charged, rows=rows)
-    built(rng, drawn)  # only now does a caller's generator advance
-    return result
+    return checks, charge
 
 
 def trace_partition_persons(part, traj_id, person, geom_name, crs, series, frame):
