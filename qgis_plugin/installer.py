@@ -35,6 +35,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -388,6 +389,134 @@ def activate(target: Path, warn=None) -> bool:
     return True
 
 
+class CannotInstall(Exception):
+    """Why :func:`install` cannot start (no Python, no pip, no wheel...): one line for the log."""
+
+
+@dataclass(frozen=True)
+class PipJob:
+    """What :func:`install` asks pip for: the command that runs pip, the required and the optional specs."""
+
+    pip: tuple  # the command, e.g. (python, "-m", "pip")
+    specs: tuple  # wheels only, all at once: any failure fails the installation
+    optional: tuple  # one by one, built from source if need be: a failure is a warning
+
+
+def pip_job(the_plan: Plan, wheel: Path | None = None, python: str | None = None) -> PipJob:
+    """The pip work ``the_plan`` needs; raises :class:`CannotInstall` when it cannot be done from QGIS."""
+    if not the_plan.possible:
+        raise CannotInstall(the_plan.describe())
+    python = python or python_executable()
+    if python is None:
+        raise CannotInstall(
+            "QGIS's Python interpreter was not found; install the requirements from a terminal (docs/qgis.md)."
+        )
+    pip = pip_command(python)
+    if pip is None:
+        raise CannotInstall(
+            "pip is not available to QGIS's Python: install it (Debian/Ubuntu: "
+            "sudo apt install python3-pip) and try again."
+        )
+    specs = [r.spec for r in the_plan.install if not r.optional]
+    optional = [r.spec for r in the_plan.install if r.optional]
+    if the_plan.geopriv_missing:
+        wheel = wheel or geopriv_wheel()
+        if wheel is None:
+            raise CannotInstall(
+                "this plugin zip holds no geopriv wheel; install geopriv from a terminal (docs/qgis.md)."
+            )
+        specs.append(str(wheel))
+    return PipJob(tuple(pip), tuple(specs), tuple(optional))
+
+
+def staging_copy(target: Path, found: list, outcome: Outcome) -> Path:
+    """The folder pip installs into: a copy of ``target`` (if any) without the packages QGIS provides itself.
+
+    pip never writes into ``target`` itself, so a failed installation leaves it as it was.
+    """
+    staging = target.with_name(target.name + ".part")
+    _remove_tree(staging)
+    if target.exists():  # keep what is there; pip adds to a copy of it
+        import shutil
+
+        shutil.copytree(target, staging)
+        if found:  # the repair: QGIS's own NumPy, pyproj, GDAL, Qt... are never kept in the folder
+            removed = remove_shadowing(found, staging)
+            outcome.log.append("removed what QGIS provides itself: " + ", ".join(removed))
+            outcome.warnings.append(
+                "Removed " + ", ".join(s.module for s in found) + " from the folder: QGIS provides them itself."
+            )
+    return staging
+
+
+@dataclass
+class PipRunner:
+    """Runs ``pip install --no-deps --target staging``, logging its output into ``outcome``.
+
+    Each package pip starts on moves the progress bar over 5-90 %, counted over all the runs of
+    one installation (``total`` packages).
+    """
+
+    pip: tuple
+    staging: Path
+    total: int
+    timeout: float
+    outcome: Outcome
+    report: Callable[[int, str], None]  # progress(percent, text)
+    started: int = 0  # packages pip has started on, over every run
+
+    def run(self, requirements, binary_only: bool) -> int:
+        """pip's exit code for ``requirements`` (-1: pip could not run or timed out)."""
+        command = list(self.pip) + [
+            "install",
+            "--no-deps",
+            "--upgrade",
+            "--target",
+            str(self.staging),
+            "--disable-pip-version-check",
+            "--no-input",
+            "--progress-bar",
+            "off",
+        ]
+        command += (["--only-binary", ":all:"] if binary_only else []) + list(requirements)
+        try:
+            with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+                for line in proc.stdout:
+                    line = line.rstrip()
+                    self.outcome.log.append(line)
+                    if line.startswith(("Collecting", "Processing")):
+                        self.started += 1
+                        self.report(5 + int(85 * self.started / self.total), line)
+                proc.wait(timeout=self.timeout)
+                return proc.returncode
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            self.outcome.log.append(f"pip could not run ({type(exc).__name__})")
+            return -1
+
+
+def optional_failure(spec: str) -> str:
+    """The warning for an optional requirement pip could not install (the plugin works without it)."""
+    name = re.match(r"[A-Za-z0-9_.\-]+", spec).group(0)
+    return (
+        f"{name} could not be installed (it is built from source: a C/C++ compiler is needed; on "
+        f"Debian/Ubuntu: sudo apt install python3-{name}, or g++ and python3-dev, then install again); "
+        "the algorithms that need it will say so."
+    )
+
+
+def move_into_place(staging: Path, target: Path) -> None:
+    """Replace ``target`` by the finished ``staging`` folder (the old one is removed only after the swap)."""
+    if target.exists():
+        old = target.with_name(target.name + ".old")
+        _remove_tree(old)
+        target.rename(old)
+        staging.rename(target)
+        _remove_tree(old)
+    else:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging.rename(target)
+
+
 def install(
     the_plan: Plan,
     target: Path,
@@ -404,103 +533,31 @@ def install(
     target = Path(target)
     outcome = Outcome(False, target)
     report = progress or (lambda percent, text: None)
-    if not the_plan.possible:
-        outcome.log.append(the_plan.describe())
+    try:
+        job = pip_job(the_plan, wheel, python)
+    except CannotInstall as exc:
+        outcome.log.append(str(exc))
         return outcome
-    python = python or python_executable()
-    if python is None:
-        outcome.log.append(
-            "QGIS's Python interpreter was not found; install the requirements from a terminal (docs/qgis.md)."
-        )
-        return outcome
-    pip = pip_command(python)
-    if pip is None:
-        outcome.log.append(
-            "pip is not available to QGIS's Python: install it (Debian/Ubuntu: "
-            "sudo apt install python3-pip) and try again."
-        )
-        return outcome
-    specs = [r.spec for r in the_plan.install if not r.optional]
-    optional = [r.spec for r in the_plan.install if r.optional]
-    if the_plan.geopriv_missing:
-        wheel = wheel or geopriv_wheel()
-        if wheel is None:
-            outcome.log.append(
-                "this plugin zip holds no geopriv wheel; install geopriv from a terminal (docs/qgis.md)."
-            )
-            return outcome
-        specs.append(str(wheel))
     found = shadowing_packages(target, sys.path) if target.is_dir() else []
-    if not specs and not optional and not found:
+    if not job.specs and not job.optional and not found:
         outcome.ok = True
         return outcome
-    staging = target.with_name(target.name + ".part")
-    _remove_tree(staging)
-    if target.exists():  # keep what is there; pip adds to a copy of it
-        import shutil
-
-        shutil.copytree(target, staging)
-        if found:  # the repair: QGIS's own NumPy, pyproj, GDAL, Qt... are never kept in the folder
-            removed = remove_shadowing(found, staging)
-            outcome.log.append("removed what QGIS provides itself: " + ", ".join(removed))
-            outcome.warnings.append(
-                "Removed " + ", ".join(s.module for s in found) + " from the folder: QGIS provides them itself."
-            )
-    total = max(1, len(specs) + len(optional))
-    counter = [0]
-
-    def pip_run(requirements: list, binary_only: bool) -> int:
-        command = pip + [
-            "install",
-            "--no-deps",
-            "--upgrade",
-            "--target",
-            str(staging),
-            "--disable-pip-version-check",
-            "--no-input",
-            "--progress-bar",
-            "off",
-        ]
-        command += (["--only-binary", ":all:"] if binary_only else []) + requirements
-        try:
-            with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
-                for line in proc.stdout:
-                    line = line.rstrip()
-                    outcome.log.append(line)
-                    if line.startswith(("Collecting", "Processing")):
-                        counter[0] += 1
-                        report(5 + int(85 * counter[0] / total), line)
-                proc.wait(timeout=timeout)
-                return proc.returncode
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            outcome.log.append(f"pip could not run ({type(exc).__name__})")
-            return -1
+    staging = staging_copy(target, found, outcome)
+    total = max(1, len(job.specs) + len(job.optional))
+    pip = PipRunner(job.pip, staging, total, timeout, outcome, report)
 
     report(5, f"installing {total} package(s) with pip")
-    if specs:
-        code = pip_run(specs, binary_only=True)
+    if job.specs:
+        code = pip.run(job.specs, binary_only=True)
         if code != 0:
             outcome.log.append(f"pip failed (exit code {code}); see the log above")
             _remove_tree(staging)
             return outcome
-    for spec in optional:  # built from source if there is no wheel; the plugin works without it
-        if pip_run([spec], binary_only=False) != 0:
-            name = re.match(r"[A-Za-z0-9_.\-]+", spec).group(0)
-            outcome.warnings.append(
-                f"{name} could not be installed (it is built from source: a C/C++ compiler is needed; on "
-                f"Debian/Ubuntu: sudo apt install python3-{name}, or g++ and python3-dev, then install again); "
-                "the algorithms that need it will say so."
-            )
+    for spec in job.optional:  # built from source if there is no wheel; the plugin works without it
+        if pip.run([spec], binary_only=False) != 0:
+            outcome.warnings.append(optional_failure(spec))
     report(95, "moving the installed packages into place")
-    if target.exists():
-        old = target.with_name(target.name + ".old")
-        _remove_tree(old)
-        target.rename(old)
-        staging.rename(target)
-        _remove_tree(old)
-    else:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        staging.rename(target)
+    move_into_place(staging, target)
     report(100, "done")
     outcome.ok = True
     return outcome

@@ -6,8 +6,6 @@ area, a population raster), so they can be run before anything is released.
 
 from __future__ import annotations
 
-import inspect
-
 from qgis.core import (
     QgsProcessingException,
     QgsProcessingOutputNumber,
@@ -20,18 +18,13 @@ from qgis.core import (
     QgsProcessingParameterRasterLayer,
 )
 
-from .base import BOUNDS_LABEL, GeoprivAlgorithm
+from .base import BOUNDS_LABEL, LN4, GeoprivAlgorithm, library_default
+from .build_privacy_map import UNIT_OPTIONS, UNITS
 from .layers import pyproj_crs
 
 PRIOR_NAMES = ["uniform", "population"]
-UNIT_NAMES = ["per_km2", "per_cell"]
-
-
-def library_default(function: str, parameter: str):
-    """The default of ``parameter`` in the geopriv function: the plugin has none of its own."""
-    import geopriv
-
-    return inspect.signature(getattr(geopriv, function)).parameters[parameter].default
+#: the library's ``units=`` of the population raster (the same choice as the privacy map's)
+UNIT_NAMES = UNITS
 
 
 class MeasuredPrivacy(GeoprivAlgorithm):
@@ -62,7 +55,7 @@ class MeasuredPrivacy(GeoprivAlgorithm):
             QgsProcessingParameterEnum(
                 self.UNITS,
                 "Raster values are",
-                ["People per km\u00b2 of ground", "People per cell"],
+                list(UNIT_OPTIONS),
                 defaultValue=UNIT_NAMES.index(library_default("adversary_error", "units")),
             )
         )
@@ -133,7 +126,7 @@ raster), never the points being released.</p>"""
     K = "K_EQUIVALENT"
 
     def initAlgorithm(self, config=None):  # noqa: N802
-        self.add_privacy_parameters(level=1.3862943611198906, radius=200.0)
+        self.add_privacy_parameters(level=LN4, radius=200.0)
         self.add_area_parameters()
         self.addParameter(
             QgsProcessingParameterRasterDestination(

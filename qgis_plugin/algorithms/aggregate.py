@@ -131,31 +131,25 @@ expected errors. Leave the <b>random seed</b> empty for a real release.</p>"""
 
         counts, record = self.release(geopriv.aggregate, data.gdf, feedback, cells=cells, rng=rng, **options)
 
-        if cells_layer is None:
-            dest = self.write_frame(
-                parameters,
-                self.OUTPUT,
-                context,
-                counts,
-                self.NEW_COLUMNS,
-                data.crs,
-                self.wkb_type(counts.geometry.values, QgsWkbTypes.Polygon, QgsWkbTypes.MultiPolygon),
-                feedback=feedback,
-            )
-        else:  # the cells layer's own attributes, unchanged, then the counts (row k: the k-th polygon read)
+        base = {}  # a grid or H3: the counts only
+        if cells_layer is not None:
+            # the cells layer's own attributes, unchanged, then the counts (row k: the k-th polygon read)
             ids = cells_layer.gdf.index.to_numpy()
-            dest = self.write_frame(
-                parameters,
-                self.OUTPUT,
-                context,
-                counts,
-                self.NEW_COLUMNS,
-                data.crs,
-                self.wkb_type(counts.geometry.values, QgsWkbTypes.Polygon, QgsWkbTypes.MultiPolygon),
+            base = dict(
                 base_fields=cells_layer.fields,
                 base_attributes=[cells_layer.attributes[int(ids[k])] for k in counts["cell"]],
-                feedback=feedback,
             )
+        dest = self.write_frame(
+            parameters,
+            self.OUTPUT,
+            context,
+            counts,
+            self.NEW_COLUMNS,
+            data.crs,
+            self.wkb_type(counts.geometry.values, QgsWkbTypes.Polygon, QgsWkbTypes.MultiPolygon),
+            feedback=feedback,
+            **base,
+        )
         self.report_release(feedback, record)
         return {
             self.OUTPUT: dest,

@@ -1,7 +1,7 @@
 """The shared base of every geopriv algorithm.
 
 A subclass sets its names and help, declares its parameters in ``initAlgorithm`` (with the
-helpers here for the common ones) and implements ``compute(parameters, context, feedback)``:
+helpers here for the common ones, and tables of :mod:`.parameters` rows for its own) and implements ``compute(parameters, context, feedback)``:
 read the inputs with :meth:`read_layer` / :meth:`raster_path`, make *one* geopriv call,
 write the outputs with :meth:`write_points` / :meth:`write_table`, after refusing outputs that
 are inputs (:meth:`check_outputs`).  The base turns every error into a
@@ -868,14 +868,13 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
         labels = result.index.to_numpy()
         from qgis.core import QgsGeometry, QgsPointXY
 
-        total = max(len(result), 1)
-        for i, label in enumerate(labels):
-            if feedback is not None and i % 10_000 == 0:  # no cancelling here: a release is written whole
-                feedback.setProgress(progress[0] + (progress[1] - progress[0]) * i / total)
-            attrs = list(data.attributes[int(label)]) + [to_qgis(col[i]) for col in extra]
-            geometry = QgsGeometry.fromPointXY(QgsPointXY(xs[i], ys[i])) if present[i] else None
-            if not sink.addFeature(feature_for(fields, attrs, geometry), QgsFeatureSink.FastInsert):
-                raise QgsProcessingException(self.writeFeatureError(sink, parameters, name))
+        def features():
+            for i, label in enumerate(labels):
+                attrs = list(data.attributes[int(label)]) + [to_qgis(col[i]) for col in extra]
+                geometry = QgsGeometry.fromPointXY(QgsPointXY(xs[i], ys[i])) if present[i] else None
+                yield feature_for(fields, attrs, geometry)
+
+        self.add_features(sink, parameters, name, features(), len(result), feedback, progress)
         return dest_id
 
     def write_table(self, parameters, name, context, table: pd.DataFrame):
@@ -886,11 +885,22 @@ class GeoprivAlgorithm(QgsProcessingAlgorithm):
         if sink is None:
             raise QgsProcessingException(self.invalidSinkError(parameters, name))
         columns = [table[c].to_numpy(dtype=object) for c in table.columns]
-        for i in range(len(table)):
-            attrs = [to_qgis(col[i]) for col in columns]
-            if not sink.addFeature(feature_for(fields, attrs), QgsFeatureSink.FastInsert):
-                raise QgsProcessingException(self.writeFeatureError(sink, parameters, name))
+        features = (feature_for(fields, [to_qgis(col[i]) for col in columns]) for i in range(len(table)))
+        self.add_features(sink, parameters, name, features, len(table))
         return dest_id
+
+    def add_features(self, sink, parameters, name, features, total, feedback=None, progress=(90.0, 100.0)):
+        """Add ``features`` (``total`` QgsFeatures) to the sink of the output ``name``; refused if one fails.
+
+        The bar moves over ``progress`` % when ``feedback`` is given. No cancelling here: a release
+        is written whole.
+        """
+        total = max(total, 1)
+        for i, feature in enumerate(features):
+            if feedback is not None and i % 10_000 == 0:
+                feedback.setProgress(progress[0] + (progress[1] - progress[0]) * i / total)
+            if not sink.addFeature(feature, QgsFeatureSink.FastInsert):
+                raise QgsProcessingException(self.writeFeatureError(sink, parameters, name))
 
     @staticmethod
     def provenance_json(record: dict) -> str:

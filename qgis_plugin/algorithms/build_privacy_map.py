@@ -7,24 +7,16 @@ perturbation (:mod:`.perturb_location_dependent`), which builds the same map.
 from __future__ import annotations
 
 import inspect
-import math
 
-from qgis.core import (
-    QgsProcessingException,
-    QgsProcessingOutputNumber,
-    QgsProcessingParameterBand,
-    QgsProcessingParameterDefinition,
-    QgsProcessingParameterEnum,
-    QgsProcessingParameterNumber,
-    QgsProcessingParameterRasterDestination,
-    QgsProcessingParameterRasterLayer,
-)
+from qgis.core import QgsProcessingException, QgsProcessingOutputNumber, QgsProcessingParameterRasterDestination
 
-from .base import GeoprivAlgorithm
+from .base import LN4, GeoprivAlgorithm
 from .layers import pyproj_crs
+from .parameters import Band, Choice, Number, Raster, add_parameters
 
+#: the library's ``units=`` of a population raster, and how the dialogs name them (also the measured-privacy ones)
 UNITS = ["per_km2", "per_cell"]
-LN4 = math.log(4.0)
+UNIT_OPTIONS = ("People per km\u00b2 of ground", "People per cell")
 
 
 def suggested_range():
@@ -71,90 +63,71 @@ class PrivacyMapParameters:
     NODATA_RULES = [None, "nearest"]
 
     def add_map_parameters(self, optional=False):
-        self.addParameter(
-            QgsProcessingParameterRasterLayer(
-                self.POPULATION, "Population raster (people per km\u00b2, projected CRS)", optional=optional
-            )
-        )
-        # optional: QGIS 3.22 refuses a missing value of a required band parameter even with a default
+        """Declare :meth:`map_parameter_table` (``optional``: the population raster may be left empty)."""
+        add_parameters(self, self.map_parameter_table(optional))
+
+    def map_parameter_table(self, optional=False) -> tuple:
+        """The population raster and the rule from density to epsilon (the last three advanced), as a table.
+
+        ``optional``: the raster may be left empty (an algorithm that also takes a ready-made map).
+        """
         band = map_default("band")
-        self.addParameter(
-            QgsProcessingParameterBand(
-                self.BAND,
-                f"Band (empty: band {band})",
-                defaultValue=band,
-                parentLayerParameterName=self.POPULATION,
-                optional=True,
-            )
-        )
-        self.addParameter(
-            QgsProcessingParameterEnum(
+        low, high = suggested_range()
+        return (
+            Raster(self.POPULATION, "Population raster (people per km\u00b2, projected CRS)", optional=optional),
+            # optional: QGIS 3.22 refuses a missing value of a required band parameter even with a default
+            Band(self.BAND, f"Band (empty: band {band})", self.POPULATION, default=band, optional=True),
+            Choice(
                 self.UNITS,
                 "Raster values are",
-                ["People per km\u00b2 of ground", "People per cell"],
-                defaultValue=UNITS.index(map_default("units")),
-            )
-        )
-        self.addParameter(
-            QgsProcessingParameterNumber(
+                UNIT_OPTIONS,
+                UNITS,
+                map_default("units"),
+            ),
+            Number(
                 self.EPSILON_LOW,
-                "Epsilon where nobody lives (per ground metre; default ln 4 within "
-                f"{LN4 / suggested_range()[0]:,.0f} m)",
-                QgsProcessingParameterNumber.Double,
-                defaultValue=suggested_range()[0],
-                minValue=0.0,
-            )
-        )
-        self.addParameter(
-            QgsProcessingParameterNumber(
+                f"Epsilon where nobody lives (per ground metre; default ln 4 within {LN4 / low:,.0f} m)",
+                low,
+                minimum=0.0,
+            ),
+            Number(
                 self.EPSILON_HIGH,
-                "Epsilon at the raster's highest density (per ground metre; default ln 4 within "
-                f"{LN4 / suggested_range()[1]:,.0f} m)",
-                QgsProcessingParameterNumber.Double,
-                defaultValue=suggested_range()[1],
-                minValue=0.0,
-            )
-        )
-        self.addParameter(
-            QgsProcessingParameterEnum(
+                f"Epsilon at the raster's highest density (per ground metre; default ln 4 within {LN4 / high:,.0f} m)",
+                high,
+                minimum=0.0,
+            ),
+            Choice(
                 self.NODATA,
                 "No-data cells are",
-                [
+                (
                     "Unknown or empty: strongest protection (epsilon where nobody lives)",
                     "Places nobody can be (sea, lakes): the level of the nearest cell with data",
-                ],
-                defaultValue=self.NODATA_RULES.index(map_default("nodata_epsilon")),
-            )
-        )
-        advanced = [
-            QgsProcessingParameterNumber(
+                ),
+                self.NODATA_RULES,
+                map_default("nodata_epsilon"),
+            ),
+            Number(
                 self.FLOOR,
                 "Floor: epsilon per ground metre at zero density (with slope, replaces the range)",
-                QgsProcessingParameterNumber.Double,
-                defaultValue=None,
+                minimum=0.0,
                 optional=True,
-                minValue=0.0,
+                advanced=True,
             ),
-            QgsProcessingParameterNumber(
+            Number(
                 self.SLOPE,
                 "Slope: extra epsilon per ground metre for each person per km\u00b2 (with floor)",
-                QgsProcessingParameterNumber.Double,
-                defaultValue=None,
+                minimum=0.0,
                 optional=True,
-                minValue=0.0,
+                advanced=True,
             ),
-            QgsProcessingParameterNumber(
+            Number(
                 self.REGULARISE,
                 "Regularise: largest change of the noise scale (metres per metre; empty: none)",
-                QgsProcessingParameterNumber.Double,
-                defaultValue=None,
+                minimum=0.0,
                 optional=True,
-                minValue=0.0,
+                advanced=True,
             ),
-        ]
-        for param in advanced:
-            param.setFlags(param.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
-            self.addParameter(param)
+        )
 
     def privacy_map(self, parameters, context, feedback):
         """The ``geopriv.PrivacyMap`` the map parameters describe (one library call, plus regularisation)."""

@@ -13,7 +13,6 @@ from fractions import Fraction
 import numpy as np
 import shapely
 from qgis.core import (
-    QgsFeatureSink,
     QgsGeometry,
     QgsProcessingException,
     QgsProcessingParameterBoolean,
@@ -28,7 +27,8 @@ from qgis.core import (
 
 from .base import BOUNDS_LABEL, PERSON_LABEL, TYPE_POLYGONS, GeoprivAlgorithm, library_default
 from .layers import feature_for, fields_for, to_qgis
-from .synthesize import DEFAULT_EPSILON
+from .parameters import Number, add_parameters
+from .synthesize import DEFAULT_EPSILON, TOTAL_EPSILON_LABEL
 
 #: the label of MAX_PER_USER (the library's QGIS advice names it: "leave 'Most rows per person' at 1")
 MAX_PER_USER_LABEL = "Most rows per person"
@@ -89,20 +89,18 @@ class CountRelease(GeoprivAlgorithm):
 
     # --- parameters ------------------------------------------------------------------------
     def add_epsilon_parameter(self):
-        epsilon = QgsProcessingParameterNumber(
+        """EPSILON: dimensionless, the whole release's (as for 'Synthesize points', with the plugin's proposal)."""
+        epsilon = Number(
             self.EPSILON,
-            "Epsilon (dimensionless (total): differential privacy of the whole release, not per metre)",
-            QgsProcessingParameterNumber.Double,
-            defaultValue=DEFAULT_EPSILON,
-            minValue=0.0,
-        )
-        epsilon.setHelp(
-            f"Adding or removing one person with all of their {self.ROWS} changes the probability of any released "
-            f"result by at most exp(epsilon) (user-level differential privacy). The library has no default; "
+            TOTAL_EPSILON_LABEL,
+            DEFAULT_EPSILON,
+            minimum=0.0,
+            help=f"Adding or removing one person with all of their {self.ROWS} changes the probability of any "
+            "released result by at most exp(epsilon) (user-level differential privacy). The library has no default; "
             f"{DEFAULT_EPSILON:g} is the plugin's proposal (as for 'Synthesize points'). Smaller: more private, "
-            "noisier counts. With a budget store each person is charged epsilon once."
+            "noisier counts. With a budget store each person is charged epsilon once.",
         )
-        self.addParameter(epsilon)
+        add_parameters(self, (epsilon,))
 
     def add_person_parameters(self, max_label: str = MAX_PER_USER_LABEL):
         """USER (the library's user=, also the persons a budget store charges) and MAX_PER_USER."""
@@ -269,15 +267,15 @@ class CountRelease(GeoprivAlgorithm):
         wkbs = shapely.to_wkb(np.asarray(result.geometry.values, dtype=object))
         values = [result[c].to_numpy(dtype=object) for c in columns]
         multi = QgsWkbTypes.isMultiType(wkb_type)
-        total = max(len(result), 1)
-        for i in range(len(result)):
-            if feedback is not None and i % 10_000 == 0:  # no cancelling here: a release is written whole
-                feedback.setProgress(progress[0] + (progress[1] - progress[0]) * i / total)
-            geometry = QgsGeometry()
-            geometry.fromWkb(wkbs[i])
-            if multi:
-                geometry.convertToMultiType()
-            attrs = (list(base_attributes[i]) if base_attributes is not None else []) + [to_qgis(v[i]) for v in values]
-            if not sink.addFeature(feature_for(fields, attrs, geometry), QgsFeatureSink.FastInsert):
-                raise QgsProcessingException(self.writeFeatureError(sink, parameters, name))
+
+        def features():
+            for i in range(len(result)):
+                geometry = QgsGeometry()
+                geometry.fromWkb(wkbs[i])
+                if multi:
+                    geometry.convertToMultiType()
+                base = list(base_attributes[i]) if base_attributes is not None else []
+                yield feature_for(fields, base + [to_qgis(v[i]) for v in values], geometry)
+
+        self.add_features(sink, parameters, name, features(), len(result), feedback, progress)
         return dest_id

@@ -4,19 +4,11 @@ from __future__ import annotations
 
 import math
 
-from qgis.core import (
-    QgsProcessingException,
-    QgsProcessingOutputNumber,
-    QgsProcessingParameterDefinition,
-    QgsProcessingParameterEnum,
-    QgsProcessingParameterFeatureSink,
-    QgsProcessingParameterFeatureSource,
-    QgsProcessingParameterField,
-    QgsProcessingParameterNumber,
-)
+from qgis.core import QgsProcessingException, QgsProcessingOutputNumber, QgsProcessingParameterFeatureSink
 
 from .base import BUDGET_KEYWORDS, RELEASE_KEYWORDS, TYPE_POINTS, GeoprivAlgorithm, library_default
 from .layers import check_new_fields
+from .parameters import Choice, Field, Number, Source, add_parameters
 
 LN10 = math.log(10.0)
 
@@ -95,136 +87,134 @@ trace and drive the optional time skip rule). Leave the <b>random seed</b> empty
         return library_default("sanitize_traces", parameter)
 
     def initAlgorithm(self, config=None):  # noqa: N802
-        from geopriv.frame import DEFAULT_GRID_M
-
-        default = self.default
-        self.addParameter(QgsProcessingParameterFeatureSource(self.INPUT, "Points of the traces", [TYPE_POINTS]))
-        self.addParameter(
-            QgsProcessingParameterField(
-                self.TRAJ_ID,
-                "Trace id field (one budget per trace; empty: all points are one trace)",
-                parentLayerParameterName=self.INPUT,
-                optional=True,
-            )
-        )
-        self.addParameter(
-            QgsProcessingParameterField(
-                self.TIME,
-                "Time field (date-time, ISO text or seconds; empty: the layer's feature order)",
-                parentLayerParameterName=self.INPUT,
-                optional=True,
-            )
-        )
-        self.addParameter(
-            QgsProcessingParameterEnum(
-                self.METHOD,
-                "Method",
-                ["Predictive (private test against a prediction)", "Independent planar Laplace noise"],
-                defaultValue=self.METHODS.index(default("method")),
-            )
-        )
+        add_parameters(self, self.trace_table())
         self.add_privacy_parameters(
             level=LN10,
             radius=100.0,
             level_label="Privacy level of each whole trace within the radius (2.303 = ln 10)",
             epsilon_label="Epsilon per trace (privacy loss per ground metre; if set, replaces level and radius)",
         )
-        self.addParameter(
-            QgsProcessingParameterEnum(
+        add_parameters(self, self.budget_table())
+        add_parameters(self, self.advanced_table())
+        self.add_trace_release_parameters()
+        self.add_seed_parameter()
+        self.addParameter(QgsProcessingParameterFeatureSink(self.OUTPUT, "Sanitized traces", TYPE_POINTS))
+        self.addParameter(QgsProcessingParameterFeatureSink(self.LEDGER, "Budget ledger (one row per trace)"))
+        self.addOutput(QgsProcessingOutputNumber("N_RELEASED", "Points released"))
+        self.addOutput(QgsProcessingOutputNumber("N_EXHAUSTED", "Points not released (budget exhausted)"))
+        self.add_provenance_output()
+
+    def trace_table(self) -> tuple:
+        """The layer, its trace id and time fields, and the method (the first parameters of the dialog)."""
+        return (
+            Source(self.INPUT, "Points of the traces", (TYPE_POINTS,)),
+            Field(
+                self.TRAJ_ID,
+                "Trace id field (one budget per trace; empty: all points are one trace)",
+                self.INPUT,
+                optional=True,
+            ),
+            Field(
+                self.TIME,
+                "Time field (date-time, ISO text or seconds; empty: the layer's feature order)",
+                self.INPUT,
+                optional=True,
+            ),
+            Choice(
+                self.METHOD,
+                "Method",
+                ("Predictive (private test against a prediction)", "Independent planar Laplace noise"),
+                self.METHODS,
+                self.default("method"),
+            ),
+        )
+
+    def budget_table(self) -> tuple:
+        """The budget manager and what it spends: after the privacy level, before the advanced parameters."""
+        return (
+            Choice(
                 self.BUDGET,
                 "Budget manager",
-                ["Fixed rate (budget rate per point)", "Fixed utility (accuracy in metres)"],
-                defaultValue=self.BUDGETS.index(default("budget")),
-            )
-        )
-        self.addParameter(
-            QgsProcessingParameterNumber(
+                ("Fixed rate (budget rate per point)", "Fixed utility (accuracy in metres)"),
+                self.BUDGETS,
+                self.default("budget"),
+            ),
+            Number(
                 self.RATE,
                 "Budget rate: fraction of the trace's budget per point, on average (fixed rate)",
-                QgsProcessingParameterNumber.Double,
-                defaultValue=0.033,
-                minValue=0.0,
-                maxValue=1.0,
-            )
-        )
-        self.addParameter(
-            QgsProcessingParameterNumber(
+                0.033,
+                minimum=0.0,
+                maximum=1.0,
+            ),
+            Number(
                 self.ACCURACY,
                 "Accuracy of each noisy point, alpha(delta) (metres; fixed utility)",
-                QgsProcessingParameterNumber.Double,
-                defaultValue=3000.0,
-                minValue=0.0,
-            )
-        )
-        self.addParameter(
-            QgsProcessingParameterEnum(
+                3000.0,
+                minimum=0.0,
+            ),
+            Choice(
                 self.ON_EXHAUSTED,
                 "When a trace's budget runs out",
-                [
+                (
                     "Write its remaining points without geometry",
                     "Write the trace's last released point",
                     "Fail and write nothing",
-                ],
-                defaultValue=self.EXHAUSTED.index(default("on_exhausted")),
-            )
+                ),
+                self.EXHAUSTED,
+                self.default("on_exhausted"),
+            ),
         )
-        advanced = [
-            QgsProcessingParameterNumber(
+
+    def advanced_table(self) -> tuple:
+        """The time skip rule, the predictor and the mechanism's constants (advanced; the library's defaults)."""
+        default = self.default
+        return (
+            Number(
                 self.SKIP_SPEED,
                 "Time skip rule: assumed top speed (metres per second; empty: no skipping)",
-                QgsProcessingParameterNumber.Double,
-                defaultValue=None,
+                minimum=0.0,
                 optional=True,
-                minValue=0.0,
+                advanced=True,
             ),
-            QgsProcessingParameterNumber(
+            Number(
                 self.STALE_AFTER,
                 "Skip the test when the last noisy point is older than (seconds; empty: never)",
-                QgsProcessingParameterNumber.Double,
-                defaultValue=None,
+                minimum=0.0,
                 optional=True,
-                minValue=0.0,
+                advanced=True,
             ),
-            QgsProcessingParameterEnum(
+            Choice(
                 self.PREDICTOR,
                 "Prediction (predictive method)",
-                ["Parrot: the last released point", "Cluster mean: mean of the noisy points at the current place"],
-                defaultValue=self.PREDICTORS.index(default("predictor")),
+                ("Parrot: the last released point", "Cluster mean: mean of the noisy points at the current place"),
+                self.PREDICTORS,
+                default("predictor"),
+                advanced=True,
             ),
-            QgsProcessingParameterNumber(
-                self.ETA,
-                "Utility slack eta (0.5-1)",
-                QgsProcessingParameterNumber.Double,
-                defaultValue=default("eta"),
-                minValue=0.0,
-            ),
-            QgsProcessingParameterNumber(
-                self.GAMMA,
-                "Threshold to test-noise ratio gamma",
-                QgsProcessingParameterNumber.Double,
-                defaultValue=default("gamma"),
-                minValue=0.0,
-            ),
-            QgsProcessingParameterNumber(
+            Number(self.ETA, "Utility slack eta (0.5-1)", default("eta"), minimum=0.0, advanced=True),
+            Number(self.GAMMA, "Threshold to test-noise ratio gamma", default("gamma"), minimum=0.0, advanced=True),
+            Number(
                 self.DELTA,
                 "Accuracy level delta of alpha(delta) (0-1)",
-                QgsProcessingParameterNumber.Double,
-                defaultValue=default("delta"),
-                minValue=0.0,
-                maxValue=1.0,
+                default("delta"),
+                minimum=0.0,
+                maximum=1.0,
+                advanced=True,
             ),
-            QgsProcessingParameterNumber(
+            Number(
                 self.PREDICTION_RATE,
                 "Prior prediction rate (fixed rate, 0-1)",
-                QgsProcessingParameterNumber.Double,
-                defaultValue=default("prediction_rate"),
-                minValue=0.0,
-                maxValue=1.0,
+                default("prediction_rate"),
+                minimum=0.0,
+                maximum=1.0,
+                advanced=True,
             ),
-        ]
-        for param in advanced:
-            param.setFlags(param.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
-            self.addParameter(param)
+        )
+
+    def add_trace_release_parameters(self):
+        """The public lattice, study area, kept columns and row order, with what they mean for traces."""
+        from geopriv.frame import DEFAULT_GRID_M
+
         self.add_release_parameters(
             self.INPUT,
             "sanitize_traces",
@@ -237,12 +227,6 @@ trace and drive the optional time skip rule). Leave the <b>random seed</b> empty
             "order is public); without either field the features' order is taken as the time order and "
             "kept without this option. Tick it only for another order that is public.",
         )
-        self.add_seed_parameter()
-        self.addParameter(QgsProcessingParameterFeatureSink(self.OUTPUT, "Sanitized traces", TYPE_POINTS))
-        self.addParameter(QgsProcessingParameterFeatureSink(self.LEDGER, "Budget ledger (one row per trace)"))
-        self.addOutput(QgsProcessingOutputNumber("N_RELEASED", "Points released"))
-        self.addOutput(QgsProcessingOutputNumber("N_EXHAUSTED", "Points not released (budget exhausted)"))
-        self.add_provenance_output()
 
     def options(self, parameters, context, feedback) -> dict:
         """sanitize_traces' keyword arguments from the parameters (only those that apply)."""

@@ -4,24 +4,21 @@ from __future__ import annotations
 
 import numpy as np
 from qgis.core import (
-    QgsFeatureSink,
     QgsFields,
     QgsProcessingException,
     QgsProcessingOutputNumber,
-    QgsProcessingParameterDefinition,
-    QgsProcessingParameterEnum,
-    QgsProcessingParameterExtent,
     QgsProcessingParameterFeatureSink,
-    QgsProcessingParameterFeatureSource,
-    QgsProcessingParameterNumber,
     QgsWkbTypes,
 )
 
 from .base import BOUNDS_LABEL, GRID_LABEL, TYPE_POINTS, TYPE_POLYGONS, GeoprivAlgorithm, library_default
 from .layers import feature_for
+from .parameters import Choice, Extent, Number, Source, add_parameters
 
 #: the plugin's default epsilon: the library has none (epsilon is required there), so the dialog proposes this one
 DEFAULT_EPSILON = 1.0
+#: the label of a dimensionless epsilon (synthesize and the count releases: not per metre, unlike the perturbations)
+TOTAL_EPSILON_LABEL = "Epsilon (dimensionless (total): differential privacy of the whole release, not per metre)"
 
 
 class Synthesize(GeoprivAlgorithm):
@@ -94,103 +91,97 @@ scales, the public area and the lattice. Leave the <b>random seed</b> empty for 
         return library_default("synthesize", parameter)
 
     def initAlgorithm(self, config=None):  # noqa: N802
-        from geopriv.frame import DEFAULT_GRID_M
-        from geopriv.mechanisms.private_measure import MAX_DEPTH
-
-        self.addParameter(
-            QgsProcessingParameterFeatureSource(self.INPUT, "Point layer (one point per person)", [TYPE_POINTS])
-        )
-        epsilon = QgsProcessingParameterNumber(
-            self.EPSILON,
-            "Epsilon (dimensionless (total): differential privacy of the whole release, not per metre)",
-            QgsProcessingParameterNumber.Double,
-            defaultValue=DEFAULT_EPSILON,
-            minValue=0.0,
-        )
-        epsilon.setHelp(
-            "One person's location replaced anywhere in the public area changes the probability of any "
-            f"synthetic set by at most exp(epsilon). The library has no default; {DEFAULT_EPSILON:g} is the "
-            "plugin's proposal. Smaller: more private, coarser synthetic points."
-        )
-        self.addParameter(epsilon)
-        bounds = QgsProcessingParameterExtent(self.BOUNDS, BOUNDS_LABEL, defaultValue=None, optional=True)
-        bounds.setHelp(
-            "The public area where a person could be, in any CRS (it is converted to the layer's CRS; without a CRS "
-            "the numbers are in the layer's CRS). The space-filling curve is laid over it, and every input point must "
-            "lie inside it: features outside are refused, named by feature id. It is published with the release: "
-            "choose it without looking at individual points (a city or study-region boundary, round numbers). Never "
-            "use 'Calculate from layer' on the input layer itself: its extent is the bounding box of the true points "
-            "(the plugin refuses it). Empty: the bounding box of the region, else the CRS's area of use, whose cells "
-            "are very coarse (declare your study area)."
-        )
-        self.addParameter(bounds)
-        region = QgsProcessingParameterFeatureSource(
-            self.REGION,
-            "Region the synthetic points must stay in (polygons; empty: the public area)",
-            [TYPE_POLYGONS],
-            optional=True,
-        )
-        region.setHelp(
-            "A public polygon: synthetic points outside it go to the nearest lattice node inside. Its "
-            "bounding box is the public area when the extent is empty."
-        )
-        self.addParameter(region)
-        n = QgsProcessingParameterNumber(
-            self.N,
-            "Number of synthetic points (empty: as many as input points)",
-            QgsProcessingParameterNumber.Integer,
-            defaultValue=None,
-            optional=True,
-            minValue=1,
-        )
-        n.setHelp("Drawn from the private measure: post-processing, no extra privacy loss.")
-        self.addParameter(n)
-        self.addParameter(
-            QgsProcessingParameterEnum(
-                self.METHOD,
-                "Method",
-                [
-                    "srw: super-regular random walk along a Hilbert curve",
-                    "pmm: private measure mechanism (noisy partition tree)",
-                ],
-                defaultValue=self.METHODS.index(self.default("method")),
-            )
-        )
-        depth = QgsProcessingParameterNumber(
-            self.DEPTH,
-            "Depth of the partition tree (levels; empty: automatic from the number of points and epsilon)",
-            QgsProcessingParameterNumber.Integer,
-            defaultValue=None,
-            optional=True,
-            minValue=1,
-            maxValue=MAX_DEPTH[2],
-        )
-        depth.setHelp(
-            '2^depth cells along the curve. Empty: the library\'s depth="auto", a public function of the '
-            "number of points and epsilon."
-        )
-        placement = QgsProcessingParameterEnum(
-            self.PLACEMENT,
-            "Placement of each synthetic point in its cell",
-            ["Uniform inside the cell", "At the cell's centre"],
-            defaultValue=self.PLACEMENTS.index(self.default("placement")),
-        )
-        grid = QgsProcessingParameterNumber(
-            self.GRID, GRID_LABEL, QgsProcessingParameterNumber.Double, defaultValue=None, optional=True, minValue=0.0
-        )
-        grid.setHelp(
-            "Synthetic points are snapped to a public lattice of this step in ground metres, anchored at the "
-            "CRS's origin. Empty: the library's automatic step (grid=\"auto\"): "
-            f"{DEFAULT_GRID_M:g} m, or finer when the cells are smaller than 20 m."
-        )
-        for param in (depth, placement, grid):
-            param.setFlags(param.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
-            self.addParameter(param)
+        add_parameters(self, self.parameter_table())
         self.add_seed_parameter()
         self.addParameter(QgsProcessingParameterFeatureSink(self.OUTPUT, "Synthetic points", TYPE_POINTS))
         self.addOutput(QgsProcessingOutputNumber(self.N_OUT, "Number of synthetic points"))
         self.addOutput(QgsProcessingOutputNumber(self.DEPTH_OUT, "Depth of the partition tree"))
         self.add_provenance_output()
+
+    def parameter_table(self) -> tuple:
+        """The parameters before the seed, in the dialog's order: the layer, epsilon, the public area, the measure."""
+        from geopriv.frame import DEFAULT_GRID_M
+        from geopriv.mechanisms.private_measure import MAX_DEPTH
+
+        return (
+            Source(self.INPUT, "Point layer (one point per person)", (TYPE_POINTS,)),
+            Number(
+                self.EPSILON,
+                TOTAL_EPSILON_LABEL,
+                DEFAULT_EPSILON,
+                minimum=0.0,
+                help="One person's location replaced anywhere in the public area changes the probability of any "
+                f"synthetic set by at most exp(epsilon). The library has no default; {DEFAULT_EPSILON:g} is the "
+                "plugin's proposal. Smaller: more private, coarser synthetic points.",
+            ),
+            Extent(
+                self.BOUNDS,
+                BOUNDS_LABEL,
+                optional=True,
+                help="The public area where a person could be, in any CRS (it is converted to the layer's CRS; "
+                "without a CRS the numbers are in the layer's CRS). The space-filling curve is laid over it, and "
+                "every input point must lie inside it: features outside are refused, named by feature id. It is "
+                "published with the release: choose it without looking at individual points (a city or "
+                "study-region boundary, round numbers). Never use 'Calculate from layer' on the input layer itself: "
+                "its extent is the bounding box of the true points (the plugin refuses it). Empty: the bounding box "
+                "of the region, else the CRS's area of use, whose cells are very coarse (declare your study area).",
+            ),
+            Source(
+                self.REGION,
+                "Region the synthetic points must stay in (polygons; empty: the public area)",
+                (TYPE_POLYGONS,),
+                optional=True,
+                help="A public polygon: synthetic points outside it go to the nearest lattice node inside. Its "
+                "bounding box is the public area when the extent is empty.",
+            ),
+            Number(
+                self.N,
+                "Number of synthetic points (empty: as many as input points)",
+                minimum=1,
+                integer=True,
+                optional=True,
+                help="Drawn from the private measure: post-processing, no extra privacy loss.",
+            ),
+            Choice(
+                self.METHOD,
+                "Method",
+                (
+                    "srw: super-regular random walk along a Hilbert curve",
+                    "pmm: private measure mechanism (noisy partition tree)",
+                ),
+                self.METHODS,
+                self.default("method"),
+            ),
+            Number(
+                self.DEPTH,
+                "Depth of the partition tree (levels; empty: automatic from the number of points and epsilon)",
+                minimum=1,
+                maximum=MAX_DEPTH[2],
+                integer=True,
+                optional=True,
+                advanced=True,
+                help='2^depth cells along the curve. Empty: the library\'s depth="auto", a public function of the '
+                "number of points and epsilon.",
+            ),
+            Choice(
+                self.PLACEMENT,
+                "Placement of each synthetic point in its cell",
+                ("Uniform inside the cell", "At the cell's centre"),
+                self.PLACEMENTS,
+                self.default("placement"),
+                advanced=True,
+            ),
+            Number(
+                self.GRID,
+                GRID_LABEL,
+                minimum=0.0,
+                optional=True,
+                advanced=True,
+                help="Synthetic points are snapped to a public lattice of this step in ground metres, anchored at the "
+                "CRS's origin. Empty: the library's automatic step (grid=\"auto\"): "
+                f"{DEFAULT_GRID_M:g} m, or finer when the cells are smaller than 20 m.",
+            ),
+        )
 
     def options(self, parameters, context, feedback, data) -> dict:
         """synthesize's keyword arguments from the parameters (only the optional ones that are set)."""
@@ -269,11 +260,9 @@ scales, the public area and the lattice. Leave the <b>random seed</b> empty for 
 
         geoms = result.geometry.values
         xs, ys = (np.asarray(geoms.x), np.asarray(geoms.y)) if len(geoms) else (np.empty(0), np.empty(0))
-        total = max(len(result), 1)
-        for i in range(len(result)):
-            if i % 10_000 == 0:  # no cancelling here: a release is written whole
-                feedback.setProgress(progress[0] + (progress[1] - progress[0]) * i / total)
-            geometry = QgsGeometry.fromPointXY(QgsPointXY(float(xs[i]), float(ys[i])))
-            if not sink.addFeature(feature_for(fields, [], geometry), QgsFeatureSink.FastInsert):
-                raise QgsProcessingException(self.writeFeatureError(sink, parameters, self.OUTPUT))
+        features = (
+            feature_for(fields, [], QgsGeometry.fromPointXY(QgsPointXY(float(xs[i]), float(ys[i]))))
+            for i in range(len(result))
+        )
+        self.add_features(sink, parameters, self.OUTPUT, features, len(result), feedback, progress)
         return dest_id
