@@ -21,7 +21,7 @@ from pandas.api.extensions import no_default
 from pyproj import CRS, Transformer
 
 from .budget import open_store, opens_budget_store
-from .daskhook import dispatches_dask, schema_of
+from .daskhook import dispatches_dask, is_dask, schema_of
 from .exceptions import Fix, GeoprivError, LocationAttributeError, ParameterError, ParameterTypeError
 from .frame import DEFAULT_MAX_DISTORTION
 from .identity import canonical_order, identities
@@ -34,6 +34,7 @@ from .release.traces import (  # noqa: F401 - their old home: geopriv.traces.X k
     TIME_FIX,
     TRAJ_ID_FIX,
     check_output_columns,
+    check_trace_input,
     column_of,
     fill_last,
     ledger_dict,
@@ -406,32 +407,37 @@ def sanitize_traces(
         traj_id = None if traj_id is no_default else traj_id
         time = None if time is no_default else time
     # everything public (mechanism, budget manager, frame, lattice, record) from the one trace plan, then its run
-    plan = plan_traces(
-        input_crs(data),
-        epsilon,
-        level=level,
-        radius=radius,
-        method=method,
-        budget=budget,
-        rate=rate,
-        accuracy=accuracy,
-        skip_speed=skip_speed,
-        stale_after=stale_after,
-        predictor=predictor,
-        on_exhausted=on_exhausted,
-        eta=eta,
-        gamma=gamma,
-        delta=delta,
-        prediction_rate=prediction_rate,
-        bounds=bounds,
-        grid=grid,
-        continuous=continuous,
-        keep=keep,
-        max_distortion=max_distortion,
-        traj_id=traj_id,
-        time=time,
-        person=person,
-    )
+    try:
+        plan = plan_traces(
+            input_crs(data),
+            epsilon,
+            level=level,
+            radius=radius,
+            method=method,
+            budget=budget,
+            rate=rate,
+            accuracy=accuracy,
+            skip_speed=skip_speed,
+            stale_after=stale_after,
+            predictor=predictor,
+            on_exhausted=on_exhausted,
+            eta=eta,
+            gamma=gamma,
+            delta=delta,
+            prediction_rate=prediction_rate,
+            bounds=bounds,
+            grid=grid,
+            continuous=continuous,
+            keep=keep,
+            max_distortion=max_distortion,
+            traj_id=traj_id,
+            time=time,
+            person=person,
+        )
+    except GeoprivError:  # the data's own errors (points, CRS, attributes) come first, as the run checks them first
+        if not is_dask(data):
+            check_trace_input(data, traj_id, time, keep, bounds)
+        raise
     out = plan.run(data, store=store, rng=rng, progress=progress)
     if layout is not None:
         return _released_collection(out, layout, traj_id)

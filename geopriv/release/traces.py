@@ -362,16 +362,22 @@ class TraceRows:
     lengths: np.ndarray
 
 
-def trace_rows(plan: TracePlan, data) -> TraceRows:
-    """Every row checked against ``plan`` (points, area, attributes, ids, time stamps): the release's input."""
-    traj_id, time = plan.traj_id, plan.time
+def check_trace_input(data, traj_id, time, keep, bounds):
+    """The points, their CRS, attributes and row order, and the output columns free: (GeoSeries, xy)."""
     # the trace id and time stamps are public and order the release anyway; rows of one trace
     # given without them are in query order by definition
     cols = data.columns if isinstance(data, gpd.GeoDataFrame) else ()
     order_cols = tuple(c for c in (traj_id, time) if c is not None and c in cols)
-    keep_all = plan.keep + (() if order_cols else ("<row order>",))
-    geoms, xy = check_release_input(data, keep_all, plan.bounds, None, allow_order=order_cols)
+    keep_all = tuple(keep or ()) + (() if order_cols else ("<row order>",))
+    geoms, xy = check_release_input(data, keep_all, bounds, None, allow_order=order_cols)
     check_output_columns(data)
+    return geoms, xy
+
+
+def trace_rows(plan: TracePlan, data) -> TraceRows:
+    """Every row checked against ``plan`` (points, area, attributes, ids, time stamps): the release's input."""
+    traj_id, time = plan.traj_id, plan.time
+    geoms, xy = check_trace_input(data, traj_id, time, plan.keep, plan.bounds)
     codes, uniques, secs, order = trace_layout(data, geoms, traj_id, time)
     plan.frame.check_inside(xy, geoms.index)
     lengths = np.bincount(codes, minlength=len(uniques)).astype(np.int64)
