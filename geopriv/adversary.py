@@ -810,6 +810,125 @@ def _prior(prior, grid: _Grid, mask: np.ndarray, people: np.ndarray | None) -> t
     return p / p.sum(), name
 
 
+# ------------------------------------------------------------------------------------------ the stages
+@dataclass(frozen=True, eq=False)
+class _Setting:
+    """The adversary's world before its prior: the grid, the mechanism on it, the public area, the people.
+
+    ``params`` are the public parameters known so far (the mechanism's description); the solver's
+    own are added to them.
+    """
+
+    grid: _Grid
+    channel: object  #: _LaplaceChannel or _EikonalChannel
+    mask: np.ndarray  #: the grid cells inside the public area
+    people: np.ndarray | None  #: people per grid cell, or None without a population
+    params: dict
+
+
+def _eikonal_setting(mechanism, prior, population, units: str) -> _Setting:
+    """An eikonal mechanism's own grid (its privacy map's), CRS and area; the population from population= or the map."""
+    from affine import Affine
+
+    from .privacy_map import affine6
+
+    pm = mechanism.privacy_map
+    ny, nx = pm.shape
+    t = pm.transform
+    hx_m = float(t.a) / float(np.mean(pm.ground_scale[0]))
+    hy_m = float(-t.e) / float(np.mean(pm.ground_scale[0]))
+    grid = _Grid(ny, nx, Affine(*affine6(t)), pm.crs, hx_m, hy_m)
+    channel = _EikonalChannel(mechanism, grid)
+    mask = np.ones((ny, nx), bool)
+    people = None
+    if population is not None:
+        people = _population_on(population, grid, units)
+    elif pm.population is not None:
+        people = pm.population * (hx_m * hy_m / 1e6)
+    if isinstance(prior, str) and prior == "population" and people is None:
+        raise ParameterError('prior="population" needs a map built from population, or population=.')
+    return _Setting(grid, channel, mask, people, {**channel.describe(), "grid": "the privacy map's"})
+
+
+def _laplace_setting(mechanism, epsilon, level, radius, area, crs, cell, population, units: str) -> _Setting:
+    """Planar Laplace (epsilon=, or a perturb release's record) on a grid over the public area."""
+    import geopandas as gpd
+
+    if isinstance(mechanism, gpd.GeoDataFrame):
+        eps, data_crs, area = _from_release(mechanism, area)
+        crs = crs or data_crs
+    elif mechanism is None:
+        eps = _epsilon(epsilon, level, radius)
+    else:
+        raise ParameterTypeError(
+            "mechanism must be None (planar Laplace with epsilon=), an EikonalMechanism or a "
+            "GeoDataFrame released by perturb."
+        )
+    rect, region, crs = _area(area, crs)
+    grid = _grid_over(rect, crs, cell, eps)
+    channel = _LaplaceChannel(eps, grid)
+    mask = _area_mask(grid, region, rect)
+    people = None if population is None else _population_on(population, grid, units)
+    return _Setting(grid, channel, mask, people, channel.describe())
+
+
+def _solve(channel, grid: _Grid, pi: np.ndarray, mask: np.ndarray, progress) -> _Solver:
+    """The optimal guesses for every output: the interior at once where that pays, the rest output by output."""
+    solver = _Solver(channel, grid, pi, mask)
+    # the interior at once pays while the certifying offsets (out to about twice the conditional error, 4 / epsilon
+    # in the open) are fewer than a quarter of the outputs; else every output goes the per-output way
+    if channel.invariant and math.pi * (4.0 / (channel.epsilon * min(grid.hx, grid.hy))) ** 2 < grid.n / 4:
+        rest = solver.interior(progress)
+        boundary = np.flatnonzero(~solver.done)
+        solver.per_output(np.union1d(boundary, rest), progress)
+    else:
+        solver.per_output(np.arange(grid.n if channel.invariant else channel.n_outputs), progress)
+    return solver
+
+
+def _k_maps(channel, grid: _Grid, pi: np.ndarray, people, mask: np.ndarray, confidence: float):
+    """The k-equivalent, its map on the grid and the step it was computed on (all None without people).
+
+    A translation-invariant channel on a grid of more than ``K_GRID_CELLS`` cells is computed on a
+    coarsened grid and the map repeated back onto the full one.
+    """
+    if people is None:
+        return None, None, None
+    if channel.invariant and grid.n > K_GRID_CELLS:
+        f = int(math.ceil(math.sqrt(grid.n / K_GRID_CELLS)))
+        cg = grid.coarsened(f)
+        cpi = _block_sum(pi.reshape(grid.ny, grid.nx), f)
+        k_exp, ck = _k_equivalent(
+            _LaplaceChannel(channel.epsilon, cg), cg, cpi / cpi.sum(), _block_sum(people, f), confidence
+        )
+        k_map = np.repeat(np.repeat(ck.reshape(cg.ny, cg.nx), f, 0), f, 1)[: grid.ny, : grid.nx]
+        k_cell = cg.hx
+    else:
+        k_exp, km = _k_equivalent(channel, grid, pi, people, confidence)
+        k_map = km.reshape(grid.ny, grid.nx)
+        k_cell = grid.hx
+    k_map = k_map.astype(float)
+    k_map[~mask] = np.nan
+    return k_exp, k_map, k_cell
+
+
+def _locator(channel, grid: _Grid):
+    """``locate(xy)``: the output index of released points (a grid cell, or an eikonal mechanism's nearest release)."""
+    if channel.invariant:
+
+        def locate(xy, _g=grid):
+            return _g.locate(xy)
+    else:
+        from scipy.spatial import cKDTree
+
+        tree = cKDTree(np.asarray(channel.mech.release_xy, float))
+
+        def locate(xy, _t=tree):
+            return _t.query(xy)[1]
+
+    return locate
+
+
 # ------------------------------------------------------------------------------------------ the API
 def adversary_error(
     mechanism=None,
@@ -891,82 +1010,23 @@ def adversary_error(
     >>> 250 < adv.expected_error_m < 300   # planar Laplace: 2 / epsilon = 289 m in the open
     True
     """
-    import geopandas as gpd
-
     from .mechanisms.eikonal import EikonalMechanism
 
     if not (isinstance(confidence, (int, float)) and 0 < confidence < 1):
         raise ParameterError("confidence must be between 0 and 1 (e.g. 0.9).")
     if isinstance(mechanism, EikonalMechanism):
-        pm = mechanism.privacy_map
-        ny, nx = pm.shape
-        from .privacy_map import affine6
-
-        t = pm.transform
-        hx_m = float(t.a) / float(np.mean(pm.ground_scale[0]))
-        hy_m = float(-t.e) / float(np.mean(pm.ground_scale[0]))
-        from affine import Affine
-
-        grid = _Grid(ny, nx, Affine(*affine6(t)), pm.crs, hx_m, hy_m)
-        channel = _EikonalChannel(mechanism, grid)
-        mask = np.ones((ny, nx), bool)
-        people = None
-        if population is not None:
-            people = _population_on(population, grid, units)
-        elif pm.population is not None:
-            people = pm.population * (hx_m * hy_m / 1e6)
-        if isinstance(prior, str) and prior == "population" and people is None:
-            raise ParameterError('prior="population" needs a map built from population, or population=.')
-        params = {**channel.describe(), "grid": "the privacy map's"}
+        s = _eikonal_setting(mechanism, prior, population, units)
     else:
-        if isinstance(mechanism, gpd.GeoDataFrame):
-            eps, data_crs, area = _from_release(mechanism, area)
-            crs = crs or data_crs
-        elif mechanism is None:
-            eps = _epsilon(epsilon, level, radius)
-        else:
-            raise ParameterTypeError(
-                "mechanism must be None (planar Laplace with epsilon=), an EikonalMechanism or a "
-                "GeoDataFrame released by perturb."
-            )
-        rect, region, crs = _area(area, crs)
-        grid = _grid_over(rect, crs, cell, eps)
-        channel = _LaplaceChannel(eps, grid)
-        mask = _area_mask(grid, region, rect)
-        people = None if population is None else _population_on(population, grid, units)
-        params = channel.describe()
-    pi, prior_name = _prior(prior, grid, mask, people)
-    solver = _Solver(channel, grid, pi, mask)
-    # the interior at once pays while the certifying offsets (out to about twice the conditional error, 4 / epsilon
-    # in the open) are fewer than a quarter of the outputs; else every output goes the per-output way
-    if channel.invariant and math.pi * (4.0 / (channel.epsilon * min(grid.hx, grid.hy))) ** 2 < grid.n / 4:
-        rest = solver.interior(progress)
-        boundary = np.flatnonzero(~solver.done)
-        solver.per_output(np.union1d(boundary, rest), progress)
-    else:
-        solver.per_output(np.arange(grid.n if channel.invariant else channel.n_outputs), progress)
+        s = _laplace_setting(mechanism, epsilon, level, radius, area, crs, cell, population, units)
+    grid, channel, mask = s.grid, s.channel, s.mask
+    pi, prior_name = _prior(prior, grid, mask, s.people)
+    solver = _solve(channel, grid, pi, mask, progress)
     expected = float(solver.best.sum())
     face = float(solver.at_face.sum())
     err_map = solver.err_map.reshape(grid.ny, grid.nx).copy()
     err_map[~mask] = np.nan
-    k_exp = k_map = None
-    k_cell = None
-    if people is not None:
-        if channel.invariant and grid.n > K_GRID_CELLS:
-            f = int(math.ceil(math.sqrt(grid.n / K_GRID_CELLS)))
-            cg = grid.coarsened(f)
-            cpi = _block_sum(pi.reshape(grid.ny, grid.nx), f)
-            k_exp, ck = _k_equivalent(
-                _LaplaceChannel(channel.epsilon, cg), cg, cpi / cpi.sum(), _block_sum(people, f), confidence
-            )
-            k_map = np.repeat(np.repeat(ck.reshape(cg.ny, cg.nx), f, 0), f, 1)[: grid.ny, : grid.nx]
-            k_cell = cg.hx
-        else:
-            k_exp, km = _k_equivalent(channel, grid, pi, people, confidence)
-            k_map = km.reshape(grid.ny, grid.nx)
-            k_cell = grid.hx
-        k_map = k_map.astype(float)
-        k_map[~mask] = np.nan
+    k_exp, k_map, k_cell = _k_maps(channel, grid, pi, s.people, mask, confidence)
+    params = s.params
     params.update(
         {
             "cell_m": round(grid.hx, 6),
@@ -979,18 +1039,6 @@ def adversary_error(
     )
     if k_cell is not None:
         params["k_cell_m"] = round(k_cell, 6)
-    if channel.invariant:
-
-        def locate(xy, _g=grid):
-            return _g.locate(xy)
-    else:
-        from scipy.spatial import cKDTree
-
-        tree = cKDTree(np.asarray(channel.mech.release_xy, float))
-
-        def locate(xy, _t=tree):
-            return _t.query(xy)[1]
-
     return AdversaryError(
         expected_error_m=expected,
         displacement_m=face,
@@ -1004,7 +1052,7 @@ def adversary_error(
         prior=prior_name,
         parameters=params,
         guess_cells=solver.guess,
-        _locate=locate,
+        _locate=_locator(channel, grid),
     )
 
 

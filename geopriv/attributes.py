@@ -859,122 +859,164 @@ def _geohash_reason(rows, cells, frames, total):
     return None
 
 
-def _object_reason(values: np.ndarray, frames, positions, *, rank: bool = True):
-    if len(values) > TEXT_SAMPLE_ROWS:
-        idx = _positions(len(values), TEXT_SAMPLE_ROWS)
-        values, positions, frames = values[idx], positions[idx], _subsample(frames, idx)
+@dataclass(eq=False)
+class _ObjectSort:
+    """Sampled object values sorted, in one pass, by what they look like.
 
-    kinds = {}
-    wkb_rows, wkb_values, wkb_kind = [], [], []
-    pair_rows, pairs = [], []
-    text_rows, text_numbers = [], []
-    hash_rows, hash_cells = [], []  # rows and texts that look like geohashes
-    numbers = np.full(len(values), np.nan)
-    total = 0
-    for row, value in enumerate(values):
-        if _is_missing(value):
-            continue
+    Geometries are counted by kind (WKB ones once parsed); pairs of numbers, numbers found in
+    text and geohash-like texts keep their row, so that the checks after the pass can compare
+    them with the row's own point.
+    """
+
+    numbers: np.ndarray  #: the value of each row that is one number (NaN elsewhere)
+    total: int = 0  #: non-missing, non-blank values
+    kinds: dict = field(default_factory=dict)  #: geometry kind -> count (in the order first met)
+    wkb_values: list = field(default_factory=list)
+    wkb_kind: list = field(default_factory=list)
+    pair_rows: list = field(default_factory=list)
+    pairs: list = field(default_factory=list)
+    text_rows: list = field(default_factory=list)
+    text_numbers: list = field(default_factory=list)
+    hash_rows: list = field(default_factory=list)  # rows and texts that look like geohashes
+    hash_cells: list = field(default_factory=list)
+
+    def count(self, kind: str) -> None:
+        self.kinds[kind] = self.kinds.get(kind, 0) + 1
+
+    def add(self, row: int, value) -> None:
+        """Sort one non-missing value; the numbers of any text it is (or prints as) are kept."""
         text = None
         if isinstance(value, shapely.Geometry):
-            total += 1
-            kinds["shapely geometry objects"] = kinds.get("shapely geometry objects", 0) + 1
+            self.total += 1
+            self.count("shapely geometry objects")
         elif isinstance(value, str):
             text = value.strip()
             if not text:
-                continue
-            total += 1
-            if _WKT.match(text):
-                kinds["WKT geometries"] = kinds.get("WKT geometries", 0) + 1
-            elif text[0] in "{[" and all(key.search(text) for key in _GEOJSON_KEYS):
-                kinds["GeoJSON geometries"] = kinds.get("GeoJSON geometries", 0) + 1
-            elif _HEX.fullmatch(text):
-                wkb_rows.append(row)
-                wkb_values.append(text)
-                wkb_kind.append("hex WKB geometries")
-                text = None
-            elif (match := _PAIR.fullmatch(text)) is not None:
-                pair_rows.append(row)
-                pairs.append((float(match.group(1)), float(match.group(2))))
-            elif _NUMBER.fullmatch(text):
-                numbers[row] = float(text)
-                text_rows.append(row)
-                text_numbers.append(numbers[row])
-                text = None  # a number is not a geohash, and holds no other number
-            if text is not None and _GEOHASH.fullmatch(text):
-                hash_rows.append(row)
-                hash_cells.append(text)
+                return
+            self.total += 1
+            text = self._add_text(row, text)
         elif isinstance(value, (bytes, bytearray, memoryview)):
-            total += 1
-            wkb_rows.append(row)
-            wkb_values.append(bytes(value))
-            wkb_kind.append("WKB geometries")
+            self.total += 1
+            self.wkb_values.append(bytes(value))
+            self.wkb_kind.append("WKB geometries")
         elif isinstance(value, dict):
-            total += 1
+            self.total += 1
             if _geojson_dict(value):
-                kinds["GeoJSON geometries"] = kinds.get("GeoJSON geometries", 0) + 1
+                self.count("GeoJSON geometries")
             text = str(value)
         elif isinstance(value, (tuple, list)) or (isinstance(value, np.ndarray) and value.ndim == 1):
-            total += 1
+            self.total += 1
             if len(value) in (2, 3) and all(_is_real(v) for v in value):
-                pair_rows.append(row)
-                pairs.append((float(value[0]), float(value[1])))
+                self.pair_rows.append(row)
+                self.pairs.append((float(value[0]), float(value[1])))
             else:
                 text = str(list(value))
         elif _is_real(value):
-            total += 1
-            numbers[row] = float(value)
+            self.total += 1
+            self.numbers[row] = float(value)
         else:
-            total += 1
+            self.total += 1
         if text is not None:
             found = _text_numbers(text)
-            text_rows.extend([row] * len(found))
-            text_numbers.extend(found)
-    if total == 0:
-        return None
+            self.text_rows.extend([row] * len(found))
+            self.text_numbers.extend(found)
 
-    if wkb_values:
-        parsed = shapely.from_wkb(np.array(wkb_values, dtype=object), on_invalid="ignore")
-        for kind, geometry in zip(wkb_kind, parsed):
+    def _add_text(self, row: int, text: str) -> str | None:
+        """Sort a non-blank text; returns it when its numbers are still to be read, else None."""
+        if _WKT.match(text):
+            self.count("WKT geometries")
+        elif text[0] in "{[" and all(key.search(text) for key in _GEOJSON_KEYS):
+            self.count("GeoJSON geometries")
+        elif _HEX.fullmatch(text):
+            self.wkb_values.append(text)
+            self.wkb_kind.append("hex WKB geometries")
+            text = None
+        elif (match := _PAIR.fullmatch(text)) is not None:
+            self.pair_rows.append(row)
+            self.pairs.append((float(match.group(1)), float(match.group(2))))
+        elif _NUMBER.fullmatch(text):
+            self.numbers[row] = float(text)
+            self.text_rows.append(row)
+            self.text_numbers.append(self.numbers[row])
+            text = None  # a number is not a geohash, and holds no other number
+        if text is not None and _GEOHASH.fullmatch(text):
+            self.hash_rows.append(row)
+            self.hash_cells.append(text)
+        return text
+
+
+def _sort_objects(values: np.ndarray) -> _ObjectSort:
+    """The values sorted by what they look like (missing ones skipped)."""
+    s = _ObjectSort(numbers=np.full(len(values), np.nan))
+    for row, value in enumerate(values):
+        if not _is_missing(value):
+            s.add(row, value)
+    return s
+
+
+def _geometry_reason(s: _ObjectSort) -> str | None:
+    """Geometries (objects, WKT, GeoJSON, WKB that parses) in most values."""
+    if s.wkb_values:
+        parsed = shapely.from_wkb(np.array(s.wkb_values, dtype=object), on_invalid="ignore")
+        for kind, geometry in zip(s.wkb_kind, parsed):
             if geometry is not None:
-                kinds[kind] = kinds.get(kind, 0) + 1
-    geometric = sum(kinds.values())
-    if geometric >= TEXT_FRACTION * total:
-        named = " and ".join(sorted(kinds, key=kinds.get, reverse=True))
-        return f"holds {named} ({geometric / total:.0%} of {total:,} sampled non-missing values)"
+                s.count(kind)
+    geometric = sum(s.kinds.values())
+    if geometric >= TEXT_FRACTION * s.total:
+        named = " and ".join(sorted(s.kinds, key=s.kinds.get, reverse=True))
+        return f"holds {named} ({geometric / s.total:.0%} of {s.total:,} sampled non-missing values)"
+    return None
 
-    if len(pairs) >= TEXT_FRACTION * total:
-        rows = np.asarray(pair_rows)
-        pair_values = np.asarray(pairs, dtype=float)
-        finite = np.isfinite(pair_values).all(axis=1)
-        rows, pair_values = rows[finite], pair_values[finite]
-        for frame in frames:
-            coords = np.column_stack([frame.x[rows], frame.y[rows]])
-            ok = np.isfinite(coords).all(axis=1)
-            for order, swap in (("", False), (" in reverse order", True)):
-                c = coords[ok][:, ::-1] if swap else coords[ok]
-                fraction = _match_fraction(pair_values[ok], c, frame.tolerance, total)
-                if fraction >= TEXT_FRACTION:
-                    names = frame.names[::-1] if swap else frame.names
-                    return (
-                        f"holds pairs of numbers that are the points' ({names[0]}, {names[1]}) in "
-                        f"{frame.label} (within {frame.tolerance_text()} in {fraction:.0%} of {total:,} "
-                        "sampled non-missing values)"
-                    )
 
-    if text_numbers:
-        text_values = np.asarray(text_numbers, dtype=float)
+def _pair_reason(pair_rows, pairs, frames, total) -> str | None:
+    """Pairs of numbers that are the rows' own coordinates in some frame, in either order."""
+    rows = np.asarray(pair_rows)
+    pair_values = np.asarray(pairs, dtype=float)
+    finite = np.isfinite(pair_values).all(axis=1)
+    rows, pair_values = rows[finite], pair_values[finite]
+    for frame in frames:
+        coords = np.column_stack([frame.x[rows], frame.y[rows]])
+        ok = np.isfinite(coords).all(axis=1)
+        for order, swap in (("", False), (" in reverse order", True)):
+            c = coords[ok][:, ::-1] if swap else coords[ok]
+            fraction = _match_fraction(pair_values[ok], c, frame.tolerance, total)
+            if fraction >= TEXT_FRACTION:
+                names = frame.names[::-1] if swap else frame.names
+                return (
+                    f"holds pairs of numbers that are the points' ({names[0]}, {names[1]}) in "
+                    f"{frame.label} (within {frame.tolerance_text()} in {fraction:.0%} of {total:,} "
+                    "sampled non-missing values)"
+                )
+    return None
+
+
+def _object_reason(values: np.ndarray, frames, positions, *, rank: bool = True):
+    """Why an object column holds locations (geometries, coordinate pairs, numbers or geohashes), or None."""
+    if len(values) > TEXT_SAMPLE_ROWS:
+        idx = _positions(len(values), TEXT_SAMPLE_ROWS)
+        values, positions, frames = values[idx], positions[idx], _subsample(frames, idx)
+    s = _sort_objects(values)
+    if s.total == 0:
+        return None
+    reason = _geometry_reason(s)
+    if reason is not None:
+        return reason
+    if len(s.pairs) >= TEXT_FRACTION * s.total:
+        reason = _pair_reason(s.pair_rows, s.pairs, frames, s.total)
+        if reason is not None:
+            return reason
+    if s.text_numbers:
+        text_values = np.asarray(s.text_numbers, dtype=float)
         finite = np.isfinite(text_values)
-        reason = _text_reason(np.asarray(text_rows)[finite], text_values[finite], frames, total)
+        reason = _text_reason(np.asarray(s.text_rows)[finite], text_values[finite], frames, s.total)
         if reason is not None:
             return reason
-
-    if len(hash_rows) >= TEXT_FRACTION * total:
-        reason = _geohash_reason(hash_rows, hash_cells, frames, total)
+    if len(s.hash_rows) >= TEXT_FRACTION * s.total:
+        reason = _geohash_reason(s.hash_rows, s.hash_cells, frames, s.total)
         if reason is not None:
             return reason
-
-    if np.isfinite(numbers).sum() >= TEXT_FRACTION * total:
-        return _numeric_reason(numbers, frames, positions, what="numbers stored as text or objects", rank=rank)
+    if np.isfinite(s.numbers).sum() >= TEXT_FRACTION * s.total:
+        return _numeric_reason(s.numbers, frames, positions, what="numbers stored as text or objects", rank=rank)
     return None
 
 

@@ -260,64 +260,85 @@ def check_coordinates(xy: np.ndarray, crs, labels, *, bounds=None, what: str = "
     labels = labels if labels is not None else np.arange(len(xy))
     x, y = xy[:, 0], xy[:, 1]
     if crs.is_geographic:
-        lon_max, lat_max = _axis_turn(crs)
-        # a hair of tolerance: coordinates computed by a reprojection may overshoot 180 by an ulp or so
-        bad_lon = np.abs(x) > lon_max * (1 + 1e-12)
-        bad_lat = np.abs(y) > lat_max * (1 + 1e-12)
-        bad = bad_lon | bad_lat
-        if not bad.any():
-            return
-        deg = abs(lon_max - 180.0) < 1e-9
-        rng = (
-            "longitude -180..180, latitude -90..90 degrees"
-            if deg
-            else f"longitude -{lon_max:g}..{lon_max:g}, latitude -{lat_max:g}..{lat_max:g} in its angular unit"
-        )
-        bx, by = x[bad], y[bad]
-        fixes = []
-        if (np.maximum(np.abs(bx), np.abs(by)) > 4 * lon_max).any():
-            fixes.append(
-                relabel_crs_fix(
-                    "They look like metres (or feet) of a projected CRS labelled as "
-                    "longitude/latitude: the CRS label is wrong."
-                )
-            )
-        swapped = (np.abs(by) <= lon_max) & (np.abs(bx) <= lat_max)
-        if swapped.all():
-            fixes.append(
-                Fix(
-                    "swap_xy",
-                    python="Swapping x and y would put them in range: if latitude was given as x, swap them with "
-                    "gdf.set_geometry(geopandas.points_from_xy(gdf.geometry.y, gdf.geometry.x, crs=gdf.crs)).",
-                    cli="Swapping x and y would put them in range: if latitude was given as x, swap them in the file (for "
-                    "a CSV: --xy with the latitude column second).",
-                    qgis="Swapping x and y would put them in range: if latitude was given as x, swap them (e.g. the "
-                    "'Swap X and Y coordinates' algorithm).",
-                )
-            )
-        wrapped = (bx > lon_max) & (bx <= 2 * lon_max) & (np.abs(by) <= lat_max)
-        if wrapped.all():
-            fixes.append(
-                Fix(
-                    "wrap_longitude",
-                    python="If longitudes run 0..360, wrap them to -180..180: "
-                    "geopandas.points_from_xy((gdf.geometry.x + 180) % 360 - 180, gdf.geometry.y, crs=gdf.crs).",
-                    cli="If longitudes run 0..360, wrap them to -180..180 in the file first.",
-                    qgis="If longitudes run 0..360, wrap them to -180..180 first (e.g. 'Geometry by expression').",
-                )
-            )
-        if not fixes:
-            fixes.append(
-                relabel_crs_fix(
-                    "Check that the coordinates are longitude (x) and latitude (y) in degrees "
-                    "(else fix or remove those rows).",
-                    "<the CRS they are in>",
-                )
-            )
-        raise GeometryError(f"are outside the valid range of {crs.name} ({rng})", labels[bad], Fix.join(*fixes))
+        _check_geographic(x, y, crs, labels)
+        return
     if not crs.is_projected:  # pragma: no cover - check_crs_kind allows only these two
         return
-    from .frame import area_of_use_bounds, declared_bounds
+    _check_projected(x, y, crs, labels, bounds)
+
+
+def _check_geographic(x: np.ndarray, y: np.ndarray, crs, labels) -> None:
+    """Longitude and latitude within range (in the CRS's angular unit); the error says what the rows look like."""
+    lon_max, lat_max = _axis_turn(crs)
+    # a hair of tolerance: coordinates computed by a reprojection may overshoot 180 by an ulp or so
+    bad_lon = np.abs(x) > lon_max * (1 + 1e-12)
+    bad_lat = np.abs(y) > lat_max * (1 + 1e-12)
+    bad = bad_lon | bad_lat
+    if not bad.any():
+        return
+    deg = abs(lon_max - 180.0) < 1e-9
+    rng = (
+        "longitude -180..180, latitude -90..90 degrees"
+        if deg
+        else f"longitude -{lon_max:g}..{lon_max:g}, latitude -{lat_max:g}..{lat_max:g} in its angular unit"
+    )
+    fixes = _out_of_range_fixes(x[bad], y[bad], lon_max, lat_max)
+    raise GeometryError(f"are outside the valid range of {crs.name} ({rng})", labels[bad], Fix.join(*fixes))
+
+
+def _out_of_range_fixes(bx: np.ndarray, by: np.ndarray, lon_max: float, lat_max: float) -> list[Fix]:
+    """The likely causes of out-of-range longitude/latitude: metres under a wrong label, swapped axes, 0..360."""
+    fixes = []
+    if (np.maximum(np.abs(bx), np.abs(by)) > 4 * lon_max).any():
+        fixes.append(
+            relabel_crs_fix(
+                "They look like metres (or feet) of a projected CRS labelled as "
+                "longitude/latitude: the CRS label is wrong."
+            )
+        )
+    swapped = (np.abs(by) <= lon_max) & (np.abs(bx) <= lat_max)
+    if swapped.all():
+        fixes.append(
+            Fix(
+                "swap_xy",
+                python="Swapping x and y would put them in range: if latitude was given as x, swap them with "
+                "gdf.set_geometry(geopandas.points_from_xy(gdf.geometry.y, gdf.geometry.x, crs=gdf.crs)).",
+                cli="Swapping x and y would put them in range: if latitude was given as x, swap them in the file (for "
+                "a CSV: --xy with the latitude column second).",
+                qgis="Swapping x and y would put them in range: if latitude was given as x, swap them (e.g. the "
+                "'Swap X and Y coordinates' algorithm).",
+            )
+        )
+    wrapped = (bx > lon_max) & (bx <= 2 * lon_max) & (np.abs(by) <= lat_max)
+    if wrapped.all():
+        fixes.append(
+            Fix(
+                "wrap_longitude",
+                python="If longitudes run 0..360, wrap them to -180..180: "
+                "geopandas.points_from_xy((gdf.geometry.x + 180) % 360 - 180, gdf.geometry.y, crs=gdf.crs).",
+                cli="If longitudes run 0..360, wrap them to -180..180 in the file first.",
+                qgis="If longitudes run 0..360, wrap them to -180..180 first (e.g. 'Geometry by expression').",
+            )
+        )
+    if not fixes:
+        fixes.append(
+            relabel_crs_fix(
+                "Check that the coordinates are longitude (x) and latitude (y) in degrees "
+                "(else fix or remove those rows).",
+                "<the CRS they are in>",
+            )
+        )
+    return fixes
+
+
+def _check_projected(x: np.ndarray, y: np.ndarray, crs, labels, bounds) -> None:
+    """Longitude/latitude degrees under a projected CRS's label: near the origin of a CRS made for elsewhere.
+
+    Two cases by where the CRS's area of use lies: near its origin (degrees could be real
+    coordinates, unless every point is there and the area spans thousands of kilometres), or far
+    from it (points, or declared bounds, within the degrees box are refused).
+    """
+    from .frame import area_of_use_bounds
 
     area = area_of_use_bounds(crs)
     if area is None:  # no area of use (custom CRS) or one across the antimeridian: PROJ checks later
@@ -339,8 +360,14 @@ def check_coordinates(xy: np.ndarray, crs, labels, *, bounds=None, what: str = "
                 fix=as_degrees,
             )
         return
-    # the area of use is far from the origin: longitude/latitude degrees read as CRS units land
-    # within a few hundred units of it, hundreds of kilometres outside the area of use
+    _check_far_origin(crs, labels, bounds, degrees, as_degrees)
+
+
+def _check_far_origin(crs, labels, bounds, degrees: np.ndarray, as_degrees: Fix) -> None:
+    """A CRS whose area of use is far from its origin: degrees read as its units land hundreds of km outside it."""
+    from .frame import declared_bounds
+
+    dx0, dy0, dx1, dy1 = _DEGREES_AS_UNITS
     elsewhere = Fix(
         "reproject",
         python=f"If they are really {crs.name} coordinates, they lie far outside its area of "

@@ -31,6 +31,7 @@ import html
 import io as _io
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -495,18 +496,120 @@ def release_report(
     >>> path.name, path.stat().st_size > 10_000
     ('deaths.private-report.html', True)
     """
-    from .points import as_geoseries
-
     if front_end not in ("python", "cli", "qgis"):
         raise ParameterError("front_end must be 'python', 'cli' or 'qgis'.")
     min_count = int(min_count)
     if min_count < 1:
         raise ParameterError("min_count must be a whole number of at least 1.")
-    dest = None
-    if path is not None:
-        from . import io
+    dest = _destination(path, overwrite)
+    record = _release_record(released)
+    promise = guarantee(record, radius)
+    true_g, rel_all = _report_points(true, released)
+    bounds, area_source = _public_area(area, true_g.crs, record, mechanism)
+    r = _Report(
+        true=true,
+        released=released,
+        true_g=true_g,
+        rel_all=rel_all,
+        rel_g=_present(rel_all),
+        record=record,
+        promise=promise,
+        synthetic=is_synthetic(record),
+        prior=prior,
+        population=population,
+        area=area,
+        bounds=bounds,
+        area_source=area_source,
+        cell=cell,
+        mechanism=mechanism,
+        radius=radius,
+        map_cell=map_cell,
+        min_count=min_count,
+        quantile=quantile,
+        person=person,
+        time=time,
+        tz=tz,
+        front_end=front_end,
+        plt=_plt(),
+    )
+    sections = [_guarantee_section(r), _parameters_section(r), _utility_section(r), _adversary_section(r)]
+    attacks = _attacks_section(r)
+    if attacks is not None:
+        sections.append(attacks)
+    grid = _Grid(true_g, bounds, map_cell)  # after the sections above: their errors come first, as they always have
+    sections += [_maps_section(r, grid), _reveals_section(r, grid)]
+    doc = _html(title or f"Release report: {record.get('mechanism', 'release')}", sections)
+    if dest is None:
+        return doc
+    return _write_report(doc, dest, path, overwrite)
 
-        dest = io.check_file_output(path, suffixes=(".html", ".htm"), what="report", overwrite=overwrite)
+
+# ---------------------------------------------------------------------------- the report's inputs
+@dataclass(frozen=True, eq=False)
+class _Report:
+    """What the sections of one report read: the inputs as checked, the release record and the report's options.
+
+    Built once by :func:`release_report` after every check, so a section is a function of this and
+    nothing else (it returns its HTML; the report is their concatenation).
+    """
+
+    true: object  #: the true data as given (its columns serve the trace attacks)
+    released: object  #: the release as given (its record, its columns)
+    true_g: object  #: the true points (GeoSeries)
+    rel_all: object  #: every released row's geometry, withheld ones included
+    rel_g: object  #: the released rows that have a point
+    record: dict
+    promise: dict  #: :func:`guarantee` of the record at ``radius``
+    synthetic: bool
+    prior: object
+    population: object
+    area: object
+    bounds: tuple | None  #: the public area as bounds in the true data's CRS, or None
+    area_source: str  #: where ``bounds`` come from, in words
+    cell: object
+    mechanism: object
+    radius: float
+    map_cell: object
+    min_count: int
+    quantile: float | None
+    person: str | None
+    time: str | None
+    tz: str | None
+    front_end: str
+    plt: type
+
+    @property
+    def withheld(self) -> int:
+        """Released rows without a location (a trace release's withheld queries)."""
+        return len(self.rel_all) - len(self.rel_g)
+
+    @property
+    def unit(self) -> str:
+        """What a row is in words: fixes of traces, or points."""
+        return "fixes" if ("traj_id" in self.record or self.person is not None) else "points"
+
+
+@dataclass(frozen=True)
+class _Section:
+    """One section of the report: its anchor, heading, HTML and how many figures it embeds."""
+
+    sid: str
+    head: str
+    html: str
+    figures: int = 0
+
+
+def _destination(path, overwrite):
+    """The checked output path (an ``.html`` file, new unless ``overwrite``), or None to return the text."""
+    if path is None:
+        return None
+    from . import io
+
+    return io.check_file_output(path, suffixes=(".html", ".htm"), what="report", overwrite=overwrite)
+
+
+def _release_record(released) -> dict:
+    """The release record the report rests on; a release without one is refused."""
     record = getattr(released, "attrs", {}).get("geopriv")
     if not record:
         raise GeoprivError(
@@ -519,29 +622,54 @@ def release_report(
                 qgis="Choose a layer written by a geopriv algorithm as 'Released points'.",
             ),
         )
-    promise = guarantee(record, radius)
+    return record
+
+
+def _report_points(true, released):
+    """The true points and every released row's geometry (both with a CRS)."""
+    from .points import as_geoseries
+
     true_g = as_geoseries(true, "true data")
     rel_all = as_geoseries(released, "released data")
     if true_g.crs is None:
         from .exceptions import MissingCRSError
 
         raise MissingCRSError("the true data")
-    rel_g = _present(rel_all)
-    withheld = len(rel_all) - len(rel_g)
-    synthetic = is_synthetic(record)
-    bounds = _area_bounds(area, true_g.crs, record)
+    return true_g, rel_all
+
+
+def _public_area(area, crs, record, mechanism):
+    """The public area's bounds (area=, the record's, else an eikonal mechanism's map) and where they come from."""
+    bounds = _area_bounds(area, crs, record)
     area_source = "given (area=)" if area is not None else "the record's declared bounds" if bounds else "none declared"
     if bounds is None and mechanism is not None and hasattr(mechanism, "privacy_map"):
         from pyproj import CRS
 
-        if CRS.from_user_input(mechanism.crs).equals(CRS.from_user_input(true_g.crs)):
+        if CRS.from_user_input(mechanism.crs).equals(CRS.from_user_input(crs)):
             bounds = tuple(float(v) for v in mechanism.privacy_map.bounds)  # the mechanism's public extent
             area_source = "the mechanism's privacy map"
-    plt = _plt()
-    sections = []
-    figures = 0
+    return bounds, area_source
 
-    # --- the guarantee
+
+def _write_report(doc: str, dest, path, overwrite: bool):
+    """Write the report atomically, readable by its owner only; refuse an existing file unless ``overwrite``."""
+    from . import io
+
+    data = doc.encode("utf-8")
+    io.write_new_file(
+        dest,
+        lambda fh: fh.write(data),
+        overwrite=overwrite,
+        prefix=".geopriv-report-",
+        exists=lambda p: OutputError(f"{os.fspath(path)} exists", fix=_OVERWRITE),
+    )
+    return dest
+
+
+# ---------------------------------------------------------------------------- the sections
+def _guarantee_section(r: _Report) -> _Section:
+    """The promise in plain words, the odds factor by distance and, for an eikonal mechanism, its privacy map."""
+    promise, record = r.promise, r.record
     gtable = _table(
         [
             (d if isinstance(d, str) else f"{d:g} m", f"{_factor(math.log(f))}x")
@@ -562,14 +690,17 @@ def release_report(
         f"<p>Based on the record's <code>{_e(promise['basis'])}</code>; it holds whatever the adversary "
         f"knows beforehand, and adds up over releases of the same person.{_e(checked)}</p>{gtable}"
     ]
-    if mechanism is not None and hasattr(mechanism, "privacy_map"):
-        gparts.append(_privacy_map_figure(mechanism.privacy_map, radius, plt))
+    figures = 0
+    if r.mechanism is not None and hasattr(r.mechanism, "privacy_map"):
+        gparts.append(_privacy_map_figure(r.mechanism.privacy_map, r.radius, r.plt))
         figures += 1
-    sections.append(("guarantee", "The guarantee", "\n".join(gparts)))
+    return _Section("guarantee", "The guarantee", "\n".join(gparts), figures)
 
-    # --- public parameters
+
+def _parameters_section(r: _Report) -> _Section:
+    """The release record (public) and this report's own parameters."""
     rows = []
-    for key, value in record.items():
+    for key, value in r.record.items():
         if key == "previous":
             value = f"{len(value)} earlier release(s)"
         elif key == "ledger":
@@ -580,167 +711,157 @@ def release_report(
             value = "; ".join(f"{k}={_num(v)}" for k, v in value.items())
         rows.append((key, value))
     own = [
-        ("distance in the guarantee sentence", "not used (any distance)" if synthetic else f"{radius:g} m"),
-        ("adversary's prior", prior if isinstance(prior, str) else "array on the grid"),
-        ("population", "given" if population is not None else "none"),
+        ("distance in the guarantee sentence", "not used (any distance)" if r.synthetic else f"{r.radius:g} m"),
+        ("adversary's prior", r.prior if isinstance(r.prior, str) else "array on the grid"),
+        ("population", "given" if r.population is not None else "none"),
         (
             "adversary's grid step",
             "the mechanism's grid"
-            if mechanism is not None
+            if r.mechanism is not None
             else "adversary_error's default"
-            if cell is None
-            else f"{cell:g} m",
+            if r.cell is None
+            else f"{r.cell:g} m",
         ),
-        ("public area", area_source),
+        ("public area", r.area_source),
     ]
-    sections.append(
-        (
-            "parameters",
-            "Public parameters",
-            "<p>The release record (published with the release: public):</p>"
-            + _table(rows, head=("field", "value"))
-            + "<p>This report's own parameters:</p>"
-            + _table(own, head=("parameter", "value")),
-        )
+    return _Section(
+        "parameters",
+        "Public parameters",
+        "<p>The release record (published with the release: public):</p>"
+        + _table(rows, head=("field", "value"))
+        + "<p>This report's own parameters:</p>"
+        + _table(own, head=("parameter", "value")),
     )
 
-    # --- utility
-    parts = []
-    disp = None
-    if synthetic:
-        parts.append(
+
+def _utility_section(r: _Report) -> _Section:
+    """Displacement statistics (none for a synthetic set), withheld rows and the Wasserstein-1 distance."""
+    figures = 0
+    if r.synthetic:
+        parts = [
             "<p>A synthetic set belongs to nobody: no released point is the release of a true one, so there "
             "are no displacements; the two sets are compared as distributions.</p>"
-        )
+        ]
     else:
-        from .metrics import displacement, utility_report
-
-        try:
-            matched = rel_g
-            rep = utility_report(
-                true_g.loc[true_g.index.intersection(matched.index)] if withheld else true_g,
-                matched,
-                **({} if quantile is None else {"quantile": quantile}),
-            )
-            disp = displacement(true_g.loc[true_g.index.intersection(matched.index)] if withheld else true_g, matched)
-            alpha = next(k for k in rep.index if k.startswith("alpha_"))
-            names = {
-                "n": "points compared",
-                "mean_m": "mean displacement (m)",
-                "median_m": "median displacement (m)",
-                alpha: f"alpha: radius holding {100 * float(alpha[6:-2]):g} % of the displacements (m)",
-                "max_m": "largest displacement (m)",
-                "mse_m2": "mean squared displacement (m²)",
-                "rmse_m": "root mean squared displacement (m)",
-            }
-            parts.append(_table([(names.get(k, k), v) for k, v in rep.items()], head=("statistic", "value")))
-            fig, ax = plt.subplots(figsize=(6.4, 3.6))
-            xs = np.sort(disp.to_numpy())
-            ax.plot(xs, np.arange(1, len(xs) + 1) / len(xs), color="tab:red", label="these points")
-            eps = promise["epsilon_per_m"]
-            if eps and record.get("mechanism") in ("planar_laplace", "spherical_laplace"):
-                from .mechanisms.planar_laplace import radius_cdf
-
-                grid = np.linspace(0, float(xs.max()) * 1.05 + 1e-9, 300)
-                ax.plot(
-                    grid,
-                    radius_cdf(grid, float(record["epsilon_per_m"])),
-                    "k--",
-                    lw=1,
-                    label="planar Laplace on an open plane (expected)",
-                )
-            ax.set_xlabel("displacement (ground metres)")
-            ax.set_ylabel("share of points")
-            ax.set_ylim(0, 1.02)
-            ax.legend(loc="lower right")
-            ax.grid(alpha=0.3)
-            parts.append(
-                _figure(
-                    _png(fig),
-                    "How far the points moved: the share of points displaced by at most "
-                    "each distance (aggregate over all points).",
-                    "displacement distribution",
-                )
-            )
-            figures += 1
-        except GeoprivError as exc:
-            parts.append(_note(exc, front_end))
-    if withheld:
+        parts, figures = _displacement_html(r)
+    if r.withheld:
         parts.append(
-            f"<p>{withheld:,} released row(s) carry no location (withheld by the release) and are left out "
+            f"<p>{r.withheld:,} released row(s) carry no location (withheld by the release) and are left out "
             "of the statistics.</p>"
         )
-    parts.append(_wasserstein_html(true_g, rel_g, front_end))
-    sections.append(("utility", "Utility", "\n".join(parts)))
+    parts.append(_wasserstein_html(r.true_g, r.rel_g, r.front_end))
+    return _Section("utility", "Utility", "\n".join(parts), figures)
 
-    # --- adversary
-    counter = [0]
-    sections.append(
-        (
-            "adversary",
-            "Adversary error and k-equivalent",
-            _adversary_html(
-                true_g,
-                released,
-                rel_g,
-                record,
-                synthetic,
-                mechanism,
-                prior,
-                population,
-                area,
-                bounds,
-                cell,
-                front_end,
-                plt,
-                counter,
-            ),
+
+def _displacement_html(r: _Report) -> tuple[list[str], int]:
+    """The displacement table and distribution figure, or a note; with the number of figures drawn."""
+    from .metrics import displacement, utility_report
+
+    parts = []
+    try:
+        matched = r.rel_g
+        true_m = r.true_g.loc[r.true_g.index.intersection(matched.index)] if r.withheld else r.true_g
+        rep = utility_report(true_m, matched, **({} if r.quantile is None else {"quantile": r.quantile}))
+        disp = displacement(true_m, matched)
+        parts.append(_utility_table(rep))
+        parts.append(_displacement_figure(r, disp))
+        return parts, 1
+    except GeoprivError as exc:
+        parts.append(_note(exc, r.front_end))
+        return parts, 0
+
+
+def _utility_table(rep) -> str:
+    """:func:`geopriv.utility_report`'s statistics under plain names."""
+    alpha = next(k for k in rep.index if k.startswith("alpha_"))
+    names = {
+        "n": "points compared",
+        "mean_m": "mean displacement (m)",
+        "median_m": "median displacement (m)",
+        alpha: f"alpha: radius holding {100 * float(alpha[6:-2]):g} % of the displacements (m)",
+        "max_m": "largest displacement (m)",
+        "mse_m2": "mean squared displacement (m²)",
+        "rmse_m": "root mean squared displacement (m)",
+    }
+    return _table([(names.get(k, k), v) for k, v in rep.items()], head=("statistic", "value"))
+
+
+def _displacement_figure(r: _Report, disp) -> str:
+    """The displacements' distribution, beside planar Laplace's on an open plane for a Laplace release."""
+    fig, ax = r.plt.subplots(figsize=(6.4, 3.6))
+    xs = np.sort(disp.to_numpy())
+    ax.plot(xs, np.arange(1, len(xs) + 1) / len(xs), color="tab:red", label="these points")
+    eps = r.promise["epsilon_per_m"]
+    if eps and r.record.get("mechanism") in ("planar_laplace", "spherical_laplace"):
+        from .mechanisms.planar_laplace import radius_cdf
+
+        grid = np.linspace(0, float(xs.max()) * 1.05 + 1e-9, 300)
+        ax.plot(
+            grid,
+            radius_cdf(grid, float(r.record["epsilon_per_m"])),
+            "k--",
+            lw=1,
+            label="planar Laplace on an open plane (expected)",
         )
+    ax.set_xlabel("displacement (ground metres)")
+    ax.set_ylabel("share of points")
+    ax.set_ylim(0, 1.02)
+    ax.legend(loc="lower right")
+    ax.grid(alpha=0.3)
+    return _figure(
+        _png(fig),
+        "How far the points moved: the share of points displaced by at most each distance (aggregate over all points).",
+        "displacement distribution",
     )
-    figures += counter[0]
 
-    # --- trace attacks
-    counter = [0]
-    attacks = _attacks_html(true, released, record, person, time, tz, front_end, plt, counter)
-    if attacks is not None:
-        sections.append(("attacks", "Trace attacks", attacks))
-        figures += counter[0]
 
-    # --- maps
-    grid = _Grid(true_g, bounds, map_cell)
-    t_counts, _ = grid.counts(true_g)
-    r_counts, r_out = grid.counts(rel_g)
-    unit = "fixes" if ("traj_id" in record or person is not None) else "points"
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 5.2))
-    _count_map(a1, grid, t_counts, min_count, f"True {unit} per {grid.cell:g} m cell", plt)
-    _count_map(a2, grid, r_counts, 1, f"Released {unit} per {grid.cell:g} m cell", plt)
-    fig.tight_layout()
-    maps = [
+def _maps_section(r: _Report, grid: _Grid) -> _Section:
+    """Counts per cell of the true and released points on one public grid, and the released points one by one."""
+    t_counts, _ = grid.counts(r.true_g)
+    r_counts, r_out = grid.counts(r.rel_g)
+    lead = (
         f"<p>Grid: {_e(grid.describe())}. True locations are shown only as counts per cell"
-        + (f" (cells with fewer than {min_count} are blank)" if min_count > 1 else "")
-        + f"; {r_out:,} released point(s) fall outside the grid.</p>",
-        _figure(
-            _png(fig),
-            f"Counts per {grid.cell:g} m cell: true data (left), release (right), same grid.",
-            "counts per cell, true and released",
-        ),
-    ]
-    fig, ax = plt.subplots(figsize=(7, 6))
+        + (f" (cells with fewer than {r.min_count} are blank)" if r.min_count > 1 else "")
+        + f"; {r_out:,} released point(s) fall outside the grid.</p>"
+    )
+    counts = _count_maps_figure(r, grid, t_counts, r_counts)
+    drawn = r.rel_g
+    if len(r.rel_g) > MAX_DRAWN:  # a fixed sample of the (public) released points: the picture, not the data
+        drawn = r.rel_g.iloc[np.sort(np.random.default_rng(0).choice(len(r.rel_g), MAX_DRAWN, replace=False))]
+        lead = lead.replace(
+            "</p>",
+            f" The last map draws {MAX_DRAWN:,} of the {len(r.rel_g):,} released points, chosen at random.</p>",
+            1,
+        )
+    points = _released_points_figure(r, grid, t_counts, drawn)
+    return _Section("maps", "Maps", "\n".join([lead, counts, points]), 2)
+
+
+def _count_maps_figure(r: _Report, grid: _Grid, t_counts, r_counts) -> str:
+    """True and released counts per cell, side by side on the same grid."""
+    fig, (a1, a2) = r.plt.subplots(1, 2, figsize=(12, 5.2))
+    _count_map(a1, grid, t_counts, r.min_count, f"True {r.unit} per {grid.cell:g} m cell", r.plt)
+    _count_map(a2, grid, r_counts, 1, f"Released {r.unit} per {grid.cell:g} m cell", r.plt)
+    fig.tight_layout()
+    return _figure(
+        _png(fig),
+        f"Counts per {grid.cell:g} m cell: true data (left), release (right), same grid.",
+        "counts per cell, true and released",
+    )
+
+
+def _released_points_figure(r: _Report, grid: _Grid, t_counts, drawn) -> str:
+    """The (public) released points ``drawn`` one by one over the true counts in grey."""
+    fig, ax = r.plt.subplots(figsize=(7, 6))
     x0, x1, y0, y1 = (v / 1000 for v in grid.extent)
     ax.imshow(
-        np.ma.masked_less(t_counts.astype(float), max(min_count, 1)),
+        np.ma.masked_less(t_counts.astype(float), max(r.min_count, 1)),
         origin="lower",
         extent=(x0, x1, y0, y1),
         cmap="Greys",
         alpha=0.5,
         interpolation="nearest",
     )
-    drawn = rel_g
-    if len(rel_g) > MAX_DRAWN:  # a fixed sample of the (public) released points: the picture, not the data
-        drawn = rel_g.iloc[np.sort(np.random.default_rng(0).choice(len(rel_g), MAX_DRAWN, replace=False))]
-        maps[0] = maps[0].replace(
-            "</p>", f" The last map draws {MAX_DRAWN:,} of the {len(rel_g):,} released points, chosen at random.</p>", 1
-        )
     if len(drawn):
         w = grid.xy(drawn) / 1000
         ax.scatter(
@@ -759,39 +880,23 @@ def release_report(
     ax.set_xlabel("km east")
     ax.set_ylabel("km north")
     ax.set_title(f"Released points over the true counts (grey, {grid.cell:g} m cells)", fontsize=10)
-    maps.append(
-        _figure(
-            _png(fig), "Released points (public) drawn one by one; the true data only as grey cells.", "released points"
-        )
+    return _figure(
+        _png(fig), "Released points (public) drawn one by one; the true data only as grey cells.", "released points"
     )
-    figures += 2
-    sections.append(("maps", "Maps", "\n".join(maps)))
 
+
+def _reveals_section(r: _Report, grid: _Grid) -> _Section:
+    """What the report reveals about the true data: why it is private."""
     reveals = (
-        f"<ul><li>the number of true rows ({len(true_g):,}) and of released rows ({len(rel_all):,});</li>"
-        f"<li>counts of true {unit} per {grid.cell:g} m cell, and so the true data's extent to within one cell;</li>"
+        f"<ul><li>the number of true rows ({len(r.true_g):,}) and of released rows ({len(r.rel_all):,});</li>"
+        f"<li>counts of true {r.unit} per {grid.cell:g} m cell, and so the true data's extent to within one cell;</li>"
         "<li>statistics over all points of the displacements and of the adversary's error on the true points "
         "(means, quantiles, the largest displacement);</li>"
         "<li>the public parameters, which the release publishes anyway.</li></ul>"
         "<p>It never prints or draws a true location, but these aggregates are computed from the true data "
         "without noise: keep the report with the data, do not publish it.</p>"
     )
-    sections.append(("reveals", "What this report reveals", reveals))
-
-    doc = _html(title or f"Release report: {record.get('mechanism', 'release')}", sections, figures)
-    if dest is None:
-        return doc
-    from . import io
-
-    data = doc.encode("utf-8")
-    io.write_new_file(
-        dest,
-        lambda fh: fh.write(data),
-        overwrite=overwrite,
-        prefix=".geopriv-report-",
-        exists=lambda p: OutputError(f"{os.fspath(path)} exists", fix=_OVERWRITE),
-    )
-    return dest
+    return _Section("reveals", "What this report reveals", reveals)
 
 
 def _privacy_map_figure(pm, radius, plt) -> str:
@@ -860,29 +965,39 @@ def _wasserstein_html(true_g, rel_g, front_end) -> str:
     )
 
 
-def _adversary_html(
-    true_g,
-    released,
-    rel_g,
-    record,
-    synthetic,
-    mechanism,
-    prior,
-    population,
-    area,
-    bounds,
-    cell,
-    front_end,
-    plt,
-    counter,
-) -> str:
-    if synthetic:
+def _adversary_section(r: _Report) -> _Section:
+    """The optimal Bayesian adversary's expected error, its k-equivalent, its error on these points and its maps."""
+    head = "Adversary error and k-equivalent"
+    skipped = _adversary_skipped(r)
+    if skipped is not None:
+        return _Section("adversary", head, skipped)
+    from . import adversary as _adv
+
+    try:
+        adv = _adv.adversary_error(r.mechanism if r.mechanism is not None else r.released, **_adversary_kwargs(r))
+    except GeoprivError as exc:
+        return _Section("adversary", head, _note(exc, r.front_end))
+    rows, notes = _adversary_rows(r, adv)
+    intro = (
+        "<p>The adversary knows the mechanism and a prior (" + _e(adv.prior) + ") over where people are, sees a "
+        "released point and guesses the true location minimising its expected error (the optimal Bayesian "
+        "adversary of Shokri et al. 2011). Its expected error and the maps below come from public parameters and "
+        "the prior only; its error on these points uses the true locations.</p>"
+    )
+    maps = _adversary_maps(adv, r.plt)
+    parts = [intro, _table(rows, head=("measure", "value")), *notes, *maps]
+    return _Section("adversary", head, "\n".join(parts), len(maps))
+
+
+def _adversary_skipped(r: _Report) -> str | None:
+    """Why the adversary section does not apply to this release (in HTML), or None when it does."""
+    if r.synthetic:
         return (
             "<p>A synthetic set belongs to nobody: there is no released point whose owner an adversary could "
             "locate, so the adversary error does not apply.</p>"
         )
-    kind = str(record.get("mechanism", ""))
-    if mechanism is None and kind not in ("planar_laplace", "spherical_laplace"):
+    kind = str(r.record.get("mechanism", ""))
+    if r.mechanism is None and kind not in ("planar_laplace", "spherical_laplace"):
         if kind == "eikonal":
             return '<p class="note">Not computed: pass the eikonal mechanism itself (mechanism=) for its adversary.</p>'
         return (
@@ -890,24 +1005,29 @@ def _adversary_html(
             f"this is a {_e(kind or 'other')} release"
             + (
                 ": the trace attacks below measure what an adversary learns from it.</p>"
-                if "traj_id" in record
+                if "traj_id" in r.record
                 else ".</p>"
             )
         )
+    return None
+
+
+def _adversary_kwargs(r: _Report) -> dict:
+    """The keyword arguments of :func:`geopriv.adversary_error`: the prior, and the grid and area when given."""
+    kwargs = {"prior": r.prior, "population": r.population}
+    if r.mechanism is None:
+        kwargs["cell"] = r.cell
+    if r.area is not None:
+        kwargs.update(area=r.area, crs=r.true_g.crs)
+    elif r.bounds is not None:
+        kwargs.update(area=r.bounds, crs=r.true_g.crs)
+    return kwargs
+
+
+def _adversary_rows(r: _Report, adv) -> tuple[list, list[str]]:
+    """The adversary's measures (public parameters and prior, then its error on these points) and any notes."""
     from . import adversary as _adv
 
-    kwargs = {"prior": prior, "population": population}
-    if mechanism is None:
-        kwargs["cell"] = cell
-    if area is not None:
-        kwargs.update(area=area, crs=true_g.crs)
-    elif bounds is not None:
-        kwargs.update(area=bounds, crs=true_g.crs)
-    try:
-        adv = _adv.adversary_error(mechanism if mechanism is not None else released, **kwargs)
-    except GeoprivError as exc:
-        return _note(exc, front_end)
-    parts = []
     names = {
         "adversary_error_m": "optimal adversary's expected error (m)",
         "expected_displacement_m": "expected displacement under the prior (m)",
@@ -924,9 +1044,10 @@ def _adversary_html(
         for k, v in adv.summary().items()
         if not (k == "epsilon_per_m" and not (isinstance(v, float) and math.isfinite(v)))
     ]
+    notes = []
     try:
-        sub = rel_g.index.intersection(true_g.index)
-        emp = _adv.empirical_adversary_error(true_g.loc[sub], rel_g.loc[sub], adv).attrs.get("summary", {})
+        sub = r.rel_g.index.intersection(r.true_g.index)
+        emp = _adv.empirical_adversary_error(r.true_g.loc[sub], r.rel_g.loc[sub], adv).attrs.get("summary", {})
         rows += [
             ("adversary's error on these points: mean (m)", emp.get("mean_m")),
             ("... median (m)", emp.get("median_m")),
@@ -934,14 +1055,13 @@ def _adversary_html(
             ("... points", emp.get("n")),
         ]
     except GeoprivError as exc:
-        parts.append(_note(exc, front_end))
-    intro = (
-        "<p>The adversary knows the mechanism and a prior (" + _e(adv.prior) + ") over where people are, sees a "
-        "released point and guesses the true location minimising its expected error (the optimal Bayesian "
-        "adversary of Shokri et al. 2011). Its expected error and the maps below come from public parameters and "
-        "the prior only; its error on these points uses the true locations.</p>"
-    )
-    parts[:0] = [intro, _table(rows, head=("measure", "value"))]
+        notes.append(_note(exc, r.front_end))
+    return rows, notes
+
+
+def _adversary_maps(adv, plt) -> list[str]:
+    """The adversary's error map and, with a population, its k-equivalent map (public parameters and prior only)."""
+    figures = []
     for what, caption in (
         (
             "error",
@@ -954,9 +1074,8 @@ def _adversary_html(
             continue
         fig, ax = plt.subplots(figsize=(6.4, 5))
         adv.plot(ax=ax, what=what)
-        parts.append(_figure(_png(fig), caption, f"adversary {what} map"))
-        counter[0] += 1
-    return "\n".join(parts)
+        figures.append(_figure(_png(fig), caption, f"adversary {what} map"))
+    return figures
 
 
 def _clock(hour) -> str:
@@ -964,104 +1083,130 @@ def _clock(hour) -> str:
     return f"{minutes // 60:02d}:{minutes % 60:02d}"
 
 
-def _attacks_html(true, released, record, person, time, tz, front_end, plt, counter):
+def _attacks_section(r: _Report) -> _Section | None:
     """The trace attacks section, or None where it does not apply (no person or trace id column)."""
-    if person is None:
-        person = record.get("traj_id")
-    if person is None or is_synthetic(record):
+    person = r.person if r.person is not None else r.record.get("traj_id")
+    if person is None or is_synthetic(r.record):
         return None
     try:
         from . import attacks
     except ImportError:  # pragma: no cover - geopriv.attacks ships with this module
         return None
-    if time is None:
-        time = record.get("time")
-    for what, data in (("true", true), ("released", released)):
+    head = "Trace attacks"
+    time = r.time if r.time is not None else r.record.get("time")
+    for what, data in (("true", r.true), ("released", r.released)):
         if not hasattr(data, "columns") or person not in data.columns:
-            return f'<p class="note">Not computed: the {what} data have no column {_e(person)!r} (person=).</p>'
+            return _Section(
+                "attacks",
+                head,
+                f'<p class="note">Not computed: the {what} data have no column {_e(person)!r} (person=).</p>',
+            )
     parts = [
         f"<p>Persons are the values of <code>{_e(person)}</code> (a trace id counts as a person). Only "
         "aggregates over persons are shown.</p>"
     ]
     rows = []
-    home = None
-    if time is not None and time in true.columns and time in released.columns:
-        zone = tz
-        try:
-            try:
-                home = attacks.home_attack(true, released, person=person, time=time, tz=zone)
-            except GeoprivError as exc:
-                if tz is not None or getattr(getattr(exc, "fix", None), "kind", None) != "time_zone":
-                    raise
-                zone = "solar"
-                home = attacks.home_attack(true, released, person=person, time=time, tz=zone)
-        except GeoprivError as exc:
-            parts.append(_note(exc, front_end))
-        if home is not None:
-            h = home.attrs["summary"]
-            night = home.attrs.get("geopriv_attack", {}).get("night")
-            hours = f"{_clock(night[0])} to {_clock(night[1])}" if night else "all hours"
-            zone_text = {None: "as the time stamps are", "solar": "local mean solar time"}.get(zone, zone)
-            rows += [
-                ("home attack: persons with a home in the true data", h.get("persons")),
-                ("... of them, a home inferred from the release", h.get("inferred")),
-            ]
-            rows += [
-                (f"... inferred home within {k[len('hit_rate_') : -1]} m of the true home (share)", v)
-                for k, v in h.items()
-                if k.startswith("hit_rate_")
-            ]
-            rows += [
-                ("... in the same cell (share)", h.get("same_cell_rate")),
-                ("... median distance, inferred to true home (m)", h.get("median_distance_m")),
-            ]
-            parts.append(
-                f"<p>Home attack (geopriv.attacks.home_attack): a person's home is the "
-                f"{_num(home.attrs.get('geopriv_attack', {}).get('cell_m', attacks.DEFAULT_CELL))} m cell "
-                f"holding most of their points from {hours}, {_e(zone_text)}.</p>"
-            )
+    if time is not None and time in r.true.columns and time in r.released.columns:
+        home_rows, home_parts = _home_attack(r, attacks, person, time)
+        rows += home_rows
+        parts += home_parts
     else:
         parts.append('<p class="note">Home attack not computed: it needs a time column in both data (time=).</p>')
-    top = None
-    try:
-        top = attacks.top_places_attack(true, released, person=person)
-    except GeoprivError as exc:
-        parts.append(_note(exc, front_end))
-    if top is not None:
-        t = top.attrs["summary"]
-        rows += [
-            ("top-places attack: released persons", t.get("persons")),
-            (f"... re-identified by their top {t.get('n')} places (share)", t.get("reidentification_rate")),
-            ("... with exactly one candidate (share)", t.get("unique_match_rate")),
-            (f"persons unique by their true top {t.get('n')} places (share)", t.get("true_unique_share")),
-        ]
+    top_rows, top_parts = _top_places_attack(r, attacks, person)
+    rows += top_rows
+    parts += top_parts
+    figures = 0
     if rows:
         parts.insert(1, _table(rows, head=("attack", "value")))
-        bars = [
-            (label, float(v))
-            for label, v in rows
-            if "(share)" in label and v is not None and isinstance(v, (int, float)) and math.isfinite(float(v))
-        ]
-        if bars:
-            fig, ax = plt.subplots(figsize=(6.4, 0.5 + 0.45 * len(bars)))
-            ax.barh(
-                [b[0].replace("... ", "").replace(" (share)", "") for b in bars],
-                [b[1] for b in bars],
-                color="tab:purple",
-            )
-            ax.set_xlim(0, 1)
-            ax.invert_yaxis()
-            ax.set_xlabel("share of persons")
-            ax.grid(axis="x", alpha=0.3)
-            parts.append(
-                _figure(
-                    _png(fig),
-                    "What the trace attacks achieve on this release (shares of persons).",
-                    "trace attack success rates",
-                )
-            )
-            counter[0] += 1
-    return "\n".join(parts)
+        bars = _attack_bars(rows, r.plt)
+        if bars is not None:
+            parts.append(bars)
+            figures += 1
+    return _Section("attacks", head, "\n".join(parts), figures)
+
+
+def _home_attack(r: _Report, attacks, person: str, time: str) -> tuple[list, list[str]]:
+    """The home attack's rows and its paragraph (or a note); without tz= a zoned time falls back to solar time."""
+    rows, parts = [], []
+    zone = r.tz
+    home = None
+    try:
+        try:
+            home = attacks.home_attack(r.true, r.released, person=person, time=time, tz=zone)
+        except GeoprivError as exc:
+            if r.tz is not None or getattr(getattr(exc, "fix", None), "kind", None) != "time_zone":
+                raise
+            zone = "solar"
+            home = attacks.home_attack(r.true, r.released, person=person, time=time, tz=zone)
+    except GeoprivError as exc:
+        parts.append(_note(exc, r.front_end))
+    if home is None:
+        return rows, parts
+    h = home.attrs["summary"]
+    night = home.attrs.get("geopriv_attack", {}).get("night")
+    hours = f"{_clock(night[0])} to {_clock(night[1])}" if night else "all hours"
+    zone_text = {None: "as the time stamps are", "solar": "local mean solar time"}.get(zone, zone)
+    rows += [
+        ("home attack: persons with a home in the true data", h.get("persons")),
+        ("... of them, a home inferred from the release", h.get("inferred")),
+    ]
+    rows += [
+        (f"... inferred home within {k[len('hit_rate_') : -1]} m of the true home (share)", v)
+        for k, v in h.items()
+        if k.startswith("hit_rate_")
+    ]
+    rows += [
+        ("... in the same cell (share)", h.get("same_cell_rate")),
+        ("... median distance, inferred to true home (m)", h.get("median_distance_m")),
+    ]
+    parts.append(
+        f"<p>Home attack (geopriv.attacks.home_attack): a person's home is the "
+        f"{_num(home.attrs.get('geopriv_attack', {}).get('cell_m', attacks.DEFAULT_CELL))} m cell "
+        f"holding most of their points from {hours}, {_e(zone_text)}.</p>"
+    )
+    return rows, parts
+
+
+def _top_places_attack(r: _Report, attacks, person: str) -> tuple[list, list[str]]:
+    """The top-places attack's rows, or a note."""
+    try:
+        top = attacks.top_places_attack(r.true, r.released, person=person)
+    except GeoprivError as exc:
+        return [], [_note(exc, r.front_end)]
+    t = top.attrs["summary"]
+    rows = [
+        ("top-places attack: released persons", t.get("persons")),
+        (f"... re-identified by their top {t.get('n')} places (share)", t.get("reidentification_rate")),
+        ("... with exactly one candidate (share)", t.get("unique_match_rate")),
+        (f"persons unique by their true top {t.get('n')} places (share)", t.get("true_unique_share")),
+    ]
+    return rows, []
+
+
+def _attack_bars(rows, plt) -> str | None:
+    """A bar chart of the attacks' success shares, or None when no row is a share."""
+    bars = [
+        (label, float(v))
+        for label, v in rows
+        if "(share)" in label and v is not None and isinstance(v, (int, float)) and math.isfinite(float(v))
+    ]
+    if not bars:
+        return None
+    fig, ax = plt.subplots(figsize=(6.4, 0.5 + 0.45 * len(bars)))
+    ax.barh(
+        [b[0].replace("... ", "").replace(" (share)", "") for b in bars],
+        [b[1] for b in bars],
+        color="tab:purple",
+    )
+    ax.set_xlim(0, 1)
+    ax.invert_yaxis()
+    ax.set_xlabel("share of persons")
+    ax.grid(axis="x", alpha=0.3)
+    return _figure(
+        _png(fig),
+        "What the trace attacks achieve on this release (shares of persons).",
+        "trace attack success rates",
+    )
 
 
 _STYLE = """
@@ -1087,12 +1232,12 @@ window.addEventListener("load", function () {
 """
 
 
-def _html(title, sections, figures) -> str:
+def _html(title, sections: list[_Section]) -> str:
+    """The page: the sections in order, their navigation, and the figures the page must show once loaded."""
+    figures = sum(s.figures for s in sections)
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    nav = " ".join(f'<a href="#{sid}">{_e(head)}</a>' for sid, head, _ in sections)
-    body = "\n".join(
-        f'<section id="{sid}"><h2>{_e(head)}</h2>\n{content}\n</section>' for sid, head, content in sections
-    )
+    nav = " ".join(f'<a href="#{s.sid}">{_e(s.head)}</a>' for s in sections)
+    body = "\n".join(f'<section id="{s.sid}"><h2>{_e(s.head)}</h2>\n{s.html}\n</section>' for s in sections)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="{_CSP}">
