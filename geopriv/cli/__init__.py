@@ -47,6 +47,8 @@ import contextlib
 import os
 import sys
 import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..exceptions import user_message
@@ -72,6 +74,151 @@ from .traces import EPILOG_SAMPLE, EPILOG_TRACES, sample_queries_arguments, sani
 __all__ = ["main", "build_parser"]
 
 
+@dataclass(frozen=True)
+class Command:
+    """One subcommand, as data: its name, its one-line help, its description and examples, and the
+    function that adds its options (called only when the command is parsed or shown: :class:`.common.Parser`)."""
+
+    name: str
+    help: str
+    description: str
+    epilog: str
+    arguments: Callable
+
+
+#: the commands, in the order ``geopriv --help`` lists them
+COMMANDS = (
+    Command(
+        "perturb",
+        help="release points with geo-indistinguishability, or a location-dependent mechanism",
+        description="Release point locations: geopriv.perturb (planar Laplace noise per ground metre, "
+        "or a saved location-dependent mechanism).",
+        epilog=EPILOG_PERTURB,
+        arguments=perturb_arguments,
+    ),
+    Command(
+        "synthesize",
+        help="release a synthetic point set with epsilon-differential privacy (private measure)",
+        description="Release synthetic points: geopriv.synthesize (a private measure of the whole point "
+        "set over a public area: super-regular random walk on a Hilbert curve, or the private "
+        "measure mechanism). The output is a new layer of synthetic points; attributes are "
+        "not carried over.",
+        epilog=EPILOG_SYNTHESIZE,
+        arguments=synthesize_arguments,
+    ),
+    Command(
+        "diffuse",
+        help="release one person's location (or value) to everyone connected to her in a "
+        "network, more accurately to closer people (private Markov jump process)",
+        description="Graded release over a public network: geopriv.diffuse_locations (Koufogiannis and "
+        "Pappas' private Markov jump process). The person --source's location is told to "
+        "every other person connected to her, each at epsilon(d) per metre for their "
+        "network distance d (never more accurate for a farther person), all from ONE secret "
+        "noise path: any group of recipients pooling their answers learns no more than its "
+        "closest member. People not connected to her get no answer.",
+        epilog=EPILOG_DIFFUSE,
+        arguments=diffuse_arguments,
+    ),
+    Command(
+        "aggregate",
+        help="private counts of points per public cell (grid, H3 or polygons), user level",
+        description="Release counts per public cell: geopriv.aggregate (exact discrete Laplace noise on a "
+        "consistent hierarchy of cells, every cell of the public area released, each person's "
+        "rows bounded). The output is a layer of cells with their counts.",
+        epilog=EPILOG_AGGREGATE,
+        arguments=aggregate_arguments,
+    ),
+    Command(
+        "heatmap",
+        help="a private heatmap GeoTIFF (counts or densities on a square grid), user level",
+        description="Release a heatmap: geopriv.heatmap (the counts of aggregate on a square grid, as a "
+        "north-up GeoTIFF: band 1 the values, band 2 their expected error).",
+        epilog=EPILOG_HEATMAP,
+        arguments=heatmap_arguments,
+    ),
+    Command(
+        "flows",
+        help="private origin-destination trip counts between public regions, user level",
+        description="Release origin-destination flows: geopriv.flows (every ordered pair of public "
+        "regions is a cell, released with its count of trips, empty or not, as a line layer).",
+        epilog=EPILOG_FLOWS,
+        arguments=flows_arguments,
+    ),
+    Command(
+        "privacy-map",
+        help="population raster -> privacy map GeoTIFF (epsilon per metre)",
+        description="Build a privacy map from a population raster: geopriv.PrivacyMap.from_population, "
+        "written with to_geotiff.",
+        epilog=EPILOG_PRIVACY_MAP,
+        arguments=privacy_map_arguments,
+    ),
+    Command(
+        "build-mechanism",
+        help="population or privacy-map raster -> saved location-dependent mechanism",
+        description="Build and verify a location-dependent mechanism: geopriv.EikonalMechanism.build, "
+        "saved with save() for 'geopriv perturb --mechanism'.",
+        epilog=EPILOG_BUILD,
+        arguments=build_mechanism_arguments,
+    ),
+    Command(
+        "sanitize-traces",
+        help="release location traces within a budget per trace (predictive mechanism)",
+        description="Release location traces: geopriv.sanitize_traces (one budget per trace, spent by "
+        "the predictive mechanism or independent noise).",
+        epilog=EPILOG_TRACES,
+        arguments=sanitize_traces_arguments,
+    ),
+    Command(
+        "sample-queries",
+        help="raw GPS trajectories -> query traces (the paper's sampling protocol)",
+        description="Turn GPS fixes into query traces: geopriv.sample_queries (Chatzikokolakis et al. "
+        "2014, sec. 5). Not a release: the output holds true locations.",
+        epilog=EPILOG_SAMPLE,
+        arguments=sample_queries_arguments,
+    ),
+    Command(
+        "report",
+        help="displacement statistics (ground metres) between a true and a released file",
+        description="Displacement statistics: geopriv.utility_report (n, mean, median, alpha, max, "
+        "MSE, RMSE in ground metres).",
+        epilog=EPILOG_REPORT,
+        arguments=report_arguments,
+    ),
+    Command(
+        "adversary-error",
+        help="measured privacy of planar Laplace in metres: the optimal adversary's "
+        "error on a public area (and the k-equivalent)",
+        description="The optimal Bayesian adversary (Shokri et al. 2011): geopriv.adversary_error, exactly "
+        "on a grid over the public area. Reads no data.",
+        epilog=EPILOG_ADVERSARY,
+        arguments=adversary_arguments,
+    ),
+    Command(
+        "calibrate",
+        help="the epsilon meeting a target: adversary error, k-equivalent or displacement",
+        description="Choose epsilon: geopriv.calibrate (planar Laplace on a public area). Reads no data.",
+        epilog=EPILOG_CALIBRATE,
+        arguments=calibrate_arguments,
+    ),
+    Command(
+        "budget",
+        help="lifetime privacy budgets per person (grant, show, export a store)",
+        description="Lifetime privacy budgets per person, kept in a store (geopriv.BudgetStore: a SQLite "
+        "file or a PostgreSQL database) that every release command charges with "
+        "--budget-store URL --person COLUMN before any noise is drawn.",
+        epilog=EPILOG_BUDGET,
+        arguments=budget_arguments,
+    ),
+    Command(
+        "demo",
+        help="perturb the shipped Soho cholera points; write a GeoPackage and a PNG map",
+        description="The Quickstart demo on shipped data (John Snow's Soho cholera deaths, EPSG:3857).",
+        epilog=EPILOG_DEMO,
+        arguments=demo_arguments,
+    ),
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line's parser; each command's options are added when that command is parsed or shown.
 
@@ -88,135 +235,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"geopriv {geopriv.__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    sub.add_parser(
-        "perturb",
-        help="release points with geo-indistinguishability, or a location-dependent mechanism",
-        description="Release point locations: geopriv.perturb (planar Laplace noise per ground metre, "
-        "or a saved location-dependent mechanism).",
-        epilog=EPILOG_PERTURB,
-        arguments=perturb_arguments,
-    )
-    sub.add_parser(
-        "synthesize",
-        help="release a synthetic point set with epsilon-differential privacy (private measure)",
-        description="Release synthetic points: geopriv.synthesize (a private measure of the whole point "
-        "set over a public area: super-regular random walk on a Hilbert curve, or the private "
-        "measure mechanism). The output is a new layer of synthetic points; attributes are "
-        "not carried over.",
-        epilog=EPILOG_SYNTHESIZE,
-        arguments=synthesize_arguments,
-    )
-    sub.add_parser(
-        "diffuse",
-        help="release one person's location (or value) to everyone connected to her in a "
-        "network, more accurately to closer people (private Markov jump process)",
-        description="Graded release over a public network: geopriv.diffuse_locations (Koufogiannis and "
-        "Pappas' private Markov jump process). The person --source's location is told to "
-        "every other person connected to her, each at epsilon(d) per metre for their "
-        "network distance d (never more accurate for a farther person), all from ONE secret "
-        "noise path: any group of recipients pooling their answers learns no more than its "
-        "closest member. People not connected to her get no answer.",
-        epilog=EPILOG_DIFFUSE,
-        arguments=diffuse_arguments,
-    )
-    sub.add_parser(
-        "aggregate",
-        help="private counts of points per public cell (grid, H3 or polygons), user level",
-        description="Release counts per public cell: geopriv.aggregate (exact discrete Laplace noise on a "
-        "consistent hierarchy of cells, every cell of the public area released, each person's "
-        "rows bounded). The output is a layer of cells with their counts.",
-        epilog=EPILOG_AGGREGATE,
-        arguments=aggregate_arguments,
-    )
-    sub.add_parser(
-        "heatmap",
-        help="a private heatmap GeoTIFF (counts or densities on a square grid), user level",
-        description="Release a heatmap: geopriv.heatmap (the counts of aggregate on a square grid, as a "
-        "north-up GeoTIFF: band 1 the values, band 2 their expected error).",
-        epilog=EPILOG_HEATMAP,
-        arguments=heatmap_arguments,
-    )
-    sub.add_parser(
-        "flows",
-        help="private origin-destination trip counts between public regions, user level",
-        description="Release origin-destination flows: geopriv.flows (every ordered pair of public "
-        "regions is a cell, released with its count of trips, empty or not, as a line layer).",
-        epilog=EPILOG_FLOWS,
-        arguments=flows_arguments,
-    )
-    sub.add_parser(
-        "privacy-map",
-        help="population raster -> privacy map GeoTIFF (epsilon per metre)",
-        description="Build a privacy map from a population raster: geopriv.PrivacyMap.from_population, "
-        "written with to_geotiff.",
-        epilog=EPILOG_PRIVACY_MAP,
-        arguments=privacy_map_arguments,
-    )
-    sub.add_parser(
-        "build-mechanism",
-        help="population or privacy-map raster -> saved location-dependent mechanism",
-        description="Build and verify a location-dependent mechanism: geopriv.EikonalMechanism.build, "
-        "saved with save() for 'geopriv perturb --mechanism'.",
-        epilog=EPILOG_BUILD,
-        arguments=build_mechanism_arguments,
-    )
-    sub.add_parser(
-        "sanitize-traces",
-        help="release location traces within a budget per trace (predictive mechanism)",
-        description="Release location traces: geopriv.sanitize_traces (one budget per trace, spent by "
-        "the predictive mechanism or independent noise).",
-        epilog=EPILOG_TRACES,
-        arguments=sanitize_traces_arguments,
-    )
-    sub.add_parser(
-        "sample-queries",
-        help="raw GPS trajectories -> query traces (the paper's sampling protocol)",
-        description="Turn GPS fixes into query traces: geopriv.sample_queries (Chatzikokolakis et al. "
-        "2014, sec. 5). Not a release: the output holds true locations.",
-        epilog=EPILOG_SAMPLE,
-        arguments=sample_queries_arguments,
-    )
-    sub.add_parser(
-        "report",
-        help="displacement statistics (ground metres) between a true and a released file",
-        description="Displacement statistics: geopriv.utility_report (n, mean, median, alpha, max, "
-        "MSE, RMSE in ground metres).",
-        epilog=EPILOG_REPORT,
-        arguments=report_arguments,
-    )
-    sub.add_parser(
-        "adversary-error",
-        help="measured privacy of planar Laplace in metres: the optimal adversary's "
-        "error on a public area (and the k-equivalent)",
-        description="The optimal Bayesian adversary (Shokri et al. 2011): geopriv.adversary_error, exactly "
-        "on a grid over the public area. Reads no data.",
-        epilog=EPILOG_ADVERSARY,
-        arguments=adversary_arguments,
-    )
-    sub.add_parser(
-        "calibrate",
-        help="the epsilon meeting a target: adversary error, k-equivalent or displacement",
-        description="Choose epsilon: geopriv.calibrate (planar Laplace on a public area). Reads no data.",
-        epilog=EPILOG_CALIBRATE,
-        arguments=calibrate_arguments,
-    )
-    sub.add_parser(
-        "budget",
-        help="lifetime privacy budgets per person (grant, show, export a store)",
-        description="Lifetime privacy budgets per person, kept in a store (geopriv.BudgetStore: a SQLite "
-        "file or a PostgreSQL database) that every release command charges with "
-        "--budget-store URL --person COLUMN before any noise is drawn.",
-        epilog=EPILOG_BUDGET,
-        arguments=budget_arguments,
-    )
-    sub.add_parser(
-        "demo",
-        help="perturb the shipped Soho cholera points; write a GeoPackage and a PNG map",
-        description="The Quickstart demo on shipped data (John Snow's Soho cholera deaths, EPSG:3857).",
-        epilog=EPILOG_DEMO,
-        arguments=demo_arguments,
-    )
+    for command in COMMANDS:
+        sub.add_parser(
+            command.name,
+            help=command.help,
+            description=command.description,
+            epilog=command.epilog,
+            arguments=command.arguments,
+        )
     return parser
 
 

@@ -1,5 +1,6 @@
-"""What every command shares: the parser class, argument types, library defaults in --help, reading
-inputs, the privacy and release options, budget-store options."""
+"""What every command shares: the parser class, argument types, library defaults in --help, a
+command's options as a table (:class:`Arg`, :class:`ArgGroup`), reading inputs, the privacy and
+release options, budget-store options."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import argparse
 import inspect
 import sys
 import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..exceptions import UsageError
@@ -118,6 +121,95 @@ def library_option(group, func, name, *flags, help, show_default=True, **kwargs)
     flags = flags or ("--" + name.replace("_", "-"),)
     kwargs.setdefault("default", None)
     group.add_argument(*flags, dest=name, help=help, **kwargs)
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One option (or positional argument) of a command, as data: a row of the command's table.
+
+    A command's options are a table of these rather than a run of ``add_argument`` calls, so each
+    reads as what it is (its flags, its help, its type) and a long command stays one screen of
+    code.  ``param`` makes it a :func:`library_option`: the library parameter it is passed as
+    (its ``dest``), not passed unless given, its default in ``--help`` read from the signature of
+    the command's library function (or of ``of``, a public name of geopriv such as
+    ``"epsilon_of_distance"``).  ``choices`` may be a function returning them, for choices the
+    library defines (read when the command's options are added, not when the parser is built).
+    """
+
+    flags: tuple[str, ...]
+    help: str
+    param: str | None = None
+    of: str | None = None
+    type: Callable | None = None
+    nargs: int | str | None = None
+    metavar: str | tuple[str, ...] | None = None
+    choices: tuple | Callable | None = None
+    action: str | None = None
+    required: bool = False
+    dest: str | None = None
+    show_default: bool = True
+
+    def add_to(self, group, func=None) -> None:
+        """Add this option to ``group`` (a parser or an argument group); ``func``: the command's library function."""
+        kwargs = {
+            key: value
+            for key, value in (
+                ("type", self.type),
+                ("nargs", self.nargs),
+                ("metavar", self.metavar),
+                ("action", self.action),
+                ("dest", self.dest),
+            )
+            if value is not None
+        }
+        if self.choices is not None:
+            kwargs["choices"] = self.choices() if callable(self.choices) else self.choices
+        if self.required:
+            kwargs["required"] = True
+        if self.param is None:
+            group.add_argument(*self.flags, help=self.help, **kwargs)
+            return
+        if self.of is not None:
+            import operator
+
+            import geopriv
+
+            func = operator.attrgetter(self.of)(geopriv)
+        library_option(group, func, self.param, *self.flags, help=self.help, show_default=self.show_default, **kwargs)
+
+
+@dataclass(frozen=True)
+class ArgGroup:
+    """A titled group of a command's options (``title`` None: the options of the parser itself)."""
+
+    title: str | None
+    args: tuple[Arg, ...]
+
+
+def add_args(parser, groups, func=None) -> None:
+    """Add a table of options to ``parser``, group by group in order (``func``: as in :meth:`Arg.add_to`)."""
+    for group in groups:
+        target = parser if group.title is None else parser.add_argument_group(group.title)
+        for arg in group.args:
+            arg.add_to(target, func)
+
+
+#: the --seed option of every release: the library's rng=
+SEED = Arg(
+    ("--seed",),
+    "seed (rng=) for reproducible tests and demos only; recorded as seeded (default: OS entropy)",
+    param="rng",
+    type=int,
+    metavar="SEED",
+    show_default=False,
+)
+#: --max-distortion, as every release that fixes a planar frame takes it
+MAX_DISTORTION = Arg(
+    ("--max-distortion",),
+    "largest scale variation of a projected CRS over the public area for which it is used as is",
+    param="max_distortion",
+    type=float,
+)
 
 
 def given_options(args, names) -> dict:

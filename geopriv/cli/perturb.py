@@ -1,9 +1,14 @@
-"""geopriv perturb: planar Laplace or a saved location-dependent mechanism."""
+"""geopriv perturb: planar Laplace or a saved location-dependent mechanism.
+
+A saved mechanism is loaded with its options (--outside, --remap, --kernels, --n-jobs) by
+:func:`geopriv.adapters.load_mechanism`, as QGIS loads it.
+"""
 
 from __future__ import annotations
 
 import sys
 
+from ..adapters import load_mechanism
 from .common import (
     PERSON_NEEDED,
     CLIError,
@@ -69,22 +74,15 @@ def _cmd_perturb(args) -> int:
     )
     if args.region is not None:
         kwargs["region"] = read_points(args.region, what="region", flag=None)
-    if args.mechanism is not None:
-        if args.outside != "clamp":  # from the file's public map alone: before a load that may verify it in full
-            try:
-                geopriv.EikonalMechanism.check_points(args.mechanism, gdf)
-            except geopriv.MechanismFileError:
-                pass  # an unreadable file: the load below says precisely what is wrong with it
-        mech = geopriv.EikonalMechanism.load(
+    if args.mechanism is not None:  # the points are checked against the file's map before a full load
+        kwargs["mechanism"] = load_mechanism(
             args.mechanism,
+            points=gdf,
+            outside=args.outside,
+            remap=args.remap,
             progress=True if getattr(args, "progress", False) else None,
             **given_options(args, ("kernels", "n_jobs")),
         )
-        if args.outside is not None and args.outside != mech.outside:
-            mech = mech.with_outside(args.outside)
-        if args.remap and mech.remap_xy is None:
-            mech = mech.with_remap("population")
-        kwargs["mechanism"] = mech
     else:
         kwargs.update(privacy_kwargs(args))
     out = mark_shuffled(geopriv.perturb(gdf, progress=True if args.progress else None, **kwargs), args)

@@ -5,7 +5,12 @@ from __future__ import annotations
 import sys
 
 from .common import (
+    MAX_DISTORTION,
     PERSON_NEEDED,
+    SEED,
+    Arg,
+    ArgGroup,
+    add_args,
     budget_options,
     charge_note,
     check_crs,
@@ -14,7 +19,6 @@ from .common import (
     given_options,
     grid_arg,
     input_options,
-    library_option,
     number_arg,
     open_budget_store,
     read_points,
@@ -82,101 +86,99 @@ EPILOG_SYNTHESIZE = """examples:
 """
 
 
-def synthesize_arguments(y) -> None:
-    import geopriv
-
+def _methods():
+    """The synthesis methods the library knows (read when the options are added: it imports the library)."""
     from ..mechanisms.private_measure import METHODS
 
+    return METHODS
+
+
+_SYNTHESIZE_OPTIONS = (
+    ArgGroup(
+        None,
+        (
+            Arg(("input",), "input points (any OGR format: .gpkg, .shp, .geojson, .fgb, .csv with WKT, .parquet)"),
+            Arg(("output",), "output file; format from the extension: .gpkg .geojson .json .fgb .shp .csv .parquet"),
+        ),
+    ),
+    ArgGroup(
+        "privacy (one person's location replaced anywhere in the public area; the number of people is public)",
+        (
+            Arg(
+                ("--epsilon",),
+                "differential privacy loss of the whole release, dimensionless (total; not per metre, unlike "
+                "perturb's), e.g. 1 or ln3",
+                type=number_arg,
+                required=True,
+                metavar="TOTAL",
+            ),
+        ),
+    ),
+    ArgGroup(
+        "public area and synthetic points",
+        (
+            Arg(
+                ("--bounds",),
+                "public area in the input's CRS, chosen without looking at the points (never derived from the "
+                "data: a city's or map sheet's extent); inputs outside it are refused (default: the bounding box "
+                "of --region, else the CRS's area of use: coarse cells)",
+                param="bounds",
+                type=float,
+                nargs=4,
+                metavar=("XMIN", "YMIN", "XMAX", "YMAX"),
+            ),
+            Arg(
+                ("--region",),
+                "vector file of the public polygon outputs are kept in; its bounding box is the "
+                "public area when --bounds is not given",
+            ),
+            Arg(
+                ("-n", "--n"),
+                "number of synthetic points, drawn from the private measure (default: as many as input points)",
+                param="n",
+                type=int,
+                metavar="N",
+            ),
+            Arg(
+                ("--method",),
+                "srw: super-regular random walk on a Hilbert curve; pmm: private measure mechanism",
+                param="method",
+                choices=_methods,
+            ),
+            Arg(
+                ("--depth",),
+                "levels of the binary partition tree (2**depth cells along the curve); 'auto' from n and epsilon",
+                param="depth",
+                type=depth_arg,
+                metavar="LEVELS|auto",
+            ),
+            Arg(
+                ("--placement",),
+                "synthetic points uniform in their cell, or at its centre",
+                param="placement",
+                choices=("uniform", "centre"),
+            ),
+            Arg(
+                ("--grid",),
+                "step in ground metres of the public lattice outputs are snapped to ('auto': 1 m, finer for small "
+                "cells)",
+                param="grid",
+                type=grid_arg,
+                metavar="METRES|auto",
+            ),
+            MAX_DISTORTION,
+            SEED,
+        ),
+    ),
+)
+
+
+def synthesize_arguments(y) -> None:
+    """The options of ``geopriv synthesize``: the table above, then the budget, column and file options."""
+    import geopriv
+
     sy = geopriv.synthesize
-    y.add_argument("input", help="input points (any OGR format: .gpkg, .shp, .geojson, .fgb, .csv with WKT, .parquet)")
-    y.add_argument(
-        "output", help="output file; format from the extension: .gpkg .geojson .json .fgb .shp .csv .parquet"
-    )
-    g = y.add_argument_group(
-        "privacy (one person's location replaced anywhere in the public area; the number of people is public)"
-    )
-    g.add_argument(
-        "--epsilon",
-        type=number_arg,
-        required=True,
-        metavar="TOTAL",
-        help="differential privacy loss of the whole release, dimensionless (total; not per metre, unlike "
-        "perturb's), e.g. 1 or ln3",
-    )
-    g = y.add_argument_group("public area and synthetic points")
-    library_option(
-        g,
-        sy,
-        "bounds",
-        type=float,
-        nargs=4,
-        metavar=("XMIN", "YMIN", "XMAX", "YMAX"),
-        help="public area in the input's CRS, chosen without looking at the points (never derived from the data: "
-        "a city's or map sheet's extent); inputs outside it are refused (default: the bounding box of --region, "
-        "else the CRS's area of use: coarse cells)",
-    )
-    g.add_argument(
-        "--region",
-        help="vector file of the public polygon outputs are kept in; its bounding box is the "
-        "public area when --bounds is not given",
-    )
-    library_option(
-        g,
-        sy,
-        "n",
-        "-n",
-        "--n",
-        type=int,
-        metavar="N",
-        help="number of synthetic points, drawn from the private measure (default: as many as input points)",
-    )
-    library_option(
-        g,
-        sy,
-        "method",
-        choices=METHODS,
-        help="srw: super-regular random walk on a Hilbert curve; pmm: private measure mechanism",
-    )
-    library_option(
-        g,
-        sy,
-        "depth",
-        type=depth_arg,
-        metavar="LEVELS|auto",
-        help="levels of the binary partition tree (2**depth cells along the curve); 'auto' from n and epsilon",
-    )
-    library_option(
-        g,
-        sy,
-        "placement",
-        choices=("uniform", "centre"),
-        help="synthetic points uniform in their cell, or at its centre",
-    )
-    library_option(
-        g,
-        sy,
-        "grid",
-        type=grid_arg,
-        metavar="METRES|auto",
-        help="step in ground metres of the public lattice outputs are snapped to ('auto': 1 m, finer for small cells)",
-    )
-    library_option(
-        g,
-        sy,
-        "max_distortion",
-        type=float,
-        help="largest scale variation of a projected CRS over the public area for which it is used as is",
-    )
-    library_option(
-        g,
-        sy,
-        "rng",
-        "--seed",
-        type=int,
-        metavar="SEED",
-        show_default=False,
-        help="seed (rng=) for reproducible tests and demos only; recorded as seeded (default: OS entropy)",
-    )
+    add_args(y, _SYNTHESIZE_OPTIONS, sy)
     budget_options(
         y,
         sy,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 from qgis.core import (
@@ -10,26 +12,37 @@ from qgis.core import (
     QgsProcessing,
     QgsProcessingException,
     QgsProcessingOutputNumber,
-    QgsProcessingParameterDefinition,
-    QgsProcessingParameterEnum,
-    QgsProcessingParameterExtent,
     QgsProcessingParameterFeatureSink,
-    QgsProcessingParameterFeatureSource,
-    QgsProcessingParameterField,
-    QgsProcessingParameterNumber,
     QgsProcessingParameterString,
     QgsWkbTypes,
 )
 
-from geopriv.network import ExponentialEpsilon
-from geopriv.parsing import parse_epsilon_table
-from geopriv.people import people_ids
+from geopriv.adapters import Wording, edge_list, epsilon_policy, line_network, person_id
 
 from .base import BOUNDS_LABEL, GRID_LABEL, TYPE_POINTS, GeoprivAlgorithm, library_default
 from .layers import feature_for, fields_for, to_qgis
+from .parameters import Choice, Extent, Field, Number, Row, Source, add_parameters
 
 TYPE_LINES = QgsProcessing.TypeVectorLine
 TYPE_TABLES = QgsProcessing.TypeVector  # any vector layer, with or without geometry (a CSV table)
+
+#: the dialog's words for what geopriv.adapters refuses (the parameters it names)
+WORDING = Wording(
+    not_a_person="source '{value}' is not a person of the people layer (the ids are {described}).",
+    bad_ids="{what} is empty or not a whole number at {n} feature(s) (feature ids {labels}); it must hold people "
+    "ids ({described}).",
+    unknown_ids="the network table refers to {n} id(s) that are not people of the people layer ({shown}); the ids "
+    "are {described}.",
+    same_columns="the network table's two id fields must be different fields.",
+)
+
+
+@dataclass(frozen=True)
+class Text(Row):
+    """A line of text (no default)."""
+
+    def build(self):
+        return QgsProcessingParameterString(self.name, self.label, defaultValue=None, optional=self.optional)
 
 
 class Diffuse(GeoprivAlgorithm):
@@ -121,123 +134,9 @@ empty for a real release.</p>"""
     KINDS = ["linear", "step"]
 
     def initAlgorithm(self, config=None):  # noqa: N802
-        import inspect
-
-        import geopriv
-
-        self.addParameter(
-            QgsProcessingParameterFeatureSource(self.INPUT, "People (one point per person)", [TYPE_POINTS])
-        )
-        id_field = QgsProcessingParameterField(
-            self.ID_FIELD,
-            "Id field of the people (unique; empty: the feature id)",
-            parentLayerParameterName=self.INPUT,
-            optional=True,
-        )
-        id_field.setHelp(
-            "Names the people in the source parameter, in the network table and in the output's "
-            "'recipient' field. Empty: QGIS feature ids."
-        )
-        self.addParameter(id_field)
-        source = QgsProcessingParameterString(
-            self.SOURCE, "Source: id of the person whose location is released (feature id, or the id field's value)"
-        )
-        source.setHelp("Only this person's location is released, to every other person connected to her.")
-        self.addParameter(source)
-        network = QgsProcessingParameterFeatureSource(
-            self.NETWORK,
-            "Network as lines between the people's points (or give a table below)",
-            [TYPE_LINES],
-            optional=True,
-        )
-        network.setHelp(
-            "Each line joins the two people whose points are at its ends (its first and last vertex). "
-            "Lines in another CRS are reprojected to the people layer's."
-        )
-        self.addParameter(network)
-        tolerance = QgsProcessingParameterNumber(
-            self.TOLERANCE,
-            "Tolerance for line ends (people layer's CRS units)",
-            QgsProcessingParameterNumber.Double,
-            defaultValue=library_default("diffuse_locations", "tolerance"),
-            minValue=0.0,
-        )
-        tolerance.setHelp(
-            "Largest distance between a line end and its person's point; 0: exactly at the point. An "
-            "end within the tolerance of no point, or of two, stops the algorithm naming the line."
-        )
-        self.addParameter(tolerance)
-        edges = QgsProcessingParameterFeatureSource(
-            self.EDGES,
-            "Network as a table of id pairs (any layer, e.g. a CSV; or give lines above)",
-            [TYPE_TABLES],
-            optional=True,
-        )
-        edges.setHelp("One edge per row: the ids (feature ids, or the id field's values) of two people.")
-        self.addParameter(edges)
-        for name, label in (
-            (self.EDGE_FROM, "Table: field with the id of one end"),
-            (self.EDGE_TO, "Table: field with the id of the other end"),
-        ):
-            self.addParameter(
-                QgsProcessingParameterField(name, label, parentLayerParameterName=self.EDGES, optional=True)
-            )
-        self.addParameter(
-            QgsProcessingParameterEnum(
-                self.DISTANCE,
-                "Network distance",
-                ["hops: edges on a shortest path", "resistance: effective resistance (counts every path)"],
-                defaultValue=self.DISTANCES.index(library_default("diffuse_locations", "distance")),
-            )
-        )
-        table = QgsProcessingParameterString(
-            self.EPSILON_TABLE,
-            "Epsilon per ground metre by network distance: distance:epsilon pairs, e.g. 1:ln4/50 "
-            "4:ln4/2000 (or give A and B)",
-            defaultValue=None,
-            optional=True,
-        )
-        table.setHelp(
-            "Epsilon must not increase with distance. Between the distances: linear interpolation (advanced: "
-            "steps); the first epsilon below the first distance, the last beyond the last. 'ln' and '/' are "
-            "understood: ln4/50 is ln(4)/50."
-        )
-        self.addParameter(table)
-        for name, label in (
-            (self.EXP_A, "A in epsilon(d) = exp(B - A d) per ground metre (>= 0: decrease per unit of distance)"),
-            (self.EXP_B, "B in epsilon(d) = exp(B - A d) per ground metre (ln of epsilon at distance 0)"),
-        ):
-            self.addParameter(
-                QgsProcessingParameterNumber(
-                    name, label, QgsProcessingParameterNumber.Double, defaultValue=None, optional=True
-                )
-            )
-        bounds = QgsProcessingParameterExtent(self.BOUNDS, BOUNDS_LABEL, defaultValue=None, optional=True)
-        bounds.setHelp(
-            "The area your data is about, in any CRS (it is converted to the people layer's CRS). It is public: choose "
-            "it without looking at individual points (a city or study-region boundary, round numbers); it fixes the "
-            "plane the noise is drawn in and is written in the provenance. The source must lie inside it. Never use "
-            "'Calculate from layer' on the people layer itself (refused). Empty: the CRS's area of use, which "
-            "longitude/latitude and Web Mercator layers cannot use."
-        )
-        self.addParameter(bounds)
-        kind = QgsProcessingParameterEnum(
-            self.EPSILON_KIND,
-            "Epsilon table between its distances",
-            ["Linear interpolation", "Steps"],
-            defaultValue=self.KINDS.index(inspect.signature(geopriv.epsilon_of_distance).parameters["kind"].default),
-        )
-        grid = QgsProcessingParameterNumber(
-            self.GRID, GRID_LABEL, QgsProcessingParameterNumber.Double, defaultValue=None, optional=True, minValue=0.0
-        )
-        grid.setHelp(
-            "Answers are snapped to a public lattice of this step in ground metres, fixed by the largest "
-            "epsilon, with the finite-precision effective epsilon reported per recipient. Empty: the "
-            'library\'s automatic step (grid="auto").'
-        )
-        for param in (kind, grid):
-            param.setFlags(param.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
-            self.addParameter(param)
+        add_parameters(self, self.people_parameters())
+        add_parameters(self, self.network_parameters())
+        add_parameters(self, self.epsilon_parameters())
         self.add_seed_parameter()
         self.addParameter(
             QgsProcessingParameterFeatureSink(self.OUTPUT, "Answers (one point per recipient)", TYPE_POINTS)
@@ -251,14 +150,124 @@ empty for a real release.</p>"""
         )
         self.add_provenance_output()
 
+    def people_parameters(self) -> tuple:
+        """The people, their ids and the source, as a table (the dialog's first rows)."""
+        return (
+            Source(self.INPUT, "People (one point per person)", (TYPE_POINTS,)),
+            Field(
+                self.ID_FIELD,
+                "Id field of the people (unique; empty: the feature id)",
+                self.INPUT,
+                optional=True,
+                help="Names the people in the source parameter, in the network table and in the output's "
+                "'recipient' field. Empty: QGIS feature ids.",
+            ),
+            Text(
+                self.SOURCE,
+                "Source: id of the person whose location is released (feature id, or the id field's value)",
+                help="Only this person's location is released, to every other person connected to her.",
+            ),
+        )
+
+    def network_parameters(self) -> tuple:
+        """The public network, as lines or as a table of id pairs, and the network distance."""
+        return (
+            Source(
+                self.NETWORK,
+                "Network as lines between the people's points (or give a table below)",
+                (TYPE_LINES,),
+                optional=True,
+                help="Each line joins the two people whose points are at its ends (its first and last vertex). "
+                "Lines in another CRS are reprojected to the people layer's.",
+            ),
+            Number(
+                self.TOLERANCE,
+                "Tolerance for line ends (people layer's CRS units)",
+                library_default("diffuse_locations", "tolerance"),
+                minimum=0.0,
+                help="Largest distance between a line end and its person's point; 0: exactly at the point. An "
+                "end within the tolerance of no point, or of two, stops the algorithm naming the line.",
+            ),
+            Source(
+                self.EDGES,
+                "Network as a table of id pairs (any layer, e.g. a CSV; or give lines above)",
+                (TYPE_TABLES,),
+                optional=True,
+                help="One edge per row: the ids (feature ids, or the id field's values) of two people.",
+            ),
+            Field(self.EDGE_FROM, "Table: field with the id of one end", self.EDGES, optional=True),
+            Field(self.EDGE_TO, "Table: field with the id of the other end", self.EDGES, optional=True),
+            Choice(
+                self.DISTANCE,
+                "Network distance",
+                ("hops: edges on a shortest path", "resistance: effective resistance (counts every path)"),
+                tuple(self.DISTANCES),
+                library_default("diffuse_locations", "distance"),
+            ),
+        )
+
+    def epsilon_parameters(self) -> tuple:
+        """Epsilon by network distance (a table, or A and B), the public study area and the lattice."""
+        import inspect
+
+        import geopriv
+
+        return (
+            Text(
+                self.EPSILON_TABLE,
+                "Epsilon per ground metre by network distance: distance:epsilon pairs, e.g. 1:ln4/50 "
+                "4:ln4/2000 (or give A and B)",
+                optional=True,
+                help="Epsilon must not increase with distance. Between the distances: linear interpolation "
+                "(advanced: steps); the first epsilon below the first distance, the last beyond the last. 'ln' and "
+                "'/' are understood: ln4/50 is ln(4)/50.",
+            ),
+            Number(
+                self.EXP_A,
+                "A in epsilon(d) = exp(B - A d) per ground metre (>= 0: decrease per unit of distance)",
+                optional=True,
+            ),
+            Number(
+                self.EXP_B,
+                "B in epsilon(d) = exp(B - A d) per ground metre (ln of epsilon at distance 0)",
+                optional=True,
+            ),
+            Extent(
+                self.BOUNDS,
+                BOUNDS_LABEL,
+                optional=True,
+                help="The area your data is about, in any CRS (it is converted to the people layer's CRS). It is "
+                "public: choose it without looking at individual points (a city or study-region boundary, round "
+                "numbers); it fixes the plane the noise is drawn in and is written in the provenance. The source "
+                "must lie inside it. Never use 'Calculate from layer' on the people layer itself (refused). Empty: "
+                "the CRS's area of use, which longitude/latitude and Web Mercator layers cannot use.",
+            ),
+            Choice(
+                self.EPSILON_KIND,
+                "Epsilon table between its distances",
+                ("Linear interpolation", "Steps"),
+                tuple(self.KINDS),
+                inspect.signature(geopriv.epsilon_of_distance).parameters["kind"].default,
+                advanced=True,
+            ),
+            Number(
+                self.GRID,
+                GRID_LABEL,
+                optional=True,
+                minimum=0.0,
+                advanced=True,
+                help="Answers are snapped to a public lattice of this step in ground metres, fixed by the largest "
+                "epsilon, with the finite-precision effective epsilon reported per recipient. Empty: the "
+                'library\'s automatic step (grid="auto").',
+            ),
+        )
+
     # --- parameters -> geopriv arguments ------------------------------------------------------
     def fail(self, message):
         return QgsProcessingException(f"{self.displayName()}: {message}")
 
     def epsilon_policy(self, parameters, context):
-        """The epsilon-of-distance schedule: the table, or exp(B - A d); exactly one of them."""
-        import geopriv
-
+        """The epsilon-of-distance schedule (geopriv.adapters): the table, or exp(B - A d); exactly one of them."""
         table = (
             self.parameterAsString(parameters, self.EPSILON_TABLE, context)
             if self.is_set(parameters, self.EPSILON_TABLE)
@@ -266,21 +275,8 @@ empty for a real release.</p>"""
         )
         a = self.optional_number(parameters, self.EXP_A, context)
         b = self.optional_number(parameters, self.EXP_B, context)
-        if table.strip():
-            if a is not None or b is not None:
-                raise self.fail("give either an epsilon table or A and B (epsilon = exp(B - A d)), not both.")
-            try:
-                distances, epsilons = parse_epsilon_table(table)
-            except ValueError as exc:
-                raise self.fail(f"epsilon table: {exc}.") from None
-            kind = self.KINDS[self.parameterAsEnum(parameters, self.EPSILON_KIND, context)]
-            return geopriv.epsilon_of_distance((distances, epsilons), kind=kind)
-        if a is None or b is None:
-            raise self.fail(
-                "say how epsilon falls with network distance d: an epsilon table (e.g. 1:ln4/50 "
-                "4:ln4/2000), or both A and B for epsilon(d) = exp(B - A d) per metre."
-            )
-        return geopriv.epsilon_of_distance(ExponentialEpsilon(a, b))
+        kind = self.KINDS[self.parameterAsEnum(parameters, self.EPSILON_KIND, context)] if table.strip() else None
+        return epsilon_policy(table, (a, b), kind=kind)
 
     def people(self, parameters, context, feedback):
         """The people layer indexed by id (feature id, or the id field's values), and how the ids are described."""
@@ -300,30 +296,17 @@ empty for a real release.</p>"""
 
     def source(self, parameters, context, labels, described):
         text = self.parameterAsString(parameters, self.SOURCE, context).strip()
-        ids, bad = people_ids([text], labels)
-        if len(bad) or ids[0] not in labels:
-            raise self.fail(f"source '{text}' is not a person of the people layer (the ids are {described}).")
-        return ids[0]
+        return person_id(text, labels, described=described, wording=WORDING)
 
     def lines(self, parameters, context, feedback, people):
-        """The line layer as a GeoDataFrame in the people's CRS (single-part MultiLineStrings as lines)."""
-        import shapely
-
+        """The line layer as a GeoDataFrame in the people's CRS (geopriv.adapters.line_network)."""
         gdf = self.read_layer(parameters, self.NETWORK, context, feedback, progress=(10.0, 20.0)).gdf
         if gdf.crs is None:
             feedback.pushWarning("The network's line layer has no CRS: it is taken to be the people layer's.")
-            gdf = gdf.set_crs(people.crs, allow_override=True)
-        elif people.crs is not None and gdf.crs != people.crs:
-            gdf = gdf.to_crs(people.crs)
-        g = gdf.geometry.values
-        single = (shapely.get_type_id(g) == 5) & (shapely.get_num_geometries(g) == 1)
-        if single.any():
-            gdf = gdf.copy()
-            gdf.loc[single, gdf.geometry.name] = shapely.get_geometry(g[single], 0)
-        return gdf
+        return line_network(gdf, people.crs)
 
     def edges(self, parameters, context, feedback, labels, described):
-        """The table's two id fields as a DataFrame of people ids (one edge per row)."""
+        """The table's two id fields as a DataFrame of people ids (geopriv.adapters.edge_list; one edge per row)."""
         names = [
             self.parameterAsString(parameters, p, context) if self.is_set(parameters, p) else ""
             for p in (self.EDGE_FROM, self.EDGE_TO)
@@ -332,28 +315,17 @@ empty for a real release.</p>"""
             raise self.fail(
                 "choose the two id fields of the network table (one edge per row: the ids of its two ends)."
             )
-        if names[0] == names[1]:
-            raise self.fail("the network table's two id fields must be different fields.")
+        if names[0] == names[1]:  # before the table is read
+            raise self.fail(WORDING.same_columns)
         table = self.read_layer(parameters, self.EDGES, context, feedback, columns=names, progress=(10.0, 20.0)).gdf
-        out = {}
-        for key, name in zip(("from", "to"), names):
-            ids, bad = people_ids(table[name].tolist(), labels)
-            if len(bad):
-                raise self.fail(
-                    f"the network table's field '{name}' is empty or not a whole number at "
-                    f"{len(bad)} feature(s) (feature ids {', '.join(str(i) for i in table.index[bad][:5])})"
-                    f"; it must hold people ids ({described})."
-                )
-            out[key] = ids
-        edges = pd.DataFrame(out)
-        unknown = pd.Index(pd.unique(edges.to_numpy().ravel())).difference(labels)
-        if len(unknown):
-            shown = ", ".join(str(u) for u in unknown[:5]) + (", ..." if len(unknown) > 5 else "")
-            raise self.fail(
-                f"the network table refers to {len(unknown)} id(s) that are not people of the people layer "
-                f"({shown}); the ids are {described}."
-            )
-        return edges
+        return edge_list(
+            table,
+            names,
+            labels,
+            what=lambda name: f"the network table's field '{name}'",
+            described=described,
+            wording=WORDING,
+        )
 
     # --- the run ------------------------------------------------------------------------------
     def compute(self, parameters, context, feedback):

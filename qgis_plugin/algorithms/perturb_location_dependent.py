@@ -8,23 +8,41 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+from dataclasses import dataclass
 
 from qgis.core import (
     QgsProcessingException,
     QgsProcessingOutputNumber,
     QgsProcessingOutputString,
     QgsProcessingParameterBoolean,
-    QgsProcessingParameterDefinition,
-    QgsProcessingParameterEnum,
     QgsProcessingParameterFeatureSink,
-    QgsProcessingParameterFeatureSource,
     QgsProcessingParameterFile,
     QgsProcessingParameterFileDestination,
-    QgsProcessingParameterNumber,
 )
+
+from geopriv.adapters import mechanism_options
 
 from .base import BUDGET_KEYWORDS, RELEASE_KEYWORDS, TYPE_POINTS, GeoprivAlgorithm
 from .build_privacy_map import MAP_HELP, PrivacyMapParameters
+from .parameters import Choice, Number, Row, Source, add_parameters
+
+
+@dataclass(frozen=True)
+class MechanismFile(Row):
+    """A saved mechanism file (.npz) to read."""
+
+    def build(self):
+        return QgsProcessingParameterFile(
+            self.name, self.label, behavior=QgsProcessingParameterFile.File, extension="npz", optional=self.optional
+        )
+
+
+@dataclass(frozen=True)
+class Flag(Row):
+    """A check box, unticked by default."""
+
+    def build(self):
+        return QgsProcessingParameterBoolean(self.name, self.label, defaultValue=False)
 
 
 def build_default(parameter):
@@ -114,102 +132,9 @@ mechanism exists for the options, the message says which option to change.</p>
     def initAlgorithm(self, config=None):  # noqa: N802
         from geopriv.frame import DEFAULT_GRID_M
 
-        self.addParameter(QgsProcessingParameterFeatureSource(self.INPUT, "Point layer", [TYPE_POINTS]))
+        add_parameters(self, (Source(self.INPUT, "Point layer", (TYPE_POINTS,)),))
         self.add_map_parameters(optional=True)
-        self.addParameter(
-            QgsProcessingParameterFile(
-                self.MECHANISM_FILE,
-                "Saved mechanism (.npz; if set, the raster and mechanism options are not used)",
-                behavior=QgsProcessingParameterFile.File,
-                extension="npz",
-                optional=True,
-            )
-        )
-        self.addParameter(
-            QgsProcessingParameterEnum(
-                self.OUTSIDE,
-                "Points outside the raster",
-                ["Stop with an error naming them", "Release them as if at the nearest point of the raster"],
-                defaultValue=self.OUTSIDE_RULES.index(mechanism_default("outside")),
-            )
-        )
-        self.addParameter(
-            QgsProcessingParameterBoolean(
-                self.REMAP,
-                "Release the most likely true position (posterior mean under the population; lower error)",
-                defaultValue=False,
-            )
-        )
-        # every default is EikonalMechanism.build's own, read from its signature
-        advanced = [
-            # empty is the library's default margin ("auto": 0.1 per noise length), which a number field cannot show
-            QgsProcessingParameterNumber(
-                self.MARGIN,
-                "Margin: share of the privacy loss kept for normalisation (0-1; "
-                "empty: automatic, 0.1 per noise length)",
-                QgsProcessingParameterNumber.Double,
-                defaultValue=None,
-                optional=True,
-                minValue=0.0,
-                maxValue=1.0,
-            ),
-            QgsProcessingParameterNumber(
-                self.SMOOTH,
-                "Smooth the kernels' map (metres per metre; empty: no smoothing)",
-                QgsProcessingParameterNumber.Double,
-                defaultValue=build_default("smooth"),
-                optional=True,
-                minValue=0.0,
-            ),
-            QgsProcessingParameterNumber(
-                self.JUMP,
-                "Limit epsilon's change between neighbouring cells to exp(jump) (empty: no limit)",
-                QgsProcessingParameterNumber.Double,
-                defaultValue=build_default("jump"),
-                optional=True,
-                minValue=0.0,
-            ),
-            QgsProcessingParameterNumber(
-                self.OUTPUT_SPACING,
-                "Output spacing (largest spacing x epsilon)",
-                QgsProcessingParameterNumber.Double,
-                defaultValue=build_default("output_spacing"),
-                minValue=0.0,
-            ),
-            QgsProcessingParameterEnum(
-                self.MAX_STEP,
-                "Largest output step (cells)",
-                ["no cap" if s is None else str(s) for s in self.STEPS],
-                defaultValue=self.STEPS.index(build_default("max_step")),
-            ),
-            QgsProcessingParameterNumber(
-                self.PAD,
-                "Padding beyond the raster (noise lengths)",
-                QgsProcessingParameterNumber.Double,
-                defaultValue=build_default("pad"),
-                minValue=0.0,
-            ),
-            QgsProcessingParameterNumber(
-                self.CAP,
-                "Kernel cap (travel-time units)",
-                QgsProcessingParameterNumber.Double,
-                defaultValue=build_default("cap"),
-                minValue=0.0,
-            ),
-            QgsProcessingParameterEnum(
-                self.KERNELS,
-                "Kernels (built or loaded mechanism)",
-                [
-                    "Automatic (held when building; a saved file verified before by you: computed when needed)",
-                    "Held in memory (fastest for many points)",
-                    "Computed on demand (large rasters: least memory)",
-                ],
-                defaultValue=self.kernel_modes().index(load_default("kernels")),
-            ),
-        ]
-        for param in advanced:
-            param.setFlags(param.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
-            self.addParameter(param)
+        add_parameters(self, self.mechanism_parameters())
         self.add_release_parameters(
             self.INPUT,
             "perturb",
@@ -238,6 +163,87 @@ mechanism exists for the options, the message says which option to change.</p>
         self.addOutput(QgsProcessingOutputString("MECHANISM_ID", "Mechanism id (SHA-256)"))
         self.add_provenance_output()
 
+    def mechanism_parameters(self) -> tuple:
+        """The saved mechanism and the release options, then the build options (advanced), as a table.
+
+        Every default is the library's own: ``EikonalMechanism.build``'s and ``load``'s, read from
+        their signatures, and the mechanism's own rule for points outside the raster.
+        """
+        return (
+            MechanismFile(
+                self.MECHANISM_FILE,
+                "Saved mechanism (.npz; if set, the raster and mechanism options are not used)",
+                optional=True,
+            ),
+            Choice(
+                self.OUTSIDE,
+                "Points outside the raster",
+                ("Stop with an error naming them", "Release them as if at the nearest point of the raster"),
+                tuple(self.OUTSIDE_RULES),
+                mechanism_default("outside"),
+            ),
+            Flag(
+                self.REMAP,
+                "Release the most likely true position (posterior mean under the population; lower error)",
+            ),
+            # empty is the library's default margin ("auto": 0.1 per noise length), which a number field cannot show
+            Number(
+                self.MARGIN,
+                "Margin: share of the privacy loss kept for normalisation (0-1; empty: automatic, 0.1 per noise length)",
+                optional=True,
+                minimum=0.0,
+                maximum=1.0,
+                advanced=True,
+            ),
+            Number(
+                self.SMOOTH,
+                "Smooth the kernels' map (metres per metre; empty: no smoothing)",
+                build_default("smooth"),
+                optional=True,
+                minimum=0.0,
+                advanced=True,
+            ),
+            Number(
+                self.JUMP,
+                "Limit epsilon's change between neighbouring cells to exp(jump) (empty: no limit)",
+                build_default("jump"),
+                optional=True,
+                minimum=0.0,
+                advanced=True,
+            ),
+            Number(
+                self.OUTPUT_SPACING,
+                "Output spacing (largest spacing x epsilon)",
+                build_default("output_spacing"),
+                minimum=0.0,
+                advanced=True,
+            ),
+            Choice(
+                self.MAX_STEP,
+                "Largest output step (cells)",
+                tuple("no cap" if s is None else str(s) for s in self.STEPS),
+                tuple(self.STEPS),
+                build_default("max_step"),
+                advanced=True,
+            ),
+            Number(
+                self.PAD, "Padding beyond the raster (noise lengths)", build_default("pad"), minimum=0.0, advanced=True
+            ),
+            Number(self.CAP, "Kernel cap (travel-time units)", build_default("cap"), minimum=0.0, advanced=True),
+            Choice(
+                self.KERNELS,
+                "Kernels (built or loaded mechanism)",
+                (
+                    "Automatic (held when building; a saved file verified before by you: computed when needed)",
+                    "Held in memory (fastest for many points)",
+                    "Computed on demand (large rasters: least memory)",
+                ),
+                tuple(self.kernel_modes()),
+                load_default("kernels"),
+                advanced=True,
+            ),
+        )
+
     @staticmethod
     def kernel_modes():
         """How a mechanism keeps its kernels, in the enum's order (the library's names, those of ``load``)."""
@@ -246,7 +252,11 @@ mechanism exists for the options, the message says which option to change.</p>
         return list(LOAD_KERNELS)
 
     def mechanism(self, parameters, context, feedback):
-        """The EikonalMechanism: loaded from the file parameter, or built from the raster."""
+        """The EikonalMechanism: loaded from the file parameter, or built from the raster; with the release options.
+
+        The options (points outside the raster, the posterior-mean release) are set by
+        :func:`geopriv.adapters.mechanism_options`, as the command line sets them.
+        """
         import geopriv
 
         path = self.parameterAsFile(parameters, self.MECHANISM_FILE, context)
@@ -261,52 +271,49 @@ mechanism exists for the options, the message says which option to change.</p>
                 path, progress=self.progress_callback(feedback, 10, 70), kernels=kernels
             )
         else:
-            if not self.is_set(parameters, self.POPULATION):
-                raise QgsProcessingException(
-                    "Give a population raster to build the mechanism from, or a saved mechanism file."
-                )
-            privacy_map = self.privacy_map(parameters, context, feedback)
-            feedback.pushInfo("Building the mechanism (kernels, weights, verification) ...")
-            number = lambda name: self.parameterAsDouble(parameters, name, context)  # noqa: E731
-            # SMOOTH: absent (a script leaving it out) is the library's default, set but empty is "no smoothing"
-            smooth = (
-                self.optional_number(parameters, self.SMOOTH, context)
-                if self.SMOOTH in parameters
-                else build_default("smooth")
-            )
-            jump = (
-                self.optional_number(parameters, self.JUMP, context)
-                if self.JUMP in parameters
-                else build_default("jump")
-            )
-            margin = self.optional_number(parameters, self.MARGIN, context)
-            margin = build_default("margin") if margin is None else margin
-            mechanism = geopriv.EikonalMechanism.build(
-                privacy_map,
-                margin=margin,
-                smooth=smooth,
-                jump=jump,
-                output_spacing=number(self.OUTPUT_SPACING),
-                max_step=self.STEPS[self.parameterAsEnum(parameters, self.MAX_STEP, context)],
-                pad=number(self.PAD),
-                cap=number(self.CAP),
-                kernels=build_default("kernels") if kernels == "auto" else kernels,
-                progress=self.progress_callback(feedback, 10, 70),
-            )
+            mechanism = self.build_mechanism(parameters, context, feedback, kernels)
         if mechanism.report is not None:
             feedback.pushInfo(f"Verified: {mechanism.report}")
         outside = self.OUTSIDE_RULES[self.parameterAsEnum(parameters, self.OUTSIDE, context)]
-        if outside != mechanism.outside:
-            mechanism = mechanism.with_outside(outside)
-        if self.parameterAsBool(parameters, self.REMAP, context) and mechanism.remap_xy is None:
-            if mechanism.privacy_map.population is None:
-                raise QgsProcessingException(
-                    "The posterior-mean release needs the population behind the privacy map; this mechanism was built "
-                    "from an epsilon raster. Untick it, or build the mechanism from the population raster."
-                )
+        remap = self.parameterAsBool(parameters, self.REMAP, context)
+        if remap and mechanism.remap_xy is None and mechanism.privacy_map.population is not None:
             feedback.pushInfo("Releasing posterior means under the population (post-processing; same guarantee)")
-            mechanism = mechanism.with_remap("population")
-        return mechanism
+        return mechanism_options(mechanism, outside=outside, remap=remap)
+
+    def build_mechanism(self, parameters, context, feedback, kernels):
+        """The EikonalMechanism built from the population raster with the dialog's options (the library's defaults)."""
+        import geopriv
+
+        if not self.is_set(parameters, self.POPULATION):
+            raise QgsProcessingException(
+                "Give a population raster to build the mechanism from, or a saved mechanism file."
+            )
+        privacy_map = self.privacy_map(parameters, context, feedback)
+        feedback.pushInfo("Building the mechanism (kernels, weights, verification) ...")
+        number = lambda name: self.parameterAsDouble(parameters, name, context)  # noqa: E731
+        # SMOOTH: absent (a script leaving it out) is the library's default, set but empty is "no smoothing"
+        smooth = (
+            self.optional_number(parameters, self.SMOOTH, context)
+            if self.SMOOTH in parameters
+            else build_default("smooth")
+        )
+        jump = (
+            self.optional_number(parameters, self.JUMP, context) if self.JUMP in parameters else build_default("jump")
+        )
+        margin = self.optional_number(parameters, self.MARGIN, context)
+        margin = build_default("margin") if margin is None else margin
+        return geopriv.EikonalMechanism.build(
+            privacy_map,
+            margin=margin,
+            smooth=smooth,
+            jump=jump,
+            output_spacing=number(self.OUTPUT_SPACING),
+            max_step=self.STEPS[self.parameterAsEnum(parameters, self.MAX_STEP, context)],
+            pad=number(self.PAD),
+            cap=number(self.CAP),
+            kernels=build_default("kernels") if kernels == "auto" else kernels,
+            progress=self.progress_callback(feedback, 10, 70),
+        )
 
     def compute(self, parameters, context, feedback):
         import geopriv
