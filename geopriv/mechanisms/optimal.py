@@ -607,7 +607,6 @@ def _solve_colgen(
     ``COLGEN_DROP`` (dense columns made it the slow part); ``P`` is rebuilt from the full columns
     and the repair renormalises the rows.
     """
-    import highspy
     import scipy.sparse as sp
     from scipy.sparse.csgraph import dijkstra
 
@@ -627,32 +626,63 @@ def _solve_colgen(
     problem = {"C": C, "cone_lp": _cone_matrix(pm, lp_allowed)}
     if exact_allowed is not None:
         problem["cone_exact"] = _cone_matrix(pm, exact_allowed)
-    relaxed = len(free) > 0
+    master = _Master(C, cscale, free, pm, lp_allowed)
+    master.add(np.exp(-D), np.arange(m))
+    master.add(np.ones((1, n)), [int(np.argmin(C.sum(axis=0)))])
+    del D
+    price = _Pricer(problem, n_jobs, mp_context)
+    try:
+        upper, v_best, rounds, message, info = _colgen_rounds(master, price, time_limit, gap, t0)
+        P = master.mechanism()
+        exact_bound = None
+        if (
+            exact_allowed is not None
+        ):  # the certified bound is for the exact problem: the best duals over the exact cone
+            exact_total, _ = price(v_best, want_columns=False, cone="exact")
+            exact_bound = (float(v_best.sum()) + exact_total) * cscale
+    finally:
+        price.close()
+    return P, exact_bound, upper * cscale, rounds, message, info
 
-    def new_master(relaxed_rows: bool):
+
+class _Master:
+    """The master LP of column generation (:func:`_solve_colgen`): nonnegative combinations of the
+    generated cone elements of each output, under the row sums.
+
+    ``C`` the (scaled) costs, ``free`` the rows without prior weight: relaxed to sum_y P(y|a) <= 1
+    in phase 1 (``relaxed``), restored to equalities by :meth:`restore_rows`.
+    """
+
+    def __init__(self, C: np.ndarray, cscale: float, free: np.ndarray, pm: PrivacyMap, lp_allowed):
+        import highspy
+
+        self.C, self.cscale, self.free, self.pm, self.lp_allowed = C, cscale, free, pm, lp_allowed
+        self.relaxed = len(free) > 0
+        n = C.shape[0]
         h = _quiet_highs()
         h.setOptionValue("output_flag", False)
         h.setOptionValue("threads", 1)
         mlp = highspy.HighsLp()
         mlp.num_col_, mlp.num_row_ = 0, n
         lower = np.ones(n)
-        if relaxed_rows:
+        if self.relaxed:
             lower[free] = -highspy.kHighsInf
         mlp.row_lower_ = lower
         mlp.row_upper_ = np.ones(n)
         h.passModel(mlp)
-        return h
+        self.h = h
+        self.columns, self.owners = [], []
 
-    master = new_master(relaxed)
-    columns, owners = [], []
+    def add(self, ks, ys) -> None:
+        """Add columns ``ks`` (j, n), one cone element of output ``ys[i]`` each (entries below ``COLGEN_DROP`` left out)."""
+        import highspy
 
-    def add(ks, ys):
         ks = np.asarray(ks, float)  # (j, n)
         j = len(ks)
-        cost = np.einsum("jn,nj->j", ks, C[:, ys])
+        cost = np.einsum("jn,nj->j", ks, self.C[:, ys])
         keep = ks >= COLGEN_DROP
         starts = np.concatenate([[0], np.cumsum(keep.sum(axis=1))[:-1]]).astype(np.int32)
-        master.addCols(
+        self.h.addCols(
             j,
             cost,
             np.zeros(j),
@@ -662,10 +692,14 @@ def _solve_colgen(
             np.nonzero(keep)[1].astype(np.int32),
             ks[keep],
         )
-        columns.extend(ks)
-        owners.extend(int(y) for y in ys)
+        self.columns.extend(ks)
+        self.owners.extend(int(y) for y in ys)
 
-    def solve_master():
+    def solve(self):
+        """(objective, row duals) of the master; a failed warm start is solved once from scratch by dual simplex."""
+        import highspy
+
+        master = self.h
         master.run()
         if master.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             master.clearSolver()  # a failed warm start: solve from scratch once, by dual simplex
@@ -677,98 +711,107 @@ def _solve_colgen(
             )
         return master.getInfo().objective_function_value, np.asarray(master.getSolution().row_dual, float)
 
-    def mechanism():
-        lam = np.asarray(master.getSolution().col_value, float)
-        P = np.zeros((n, m))
+    def simplex(self, strategy: int) -> None:
+        self.h.setOptionValue("simplex_strategy", strategy)
+
+    def mechanism(self) -> np.ndarray:
+        """P (n, m) of the master's solution, from the full columns."""
+        lam = np.asarray(self.h.getSolution().col_value, float)
+        P = np.zeros((self.C.shape[0], self.C.shape[1]))
         for j in np.flatnonzero(lam > 0):
-            P[:, owners[j]] += lam[j] * columns[j]
+            P[:, self.owners[j]] += lam[j] * self.columns[j]
         return P
 
-    def restore_rows():
+    def restore_rows(self) -> None:
         """Phase 2: the exact row sums, and the phase-1 mechanism made feasible (renormalised and
         repaired) as a starting point.  The phase-1 columns stay: they make the exact master slower
         (2.6 M entries at 35 x 35), but without them 20 x 20 took more than 60 rounds instead of 26."""
-        P0 = _repaired(np.clip(mechanism(), 0.0, None), pm, lp_allowed, {}, True)
-        for a in free:  # (changeRowsBounds is not in highspy 1.8)
-            master.changeRowBounds(int(a), 1.0, 1.0)
-        add(P0.T, np.arange(m))
-        master.setOptionValue("simplex_strategy", SIMPLEX_DUAL)  # the restored rows leave the basis primal infeasible
+        P0 = _repaired(np.clip(self.mechanism(), 0.0, None), self.pm, self.lp_allowed, {}, True)
+        for a in self.free:  # (changeRowsBounds is not in highspy 1.8)
+            self.h.changeRowBounds(int(a), 1.0, 1.0)
+        self.add(P0.T, np.arange(self.C.shape[1]))
+        self.simplex(SIMPLEX_DUAL)  # the restored rows leave the basis primal infeasible
+        self.relaxed = False
 
-    add(np.exp(-D), np.arange(m))
-    add(np.ones((1, n)), [int(np.argmin(C.sum(axis=0)))])
-    del D
-    price = _Pricer(problem, n_jobs, mp_context)
+
+def _price_round(price: _Pricer, C: np.ndarray, v: np.ndarray, v_best, bound: float):
+    """One round's pricing: new columns, and the best Lagrangian bound so far with its duals.
+
+    Prices at duals smoothed towards those of the best bound so far (Wentges): the master's own
+    duals jump between extreme points and give poor bounds and columns.  Keeps the columns that
+    improve the master; if smoothing found none, prices at the master's own duals.  Returns
+    ``(bound, v_best, new)``.
+    """
+    vs = v if v_best is None else COLGEN_SMOOTHING * v_best + (1.0 - COLGEN_SMOOTHING) * v
+    total, new = price(vs, want_columns=True)
+    if float(vs.sum()) + total > bound:
+        bound, v_best = float(vs.sum()) + total, vs.copy()
+    new = [(y, k) for y, k in new if float((C[:, y] - v) @ k) < -1e-9]  # columns that improve the master
+    if not new and vs is not v:  # smoothing found nothing for the master: price at its own duals
+        total, new = price(v, want_columns=True)
+        if float(v.sum()) + total > bound:
+            bound, v_best = float(v.sum()) + total, v.copy()
+    return bound, v_best, new
+
+
+def _colgen_rounds(master: _Master, price: _Pricer, time_limit, gap: float, t0: float):
+    """The rounds of column generation (master, pricing, new columns) until a stopping rule
+    (:func:`_solve_colgen`); returns ``(upper, v_best, rounds, message, info)``.
+
+    Phase 1 (relaxed rows) ends when no column prices out, at ``COLGEN_RELAXED_GAP`` or at the time
+    limit (then one phase-2 master); phase 2 at ``gap``, when no column prices out, or at the time limit.
+    """
     info = {"relaxed_rounds": 0, "relaxed_bound": None, "relaxed_seconds": None}
-    try:
-        bound, rounds, message, v_best = -np.inf, 0, "column generation", None
-        while True:
-            rounds += 1
-            t_round = time.perf_counter()
-            upper, v = solve_master()
-            t_master = time.perf_counter() - t_round
-            # new columns keep the basis primal feasible: primal simplex from here (35 x 35: phase-1
-            # masters 1.6-4.5 s instead of 5-15 s, phase-2 masters 13-50 s instead of 40-80 s)
-            master.setOptionValue("simplex_strategy", SIMPLEX_PRIMAL)
-            # price at duals smoothed towards those of the best bound so far (Wentges): the master's
-            # own duals jump between extreme points and give poor bounds and columns
-            vs = v if v_best is None else COLGEN_SMOOTHING * v_best + (1.0 - COLGEN_SMOOTHING) * v
-            total, new = price(vs, want_columns=True)
-            if float(vs.sum()) + total > bound:
-                bound, v_best = float(vs.sum()) + total, vs.copy()
-            new = [(y, k) for y, k in new if float((C[:, y] - v) @ k) < -1e-9]  # columns that improve the master
-            if not new and vs is not v:  # smoothing found nothing for the master: price at its own duals
-                total, new = price(v, want_columns=True)
-                if float(v.sum()) + total > bound:
-                    bound, v_best = float(v.sum()) + total, v.copy()
-            elapsed = time.perf_counter() - t0
-            _log.info(
-                "column generation round %d (%.0f s, %s; master LP %.1f s, pricing %.1f s): master %.6g, bound %.6g, "
-                "%d new columns",
-                rounds,
-                elapsed,
-                "relaxed rows" if relaxed else "exact rows",
-                t_master,
-                time.perf_counter() - t_round - t_master,
-                upper * cscale,
-                bound * cscale,
-                len(new),
-            )
-            if relaxed and (
-                not new
-                or (bound > 0 and (upper - bound) / bound <= COLGEN_RELAXED_GAP)
-                or (time_limit is not None and elapsed > time_limit)
-            ):
-                relaxed = False
-                info.update(relaxed_rounds=rounds, relaxed_bound=bound * cscale, relaxed_seconds=elapsed)
-                if new:
-                    add([k for _, k in new], [y for y, _ in new])
-                restore_rows()
-                if time_limit is not None and elapsed > time_limit:
-                    upper, v = solve_master()
-                    message = f"column generation: time limit in phase 1 after {rounds} rounds"
-                    break
-                continue
-            if not new:
-                message = f"column generation: no column prices out after {rounds} rounds"
-                break
-            if bound > 0 and (upper - bound) / bound <= gap:
-                message = f"column generation: gap {(upper - bound) / bound:.1e} after {rounds} rounds"
-                break
+    cscale = master.cscale
+    bound, rounds, message, v_best = -np.inf, 0, "column generation", None
+    while True:
+        rounds += 1
+        t_round = time.perf_counter()
+        upper, v = master.solve()
+        t_master = time.perf_counter() - t_round
+        # new columns keep the basis primal feasible: primal simplex from here (35 x 35: phase-1
+        # masters 1.6-4.5 s instead of 5-15 s, phase-2 masters 13-50 s instead of 40-80 s)
+        master.simplex(SIMPLEX_PRIMAL)
+        bound, v_best, new = _price_round(price, master.C, v, v_best, bound)
+        elapsed = time.perf_counter() - t0
+        _log.info(
+            "column generation round %d (%.0f s, %s; master LP %.1f s, pricing %.1f s): master %.6g, bound %.6g, "
+            "%d new columns",
+            rounds,
+            elapsed,
+            "relaxed rows" if master.relaxed else "exact rows",
+            t_master,
+            time.perf_counter() - t_round - t_master,
+            upper * cscale,
+            bound * cscale,
+            len(new),
+        )
+        if master.relaxed and (
+            not new
+            or (bound > 0 and (upper - bound) / bound <= COLGEN_RELAXED_GAP)
+            or (time_limit is not None and elapsed > time_limit)
+        ):
+            info.update(relaxed_rounds=rounds, relaxed_bound=bound * cscale, relaxed_seconds=elapsed)
+            if new:
+                master.add([k for _, k in new], [y for y, _ in new])
+            master.restore_rows()
             if time_limit is not None and elapsed > time_limit:
-                gap_now = f"gap {(upper - bound) / bound:.1e}" if bound > 0 else "no positive bound yet"
-                message = f"column generation: time limit after {rounds} rounds, {gap_now}"
+                upper, v = master.solve()
+                message = f"column generation: time limit in phase 1 after {rounds} rounds"
                 break
-            add([k for _, k in new], [y for y, _ in new])
-        P = mechanism()
-        exact_bound = None
-        if (
-            exact_allowed is not None
-        ):  # the certified bound is for the exact problem: the best duals over the exact cone
-            exact_total, _ = price(v_best, want_columns=False, cone="exact")
-            exact_bound = (float(v_best.sum()) + exact_total) * cscale
-    finally:
-        price.close()
-    return P, exact_bound, upper * cscale, rounds, message, info
+            continue
+        if not new:
+            message = f"column generation: no column prices out after {rounds} rounds"
+            break
+        if bound > 0 and (upper - bound) / bound <= gap:
+            message = f"column generation: gap {(upper - bound) / bound:.1e} after {rounds} rounds"
+            break
+        if time_limit is not None and elapsed > time_limit:
+            gap_now = f"gap {(upper - bound) / bound:.1e}" if bound > 0 else "no positive bound yet"
+            message = f"column generation: time limit after {rounds} rounds, {gap_now}"
+            break
+        master.add([k for _, k in new], [y for y, _ in new])
+    return upper, v_best, rounds, message, info
 
 
 def _repaired(P: np.ndarray, pm: PrivacyMap, lp_allowed, params: dict, repair: bool) -> np.ndarray:
@@ -1126,113 +1169,235 @@ def optimal_mechanism(
     >>> bool(comparison["optimal_mse_m2"] < comparison["laplace_mse_m2"])
     True
     """
-    import scipy.optimize
-
     if not isinstance(privacy_map, PrivacyMap):
         raise ParameterTypeError("privacy_map must be a geopriv.PrivacyMap.")
-    if isinstance(pad, bool) or not isinstance(pad, (int, np.integer)) or pad < 0:
-        raise ParameterError(f"pad must be an integer >= 0; got {pad!r}.")
-    if solver not in SOLVERS:
-        raise ParameterError(f"solver must be one of {SOLVERS}; got {solver!r}.")
-    if solver == "auto":
-        solver = "colgen" if (_has_highspy() and pad == 0 and window is None and method is None) else "highs"
-    method = "highs" if method is None else method
-    if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or n_jobs < 1:
-        raise ParameterError(f"n_jobs must be an integer >= 1 (worker processes for solver='colgen'); got {n_jobs!r}.")
-    pad = int(pad)
-    margin = float(margin)
-    if not 0.0 <= margin < 1.0:
-        raise ParameterError(f"margin must be in [0, 1); got {margin!r}.")
+    opts = _LPOptions.checked(
+        pad=pad,
+        time_limit=time_limit,
+        max_variables=max_variables,
+        margin=margin,
+        repair=repair,
+        method=method,
+        solver=solver,
+        options=options,
+        dual_bound=dual_bound,
+        window=window,
+        n_jobs=n_jobs,
+    )
     t_start = time.perf_counter()
-    pm = privacy_map
-    size = lp_size(pm.shape, pad)
-    if window is not None:
-        if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
-            raise ParameterError(f"window must be an integer >= 1 (cells) or None; got {window!r}.")
-        window = int(window)
-    out_ij, _ = _output_grid(pm.shape, pad)
-    win = _window(pm.shape, out_ij, window)
-    if win is not None:
-        size["lp_variables"] = int(win.sum())
-    if solver == "colgen" and window is not None:
-        raise ParameterError(
-            "window restricts the LP for the other solvers; solver='colgen' solves the full problem (leave window=None)."
-        )
-    if solver == "colgen" and pad:
-        raise ParameterError("solver='colgen' needs pad=0 (outputs on the map's nodes).")
-    if solver != "colgen" and size.get("lp_variables", size["variables"]) > max_variables:
-        ny, nx = pm.shape
-        f = 2
-        while lp_size((ny // f, nx // f), pad)["variables"] > max_variables and min(ny // f, nx // f) > 2:
-            f += 1
-        raise InfeasibleMechanismError(
-            f"The LP for a {ny} x {nx} grid with pad={pad} has {size['variables']:,} variables and "
-            f"{size['constraints']:,} constraints (limit max_variables={max_variables:,}). Coarsen the map first, e.g. "
-            f"geopriv.mechanisms.optimal.coarsen(pm, {f}{'' if ny % f == 0 and nx % f == 0 else ', trim=True'}) "
-            f"-> {ny // f} x {nx // f} cells (or coarsen_to(pm, (rows, columns)) for any shape), or raise "
-            "max_variables if you have the memory and time (HiGHS time grows much faster than the size)."
-        )
-    p = pm.prior(prior)
-    t = pm.transform
-    output_xy = np.column_stack([t.c + t.a * (out_ij[:, 1] + 0.5), t.f + t.e * (out_ij[:, 0] + 0.5)])
-    lp_allowed = [a * (1.0 - margin) for a in _allowed(pm)]
-    p_lp = p
-    if win is not None and np.any(p > 0):
-        # inputs without prior weight would put their (free) mass on the window edges, where the repair's
-        # envelope then leaks much mass outside the windows: the windowed LP gives them a small weight
-        p_lp = np.maximum(p, WINDOW_PRIOR_FLOOR * p[p > 0].mean())
-        p_lp = p_lp / p_lp.sum()
-    gs2 = _mean_ground_scale(pm) ** 2
+    setup = _LPSetup.of(privacy_map, prior, opts, t_start)
     params = {
         "prior": prior if isinstance(prior, str) or prior is None else "array",
-        "pad": pad,
-        "margin": margin,
-        "method": method,
-        "solver": solver,
-        **size,
-        "window": window,
+        "pad": opts.pad,
+        "margin": opts.margin,
+        "method": opts.method,
+        "solver": opts.solver,
+        **setup.size,
+        "window": opts.window,
     }
-    if solver == "colgen":
-        try:
-            import highspy  # noqa: F401
-        except ImportError:
-            raise ImportError(
-                "solver='colgen' needs the optional package highspy: pip install highspy "
-                "(or pip install 'geopriv[lp]'), or use solver='highs'."
-            ) from None
-        t0 = time.perf_counter()
-        P, bound, objective, rounds, message, info = _solve_colgen(
-            pm, p, out_ij, lp_allowed, _allowed(pm) if dual_bound else None, time_limit, COLGEN_GAP, int(n_jobs)
-        )
-        # the full problem's rows, implicitly: its cone, priced per output
-        params.update(
-            method="column generation",
-            solver="highspy-colgen",
-            lp_constraints=size["constraints"],
-            colgen_rounds=rounds,
-            n_jobs=int(n_jobs),
-            colgen_relaxed_rounds=info["relaxed_rounds"],
-            colgen_relaxed_bound=None if info["relaxed_bound"] is None else info["relaxed_bound"] / gs2,
-            colgen_relaxed_seconds=info["relaxed_seconds"],
-        )
-        return _mechanism(
-            P,
-            pm,
-            p,
-            lp_allowed,
-            output_xy,
-            message,
-            time.perf_counter() - t0,
-            objective / gs2,
-            None if bound is None else bound / gs2,
-            repair,
-            t_start,
-            params,
-        )
-    c, cscale, A_ub, b_ub, A_eq, b_eq = _build_lp(pm, p_lp, out_ij, lp_allowed, win)
+    if opts.solver == "colgen":
+        return _optimal_colgen(setup, opts, params)
+    return _optimal_lp(setup, opts, params)
+
+
+@dataclass(frozen=True)
+class _LPOptions:
+    """:func:`optimal_mechanism`'s options, checked, with ``solver="auto"`` and ``method=None`` resolved."""
+
+    pad: int
+    time_limit: float | None
+    max_variables: int
+    margin: float
+    repair: bool
+    method: str
+    solver: str
+    options: dict | None
+    dual_bound: bool
+    window: int | None
+    n_jobs: int
+
+    @classmethod
+    def checked(cls, *, pad, method, solver, n_jobs, margin, window, **rest) -> "_LPOptions":
+        """The options validated in :func:`optimal_mechanism`'s order (pad, solver, n_jobs, margin, window).
+
+        Raises
+        ------
+        ParameterError
+            The first option out of range.
+        """
+        if isinstance(pad, bool) or not isinstance(pad, (int, np.integer)) or pad < 0:
+            raise ParameterError(f"pad must be an integer >= 0; got {pad!r}.")
+        if solver not in SOLVERS:
+            raise ParameterError(f"solver must be one of {SOLVERS}; got {solver!r}.")
+        if solver == "auto":
+            solver = "colgen" if (_has_highspy() and pad == 0 and window is None and method is None) else "highs"
+        method = "highs" if method is None else method
+        if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or n_jobs < 1:
+            raise ParameterError(
+                f"n_jobs must be an integer >= 1 (worker processes for solver='colgen'); got {n_jobs!r}."
+            )
+        pad = int(pad)
+        margin = float(margin)
+        if not 0.0 <= margin < 1.0:
+            raise ParameterError(f"margin must be in [0, 1); got {margin!r}.")
+        if window is not None:
+            if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
+                raise ParameterError(f"window must be an integer >= 1 (cells) or None; got {window!r}.")
+            window = int(window)
+        return cls(pad=pad, margin=margin, method=method, solver=solver, n_jobs=n_jobs, window=window, **rest)
+
+
+@dataclass(frozen=True, eq=False)
+class _LPSetup:
+    """What every solver of :func:`optimal_mechanism` works from: the map, the priors, the outputs and the margin's cone."""
+
+    pm: PrivacyMap
+    p: np.ndarray  # the prior of the objective (and of the MSE and bound)
+    p_lp: np.ndarray  # the windowed LP's objective prior (zero-prior inputs given a small weight)
+    out_ij: np.ndarray
+    win: np.ndarray | None  # the variables a window keeps, or None
+    output_xy: np.ndarray
+    lp_allowed: list  # the allowed losses per edge family, times (1 - margin)
+    gs2: float  # squared mean ground scale: CRS units^2 to square ground metres
+    size: dict  # lp_size, with lp_variables for a window
+    t_start: float
+
+    @classmethod
+    def of(cls, pm: PrivacyMap, prior, opts: _LPOptions, t_start: float) -> "_LPSetup":
+        """The setup for ``pm``, refusing solver options that do not go together and LPs over ``max_variables``."""
+        pad, window, solver, max_variables = opts.pad, opts.window, opts.solver, opts.max_variables
+        size = lp_size(pm.shape, pad)
+        out_ij, _ = _output_grid(pm.shape, pad)
+        win = _window(pm.shape, out_ij, window)
+        if win is not None:
+            size["lp_variables"] = int(win.sum())
+        if solver == "colgen" and window is not None:
+            raise ParameterError(
+                "window restricts the LP for the other solvers; solver='colgen' solves the full problem (leave window=None)."
+            )
+        if solver == "colgen" and pad:
+            raise ParameterError("solver='colgen' needs pad=0 (outputs on the map's nodes).")
+        if solver != "colgen" and size.get("lp_variables", size["variables"]) > max_variables:
+            ny, nx = pm.shape
+            f = 2
+            while lp_size((ny // f, nx // f), pad)["variables"] > max_variables and min(ny // f, nx // f) > 2:
+                f += 1
+            raise InfeasibleMechanismError(
+                f"The LP for a {ny} x {nx} grid with pad={pad} has {size['variables']:,} variables and "
+                f"{size['constraints']:,} constraints (limit max_variables={max_variables:,}). Coarsen the map first, e.g. "
+                f"geopriv.mechanisms.optimal.coarsen(pm, {f}{'' if ny % f == 0 and nx % f == 0 else ', trim=True'}) "
+                f"-> {ny // f} x {nx // f} cells (or coarsen_to(pm, (rows, columns)) for any shape), or raise "
+                "max_variables if you have the memory and time (HiGHS time grows much faster than the size)."
+            )
+        p = pm.prior(prior)
+        t = pm.transform
+        output_xy = np.column_stack([t.c + t.a * (out_ij[:, 1] + 0.5), t.f + t.e * (out_ij[:, 0] + 0.5)])
+        lp_allowed = [a * (1.0 - opts.margin) for a in _allowed(pm)]
+        p_lp = p
+        if win is not None and np.any(p > 0):
+            # inputs without prior weight would put their (free) mass on the window edges, where the repair's
+            # envelope then leaks much mass outside the windows: the windowed LP gives them a small weight
+            p_lp = np.maximum(p, WINDOW_PRIOR_FLOOR * p[p > 0].mean())
+            p_lp = p_lp / p_lp.sum()
+        gs2 = _mean_ground_scale(pm) ** 2
+        return cls(pm, p, p_lp, out_ij, win, output_xy, lp_allowed, gs2, size, t_start)
+
+
+def _optimal_colgen(setup: _LPSetup, opts: _LPOptions, params: dict) -> OptimalMechanism:
+    """:func:`optimal_mechanism` by column generation (:func:`_solve_colgen`): the full problem's rows,
+    implicitly (its cone, priced per output)."""
+    try:
+        import highspy  # noqa: F401
+    except ImportError:
+        raise ImportError(
+            "solver='colgen' needs the optional package highspy: pip install highspy "
+            "(or pip install 'geopriv[lp]'), or use solver='highs'."
+        ) from None
+    pm, p, gs2 = setup.pm, setup.p, setup.gs2
+    t0 = time.perf_counter()
+    P, bound, objective, rounds, message, info = _solve_colgen(
+        pm,
+        p,
+        setup.out_ij,
+        setup.lp_allowed,
+        _allowed(pm) if opts.dual_bound else None,
+        opts.time_limit,
+        COLGEN_GAP,
+        int(opts.n_jobs),
+    )
+    # the full problem's rows, implicitly: its cone, priced per output
+    params.update(
+        method="column generation",
+        solver="highspy-colgen",
+        lp_constraints=setup.size["constraints"],
+        colgen_rounds=rounds,
+        n_jobs=int(opts.n_jobs),
+        colgen_relaxed_rounds=info["relaxed_rounds"],
+        colgen_relaxed_bound=None if info["relaxed_bound"] is None else info["relaxed_bound"] / gs2,
+        colgen_relaxed_seconds=info["relaxed_seconds"],
+    )
+    return _mechanism(
+        P,
+        pm,
+        p,
+        setup.lp_allowed,
+        setup.output_xy,
+        message,
+        time.perf_counter() - t0,
+        objective / gs2,
+        None if bound is None else bound / gs2,
+        opts.repair,
+        setup.t_start,
+        params,
+    )
+
+
+def _optimal_lp(setup: _LPSetup, opts: _LPOptions, params: dict) -> OptimalMechanism:
+    """:func:`optimal_mechanism` on the full (or windowed) LP: built, solved by HiGHS (scipy or highspy),
+    its dual bound computed for the exact problem, the solution repaired."""
+    pm, p, out_ij, win, gs2 = setup.pm, setup.p, setup.out_ij, setup.win, setup.gs2
+    size = setup.size
+    c, cscale, A_ub, b_ub, A_eq, b_eq = _build_lp(pm, setup.p_lp, out_ij, setup.lp_allowed, win)
     size["lp_constraints"] = int(A_ub.shape[0] + A_eq.shape[0])
-    high = -A_ub.min(axis=1).toarray().ravel() if dual_bound else None  # exp(w/2) of every privacy row
-    opts = dict(options or {})
+    high = -A_ub.min(axis=1).toarray().ravel() if opts.dual_bound else None  # exp(w/2) of every privacy row
+    solver, method, used = _lp_solver(opts.solver, opts.method, stacklevel=4)
+    ok, status, x, u, v, message, seconds = _solve_full_lp(
+        (c, A_ub, b_ub, A_eq, b_eq), solver, method, opts.time_limit, dict(opts.options or {})
+    )
+    del A_ub, A_eq
+    if not ok:
+        _refuse_lp(status, message, seconds, opts.time_limit)
+    n, m = pm.shape[0] * pm.shape[1], len(out_ij)
+    x = np.asarray(x, float)
+    fun = float(c @ x)
+    bound = None
+    if opts.dual_bound and u is not None and v is not None:
+        bound = _exact_dual_bound(setup, u, high, cscale)
+    if win is None:
+        P = np.clip(x.reshape(n, m), 0.0, None)
+    else:
+        P = np.zeros((n, m))
+        P[win] = np.clip(x, 0.0, None)
+    params.update(method=method, solver=used, lp_constraints=size["lp_constraints"])
+    return _mechanism(
+        P,
+        pm,
+        p,
+        setup.lp_allowed,
+        setup.output_xy,
+        message,
+        seconds,
+        fun * cscale / gs2,
+        bound,
+        opts.repair,
+        setup.t_start,
+        params,
+    )
+
+
+def _lp_solver(solver: str, method: str, stacklevel: int) -> tuple[str, str, str]:
+    """(solver, method, name recorded in ``params["solver"]``): "ipm" and "pdlp" need highspy; without it
+    they fall back to scipy's ``method="highs-ipm"`` with a RuntimeWarning (at ``stacklevel``: the user's call)."""
     used = solver if solver == "highs" else f"highspy-{solver}"
     if solver != "highs":
         try:
@@ -1244,9 +1409,21 @@ def optimal_mechanism(
                 f"solver={solver!r} needs the optional package highspy (pip install highspy); "
                 "falling back to scipy's linprog(method='highs-ipm').",
                 RuntimeWarning,
-                stacklevel=2,
+                stacklevel=stacklevel,
             )
             solver, method, used = "highs", "highs-ipm", "highs-ipm (fallback)"
+    return solver, method, used
+
+
+def _solve_full_lp(lp: tuple, solver: str, method: str, time_limit, opts: dict):
+    """Solve the LP ``(c, A_ub, b_ub, A_eq, b_eq)`` with scipy's linprog (``solver="highs"``) or highspy.
+
+    Returns ``(ok, status, x, u, v, message, seconds)``: ``u``, ``v`` the duals of the inequality
+    and equality rows (scipy's ``marginals``), or None.
+    """
+    import scipy.optimize
+
+    c, A_ub, b_ub, A_eq, b_eq = lp
     t0 = time.perf_counter()
     if solver == "highs":
         if time_limit is not None:
@@ -1260,45 +1437,38 @@ def optimal_mechanism(
         v = getattr(getattr(res, "eqlin", None), "marginals", None)
     else:
         ok, status, x, u, v, message = _solve_highspy(c, A_ub, b_ub, A_eq, b_eq, solver, time_limit, opts)
-    seconds = time.perf_counter() - t0
-    del A_ub, A_eq
-    if not ok:
-        hint = {
-            1: f"HiGHS stopped at its iteration or time limit after {seconds:.0f} s; raise time_limit "
-            "(now {}) or coarsen the map (geopriv.mechanisms.optimal.coarsen).".format(time_limit),
-            2: "The LP is infeasible, which cannot happen (the uniform mechanism is feasible): numerical trouble; "
-            "coarsen the map or lower its largest epsilon per cell.",
-            4: "HiGHS had numerical difficulties; the allowed log-ratios per edge may be too large "
-            "(exp(allowed) spans too many orders of magnitude): coarsen less or cap epsilon.",
-        }.get(status, "Try solver='ipm', method='highs-ipm' or 'highs-ds', or coarsen the map.")
-        raise InfeasibleMechanismError(
-            f"HiGHS did not return an optimal mechanism (status {status}: {message}). {hint}"
-        )
+    return ok, status, x, u, v, message, time.perf_counter() - t0
+
+
+def _refuse_lp(status: int, message: str, seconds: float, time_limit) -> None:
+    """Raise the InfeasibleMechanismError for a solver that returned no optimal mechanism, with what to try."""
+    hint = {
+        1: f"HiGHS stopped at its iteration or time limit after {seconds:.0f} s; raise time_limit "
+        "(now {}) or coarsen the map (geopriv.mechanisms.optimal.coarsen).".format(time_limit),
+        2: "The LP is infeasible, which cannot happen (the uniform mechanism is feasible): numerical trouble; "
+        "coarsen the map or lower its largest epsilon per cell.",
+        4: "HiGHS had numerical difficulties; the allowed log-ratios per edge may be too large "
+        "(exp(allowed) spans too many orders of magnitude): coarsen less or cap epsilon.",
+    }.get(status, "Try solver='ipm', method='highs-ipm' or 'highs-ds', or coarsen the map.")
+    raise InfeasibleMechanismError(f"HiGHS did not return an optimal mechanism (status {status}: {message}). {hint}")
+
+
+def _exact_dual_bound(setup: _LPSetup, u, high: np.ndarray, cscale: float) -> float:
+    """A certified lower bound (square ground metres) on the exact (margin 0) LP's optimum from the margin LP's duals ``u``.
+
+    The multipliers of the margin LP's privacy rows, on the exact rows: any multipliers give a
+    valid bound; variables outside the window have no rows (reduced cost = cost).
+    """
+    pm, p, out_ij, win = setup.pm, setup.p, setup.out_ij, setup.win
     n, m = pm.shape[0] * pm.shape[1], len(out_ij)
-    x = np.asarray(x, float)
-    fun = float(c @ x)
-    bound = None
-    if dual_bound and u is not None and v is not None:
-        # the bound is for the exact (margin 0) LP: any multipliers give a valid bound
-        # multipliers of the margin LP's privacy rows, on the exact (margin 0) rows: a valid bound for
-        # the exact problem; variables outside the window have no rows (reduced cost = cost)
-        c0, cs0, A0, b0, E0, _ = _build_lp(pm, p, out_ij, _allowed(pm), win)
-        # rescale each multiplier so its "high" coefficient exp(w/2) matches the exact row's exp(w0/2):
-        # the mismatch then sits on the small coefficient, exp(-w/2) (1 - exp(-margin w0)), not exp(w/2)
-        u0 = np.minimum(np.asarray(u, float), 0.0) * high / -A0.min(axis=1).toarray().ravel() * (cscale / cs0)
-        if win is None:
-            r_full = (c0 - A0.T @ u0).reshape(n, m)
-        else:
-            r_full = _cost(pm, p, out_ij) / cs0
-            r_full[win] = c0 - A0.T @ u0
-        del A0, E0
-        bound = _dual_bound(r_full, u0, b0) * cs0 / gs2
+    c0, cs0, A0, b0, E0, _ = _build_lp(pm, p, out_ij, _allowed(pm), win)
+    # rescale each multiplier so its "high" coefficient exp(w/2) matches the exact row's exp(w0/2):
+    # the mismatch then sits on the small coefficient, exp(-w/2) (1 - exp(-margin w0)), not exp(w/2)
+    u0 = np.minimum(np.asarray(u, float), 0.0) * high / -A0.min(axis=1).toarray().ravel() * (cscale / cs0)
     if win is None:
-        P = np.clip(x.reshape(n, m), 0.0, None)
+        r_full = (c0 - A0.T @ u0).reshape(n, m)
     else:
-        P = np.zeros((n, m))
-        P[win] = np.clip(x, 0.0, None)
-    params.update(method=method, solver=used, lp_constraints=size["lp_constraints"])
-    return _mechanism(
-        P, pm, p, lp_allowed, output_xy, message, seconds, fun * cscale / gs2, bound, repair, t_start, params
-    )
+        r_full = _cost(pm, p, out_ij) / cs0
+        r_full[win] = c0 - A0.T @ u0
+    del A0, E0
+    return _dual_bound(r_full, u0, b0) * cs0 / setup.gs2

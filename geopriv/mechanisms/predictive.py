@@ -902,15 +902,107 @@ class PredictiveMechanism:
             report.close()
 
     def _run(self, traces, totals, acc, rng, report, postprocess=None) -> TraceRun:
+        """The steps of :meth:`run`, step-major (:class:`_StepMajor`), then the run back in the rows' order.
+
+        At each step, for the traces still running (:class:`_Running`): the budgets from public
+        values only (:func:`_step_budgets`), reserved before anything is drawn, the prediction
+        (:func:`_predictions`), the private test and fresh noise for hard steps
+        (:func:`_draw_step`), the cost settled, the public run recorded and the state updated
+        (:meth:`_Running.advance`).
+        """
+        lay = _StepMajor.of(traces, rng)
+        rec = _Record.empty(len(traces.xy))
+        run = _Running.start(lay.order, self.predictor)
+        for step in range(lay.max_len):
+            if not self._step(step, lay, rec, run, totals, acc, rng, postprocess):
+                break
+            report(lay.offsets[step + 1])  # rows of steps 0..step: decided (stopped traces' rows stay EXHAUSTED)
+        report.finish()
+        # back to the rows' order
+        slot = lay.slot
+        return TraceRun(
+            rec.reported[slot],
+            rec.status[slot],
+            rec.tested[slot],
+            rec.eps_test[slot],
+            rec.eps_noise[slot],
+            totals,
+            acc.spent.copy(),
+            traces.lengths.copy(),
+            {"mechanism": "predictive", "predictor": self.predictor.name},
+        )
+
+    def _step(self, step: int, lay, rec, run, totals, acc, rng, postprocess) -> bool:
+        """Step ``step`` of every trace still running; False when none is left."""
+        mgr = self.manager
+        k_step = int(lay.per_step[step])
+        k = k_step if run.contiguous else int(np.searchsorted(run.ranks, k_step))  # running ranks are sorted
+        if not k:
+            return False
+        sl = slice(0, k)
+        cur = slice(lay.offsets[step], lay.offsets[step] + k) if run.contiguous else lay.offsets[step] + run.ranks[sl]
+        trace = run.ids[sl]
+        t = lay.t[cur]
+        remaining = acc.headroom(trace)
+        state = StepState(
+            step,
+            totals[trace],
+            remaining,
+            run.n_tests[sl],
+            run.n_pass[sl],
+            run.n_hard[sl],
+            np.where(run.has[sl], t - run.t_hard[sl], np.inf),
+        )
+        # 1.-2. the step's mode and budgets, from public information only
+        first = ~run.has[sl]  # no prediction yet: straight to noise (skip the test, Fact 2)
+        b = _step_budgets(self, state, first)
+        # 3. reserve the worst case BEFORE drawing anything (raises if a manager overspends)
+        acc.reserve(b.worst, trace, assume_unique=True)
+        # 4.-5. prediction (public run only), the private test, fresh noise for hard steps only
+        zt = _predictions(self.predictor, step, sl, b.go & ~first, lay, rec, run)
+        easy, hard, z = _draw_step(mgr, b, lay.xy[cur], zt, lay.streams(rng, cur), postprocess)
+        # 6. settle the Lemma 1 cost: the test where it ran, the noise on hard steps
+        spent_n = np.where(hard, b.eps_n, 0.0)
+        acc.settle(b.worst, b.eps_t + spent_n, trace, assume_unique=True)
+        # 7. record the public run (rows of stopped traces stay EXHAUSTED, NaN)
+        st = np.where(hard, NOISE, np.where(b.go & b.free, SKIPPED, PREDICTED)).astype(np.int8)
+        if b.any_stop:
+            z[b.stop] = np.nan
+            st[b.stop] = EXHAUSTED
+        rec.reported[cur] = z
+        rec.status[cur] = st
+        rec.tested[cur] = b.tested
+        rec.hard[cur] = hard
+        rec.eps_test[cur] = b.eps_t
+        rec.eps_noise[cur] = spent_n
+        # 8.-9. update the state (public); stopped traces leave for good
+        run.advance(sl, b, easy, hard, z, t, self.predictor)
+        return True
+
+
+@dataclass(frozen=True, eq=False)
+class _StepMajor:
+    """The step-major layout of a run (:meth:`PredictiveMechanism._run`).
+
+    Traces ranked by length (longest first); the entries of step i of the traces still running
+    are contiguous, at ``offsets[i] + rank``, so every gather and scatter of a step stays within
+    one small block of memory.  ``slot`` is the step-major position of each row; ``xy`` and
+    ``t`` the rows' secrets and times step-major; ``keyed`` the per-row keyed streams (lazy
+    releases) step-major, or None.
+    """
+
+    order: np.ndarray
+    per_step: np.ndarray  # traces longer than i, per step i
+    offsets: np.ndarray
+    slot: np.ndarray
+    xy: np.ndarray
+    t: np.ndarray
+    keyed: RowStreams | None
+
+    @classmethod
+    def of(cls, traces: Traces, rng) -> "_StepMajor":
         n_tr = traces.n_traces
         n = len(traces.xy)
-        mgr = self.manager
-        pred = self.predictor
-        custom = isinstance(pred, _CustomPredictor)
-
-        # Step-major layout: traces ranked by length (longest first); the entries of step i of
-        # the traces still running are contiguous, at offsets[i] + rank, so every gather and
-        # scatter of a step stays within one small block of memory.
         order = np.argsort(-traces.lengths, kind="stable")
         lengths = traces.lengths[order]
         max_len = int(lengths[0]) if n_tr else 0
@@ -923,180 +1015,206 @@ class PredictiveMechanism:
         slot = offsets[pos] + rank_of_trace[tid]  # step-major position of each row
         xy_sm = np.empty((n, 2))
         xy_sm[slot] = traces.xy
-        keyed = isinstance(rng, RowStreams)  # per-row keyed streams (lazy releases): draw for exactly these rows
-        if keyed:
+        keyed = None
+        if isinstance(rng, RowStreams):  # per-row keyed streams (lazy releases): draw for exactly these rows
             row_of_slot = np.empty(n, dtype=np.intp)
             row_of_slot[slot] = np.arange(n)
-            rng_sm = rng.subset(row_of_slot)
+            keyed = rng.subset(row_of_slot)
         t_sm = np.empty(n)
         t_sm[slot] = traces.times
+        return cls(order, per_step, offsets, slot, xy_sm, t_sm, keyed)
 
-        rep_sm = np.full((n, 2), np.nan)
-        status_sm = np.full(n, EXHAUSTED, dtype=np.int8)
-        tested_sm = np.zeros(n, dtype=bool)
-        hard_sm = np.zeros(n, dtype=bool)
-        eps_t_sm = np.zeros(n)
-        eps_n_sm = np.zeros(n)
+    @property
+    def max_len(self) -> int:
+        return len(self.per_step)
 
-        # state of the running traces, aligned with `ranks` (increasing)
-        ranks = np.arange(n_tr)
-        ids = order.astype(np.intp)
-        k = n_tr
-        last = np.full((k, 2), np.nan)
-        has = np.zeros(k, dtype=bool)
-        t_hard = np.full(k, -np.inf)
-        n_tests = np.zeros(k)
-        n_pass = np.zeros(k)
-        n_hard = np.zeros(k)
-        stats = pred.initial(k)
-        contiguous = True  # no trace stopped yet: the running ones are ranks 0..k-1
-        for step in range(max_len):
-            k_step = int(per_step[step])
-            if contiguous:
-                k = k_step
-            else:
-                k = int(np.searchsorted(ranks, k_step))  # running ranks are sorted
-            if not k:
-                break
-            sl = slice(0, k)
-            cur = slice(offsets[step], offsets[step] + k) if contiguous else offsets[step] + ranks[sl]
-            trace = ids[sl]
-            t = t_sm[cur]
-            remaining = acc.headroom(trace)
-            state = StepState(
-                step,
-                totals[trace],
-                remaining,
-                n_tests[sl],
-                n_pass[sl],
-                n_hard[sl],
-                np.where(has[sl], t - t_hard[sl], np.inf),
-            )
-            # 1. the step's mode and budgets, from public information only
-            eps_t, eps_n, _ = mgr.plan(state)
-            first = ~has[sl]  # no prediction yet: straight to noise (skip the test, Fact 2)
-            mode = np.where(first, _NOISE, _TEST).astype(np.int8)
-            if self.stale_after is not None:
-                mode[~first & (state.elapsed > self.stale_after)] = _NOISE
-            if self.skip is not None:
-                mode[~first & self.skip.skip(state.elapsed, mgr.accuracy_reference(state))] = _PREDICT
-            free = mode == _PREDICT
-            to_noise = mode == _NOISE
-            if to_noise.any():
-                eps_n = np.where(to_noise, mgr.plan_noise(state), eps_n)
-            tested = mode == _TEST
-            eps_t = np.where(tested, eps_t, 0.0)
-            eps_n = np.where(free, 0.0, eps_n)
-            # 2. eps-bounded: fit the step into what is left; a spent trace stops, even for free steps
-            eps_t, eps_n, tested, go = mgr.fit(eps_t, eps_n, remaining, tested, state.total)
-            go = (go | free) & ~mgr.exhausted(state)
-            eps_t = np.where(tested, eps_t, 0.0)
-            worst = eps_t + eps_n
-            for _ in range(4):  # rounding only: the fitted parts' sum may exceed what is left by an ulp or two
-                over = go & (worst > remaining) & (worst <= remaining * (1.0 + 1e-9))
-                if not over.any():
-                    break
-                shrink = np.where(over, remaining / np.where(over, worst, 1.0) * (1.0 - 4 * np.finfo(float).eps), 1.0)
-                eps_t, eps_n = eps_t * shrink, eps_n * shrink
-                worst = eps_t + eps_n
-            # (a manager asking for more than that is a bug: the accountant refuses it below, before any draw)
-            go &= free | (eps_n > 0)
-            stop = ~go
-            any_stop = bool(stop.any())
-            if any_stop:
-                worst[stop] = 0.0
-                tested &= go
-                eps_t = np.where(tested, eps_t, 0.0)
-            # 3. reserve the worst case BEFORE drawing anything (raises if a manager overspends)
-            acc.reserve(worst, trace, assume_unique=True)
-            # 4. prediction (public run only) and the private test
-            predicting = go & ~first
-            if custom:
-                zt = np.full((k, 2), np.nan)
-                pr_rows = np.flatnonzero(predicting)
-                if len(pr_rows):
-                    view = PublicRun(step, last[sl][pr_rows], ranks[sl][pr_rows], offsets, rep_sm, hard_sm, t_sm)
-                    out = np.asarray(pred.fn(view), dtype=float)
-                    if out.shape != (len(pr_rows), 2) or not np.all(np.isfinite(out)):
-                        raise GeoprivError(
-                            f"The predictor returned shape {out.shape} or non-finite values; it must return one finite "
-                            "(x, y) per trace, shape (m, 2), computed from the public run only."
-                        )
-                    zt[pr_rows] = out
-            else:
-                zt = np.array(pred.predict(last[sl], stats, sl))
-            x = xy_sm[cur]
-            easy = np.zeros(k, dtype=bool)
-            te = np.flatnonzero(tested)
-            if len(te):
-                d = np.hypot(x[te, 0] - zt[te, 0], x[te, 1] - zt[te, 1])
-                easy[te] = private_test(
-                    d, mgr.threshold(eps_t[te]), eps_t[te], rows_of(rng_sm, _positions(cur)[te]) if keyed else rng
-                )
-            skipped = go & free
-            hard = go & ~easy & ~free
-            # 5. fresh planar Laplace noise for hard steps only
-            z = zt
-            hr = np.flatnonzero(hard)
-            if len(hr):
-                noise = _unit_noise(len(hr), rows_of(rng_sm, _positions(cur)[hr]) if keyed else rng)
-                noise /= eps_n[hr, None]
-                noise += x[hr]
-                if postprocess is not None:
-                    noise = np.asarray(postprocess(noise), dtype=float)
-                z[hr] = noise
-            # 6. settle the Lemma 1 cost: the test where it ran, the noise on hard steps
-            spent_n = np.where(hard, eps_n, 0.0)
-            acc.settle(worst, eps_t + spent_n, trace, assume_unique=True)
-            # 7. record the public run (rows of stopped traces stay EXHAUSTED, NaN)
-            st = np.where(hard, NOISE, np.where(skipped, SKIPPED, PREDICTED)).astype(np.int8)
-            if any_stop:
-                z[stop] = np.nan
-                st[stop] = EXHAUSTED
-            rep_sm[cur] = z
-            status_sm[cur] = st
-            tested_sm[cur] = tested
-            hard_sm[cur] = hard
-            eps_t_sm[cur] = eps_t
-            eps_n_sm[cur] = spent_n
-            # 8. update the state (public)
-            n_tests[sl] += tested
-            n_pass[sl] += easy
-            n_hard[sl] += hard
-            if any_stop:
-                lsl = last[sl]
-                lsl[go] = z[go]
-            else:
-                last[sl] = z
-            if len(hr):
-                th = t_hard[sl]
-                th[hr] = t[hr]
-                has[sl] |= hard
-                pred.update(stats, hr, z[hr], eps_n[hr])
-            # 9. stopped traces leave for good (their later rows stay EXHAUSTED): compact, keep order
-            if any_stop:
-                keep = np.ones(len(ids), dtype=bool)
-                keep[np.flatnonzero(stop)] = False
-                ranks, ids = ranks[keep], ids[keep]
-                last, has, t_hard = last[keep], has[keep], t_hard[keep]
-                n_tests, n_pass, n_hard = n_tests[keep], n_pass[keep], n_hard[keep]
-                for key in stats:
-                    stats[key] = stats[key][keep]
-                contiguous = False
-            report(offsets[step + 1])  # rows of steps 0..step: decided (stopped traces' rows stay EXHAUSTED)
-        report.finish()
-        # back to the rows' order
-        return TraceRun(
-            rep_sm[slot],
-            status_sm[slot],
-            tested_sm[slot],
-            eps_t_sm[slot],
-            eps_n_sm[slot],
-            totals,
-            acc.spent.copy(),
-            traces.lengths.copy(),
-            {"mechanism": "predictive", "predictor": pred.name},
+    def streams(self, rng, cur):
+        """``draw(rows)``: the random source for the step's entries ``rows`` (positions in the step):
+        their keyed streams, or the run's generator."""
+        if self.keyed is None:
+            return lambda rows: rng
+        return lambda rows: rows_of(self.keyed, _positions(cur)[rows])
+
+
+@dataclass(eq=False)
+class _Record:
+    """The public run as it is recorded, step-major: what :class:`TraceRun` returns in the rows' order."""
+
+    reported: np.ndarray
+    status: np.ndarray
+    tested: np.ndarray
+    hard: np.ndarray
+    eps_test: np.ndarray
+    eps_noise: np.ndarray
+
+    @classmethod
+    def empty(cls, n: int) -> "_Record":
+        """Nothing released yet: every row EXHAUSTED, NaN."""
+        return cls(
+            np.full((n, 2), np.nan),
+            np.full(n, EXHAUSTED, dtype=np.int8),
+            np.zeros(n, dtype=bool),
+            np.zeros(n, dtype=bool),
+            np.zeros(n),
+            np.zeros(n),
         )
+
+
+@dataclass(eq=False)
+class _Running:
+    """The state of the traces still running, aligned with ``ranks`` (increasing): public values only."""
+
+    ranks: np.ndarray
+    ids: np.ndarray
+    last: np.ndarray  # the last reported point
+    has: np.ndarray  # a hard step was released (a prediction exists)
+    t_hard: np.ndarray
+    n_tests: np.ndarray
+    n_pass: np.ndarray
+    n_hard: np.ndarray
+    stats: dict  # the predictor's state
+    contiguous: bool = True  # no trace stopped yet: the running ones are ranks 0..k-1
+
+    @classmethod
+    def start(cls, order: np.ndarray, pred) -> "_Running":
+        k = len(order)
+        return cls(
+            np.arange(k),
+            order.astype(np.intp),
+            np.full((k, 2), np.nan),
+            np.zeros(k, dtype=bool),
+            np.full(k, -np.inf),
+            np.zeros(k),
+            np.zeros(k),
+            np.zeros(k),
+            pred.initial(k),
+        )
+
+    def advance(self, sl: slice, b: "_StepBudget", easy, hard, z, t, pred) -> None:
+        """Update the state after a step (the test and hard counts, the last report, the predictor's
+        state); traces that stopped leave for good (their later rows stay EXHAUSTED), order kept."""
+        self.n_tests[sl] += b.tested
+        self.n_pass[sl] += easy
+        self.n_hard[sl] += hard
+        if b.any_stop:
+            lsl = self.last[sl]
+            lsl[b.go] = z[b.go]
+        else:
+            self.last[sl] = z
+        hr = np.flatnonzero(hard)
+        if len(hr):
+            th = self.t_hard[sl]
+            th[hr] = t[hr]
+            self.has[sl] |= hard
+            pred.update(self.stats, hr, z[hr], b.eps_n[hr])
+        if b.any_stop:
+            keep = np.ones(len(self.ids), dtype=bool)
+            keep[np.flatnonzero(b.stop)] = False
+            self.ranks, self.ids = self.ranks[keep], self.ids[keep]
+            self.last, self.has, self.t_hard = self.last[keep], self.has[keep], self.t_hard[keep]
+            self.n_tests, self.n_pass, self.n_hard = self.n_tests[keep], self.n_pass[keep], self.n_hard[keep]
+            for key in self.stats:
+                self.stats[key] = self.stats[key][keep]
+            self.contiguous = False
+
+
+@dataclass(frozen=True, eq=False)
+class _StepBudget:
+    """One step's modes and budgets (:func:`_step_budgets`), one entry per running trace."""
+
+    eps_t: np.ndarray  # the test's epsilon (0 where not tested)
+    eps_n: np.ndarray  # the noise's epsilon if the step is hard (0 for free steps)
+    tested: np.ndarray
+    go: np.ndarray  # the step is released (else the trace stops)
+    free: np.ndarray  # the prediction is reported untested (skip rule)
+    worst: np.ndarray  # the worst-case cost reserved
+    stop: np.ndarray
+    any_stop: bool
+
+
+def _step_budgets(mech: PredictiveMechanism, state: StepState, first: np.ndarray) -> _StepBudget:
+    """Steps 1-2 of a step: its mode per trace (test, noise or a free prediction) and budgets, from the
+    public state only, fitted into what each trace has left (eps-bounded: a spent trace stops)."""
+    mgr = mech.manager
+    remaining = state.remaining
+    eps_t, eps_n, _ = mgr.plan(state)
+    mode = np.where(first, _NOISE, _TEST).astype(np.int8)
+    if mech.stale_after is not None:
+        mode[~first & (state.elapsed > mech.stale_after)] = _NOISE
+    if mech.skip is not None:
+        mode[~first & mech.skip.skip(state.elapsed, mgr.accuracy_reference(state))] = _PREDICT
+    free = mode == _PREDICT
+    to_noise = mode == _NOISE
+    if to_noise.any():
+        eps_n = np.where(to_noise, mgr.plan_noise(state), eps_n)
+    tested = mode == _TEST
+    eps_t = np.where(tested, eps_t, 0.0)
+    eps_n = np.where(free, 0.0, eps_n)
+    # 2. eps-bounded: fit the step into what is left; a spent trace stops, even for free steps
+    eps_t, eps_n, tested, go = mgr.fit(eps_t, eps_n, remaining, tested, state.total)
+    go = (go | free) & ~mgr.exhausted(state)
+    eps_t = np.where(tested, eps_t, 0.0)
+    worst = eps_t + eps_n
+    for _ in range(4):  # rounding only: the fitted parts' sum may exceed what is left by an ulp or two
+        over = go & (worst > remaining) & (worst <= remaining * (1.0 + 1e-9))
+        if not over.any():
+            break
+        shrink = np.where(over, remaining / np.where(over, worst, 1.0) * (1.0 - 4 * np.finfo(float).eps), 1.0)
+        eps_t, eps_n = eps_t * shrink, eps_n * shrink
+        worst = eps_t + eps_n
+    # (a manager asking for more than that is a bug: the accountant refuses it below, before any draw)
+    go &= free | (eps_n > 0)
+    stop = ~go
+    any_stop = bool(stop.any())
+    if any_stop:
+        worst[stop] = 0.0
+        tested &= go
+        eps_t = np.where(tested, eps_t, 0.0)
+    return _StepBudget(eps_t, eps_n, tested, go, free, worst, stop, any_stop)
+
+
+def _predictions(pred, step: int, sl: slice, predicting: np.ndarray, lay: _StepMajor, rec: _Record, run: _Running):
+    """Step 4: the prediction of each running trace, from the public run only ((k, 2); a custom predictor
+    is asked for the ``predicting`` traces only, NaN elsewhere)."""
+    if not isinstance(pred, _CustomPredictor):
+        return np.array(pred.predict(run.last[sl], run.stats, sl))
+    zt = np.full((sl.stop, 2), np.nan)
+    pr_rows = np.flatnonzero(predicting)
+    if len(pr_rows):
+        view = PublicRun(
+            step, run.last[sl][pr_rows], run.ranks[sl][pr_rows], lay.offsets, rec.reported, rec.hard, lay.t
+        )
+        out = np.asarray(pred.fn(view), dtype=float)
+        if out.shape != (len(pr_rows), 2) or not np.all(np.isfinite(out)):
+            raise GeoprivError(
+                f"The predictor returned shape {out.shape} or non-finite values; it must return one finite "
+                "(x, y) per trace, shape (m, 2), computed from the public run only."
+            )
+        zt[pr_rows] = out
+    return zt
+
+
+def _draw_step(mgr, b: _StepBudget, x: np.ndarray, zt: np.ndarray, draw, postprocess):
+    """Steps 4-5: the private test of the tested traces' predictions against the secrets ``x``, then
+    fresh planar Laplace noise for the hard steps only (``draw(rows)``: the random source of those
+    entries, :meth:`_StepMajor.streams`).  Returns ``(easy, hard, z)``: ``z`` the reports (``zt``,
+    the predictions, with the hard steps' noise written in)."""
+    easy = np.zeros(len(x), dtype=bool)
+    te = np.flatnonzero(b.tested)
+    if len(te):
+        d = np.hypot(x[te, 0] - zt[te, 0], x[te, 1] - zt[te, 1])
+        easy[te] = private_test(d, mgr.threshold(b.eps_t[te]), b.eps_t[te], draw(te))
+    hard = b.go & ~easy & ~b.free
+    z = zt
+    hr = np.flatnonzero(hard)
+    if len(hr):
+        noise = _unit_noise(len(hr), draw(hr))
+        noise /= b.eps_n[hr, None]
+        noise += x[hr]
+        if postprocess is not None:
+            noise = np.asarray(postprocess(noise), dtype=float)
+        z[hr] = noise
+    return easy, hard, z
 
 
 @dataclass(frozen=True)

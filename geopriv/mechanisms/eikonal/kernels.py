@@ -446,61 +446,66 @@ class KernelPass:
     nnz: int
 
 
-def compute_kernels(
-    kp,
-    shape,
-    cell,
-    P,
-    oi,
-    oj,
-    apex_t,
-    cap,
-    solver,
-    n_jobs,
-    progress=None,
-    mp_context=None,
-    extremes: bool = False,
-    graph_bits: int | None = None,
-):
+@dataclass(frozen=True, eq=False)
+class KernelProblem:
+    """What defines an eikonal mechanism's kernels: the inputs every pass of kernel solves shares.
+
+    Public data only, and the same at the build, at the load of a compact file and for kernels
+    on demand (:func:`.ondemand.kernel_problem`), so each of them solves the kernels the build
+    verified.
+
+    Parameters
+    ----------
+    kp : ndarray (NY, NX)
+        The padded, lowered kernel rate map (epsilon per CRS unit).
+    shape : (ny, nx)
+        The raster's shape (the inputs: its cell centres).
+    cell : (hy, hx)
+        Cell height and width in CRS units.
+    P : int
+        Padding in cells on each side of the raster (``kp`` is ``(ny + 2 P, nx + 2 P)``).
+    oi, oj : ndarray (M,) of int
+        The outputs as padded grid indices.
+    apex_t : ndarray (M,)
+        Apex radius of each output's kernel, travel-time units.
+    cap : float
+        The kernel cap T, travel-time units.
+    solver : {"graph", "fmm"}
+        How travel times are computed.
+    graph_bits : int or None
+        Quantisation of the stencil graph's weights (:func:`stencil_graph`; None for mechanisms
+        of earlier versions and for solver "fmm").
+    """
+
+    kp: np.ndarray
+    shape: tuple
+    cell: tuple
+    P: int
+    oi: np.ndarray
+    oj: np.ndarray
+    apex_t: np.ndarray
+    cap: float
+    solver: str = "graph"
+    graph_bits: int | None = None
+
+
+def compute_kernels(problem: KernelProblem, *, n_jobs: int = 1, progress=None, mp_context=None, extremes: bool = False):
     """All kernels (inputs x outputs) of exp(-f~) - exp(-cap) as :class:`KernelColumns`, plus column masses.
 
     Returns ``(kernels, colmass, sweeps, extremes)``; ``extremes`` is None, or with
     ``extremes=True`` the :class:`LogRatioExtremes` of all columns, computed by the workers from
     the arrays they return (what verification needs from the kernels).  See :func:`kernel_pass`.
     """
-    r = kernel_pass(
-        kp,
-        shape,
-        cell,
-        P,
-        oi,
-        oj,
-        apex_t,
-        cap,
-        solver,
-        n_jobs,
-        progress,
-        mp_context,
-        extremes=extremes,
-        graph_bits=graph_bits,
-    )
+    r = kernel_pass(problem, n_jobs=n_jobs, progress=progress, mp_context=mp_context, extremes=extremes)
     return r.columns, r.colmass, r.sweeps, r.extremes
 
 
 def kernel_pass(
-    kp,
-    shape,
-    cell,
-    P,
-    oi,
-    oj,
-    apex_t,
-    cap,
-    solver,
-    n_jobs,
+    problem: KernelProblem,
+    *,
+    n_jobs: int = 1,
     progress=None,
     mp_context=None,
-    *,
     extremes: bool = False,
     weights=None,
     outputs=None,
@@ -509,17 +514,18 @@ def kernel_pass(
     hold: bool = True,
     on_chunk=None,
     graph=None,
-    graph_bits: int | None = None,
 ) -> KernelPass:
     """One pass of kernel solves over ``outputs`` (default: all), with reductions and filters in the workers.
 
-    A deterministic function of the padded kernel rate map ``kp``, the outputs (padded grid
-    indices ``oi``, ``oj``), their apex radii, the cap and the solver, output by output (a
-    column does not depend on which others are solved with it): :meth:`EikonalMechanism.build`,
-    the load of a compact file and the verification passes of kernels on demand all call it, so
+    A deterministic function of ``problem`` (:class:`KernelProblem`: the padded kernel rate
+    map, the outputs, their apex radii, the cap and the solver), output by output (a column
+    does not depend on which others are solved with it): :meth:`EikonalMechanism.build`, the
+    load of a compact file and the verification passes of kernels on demand all call it, so
     what is sampled is what the build verified (rows searched from the input nodes,
     :func:`kernel_rows`, are the same values bit for bit on a quantised graph).
 
+    ``n_jobs`` worker processes (started with ``mp_context``) solve chunks of outputs;
+    ``progress`` (None, True or callable(done, total)) follows them.
     ``extremes``: also the kernels' per-edge extremes (verification; ``"track"``: with the
     outputs attaining them); ``weights`` (M,): also
     the row sums sum_y w_y kernel_y(u) (the normaliser without its cap term); ``keep_rows``
@@ -529,34 +535,52 @@ def kernel_pass(
     chunk's (filtered) entries as it arrives, in any order (a reduction over the entries that
     the workers do not do: expected errors, posterior means); with ``hold=False`` the chunk is
     then dropped.  ``graph``: the stencil graph of ``kp`` if the caller has it (solver "graph"),
-    else built with ``graph_bits`` (:func:`stencil_graph`).
+    else built with the problem's ``graph_bits`` (:func:`stencil_graph`).
     """
-    import scipy.sparse as sp
-    from scipy.ndimage import minimum_filter
-
-    ny, nx = shape
-    hy, hx = cell
-    NY, NX = kp.shape
-    order = np.arange(len(oi)) if outputs is None else np.asarray(outputs, np.int64)
-    g = dict(
-        solver=solver,
-        hy=hy,
-        hx=hx,
-        cap=float(cap),
-        pad=P,
-        ny=ny,
-        nx=nx,
-        NX=NX,
-        oi=oi,
-        oj=oj,
-        apex=apex_t,
+    ny, nx = problem.shape
+    order = np.arange(len(problem.oi)) if outputs is None else np.asarray(outputs, np.int64)
+    g = _worker_problem(problem, graph)
+    g.update(
         extremes="track" if extremes == "track" else bool(extremes),
         weights=None if weights is None else np.asarray(weights, np.float64),
         keep_rows=None if keep_rows is None else np.asarray(keep_rows, bool),
         truncate=None if truncate is None else np.float32(truncate),
         hold=bool(hold) or on_chunk is not None,
     )
-    if solver == "fmm":
+    fold = _PassFold(
+        extremes=LogRatioExtremes((ny, nx), track=extremes == "track") if extremes else None,
+        rowsum=np.zeros(ny * nx) if weights is not None else None,
+        nx=nx,
+        hold=hold,
+        on_chunk=on_chunk,
+    )
+    results = _run_kernels(order, g, int(n_jobs), progress, mp_context, on_result=fold)
+    return _assemble_pass(results, problem.shape, len(order), hold, fold)
+
+
+def _worker_problem(problem: KernelProblem, graph=None) -> dict:
+    """The dict a worker solves kernel columns from (:func:`_kernel_columns`): the problem, plus the
+    solver's own arrays (the stencil graph, or fast marching's speed map and its window minima)."""
+    from scipy.ndimage import minimum_filter
+
+    kp, P = problem.kp, problem.P
+    ny, nx = problem.shape
+    hy, hx = problem.cell
+    NY, NX = kp.shape
+    g = dict(
+        solver=problem.solver,
+        hy=hy,
+        hx=hx,
+        cap=float(problem.cap),
+        pad=P,
+        ny=ny,
+        nx=nx,
+        NX=NX,
+        oi=problem.oi,
+        oj=problem.oj,
+        apex=problem.apex_t,
+    )
+    if problem.solver == "fmm":
         # speed map for fast marching: no larger than the edge means (fewer repairs)
         kf = kp * FMM_SLACK
         mh = 0.5 * (kp[:, 1:] + kp[:, :-1])
@@ -570,37 +594,52 @@ def kernel_pass(
         g.update(kf=kf, mins=mins, weights_edges=edge_weights(kp, hy, hx))
     else:
         g.update(
-            graph=stencil_graph(kp, hy, hx, graph_bits) if graph is None else graph,
-            to_domain=_to_domain(shape, P, NX, NY),
+            graph=stencil_graph(kp, hy, hx, problem.graph_bits) if graph is None else graph,
+            to_domain=_to_domain(problem.shape, P, NX, NY),
         )
-    total = LogRatioExtremes((ny, nx), track=extremes == "track") if extremes else None
-    rowsum = np.zeros(ny * nx) if weights is not None else None
-    nnz = 0
+    return g
 
-    pending, nxt = {}, 0
 
-    def fold(k, result):  # reductions folded as each chunk arrives: one set held, not one per chunk
-        nonlocal nnz, nxt
+class _PassFold:
+    """The reductions of one pass, folded as each chunk arrives (:func:`_run_kernels`'s ``on_result``):
+    one set held, not one per chunk.
+
+    ``extremes`` merge in any order (max / min; ties to the smaller output).  The row sums and
+    ``on_chunk`` take the chunks in chunk order (a few chunks wait for an earlier one): the sums
+    then associate the same way whatever the workers' timing, so the normaliser is reproducible
+    bit for bit.
+    """
+
+    def __init__(self, extremes, rowsum, nx: int, hold: bool, on_chunk):
+        self.extremes, self.rowsum, self.nx = extremes, rowsum, nx
+        self.hold, self.on_chunk = hold, on_chunk
+        self.nnz = 0
+        self.pending, self.next = {}, 0
+
+    def __call__(self, k, result):
         counts, rows, vals, colmass, sweeps, ext, info = result
-        if total is not None and ext is not None:
-            total.merge(ext)  # exact (max / min; ties to the smaller output): any order
-        nnz += info["nnz"]
-        # sums in chunk order (a few chunks wait for an earlier one): they associate the same
-        # way whatever the workers' timing, so the normaliser is reproducible bit for bit
-        pending[k] = (info, counts, rows, vals) if on_chunk is not None else (info, None, None, None)
-        while nxt in pending:
-            inf, c, r, v = pending.pop(nxt)
-            if rowsum is not None and inf["rowsum"] is not None:
-                b0 = inf["band"] * nx
-                rowsum[b0 : b0 + len(inf["rowsum"])] += inf["rowsum"]
-            if on_chunk is not None:
-                on_chunk(inf["outputs"], c, r, v)
-            nxt += 1
-        if not hold:
+        if self.extremes is not None and ext is not None:
+            self.extremes.merge(ext)
+        self.nnz += info["nnz"]
+        self.pending[k] = (info, counts, rows, vals) if self.on_chunk is not None else (info, None, None, None)
+        while self.next in self.pending:
+            inf, c, r, v = self.pending.pop(self.next)
+            if self.rowsum is not None and inf["rowsum"] is not None:
+                b0 = inf["band"] * self.nx
+                self.rowsum[b0 : b0 + len(inf["rowsum"])] += inf["rowsum"]
+            if self.on_chunk is not None:
+                self.on_chunk(inf["outputs"], c, r, v)
+            self.next += 1
+        if not self.hold:
             counts = rows = vals = None
         return counts, rows, vals, colmass, sweeps
 
-    results = _run_kernels(order, g, int(n_jobs), progress, mp_context, on_result=fold)
+
+def _assemble_pass(results: list, shape, n_outputs: int, hold: bool, fold: _PassFold) -> KernelPass:
+    """The :class:`KernelPass` of the folded chunk results: held entries as column blocks in output order."""
+    import scipy.sparse as sp
+
+    ny, nx = shape
     blocks, m0 = [], 0
     for k, (counts, rows, vals, _colmass, _sweeps) in enumerate(results):
         if hold:
@@ -611,8 +650,8 @@ def kernel_pass(
         results[k] = (None, None, None, results[k][3], results[k][4])
     colmass = np.concatenate([r[3] for r in results]) if results else np.zeros(0)
     sweeps = sum(r[4] for r in results)
-    S = KernelColumns(blocks, (ny * nx, len(order))) if hold else None
-    return KernelPass(S, colmass, sweeps, total, rowsum, nnz)
+    S = KernelColumns(blocks, (ny * nx, n_outputs)) if hold else None
+    return KernelPass(S, colmass, sweeps, fold.extremes, fold.rowsum, fold.nnz)
 
 
 def _to_domain(shape, P, NX, NY) -> np.ndarray:

@@ -6,6 +6,7 @@ exact; each step lives in its own module and this class strings them together.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from ...privacy_map import PrivacyMap, edge_weights
 from ..grid import allowed as grid_allowed
 from ..grid import edge_slices, mean_ground_scale
 from . import ondemand, persistence, sampling, verification
-from .kernels import GRAPH_BITS, compute_kernels, kernel_pass
+from .kernels import GRAPH_BITS, KernelProblem, compute_kernels, kernel_pass
 from .lowering import AUTO_MARGIN, AUTO_MARGIN_FLOOR, auto_margin, lower_rate, output_levels
 from .report import VerifyReport
 from .weights import column_sums, kernel_products, max_normaliser_share, refine_weights, relative_share, solve_weights
@@ -33,18 +34,344 @@ LOAD_KERNELS = persistence.LOAD_KERNELS
 ON_DEMAND_REFINES = 2
 
 
-def _staged(problem: tuple, lo: float, hi: float) -> tuple:
-    """The kernel problem with its ``progress=`` callable (position 10) reporting over [lo, hi] of
-    one range, so a build of several passes moves one progress bar forward only (QGIS).  A tqdm
-    bar (``progress=True``) keeps one bar per pass."""
-    progress = problem[10]
+def _staged_progress(progress, lo: float, hi: float):
+    """The ``progress=`` callable reporting over [lo, hi] of one range, so a build of several passes
+    moves one progress bar forward only (QGIS).  A tqdm bar (``progress=True``) or None is returned
+    as it is: a bar per pass."""
     if not callable(progress):
-        return problem
+        return progress
 
     def staged(done, total):
         progress(lo + (hi - lo) * (done / total if total else 1.0), 1.0)
 
-    return problem[:10] + (staged,) + problem[11:]
+    return staged
+
+
+def _staged(problem: tuple, lo: float, hi: float) -> tuple:
+    """:func:`_staged_progress` on a tuple of a pass's arguments in the positional order of earlier
+    versions (kp, shape, cell, P, oi, oj, apex_t, cap, solver, n_jobs, progress, mp_context)."""
+    return problem[:10] + (_staged_progress(problem[10], lo, hi),) + problem[11:]
+
+
+@dataclass(frozen=True, eq=False)
+class BuildOptions:
+    """The options of one build: :meth:`EikonalMechanism.build`'s keywords, with the margin it is built with.
+
+    ``margin`` is a number or a per-cell array (never "auto": :meth:`EikonalMechanism.build`
+    resolves it, and may build twice), ``margin_rule`` says where it came from (``params``);
+    the other fields are documented at :meth:`EikonalMechanism.build`.  :meth:`checked`
+    validates them for a map.
+    """
+
+    margin: float | np.ndarray
+    margin_rule: str
+    smooth: float | None
+    despeckle: int
+    jump: float | None
+    cap: float
+    output_spacing: float
+    max_step: int | None
+    pad: float
+    apex: float
+    max_iter: int
+    solve_cap: float | None
+    solver: str
+    n_jobs: int
+    progress: object
+    verify: bool
+    mp_context: object
+    kernels: str
+
+    def checked(self, shape) -> "BuildOptions":
+        """These options for a map of ``shape``, validated: the margin as a float array, ``max_step`` an int.
+
+        Raises
+        ------
+        ParameterError
+            The first option out of range (margin, then cap, output spacing, pad, solver,
+            kernels, apex, max_step), with what it must be.
+        """
+        marr = np.asarray(self.margin, dtype=float)
+        if marr.ndim not in (0, 2) or (marr.ndim == 2 and marr.shape != shape):
+            raise ParameterError(f"margin must be a number or an array of the map's shape {shape}.")
+        if not (np.all(np.isfinite(marr)) and np.all(marr > 0) and np.all(marr < 1)):
+            raise ParameterError(
+                "margin must be in (0, 1), e.g. 0.05 (5 % of the privacy loss kept for normalisation)."
+            )
+        for name, v in (("cap", self.cap), ("output_spacing", self.output_spacing), ("pad", self.pad)):
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise ParameterError(f"{name} must be a finite number > 0.")
+        if self.solver not in ("graph", "fmm"):
+            raise ParameterError("solver must be 'graph' (Dijkstra, default) or 'fmm' (fast marching).")
+        if self.kernels not in KERNELS:
+            raise ParameterError(
+                "kernels must be 'held' (default: every kernel entry kept in memory) or 'on_demand' "
+                "(none kept: for rasters whose kernels do not fit in memory)."
+            )
+        if self.apex < 0 or not math.isfinite(self.apex):
+            raise ParameterError("apex must be >= 0.")
+        max_step = self.max_step
+        if max_step is not None:
+            if (
+                isinstance(max_step, bool)
+                or not isinstance(max_step, (int, np.integer))
+                or max_step < 1
+                or max_step & (max_step - 1)
+            ):
+                raise ParameterError(
+                    "max_step must be a power of two >= 1 (1, 2, 4, ...), or None (no cap: the spacing follows 1/epsilon)."
+                )
+            max_step = int(max_step)
+        return dataclasses.replace(self, margin=marr, max_step=max_step)
+
+    def pass_options(self, staged: tuple[float, float] | None = None) -> dict:
+        """The workers and progress of one pass of kernel solves (:func:`.kernels.kernel_pass`'s keywords);
+        ``staged=(lo, hi)``: its progress reported over [lo, hi] of one range (:func:`_staged_progress`)."""
+        progress = self.progress if staged is None else _staged_progress(self.progress, *staged)
+        return {"n_jobs": int(self.n_jobs), "progress": progress, "mp_context": self.mp_context}
+
+
+@dataclass(frozen=True, eq=False)
+class _Layout:
+    """The build's first stage (:func:`_layout`): the lowered kernel map and the outputs, as a kernel problem."""
+
+    keps: np.ndarray  # kernel epsilon per CRS unit on the raster (ny, nx): (1 - margin) epsilon, lowered
+    problem: KernelProblem  # the padded rate map, the outputs, their apex radii, cap, solver, graph bits
+    ostep: np.ndarray  # lattice spacing of each output in cells
+
+
+@dataclass
+class _Solved:
+    """What the kernel and weight stages found (:func:`_solve_held`, :func:`_solve_on_demand`)."""
+
+    w: np.ndarray  # the output weights
+    s: np.ndarray  # the exact normaliser
+    iters: int
+    history: list
+    nnz: int
+    sweeps: int
+    extremes: object  # the kernels' LogRatioExtremes for verification, or None
+    rowsum: np.ndarray | None  # the on-demand pass's row sums (None when held)
+    csr: tuple  # (indptr, indices, kernel) of held kernels, or (None, None, None)
+    rel: float = 0.0  # the share of its budget the normaliser uses (>= 1: infeasible)
+    rough: float = 0.0  # the largest normaliser share (params["normaliser_share"])
+
+
+def _layout(pm: PrivacyMap, opts: BuildOptions) -> _Layout:
+    """Stage 1: the kernel rate map (padded, lowered) and the output lattice with its apex radii.
+
+    The kernels use ``(1 - margin) * epsilon``, padded by ``pad`` noise lengths (from the
+    smallest epsilon on the border) and lowered where it changes too fast (:func:`.lowering.lower_rate`);
+    outputs are the padded grid's nodes, thinned where the noise is wide
+    (:func:`.lowering.output_levels`), with an apex radius where they are thinned.
+    """
+    ny, nx = pm.shape
+    hx, hy = pm.cell_size
+    keps = (1.0 - opts.margin) * np.asarray(pm.epsilon_crs)
+    # padding (cells), from the smallest epsilon on the border
+    border = np.concatenate([keps[0], keps[-1], keps[:, 0], keps[:, -1]])
+    P = int(math.ceil(opts.pad / (float(border.min()) * min(hx, hy))))
+    P = max(P, 2)
+    kp = lower_rate(np.pad(keps, P, mode="edge"), hy, hx, opts.smooth, opts.despeckle, opts.jump)
+    keps = kp[P : P + ny, P : P + nx]
+    NY, NX = kp.shape
+    # outputs: lattice thinned where the noise is wide
+    step = output_levels(kp, hy, hx, opts.output_spacing, opts.max_step)
+    ii, jj = np.mgrid[0:NY, 0:NX]
+    sel = (ii % step == 0) & (jj % step == 0)
+    oi, oj = np.nonzero(sel)
+    ostep = step[oi, oj]
+    # apex smoothing A_y (travel-time units) where outputs are thinned; a lattice of spacing 1
+    # coincides with the inputs, where the cone needs no smoothing
+    apex_t = np.where(ostep > 1, opts.apex * ostep * math.sqrt(hx * hy) * kp[oi, oj], 0.0)
+    graph_bits = GRAPH_BITS if opts.solver == "graph" else None  # exact path sums: rows = columns bit for bit
+    problem = KernelProblem(kp, (ny, nx), (hy, hx), P, oi, oj, apex_t, float(opts.cap), opts.solver, graph_bits)
+    return _Layout(keps, problem, ostep)
+
+
+def _edge_budget(pm: PrivacyMap, keps: np.ndarray) -> list:
+    """What the normaliser may use on each edge: the allowed loss minus the kernels' own Lipschitz
+    bound there (at least margin * allowed; more where the map was lowered)."""
+    hx, hy = pm.cell_size
+    return [np.maximum(al - kw, 1e-300) for al, kw in zip(grid_allowed(pm), edge_weights(keps, hy, hx))]
+
+
+def _solve_held(pm: PrivacyMap, layout: _Layout, opts: BuildOptions, timings: dict) -> _Solved:
+    """Stages 2-3, kernels held: every kernel solved and kept, the weights solved on them, the CSR placed.
+
+    With ``verify``, the workers also take the kernels' part of the check (:func:`.verification.verify`).
+    """
+    t0 = time.perf_counter()
+    ny, nx = pm.shape
+    cT = math.exp(-opts.cap)
+    budget = _edge_budget(pm, layout.keps)
+    threads = max(1, int(opts.n_jobs))
+    S, colmass, sweeps, extremes = compute_kernels(layout.problem, **opts.pass_options(), extremes=bool(opts.verify))
+    timings["kernels_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    w, iters, history, s = solve_weights(
+        S, cT, layout.ostep, colmass, pm, budget, opts.max_iter, threads=threads, solve_cap=opts.solve_cap
+    )
+    nnz = S.nnz
+    if s is None:  # exact, float64, added as the on-demand pass adds them (same normaliser, same id)
+        s = S.row_sums(w, ny, nx) + cT * float(w.sum())
+    csr = S.to_csr(release=True, threads=threads)  # each column block freed once placed
+    del S
+    solved = _Solved(w, s, iters, history, nnz, sweeps, extremes, None, csr)
+    solved.rel = relative_share(s, pm, budget)
+    solved.rough = max_normaliser_share(s, pm)
+    timings["weights_s"] = time.perf_counter() - t0
+    return solved
+
+
+def _solve_on_demand(pm: PrivacyMap, layout: _Layout, opts: BuildOptions, timings: dict) -> _Solved:
+    """Stages 2-3, kernels on demand: no kernel entry kept beyond the weight solve.
+
+    The weight solve holds the kernels truncated at ``solve_cap`` only (the same truncation
+    :func:`.weights.solve_weights` makes); a second pass computes the exact normaliser (and the
+    kernels' part of the check) without holding any entry; :func:`_refine_on_demand` may then
+    polish the weights.  The passes report over one progress range: 0-0.4, 0.4-0.8, the rest.
+    """
+    t0 = time.perf_counter()
+    cT = math.exp(-opts.cap)
+    budget = _edge_budget(pm, layout.keps)
+    solve_cap, cap = opts.solve_cap, opts.cap
+    truncate = np.float32(math.exp(-solve_cap) - cT) if solve_cap is not None and solve_cap < cap else None
+    first = kernel_pass(layout.problem, **opts.pass_options(staged=(0.0, 0.4)), truncate=truncate)
+    colmass, sweeps = first.colmass, first.sweeps
+    timings["kernels_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    St = first.columns
+    w, iters, history, _ = solve_weights(
+        St, cT, layout.ostep, colmass, pm, budget, opts.max_iter, threads=max(1, int(opts.n_jobs)), solve_cap=None
+    )
+    timings["weights_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    # the kernels' extremes do not depend on the weights: computed in this pass only
+    second = kernel_pass(
+        layout.problem,
+        **opts.pass_options(staged=(0.4, 0.8)),
+        extremes="track" if opts.verify else False,
+        weights=w,
+        hold=False,
+    )
+    timings["normaliser_pass_s"] = time.perf_counter() - t0
+    nnz, extremes, rowsum = second.nnz, second.extremes, second.rowsum
+    del second
+    s = rowsum + cT * float(w.sum())
+    rel = relative_share(s, pm, budget)
+    history.append((iters, rel))
+    solved = _Solved(w, s, iters, history, nnz, sweeps, extremes, rowsum, (None, None, None), rel)
+    _refine_on_demand(solved, St, colmass, pm, layout, budget, opts, timings)
+    del first, St
+    t0 = time.perf_counter()
+    solved.rel = relative_share(solved.s, pm, budget)
+    solved.rough = max_normaliser_share(solved.s, pm)
+    timings["normaliser_s"] = time.perf_counter() - t0
+    if callable(opts.progress):
+        opts.progress(1.0, 1.0)  # the refinement passes, if any, had the last fifth
+    return solved
+
+
+def _refine_on_demand(solved: _Solved, St, colmass, pm, layout: _Layout, budget, opts: BuildOptions, timings) -> None:
+    """Stage 3b, kernels on demand: polish ``solved``'s weights where a held build would (exact share >= 0.97).
+
+    Iterates on the truncated kernels ``St`` with the dropped tail's part of the normaliser
+    frozen at its exact value, then measures exactly again (one pass each, up to
+    ``ON_DEMAND_REFINES``); keeps the better weights (``solved`` is updated in place).
+    """
+    cT = math.exp(-opts.cap)
+    threads = max(1, int(opts.n_jobs))
+    for k in range(ON_DEMAND_REFINES if solved.rel >= 0.97 else 0):
+        t0 = time.perf_counter()
+        w, s, rel = solved.w, solved.s, solved.rel
+        tail = s - kernel_products(St, cT, w, threads)
+        w2, it2, hist2 = refine_weights(
+            St, cT, w, layout.ostep.astype(float) ** 2 / colmass, tail, pm, budget, opts.max_iter, threads
+        )
+        lo = 0.8 + 0.2 * k / ON_DEMAND_REFINES
+        again = kernel_pass(
+            layout.problem, **opts.pass_options(staged=(lo, lo + 0.2 / ON_DEMAND_REFINES)), weights=w2, hold=False
+        )
+        s2 = again.rowsum + cT * float(w2.sum())
+        rel2 = relative_share(s2, pm, budget)
+        solved.history.extend((solved.iters + i, sh) for i, sh in hist2)
+        solved.iters += it2
+        solved.history.append((solved.iters, rel2))
+        timings["refine_s"] = timings.get("refine_s", 0.0) + time.perf_counter() - t0
+        if rel2 >= rel:
+            break
+        solved.w, solved.s, solved.rowsum, solved.rel = w2, s2, again.rowsum, rel2
+        if solved.rel < 0.97:
+            break
+
+
+def _check_feasible(solved: _Solved, opts: BuildOptions) -> None:
+    """Stage 4: refuse weights that cannot make the normaliser flat enough, saying which option to change."""
+    rel = solved.rel
+    if rel < 1.0:
+        return
+    marr, output_spacing, pad, solve_cap = opts.margin, opts.output_spacing, opts.pad, opts.solve_cap
+    raise InfeasibleMechanismError(
+        f"The weights could not make the normaliser flat enough: somewhere it needs {rel:.2f} times the share of "
+        f"the privacy loss left to it (margin up to {float(np.max(marr)):g}). Raise margin (e.g. margin={min(0.5, 2 * float(np.max(marr))):g}), "
+        f"smooth the map (smooth=0.5), use finer outputs (output_spacing={output_spacing / 2:g} or max_step=1), "
+        f"or pad more (pad={2 * pad:g})."
+        + (
+            " With kernels='on_demand' the weights are solved on the kernels truncated at solve_cap only: "
+            "kernels='held' (if they fit in memory) polishes them on the full kernels, or raise solve_cap "
+            f"(now {solve_cap:g}; more memory)."
+            if opts.kernels == "on_demand" and solve_cap is not None
+            else ""
+        )
+    )
+
+
+def _build_params(opts: BuildOptions, layout: _Layout, solved: _Solved) -> dict:
+    """Stage 5: the build's options and statistics, as ``params`` records them (JSON-serialisable)."""
+    marr, pr = opts.margin, layout.problem
+    M = len(pr.oi)
+    cT = math.exp(-opts.cap)
+    return {
+        "margin": float(marr) if marr.ndim == 0 else {"min": float(marr.min()), "max": float(marr.max())},
+        "margin_rule": opts.margin_rule,
+        "smooth": opts.smooth,
+        "despeckle": opts.despeckle,
+        "jump": opts.jump,
+        "cap": float(opts.cap),
+        "output_spacing": opts.output_spacing,
+        "max_step": opts.max_step,
+        "solve_cap": opts.solve_cap,
+        "pad": opts.pad,
+        "pad_cells": pr.P,
+        "apex": opts.apex,
+        "n_outputs": M,
+        "nnz": int(solved.nnz),
+        "weight_iterations": solved.iters,
+        "normaliser_budget_used": solved.rel,
+        "cap_mass_max": float(cT * solved.w.sum() / solved.s.min()),
+        "normaliser_share": solved.rough,
+        "weight_history": solved.history,
+        "repair_sweeps_mean": solved.sweeps / max(M, 1),
+        "solver": opts.solver,
+        "graph_bits": pr.graph_bits,
+    }
+
+
+def _verify_build(mech, solved: _Solved, opts: BuildOptions, timings: dict) -> None:
+    """Stage 6: verify the built mechanism against its map and record the report, or refuse it."""
+    t0 = time.perf_counter()
+    report = verification.verify(
+        mech, solved.extremes, rowsum=solved.rowsum
+    )  # the kernels' extremes, from the blocks placed above
+    timings["verify_s"] = time.perf_counter() - t0
+    if not report.ok:
+        raise InfeasibleMechanismError(
+            f"The built mechanism does not meet the privacy map: {report}. Nothing was returned. "
+            f"Raise margin (now {float(np.max(opts.margin)):g}), smooth the map (smooth=0.5) or use finer outputs (max_step=1)."
+        )
+    object.__setattr__(mech, "report", report)
+    object.__setattr__(mech, "_verification", "full")
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -289,7 +616,9 @@ class EikonalMechanism:
             raise ParameterTypeError(
                 "privacy_map must be a geopriv.PrivacyMap (PrivacyMap.from_population(...) or from_epsilon(...))."
             )
-        options = dict(
+        options = BuildOptions(
+            margin=margin,
+            margin_rule="given",
             smooth=smooth,
             despeckle=despeckle,
             jump=jump,
@@ -308,262 +637,60 @@ class EikonalMechanism:
             kernels=kernels,
         )
         if not isinstance(margin, str):
-            return cls._build(privacy_map, margin=margin, margin_rule="given", **options)
+            return cls._build(privacy_map, options)
         if margin != "auto":
             raise ParameterError('margin must be "auto" (default), a number in (0, 1) or an array of the map\'s shape.')
         per_cell = auto_margin(privacy_map)  # a function of the public map only, as is the fallback below
         if np.all(per_cell == AUTO_MARGIN):  # cells shorter than the noise length: the uniform margin
-            return cls._build(
-                privacy_map,
-                margin=AUTO_MARGIN,
-                **options,
-                margin_rule=f"auto: uniform {AUTO_MARGIN:g} (every cell shorter than its noise length)",
-            )
+            rule = f"auto: uniform {AUTO_MARGIN:g} (every cell shorter than its noise length)"
+            return cls._build(privacy_map, dataclasses.replace(options, margin=AUTO_MARGIN, margin_rule=rule))
         try:
-            return cls._build(
-                privacy_map,
-                margin=per_cell,
-                **options,
-                margin_rule=f"auto: {AUTO_MARGIN:g} per noise length (at least {AUTO_MARGIN_FLOOR:g})",
-            )
+            rule = f"auto: {AUTO_MARGIN:g} per noise length (at least {AUTO_MARGIN_FLOOR:g})"
+            return cls._build(privacy_map, dataclasses.replace(options, margin=per_cell, margin_rule=rule))
         except InfeasibleMechanismError:
-            return cls._build(
-                privacy_map,
-                margin=AUTO_MARGIN,
-                **options,
-                margin_rule=f"auto: uniform {AUTO_MARGIN:g} (the per-noise-length margin was infeasible on this map)",
-            )
+            rule = f"auto: uniform {AUTO_MARGIN:g} (the per-noise-length margin was infeasible on this map)"
+            return cls._build(privacy_map, dataclasses.replace(options, margin=AUTO_MARGIN, margin_rule=rule))
 
     @classmethod
-    def _build(
-        cls,
-        privacy_map,
-        *,
-        margin,
-        margin_rule,
-        smooth,
-        despeckle,
-        jump,
-        cap,
-        output_spacing,
-        max_step,
-        pad,
-        apex,
-        max_iter,
-        solve_cap,
-        solver,
-        n_jobs,
-        progress,
-        verify,
-        mp_context,
-        kernels="held",
-    ) -> "EikonalMechanism":
-        """:meth:`build` with a given margin (a number or a per-cell array); ``margin_rule`` says where it came from."""
-        marr = np.asarray(margin, dtype=float)
-        if marr.ndim not in (0, 2) or (marr.ndim == 2 and marr.shape != privacy_map.shape):
-            raise ParameterError(f"margin must be a number or an array of the map's shape {privacy_map.shape}.")
-        if not (np.all(np.isfinite(marr)) and np.all(marr > 0) and np.all(marr < 1)):
-            raise ParameterError(
-                "margin must be in (0, 1), e.g. 0.05 (5 % of the privacy loss kept for normalisation)."
-            )
-        for name, v in (("cap", cap), ("output_spacing", output_spacing), ("pad", pad)):
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-                raise ParameterError(f"{name} must be a finite number > 0.")
-        if solver not in ("graph", "fmm"):
-            raise ParameterError("solver must be 'graph' (Dijkstra, default) or 'fmm' (fast marching).")
-        if kernels not in KERNELS:
-            raise ParameterError(
-                "kernels must be 'held' (default: every kernel entry kept in memory) or 'on_demand' "
-                "(none kept: for rasters whose kernels do not fit in memory)."
-            )
-        if apex < 0 or not math.isfinite(apex):
-            raise ParameterError("apex must be >= 0.")
-        if max_step is not None:
-            if (
-                isinstance(max_step, bool)
-                or not isinstance(max_step, (int, np.integer))
-                or max_step < 1
-                or max_step & (max_step - 1)
-            ):
-                raise ParameterError(
-                    "max_step must be a power of two >= 1 (1, 2, 4, ...), or None (no cap: the spacing follows 1/epsilon)."
-                )
-            max_step = int(max_step)
+    def _build(cls, privacy_map: PrivacyMap, options: BuildOptions) -> "EikonalMechanism":
+        """:meth:`build` with a given margin (a number or a per-cell array, :class:`BuildOptions`), stage by stage.
+
+        Lay out the kernel map and the outputs (:func:`_layout`), solve the kernels and the
+        weights (:func:`_solve_held` or :func:`_solve_on_demand`), refuse an infeasible
+        normaliser (:func:`_check_feasible`), record the options (:func:`_build_params`) and
+        verify the mechanism against the map (:func:`_verify_build`).
+        """
+        opts = options.checked(privacy_map.shape)
         timings = {}
         t_start = time.perf_counter()
         pm = privacy_map
-        ny, nx = pm.shape
-        hx, hy = pm.cell_size
-        keps = (1.0 - marr) * np.asarray(pm.epsilon_crs)
-        # padding (cells), from the smallest epsilon on the border
-        border = np.concatenate([keps[0], keps[-1], keps[:, 0], keps[:, -1]])
-        P = int(math.ceil(pad / (float(border.min()) * min(hx, hy))))
-        P = max(P, 2)
-        kp = lower_rate(np.pad(keps, P, mode="edge"), hy, hx, smooth, despeckle, jump)
-        keps = kp[P : P + ny, P : P + nx]
-        NY, NX = kp.shape
-        # outputs: lattice thinned where the noise is wide
-        step = output_levels(kp, hy, hx, output_spacing, max_step)
-        ii, jj = np.mgrid[0:NY, 0:NX]
-        sel = (ii % step == 0) & (jj % step == 0)
-        oi, oj = np.nonzero(sel)
-        ostep = step[oi, oj]
-        M = len(oi)
-        # apex smoothing A_y (travel-time units) where outputs are thinned; a lattice of spacing 1
-        # coincides with the inputs, where the cone needs no smoothing
-        apex_t = np.where(ostep > 1, apex * ostep * math.sqrt(hx * hy) * kp[oi, oj], 0.0)
+        layout = _layout(pm, opts)
         timings["prepare_s"] = time.perf_counter() - t_start
-        t0 = time.perf_counter()
-        cT = math.exp(-cap)
-        # what the normaliser may use on each edge: the allowed loss minus the kernels' own
-        # Lipschitz bound there (at least margin * allowed; more where the map was lowered)
-        budget = [np.maximum(al - kw, 1e-300) for al, kw in zip(grid_allowed(pm), edge_weights(keps, hy, hx))]
-        threads = max(1, int(n_jobs))
-        problem = (kp, (ny, nx), (hy, hx), P, oi, oj, apex_t, float(cap), solver, int(n_jobs), progress, mp_context)
-        graph_bits = GRAPH_BITS if solver == "graph" else None  # exact path sums: rows = columns bit for bit
-        extremes = rowsum = None
-        if kernels == "held":
-            # with verify, the workers also take the kernels' part of the check (verification.verify)
-            S, colmass, sweeps, extremes = compute_kernels(*problem, extremes=bool(verify), graph_bits=graph_bits)
-            timings["kernels_s"] = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            w, iters, history, s = solve_weights(
-                S, cT, ostep, colmass, pm, budget, max_iter, threads=threads, solve_cap=solve_cap
-            )
-            nnz = S.nnz
-            if s is None:  # exact, float64, added as the on-demand pass adds them (same normaliser, same id)
-                s = S.row_sums(w, ny, nx) + cT * float(w.sum())
-            indptr, indices, kernel = S.to_csr(release=True, threads=threads)  # each column block freed once placed
-            del S
-        else:
-            # on demand: the weight solve holds the kernels truncated at solve_cap only (the
-            # same truncation solve_weights makes); a second pass computes the exact normaliser
-            # (and the kernels' part of the check) without holding any entry
-            truncate = np.float32(math.exp(-solve_cap) - cT) if solve_cap is not None and solve_cap < cap else None
-            first = kernel_pass(*_staged(problem, 0.0, 0.4), truncate=truncate, graph_bits=graph_bits)
-            colmass, sweeps = first.colmass, first.sweeps
-            timings["kernels_s"] = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            St = first.columns
-            w, iters, history, _ = solve_weights(
-                St, cT, ostep, colmass, pm, budget, max_iter, threads=threads, solve_cap=None
-            )
-            timings["weights_s"] = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            # the kernels' extremes do not depend on the weights: computed in this pass only
-            second = kernel_pass(
-                *_staged(problem, 0.4, 0.8),
-                extremes="track" if verify else False,
-                weights=w,
-                hold=False,
-                graph_bits=graph_bits,
-            )
-            timings["normaliser_pass_s"] = time.perf_counter() - t0
-            nnz, extremes, rowsum = second.nnz, second.extremes, second.rowsum
-            del second
-            s = rowsum + cT * float(w.sum())
-            rel = relative_share(s, pm, budget)
-            history.append((iters, rel))
-            # where a held build would polish the weights on the full kernels (exact share >= 0.97),
-            # iterate on the truncated ones with the dropped tail's part of the normaliser frozen at
-            # its exact value, then measure exactly again (one pass each); keep the better weights
-            for k in range(ON_DEMAND_REFINES if rel >= 0.97 else 0):
-                t0 = time.perf_counter()
-                tail = s - kernel_products(St, cT, w, threads)
-                w2, it2, hist2 = refine_weights(
-                    St, cT, w, ostep.astype(float) ** 2 / colmass, tail, pm, budget, max_iter, threads
-                )
-                lo = 0.8 + 0.2 * k / ON_DEMAND_REFINES
-                again = kernel_pass(
-                    *_staged(problem, lo, lo + 0.2 / ON_DEMAND_REFINES), weights=w2, hold=False, graph_bits=graph_bits
-                )
-                s2 = again.rowsum + cT * float(w2.sum())
-                rel2 = relative_share(s2, pm, budget)
-                history.extend((iters + i, sh) for i, sh in hist2)
-                iters += it2
-                history.append((iters, rel2))
-                timings["refine_s"] = timings.get("refine_s", 0.0) + time.perf_counter() - t0
-                if rel2 >= rel:
-                    break
-                w, s, rowsum, rel = w2, s2, again.rowsum, rel2
-                if rel < 0.97:
-                    break
-            del first, St
-            t0 = time.perf_counter()
-            indptr = indices = kernel = None
-        rel = relative_share(s, pm, budget)
-        rough = max_normaliser_share(s, pm)
-        timings["weights_s" if kernels == "held" else "normaliser_s"] = time.perf_counter() - t0
-        if kernels != "held" and callable(progress):
-            progress(1.0, 1.0)  # the refinement passes, if any, had the last fifth
-        if rel >= 1.0:
-            raise InfeasibleMechanismError(
-                f"The weights could not make the normaliser flat enough: somewhere it needs {rel:.2f} times the share of "
-                f"the privacy loss left to it (margin up to {float(np.max(marr)):g}). Raise margin (e.g. margin={min(0.5, 2 * float(np.max(marr))):g}), "
-                f"smooth the map (smooth=0.5), use finer outputs (output_spacing={output_spacing / 2:g} or max_step=1), "
-                f"or pad more (pad={2 * pad:g})."
-                + (
-                    " With kernels='on_demand' the weights are solved on the kernels truncated at solve_cap only: "
-                    "kernels='held' (if they fit in memory) polishes them on the full kernels, or raise solve_cap "
-                    f"(now {solve_cap:g}; more memory)."
-                    if kernels == "on_demand" and solve_cap is not None
-                    else ""
-                )
-            )
-        params = {
-            "margin": float(marr) if marr.ndim == 0 else {"min": float(marr.min()), "max": float(marr.max())},
-            "margin_rule": margin_rule,
-            "smooth": smooth,
-            "despeckle": despeckle,
-            "jump": jump,
-            "cap": float(cap),
-            "output_spacing": output_spacing,
-            "max_step": max_step,
-            "solve_cap": solve_cap,
-            "pad": pad,
-            "pad_cells": P,
-            "apex": apex,
-            "n_outputs": M,
-            "nnz": int(nnz),
-            "weight_iterations": iters,
-            "normaliser_budget_used": rel,
-            "cap_mass_max": float(cT * w.sum() / s.min()),
-            "normaliser_share": rough,
-            "weight_history": history,
-            "repair_sweeps_mean": sweeps / max(M, 1),
-            "solver": solver,
-            "graph_bits": graph_bits,
-        }
+        solved = (_solve_held if opts.kernels == "held" else _solve_on_demand)(pm, layout, opts, timings)
+        _check_feasible(solved, opts)
+        params = _build_params(opts, layout, solved)
+        pr = layout.problem
+        indptr, indices, kernel = solved.csr
         mech = cls(
             privacy_map=pm,
-            kernel_epsilon=keps,
-            output_ij=np.column_stack([oi - P, oj - P]).astype(np.int64),
-            output_step=ostep.astype(np.int64),
-            weights=w,
+            kernel_epsilon=layout.keps,
+            output_ij=np.column_stack([pr.oi - pr.P, pr.oj - pr.P]).astype(np.int64),
+            output_step=layout.ostep.astype(np.int64),
+            weights=solved.w,
             indptr=indptr,
             indices=indices,
             kernel=kernel,
-            cap=float(cap),
-            normaliser=s,
+            cap=float(opts.cap),
+            normaliser=solved.s,
             params=params,
-            kernel_rate=kp,
-            output_apex=apex_t,
+            kernel_rate=pr.kp,
+            output_apex=pr.apex_t,
         )
-        object.__setattr__(mech, "_n_jobs", int(n_jobs))  # workers for kernels recomputed on demand
+        object.__setattr__(mech, "_n_jobs", int(opts.n_jobs))  # workers for kernels recomputed on demand
+        mp_context = opts.mp_context
         object.__setattr__(mech, "_mp_context", mp_context if isinstance(mp_context, (str, type(None))) else None)
-        if verify:
-            t0 = time.perf_counter()
-            report = verification.verify(
-                mech, extremes, rowsum=rowsum
-            )  # the kernels' extremes, from the blocks placed above
-            timings["verify_s"] = time.perf_counter() - t0
-            if not report.ok:
-                raise InfeasibleMechanismError(
-                    f"The built mechanism does not meet the privacy map: {report}. Nothing was returned. "
-                    f"Raise margin (now {float(np.max(marr)):g}), smooth the map (smooth=0.5) or use finer outputs (max_step=1)."
-                )
-            object.__setattr__(mech, "report", report)
-            object.__setattr__(mech, "_verification", "full")
+        if opts.verify:
+            _verify_build(mech, solved, opts, timings)
         timings["total_s"] = time.perf_counter() - t_start
         params["timings"] = timings
         return mech

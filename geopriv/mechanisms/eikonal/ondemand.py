@@ -24,11 +24,11 @@ import math
 import numpy as np
 
 from ...exceptions import ParameterError
-from .kernels import kernel_pass, kernel_rows, outputs_reaching, searchable
+from .kernels import KernelProblem, kernel_pass, kernel_rows, outputs_reaching, searchable
 
 
 def problem(mech) -> dict:
-    """The arguments of :func:`.kernels.kernel_pass` that define ``mech``'s kernels (public parameters only)."""
+    """The fields of the :class:`.kernels.KernelProblem` that defines ``mech``'s kernels (public parameters only)."""
     if mech.kernel_rate is None or mech.output_apex is None:
         raise ParameterError(
             "This mechanism does not know its kernel rate map (a full file of an earlier version): "
@@ -49,6 +49,11 @@ def problem(mech) -> dict:
         "solver": mech.params.get("solver", "graph"),
         "graph_bits": mech.params.get("graph_bits"),
     }
+
+
+def kernel_problem(mech) -> KernelProblem:
+    """The :class:`.kernels.KernelProblem` that defines ``mech``'s kernels (:func:`problem`)."""
+    return KernelProblem(**problem(mech))
 
 
 def n_jobs(mech) -> int:
@@ -72,25 +77,17 @@ def graph(mech):
 
 def full_pass(mech, *, extremes=False, weights: bool = True, on_chunk=None, progress=None, mp_context=None):
     """One pass over every kernel column of ``mech`` (:class:`.kernels.KernelPass`, no entries held)."""
-    pr = problem(mech)
+    pr = kernel_problem(mech)
     return kernel_pass(
-        pr["kp"],
-        pr["shape"],
-        pr["cell"],
-        pr["P"],
-        pr["oi"],
-        pr["oj"],
-        pr["apex_t"],
-        pr["cap"],
-        pr["solver"],
-        n_jobs(mech),
-        progress,
-        mp_context if mp_context is not None else _mp_context(mech),
+        pr,
+        n_jobs=n_jobs(mech),
+        progress=progress,
+        mp_context=mp_context if mp_context is not None else _mp_context(mech),
         extremes=extremes,
         weights=np.asarray(mech.weights, np.float64) if weights else None,
         hold=False,
         on_chunk=on_chunk,
-        graph=graph(mech) if pr["solver"] == "graph" else None,
+        graph=graph(mech) if pr.solver == "graph" else None,
     )
 
 
@@ -195,18 +192,9 @@ def rows(mech, nodes, method: str = "auto") -> tuple[np.ndarray, np.ndarray, np.
     keep = np.zeros(n, bool)
     keep[nodes] = True
     r = kernel_pass(
-        pr["kp"],
-        pr["shape"],
-        pr["cell"],
-        pr["P"],
-        pr["oi"],
-        pr["oj"],
-        pr["apex_t"],
-        pr["cap"],
-        pr["solver"],
-        n_jobs(mech),
-        None,
-        _mp_context(mech),
+        KernelProblem(**pr),
+        n_jobs=n_jobs(mech),
+        mp_context=_mp_context(mech),
         outputs=outs,
         keep_rows=keep,
         graph=G,

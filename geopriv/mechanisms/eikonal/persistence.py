@@ -18,6 +18,7 @@ import hmac
 import json
 import math
 import os
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -25,7 +26,7 @@ from ...exceptions import MechanismFileError, OutputError, ParameterError, Param
 from ...io import write_new_file
 from ...privacy_map import PrivacyMap, affine6
 from . import stamps
-from .kernels import compute_kernels
+from .kernels import KernelProblem, compute_kernels
 from .report import NORMALISER_RTOL, TOLERANCE, VerifyReport
 from .verification import check_arrays, exact_normaliser, normaliser_mismatch
 from .verification import verify as verify_mechanism
@@ -175,7 +176,13 @@ def load(
     mp_context=None,
     kernels: str = "auto",
 ):
-    """Read a mechanism file as ``cls`` (:meth:`EikonalMechanism.load`, where the checks are documented)."""
+    """Read a mechanism file as ``cls`` (:meth:`EikonalMechanism.load`, where the checks are documented).
+
+    Three stages: read the file and authenticate it (:func:`_read_file`, :func:`_authenticate`),
+    validate its contents and recompute the kernels a compact file does not store
+    (:func:`_place_kernels`, :func:`_check_contents`), then rebuild the mechanism and verify it,
+    unless this user's stamp vouches for it (:func:`_rebuild`, :func:`_verify_loaded`).
+    """
     if kernels not in LOAD_KERNELS:
         raise ParameterError(
             "kernels must be 'auto' (default: held, or on demand for a file you verified before), "
@@ -186,8 +193,52 @@ def load(
             "verify must be True (default: verify, unless your stamp says this file was verified "
             "before), 'full' (verify in any case) or False."
         )
-    from affine import Affine
+    # reading
+    f = _read_file(path)
+    content = _authenticate(f, key)
+    pm = _stored_map(f)
+    # validating (and recomputing the kernels of a compact file)
+    rep = f.meta.get("report")
+    # a full verification of exactly this content (report included) passed before: this user's stamp
+    trusted = verify != "full" and isinstance(rep, dict) and rep.get("ok") is True and stamps.is_stamped(content)
+    if kernels == "auto":  # a stamped compact file needs no kernel solve at all: its rows when a release needs them
+        kernels = "on_demand" if trusted and f.compact else "held"
+    on_demand = kernels == "on_demand"
+    want_extremes = bool(verify) and not trusted or rep is None
+    extremes = _place_kernels(f, pm, on_demand, want_extremes, n_jobs, progress, mp_context)
+    _check_contents(f, pm, on_demand, privacy_map)
+    # rebuilding
+    mech = _rebuild(cls, f, pm, n_jobs, mp_context)
+    if trusted:
+        _accept_stamped(mech, f, on_demand)
+        return mech
+    _verify_loaded(mech, f, bool(verify), on_demand, extremes, progress, content)
+    return mech
 
+
+@dataclass(frozen=True, eq=False)
+class _StoredFile:
+    """A mechanism file as read (:func:`_read_file`): its path, metadata and arrays, and its layout.
+
+    ``data`` holds the stored arrays; the load adds the kernels it recomputes for a compact file
+    (or None for kernels on demand).
+    """
+
+    path: str
+    meta: dict
+    data: dict
+    compact: bool
+
+
+def _read_file(path) -> _StoredFile:
+    """Read a mechanism file's metadata and arrays, refusing anything that is not a complete file of a known version.
+
+    Raises
+    ------
+    MechanismFileError
+        No file, not a readable ``.npz``, no or unreadable metadata, another format or version,
+        or arrays missing.
+    """
     path = os.fspath(path)
     try:
         with np.load(path, allow_pickle=False) as z:
@@ -221,6 +272,19 @@ def load(
     missing = [k for k in required if k not in data]
     if missing:
         raise MechanismFileError(f"{path!r} lacks {missing}; the file is truncated or corrupt. Rebuild it.")
+    return _StoredFile(path, meta, data, compact)
+
+
+def _authenticate(f: _StoredFile, key) -> str:
+    """Check the file's checksum, and its signature under ``key`` if one is given; returns the content
+    digest a verification stamp binds (:mod:`.stamps`).
+
+    Raises
+    ------
+    MechanismFileError
+        The checksum fails, or a key was given and the file is not signed or its signature fails.
+    """
+    path, meta = f.path, f.meta
     stored = meta.get("sha256")
     signature = meta.get("hmac_sha256")
     check = dict(meta)
@@ -234,7 +298,7 @@ def load(
                 f"{path!r} is not signed, but a key was given: it cannot be authenticated. Load a file saved with "
                 "save(path, key=...), or rebuild and save it with your key."
             )
-    digest, mac, content = digests(data, check, key, content_meta=content_meta(meta))
+    digest, mac, content = digests(f.data, check, key, content_meta=content_meta(meta))
     if stored != digest:
         raise MechanismFileError(
             f"{path!r} fails its checksum: the arrays were changed or corrupted after saving. Rebuild it; do not "
@@ -245,43 +309,54 @@ def load(
             f"{path!r} fails its signature: it was changed after it was signed, or signed with another key. "
             "Do not release with it; rebuild it and save(path, key=...) with your key."
         )
+    return content
+
+
+def _stored_map(f: _StoredFile) -> PrivacyMap:
+    """The privacy map the file stores (its arrays and metadata), refused if invalid."""
+    from affine import Affine
+
     try:
-        crs = meta["crs_wkt"]
-        transform = Affine(*meta["transform"])
-        pm = PrivacyMap(
-            data["map_epsilon"],
+        crs = f.meta["crs_wkt"]
+        transform = Affine(*f.meta["transform"])
+        return PrivacyMap(
+            f.data["map_epsilon"],
             transform,
             crs,
-            data["map_nodata"].astype(bool),
-            data.get("map_population"),
-            meta.get("map_info", {}),
+            f.data["map_nodata"].astype(bool),
+            f.data.get("map_population"),
+            f.meta.get("map_info", {}),
         )
     except Exception as exc:
-        raise MechanismFileError(f"{path!r} holds an invalid privacy map ({exc}). Rebuild it.") from None
-    n = pm.shape[0] * pm.shape[1]
-    extremes = None
-    rep = meta.get("report")
-    # a full verification of exactly this content (report included) passed before: this user's stamp
-    trusted = verify != "full" and isinstance(rep, dict) and rep.get("ok") is True and stamps.is_stamped(content)
-    if kernels == "auto":  # a stamped compact file needs no kernel solve at all: its rows when a release needs them
-        kernels = "on_demand" if trusted and compact else "held"
-    on_demand = kernels == "on_demand"
-    if on_demand and not compact:
+        raise MechanismFileError(f"{f.path!r} holds an invalid privacy map ({exc}). Rebuild it.") from None
+
+
+def _place_kernels(f: _StoredFile, pm: PrivacyMap, on_demand: bool, extremes: bool, n_jobs, progress, mp_context):
+    """The kernels the mechanism will hold, placed into ``f.data``: a full file's own, a compact file's
+    recomputed (:func:`_recompute_kernels`, after :func:`_check_compact`), or none (on demand).
+
+    Returns the recomputed kernels' :class:`~.kernels.LogRatioExtremes` (None unless a compact file's
+    kernels were recomputed with ``extremes``).
+    """
+    if on_demand and not f.compact:
         raise MechanismFileError(
-            f"{path!r} is a full file (kernels stored): kernels='on_demand' needs a compact file. Load it with "
+            f"{f.path!r} is a full file (kernels stored): kernels='on_demand' needs a compact file. Load it with "
             "kernels='held' and save it again with save(path, compact=True), or rebuild it."
         )
-    if compact:
-        _check_compact(path, pm, meta, data)
+    if f.compact:
+        _check_compact(f.path, pm, f.meta, f.data)
     if on_demand:
-        data.update(indptr=None, indices=None, kernel=None)
-    elif compact:
-        data.update(
-            _recompute_kernels(
-                path, pm, meta, data, n_jobs, progress, mp_context, bool(verify) and not trusted or rep is None
-            )
-        )
-        extremes = data.pop("extremes")
+        f.data.update(indptr=None, indices=None, kernel=None)
+    elif f.compact:
+        f.data.update(_recompute_kernels(f, pm, n_jobs, progress, mp_context, extremes))
+        return f.data.pop("extremes")
+    return None
+
+
+def _check_contents(f: _StoredFile, pm: PrivacyMap, on_demand: bool, privacy_map: PrivacyMap | None) -> None:
+    """Refuse arrays of inconsistent sizes, a remap of the wrong shape, or a file built for another map than ``privacy_map``."""
+    path, data = f.path, f.data
+    n = pm.shape[0] * pm.shape[1]
     if len(data["normaliser"]) != n or (
         not on_demand and (len(data["indptr"]) != n + 1 or len(data["indices"]) != len(data["kernel"]))
     ):
@@ -301,20 +376,29 @@ def load(
                 f"{path!r} was built for another privacy map (different epsilon grid, extent or CRS). Load the file "
                 "built for this map, or build one: EikonalMechanism.build(privacy_map).save(path)."
             )
-    report = None
-    if rep is not None:
-        report = VerifyReport(
-            max_ratio=rep["max_ratio"],
-            normaliser_ratio=rep["normaliser_ratio"],
-            worst=rep["worst"],
-            node_ratio=np.zeros(pm.shape),
-            n_nodes=rep["n_nodes"],
-            n_outputs=rep["n_outputs"],
-            n_edges=rep["n_edges"],
-            seconds=rep["seconds"],
-            tolerance=rep.get("tolerance", TOLERANCE),
-            normaliser_mismatch=rep.get("normaliser_mismatch", 0.0),
-        )
+
+
+def _stored_report(rep: dict | None, shape) -> VerifyReport | None:
+    """The verification report the file stores (None if it has none); per-node ratios are not stored."""
+    if rep is None:
+        return None
+    return VerifyReport(
+        max_ratio=rep["max_ratio"],
+        normaliser_ratio=rep["normaliser_ratio"],
+        worst=rep["worst"],
+        node_ratio=np.zeros(shape),
+        n_nodes=rep["n_nodes"],
+        n_outputs=rep["n_outputs"],
+        n_edges=rep["n_edges"],
+        seconds=rep["seconds"],
+        tolerance=rep.get("tolerance", TOLERANCE),
+        normaliser_mismatch=rep.get("normaliser_mismatch", 0.0),
+    )
+
+
+def _rebuild(cls, f: _StoredFile, pm: PrivacyMap, n_jobs: int, mp_context):
+    """The mechanism (``cls``) of the file's arrays and metadata, with the workers for kernels recomputed on demand."""
+    data, meta = f.data, f.meta
     mech = cls(
         privacy_map=pm,
         kernel_epsilon=data["kernel_epsilon"],
@@ -327,7 +411,7 @@ def load(
         cap=float(meta["cap"]),
         normaliser=data["normaliser"],
         params=dict(meta.get("params", {})),
-        report=report,
+        report=_stored_report(meta.get("report"), pm.shape),
         remap_xy=data.get("remap_xy"),
         remap_prior=meta.get("remap_prior"),
         kernel_rate=data.get("kernel_rate"),
@@ -335,21 +419,36 @@ def load(
     )
     object.__setattr__(mech, "_n_jobs", int(n_jobs))  # workers for kernels recomputed on demand
     object.__setattr__(mech, "_mp_context", mp_context if isinstance(mp_context, (str, type(None))) else None)
-    if trusted:
-        # the stamp vouches for the arrays, the normaliser and the stored report (a full verification of this
-        # very content passed); the checks that need no kernel entry are cheap and run anyway
-        try:
-            if on_demand:
-                check_arrays(mech)
-        except MechanismFileError as exc:
-            raise MechanismFileError(f"{path!r}: {exc}") from None
-        object.__setattr__(mech, "_verification", "stamp")
-        return mech
+    return mech
+
+
+def _accept_stamped(mech, f: _StoredFile, on_demand: bool) -> None:
+    """A stamped file: the stamp vouches for the arrays, the normaliser and the stored report (a full
+    verification of this very content passed); the checks that need no kernel entry are cheap and run anyway."""
     try:
-        if verify or report is None:
+        if on_demand:
+            check_arrays(mech)
+    except MechanismFileError as exc:
+        raise MechanismFileError(f"{f.path!r}: {exc}") from None
+    object.__setattr__(mech, "_verification", "stamp")
+
+
+def _verify_loaded(mech, f: _StoredFile, verify: bool, on_demand: bool, extremes, progress, content: str) -> None:
+    """Check the loaded mechanism: its arrays and normaliser always, its guarantee with ``verify`` (or
+    without a stored report); a verification that confirms the stored report stamps the content.
+
+    Raises
+    ------
+    MechanismFileError
+        An array check fails, the normaliser is not the row sums of the weights and kernels, or the
+        verification fails.
+    """
+    path = f.path
+    try:
+        if verify or mech.report is None:
             # checks the arrays, recomputes the normaliser and the ratios (a compact file's kernels
             # part comes from the workers that recomputed the kernels placed into mech)
-            fresh = verify_mechanism(mech, extremes, progress=progress if kernels == "on_demand" else None)
+            fresh = verify_mechanism(mech, extremes, progress=progress if on_demand else None)
             mismatch = fresh.normaliser_mismatch
         else:
             fresh = None
@@ -374,13 +473,13 @@ def load(
             raise MechanismFileError(
                 f"{path!r} does not meet its privacy map on verification: {fresh}. Do not release with it; rebuild it."
             )
+        report = mech.report
         if report is not None and _same_report(report, fresh):
             # the file's stored report is this verification's: remember that this content passed, so the
             # next load (of this very content, by this user) need not verify it again
             stamps.stamp(content)
         object.__setattr__(mech, "report", fresh)
         object.__setattr__(mech, "_verification", "full")
-    return mech
 
 
 def _same_report(stored: VerifyReport, fresh: VerifyReport) -> bool:
@@ -476,31 +575,31 @@ def _check_compact(path, pm: PrivacyMap, meta: dict, data: dict) -> None:
 
 
 def _recompute_kernels(
-    path, pm: PrivacyMap, meta: dict, data: dict, n_jobs: int, progress, mp_context, extremes: bool = True
+    f: _StoredFile, pm: PrivacyMap, n_jobs: int, progress, mp_context, extremes: bool = True
 ) -> dict:
     """Kernels of a compact file (indptr, indices, kernel), recomputed as :meth:`EikonalMechanism.build` computed them,
     and their :class:`~.kernels.LogRatioExtremes` for verification (None unless ``extremes``).
     The file's kernel problem has been checked (:func:`_check_compact`)."""
     ny, nx = pm.shape
+    meta, data = f.meta, f.data
     params = meta.get("params") or {}
     P, solver, cap = params.get("pad_cells"), params.get("solver", "graph"), meta.get("cap")
     kp, apex_t, oij = data["kernel_rate"], data["output_apex"], data["output_ij"]
     hx, hy = pm.cell_size
-    S, _colmass, _sweeps, ext = compute_kernels(
-        np.asarray(kp, np.float64),
-        (ny, nx),
-        (hy, hx),
-        P,
-        oij[:, 0] + P,
-        oij[:, 1] + P,
-        np.asarray(apex_t, np.float64),
-        float(cap),
-        solver,
-        int(n_jobs),
-        progress,
-        mp_context,
-        extremes=extremes,
+    problem = KernelProblem(
+        kp=np.asarray(kp, np.float64),
+        shape=(ny, nx),
+        cell=(hy, hx),
+        P=P,
+        oi=oij[:, 0] + P,
+        oj=oij[:, 1] + P,
+        apex_t=np.asarray(apex_t, np.float64),
+        cap=float(cap),
+        solver=solver,
         graph_bits=params.get("graph_bits"),
+    )
+    S, _colmass, _sweeps, ext = compute_kernels(
+        problem, n_jobs=int(n_jobs), progress=progress, mp_context=mp_context, extremes=extremes
     )
     indptr, indices, kernel = S.to_csr(release=True, threads=max(1, int(n_jobs)))
     return {"indptr": indptr, "indices": indices, "kernel": kernel, "extremes": ext}
