@@ -56,6 +56,15 @@ Distances
   ``method="dense"`` computes the paper's formula with a dense pseudo-inverse: O(N^3) time,
   O(N^2) memory, for checking small graphs.
 
+Over a layer's rows
+-------------------
+:func:`network_distances` is the distance from one row of a GeoDataFrame of people to every row,
+the graph's nodes named by the rows' index labels, their order or their points
+(:func:`layer_network`).  The nodes are put in publication order first (:func:`recipient_order`,
+:func:`in_label_order`), so the distances a graded release publishes
+(:func:`geopriv.diffuse_locations`) are functions of the labels and the edges only, never of
+the rows' order.
+
 Unreachable recipients
 ----------------------
 Nodes not connected to the source have distance ``inf``.  They get NO answer:
@@ -80,6 +89,7 @@ from .exceptions import (
     CRSError,
     EmptyInputError,
     GeometryError,
+    GeoprivError,
     GeoprivWarning,
     NetworkError,
     ParameterError,
@@ -98,6 +108,10 @@ __all__ = [
     "diffuse_over_network",
     "epsilon_of_distance",
     "hop_distance",
+    "in_label_order",
+    "layer_network",
+    "network_distances",
+    "recipient_order",
     "resistance_distance",
 ]
 
@@ -647,6 +661,170 @@ def _inverse_diagonal_spd(a: sp.csc_matrix) -> np.ndarray:
         z[a0] = 1.0 / d[j] - lj @ zj
     diag_permuted = z[ptr[:-1]]
     return diag_permuted[perm]
+
+
+# --------------------------------------------------------------------------------------------
+# distances over a layer's rows (the people of a graded release, named by their index labels)
+# --------------------------------------------------------------------------------------------
+
+#: the network distances a graded release over a layer can be graded by
+DISTANCES = ("hops", "resistance")
+
+
+def recipient_order(labels) -> np.ndarray:
+    """Positions that put ``labels`` in publication order: sorted labels (a function of the labels only).
+
+    Labels that cannot be compared with each other (mixed types) are ordered by type name,
+    then by value within a type (:func:`geopriv.mechanisms.diffusion.typed_label` text).
+
+    Parameters
+    ----------
+    labels : pandas.Index
+
+    Returns
+    -------
+    numpy.ndarray of int
+    """
+    from .mechanisms.diffusion import typed_label
+
+    labels = pd.Index(labels)
+    try:
+        return np.asarray(labels.argsort(kind="stable"))
+    except TypeError:
+        keys = [typed_label(v) for v in labels]
+        return np.array(sorted(range(len(keys)), key=keys.__getitem__), dtype=np.intp)
+
+
+def layer_network(graph, data, tolerance: float = 0.0, weight=None) -> Network:
+    """The network between the rows of ``data`` (a layer of people), from any form :func:`network_distances` takes.
+
+    A sparse matrix's rows are the layer's rows in order, an edge list's ends are its index
+    labels, a GeoDataFrame of lines joins its points; a networkx graph names its own nodes.
+    Nodes that are not rows of the layer are refused here (a sparse matrix of another size,
+    edge ends that are no label); a graph's are refused by :func:`network_distances`.
+    """
+    import geopandas as gpd
+
+    if sp.issparse(graph):
+        if graph.shape[0] != len(data):
+            raise GeoprivError(
+                f"the adjacency matrix is {graph.shape[0]} x {graph.shape[1]} but the layer has {len(data)} rows; its "
+                "rows must be the layer's rows, in order."
+            )
+        return as_network(graph, nodes=data.index, weight=weight)
+    if isinstance(graph, gpd.GeoDataFrame):
+        return as_network(graph, points=data, tolerance=tolerance, weight=weight)
+    if isinstance(graph, (np.ndarray, list, tuple, pd.DataFrame)):
+        ends = graph.iloc[:, :2].to_numpy() if isinstance(graph, pd.DataFrame) else np.asarray(graph, dtype=object)
+        if ends.ndim != 2 or ends.shape[1] != 2:
+            raise GeoprivError("an edge list must have two entries per edge (the row labels of its two ends).")
+        extra = pd.Index(pd.unique(ends.ravel())).difference(data.index)
+        if len(extra):
+            raise GeoprivError(
+                f"{len(extra)} node(s) of the edge list are not rows of the layer: {format_labels(extra)}. Name the "
+                "edges' ends by the layer's index labels (gdf.index), or drop those edges."
+            )
+        return as_network(graph, nodes=data.index, weight=weight)
+    return as_network(graph, weight=weight)
+
+
+def in_label_order(net: Network) -> Network:
+    """``net`` with its nodes in publication order (:func:`recipient_order` of its labels).
+
+    A resistance distance's low-order bits depend on the order of the nodes in the solver; the
+    nodes come in the order of the layer's rows (or of the graph's nodes), which is often spatial
+    and never published.  In label order the distances, and so the published epsilons, their
+    largest value and the lattice step that follows it, are functions of the labels and the edges only.
+    """
+    perm = recipient_order(net.labels)
+    if np.array_equal(perm, np.arange(len(perm))):
+        return net
+    adj = net.adjacency[perm][:, perm].tocsr()
+    adj.sort_indices()
+    return Network(adj, net.labels[perm])
+
+
+def network_distances(data, graph, source, *, distance: str = "hops", tolerance: float = 0.0, weight=None) -> pd.Series:
+    """Network distance from row ``source`` to every row of ``data`` (inf: not connected, or not in the graph).
+
+    Parameters
+    ----------
+    data : GeoDataFrame
+        The people, one row each, named by their index labels.
+    graph : networkx graph, edge list, scipy sparse matrix or GeoDataFrame of lines
+        A networkx graph or an (m, 2) edge list / two-column table of row labels, a scipy
+        sparse adjacency matrix over the rows in order, or a GeoDataFrame of LineStrings between
+        the rows' points (ends matched within ``tolerance`` CRS units).
+    source : hashable
+        The index label of the source row.
+    distance : {"hops", "resistance"}
+        Shortest-path hops, or effective resistance (sparse selected inversion).
+    tolerance : float
+        Matching of line ends to points (line networks only).
+    weight : column label or array, optional
+        Edge weights (conductances); default every edge 1.
+
+    Returns
+    -------
+    pandas.Series
+        ``distance``, indexed like ``data``: hops (a whole number) or ohms of unit resistors.
+
+    Raises
+    ------
+    geopriv.GeoprivError
+        If ``distance`` is unknown, the graph names nodes that are not rows of ``data``, or
+        ``source`` is not a node of the graph.
+
+    See Also
+    --------
+    diffuse_locations : A location released to every row, graded by this distance.
+    hop_distance : Hops from a node of a network.
+    resistance_distance : Effective resistance from a node of a network.
+
+    Notes
+    -----
+    Duplicate edges count differently by input type (:func:`geopriv.network.as_network`), and
+    only for ``"resistance"`` (hops never depend on them):
+
+    * edge list, table or line layer: an edge given twice (also as ``(a, b)`` and ``(b, a)``)
+      is ONE edge of weight 1 without ``weight=``; with ``weight=`` the weights of the copies add
+      up (parallel conductances);
+    * networkx ``MultiGraph``: parallel edges add up, also without ``weight=`` (k parallel edges
+      are one edge of conductance k); a ``Graph`` has no duplicates;
+    * scipy sparse matrix: an entry is the weight; duplicate COO entries add up.
+
+    De-duplicate the input (or give it weights) when this matters for your resistance distances.
+
+    Examples
+    --------
+    Four people (UTM zone 50N, metres) and who knows whom, as an edge list of index labels:
+
+    >>> people = gpd.GeoDataFrame(index=["ann", "bob", "cat", "dan"], crs="EPSG:32650",
+    ...                           geometry=gpd.points_from_xy([500300, 500000, 500900, 500100],
+    ...                                                       [4400100, 4400600, 4400200, 4400000]))
+    >>> edges = [("ann", "bob"), ("bob", "cat"), ("ann", "cat"), ("cat", "dan")]
+    >>> geopriv.network_distances(people, edges, "ann").tolist()
+    [0.0, 1.0, 1.0, 2.0]
+
+    Effective resistance counts the two routes from ann to bob (1 and 2 edges): 2/3.
+
+    >>> geopriv.network_distances(people, edges, "ann", distance="resistance").round(3).tolist()
+    [0.0, 0.667, 0.667, 1.667]
+    """
+    if distance not in DISTANCES:
+        raise GeoprivError(f"distance must be 'hops' or 'resistance', got {distance!r}.")
+    net = layer_network(graph, data, tolerance, weight)
+    extra = net.labels.difference(data.index)
+    if len(extra):
+        raise GeoprivError(
+            f"{len(extra)} node(s) of the graph are not rows of the layer: {format_labels(extra)}. Name the graph's "
+            "nodes by the layer's index labels (gdf.index), or drop those nodes."
+        )
+    if source not in net.labels:
+        net.index_of(source)  # raises, naming the source
+    net = in_label_order(net)
+    d = hop_distance(net, source) if distance == "hops" else resistance_distance(net, source)
+    return d.reindex(data.index, fill_value=np.inf).rename("distance")
 
 
 # --------------------------------------------------------------------------------------------

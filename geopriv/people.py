@@ -1,12 +1,18 @@
-"""Who is who in a network release: people indexed by an id field, and ids read as the people's kind.
+"""Who is who in a network release: people indexed by an id field, ids read as the people's kind, repeated labels.
 
 A graded release over a network (:func:`geopriv.diffuse_locations`) names people by ids: the
-people layer's index, and the two ends of every edge of the public network.  The command line
+people layer's index, and the two ends of every edge of the public network.  The recipients are
+published by those labels, so one label must be one person.  The command line
 (``geopriv diffuse --id-field``) and QGIS (*Diffuse a location over a network*) read them the same
 way, here: whole numbers stay numbers (feature ids, integer fields, whole numbers stored as
 floats), anything else is text without surrounding spaces; an id is never empty and never shared.
 Each front end words where the ids come from (``what``, and what its row labels are); the rules
-are one.
+are one.  The release itself refuses labels that name one person twice (:func:`repeated_people`).
+
+Not to be confused with :mod:`geopriv.budget.persons`, which keys the person a budget store
+charges (the ``person=`` column, or the source's label).  Both ask geopriv's one rule for who
+is who (:func:`geopriv.identity.identities`): this module for the labels a network release
+names and publishes, that one for the keys of lifetime budgets.
 """
 
 from __future__ import annotations
@@ -16,9 +22,9 @@ import math
 import numpy as np
 import pandas as pd
 
-from .exceptions import ParameterError
+from .exceptions import IdentityError, ParameterError
 
-__all__ = ["index_people", "people_ids"]
+__all__ = ["index_people", "people_ids", "repeated_people"]
 
 
 def _labels(index, mask, limit: int = 5) -> str:
@@ -102,3 +108,38 @@ def people_ids(values, labels: pd.Index) -> tuple[np.ndarray, np.ndarray]:
         bad = (num.isna() | (num % 1 != 0)).to_numpy()
         return num.where(~bad, -1).astype("int64").to_numpy(), np.flatnonzero(bad)
     return text.to_numpy(dtype=object), np.flatnonzero((text == "").to_numpy())
+
+
+def repeated_people(labels: pd.Index) -> np.ndarray:
+    """Rows whose label names a person another row's label names too.
+
+    Labels that are person ids (integers, text) are read by geopriv's one rule for who is who
+    (:func:`geopriv.identity.identities`: ``5`` and ``"5"``, or the NFC and NFD forms of a name, are one
+    person); other labels (floats, tuples) by equality.
+
+    Parameters
+    ----------
+    labels : pandas.Index
+        The people's labels (a layer's index).
+
+    Returns
+    -------
+    numpy.ndarray of bool
+        True at every row whose person has another row.
+    """
+    from .identity import identities
+
+    values = np.asarray(labels, dtype=object)
+    ids = np.fromiter(
+        (isinstance(v, (str, int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in values),
+        bool,
+        len(values),
+    )
+    repeated = np.asarray(labels.duplicated(keep=False))  # other labels: equal ones are the repeats
+    if ids.any():
+        try:
+            keys = pd.Index(identities(pd.Index(values[ids], dtype=object), labels[ids], "index label").keys)
+        except IdentityError:  # e.g. blank text: not a person id, compared as it is
+            return repeated
+        repeated[np.flatnonzero(ids)] |= np.asarray(keys.duplicated(keep=False))
+    return repeated

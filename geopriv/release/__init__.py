@@ -14,7 +14,7 @@ from __future__ import annotations
 from ..points import check_coordinates, point_xy
 from .charging import budget_fields, charge_rows
 from .common import CHUNK, answered, assemble, check_release_input, public_area, region_geometry
-from .diffusion import release_diffusion
+from .diffusion import DiffusionPlan, plan_diffusion, release_diffusion
 from .points import ReleasePlan, plan_release, point_charge, release_points
 from .synthetic import SyntheticPlan, plan_synthetic, release_synthetic, synthetic_frame
 from .traces import TracePlan, plan_traces
@@ -29,6 +29,8 @@ __all__ = [
     "synthetic_frame",
     "release_synthetic",
     "release_diffusion",
+    "plan_diffusion",
+    "DiffusionPlan",
     "assemble",
     "answered",
     "budget_fields",
