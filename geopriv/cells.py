@@ -1,4 +1,5 @@
-"""Public cells for private counts: a square grid, H3 hexagons, or public polygons.
+"""Public cells for private counts: a square grid, H3 hexagons, or public polygons (and, for flows,
+the ordered pairs of public regions: :class:`FlowCells`).
 
 Every kind of cells answers the same four questions from public information only:
 
@@ -37,6 +38,7 @@ __all__ = [
     "GridCells",
     "H3Cells",
     "PolygonCells",
+    "FlowCells",
     "make_cells",
     "MAX_CELLS",
     "parse_cells",
@@ -515,6 +517,34 @@ class PolygonCells:
 
     def describe(self) -> dict:
         return {"cells": f"{self.n} public polygons", "n_cells": self.n}
+
+
+@dataclasses.dataclass(frozen=True)
+class FlowCells:
+    """Origin-destination pairs of public regions: leaf ``o * n + d``; the hierarchy is pair, origin, all."""
+
+    regions: PolygonCells
+    names: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return self.regions.n**2
+
+    @property
+    def crs(self):
+        return self.regions.crs
+
+    def keys(self) -> list:
+        m = self.regions.n
+        pair = np.arange(m * m, dtype=np.int64)
+        return [pair, pair // m, np.zeros(m * m, dtype=np.int64)]
+
+    def describe(self) -> dict:
+        return {
+            "cells": f"origin-destination pairs of {self.regions.n} public regions",
+            "regions": self.regions.n,
+            "n_cells": self.n,
+        }
 
 
 def check_polygons_not_from_data(geoms, xy: np.ndarray, what: str) -> None:

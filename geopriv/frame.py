@@ -46,6 +46,16 @@ Every default release is snapped to a lattice fixed by public parameters only
 from the CRS's own origin; in longitude/latitude the rows are multiples of a latitude step
 and each row's longitude step is a public function of its latitude.  The step is converted
 from ground metres with the public scale, never with anything measured at the data.
+
+Checks owned here
+-----------------
+The frame's and the lattice's: the declared area (:func:`declared_bounds`), the region inside
+the public area (:func:`check_region_in_area`), the grid step against the noise
+(:func:`check_grid`) and against the declared area, the lattice's float precision
+(:func:`public_lattice`, :func:`check_noise_above_precision`), and the rows inside the public
+area (:meth:`PublicFrame.check_inside`, :func:`check_area_not_from_data`).  A per-row release
+fixes its frame and lattice in one call, :func:`public_grid`; epsilon itself is checked by
+:mod:`geopriv.precision`, the data by :mod:`geopriv.release.common`.
 """
 
 from __future__ import annotations
@@ -97,6 +107,9 @@ __all__ = [
     "proj_errors",
     "declare_area_fix",
     "REGION_CRS_FIX",
+    "PublicGrid",
+    "public_grid",
+    "check_region_in_area",
 ]
 
 #: Default lattice step in ground metres (smaller when epsilon asks for it, see default_grid).
@@ -958,6 +971,115 @@ def check_noise_above_precision(epsilon_per_m: float, frame: PublicFrame) -> Non
             f"coordinates in {frame.input_crs.name}: the release would be the true location up to rounding. "
             "Use a smaller epsilon."
         )
+
+
+# ---------------------------------------------------------------------------- a release's frame and lattice, together
+@dataclass(frozen=True)
+class PublicGrid:
+    """The frame and the lattice of a release, fixed together by :func:`public_grid` (public information only).
+
+    ``frame``: where the noise is drawn (or, for a mechanism with its own CRS, the frame that
+    fixes the lattice's scale); ``lattice``: the output lattice (None for a continuous
+    release); ``declared``: the declared study area (``bounds=``, else the region's box), or
+    None; ``diameter_m``: its diameter in ground metres when asked for, else None; ``rect``: the
+    rectangle outputs are truncated to (None: none); ``region_area``: the region's box
+    (:func:`declared_bounds` of the region alone), or None.
+    """
+
+    frame: PublicFrame
+    lattice: Lattice | None
+    declared: tuple | None
+    diameter_m: float | None
+    rect: tuple | None
+    region_area: tuple | None = None
+
+
+def check_region_in_area(region_box, area) -> None:
+    """Refuse a region (its bounding box ``region_box`` in the CRS) that extends beyond the public ``area``."""
+    if region_box is None or area is None:
+        return
+    rb, ab = region_box, area
+    if rb[0] < ab[0] or rb[1] < ab[1] or rb[2] > ab[2] or rb[3] > ab[3]:
+        raise ParameterError(
+            "The region extends beyond the public area of the release (the declared study area, or the CRS's area "
+            "of use).",
+            fix=Fix(
+                "region_in_area",
+                python="Clip the region to it, or declare bounds= that hold it.",
+                cli="Clip the --region to it, or declare --bounds that hold it.",
+                qgis="Clip the region to it, or set a 'Public study area' that holds it.",
+            ),
+        )
+
+
+def public_grid(
+    crs,
+    epsilon_per_m: float,
+    *,
+    grid="auto",
+    continuous: bool = False,
+    bounds=None,
+    region=None,
+    region_box=None,
+    frame_bounds=None,
+    max_distortion: float = DEFAULT_MAX_DISTORTION,
+    planar_only: bool = False,
+    diameter: bool = False,
+) -> PublicGrid:
+    """The public frame and lattice of a per-row release in one call, checked in this order (no data involved).
+
+    1. the frame (:func:`public_frame`) over ``frame_bounds`` (default: ``bounds``), and the
+       region (its box ``region_box`` in ``crs``) inside its public area;
+    2. without ``continuous``: the grid step (:func:`check_grid` for ``epsilon_per_m``, the
+       largest epsilon per metre the release uses), not coarser than the declared area (``bounds``,
+       else ``region``'s box), and the lattice (:func:`public_lattice`); with ``continuous``: the
+       noise above the coordinates' float precision (:func:`check_noise_above_precision`);
+    3. the declared area's diameter (``diameter=True``: for the caller's noise-scale warning)
+       and the rectangle outputs are truncated to: the frame's area, or for a projected CRS drawn
+       on the sphere its area of use; none when ``frame_bounds`` were given (a mechanism's own
+       extent only fixes the lattice's scale).
+
+    The finite-precision bound is the mechanism's (it knows its own noise); the caller asks it
+    with the frame and lattice returned here.
+    """
+    crs = as_crs(crs)
+    frame = public_frame(
+        crs,
+        bounds=bounds if frame_bounds is None else frame_bounds,
+        max_distortion=max_distortion,
+        planar_only=planar_only,
+    )
+    check_region_in_area(region_box, frame.area)
+    region_area = declared = sides = lattice = None
+    if region is not None and bounds is None:
+        region_area = declared_bounds(crs, None, region)
+    if not continuous:
+        grid_m = check_grid(grid, epsilon_per_m)
+        declared = declared_bounds(crs, bounds, None) if bounds is not None else region_area
+        if declared is not None:
+            sides = _area_sides_metres(crs, declared)
+            side = float(sides.min())
+            if grid_m > side:
+                raise ParameterError(
+                    f"The grid of {grid_m:g} m is coarser than the declared area (its shorter side is about {side:.3g} m): "
+                    "every release would be the same few nodes. Use a finer grid or a larger area."
+                )
+        lattice = public_lattice(frame, grid_m)
+    else:
+        check_noise_above_precision(epsilon_per_m, frame)
+        declared = declared_bounds(crs, bounds, None) if bounds is not None else region_area
+    diameter_m = None
+    if diameter and declared is not None:
+        sides = _area_sides_metres(crs, declared) if sides is None else sides
+        diameter_m = float(np.hypot(*sides))
+    if region is not None and region_area is None:
+        region_area = declared_bounds(crs, None, region)
+    rect = None
+    if frame_bounds is None:
+        rect = frame.area
+        if rect is None and frame.kind == "spherical" and crs.is_projected:
+            rect = area_of_use_bounds(crs)  # e.g. Web Mercator: keep outputs where the CRS is defined
+    return PublicGrid(frame, lattice, declared, diameter_m, rect, region_area)
 
 
 def clamp_to_area(xy: np.ndarray, rect, lattice: Lattice | None = None) -> np.ndarray:

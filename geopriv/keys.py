@@ -39,6 +39,11 @@ mechanisms use (``random``, ``standard_exponential``, ``standard_gamma`` with in
 ``laplace``), one variate per row per call, plus :meth:`RowStreams.subset` for mechanisms that
 redraw some rows (rejection loops): :func:`rows_of` is what a mechanism calls to stay correct
 with both a Generator and per-row streams.
+
+This module provides the identity primitives (:func:`row_identities`, :func:`identity_digests`,
+:func:`check_unique` over one array of digests); the release checks built on them have one
+owner each: the whole in-memory frame's person ids, :func:`geopriv.release.common.check_unique_persons`;
+a lazy release's, over all its partitions, :mod:`geopriv.distributed.perturb`.
 """
 
 from __future__ import annotations

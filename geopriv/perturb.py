@@ -1,20 +1,22 @@
 """``geopriv.perturb``: release point locations with geo-indistinguishability.
 
 This is the public function behind ``gdf.priv.perturb``: it builds the mechanism from the
-privacy parameters and hands it to the one release path (:mod:`geopriv.release`), which fixes
-the public frame and lattice, draws the noise, snaps it and writes the provenance.
+privacy parameters and the plan of the release kind ``"points"`` (:func:`geopriv.release.plan_release`,
+which fixes the public frame and lattice), then runs it: the plan checks the data, charges a
+budget store, draws the noise, snaps it and writes the provenance, in memory or, for a dask frame,
+through the lazy runner of :mod:`geopriv.distributed.perturb`.
 """
 
 from __future__ import annotations
 
-from .daskhook import dispatches_dask
+from .budget import opens_budget_store
 from .exceptions import ParameterError
 from .frame import DEFAULT_MAX_DISTORTION
 from .mechanisms.base import PointMechanism, check_mechanism
 from .mechanisms.planar_laplace import GeoIndistinguishability
-from .budget import open_store, opens_budget_store
 from .precision import resolve_epsilon
-from .release import release_points
+from .release import plan_release
+from .release.common import plan_crs
 
 __all__ = ["perturb", "resolve_epsilon", "mechanism_for"]
 
@@ -37,7 +39,6 @@ def mechanism_for(epsilon=None, level=None, radius=None, mechanism=None, region=
 
 
 @opens_budget_store
-@dispatches_dask("perturb")
 def perturb(
     data,
     epsilon=None,
@@ -163,24 +164,16 @@ def perturb(
     >>> out = geopriv.perturb(deaths, level=math.log(4), radius=200)   # OS entropy: a real release
     >>> out = deaths.priv.perturb(level=math.log(4), radius=200)       # the same, as the accessor
     """
-    mech = mechanism_for(epsilon, level, radius, mechanism, region)
-    store = open_store(budget_store)
-    if person is not None and store is None:  # the same identity rules as a lazy release, checked on the whole frame
-        from .keys import check_unique, fold_digests, identity_digests, row_identities
-
-        ids, labels = row_identities(data, person)
-        check_unique(fold_digests(*identity_digests(ids, "person id", labels)), labels)
-    return release_points(
-        data,
+    mech = mechanism_for(epsilon, level, radius, mechanism, region)  # the privacy parameters first
+    plan = plan_release(
+        plan_crs(data),
         mech,
-        rng=rng,
         grid=grid,
         continuous=continuous,
         bounds=bounds,
         region=region,
         keep=keep,
         max_distortion=max_distortion,
-        progress=progress,
-        budget_store=store,
         person=person,
     )
+    return plan.run(data, store=budget_store, rng=rng, progress=progress)

@@ -5,6 +5,10 @@ parameter that is not a finite positive number, :func:`check_noise_scale` warns 
 per ground metre gives almost no protection (or almost no utility), and
 :func:`discretisation_epsilon` is the effective epsilon of a release snapped to a lattice
 (Andres et al. 2013, Thm 4.1; Mironov 2012 for why the float output needs a lattice at all).
+
+These checks are owned here, whoever calls them: a mechanism checks its epsilon when it is
+built, a release's plan warns about the noise scale (:func:`check_noise_scale`) once it knows
+its lattice and declared area; the frame and lattice checks are :mod:`geopriv.frame`'s.
 """
 
 from __future__ import annotations

@@ -5,26 +5,27 @@ is close to the people's in the Wasserstein-1 distance (Boedihardjo, Strohmer an
 PTRF 2024; He, Vershynin and Zhu, COLT 2023).  Small W1 means every 1-Lipschitz statistic
 (mean distance to a facility, share within a walking distance, cluster shapes) is preserved
 uniformly.  The mechanism is :class:`~geopriv.mechanisms.private_measure.PrivateMeasure`; this
-module hands it to the one release path (:func:`geopriv.release.release_synthetic`).
+module builds the plan of the release kind ``"synthetic"`` (:func:`geopriv.release.plan_synthetic`)
+and runs it, in memory or, for a dask frame, through the lazy runner of
+:mod:`geopriv.distributed.synthesize`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .daskhook import dispatches_dask
+from .budget import opens_budget_store
 from .exceptions import GeometryError, ParameterError
-from .budget import open_store, opens_budget_store
 from .frame import DEFAULT_MAX_DISTORTION
 from .mechanisms.private_measure import PrivateMeasure
-from .release import release_synthetic
+from .release import plan_synthetic
+from .release.common import plan_crs
 from .rng import make_rng
 
 __all__ = ["synthesize", "synthesize_xy"]
 
 
 @opens_budget_store
-@dispatches_dask("synthesize")
 def synthesize(
     data,
     epsilon,
@@ -129,21 +130,19 @@ def synthesize(
     50
     >>> synth = deaths.priv.synthesize(1.0, bounds=soho)   # the accessor; OS entropy  # doctest: +SKIP
     """
-    mechanism = PrivateMeasure(epsilon, method=method, depth=depth, dim=2)
-    return release_synthetic(
-        data,
+    mechanism = PrivateMeasure(epsilon, method=method, depth=depth, dim=2)  # the privacy parameters first
+    plan = plan_synthetic(
+        plan_crs(data),
         mechanism,
-        rng=rng,
         n=n,
         bounds=bounds,
         region=region,
         grid=grid,
         placement=placement,
         max_distortion=max_distortion,
-        progress=progress,
-        budget_store=open_store(budget_store),
         person=person,
     )
+    return plan.run(data, store=budget_store, rng=rng, progress=progress)
 
 
 def synthesize_xy(

@@ -109,19 +109,18 @@ def register_accessor() -> None:
 def _register_lazy() -> None:
     """Register the lazy release functions with the core's dispatcher (geopriv.daskhook.lazy)."""
     from ..daskhook import register_lazy
-    from .aggregate import aggregate_dask, flows_dask, heatmap_dask
-    from .perturb import perturb_dask
-    from .synthesize import synthesize_dask
+    from .aggregate import run_counts, run_flows
+    from .perturb import run_points_lazy
+    from .synthesize import run_synthetic_lazy
     from ..release.base import lazy_kind
     from .traces import run_traces_lazy, trace_ledger_dask
 
-    register_lazy("perturb", perturb_dask)
-    register_lazy("synthesize", synthesize_dask)
+    register_lazy(lazy_kind("points"), run_points_lazy)  # a point plan's run on dask (perturb)
+    register_lazy(lazy_kind("synthetic"), run_synthetic_lazy)  # a synthetic plan's run on dask (synthesize)
     register_lazy(lazy_kind("traces"), run_traces_lazy)  # a trace plan's run on dask
     register_lazy("trace_ledger", trace_ledger_dask)
-    register_lazy("aggregate", aggregate_dask)  # eager: counts per partition, one noise draw on the driver
-    register_lazy("heatmap", heatmap_dask)
-    register_lazy("flows", flows_dask)
+    register_lazy(lazy_kind("counts"), run_counts)  # eager: counts per partition, one noise draw on the driver
+    register_lazy(lazy_kind("flows"), run_flows)
 
 
 _register_lazy()

@@ -1,8 +1,11 @@
 """``aggregate``, ``heatmap`` and ``flows`` on dask-geopandas: the in-memory plan, counted per partition.
 
-The same release as in memory (:mod:`geopriv.counting`: ``plan_counts`` / ``plan_flows``, the rows
+The same release as in memory (:mod:`geopriv.release.counts`: ``plan_counts`` / ``plan_flows``, the rows
 located in the public cells, their counts, ``release_counts``), with the data read partition by
-partition.  These calls are **eager**: they read the data, charge the budget store, draw the noise
+partition.  :func:`run_counts` and :func:`run_flows` are the plans' lazy runners (registered by
+:mod:`geopriv.distributed` under their plan's kind): each runs the pass over the partitions and
+hands its result to :func:`geopriv.release.counts.publish`, the orchestration the in-memory run
+uses too (the charge, the noise, the record, the warning, the output).  These calls are **eager**: they read the data, charge the budget store, draw the noise
 once on the driver and return an in-memory result (the cells are public and few): a GeoDataFrame of
 cells, a :class:`~geopriv.Heatmap`, a GeoDataFrame of flows.  There is no lazy result, so nothing
 can be recomputed into a second release, and no secret is left in a graph after the call.
@@ -16,7 +19,7 @@ How the plan runs on partitions
   label, in the partition that holds them); its partial counts are ``np.bincount`` of the cell ids
   (``minlength`` = the number of cells); the few points it holds on the public lines and corners
   that the "area computed from the data" check looks at (:func:`area_witnesses`), on which the
-  driver then runs that check, :func:`geopriv.counting.check_area_public`, for all the data at once;
+  driver then runs that check, :func:`geopriv.release.counts.check_area_public`, for all the data at once;
   with ``user=`` (or the index labels, with a budget store and no ``user=``, as in memory), every
   person's number of counted rows (keyed by :func:`person_digests`).  Memory: a partition, the
   cells, and (with ``user=``) the persons.  Data without rows are released, as in memory.
@@ -39,7 +42,7 @@ How the plan runs on partitions
   the release is the in-memory one exactly.  The provenance record is the in-memory one.
 * ``flows`` of trajectory points: a trip's rows may lie in several partitions.  Each partition
   sends, per trip, its first row and its earliest and latest rows (picked by
-  :func:`geopriv.counting.trip_ends`, the in-memory rule); on these candidates, in partition then
+  :func:`geopriv.release.counts.trip_ends`, the in-memory rule); on these candidates, in partition then
   row order, the driver runs ``trip_ends`` again: the ends and the order of the trips are those of
   the concatenated frame in memory.  The driver then holds at most three rows per trip and
   partition, and bounds and counts the trips exactly as in memory (the same generator: a seeded
@@ -54,25 +57,26 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from ..counting import (
-    OUTSIDE_FIX,
-    bounded_person,
-    check_flows_store,
-    flows_frame,
-    heatmap_layout,
-    check_area_public,
-    check_epsilon,
-    locate_rows,
-    person_codes,
-    plan_counts,
-    plan_flows,
-    release_counts,
-    warn_if_swamped,
-)
-from ..exceptions import GeometryError, GeoprivError, ParameterError, StaleReleaseError
+from ..exceptions import GeoprivError, StaleReleaseError
 from ..identity import identities
+from ..release.counts import (
+    Counted,
+    bounded_counts,
+    check_area_public,
+    check_lines,
+    check_meta,
+    check_plan_crs,
+    check_trip_columns,
+    locate_rows,
+    meta_crs,
+    person_codes,
+    publish,
+    refuse_mixed_trips,
+    trip_cells,
+    trip_ends,
+)
 
-__all__ = ["aggregate_dask", "heatmap_dask", "flows_dask", "person_digests", "dask_counts"]
+__all__ = ["aggregate_dask", "heatmap_dask", "flows_dask", "run_counts", "run_flows", "person_digests", "dask_counts"]
 
 #: the purpose of the keyed digests binding pass 2 to pass 1 (geopriv.keys)
 DIGEST_PURPOSE = "aggregate-bind"
@@ -241,46 +245,29 @@ class _PointRows:
 class _LineRows:
     """flows of one LineString per trip: every row is a trip counted in its (origin, destination) pair."""
 
-    def __init__(self, plan, outside):
-        self.plan, self.outside = plan, outside
+    def __init__(self, plan):
+        self.plan = plan
 
     @property
     def n(self) -> int:
         return self.plan.cells.n
 
     def cells(self, part, witnesses: bool = True):
-        import shapely
-
-        from ..counting import trip_ends
         from ..points import check_no_other_geometries
 
         check_no_other_geometries(part)
         geoms = part.geometry
         labels = geoms.index
-        kinds = shapely.get_type_id(geoms.values)
-        bad = (kinds != 1) | shapely.is_empty(geoms.values)
-        if bad.any():
-            raise GeometryError(
-                "are not LineStrings (give one line per trip, or points with traj_id= and time=)",
-                labels[bad],
-                "Give one LineString per trip, or trajectory points with traj_id= and time=.",
-            )
+        check_lines(geoms)
         o_xy, d_xy, _, trip_ids = trip_ends(part, geoms, None, None, None, labels)
         seen = area_witnesses(self.plan, np.concatenate([o_xy, d_xy])) if witnesses else None
-        regions = self.plan.cells.regions
-        o, d = regions.locate(o_xy), regions.locate(d_xy)
-        out = (o < 0) | (d < 0)
-        if out.any() and self.outside == "refuse":
-            raise GeometryError(
-                "start or end outside every region", pd.Index(trip_ids[out]), OUTSIDE_FIX, what="trip(s)"
-            )
-        return np.where(out, -1, o * regions.n + d).astype(np.int64), labels, seen
+        return trip_cells(self.plan, o_xy, d_xy, trip_ids).astype(np.int64), labels, seen
 
 
 def area_witnesses(plan, xy: np.ndarray) -> np.ndarray:
     """The points of ``xy`` that the "area computed from the data" check can depend on (a superset of them).
 
-    :func:`geopriv.counting.check_area_public` looks at the points lying on an edge of a public
+    :func:`geopriv.release.counts.check_area_public` looks at the points lying on an edge of a public
     rectangle (the declared bounds, a region's box, the polygons' extent: ``touched_edges``) and at
     the points lying on a public polygon's corners or centres (cells, a region, flow regions), to
     about 1e-9 of the area's size.  This keeps every point within 1e-6 of that size of those lines
@@ -290,8 +277,7 @@ def area_witnesses(plan, xy: np.ndarray) -> np.ndarray:
     """
     import shapely
 
-    from ..cells import PolygonCells
-    from ..counting import FlowCells
+    from ..cells import FlowCells, PolygonCells
 
     if not len(xy):
         return np.zeros((0, 2))
@@ -495,28 +481,6 @@ def _root(rng, gen):
 
 
 # ----------------------------------------------------------------------------- the release
-def _meta_crs(meta):
-    from ..exceptions import MissingCRSError
-
-    crs = getattr(meta, "crs", None)
-    if crs is None:
-        raise MissingCRSError("The dask GeoDataFrame")
-    return crs
-
-
-def _once_each(pk):
-    """The persons of :func:`geopriv.distributed.budget.merge_persons`, each charged once (user level)."""
-    from ..budget import PersonKeys
-
-    return PersonKeys(
-        pk.keys,
-        np.ones(len(pk.keys), np.int64),
-        np.arange(len(pk.keys)),
-        label_keys=pk.label_keys,
-        label_text=pk.label_text,
-    )
-
-
 def _check_charge_column(meta, store, column) -> None:
     if store is not None and column is not None and (not hasattr(meta, "columns") or column not in meta.columns):
         from ..budget import PERSON_FIX
@@ -524,113 +488,44 @@ def _check_charge_column(meta, store, column) -> None:
         raise GeoprivError(f"person={column!r} is not a column of the data.", fix=PERSON_FIX)
 
 
-def _noise_once(plan, counts, source, store, persons, epsilon, fields, kind):
-    """Charge every person once (before any noise), draw the noise once: (released counts, record)."""
-    from ..budget import PURE
-    from ..provenance import make_record
-    from ..release.charging import reserve
+def run_counts(plan, data, *, store=None, rng=None, progress=None):
+    """The lazy runner of a count plan (``aggregate``, ``heatmap``): its pass over ALL partitions, then the release.
+
+    Eager (module docstring): the data are read, the budget store charged and the noise drawn once
+    on the driver, by :func:`geopriv.release.counts.publish` as in memory; the cells (or the
+    heatmap) are returned in memory.  ``store``: a :class:`~geopriv.budget.BudgetStore` or its URL
+    (opened on the driver for the call).
+    """
+    from .budget import driver_store
+
+    with driver_store(store) as store:
+        plan = plan.for_store(store)
+        return publish(plan, _point_scan(plan, data, store, rng), store)
+
+
+def _point_scan(plan, data, store, rng) -> Counted:
+    """Pass 1 over ALL partitions, with the persons charged (the in-memory checks against the plan first)."""
+    from ..rng import make_rng
     from .budget import merge_persons
 
-    def gen(true):  # bound to the true counts and the plan, as in memory (geopriv.aggregate._noise)
-        return source.bind(true, params=plan.fields(), purpose="counts").generator
-
-    if store is None:
-        true = counts()
-        released = release_counts(plan, true, gen(true))
-    else:
-        reservation = reserve(
-            store,
-            _once_each(merge_persons(persons)),
-            float(epsilon),
-            unit=PURE,
-            kind=kind,
-            fields=fields,
-            rows=plan.cells.n,
-        )
-        with reservation:
-            true = counts()  # pass 2 if needed: no noise yet, a failure gives the charge back
-            reservation.start()
-            released = release_counts(plan, true, gen(true))
-    record = make_record(fields, seeded=source.seeded, n=plan.cells.n)
-    warn_if_swamped(plan, released)  # points at the caller's line (geopriv.exceptions.caller_stacklevel)
-    return released, record
-
-
-def _cell_release(
-    data,
-    epsilon,
-    *,
-    cells,
-    user,
-    max_per_user,
-    bounds,
-    region,
-    levels,
-    nonnegative,
-    suppress,
-    rng,
-    store,
-    person,
-    kind,
-    extra=None,
-):
-    """(plan, released counts, record): the in-memory ``_release`` of geopriv.aggregate, on partitions."""
-    from ..budget import PURE
-    from ..release import budget_fields
-    from ..rng import make_rng
-
-    from ..aggregate import INDEX_PERSONS
-
-    epsilon = check_epsilon(epsilon)
-    user = bounded_person(user, person)
     meta = data._meta
-    crs = _meta_crs(meta)
-    _check_schema(meta, bounds, region)
-    by_index = store is not None and user is None  # the index labels are the persons charged: bound them too
-    plan = plan_counts(
-        crs,
-        epsilon,
-        cells=cells,
-        max_per_user=max_per_user,
-        user=INDEX_PERSONS if by_index else user,
-        bounds=bounds,
-        region=region,
-        levels=levels,
-        nonnegative=nonnegative,
-        suppress=suppress,
-    )
+    check_plan_crs(plan, meta_crs(meta))
+    check_meta(meta, plan.bounds, plan.region)
+    user = None if plan.by_index else plan.user
     if user is not None:
         person_codes(meta, user, meta.index)  # a column of the data (no row is read)
     _check_charge_column(meta, store, user)
     source = make_rng(rng)
     counts, persons = _count(
         data,
-        _PointRows(plan, bounds, region),
+        _PointRows(plan, plan.bounds, plan.region),
         plan.mechanism.sensitivity,
-        INDEX if by_index else user,
+        INDEX if plan.by_index else user,
         _root(rng, source.generator),
         user,
         store is not None,
     )
-    fields = plan.fields()
-    fields.update(extra or {})
-    if store is not None:
-        fields.update(budget_fields(store, PURE, epsilon))
-    released, record = _noise_once(plan, counts, source, store, persons, epsilon, fields, kind)
-    return plan, released, record
-
-
-def _check_schema(meta, bounds, region) -> None:
-    """The in-memory input checks on the empty meta (geometry type, CRS, bounds in its units): no row is read."""
-    from ..exceptions import EmptyInputError
-    from ..points import check_coordinates
-    from ..release import check_release_input
-
-    try:
-        check_release_input(meta, bounds=bounds, region=region, attributes=False)
-    except EmptyInputError:
-        pass
-    check_coordinates(np.empty((0, 2)), _meta_crs(meta), pd.Index([]), bounds=bounds)
+    return Counted(counts, source, merge_persons(persons, once=True) if store is not None else None)
 
 
 def aggregate_dask(
@@ -657,27 +552,10 @@ def aggregate_dask(
     ``budget_store``: every person is charged ``epsilon`` once, on the driver, before the noise;
     the persons are counted over all partitions in the first pass.
     """
-    from ..aggregate import cells_frame
-    from .budget import driver_store
+    arguments = dict(locals())  # the public signature's (tests/test_distributed.py): its plan, run by run_counts
+    from ..aggregate import aggregate
 
-    with driver_store(budget_store) as store:
-        plan, released, record = _cell_release(
-            data,
-            epsilon,
-            cells=cells,
-            user=user,
-            max_per_user=max_per_user,
-            bounds=bounds,
-            region=region,
-            levels=levels,
-            nonnegative=nonnegative,
-            suppress=suppress,
-            rng=rng,
-            store=store,
-            person=person,
-            kind="aggregate",
-        )
-    return cells_frame(plan, released, record)
+    return aggregate(**arguments)
 
 
 def heatmap_dask(
@@ -701,39 +579,12 @@ def heatmap_dask(
     """:func:`geopriv.heatmap` of a dask-geopandas frame: the grid release of :func:`aggregate_dask` as a raster.
 
     Eager, in-memory :class:`~geopriv.Heatmap` (written to ``path`` when given).  ``values`` and
-    ``path`` are checked by :func:`geopriv.heatmap` before it dispatches here.
+    ``path`` are checked by :func:`geopriv.release.counts.plan_heatmap` before any partition is read.
     """
-    from .budget import driver_store
+    arguments = dict(locals())  # the public signature's: its plan, run by run_counts
+    from ..aggregate import heatmap
 
-    with driver_store(budget_store) as store:
-        plan, released, record = _cell_release(
-            data,
-            epsilon,
-            cells=resolution,
-            user=user,
-            max_per_user=max_per_user,
-            bounds=bounds,
-            region=region,
-            levels=levels,
-            nonnegative=nonnegative,
-            suppress=None,
-            rng=rng,
-            store=store,
-            person=person,
-            kind="heatmap",
-            extra={"values": values},
-        )
-    return _heatmap(plan, released, record, values, path, overwrite)
-
-
-def _heatmap(plan, released, record, values, path, overwrite):
-    from ..aggregate import Heatmap
-
-    out, err, unit = heatmap_layout(plan, released, values)
-    result = Heatmap(out, err, plan.cells.transform(), plan.cells.crs, record, unit)
-    if path is not None:
-        result.to_raster(path, overwrite=overwrite)
-    return result
+    return heatmap(**arguments)
 
 
 # ----------------------------------------------------------------------------- flows
@@ -761,117 +612,49 @@ def flows_dask(
     one row per trip.  One LineString per trip: counted per partition like :func:`aggregate_dask`.
     Returns the flows as an in-memory GeoDataFrame.
     """
+    arguments = dict(locals())  # the public signature's: its plan, run by run_flows
+    from ..aggregate import flows
+
+    return flows(**arguments)
+
+
+def run_flows(plan, data, *, store=None, rng=None, progress=None):
+    """The lazy runner of a flow plan: the trips over ALL partitions, then the release (eager, as :func:`run_counts`)."""
     from .budget import driver_store
 
-    with driver_store(budget_store) as store:
-        return _flows(
-            data,
-            epsilon,
-            regions=regions,
-            traj_id=traj_id,
-            time=time,
-            user=user,
-            max_per_user=max_per_user,
-            region_id=region_id,
-            outside=outside,
-            levels=levels,
-            nonnegative=nonnegative,
-            rng=rng,
-            store=store,
-            person=person,
-        )
+    with driver_store(store) as store:
+        plan = plan.for_store(store)
+        return publish(plan, _trip_scan(plan, data, store, rng), store)
 
 
-def _flows(
-    data,
-    epsilon,
-    *,
-    regions,
-    traj_id,
-    time,
-    user,
-    max_per_user,
-    region_id,
-    outside,
-    levels,
-    nonnegative,
-    rng,
-    store,
-    person,
-):
-    from ..budget import PURE
-    from ..release import budget_fields
+def _trip_scan(plan, data, store, rng) -> Counted:
+    """The trips' cells over ALL partitions, with the persons charged (the in-memory checks against the plan first)."""
     from ..rng import make_rng
+    from .budget import merge_persons
 
-    epsilon = check_epsilon(epsilon)
-    user = bounded_person(user, person)
-    check_flows_store(store, user)
-    if outside not in ("refuse", "drop"):
-        raise ParameterError(f"outside must be 'refuse' or 'drop', got {outside!r}.")
     meta = data._meta
-    crs = _meta_crs(meta)
-    if traj_id is not None:
-        for col in (traj_id, time):
-            if col is None or not hasattr(meta, "columns") or col not in meta.columns:
-                raise ParameterError(f"{col!r} is not a column of the data (flows need traj_id= and time= columns).")
-    plan = plan_flows(
-        crs,
-        epsilon,
-        regions=regions,
-        region_id=region_id,
-        max_per_user=max_per_user,
-        user=user,
-        levels=levels,
-        nonnegative=nonnegative,
-    )
-    if user is not None:
-        person_codes(meta, user, meta.index)  # a column of the data (no row is read)
+    check_plan_crs(plan, meta_crs(meta))
+    check_trip_columns(meta, plan.traj_id, plan.time)
+    if plan.user is not None:
+        person_codes(meta, plan.user, meta.index)  # a column of the data (no row is read)
     source = make_rng(rng)
-    if traj_id is None:
-        counts, persons = _count(
-            data,
-            _LineRows(plan, outside),
-            plan.mechanism.sensitivity,
-            user,
-            _root(rng, source.generator),
-            user,
-            store is not None,
-        )
+    charged = store is not None
+    if plan.traj_id is None:
+        root = _root(rng, source.generator)
+        counts, persons = _count(data, _LineRows(plan), plan.mechanism.sensitivity, plan.user, root, plan.user, charged)
     else:
-        counts, persons = _trip_counts(data, plan, traj_id, time, user, outside, source, user, store is not None)
-    fields = plan.fields()
-    fields.update(
-        {
-            "traj_id": None if traj_id is None else str(traj_id),
-            "time": None if time is None else str(time),
-            "trip_rule": "first and last row of each trip by time"
-            if traj_id is not None
-            else "first and last vertex of each line",
-            "outside": outside,
-        }
-    )
-    if store is not None:
-        fields.update(budget_fields(store, PURE, epsilon))
-    released, record = _noise_once(plan, counts, source, store, persons, epsilon, fields, "flows")
-    return _flows_frame(plan, released, record)
-
-
-def _flows_frame(plan, released, record):
-    # TODO(refactor): the output of geopriv.flows, copied until it is factored out there (one function taking
-    # (plan, released, record)); tests/test_distributed_aggregate.py checks the two agree exactly
-
-    return flows_frame(plan, released, record)
+        counts, persons = _trip_counts(data, plan, source, charged)
+    return Counted(counts, source, merge_persons(persons, once=True) if charged else None)
 
 
 def _trip_rows(part, number, traj_id, time, user):
     """One partition's candidate ends of trips: per trip, its first row and its earliest and latest rows.
 
-    The rows are validated as in memory, and :func:`geopriv.counting.trip_ends` picks the earliest
+    The rows are validated as in memory, and :func:`geopriv.release.counts.trip_ends` picks the earliest
     and latest rows (its rule: by time, ties to the earlier row; missing ids or times refused by
     label).  Returns (a frame of those rows in row order: trip id, time, x, y, user, partition,
     position; the (trip, user) pairs of the partition, or None).
     """
-    from ..counting import trip_ends
     from ..points import as_geoseries, check_coordinates, check_no_other_geometries, point_xy
 
     if len(part) == 0:
@@ -909,26 +692,26 @@ def _trip_rows(part, number, traj_id, time, user):
     return out, pairs
 
 
-def _trip_counts(data, plan, traj_id, time, user, outside, source, charge, want_persons):
+def _trip_counts(data, plan, source, charged: bool):
     """Trips over ALL partitions, combined on the driver; returns (function giving the bounded counts, persons).
 
     The candidate rows of every partition, in partition then row order, hold each trip's first row and its
-    earliest and latest rows over all the data; :func:`geopriv.counting.trip_ends` on them is the in-memory rule
-    on the concatenated frame: the same ends, the trips in the same order.
+    earliest and latest rows over all the data; :func:`geopriv.release.counts.trip_ends` on them is the in-memory
+    rule on the concatenated frame: the same ends, the trips in the same order, and
+    :func:`geopriv.release.counts.bounded_counts` bounds them with the same generator as in memory.
     """
     import dask
 
-    from ..counting import bound_contributions, count_rows, trip_ends
     from .budget import partition_persons
 
+    traj_id, time, user = plan.traj_id, plan.time, plan.user
     parts = data.to_delayed()
     tasks = [dask.delayed(_trip_rows, pure=True)(p, i, traj_id, time, user) for i, p in enumerate(parts)]
-    if want_persons:
-        tasks += [dask.delayed(partition_persons, pure=True)(p, charge) for p in parts]
+    if charged:
+        tasks += [dask.delayed(partition_persons, pure=True)(p, user) for p in parts]
     computed = dask.compute(*tasks)
     found, persons = computed[: len(parts)], computed[len(parts) :]
     frames = [f[0] for f in found if f[0] is not None]
-    m = plan.cells.regions.n
     if not frames:  # no rows: refused as in memory (points without rows are no trips)
         from ..points import as_geoseries, point_xy
 
@@ -937,30 +720,11 @@ def _trip_counts(data, plan, traj_id, time, user, outside, source, charge, want_
     xy = cands[["x", "y"]].to_numpy()
     o_xy, d_xy, first, trip_ids = trip_ends(cands, None, xy, traj_id, time, cands.index)
     check_area_public(plan, np.concatenate([o_xy, d_xy]))  # regions built on the trips would publish them
-    regions = plan.cells.regions
-    o, d = regions.locate(o_xy), regions.locate(d_xy)
-    out = (o < 0) | (d < 0)
-    if out.any() and outside == "refuse":
-        raise GeometryError("start or end outside every region", pd.Index(trip_ids[out]), OUTSIDE_FIX, what="trip(s)")
+    leaf = trip_cells(plan, o_xy, d_xy, trip_ids)
     codes = None
     if user is not None:
         pairs = pd.concat([f[1] for f in found if f[1] is not None], ignore_index=True).drop_duplicates()
         per_trip = np.bincount(pd.Index(trip_ids).get_indexer(pairs["trip"]), minlength=len(trip_ids))
-        mixed = per_trip > 1
-        if mixed.any():
-            raise GeometryError(
-                "have rows of several users (a trip belongs to one person)",
-                pd.Index(trip_ids[mixed]),
-                "Give each trip one user id.",
-                what="trip(s)",
-            )
+        refuse_mixed_trips(trip_ids, per_trip > 1)
         codes = identities(cands["user"].to_numpy(np.int64)[first], trip_ids).codes()
-    keep_trip = ~out
-    leaf = np.where(keep_trip, o * m + d, -1)
-
-    def counts():  # geopriv.flows' draw: the same generator (bound to the same trips), the trips in the same order
-        kept_codes, kept_leaf = None if codes is None else codes[keep_trip], leaf[keep_trip]
-        gen = source.bind(kept_leaf, kept_codes, purpose="bound").generator
-        return count_rows(plan, kept_leaf, bound_contributions(kept_codes, plan.mechanism.sensitivity, gen))
-
-    return counts, persons
+    return (lambda: bounded_counts(plan, leaf, codes, source)), persons

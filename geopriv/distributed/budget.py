@@ -64,13 +64,15 @@ def partition_persons(part, person):
     return pk.keys, pk.counts, pk.labels
 
 
-def merge_persons(parts):
+def merge_persons(parts, once: bool = False):
     """The persons of the whole release from :func:`partition_persons` of every partition.
 
     A person whose rows are in several partitions is one person with all their rows.  The
     returned :class:`~geopriv.budget.PersonKeys` keeps no row order (the driver never holds the
     rows): its ``inverse`` maps each person to itself, so it is charged with one amount per row
-    (a scalar, multiplied by ``counts``), as the in-memory release charges it.
+    (a scalar, multiplied by ``counts``), as the in-memory release charges it.  ``once``: one row
+    each, so every person is charged the amount once (user level, as
+    :func:`geopriv.budget.persons_of` with ``once=True``).
     """
     from ..budget import PersonKeys
 
@@ -85,7 +87,7 @@ def merge_persons(parts):
         labels.update(p[2])
     return PersonKeys(
         uniq.astype(np.int64, copy=False),
-        total,
+        np.ones(len(uniq), np.int64) if once else total,
         np.arange(len(uniq)),
         label_keys=np.fromiter(labels.keys(), np.int64, len(labels)),
         label_text=list(labels.values()),

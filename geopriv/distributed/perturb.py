@@ -1,10 +1,14 @@
 """``perturb`` on dask-geopandas: the in-memory release plan, with noise keyed by person and content.
 
 The public part of the release (frame, lattice, finite-precision bound, provenance record) is
-:func:`geopriv.release.plan_release`, built once on the client; each partition validates its
-rows and runs the plan's ``draw`` and ``finish`` with per-row streams keyed by (root, the row's
-identity, its coordinates) (:mod:`geopriv.keys`).  Identities are checked unique over the whole
-frame by a reduction that every output partition waits for.
+the plan of the kind ``"points"`` (:func:`geopriv.release.plan_release`), built once on the
+client by :func:`geopriv.perturb`; :func:`run_points_lazy` is its lazy run (registered for the
+kind, :meth:`geopriv.release.base.Executes.run_lazy`): each partition validates its rows and runs
+the plan's ``draw`` and ``finish`` with per-row streams keyed by (root, the row's identity, its
+coordinates) (:mod:`geopriv.keys`).  Identities are checked unique over the whole frame by a
+reduction that every output partition waits for.  What a row costs, the record and what a seed
+is bound to are the plan's own (:meth:`~geopriv.release.ReleasePlan.charged_fields`,
+:meth:`~geopriv.release.ReleasePlan.seed_params`), as in memory.
 
 With a budget store (``budget_store=``), the driver charges every row's person once, when the
 release is built (:mod:`geopriv.distributed.budget`); a person may then have several rows (each is
@@ -17,8 +21,8 @@ import contextlib
 import gc
 
 import numpy as np
-import pandas as pd
 
+from ..budget import PER_METRE
 from ..exceptions import Fix, IdentityError
 from ..frame import DEFAULT_MAX_DISTORTION
 from ..keys import (
@@ -36,7 +40,7 @@ from ..keys import (
 from ..provenance import make_record
 from . import built, root_entropy
 
-__all__ = ["perturb_dask", "release_partition", "partition_checks", "whole_data_checks"]
+__all__ = ["perturb_dask", "run_points_lazy", "release_partition", "partition_checks", "whole_data_checks"]
 
 #: the purpose a perturb release's per-row keys are bound to (see geopriv.keys)
 PURPOSE = "perturb"
@@ -87,17 +91,18 @@ def paused_cyclic_gc():
             gc.enable()
 
 
-def _rows(part, plan, root, keep, bounds, region, person, repeats=False):
+def _rows(part, plan, root, repeats=False):
     """Validate one partition's rows exactly as its release does; its points, identity digests, xy and streams.
 
     ``repeats``: person ids may repeat (a budget store charged every row), but not with the same point.
     """
     from ..release import check_release_input
 
-    geoms, xy = check_release_input(part, keep, bounds, region)  # attributes first: no coordinate reaches a message
+    # attributes first: no coordinate reaches a message; the region's CRS was checked by the plan
+    geoms, xy = check_release_input(part, plan.keep, plan.bounds)
     labels = geoms.index
-    ids, _ = row_identities(part, person, refuse_positions=True)
-    a, b = identity_digests(ids, "person id" if person is not None else "index label", labels)
+    ids, _ = row_identities(part, plan.person, refuse_positions=True)
+    a, b = identity_digests(ids, "person id" if plan.person is not None else "index label", labels)
     if repeats:
         _check_pairs(pair_fingerprints(root, a, b, xy), labels)
     else:
@@ -106,7 +111,7 @@ def _rows(part, plan, root, keep, bounds, region, person, repeats=False):
     return geoms, (a, b), xy, row_streams(root, PURPOSE, (a, b), float_words(xy))
 
 
-def partition_checks(part, plan, root, keep=(), bounds=None, region=None, person=None, areas=(), repeats=False):
+def partition_checks(part, plan, root, areas=(), repeats=False):
     """Build time, one partition: the rows validated, and what binds and checks the whole release.
 
     Returns (folded identity digests, or with ``repeats`` the rows' (identity, point) fingerprints;
@@ -117,7 +122,7 @@ def partition_checks(part, plan, root, keep=(), bounds=None, region=None, person
 
     if len(part) == 0:
         return np.zeros(0, np.uint64), np.zeros((len(areas), 4), bool), (0, 0, 0)
-    _, (a, b), xy, streams = _rows(part, plan, root, keep, bounds, region, person, repeats)
+    _, (a, b), xy, streams = _rows(part, plan, root, repeats)
     touched = np.array([touched_edges(xy, rect) for rect, _ in areas], dtype=bool).reshape(len(areas), 4)
     unique_by = pair_fingerprints(root, a, b, xy) if repeats else fold_digests(a, b)
     return unique_by, touched, streams.digest()
@@ -150,24 +155,10 @@ def whole_data_checks(checks, areas=()) -> np.ndarray:
     return np.unique(allv[1:][allv[1:] == allv[:-1]])
 
 
-def release_partition(
-    part,
-    plan,
-    root,
-    record: dict,
-    keep=(),
-    bounds=None,
-    region=None,
-    person=None,
-    digests=None,
-    partition_info=None,
-    repeats=False,
-):
+def release_partition(part, plan, root, record: dict, digests=None, partition_info=None, repeats=False):
     """One partition's release: the rows validated and checked against the build's digest, then keyed draws."""
     with paused_cyclic_gc():
-        return _release_partition(
-            part, plan, root, record, keep, bounds, region, person, digests, partition_info, repeats
-        )
+        return _release_partition(part, plan, root, record, digests, partition_info, repeats)
 
 
 def check_binding(root, digest, binding, partition_info=None) -> None:
@@ -179,7 +170,7 @@ def check_binding(root, digest, binding, partition_info=None) -> None:
     binding.check(root, digest, None if partition_info is None else partition_info.get("number"))
 
 
-def _release_partition(part, plan, root, record, keep, bounds, region, person, digests, partition_info, repeats):
+def _release_partition(part, plan, root, record, digests, partition_info, repeats):
     from ..release import assemble
 
     if len(part) == 0:
@@ -187,7 +178,7 @@ def _release_partition(part, plan, root, record, keep, bounds, region, person, d
         out = part.copy()
         out.attrs = dict(part.attrs, geopriv=record)
         return out
-    geoms, _, xy, streams = _rows(part, plan, root, keep, bounds, region, person, repeats)
+    geoms, _, xy, streams = _rows(part, plan, root, repeats)
     check_binding(root, streams.digest(), digests, partition_info)
     work = plan.draw(xy, geoms.index, streams)
     out = plan.finish(np.asarray(work, dtype=float))
@@ -238,148 +229,119 @@ def perturb_dask(
     get the same output, which shows that the true points are equal (refused by row label, over
     all partitions).  Without a store ids stay unique: each row is one person.
     """
-    from .budget import driver_store
+    from ..perturb import perturb
 
-    with driver_store(budget_store) as store:
-        return _perturb_dask(
-            data,
-            epsilon,
-            level=level,
-            radius=radius,
-            mechanism=mechanism,
-            rng=rng,
-            grid=grid,
-            continuous=continuous,
-            bounds=bounds,
-            region=region,
-            keep=keep,
-            person=person,
-            max_distortion=max_distortion,
-            store=store,
-        )
-
-
-def _perturb_dask(
-    data,
-    epsilon,
-    *,
-    level,
-    radius,
-    mechanism,
-    rng,
-    grid,
-    continuous,
-    bounds,
-    region,
-    keep,
-    person,
-    max_distortion,
-    store,
-):
-    import dask
-
-    from ..perturb import mechanism_for
-    from ..release import check_release_input, plan_release
-
-    mech = mechanism_for(epsilon, level, radius, mechanism, region)
-    meta = data._meta
-    crs = meta.crs if hasattr(meta, "crs") else None
-    if crs is None:
-        from ..exceptions import MissingCRSError
-
-        raise MissingCRSError("The dask GeoDataFrame")
-    if person is not None and (not hasattr(meta, "columns") or person not in meta.columns):
-        from ..exceptions import GeoprivError
-
-        raise GeoprivError(f"person={person!r} is not a column of the data; name the column of stable person ids.")
-    # validate the schema (columns, geometry type, CRS) on the empty meta: no data is read
-    try:
-        check_release_input(meta, keep, bounds, region)
-    except Exception as exc:
-        from ..exceptions import EmptyInputError
-
-        if not isinstance(exc, EmptyInputError):
-            raise
-    from ..points import check_coordinates
-
-    check_coordinates(np.empty((0, 2)), crs, pd.Index([]), bounds=bounds)  # CRS kind, bounds in its units
-    plan = plan_release(
-        crs,
-        mech,
+    # the same plan as in memory (geopriv.perturb builds it), run by run_points_lazy
+    return perturb(
+        data,
+        epsilon,
+        level=level,
+        radius=radius,
+        mechanism=mechanism,
+        rng=rng,
         grid=grid,
         continuous=continuous,
         bounds=bounds,
         region=region,
         keep=keep,
+        person=person,
         max_distortion=max_distortion,
+        progress=progress,
+        budget_store=budget_store,
     )
-    extra = {}
-    if store is not None:  # what a row costs, as in memory (geopriv.release.point_charge), in the record
-        from ..budget import PER_METRE
-        from ..release import budget_fields, point_charge
 
-        per_row = point_charge(plan)
-        extra = budget_fields(store, PER_METRE, per_row)
-    # a seed is bound to the whole data and the public parameters: it replays only for the same ones
-    root, drawn = root_entropy(rng, data, [repr(person), plan.fields()], PURPOSE)
-    record = make_record(plan.fields(extra), seeded=root.seeded, n=None)
-    repeats = store is not None  # a store charges every row: a person may have several (never at one point)
-    shipped = dask.delayed(plan, pure=True)  # the plan (and a built mechanism in it) goes to each worker once
-    # build time: every row validated once and the whole data checked (ids unique over ALL partitions,
-    # declared bounds= / region= not taken from the data), and each partition's digest recorded: the
-    # release answers exactly these data, and refuses other rows when computed (StaleReleaseError)
-    from ..frame import declared_bounds
 
-    area_frame = plan.frame if mech.frame_policy != "own" else plan.lattice_frame
-    areas = []
-    if area_frame.area_source == "bounds" and (mech.frame_policy != "own" or bounds is not None):
-        areas.append((area_frame.area, "bounds"))
-    if region is not None:
-        areas.append((declared_bounds(crs, None, region), "region"))
-    keep = tuple(keep or ())
+def _check_schema(plan, data) -> None:
+    """The whole-data checks a lazy run makes on the frame's schema (its empty ``_meta``): no row is read."""
+    meta = data._meta
+    if plan.person is not None and (not hasattr(meta, "columns") or plan.person not in meta.columns):
+        from ..exceptions import GeoprivError
+
+        raise GeoprivError(f"person={plan.person!r} is not a column of the data; name the column of stable person ids.")
+    from ..exceptions import EmptyInputError
+    from ..release import check_release_input
+
+    try:  # the schema (geometry columns, type, CRS) on the empty meta
+        check_release_input(meta, plan.keep, plan.bounds)
+    except EmptyInputError:
+        pass
+
+
+def _build_pass(plan, data, root, repeats: bool, charged: bool):
+    """Build time: every row validated once and the whole data checked; (the partitions' checks, their persons).
+
+    Ids unique over ALL partitions (with ``repeats``: no (id, point) pair twice), declared
+    ``bounds=`` / ``region=`` not taken from the data, and each partition's digest recorded: the
+    release answers exactly these data, and refuses other rows when computed
+    (:class:`~geopriv.exceptions.StaleReleaseError`).  ``charged``: each partition's persons and
+    their rows too, in the same pass (:func:`geopriv.distributed.budget.partition_persons`).
+    """
+    import dask
+
+    areas = plan.declared_areas()
     parts = data.to_delayed()
-    tasks = [
-        dask.delayed(partition_checks, pure=True)(p, plan, root, keep, bounds, region, person, tuple(areas), repeats)
-        for p in parts
-    ]
-    if store is not None:  # the charge's persons and rows, in the same pass over ALL partitions
+    tasks = [dask.delayed(partition_checks, pure=True)(p, plan, root, areas, repeats) for p in parts]
+    if charged:
         from .budget import partition_persons
 
-        tasks += [dask.delayed(partition_persons, pure=True)(p, person) for p in parts]
+        tasks += [dask.delayed(partition_persons, pure=True)(p, plan.person) for p in parts]
     computed = dask.compute(*tasks)
     checks, persons = computed[: len(parts)], computed[len(parts) :]
-    duplicates = whole_data_checks(checks, tuple(areas))
+    duplicates = whole_data_checks(checks, areas)
     if len(duplicates):
-        found = [
-            lab
-            for labs in dask.compute(
-                *[dask.delayed(duplicate_labels)(p, person, duplicates, root, repeats) for p in parts]
-            )
-            for lab in labs
-        ]
-        if repeats:
-            raise IdentityError(
-                _SAME_POINT + " (rows in different partitions)", shown_labels(found), _SAME_POINT_FIX, count=len(found)
-            )
+        _refuse_duplicates(parts, plan.person, duplicates, root, repeats)
+    return checks, persons
+
+
+def _refuse_duplicates(parts, person, duplicates, root, repeats: bool) -> None:
+    """Name the rows, over all partitions, whose ids (or (id, point) pairs) another partition repeats."""
+    import dask
+
+    found = [
+        lab
+        for labs in dask.compute(*[dask.delayed(duplicate_labels)(p, person, duplicates, root, repeats) for p in parts])
+        for lab in labs
+    ]
+    if repeats:
         raise IdentityError(
-            "share their person id with rows of other partitions: two rows would answer for the same person",
-            shown_labels(found),
-            "Make the ids unique over the whole data (a person id column: person='<column>').",
-            count=len(found),
+            _SAME_POINT + " (rows in different partitions)", shown_labels(found), _SAME_POINT_FIX, count=len(found)
         )
-    digests = Binding(root, PURPOSE, [c[2] for c in checks])  # sealed: one-way tags, never shown
-    out_meta = meta.copy()
-    out_meta.attrs = dict(meta.attrs, geopriv=record)
-    result = data.map_partitions(
-        release_partition, shipped, root, record, keep, bounds, region, person, digests, repeats=repeats, meta=out_meta
+    raise IdentityError(
+        "share their person id with rows of other partitions: two rows would answer for the same person",
+        shown_labels(found),
+        "Make the ids unique over the whole data (a person id column: person='<column>').",
+        count=len(found),
     )
+
+
+def run_points_lazy(plan, data, *, store=None, rng=None, progress=None):
+    """The lazy run of a point plan (:class:`geopriv.release.ReleasePlan`) on a dask frame: see :func:`perturb_dask`.
+
+    The schema and every row are checked (one pass over the data, with the charge's persons),
+    the store is charged once by the driver (:func:`geopriv.distributed.budget.charge_at_build`)
+    and only then is the lazy release returned, and a caller's generator advanced.  ``progress``
+    is ignored (dask's diagnostics).
+    """
+    import dask
+
+    _check_schema(plan, data)
+    per_row, fields = plan.charged_fields(store)
+    # a seed is bound to the whole data and the public parameters: it replays only for the same ones
+    root, drawn = root_entropy(rng, data, plan.seed_params(), PURPOSE)
+    record = make_record(fields, seeded=root.seeded, n=None)
+    repeats = store is not None  # a store charges every row: a person may have several (never at one point)
+    checks, persons = _build_pass(plan, data, root, repeats, charged=store is not None)
+    digests = Binding(root, PURPOSE, [c[2] for c in checks])  # sealed: one-way tags, never shown
+    out_meta = data._meta.copy()
+    out_meta.attrs = dict(data._meta.attrs, geopriv=record)
+    shipped = dask.delayed(plan, pure=True)  # the plan (and a built mechanism in it) goes to each worker once
+    result = data.map_partitions(release_partition, shipped, root, record, digests, repeats=repeats, meta=out_meta)
     if store is not None:  # the driver's one charge, before the lazy release exists for anyone to compute
-        from ..budget import PER_METRE
         from .budget import charge_at_build, merge_persons
 
         pk = merge_persons(persons)
         charge_at_build(
-            store, pk, per_row, unit=PER_METRE, kind="perturb", fields=plan.fields(extra), rows=int(pk.counts.sum())
+            store, pk, per_row, unit=PER_METRE, kind=plan.release_kind, fields=fields, rows=int(pk.counts.sum())
         )
     built(rng, drawn)  # only now does a caller's generator advance
     return result

@@ -4,7 +4,9 @@ Each partition only validates its rows and counts them per leaf of the public tr
 histogram: no noise, nothing released); the histograms are summed and the mechanism runs once
 on the total, exactly as in memory (:meth:`PrivateMeasure.leaf_counts` with ``counts=``).  So
 the privacy analysis does not depend on the number of partitions.  The tree depth depends on
-the number of people (public here), which the graph counts first.
+the number of people (public here), which the graph counts first.  The plan is the in-memory
+one (:func:`geopriv.release.plan_synthetic`, built by :func:`geopriv.synthesize`);
+:func:`run_synthetic_lazy` is its lazy run, registered for the kind ``"synthetic"``.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from ..provenance import make_record
 from ..rng import release_digest
 from . import built, root_entropy
 
-__all__ = ["synthesize_dask", "partition_checks", "partition_histogram", "central_release"]
+__all__ = ["synthesize_dask", "run_synthetic_lazy", "partition_checks", "partition_histogram", "central_release"]
 
 _HIST_META = pd.DataFrame({"key": pd.Series([], dtype=np.uint64), "count": pd.Series([], dtype=np.int64)})
 
@@ -30,7 +32,7 @@ PURPOSE = "synthesize-bind"  # the key the partitions' digests are bound to (geo
 def _xy(part, plan):
     from ..release import check_release_input
 
-    geoms, xy = check_release_input(part, (), plan.bounds, None, attributes=False)
+    geoms, xy = check_release_input(part, (), plan.bounds, attributes=False)  # the region: checked by the plan
     return geoms, xy
 
 
@@ -97,12 +99,6 @@ def central_release(plan, histograms, root, seeded: bool, like, extra=None):
     return synthetic_frame(like, out, plan.crs, make_record(fields, seeded=seeded, n=plan.n_out))
 
 
-def _plan(crs, mechanism, n_people, kwargs):
-    from ..release import plan_synthetic
-
-    return plan_synthetic(crs, mechanism, int(n_people), **kwargs)
-
-
 def synthesize_dask(
     data,
     epsilon,
@@ -137,93 +133,94 @@ def synthesize_dask(
     naming persons) is raised here: nothing charged, no graph.  Computing the result again
     replays the same synthetic set and charges nothing more; the store never enters the graph.
     """
-    from .budget import driver_store
+    from ..synthesize import synthesize
 
-    with driver_store(budget_store) as store:
-        return _synthesize_dask(
-            data,
-            epsilon,
-            bounds=bounds,
-            region=region,
-            n=n,
-            method=method,
-            depth=depth,
-            placement=placement,
-            grid=grid,
-            rng=rng,
-            max_distortion=max_distortion,
-            store=store,
-            person=person,
-        )
+    # the same plan as in memory (geopriv.synthesize builds it), run by run_synthetic_lazy
+    return synthesize(
+        data,
+        epsilon,
+        bounds=bounds,
+        region=region,
+        n=n,
+        method=method,
+        depth=depth,
+        placement=placement,
+        grid=grid,
+        rng=rng,
+        max_distortion=max_distortion,
+        progress=progress,
+        budget_store=budget_store,
+        person=person,
+    )
 
 
-def _synthesize_dask(
-    data, epsilon, *, bounds, region, n, method, depth, placement, grid, rng, max_distortion, store, person
-):
+def _build_pass(plan, data, root, charged: bool):
+    """Build time: every row validated, the people counted, a declared area checked against ALL the data.
+
+    Returns (each partition's (rows, touched edges, digest), each partition's persons when ``charged``).
+    """
     import dask
-    import dask_geopandas  # noqa: F401  (registers the geopandas backend of dask.dataframe)
 
-    from ..exceptions import MissingCRSError
-    from ..mechanisms.private_measure import PrivateMeasure
-
-    mechanism = PrivateMeasure(epsilon, method=method, depth=depth, dim=2)
-    meta = data._meta
-    crs = getattr(meta, "crs", None)
-    if crs is None:
-        raise MissingCRSError("The dask GeoDataFrame")
-    if store is not None and person is not None and (not hasattr(meta, "columns") or person not in meta.columns):
-        from ..budget import PERSON_FIX
-        from ..exceptions import GeoprivError
-
-        raise GeoprivError(f"person={person!r} is not a column of the data.", fix=PERSON_FIX)
-    kwargs = dict(n=n, bounds=bounds, region=region, grid=grid, placement=placement, max_distortion=max_distortion)
-    probe = _plan(crs, mechanism, 1, kwargs)  # public checks first, before any data is read
-    root, drawn = root_entropy(rng)
-    seeded = root.seeded
-    # build time: every row validated, the number of people counted, a declared area checked against
-    # ALL the data, and each partition's digest recorded (the release answers exactly these data)
     from ..frame import check_area_not_from_data
 
     parts = data.to_delayed()
-    tasks = [dask.delayed(partition_checks, pure=True)(p, probe, root) for p in parts]
-    if store is not None:  # the charge's persons and rows, in the same pass over ALL partitions
+    tasks = [dask.delayed(partition_checks, pure=True)(p, plan, root) for p in parts]
+    if charged:  # the charge's persons and rows, in the same pass over ALL partitions
         from .budget import partition_persons
 
-        tasks += [dask.delayed(partition_persons, pure=True)(p, person) for p in parts]
+        tasks += [dask.delayed(partition_persons, pure=True)(p, plan.person) for p in parts]
     computed = dask.compute(*tasks)
     checks, persons = computed[: len(parts)], computed[len(parts) :]
-    if probe.area_source in ("bounds", "region") and checks:
-        check_area_not_from_data(np.logical_or.reduce([c[1] for c in checks]), probe.area_source)
-    plan = _plan(crs, mechanism, sum(c[0] for c in checks), kwargs)
-    extra = {}
-    if store is not None:  # as in memory (geopriv.release.release_synthetic): epsilon per row, dimensionless
-        from ..budget import PURE
-        from ..release import budget_fields
+    if plan.area_source in ("bounds", "region") and checks:
+        check_area_not_from_data(np.logical_or.reduce([c[1] for c in checks]), plan.area_source)
+    return checks, persons
 
-        per_row = float(plan.fields()["effective_epsilon"])
-        extra = budget_fields(store, PURE, per_row)
+
+def _output_meta(meta, crs):
+    import geopandas as gpd
+
+    if isinstance(meta, gpd.GeoSeries):
+        return gpd.GeoSeries([], crs=crs, name="geometry")
+    return gpd.GeoDataFrame(geometry=gpd.GeoSeries([], crs=crs), crs=crs)
+
+
+def run_synthetic_lazy(plan, data, *, store=None, rng=None, progress=None):
+    """The lazy run of a synthetic plan (:class:`geopriv.release.SyntheticPlan`) on a dask frame: see :func:`synthesize_dask`.
+
+    The plan's public checks at one person first (before any row is read), then the build's
+    pass, the plan for the people counted, the one central release (lazy) and the driver's one
+    charge (:func:`geopriv.distributed.budget.charge_at_build`).  ``progress`` is ignored.
+    """
+    import dask
+    import dask.dataframe as dd
+    import dask_geopandas  # noqa: F401  (registers the geopandas backend of dask.dataframe)
+
+    meta = data._meta
+    if (
+        store is not None
+        and plan.person is not None
+        and (not hasattr(meta, "columns") or plan.person not in meta.columns)
+    ):
+        from ..budget import PERSON_FIX
+        from ..exceptions import GeoprivError
+
+        raise GeoprivError(f"person={plan.person!r} is not a column of the data.", fix=PERSON_FIX)
+    probe = plan.for_people(1)  # public checks first, before any data is read
+    root, drawn = root_entropy(rng)
+    checks, persons = _build_pass(probe, data, root, charged=store is not None)
+    plan = plan.for_people(sum(c[0] for c in checks))
+    per_row, extra = plan.charge(store)  # as in memory (geopriv.release.SyntheticPlan.charge)
     from ..keys import Binding
 
     digests = Binding(root, PURPOSE, [c[2] for c in checks])  # sealed: one-way tags, never shown
     hists = data.map_partitions(partition_histogram, plan, root, digests, meta=_HIST_META).to_delayed()
-    like = meta.iloc[:0]
-    result = dask.delayed(central_release, pure=True)(plan, hists, root, seeded, like, extra)
-    import geopandas as gpd
-
-    out_meta = (
-        gpd.GeoSeries([], crs=crs, name="geometry")
-        if isinstance(meta, gpd.GeoSeries)
-        else gpd.GeoDataFrame(geometry=gpd.GeoSeries([], crs=crs), crs=crs)
-    )
-    import dask.dataframe as dd
-
-    lazy = dd.from_delayed([result], meta=out_meta, verify_meta=False)
+    result = dask.delayed(central_release, pure=True)(plan, hists, root, root.seeded, meta.iloc[:0], extra)
+    lazy = dd.from_delayed([result], meta=_output_meta(meta, plan.crs), verify_meta=False)
     if store is not None:  # the driver's one charge, before the lazy release exists for anyone to compute
         from ..budget import PURE
         from .budget import charge_at_build, merge_persons
 
-        fields = plan.fields()
-        fields.update(extra)
+        fields = {**plan.fields(), **extra}
         charge_at_build(
             store, merge_persons(persons), per_row, unit=PURE, kind="synthesize", fields=fields, rows=plan.n_out
         )

@@ -1,4 +1,19 @@
-"""What every release kind shares: the input checks, the declared area, the pipelined draw and the assembly of the output."""
+"""What every release kind shares: the input checks, the declared area, the pipelined draw and the assembly of the output.
+
+Who checks what (one owner per check):
+
+* a plan (``plan_<kind>``) checks every *parameter* before any row is read: the CRS's kind and
+  declared ``bounds=`` in its units, and that a ``region=`` relates to the data's CRS
+  (:func:`check_release_parameters`, here, called by the plans), then its own parameters; the
+  public frame, lattice and grid-against-area checks are :func:`geopriv.frame.public_grid`'s,
+  epsilon's and the noise scale's :mod:`geopriv.precision`'s;
+* this module checks the *data* against a plan, in the plan's run: :func:`check_release_input`
+  (points, coordinates, other geometries, location-bearing attributes) and
+  :func:`check_unique_persons` (declared person ids; :mod:`geopriv.keys` only provides the
+  digests and the uniqueness test over one array);
+* the frame checks that the rows lie in its public area (:meth:`geopriv.frame.PublicFrame.check_inside`),
+  a mechanism with its own domain checks it itself.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +27,7 @@ from geopandas.array import GeometryArray
 from pyproj import Transformer
 
 from ..crs import as_crs
+from ..daskhook import is_dask
 from ..exceptions import CRSError, MissingCRSError, ParameterError
 from ..frame import (
     REGION_CRS_FIX,
@@ -24,6 +40,7 @@ from ..frame import (
 from ..points import as_geoseries, check_coordinates, check_no_other_geometries, point_xy
 from ..progress import progress_callback
 from ..provenance import attach
+from .base import input_crs
 
 CHUNK = 1_000_000
 COPY_ON_WRITE = int(pd.__version__.split(".")[0]) >= 3
@@ -46,18 +63,60 @@ def check_release_input(data, keep=(), bounds=None, region=None, allow_order=(),
     check_no_other_geometries(data)
     xy = point_xy(geoms)
     check_coordinates(xy, geoms.crs, geoms.index, bounds=bounds)
+    check_region_crs(region, geoms.crs)
+    if attributes:
+        check_location_attributes(data, keep=tuple(keep or ()), allow_order=tuple(allow_order))
+    return geoms, xy
+
+
+def check_region_crs(region, crs) -> None:
+    """Refuse a ``region=`` GeoSeries/GeoDataFrame whose CRS PROJ cannot relate to ``crs`` (a :class:`CRSError`)."""
     if isinstance(region, (gpd.GeoSeries, gpd.GeoDataFrame)) and region.crs is not None:
-        if not as_crs(region.crs).equals(geoms.crs):
+        if not as_crs(region.crs).equals(crs):
             with proj_errors(
-                geoms.crs,
+                crs,
                 f"relate the region's CRS {as_crs(region.crs).name!r} to the data's CRS",
                 detail=True,
                 fix=REGION_CRS_FIX,
             ):
-                Transformer.from_crs(region.crs, geoms.crs, always_xy=True)
-    if attributes:
-        check_location_attributes(data, keep=tuple(keep or ()), allow_order=tuple(allow_order))
-    return geoms, xy
+                Transformer.from_crs(region.crs, crs, always_xy=True)
+
+
+def check_release_parameters(crs, bounds=None, region=None):
+    """The parameter checks every point plan makes first, before its own: returns ``crs`` as a pyproj CRS.
+
+    The CRS must be geographic or projected, declared ``bounds=`` must be in its units (not
+    longitude/latitude degrees labelled as a CRS far from its origin), and a ``region=`` must
+    relate to it; the same checks as :func:`check_release_input` makes of the data's CRS, made
+    here without a row (:func:`geopriv.points.check_coordinates` of no points).
+    """
+    crs = as_crs(crs)
+    check_coordinates(np.empty((0, 2)), crs, pd.Index([]), bounds=bounds)
+    check_region_crs(region, crs)
+    return crs
+
+
+def plan_crs(data):
+    """The CRS a plan for ``data`` (a GeoDataFrame, a GeoSeries or their dask forms) is built in.
+
+    :func:`geopriv.release.base.input_crs`; a dask frame without a CRS is named as such.
+    """
+    if is_dask(data) and getattr(data, "crs", None) is None:
+        raise MissingCRSError("The dask GeoDataFrame")
+    return input_crs(data)
+
+
+def check_unique_persons(data, person) -> None:
+    """Refuse repeated ids in the ``person`` column (named by row label): each row is one person.
+
+    The identity rules of a lazy release (:mod:`geopriv.keys`), checked on the whole frame in
+    memory when ``person=`` is given without a budget store (a store charges every row, so a
+    person may then have several).
+    """
+    from ..keys import check_unique, fold_digests, identity_digests, row_identities
+
+    ids, labels = row_identities(data, person)
+    check_unique(fold_digests(*identity_digests(ids, "person id", labels)), labels)
 
 
 def region_geometry(region, crs):
