@@ -16,7 +16,7 @@ from .mechanisms.base import PointMechanism, check_mechanism
 from .mechanisms.planar_laplace import GeoIndistinguishability
 from .precision import resolve_epsilon
 from .release import plan_release
-from .release.common import plan_crs
+from .release.common import check_release_input, data_errors_first, plan_crs
 
 __all__ = ["perturb", "resolve_epsilon", "mechanism_for"]
 
@@ -165,15 +165,16 @@ def perturb(
     >>> out = deaths.priv.perturb(level=math.log(4), radius=200)       # the same, as the accessor
     """
     mech = mechanism_for(epsilon, level, radius, mechanism, region)  # the privacy parameters first
-    plan = plan_release(
-        plan_crs(data),
-        mech,
-        grid=grid,
-        continuous=continuous,
-        bounds=bounds,
-        region=region,
-        keep=keep,
-        max_distortion=max_distortion,
-        person=person,
-    )
+    with data_errors_first(data, lambda d: check_release_input(d, keep, bounds, region)):
+        plan = plan_release(
+            plan_crs(data),
+            mech,
+            grid=grid,
+            continuous=continuous,
+            bounds=bounds,
+            region=region,
+            keep=keep,
+            max_distortion=max_distortion,
+            person=person,
+        )
     return plan.run(data, store=budget_store, rng=rng, progress=progress)

@@ -19,7 +19,7 @@ from .exceptions import GeometryError, ParameterError
 from .frame import DEFAULT_MAX_DISTORTION
 from .mechanisms.private_measure import PrivateMeasure
 from .release import plan_synthetic
-from .release.common import plan_crs
+from .release.common import check_release_input, data_errors_first, plan_crs
 from .rng import make_rng
 
 __all__ = ["synthesize", "synthesize_xy"]
@@ -131,17 +131,18 @@ def synthesize(
     >>> synth = deaths.priv.synthesize(1.0, bounds=soho)   # the accessor; OS entropy  # doctest: +SKIP
     """
     mechanism = PrivateMeasure(epsilon, method=method, depth=depth, dim=2)  # the privacy parameters first
-    plan = plan_synthetic(
-        plan_crs(data),
-        mechanism,
-        n=n,
-        bounds=bounds,
-        region=region,
-        grid=grid,
-        placement=placement,
-        max_distortion=max_distortion,
-        person=person,
-    )
+    with data_errors_first(data, lambda d: check_release_input(d, (), bounds, attributes=False)):
+        plan = plan_synthetic(
+            plan_crs(data),
+            mechanism,
+            n=n,
+            bounds=bounds,
+            region=region,
+            grid=grid,
+            placement=placement,
+            max_distortion=max_distortion,
+            person=person,
+        )
     return plan.run(data, store=budget_store, rng=rng, progress=progress)
 
 

@@ -21,13 +21,14 @@ from pandas.api.extensions import no_default
 from pyproj import CRS, Transformer
 
 from .budget import open_store, opens_budget_store
-from .daskhook import dispatches_dask, is_dask, schema_of
+from .daskhook import dispatches_dask, schema_of
 from .exceptions import Fix, GeoprivError, LocationAttributeError, ParameterError, ParameterTypeError
 from .frame import DEFAULT_MAX_DISTORTION
 from .identity import canonical_order, identities
 from .points import as_geoseries, point_xy
 from .release import plan_traces
 from .release.base import input_crs
+from .release.common import data_errors_first
 from .release.traces import (  # noqa: F401 - their old home: geopriv.traces.X keeps working
     OUTPUT_COLUMNS,
     PANDAS3,
@@ -407,7 +408,7 @@ def sanitize_traces(
         traj_id = None if traj_id is no_default else traj_id
         time = None if time is no_default else time
     # everything public (mechanism, budget manager, frame, lattice, record) from the one trace plan, then its run
-    try:
+    with data_errors_first(data, lambda d: check_trace_input(d, traj_id, time, keep, bounds)):
         plan = plan_traces(
             input_crs(data),
             epsilon,
@@ -434,10 +435,6 @@ def sanitize_traces(
             time=time,
             person=person,
         )
-    except GeoprivError:  # the data's own errors (points, CRS, attributes) come first, as the run checks them first
-        if not is_dask(data):
-            check_trace_input(data, traj_id, time, keep, bounds)
-        raise
     out = plan.run(data, store=store, rng=rng, progress=progress)
     if layout is not None:
         return _released_collection(out, layout, traj_id)

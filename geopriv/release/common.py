@@ -17,6 +17,8 @@ Who checks what (one owner per check):
 
 from __future__ import annotations
 
+import contextlib
+
 from concurrent.futures import ThreadPoolExecutor
 
 import geopandas as gpd
@@ -28,7 +30,7 @@ from pyproj import Transformer
 
 from ..crs import as_crs
 from ..daskhook import is_dask
-from ..exceptions import CRSError, MissingCRSError, ParameterError
+from ..exceptions import CRSError, GeoprivError, MissingCRSError, ParameterError
 from ..frame import (
     REGION_CRS_FIX,
     area_diameter_metres,
@@ -266,3 +268,24 @@ def check_region_holds_lattice(region, lattice):
         raise ParameterError(
             "The region is too thin for the grid: parts of it hold no lattice node. Use a finer grid or a wider region."
         )
+
+
+@contextlib.contextmanager
+def data_errors_first(data, check):
+    """Build a plan for in-memory ``data``: if a parameter is refused, the data's own error wins, if it has one.
+
+    A plan checks its parameters before any row is read, and its run checks the data; when
+    both are wrong, the user is told about the data first (as the release path always did: a
+    wrong CRS label explains a "wrong" ``bounds=``).  ``check(data)`` is the run's own first
+    check; it runs only when the plan refused, so a valid release checks its rows once.
+    """
+    try:
+        yield
+    except GeoprivError:
+        if is_dask(data):  # a lazy release checks its rows when computed
+            raise
+        try:
+            check(data)
+        except GeoprivError as data_error:
+            raise data_error from None
+        raise
