@@ -75,6 +75,7 @@ from ..release.counts import (
     trip_cells,
     trip_ends,
 )
+from .forms import lazy_form
 
 __all__ = ["aggregate_dask", "heatmap_dask", "flows_dask", "run_counts", "run_flows", "person_digests", "dask_counts"]
 
@@ -528,22 +529,8 @@ def _point_scan(plan, data, store, rng) -> Counted:
     return Counted(counts, source, merge_persons(persons, once=True) if store is not None else None)
 
 
-def aggregate_dask(
-    data,
-    epsilon,
-    *,
-    cells,
-    user=None,
-    max_per_user=1,
-    bounds=None,
-    region=None,
-    levels="auto",
-    nonnegative=True,
-    suppress=None,
-    rng=None,
-    budget_store=None,
-    person=None,
-):
+@lazy_form("aggregate.aggregate")
+def aggregate_dask(data, *args, **kwargs):
     """:func:`geopriv.aggregate` of a dask-geopandas GeoDataFrame or GeoSeries (same parameters, same release).
 
     Eager: the data are read (one pass; two when ``user=`` and someone has more than
@@ -552,59 +539,20 @@ def aggregate_dask(
     ``budget_store``: every person is charged ``epsilon`` once, on the driver, before the noise;
     the persons are counted over all partitions in the first pass.
     """
-    arguments = dict(locals())  # the public signature's (tests/test_distributed.py): its plan, run by run_counts
-    from ..aggregate import aggregate
-
-    return aggregate(**arguments)
 
 
-def heatmap_dask(
-    data,
-    epsilon,
-    *,
-    resolution,
-    bounds=None,
-    region=None,
-    user=None,
-    max_per_user=1,
-    values="count",
-    levels="auto",
-    nonnegative=True,
-    rng=None,
-    path=None,
-    overwrite=False,
-    budget_store=None,
-    person=None,
-):
+@lazy_form("aggregate.heatmap")
+def heatmap_dask(data, *args, **kwargs):
     """:func:`geopriv.heatmap` of a dask-geopandas frame: the grid release of :func:`aggregate_dask` as a raster.
 
     Eager, in-memory :class:`~geopriv.Heatmap` (written to ``path`` when given).  ``values`` and
     ``path`` are checked by :func:`geopriv.release.counts.plan_heatmap` before any partition is read.
     """
-    arguments = dict(locals())  # the public signature's: its plan, run by run_counts
-    from ..aggregate import heatmap
-
-    return heatmap(**arguments)
 
 
 # ----------------------------------------------------------------------------- flows
-def flows_dask(
-    data,
-    epsilon,
-    *,
-    regions,
-    traj_id=None,
-    time=None,
-    user=None,
-    max_per_user=1,
-    region_id=None,
-    outside="refuse",
-    levels="auto",
-    nonnegative=True,
-    rng=None,
-    budget_store=None,
-    person=None,
-):
+@lazy_form("aggregate.flows")
+def flows_dask(data, *args, **kwargs):
     """:func:`geopriv.flows` of a dask-geopandas GeoDataFrame (same parameters, same release), eager.
 
     Trajectory points: a trip's rows may lie in several partitions; its origin and destination are
@@ -612,10 +560,6 @@ def flows_dask(
     one row per trip.  One LineString per trip: counted per partition like :func:`aggregate_dask`.
     Returns the flows as an in-memory GeoDataFrame.
     """
-    arguments = dict(locals())  # the public signature's: its plan, run by run_flows
-    from ..aggregate import flows
-
-    return flows(**arguments)
 
 
 def run_flows(plan, data, *, store=None, rng=None, progress=None):

@@ -24,7 +24,6 @@ import numpy as np
 
 from ..budget import PER_METRE
 from ..exceptions import Fix, IdentityError
-from ..frame import DEFAULT_MAX_DISTORTION
 from ..keys import (
     Binding,
     check_unique,
@@ -39,6 +38,7 @@ from ..keys import (
 )
 from ..provenance import make_record
 from . import built, root_entropy
+from .forms import lazy_form
 
 __all__ = ["perturb_dask", "run_points_lazy", "release_partition", "partition_checks", "whole_data_checks"]
 
@@ -185,24 +185,8 @@ def _release_partition(part, plan, root, record, digests, partition_info, repeat
     return assemble(part, geoms, out, record)
 
 
-def perturb_dask(
-    data,
-    epsilon=None,
-    *,
-    level=None,
-    radius=None,
-    mechanism=None,
-    rng=None,
-    grid="auto",
-    continuous: bool = False,
-    bounds=None,
-    region=None,
-    keep=(),
-    person=None,
-    max_distortion: float = DEFAULT_MAX_DISTORTION,
-    progress=None,
-    budget_store=None,
-):
+@lazy_form("perturb.perturb")
+def perturb_dask(data, *args, **kwargs):
     """Lazy :func:`geopriv.perturb` of a dask-geopandas GeoDataFrame or GeoSeries (same parameters).
 
     Everything public is fixed now (the frame, lattice, bound and provenance record: errors in
@@ -229,26 +213,6 @@ def perturb_dask(
     get the same output, which shows that the true points are equal (refused by row label, over
     all partitions).  Without a store ids stay unique: each row is one person.
     """
-    from ..perturb import perturb
-
-    # the same plan as in memory (geopriv.perturb builds it), run by run_points_lazy
-    return perturb(
-        data,
-        epsilon,
-        level=level,
-        radius=radius,
-        mechanism=mechanism,
-        rng=rng,
-        grid=grid,
-        continuous=continuous,
-        bounds=bounds,
-        region=region,
-        keep=keep,
-        person=person,
-        max_distortion=max_distortion,
-        progress=progress,
-        budget_store=budget_store,
-    )
 
 
 def _check_schema(plan, data) -> None:

@@ -16,10 +16,10 @@ import hashlib
 import numpy as np
 import pandas as pd
 
-from ..frame import DEFAULT_MAX_DISTORTION
 from ..provenance import make_record
 from ..rng import release_digest
 from . import built, root_entropy
+from .forms import lazy_form
 
 __all__ = ["synthesize_dask", "run_synthetic_lazy", "partition_checks", "partition_histogram", "central_release"]
 
@@ -99,23 +99,8 @@ def central_release(plan, histograms, root, seeded: bool, like, extra=None):
     return synthetic_frame(like, out, plan.crs, make_record(fields, seeded=seeded, n=plan.n_out))
 
 
-def synthesize_dask(
-    data,
-    epsilon,
-    *,
-    bounds=None,
-    region=None,
-    n=None,
-    method="srw",
-    depth="auto",
-    placement="uniform",
-    grid="auto",
-    rng=None,
-    max_distortion: float = DEFAULT_MAX_DISTORTION,
-    progress=None,
-    budget_store=None,
-    person=None,
-):
+@lazy_form("synthesize.synthesize")
+def synthesize_dask(data, *args, **kwargs):
     """Lazy :func:`geopriv.synthesize` of a dask-geopandas GeoDataFrame (same parameters).
 
     Parameters are checked now, and the secret root is drawn now.  Building reads the data once
@@ -133,25 +118,6 @@ def synthesize_dask(
     naming persons) is raised here: nothing charged, no graph.  Computing the result again
     replays the same synthetic set and charges nothing more; the store never enters the graph.
     """
-    from ..synthesize import synthesize
-
-    # the same plan as in memory (geopriv.synthesize builds it), run by run_synthetic_lazy
-    return synthesize(
-        data,
-        epsilon,
-        bounds=bounds,
-        region=region,
-        n=n,
-        method=method,
-        depth=depth,
-        placement=placement,
-        grid=grid,
-        rng=rng,
-        max_distortion=max_distortion,
-        progress=progress,
-        budget_store=budget_store,
-        person=person,
-    )
 
 
 def _build_pass(plan, data, root, charged: bool):

@@ -46,6 +46,7 @@ import numpy as np
 import pandas as pd
 
 from ..exceptions import ParameterError
+from .forms import lazy_form
 
 __all__ = ["sanitize_traces_dask", "trace_ledger_dask", "release_buckets", "BUCKETS"]
 
@@ -220,6 +221,7 @@ def _empty_output(meta, series, geom_name, crs):
     return out
 
 
+@lazy_form("traces.sanitize_traces")
 def sanitize_traces_dask(data, *args, **kwargs):
     """Lazy :func:`geopriv.sanitize_traces` of a dask-geopandas GeoDataFrame (same parameters).
 
@@ -270,24 +272,6 @@ def sanitize_traces_dask(data, *args, **kwargs):
       attributes) refuse after the charge: the charge stays (never undercounted).  Computing the
       result again replays it and charges nothing more; the store never enters the graph.
     """
-    from ..daskhook import is_dask
-    from ..exceptions import GeoprivError
-    from ..traces import sanitize_traces
-
-    if not is_dask(data):
-        raise GeoprivError("sanitize_traces_dask takes a dask_geopandas GeoDataFrame: use geopriv.sanitize_traces.")
-    return sanitize_traces(data, *args, **kwargs)
-
-
-def _same_signature():  # one parameter list: geopriv.sanitize_traces' own (names, defaults and order)
-    import inspect
-
-    from ..traces import sanitize_traces
-
-    sanitize_traces_dask.__signature__ = inspect.signature(sanitize_traces)
-
-
-_same_signature()
 
 
 def run_traces_lazy(plan, data, *, store=None, rng=None, progress=None):
