@@ -39,7 +39,9 @@ def forwarding(function, name: str):
         head.append(p.name + (f"=_defaults[{p.name!r}]" if p.name in defaults else ""))
         call.append(p.name if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD else f"{p.name}={p.name}")
     namespace = {"_function": function, "_defaults": defaults}
-    exec(f"def {name}({', '.join(head)}):\n    return _function({', '.join(call)})\n", namespace)  # noqa: S102
+    source = f"def {name}({', '.join(head)}):\n    return _function({', '.join(call)})\n"
+    # compiled as this file's code: warnings' caller_stacklevel counts the method as geopriv's own frame
+    exec(compile(source, __file__, "exec"), namespace)  # noqa: S102
     return namespace[name]
 
 

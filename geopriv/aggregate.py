@@ -132,7 +132,7 @@ def aggregate(
     72
     """
     plan = plan_counts(
-        input_crs(data, bounds, region),
+        lambda: input_crs(data, bounds, region),
         epsilon,
         cells=cells,
         user=user,
@@ -242,7 +242,7 @@ def heatmap(
     'count per km²'
     """
     plan = plan_heatmap(
-        input_crs(data, bounds, region),
+        lambda: input_crs(data, bounds, region),
         epsilon,
         resolution=resolution,
         values=values,
@@ -356,7 +356,7 @@ def flows(
     3   east        east      0
     """
     plan = plan_flows(
-        flow_input_crs(data, traj_id, time),
+        lambda: flow_input_crs(data, traj_id, time),
         epsilon,
         regions=regions,
         region_id=region_id,
@@ -368,5 +368,6 @@ def flows(
         max_per_user=max_per_user,
         levels=levels,
         nonnegative=nonnegative,
+        charged=budget_store is not None,
     )
     return plan.run(data, store=budget_store, rng=rng)

@@ -23,11 +23,25 @@ steps of adding a release kind.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from ..daskhook import is_dask, lazy
 
-__all__ = ["Plan", "Executes", "lazy_kind", "input_crs"]
+__all__ = ["Plan", "Executes", "lazy_kind", "input_crs", "opened_store"]
+
+
+@contextlib.contextmanager
+def opened_store(store):
+    """The :class:`~geopriv.BudgetStore` of a run: a URL is opened here and closed after; a store object stays open."""
+    from ..budget import open_store
+
+    opened = open_store(store)
+    try:
+        yield opened
+    finally:
+        if opened is not None and opened is not store:
+            opened.close()
 
 
 def lazy_kind(kind: str) -> str:
@@ -52,10 +66,15 @@ class Executes:
     kind: ClassVar[str]
 
     def run(self, data, *, store=None, rng=None, progress=None):
-        """Release ``data`` under this plan (in memory, or lazily for a dask frame)."""
-        if is_dask(data):
-            return self.run_lazy(data, store=store, rng=rng, progress=progress)
-        return self.run_memory(data, store=store, rng=rng, progress=progress)
+        """Release ``data`` under this plan (in memory, or lazily for a dask frame).
+
+        ``store``: a :class:`~geopriv.BudgetStore`, its URL (opened for the run and closed after),
+        or None.
+        """
+        with opened_store(store) as store:
+            if is_dask(data):
+                return self.run_lazy(data, store=store, rng=rng, progress=progress)
+            return self.run_memory(data, store=store, rng=rng, progress=progress)
 
     def run_memory(self, data, *, store=None, rng=None, progress=None):  # pragma: no cover - each kind has its own
         raise NotImplementedError

@@ -366,6 +366,9 @@ def plan_counts(
 ) -> CountPlan:
     """The cells, hierarchy, budget split and expected errors of a count release (no data involved).
 
+    ``crs``: a CRS, or a function returning the data's (:func:`input_crs`), called once the
+    parameters that need no CRS are checked, so their errors come first.
+
     ``person``: the persons charged when ``user`` is not given (they are bounded too);
     ``charged``: the release is charged to a budget store, so without either the index labels
     are the persons (bounded to ``max_per_user`` rows each).
@@ -375,7 +378,7 @@ def plan_counts(
     by_index = charged and user is None
     if by_index:
         user = INDEX_PERSONS
-    crs = as_crs(crs)
+    crs = as_crs(crs() if callable(crs) else crs)  # the data's, read after the row-free checks above
     k = check_max_per_user(max_per_user, user)
     nonnegative = check_nonnegative(nonnegative)
     suppress = check_suppress(suppress)
@@ -489,12 +492,14 @@ def plan_flows(
     time=None,
     outside="refuse",
     person=None,
+    charged: bool = False,
 ) -> FlowPlan:
     """The plan of a flow release: every ordered pair of public regions is a cell (no data involved)."""
     epsilon = check_epsilon(epsilon)
     user = bounded_person(user, person)
+    check_flows_store(charged or None, user)  # charged to a store: trips are not persons
     check_outside(outside)
-    crs = as_crs(crs)
+    crs = as_crs(crs() if callable(crs) else crs)  # the data's, read after the row-free checks above
     k = check_max_per_user(max_per_user, user)
     nonnegative = check_nonnegative(nonnegative)
     if not hasattr(regions, "geometry"):

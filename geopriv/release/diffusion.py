@@ -64,7 +64,7 @@ from ..people import repeated_people
 from ..precision import check_noise_scale
 from ..provenance import attach, make_record
 from ..rng import make_rng, unordered
-from .base import Executes
+from .base import Executes, opened_store
 from .charging import budget_fields
 from .common import check_release_input, declared_diameter
 
@@ -590,9 +590,10 @@ class DiffusionPlan(Executes):
 
     def run(self, data, *, store=None, rng=None, progress=None, path=None):
         """Release ``data`` under this plan: ``(answers, new path)``; ``path`` the SECRET path of an earlier release."""
-        if is_dask(data):
-            return self.run_lazy(data, store=store, rng=rng, progress=progress)
-        return self.run_memory(data, store=store, rng=rng, progress=progress, path=path)
+        with opened_store(store) as store:
+            if is_dask(data):
+                return self.run_lazy(data, store=store, rng=rng, progress=progress)
+            return self.run_memory(data, store=store, rng=rng, progress=progress, path=path)
 
     def run_lazy(self, ddf, *, store=None, rng=None, progress=None):
         """There is no lazy graded release (it answers about one person): a dask frame is refused."""
@@ -605,6 +606,7 @@ class DiffusionPlan(Executes):
         the answers and their record, then the warning about unreachable rows.  ``progress`` is
         accepted for the contract; one path is drawn at once.
         """
+        make_rng(rng)  # an unusable rng= is refused before any check that could charge
         self.check_input(data)
         who = self.recipients(data, path)
         store = open_store(store)
