@@ -12,7 +12,17 @@ release kind is :mod:`geopriv.release.counts`.
 from __future__ import annotations
 
 from .budget import opens_budget_store
-from .release.counts import Heatmap, flow_input_crs, input_crs, plan_counts, plan_flows, plan_heatmap
+from .release.common import DataCRS, data_errors_first
+from .release.counts import (
+    Heatmap,
+    count_points,
+    flow_input_crs,
+    input_crs,
+    plan_counts,
+    plan_flows,
+    plan_heatmap,
+    trip_input,
+)
 
 __all__ = ["aggregate", "heatmap", "flows", "Heatmap"]
 
@@ -131,20 +141,22 @@ def aggregate(
     >>> len(geopriv.aggregate(deaths, 1.0, cells=100, region=area, rng=1))
     72
     """
-    plan = plan_counts(
-        lambda: input_crs(data, bounds, region),
-        epsilon,
-        cells=cells,
-        user=user,
-        person=person,
-        max_per_user=max_per_user,
-        bounds=bounds,
-        region=region,
-        levels=levels,
-        nonnegative=nonnegative,
-        suppress=suppress,
-        charged=budget_store is not None,
-    )
+    crs = DataCRS(lambda: input_crs(data, bounds, region))
+    with data_errors_first(data, lambda d: count_points(d, bounds, region), after=crs):
+        plan = plan_counts(
+            crs,
+            epsilon,
+            cells=cells,
+            user=user,
+            person=person,
+            max_per_user=max_per_user,
+            bounds=bounds,
+            region=region,
+            levels=levels,
+            nonnegative=nonnegative,
+            suppress=suppress,
+            charged=budget_store is not None,
+        )
     return plan.run(data, store=budget_store, rng=rng)
 
 
@@ -241,22 +253,24 @@ def heatmap(
     ...                 values="density").unit
     'count per km²'
     """
-    plan = plan_heatmap(
-        lambda: input_crs(data, bounds, region),
-        epsilon,
-        resolution=resolution,
-        values=values,
-        path=path,
-        overwrite=overwrite,
-        user=user,
-        person=person,
-        max_per_user=max_per_user,
-        bounds=bounds,
-        region=region,
-        levels=levels,
-        nonnegative=nonnegative,
-        charged=budget_store is not None,
-    )
+    crs = DataCRS(lambda: input_crs(data, bounds, region))
+    with data_errors_first(data, lambda d: count_points(d, bounds, region), after=crs):
+        plan = plan_heatmap(
+            crs,
+            epsilon,
+            resolution=resolution,
+            values=values,
+            path=path,
+            overwrite=overwrite,
+            user=user,
+            person=person,
+            max_per_user=max_per_user,
+            bounds=bounds,
+            region=region,
+            levels=levels,
+            nonnegative=nonnegative,
+            charged=budget_store is not None,
+        )
     return plan.run(data, store=budget_store, rng=rng)
 
 
@@ -355,19 +369,21 @@ def flows(
     2   east        west      0
     3   east        east      0
     """
-    plan = plan_flows(
-        lambda: flow_input_crs(data, traj_id, time),
-        epsilon,
-        regions=regions,
-        region_id=region_id,
-        traj_id=traj_id,
-        time=time,
-        outside=outside,
-        user=user,
-        person=person,
-        max_per_user=max_per_user,
-        levels=levels,
-        nonnegative=nonnegative,
-        charged=budget_store is not None,
-    )
+    crs = DataCRS(lambda: flow_input_crs(data, traj_id, time))
+    with data_errors_first(data, lambda d: trip_input(d, traj_id), after=crs):
+        plan = plan_flows(
+            crs,
+            epsilon,
+            regions=regions,
+            region_id=region_id,
+            traj_id=traj_id,
+            time=time,
+            outside=outside,
+            user=user,
+            person=person,
+            max_per_user=max_per_user,
+            levels=levels,
+            nonnegative=nonnegative,
+            charged=budget_store is not None,
+        )
     return plan.run(data, store=budget_store, rng=rng)

@@ -270,19 +270,31 @@ def check_region_holds_lattice(region, lattice):
         )
 
 
+class DataCRS:
+    """The data's CRS for a plan that reads it only after its row-free checks (``called`` says whether it has)."""
+
+    def __init__(self, read):
+        self.read, self.called = read, False
+
+    def __call__(self):
+        self.called = True
+        return self.read()
+
+
 @contextlib.contextmanager
-def data_errors_first(data, check):
+def data_errors_first(data, check, after: DataCRS | None = None):
     """Build a plan for in-memory ``data``: if a parameter is refused, the data's own error wins, if it has one.
 
     A plan checks its parameters before any row is read, and its run checks the data; when
     both are wrong, the user is told about the data first (as the release path always did: a
     wrong CRS label explains a "wrong" ``bounds=``).  ``check(data)`` is the run's own first
-    check; it runs only when the plan refused, so a valid release checks its rows once.
+    check; it runs only when the plan refused, so a valid release checks its rows once.  With
+    ``after``, a plan's refusals before it read the data's CRS (its row-free checks) come first.
     """
     try:
         yield
     except GeoprivError:
-        if is_dask(data):  # a lazy release checks its rows when computed
+        if is_dask(data) or (after is not None and not after.called):  # a lazy release checks rows when computed
             raise
         try:
             check(data)

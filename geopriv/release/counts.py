@@ -742,6 +742,18 @@ def count_points(data, bounds, region):
     return geoms, np.empty((0, 2))
 
 
+def trip_input(data, traj_id):
+    """The trips' geometries checked (points with ``traj_id``, else one line per trip): (GeoSeries, xy or None)."""
+    geoms = _trip_geoms(data, traj_id)
+    xy = None
+    if traj_id is not None:
+        xy = point_xy(geoms)
+        check_coordinates(xy, geoms.crs, geoms.index)
+    else:
+        check_lines(geoms)
+    return geoms, xy
+
+
 def check_lines(geoms) -> None:
     """One LineString per trip: anything else is refused, by row label."""
     import shapely
@@ -919,14 +931,8 @@ def point_pass(plan: CountPlan, data, rng, *, charged: bool) -> Counted:
 
 def trip_pass(plan: FlowPlan, data, rng, *, charged: bool) -> Counted:
     """In memory: the trips' ends checked against the plan and located in its pairs of regions (flows)."""
-    geoms = _trip_geoms(data, plan.traj_id)
+    geoms, xy = trip_input(data, plan.traj_id)
     labels = geoms.index
-    xy = None
-    if plan.traj_id is not None:
-        xy = point_xy(geoms)
-        check_coordinates(xy, geoms.crs, labels)
-    else:
-        check_lines(geoms)
     check_plan_crs(plan, geoms.crs)
     o_xy, d_xy, first, trip_ids = trip_ends(data, geoms, xy, plan.traj_id, plan.time, labels)
     check_area_public(plan, np.concatenate([o_xy, d_xy]))  # regions built on the trips would publish them
