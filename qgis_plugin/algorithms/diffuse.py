@@ -8,7 +8,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from qgis.core import (
-    QgsFeatureSink,
     QgsProcessing,
     QgsProcessingException,
     QgsProcessingOutputNumber,
@@ -415,13 +414,13 @@ empty for a real release.</p>"""
         geoms = answers.geometry.values
         xs, ys = (np.asarray(geoms.x), np.asarray(geoms.y)) if len(geoms) else (np.empty(0), np.empty(0))
         values = [table[c].to_numpy(dtype=object) for c in columns]
-        total = max(len(table), 1)
-        for i in range(len(table)):
-            if i % 10_000 == 0:  # no cancelling here: a release is written whole
-                feedback.setProgress(progress[0] + (progress[1] - progress[0]) * i / total)
-            geometry = QgsGeometry.fromPointXY(QgsPointXY(float(xs[i]), float(ys[i])))
-            if not sink.addFeature(
-                feature_for(fields, [to_qgis(v[i]) for v in values], geometry), QgsFeatureSink.FastInsert
-            ):
-                raise QgsProcessingException(self.writeFeatureError(sink, parameters, self.OUTPUT))
+        features = (
+            feature_for(
+                fields,
+                [to_qgis(v[i]) for v in values],
+                QgsGeometry.fromPointXY(QgsPointXY(float(xs[i]), float(ys[i]))),
+            )
+            for i in range(len(table))
+        )
+        self.add_features(sink, parameters, self.OUTPUT, features, len(table), feedback, progress)
         return dest_id
