@@ -74,6 +74,8 @@ K_GRID_CELLS = 4_096
 _SUB = 5
 #: tail mass of the Laplace noise left outside its kernel window (renormalised; recorded)
 _TAIL = 1e-7
+#: the name of the grid's CRS over an area in longitude and latitude
+AEQD_NAME = "local azimuthal equidistant, centred on the public area"
 #: outputs per block on the per-output way (memory: block x cells x 8 bytes, several times)
 _BLOCK_BYTES = 64 * 2**20
 
@@ -308,6 +310,26 @@ class AdversaryError:
     guess_cells: np.ndarray = field(default=None, repr=False)  # per output: the guessed input cell
     _locate: object = field(default=None, repr=False)  # released xy -> output index
 
+    def __repr__(self) -> str:
+        """One line: the mechanism, the measures and the grid (the maps and the CRS's definition are fields)."""
+        from .provenance import mechanism_name
+
+        p = self.parameters
+        eps = p.get("epsilon_per_m")
+        what = mechanism_name(p) + (f", epsilon {eps:.4g} per metre" if eps is not None else "")
+        k = (
+            ""
+            if self.k_equivalent is None
+            else f", k-equivalent {self.k_equivalent:,.1f} people at {100 * self.confidence:g} %"
+        )
+        ny, nx = self.shape
+        cell = p.get("cell_m")
+        cells = f"{ny} x {nx} cells" + (f" of {cell:.4g} m" if cell is not None else "")
+        return (
+            f"AdversaryError({what}: expected error {self.expected_error_m:,.1f} m, expected displacement "
+            f"{self.displacement_m:,.1f} m{k}; {self.prior} prior, {cells}, {_crs_label(self.crs)})"
+        )
+
     # ---------------------------------------------------------------- use
     def guess(self, released) -> "pd.Series":
         """The adversary's guess for every point of ``released``: a GeoSeries (same index and CRS).
@@ -384,6 +406,22 @@ class AdversaryError:
         return ax
 
 
+def _crs_label(crs) -> str:
+    """A CRS in a few words: its EPSG code, else its name, else its projection's method."""
+    from pyproj import CRS
+
+    if crs is None:
+        return "no CRS"
+    crs = CRS.from_user_input(crs)
+    code = crs.to_epsg(min_confidence=90)
+    if code is not None:
+        return f"EPSG:{code}"
+    if crs.name and crs.name.lower() != "unknown":
+        return repr(crs.name)
+    op = crs.coordinate_operation
+    return f"a local {op.method_name} CRS" if op is not None else "a custom CRS"
+
+
 def _crs_equal(a, b) -> bool:
     from pyproj import CRS
 
@@ -457,15 +495,18 @@ class _Solver:
             spec = fft.rfft2(w.reshape(len(zb), g.ny, g.nx), self._shape, workers=-1)
             cost = fft.irfft2(spec * dk[None], self._shape, workers=-1)
             cost = cost[:, : g.ny, : g.nx].reshape(len(zb), g.n)
+            # the release at face value is its own cell, read before guesses are limited to the area: a cell of the
+            # grid's overhang (its centre beyond a rectangle whose sides are not whole cells) shows releases too
+            self.at_face[zb] = (
+                np.maximum(cost[np.arange(len(zb)), out_cell[i : i + bsz]], 0.0)
+                if out_cell is not None
+                else self._face_cost(zb, w)
+            )
             cost[:, ~self.mask] = np.inf  # guesses are cells of the public area
             best = cost.argmin(axis=1)
             self.guess[zb] = best
             self.best[zb] = np.maximum(cost[np.arange(len(zb)), best], 0.0)
             self.mass[zb] = m
-            own = out_cell[i : i + bsz] if out_cell is not None else self.ch.output_cells[zb]
-            self.at_face[zb] = (
-                np.maximum(cost[np.arange(len(zb)), own], 0.0) if out_cell is not None else self._face_cost(zb, w)
-            )
             d = np.hypot(*((centres[best][:, None, :] - centres[None, :, :]) / self._unit()).transpose(2, 0, 1))
             self.err_map += (cols * d).sum(axis=0)
             self.done[zb] = True
@@ -682,9 +723,12 @@ def _area(area, crs):
     if crs is None:
         raise ParameterError("Give crs= (the CRS of area=), e.g. crs='EPSG:32650'.")
     crs = CRS.from_user_input(crs)
+    if crs.is_geographic:
+        return _geographic_area(rect, region, crs)
     if not crs.is_projected:
         raise CRSError(
-            f"The CRS {crs.name!r} is not projected: the adversary's grid needs cells of a fixed ground size.",
+            f"The CRS {crs.name!r} is neither projected nor geographic: the adversary's grid needs cells of a fixed "
+            "ground size.",
             fix=Fix(
                 "projected_crs",
                 python="Give the area in a local projected CRS (a UTM zone): reproject the release or the area "
@@ -694,6 +738,49 @@ def _area(area, crs):
             ),
         )
     return rect, region, crs
+
+
+def _geographic_area(rect, region, crs):
+    """A public area in longitude and latitude on the grid of a local azimuthal equidistant CRS.
+
+    The CRS is centred on the area's rectangle (public, never the data's) on the CRS's own datum: its
+    metres are ground metres from the centre, and within a few hundred kilometres in every direction
+    (cells of one ground size: :func:`geopriv.cells.crs_units_per_metre` warns beyond 1 %).  The area is
+    the rectangle's (or the polygons') image, so the grid's cells are those of the area in longitude and
+    latitude; releases in the geographic CRS are located on it by reprojection.
+    """
+    import shapely
+    from pyproj import CRS, Transformer
+
+    from .crs import local_aeqd
+
+    if not (-180.0 <= rect[0] and rect[2] <= 180.0 and -90.0 < rect[1] and rect[3] < 90.0):
+        raise CRSError(
+            f"The area is in the geographic CRS {crs.name!r} but its bounds are not longitudes within -180..180 "
+            "and latitudes strictly within -90..90.",
+            fix=Fix(
+                "geographic_bounds",
+                python="Pass area=(lon_min, lat_min, lon_max, lat_max) in degrees, or the bounds in their own "
+                "projected CRS with crs= (e.g. crs='EPSG:32650').",
+                cli="Give --bounds LON_MIN LAT_MIN LON_MAX LAT_MAX in degrees, or name the bounds' own projected "
+                "CRS with --crs.",
+                qgis="Choose the CRS the study area's extent is given in.",
+            ),
+        )
+    lon0, lat0 = (rect[0] + rect[2]) / 2, (rect[1] + rect[3]) / 2
+    aeqd = local_aeqd(lon0, lat0, crs.geodetic_crs)
+    aeqd = CRS.from_json_dict({**aeqd.to_json_dict(), "name": AEQD_NAME})
+    to_local = Transformer.from_crs(crs, aeqd, always_xy=True)
+    shape = shapely.box(*rect) if region is None else region
+    # the rectangle's sides are curves in the local CRS: follow them at 1/64 of its span
+    shape = shapely.segmentize(shape, max(rect[2] - rect[0], rect[3] - rect[1]) / 64)
+
+    def project(xy):
+        x, y = to_local.transform(xy[:, 0], xy[:, 1])
+        return np.column_stack([x, y])
+
+    local = shapely.transform(shape, project)
+    return tuple(float(v) for v in local.bounds), local, aeqd
 
 
 def _grid_over(rect, crs, cell, epsilon=None) -> _Grid:
@@ -966,7 +1053,8 @@ def adversary_error(
         The public area: (xmin, ymin, xmax, ymax) in ``crs``, or public polygons.  Never the
         data's own extent.
     crs : CRS-like, optional
-        The CRS of ``area`` (a tuple); a projected CRS.
+        The CRS of ``area`` (a tuple): a projected CRS, or longitude and latitude (e.g. EPSG:4326),
+        then the grid is drawn in a local azimuthal equidistant CRS centred on the area.
     prior : "uniform", "population" or ndarray
         Where the adversary believes people are: uniform over the area (default), the
         population raster, or an array on the grid (``shape`` of the result).  Public
@@ -995,7 +1083,8 @@ def adversary_error(
     ParameterError
         No mechanism, no public area, a grid too large, a bad prior.
     CRSError
-        A geographic CRS.
+        A CRS that is neither projected nor geographic, or bounds in a geographic CRS that are not
+        longitudes and latitudes.
 
     See Also
     --------
@@ -1300,8 +1389,8 @@ def calibrate(
     # feasible: displacement <= value (large eps); privacy targets: metric >= value (small eps)
     ok = [(v <= value) if target == "displacement" else (v >= value) for v in vals]
     met = any(ok)
-    if not met:
-        chosen = eps_list[0] if target == "displacement" else eps_list[0]
+    if not met:  # the closest: the least noise for a displacement, the most noise for a privacy target
+        chosen = eps_list[-1] if target == "displacement" else eps_list[0]
     elif target == "displacement":
         j = ok.index(True)  # the smallest feasible
         lo, hi = (eps_list[j - 1], eps_list[j]) if j > 0 else (None, eps_list[j])

@@ -38,6 +38,7 @@ __all__ = [
     "OutputError",
     "ParameterError",
     "ParameterTypeError",
+    "MissingDependencyError",
     "UsageError",
     "NetworkError",
     "GeoprivWarning",
@@ -574,6 +575,64 @@ class ParameterTypeError(GeoprivError, TypeError):
     (one root for every refusal of geopriv's), written by geopriv, so shown."""
 
 
+def _install_fix(pip_name: str, extra: str = "") -> Fix:
+    """How to install an optional package: geopriv's extra (which pins what geopriv was tested with), or the package."""
+    how = f"pip install 'geopriv[{extra}]' (or pip install {pip_name})" if extra else f"pip install {pip_name}"
+    return Fix(
+        f"install_{pip_name}",
+        python=f"Install it: {how}.",
+        cli=f"Install it: {how}.",
+        qgis=f"Install the {pip_name} package into QGIS's Python (pip install {pip_name}; on Windows from the "
+        "OSGeo4W shell).",
+    )
+
+
+class MissingDependencyError(GeoprivError, ImportError):
+    """An optional package that a capability needs is not installed (plotting: matplotlib; H3 cells: h3).
+
+    An ``ImportError`` (what code guarding an optional import catches, so ``except ImportError`` keeps
+    working) and a :class:`GeoprivError`: its message is geopriv's own (which capability, which package,
+    which install line), never data, so the command line and QGIS show it rather than withhold it as they
+    withhold a foreign ``ImportError``'s text.  Its fix (kind ``"install_<package>"``) is the install line.
+
+    Parameters
+    ----------
+    problem : str
+        What cannot run without which package (``exc.problem``), e.g. ``"Plotting needs matplotlib, which
+        is not installed."``.
+    package : str, optional
+        The module that could not be imported (``exc.name``, as an ``ImportError``'s).
+    extra : str, optional
+        geopriv's extra that installs it (``"plot"``: ``pip install 'geopriv[plot]'``).
+    pip_name : str, optional
+        The package's name on PyPI when it is not ``package`` (``"pot"`` for the module ``ot``).
+    fix : Fix, optional
+        How to install it, per front end; by default the install line from ``extra`` and ``pip_name``.
+
+    See Also
+    --------
+    GeoprivError : The base class of geopriv's errors.
+    user_message : What the command line and QGIS show of an error.
+
+    Examples
+    --------
+    >>> exc = geopriv.exceptions.MissingDependencyError(
+    ...     "Plotting needs matplotlib, which is not installed.", package="matplotlib", extra="plot")
+    >>> print(exc.problem)
+    Plotting needs matplotlib, which is not installed.
+    >>> print(exc.fix.text("cli"))
+    Install it: pip install 'geopriv[plot]' (or pip install matplotlib).
+    >>> isinstance(exc, ImportError), exc.name, exc.fix.kind
+    (True, 'matplotlib', 'install_matplotlib')
+    """
+
+    def __init__(self, problem: str, *, package: str = "", extra: str = "", pip_name: str = "", fix: Fix | None = None):
+        if fix is None and (package or pip_name):
+            fix = _install_fix(pip_name or package, extra)
+        super().__init__(problem, fix=fix)
+        self.name = package or None  # ImportError's attribute: the module that could not be imported
+
+
 class UsageError(GeoprivError):
     """Options that do not go together, or a required option missing (the command line's errors)."""
 
@@ -756,8 +815,9 @@ def shows_message(exc: BaseException) -> bool:
     """Whether :func:`user_message` shows ``exc``'s own text: geopriv's errors and warnings, nothing else.
 
     Every error geopriv raises is one of its named classes (:class:`GeoprivError` and its
-    subclasses, :class:`ParameterTypeError`); a plain ``ValueError`` or ``TypeError`` comes from
-    another library (or Python) and may quote data values, so its text is withheld.
+    subclasses: :class:`ParameterTypeError`, :class:`MissingDependencyError` for a missing optional
+    package); a plain ``ValueError``, ``TypeError`` or ``ImportError`` comes from another library (or
+    Python) and may quote data values, so its text is withheld.
     """
     return isinstance(exc, (GeoprivError, GeoprivWarning, ParameterTypeError))
 
@@ -794,9 +854,8 @@ def user_message(
 
     geopriv's own errors and warnings (:class:`GeoprivError`, :class:`GeoprivWarning` and their
     subclasses) are written by geopriv to name row labels, never coordinates: their message is
-    shown, on one line (so, for now, is a plain ``ValueError``/``TypeError`` raised by a
-    ``raise`` statement of geopriv's not yet converted to a named class, outside any exception
-    handler).  Any other exception (pandas, pyproj, numpy, GDAL, a bare ``ValueError``)
+    shown, on one line; so is a missing optional package (:class:`MissingDependencyError`, an
+    ``ImportError`` written by geopriv: which package, how to install it).  Any other exception (pandas, pyproj, numpy, GDAL, a bare ``ValueError``)
     may quote values from the data in its text, so only its type, the library it comes from and a
     generic hint are shown; the text is withheld.  An :class:`OSError` with a file name shows the
     operating system's reason and the file name (both written by the user or the system, not

@@ -100,6 +100,7 @@ __all__ = [
     "default_area",
     "sphere_radius",
     "check_grid",
+    "auto_grid_too_fine",
     "area_diameter_metres",
     "check_noise_above_precision",
     "area_side_metres",
@@ -107,6 +108,7 @@ __all__ = [
     "proj_errors",
     "declare_area_fix",
     "REGION_CRS_FIX",
+    "STUDY_AREA_FIX",
     "PublicGrid",
     "public_grid",
     "check_region_in_area",
@@ -149,6 +151,17 @@ REGION_CRS_FIX = Fix(
     python="Reproject the region to the data's CRS first: region.to_crs(gdf.crs).",
     cli="Reproject the --region file to the input's CRS first.",
     qgis="Reproject the region layer to the input layer's CRS first ('Reproject layer').",
+)
+
+#: a release that needs a declared study area (a count release's cells, a synthetic set's points: spread over all
+#: of it, so a CRS's area of use is no study area); the one fix of every refusal of a missing one
+STUDY_AREA_FIX = Fix(
+    "declare_bounds",
+    python="Declare bounds=(xmin, ymin, xmax, ymax) of your study area in the data's "
+    "CRS, chosen without looking at the points (a city's extent), or region=.",
+    cli="Declare --bounds XMIN YMIN XMAX YMAX of your study area, chosen without looking at the points "
+    "(a city's extent), or --region.",
+    qgis="Set the 'Public study area' parameter (a city's extent), chosen without looking at the points.",
 )
 
 
@@ -837,10 +850,70 @@ class Lattice:
         }
 
 
-def public_lattice(frame: PublicFrame, grid_m: float) -> Lattice:
-    """The lattice of step ``grid_m`` ground metres in the frame's input CRS, from public scale only."""
+def _round_up(value: float, down: bool = False) -> float:
+    """``value`` rounded up (or ``down``) to two significant digits: a bound that surely holds, said briefly."""
+    unit = 10.0 ** (math.floor(math.log10(value)) - 1)
+    return (math.floor(value / unit * (1 + 1e-12)) if down else math.ceil(value / unit * (1 - 1e-12))) * unit
+
+
+def _grid_too_fine(crs, grid_m: float, min_grid_m: float, *, given: bool = False) -> GeoprivError:
+    """The refusal of a lattice step finer than the coordinates hold (``given``: the user gave that grid)."""
+    return ParameterError(
+        f"The grid of {grid_m:g} m is finer than the precision of coordinates in {_crs_name(crs)} allows over the "
+        f"public area (a step of at least {min_grid_m:.2g} m). Use a coarser grid"
+        + ("." if given else " or a smaller epsilon.")
+    )
+
+
+def auto_grid_too_fine(epsilon_per_m: float):
+    """The refusal of an automatic lattice (grid="auto": :func:`default_grid`) finer than float coordinates can hold.
+
+    No grid was given: epsilon is so large that the step it implies, 1/(20 epsilon), is below
+    the coordinates' precision.  For :func:`public_lattice`'s ``too_fine``; the fix names the
+    largest epsilon the automatic step allows here and, when one exists, the explicit grids
+    that are fine enough for the coordinates yet finer than the noise (:func:`check_grid`).
+    """
+    eps = float(epsilon_per_m)
+
+    def refusal(crs, grid_m: float, min_grid_m: float) -> GeoprivError:
+        finest = min_grid_m
+        largest = _round_up(1.0 / (20.0 * finest), down=True)
+        noise = _round_up(2.0 / eps, down=True)
+        grid_ok = finest < noise
+        window = f"{finest:.2g} and {noise:.2g}"
+        return ParameterError(
+            f"Epsilon {eps:g} per ground metre is so large that the lattice it implies is finer than the float "
+            f"precision of coordinates in {_crs_name(crs)}: no grid was given, and the automatic one, 1/(20 epsilon) "
+            f"= {grid_m:.2g} m, is below the {finest:.2g} m the coordinates can hold over the public "
+            "area, so the release would be the true location up to rounding.",
+            fix=Fix(
+                "smaller_epsilon",
+                python=f"Use a smaller epsilon (at most {largest:.2g} per ground metre here; e.g. "
+                "level=math.log(4), radius=200 is ln 4 within 200 m)"
+                + (f", or give an explicit grid= between {window} metres." if grid_ok else "."),
+                cli=f"Use a smaller epsilon (at most {largest:.2g} per ground metre here; e.g. --level ln4 "
+                "--radius 200 is ln 4 within 200 m)"
+                + (f", or give --grid between {window} metres." if grid_ok else "."),
+                qgis=f"Use a smaller epsilon (at most {largest:.2g} per ground metre here; e.g. a privacy level of "
+                "1.386 (ln 4) within 200 metres)"
+                + (f", or set the grid step between {window} metres." if grid_ok else "."),
+            ),
+        )
+
+    return refusal
+
+
+def public_lattice(frame: PublicFrame, grid_m: float, *, too_fine=None) -> Lattice:
+    """The lattice of step ``grid_m`` ground metres in the frame's input CRS, from public scale only.
+
+    A step finer than the coordinates' float precision over the public area is refused:
+    ``too_fine(crs, grid_m, min_grid_m)`` (the smallest step allowed, rounded up to two digits)
+    makes the error when the step was not given but derived
+    (:func:`auto_grid_too_fine` for grid="auto"), so the message says where it came from.
+    """
     crs = frame.input_crs
     grid_m = float(grid_m)
+    too_fine = too_fine or _grid_too_fine
     if crs.is_geographic:
         unit = (crs.axis_info[0].unit_name or "").lower() if crs.axis_info else ""
         if "degree" not in unit:
@@ -852,10 +925,7 @@ def public_lattice(frame: PublicFrame, grid_m: float) -> Lattice:
         step = math.degrees(grid_m / m_pole)
         step_min = _MIN_STEP_ULPS * np.spacing(180.0)
         if step < step_min:
-            raise GeoprivError(
-                f"The grid of {grid_m:g} m is finer than the precision of coordinates in degrees allows. "
-                "Use a coarser grid (>= 0.01 m) or a smaller epsilon."
-            )
+            raise too_fine(crs, grid_m, _round_up(math.radians(step_min) * m_pole))
         # rows are at most grid_m tall; widths are grid_m except near the poles (capped at 360 degrees)
         return Lattice("geographic", grid_m, step, grid_m * (1.0 - e2) ** 1.5 / 2.0, a, e2)
     if frame.kind == "planar" and frame.same:
@@ -875,10 +945,7 @@ def public_lattice(frame: PublicFrame, grid_m: float) -> Lattice:
     step = grid_m * smin
     mag = max(abs(v) for v in area) if area is not None else 1e7
     if step < _MIN_STEP_ULPS * np.spacing(max(mag, 1.0)):
-        raise GeoprivError(
-            f"The grid of {grid_m:g} m is finer than the precision of coordinates in {crs.name} allows. "
-            "Use a coarser grid or a smaller epsilon."
-        )
+        raise too_fine(crs, grid_m, _round_up(_MIN_STEP_ULPS * float(np.spacing(max(mag, 1.0))) / smin))
     return Lattice("planar", grid_m, step, step / smax)
 
 
@@ -1064,7 +1131,9 @@ def public_grid(
                     f"The grid of {grid_m:g} m is coarser than the declared area (its shorter side is about {side:.3g} m): "
                     "every release would be the same few nodes. Use a finer grid or a larger area."
                 )
-        lattice = public_lattice(frame, grid_m)
+        auto = isinstance(grid, str)  # grid="auto": the step follows epsilon, and the message says so
+        too_fine = auto_grid_too_fine(epsilon_per_m) if auto else functools.partial(_grid_too_fine, given=True)
+        lattice = public_lattice(frame, grid_m, too_fine=too_fine)
     else:
         check_noise_above_precision(epsilon_per_m, frame)
         declared = declared_bounds(crs, bounds, None) if bounds is not None else region_area

@@ -11,7 +11,8 @@ What it guarantees
 * **The format comes from the extension**, checked before any work (:func:`check_output`):
   ``.gpkg`` (GeoPackage), ``.geojson`` / ``.json`` (GeoJSON), ``.fgb`` (FlatGeobuf, written
   without a spatial index, which would reorder the rows), ``.shp``
-  (ESRI Shapefile), ``.csv`` (CSV, geometry as a ``WKT`` column; CSV has no CRS: the
+  (ESRI Shapefile), ``.csv`` (CSV, geometry as a ``WKT`` column, or points read from two
+  columns with ``xy=`` written back into them, see :func:`write_vector`; CSV has no CRS: the
   provenance sidecar names it) and ``.parquet`` (GeoParquet, needs pyarrow).  Anything else
   is refused with the list above, rather than silently written in some default format.
 * **Inputs are never overwritten**: the output is compared with every path in ``protect=``
@@ -86,6 +87,8 @@ __all__ = [
     "read_provenance",
     "write_vector",
     "sidecar_path",
+    "table_xy",
+    "XY_ATTR",
 ]
 
 #: extension -> (OGR driver, or "GeoParquet" for geopandas' to_parquet; what it is)
@@ -95,7 +98,7 @@ FORMATS = {
     ".json": ("GeoJSON", "GeoJSON"),
     ".fgb": ("FlatGeobuf", "FlatGeobuf"),
     ".shp": ("ESRI Shapefile", "ESRI Shapefile"),
-    ".csv": ("CSV", "CSV with the geometry as a WKT column"),
+    ".csv": ("CSV", "CSV with the geometry as a WKT column, or points as the x/y columns they were read from"),
     ".parquet": ("GeoParquet", "GeoParquet, needs pyarrow"),
 }
 #: the files of a Shapefile that a write replaces
@@ -103,6 +106,9 @@ SHAPEFILE_PARTS = (".shp", ".shx", ".dbf", ".prj", ".cpg")
 #: index files of a Shapefile that would describe the old data: removed when it is replaced
 SHAPEFILE_STALE = (".qix", ".sbn", ".sbx")
 SIDECAR_SUFFIX = ".geopriv.json"
+#: the key of ``gdf.attrs`` where :func:`read_vector` notes the columns it read points from with ``xy=``
+#: (``{"x": name, "y": name, "columns": [the table's columns, in order], "crs": WKT or None}``)
+XY_ATTR = "geopriv_xy"
 #: the lock file a writer holds in the destination's folder while it writes there (removed afterwards)
 LOCK_NAME = ".geopriv.lock"
 
@@ -437,7 +443,9 @@ def _xy_points(table, xy, where: str):
     # text that is not a number (and empty cells) becomes NaN: such rows are refused by the release, named
     xs = pd.to_numeric(table[x], errors="coerce").to_numpy(dtype=float)
     ys = pd.to_numeric(table[y], errors="coerce").to_numpy(dtype=float)
-    return gpd.GeoDataFrame(table.drop(columns=[x, y]), geometry=gpd.points_from_xy(xs, ys))
+    gdf = gpd.GeoDataFrame(table.drop(columns=[x, y]), geometry=gpd.points_from_xy(xs, ys))
+    gdf.attrs[XY_ATTR] = {"x": x, "y": y, "columns": names}  # a CSV output writes the points back there
+    return gdf
 
 
 def read_vector(path, layer: str | None = None, *, crs=None, what: str = "input", xy=None):
@@ -449,7 +457,10 @@ def read_vector(path, layer: str | None = None, *, crs=None, what: str = "input"
       would hold the true locations), and column types are detected (numbers, date-times);
     * ``xy=(x column, y column)``: the points are built from these two numeric columns instead
       (a CSV of longitude/latitude, a table of eastings/northings; any table format), which are
-      not kept as attributes; cells that are not numbers give points the release refuses, by row;
+      not kept as attributes; cells that are not numbers give points the release refuses, by row.
+      The columns' names and places are noted in ``gdf.attrs["geopriv_xy"]`` (:data:`XY_ATTR`;
+      file structure, no data), which a release carries along: :func:`write_vector` then writes
+      a CSV output's points back as these two columns, in their place, instead of a ``WKT`` column;
     * ``crs``: the CRS the coordinates are really in, for files without one (CSV) or with a
       wrong one (it replaces the file's; coordinates are not converted).
 
@@ -538,7 +549,44 @@ def read_vector(path, layer: str | None = None, *, crs=None, what: str = "input"
         except ProjCRSError:
             raise InputError(f"the CRS {crs!r} is not one pyproj knows (give e.g. EPSG:4326 or 32631)") from None
         gdf = gdf.set_crs(crs, allow_override=True)
+    if isinstance(gdf.attrs.get(XY_ATTR), dict):  # points written back as x/y only in this CRS
+        gdf.attrs[XY_ATTR] = dict(gdf.attrs[XY_ATTR], crs=gdf.crs.to_wkt() if gdf.crs is not None else None)
     return gdf
+
+
+def table_xy(path, xy, layer: str | None = None):
+    """``xy`` if ``path`` is a table without geometry that has both columns, else None.
+
+    A release of points read with ``xy=`` is written to CSV in those two columns (see
+    :func:`write_vector`): this says whether a file is such a table, so that it is read back with
+    the same ``xy`` (``geopriv report true.csv released.csv --xy lon lat``).  A file with a
+    geometry (a GeoPackage, a CSV with a ``WKT`` column) or without those columns gives None, as
+    does one that cannot be opened (reading it then says why).
+    """
+    if xy is None or isinstance(xy, (str, bytes)) or len(xy) != 2:
+        return None
+    import pyogrio
+
+    p = Path(path)
+    if p.suffix.lower() == ".parquet":
+        try:
+            import pyarrow.parquet as pq
+
+            schema = pq.read_schema(p)
+        except Exception:  # no pyarrow, or not a Parquet file: reading it says why
+            return None
+        geo = (schema.metadata or {}).get(b"geo")
+        names = set(schema.names)
+    else:
+        csv = p.suffix.lower() == ".csv"
+        options = {"KEEP_GEOM_COLUMNS": "NO", "AUTODETECT_TYPE": "YES"} if csv else {}
+        try:
+            info = pyogrio.read_info(p, layer=layer, **options)
+        except (pyogrio.errors.DataSourceError, pyogrio.errors.DataLayerError):
+            return None
+        geo = info.get("geometry_type")
+        names = {str(n) for n in info["fields"]}
+    return tuple(xy) if geo is None and {str(c) for c in xy} <= names else None
 
 
 def read_provenance(path, layer: str | None = None) -> dict | None:
@@ -694,6 +742,103 @@ def _record_json(record, indent=None) -> str:
     return json.dumps(record, indent=indent, default=str)
 
 
+def _xy_fix() -> Fix:
+    return Fix(
+        "xy_output",
+        python="Leave xy= out to write the geometry as a WKT column, or write another format (.gpkg keeps any "
+        "geometry).",
+        cli="Write another format (.gpkg keeps any geometry).",
+        qgis="",
+    )
+
+
+def _xy_names(xy) -> tuple[str, str]:
+    if isinstance(xy, (str, bytes)) or len(xy) != 2 or str(xy[0]) == str(xy[1]):
+        raise OutputError(
+            f"xy must name two different columns (x, then y), got {xy!r}",
+            fix=Fix("xy_columns", python="E.g. xy=('lon', 'lat').", cli="E.g. --xy lon lat.", qgis=""),
+        )
+    return str(xy[0]), str(xy[1])
+
+
+def _coordinate_text(values) -> list[str]:
+    """Each coordinate as the shortest text that reads back as the same float (``repr``): the lattice's value,
+    no digit invented and none lost; a missing or empty point gives an empty cell."""
+    import math
+
+    return ["" if math.isnan(v) else repr(v) for v in values.tolist()]
+
+
+def _xy_table(gdf, xy=None, shown=None):
+    """The table a CSV output is written as when its points go into two columns, or None (geometry as WKT).
+
+    ``xy=None``: the columns noted by :func:`read_vector` (``gdf.attrs[XY_ATTR]``), used when the
+    output is still in the CRS they were read in, holds only two-dimensional points (or none, an
+    empty cell) and has no other column of those names; otherwise the geometry goes into a WKT
+    column, as for any other table.  ``xy=(x, y)`` asks for these columns: an output that cannot
+    be written so is refused.  The columns take their places in the input's column order (the
+    geometry's place without a note); columns the input did not have follow, in their order.
+    """
+    import pandas as pd
+    import shapely
+    from pandas.api.types import is_integer_dtype
+
+    note = gdf.attrs.get(XY_ATTR)
+    note = note if isinstance(note, dict) and {"x", "y"} <= note.keys() else None
+    if xy is None and note is None:
+        return None
+    x, y = _xy_names(xy if xy is not None else (note["x"], note["y"]))
+    if note is not None and (note["x"], note["y"]) != (x, y):
+        note = None  # other names than those read: the geometry's place
+    geom = gdf.geometry.name
+    values = gdf.geometry.values
+    kind = shapely.get_type_id(values)  # -1: missing
+    others = [c for c in gdf.columns if c != geom]
+    problem = None
+    if not ((kind == 0) | (kind == -1)).all():
+        problem = "holds geometries other than points"
+    elif shapely.has_z(values).any():
+        problem = "holds points with a z coordinate"
+    elif taken := [c for c in (x, y) if c in {str(c) for c in others}]:
+        problem = f"already has a column {taken[0]!r}"
+    elif xy is None and "crs" in note and not _same_crs(gdf.crs, note["crs"]):
+        problem = "is in another CRS than the x/y columns it was read from"
+    if problem is not None:
+        if xy is None:
+            return None
+        raise OutputError(
+            f"the points of {shown} cannot be written as the columns {x!r}, {y!r}: it {problem}", fix=_xy_fix()
+        )
+
+    table = pd.DataFrame(gdf.drop(columns=geom), copy=False)
+    table.attrs = {}
+    table[x] = pd.Series(_coordinate_text(shapely.get_x(values)), index=gdf.index, dtype=object)
+    table[y] = pd.Series(_coordinate_text(shapely.get_y(values)), index=gdf.index, dtype=object)
+    if note is not None and isinstance(note.get("columns"), list):
+        by_name = {str(c): c for c in others}
+        by_name.update({x: x, y: y})
+        order = list(dict.fromkeys(by_name[str(n)] for n in note["columns"] if str(n) in by_name))
+        order += [c for c in others if c not in order] + [c for c in (x, y) if c not in order]
+    else:
+        at = list(gdf.columns).index(geom)
+        order = others[:at] + [x, y] + others[at:]
+    table = table[order]
+    if list(table.index.names) != [None] or not is_integer_dtype(table.index.dtype):  # as geopandas' to_file
+        table = table.reset_index(drop=False)
+    return table
+
+
+def _same_crs(crs, wkt) -> bool:
+    if crs is None or wkt is None:
+        return crs is None and wkt is None
+    from pyproj import CRS
+
+    try:
+        return CRS.from_user_input(crs) == CRS.from_wkt(wkt)
+    except Exception:  # an unreadable note: not the CRS the columns were read in
+        return False
+
+
 class Staging:
     """Outputs written beside their destinations, moved into place together by :meth:`commit`.
 
@@ -818,14 +963,27 @@ class Staging:
             # GDAL lets a leftover OUT.tif.aux.xml override the new file's georeferencing
             self._remove.append(dest.with_name(dest.name + ".aux.xml"))
 
-    def vector(self, gdf, target: OutputTarget, record=None) -> None:
-        """Stage a vector output checked by :func:`check_output` (provenance from ``gdf.attrs``)."""
+    def vector(self, gdf, target: OutputTarget, record=None, *, xy=None) -> None:
+        """Stage a vector output checked by :func:`check_output` (provenance from ``gdf.attrs``).
+
+        A CSV output's points go into the x/y columns they were read from (or ``xy=``), see
+        :func:`write_vector`.
+        """
         import geopandas as gpd
 
         if isinstance(gdf, gpd.GeoSeries):
             gdf = gdf.to_frame()
         if record is None:
             record = gdf.attrs.get("geopriv")
+        if xy is not None and target.driver != "CSV":
+            raise OutputError(
+                f"xy= writes the points of a CSV output as two columns; {target.shown} is not a .csv file",
+                fix=Fix("xy_output", python="Leave xy= out, or write a .csv file.", cli="", qgis=""),
+            )
+        table = _xy_table(gdf, xy, target.shown) if target.driver == "CSV" else None
+        if XY_ATTR in gdf.attrs:  # a note for this writer only: not written into the file's metadata
+            gdf = gdf.copy(deep=False)
+            gdf.attrs = {k: v for k, v in gdf.attrs.items() if k != XY_ATTR}
         dest = target.path
         tmpdir = self._tmpdir(dest)  # takes the directory's lock
         # checked again under the lock: another run may have written it since check_output
@@ -849,7 +1007,12 @@ class Staging:
                 kwargs["layer_options"] = {"GEOMETRY": "AS_WKT"}
             elif target.driver == "FlatGeobuf":  # a spatial index would reorder the rows (matched by order)
                 kwargs["layer_options"] = {"SPATIAL_INDEX": "NO"}
-            gdf.to_file(tmp, driver=target.driver, engine="pyogrio", **kwargs)
+            if table is not None:  # the points as two columns of text (each coordinate's repr), quoted only if needed
+                import pyogrio
+
+                pyogrio.write_dataframe(table, tmp, driver="CSV", layer_options={"STRING_QUOTING": "IF_NEEDED"})
+            else:
+                gdf.to_file(tmp, driver=target.driver, engine="pyogrio", **kwargs)
         produced = sorted(p for p in tmpdir.iterdir() if p != tmp)
         replace = target.replaces or target.keep_file  # else nothing may be there (create, never clobber)
         moves = [(p, dest.parent / p.name, replace) for p in produced] + [(tmp, dest, replace)]  # the main file last
@@ -915,7 +1078,9 @@ class Staging:
         self._made = []
 
 
-def write_vector(gdf, path, *, layer: str | None = None, overwrite: bool = False, protect=(), record=None) -> Path:
+def write_vector(
+    gdf, path, *, layer: str | None = None, overwrite: bool = False, protect=(), record=None, xy=None
+) -> Path:
     """Write a GeoDataFrame to a vector file, atomically, never over an input.
 
     Parameters
@@ -935,6 +1100,14 @@ def write_vector(gdf, path, *, layer: str | None = None, overwrite: bool = False
         Input files the output must not be (hard links and symbolic links included).
     record : dict, optional
         Provenance to write instead of ``gdf.attrs["geopriv"]``.
+    xy : (str, str), optional
+        CSV only: write the points as these two columns (x, then y) instead of a ``WKT``
+        column; each coordinate is written as the shortest text that reads back as the same
+        float, so a released point stays exactly on its lattice.  By default a CSV output of
+        points read with ``read_vector(..., xy=...)`` (a release of them carries the note
+        ``gdf.attrs["geopriv_xy"]`` along) is written back into those two columns, in their
+        place among the columns, while it is in the CRS they were read in; anything else gets
+        a ``WKT`` column.
 
     Returns
     -------
@@ -947,6 +1120,6 @@ def write_vector(gdf, path, *, layer: str | None = None, overwrite: bool = False
     """
     target = check_output(path, layer, overwrite, protect)
     with Staging() as stage:
-        stage.vector(gdf, target, record)
+        stage.vector(gdf, target, record, xy=xy)
         stage.commit()
     return target.path

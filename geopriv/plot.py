@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .exceptions import ParameterError
+from .exceptions import MissingDependencyError, ParameterError
 
 __all__ = ["plot_release", "plot_privacy_map", "plot_mechanism"]
 
@@ -25,9 +25,21 @@ def _plt():
             if not os.environ.get("DISPLAY") and os.name != "nt":
                 matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-    except ImportError:  # pragma: no cover
-        raise ImportError("Plotting needs matplotlib: pip install 'geopriv[plot]'.") from None
+    except ImportError as exc:  # geopriv's own message (shown by the CLI and QGIS), not the import's
+        missing = exc.name == "matplotlib"  # else installed, but a package it needs is missing or broken
+        state = "is not installed" if missing else "cannot be imported (a package it needs is missing or broken)"
+        raise MissingDependencyError(
+            f"Plotting needs matplotlib, which {state}.", package="matplotlib", extra="plot"
+        ) from (None if missing else exc)  # the broken import's traceback stays for GEOPRIV_TRACEBACK=1
     return plt
+
+
+def require_matplotlib() -> None:
+    """Raise :class:`~geopriv.exceptions.MissingDependencyError` (the install line) unless plotting can run.
+
+    For a front end that draws only when it can (``geopriv demo``): it asks before it releases anything.
+    """
+    _plt()
 
 
 def _save(fig, path, **kwargs) -> None:

@@ -167,12 +167,15 @@ def expected_displacement(epsilon_per_m) -> float:
 #: how to ask for more protection (a level within a radius is hard to get wrong)
 _MORE_NOISE = Fix(
     "level_radius",
-    python="Epsilon is per ground metre: say how much privacy as a level within a radius instead, e.g. "
-    "level=math.log(4), radius=200 (ln 4 within 200 m: a mean displacement of 289 m).",
-    cli="--epsilon is per ground metre: say how much privacy as a level within a radius instead, e.g. --level ln4 "
-    "--radius 200 (ln 4 within 200 m: a mean displacement of 289 m).",
-    qgis="Epsilon is per ground metre: leave 'Epsilon' empty and set the privacy level within the radius instead, "
-    "e.g. 1.386 (ln 4) within 200 metres (a mean displacement of 289 m).",
+    python="Epsilon is per ground metre (the level divided by the radius): for protection, give a level within a "
+    "radius of tens or hundreds of metres, e.g. level=math.log(4), radius=200 (ln 4 within 200 m: a mean "
+    "displacement of 289 m).",
+    cli="--epsilon is per ground metre (the same as --level divided by --radius): for protection, give a level "
+    "within a radius of tens or hundreds of metres, e.g. --level ln4 --radius 200 (ln 4 within 200 m: a mean "
+    "displacement of 289 m).",
+    qgis="Epsilon is per ground metre (the privacy level divided by the radius): leave 'Epsilon' empty and set a "
+    "privacy level within a radius of tens or hundreds of metres, e.g. 1.386 (ln 4) within 200 metres (a mean "
+    "displacement of 289 m).",
 )
 _LESS_NOISE = Fix(
     "level_radius",

@@ -20,7 +20,7 @@ import math
 from ._version import __version__
 from .exceptions import ParameterTypeError
 
-__all__ = ["make_record", "attach", "ALLOWED_FIELDS"]
+__all__ = ["make_record", "attach", "ALLOWED_FIELDS", "MECHANISM_NAMES", "mechanism_name"]
 
 #: field -> what it says (all public: functions of the public parameters and the released values)
 ALLOWED_FIELDS = {
@@ -117,6 +117,25 @@ ALLOWED_FIELDS = {
     "created_utc": "time stamp",
     "previous": "records of earlier releases this data went through",
 }
+
+#: a record's "mechanism" -> the mechanism in plain words, for titles (reports, figures, front ends); a value that
+#: is not listed is already in plain words (counts, flows, synthetic points, diffusion write sentences)
+MECHANISM_NAMES = {
+    "planar_laplace": "Planar Laplace (geo-indistinguishability)",
+    "spherical_laplace": "Laplace on the sphere (geo-indistinguishability in longitude and latitude)",
+    "eikonal": "Location-dependent Laplace (eikonal mechanism: privacy by place)",
+    "predictive_trace": "Predictive mechanism for traces (geo-indistinguishability per trace)",
+    "independent_trace": "Planar Laplace on every point of a trace (geo-indistinguishability per trace)",
+}
+
+
+def mechanism_name(record) -> str:
+    """The mechanism of a release record (``attrs["geopriv"]``, or its "mechanism" value) in plain words."""
+    value = record.get("mechanism") if isinstance(record, dict) else record
+    if not value:
+        return "a release"
+    return MECHANISM_NAMES.get(str(value), str(value))
+
 
 _SCALARS = (type(None), bool, int, float, str)
 

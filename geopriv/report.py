@@ -40,6 +40,7 @@ import pandas as pd
 from ._version import __version__
 from .exceptions import Fix, GeoprivError, OutputError, ParameterError, ParameterTypeError, user_message
 from .metrics import is_synthetic
+from .provenance import mechanism_name
 
 __all__ = ["release_report", "report_path", "guarantee", "REPORT_SUFFIX", "MIN_MAP_CELL_M"]
 
@@ -457,7 +458,8 @@ def release_report(
         default: the time stamps as they are when they carry no zone, else local mean solar time
         (``"solar"``), as the report states.
     title : str, optional
-        The report's heading.
+        The report's heading (default: "Release report: " and the mechanism in plain words, from
+        :data:`geopriv.provenance.MECHANISM_NAMES`).
     overwrite : bool
         Replace an existing file at ``path`` (refused by default).
     front_end : {"python", "cli", "qgis"}
@@ -538,7 +540,7 @@ def release_report(
         sections.append(attacks)
     grid = _Grid(true_g, bounds, map_cell)  # after the sections above: their errors come first, as they always have
     sections += [_maps_section(r, grid), _reveals_section(r, grid)]
-    doc = _html(title or f"Release report: {record.get('mechanism', 'release')}", sections)
+    doc = _html(title or f"Release report: {mechanism_name(record)}", sections)
     if dest is None:
         return doc
     return _write_report(doc, dest, path, overwrite)
@@ -1002,7 +1004,7 @@ def _adversary_skipped(r: _Report) -> str | None:
             return '<p class="note">Not computed: pass the eikonal mechanism itself (mechanism=) for its adversary.</p>'
         return (
             f"<p>The optimal adversary's error is computed for point releases (perturb) and eikonal mechanisms; "
-            f"this is a {_e(kind or 'other')} release"
+            f"this release's mechanism is {_e(mechanism_name(kind) if kind else 'another one')}"
             + (
                 ": the trace attacks below measure what an adversary learns from it.</p>"
                 if "traj_id" in r.record

@@ -59,9 +59,11 @@ def synthesize(
         Differential privacy loss of the whole release, e.g. ``1.0``.
     bounds : (xmin, ymin, xmax, ymax), optional
         The public area in the data's CRS: choose it without looking at individual points
-        (a city's or a map sheet's extent).  The space-filling curve is laid over it.
-        Default: the bounding box of ``region``, else the CRS's area of use (coarse for a UTM
-        zone: declare your study area).  Inputs outside it are refused, naming their rows.
+        (a city's or a map sheet's extent).  The space-filling curve is laid over it and the
+        synthetic points are spread over it, so it is needed: without it, the bounding box of
+        ``region``; with neither the release is refused (a CRS's area of use, e.g. the whole
+        world for Web Mercator, is not a study area).  Inputs outside it are refused, naming
+        their rows.
     region : shapely Polygon or GeoSeries/GeoDataFrame, optional
         A public polygon outputs are kept in (outputs outside it go to the nearest lattice
         node inside); its bounding box is the public area when ``bounds`` is not given.
@@ -108,7 +110,8 @@ def synthesize(
     GeometryError
         Points lie outside the public area (the error names their rows).
     ParameterError
-        ``epsilon``, ``n``, ``method``, ``depth``, ``placement`` or ``grid`` is not valid.
+        ``epsilon``, ``n``, ``method``, ``depth``, ``placement`` or ``grid`` is not valid, or
+        neither ``bounds`` nor ``region`` declares the public area.
     BudgetExceededError
         A person in ``budget_store`` cannot afford ``epsilon`` (nothing is drawn or charged).
 

@@ -196,8 +196,8 @@ def test_refusals_say_how_to_fix():
         geopriv.adversary_error(epsilon=0.01)
     with pytest.raises(ParameterError, match="level and radius"):
         geopriv.adversary_error(area=(0, 0, 1, 1), crs=CRS)
-    with pytest.raises(CRSError, match="not projected"):
-        geopriv.adversary_error(epsilon=0.01, area=(0, 0, 1, 1), crs=4326)
+    with pytest.raises(CRSError, match="not longitudes"):  # a geographic CRS takes degrees (issue 44)
+        geopriv.adversary_error(epsilon=0.01, area=(400_000, 4_400_000, 404_000, 4_403_000), crs=4326)
     with pytest.raises(ParameterError, match="limited to"):
         geopriv.adversary_error(epsilon=0.01, area=(0, 0, 100_000, 100_000), crs=CRS, cell=10)
     with pytest.raises(ParameterError, match="population"):

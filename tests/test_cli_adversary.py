@@ -102,7 +102,7 @@ def test_refusals_are_one_line(capsys):
         capsys, "adversary-error", "--level", "ln4", "--radius", 200, "--bounds", *AREA, "--crs", "EPSG:4326"
     )
     assert code != 0
-    line = one_line_error(err, "not projected", "--bounds", "--crs")  # the command line's advice, not Python's
+    line = one_line_error(err, "not longitudes", "--bounds", "--crs")  # the command line's advice, not Python's
     assert ".to_crs" not in line
     code, _, err = run(capsys, "adversary-error", "--bounds", *AREA, "--crs", "EPSG:32650")
     assert code != 0

@@ -99,19 +99,15 @@ def test_region_sets_the_public_area(capsys, tmp_path):
     assert record["epsilon"] == pytest.approx(np.log(3))
 
 
-def test_without_bounds_the_area_of_use_is_used_with_a_note(capsys, tmp_path, deaths):
-    """The library's default public area (the CRS's area of use), and a note that bounds give finer cells."""
+def test_without_bounds_the_release_is_refused(capsys, tmp_path, deaths):
+    """No declared area: refused as the library refuses it (issue 44.3: the CRS's area of use is no study area)."""
     utm = tmp_path / "deaths_utm.gpkg"
     deaths.to_crs(32630).to_file(utm, engine="pyogrio")  # UTM 30N: a bounded area of use holding London
     out = tmp_path / "synthetic.gpkg"
     code, _, err = run(capsys, "synthesize", utm, out, "--epsilon", "1", "--seed", "4")
-    assert code == 0, err
-    note = [line for line in err.splitlines() if line.startswith("geopriv: note: ")]
-    assert len(note) == 1 and "area of use" in note[0] and "--bounds" in note[0] and "finer" in note[0]
-    record = gpkg_record(out)
-    assert record["frame_area"] == "area_of_use" and record["declared_bounds"] is None
-    assert len(pyogrio.read_dataframe(out)) == 324
-    # bad input without --bounds: still one line (the note comes only after a release)
+    one_line_error(err, "needs a declared public area", "--bounds XMIN YMIN XMAX YMAX", "--region")
+    assert code == 2 and not out.exists()
+    # bad input without --bounds: still one line
     code, _, err = run(capsys, "synthesize", utm, tmp_path / "bad.gpkg", "--epsilon", "0")
     one_line_error(err, "epsilon must be finite and > 0")
     assert code == 2 and not (tmp_path / "bad.gpkg").exists()

@@ -207,8 +207,8 @@ def test_the_store_never_enters_the_graph(people, tmp_path):
 # ---------------------------------------------------------------------------- synthesize
 def test_synthesize_charges_epsilon_per_row_once_as_in_memory(people, tmp_path):
     mem_store, dask_store = store_at(tmp_path, "mem"), store_at(tmp_path, "dask")
-    mem = people.priv.synthesize(0.5, budget_store=mem_store, person="pid", rng=1)
-    out = lazy(people, 4).priv.synthesize(0.5, budget_store=dask_store, person="pid", rng=1)
+    mem = people.priv.synthesize(0.5, bounds=BEIJING_UTM, budget_store=mem_store, person="pid", rng=1)
+    out = lazy(people, 4).priv.synthesize(0.5, bounds=BEIJING_UTM, budget_store=dask_store, person="pid", rng=1)
     pd.testing.assert_series_equal(spent(mem_store, PURE), spent(dask_store, PURE))
     assert np.all(spent(dask_store, PURE).to_numpy() == 4 * 0.5)  # four rows in up to four partitions: 4 epsilon
     assert spent(dask_store, PER_METRE).empty  # units apart
@@ -222,10 +222,10 @@ def test_synthesize_charges_epsilon_per_row_once_as_in_memory(people, tmp_path):
 def test_synthesize_overspend_is_refused_at_the_call(people, tmp_path):
     store = store_at(tmp_path, "s", pure=1.9)  # 4 rows at 0.5 each: 2.0 > 1.9 for everyone
     with pytest.raises(BudgetExceededError, match="150 person"):
-        lazy(people, 3).priv.synthesize(0.5, budget_store=store, person="pid")
+        lazy(people, 3).priv.synthesize(0.5, bounds=BEIJING_UTM, budget_store=store, person="pid")
     assert store.releases().empty and store.balances().empty
     with pytest.raises(GeoprivError, match="not a column"):
-        lazy(people, 3).priv.synthesize(0.5, budget_store=store, person="nope")
+        lazy(people, 3).priv.synthesize(0.5, bounds=BEIJING_UTM, budget_store=store, person="nope")
 
 
 # ---------------------------------------------------------------------------- traces

@@ -67,11 +67,10 @@ def test_the_region_and_curve_do_not_depend_on_the_data(deaths):
     rb = other.priv.synthesize(1.0, bounds=SOHO_BOUNDS, rng=1).attrs["geopriv"]
     for key in ("public_area", "depth", "curve", "level_scales", "grid_m", "lattice", "frame_area"):
         assert ra[key] == rb[key], key
-    # without bounds: the CRS's area of use, whatever the data
-    rc = deaths.priv.synthesize(1.0, rng=1).attrs["geopriv"]
-    rd = other.priv.synthesize(1.0, rng=1).attrs["geopriv"]
-    assert rc["frame_area"] == "area_of_use" and rc["public_area"] == rd["public_area"]
-    assert rc["public_area"] != [float(v) for v in deaths.total_bounds]
+    # without bounds: refused, whatever the data (issue 44.3: the CRS's area of use is not a study area)
+    for data in (deaths, other):
+        with pytest.raises(GeoprivError, match="needs a declared public area"):
+            data.priv.synthesize(1.0, rng=1)
 
 
 def test_bounds_taken_from_the_data_are_refused(deaths):

@@ -8,7 +8,9 @@ makes the sdist and then the wheel *from the sdist* (so the sdist holds what a b
 PyPI (pip's cache keeps it fast); then, in an empty temporary folder (the checkout is not on
 ``sys.path``), ``import geopriv`` must come from that environment and find its shipped data,
 ``geopriv.show_versions()`` must print, and the console script ``geopriv demo --out OUT`` must
-write its GeoPackage and PNG.
+write its GeoPackage and PNG.  A second fresh environment gets the wheel alone, as a plain
+``pip install geopriv`` installs it (no extra, so no matplotlib): there ``geopriv demo`` must write
+its GeoPackage, print its figures and say how to get the map, and exit 0 (issue 44).
 
 Both environments of scripts/test.sh run it.  The dependencies are the newest releases, unless
 the environment variable ``GEOPRIV_WHEEL_CONSTRAINTS`` names a pip constraints file: scripts/test.sh
@@ -90,17 +92,29 @@ def dists(tmp_path_factory):
     return wheels[0], sdists[0]
 
 
-@pytest.fixture(scope="module")
-def venv(dists, tmp_path_factory):
-    """A fresh virtual environment with the wheel (and its ``plot`` extra) installed: its bin/ folder."""
-    wheel, _ = dists
+def _fresh_venv(tmp_path_factory, requirement: str) -> Path:
+    """A fresh virtual environment (never --system-site-packages) with ``requirement`` installed: its folder."""
     env = tmp_path_factory.mktemp("venv")
-    _run([sys.executable, "-m", "venv", env], cwd=env)  # never --system-site-packages
+    _run([sys.executable, "-m", "venv", env], cwd=env)
     cfg = (env / "pyvenv.cfg").read_text()
     assert re.search(r"include-system-site-packages\s*=\s*false", cfg), cfg
     constraints = ["-c", CONSTRAINTS] if CONSTRAINTS else []
-    _run([env / "bin" / "python", "-m", "pip", "install", "-q", *constraints, f"{wheel}[plot]"], cwd=env)
+    _run([env / "bin" / "python", "-m", "pip", "install", "-q", *constraints, requirement], cwd=env)
     return env
+
+
+@pytest.fixture(scope="module")
+def venv(dists, tmp_path_factory):
+    """A fresh virtual environment with the wheel (and its ``plot`` extra) installed: its folder."""
+    wheel, _ = dists
+    return _fresh_venv(tmp_path_factory, f"{wheel}[plot]")
+
+
+@pytest.fixture(scope="module")
+def plain_venv(dists, tmp_path_factory):
+    """A fresh virtual environment with the wheel alone (``pip install geopriv``: no extra, no matplotlib)."""
+    wheel, _ = dists
+    return _fresh_venv(tmp_path_factory, str(wheel))
 
 
 def test_twine_check_passes_on_the_wheel_and_the_sdist(dists, tmp_path):
@@ -201,9 +215,50 @@ def test_the_console_script_runs_the_demo_from_the_fresh_environment(venv, tmp_p
     assert "Wrote" in done.stdout, done.stdout
     gpkg, png = tmp_path / "OUT" / "soho_perturbed.gpkg", tmp_path / "OUT" / "soho_map.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "not drawn" not in done.stdout, done.stdout
     released = gpd.read_file(gpkg, layer="deaths_perturbed")
     deaths = gpd.read_file(ROOT / "geopriv" / "data" / "soho_cholera.gpkg", layer="deaths")
     assert len(released) == len(deaths) and released.crs == deaths.crs
     assert released.geometry.is_valid.all() and not released.geometry.is_empty.any()
     moved = released.geometry.distance(deaths.geometry)
     assert (moved > 0).all()  # perturbed, every point
+
+
+def _check_demo_release(gpkg: Path) -> None:
+    released = gpd.read_file(gpkg, layer="deaths_perturbed")
+    deaths = gpd.read_file(ROOT / "geopriv" / "data" / "soho_cholera.gpkg", layer="deaths")
+    assert len(released) == len(deaths) and released.crs == deaths.crs
+    assert (released.geometry.distance(deaths.geometry) > 0).all()
+
+
+def test_the_demo_runs_after_the_plain_install_and_says_how_to_get_the_map(plain_venv, tmp_path):
+    """Issue 44: a plain ``pip install geopriv`` has no matplotlib; the demo still releases, and says so in plain words."""
+    probe = "import importlib.util; print(importlib.util.find_spec('matplotlib') is None)"
+    assert _run([plain_venv / "bin" / "python", "-c", probe], cwd=tmp_path).stdout.strip() == "True"
+    done = _run([plain_venv / "bin" / "geopriv", "demo", "--out", "OUT", "--seed", "1"], cwd=tmp_path)
+    out = tmp_path / "OUT"
+    assert sorted(p.name for p in out.iterdir()) == ["soho_perturbed.gpkg"], done.stdout
+    _check_demo_release(out / "soho_perturbed.gpkg")
+    assert "Utility: mean" in done.stdout and f"Wrote  : {Path('OUT') / 'soho_perturbed.gpkg'}" in done.stdout
+    assert "Map    : not drawn. Plotting needs matplotlib, which is not installed." in done.stdout, done.stdout
+    assert "pip install 'geopriv[plot]'" in done.stdout and "withheld" not in done.stdout + done.stderr
+    assert "soho_map.png" in done.stdout.split("Map    :")[1]  # where the map goes once matplotlib is there
+
+
+def test_a_plot_without_matplotlib_says_why_in_geoprivs_words(plain_venv, tmp_path):
+    """The library's message (not the import's) for a Python caller, and what the CLI/QGIS show of it."""
+    code = """
+import geopandas as gpd, geopriv
+from geopriv.exceptions import MissingDependencyError, user_message
+from geopriv.plot import plot_release
+pts = gpd.GeoDataFrame(geometry=gpd.points_from_xy([0.0], [0.0]), crs="EPSG:32630")
+try:
+    plot_release(pts, pts)
+except MissingDependencyError as exc:
+    assert isinstance(exc, ImportError)
+    print(exc)
+    print(user_message(exc, "cli"))
+"""
+    lines = _run([plain_venv / "bin" / "python", "-c", code], cwd=tmp_path).stdout.splitlines()
+    said = "Plotting needs matplotlib, which is not installed. Install it: pip install 'geopriv[plot]' (or pip install matplotlib)."
+    assert lines == [said, said], lines

@@ -100,6 +100,68 @@ def check_unit(unit) -> str:
     )
 
 
+def _six_digits_up(value: float) -> str:
+    """``value`` written with six significant digits, rounded up (a total that surely affords it)."""
+    text = f"{value:.6g}"
+    if float(text) < value:
+        unit = 10.0 ** (math.floor(math.log10(value)) - 5)
+        text = f"{math.ceil(value / unit) * unit:.6g}"
+    return text
+
+
+def _charge_note(unit: str, parameters, repeated: bool) -> str:
+    """What a row of the refused release costs, and why (a sentence, or "" when its parameters do not say).
+
+    ``repeated``: some person has several rows (and pays for each).
+    """
+    parameters = parameters or {}
+    per_row = parameters.get("charged_per_row")
+    if not isinstance(per_row, float) or not math.isfinite(per_row):
+        return ""
+    note = f"The release charges {per_row:.6g} {unit} per row"
+    epsilon = parameters.get("epsilon_per_m", parameters.get("epsilon"))
+    effective = parameters.get("effective_epsilon_per_m", parameters.get("effective_epsilon"))
+    if (
+        isinstance(epsilon, float)
+        and isinstance(effective, float)
+        and effective > epsilon
+        and math.isclose(per_row, effective, rel_tol=1e-12)
+    ):
+        note += (
+            f": its effective epsilon, epsilon {epsilon:.6g} plus {effective - epsilon:.3g} for the finite precision "
+            "of the lattice the outputs are snapped to (Andres et al. 2013), so n such releases cost n times "
+            f"{per_row:.6g}, not n times {epsilon:.6g}"
+        )
+    return note + (" (a person with k rows pays k times that). " if repeated else ". ")
+
+
+def _grant_fix(unit: str, need: float, priced: bool) -> Fix:
+    """How to afford a refused charge: fewer persons, a smaller epsilon, or a grant of (at least) ``need``."""
+    if not (priced and need > 0 and math.isfinite(need)):
+        return Fix(
+            "budget_exhausted",
+            python="Release without these persons, with a smaller epsilon, or grant more "
+            "budget deliberately (store.grant(...), kept in the audit).",
+            cli="Release without these persons (remove their rows from the input), with a smaller epsilon, "
+            "or grant more budget deliberately (geopriv budget grant).",
+            qgis="Release without these persons, with a smaller epsilon, or grant more budget deliberately "
+            "(geopriv budget grant).",
+        )
+    total = _six_digits_up(need)
+    return Fix(
+        "budget_exhausted",
+        python="Release without these persons, with a smaller epsilon, or grant more budget deliberately (kept in "
+        f"the audit): a lifetime total of {total} {unit} affords this release for all of them, e.g. "
+        f"store.grant({total}, unit={unit!r}, persons=[...]) with their ids.",
+        cli="Release without these persons (remove their rows from the input), with a smaller epsilon, or grant "
+        f"more budget deliberately: a lifetime total of {total} {unit} affords this release for all of them "
+        f"(geopriv budget grant STORE --unit {unit} --total {total} --person ID ...).",
+        qgis="Release without these persons, with a smaller epsilon, or grant more budget deliberately: a lifetime "
+        f"total of {total} {unit} affords this release for all of them (geopriv budget grant STORE --unit {unit} "
+        f"--total {total} --person ID ...).",
+    )
+
+
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")
 
@@ -1144,7 +1206,15 @@ class BudgetStore:
                     # PostgreSQL (READ COMMITTED): the balances re-read for the message may already show budget
                     # another release gave back since; then nobody is over, and the charge is tried again
                     refusal = self._refusal(
-                        db, unit, unit_id, default, pk, spent_now, held, final=db.kind == "sqlite" or attempt == 7
+                        db,
+                        unit,
+                        unit_id,
+                        default,
+                        pk,
+                        spent_now,
+                        held,
+                        final=db.kind == "sqlite" or attempt == 7,
+                        parameters=parameters,
                     )
                     if refusal is not None:
                         raise refusal from None
@@ -1253,8 +1323,13 @@ class BudgetStore:
             ),
         )
 
-    def _refusal(self, db, unit, unit_id, default, pk, spent, held, final=True):
-        """The BudgetExceededError naming who cannot afford the charge; None if nobody is over now (not ``final``)."""
+    def _refusal(self, db, unit, unit_id, default, pk, spent, held, final=True, parameters=None):
+        """The BudgetExceededError naming who cannot afford the charge; None if nobody is over now (not ``final``).
+
+        ``parameters`` (the release's public fields) say what a row costs, for the message: the
+        effective epsilon a snapped release charges, and the total that would afford it.
+        """
+        need = 0.0  # the smallest total that lets every person named afford this release
         rows = db.balances_of(unit_id, pk.keys)
         spent = np.broadcast_to(np.asarray(spent, float), pk.keys.shape)
         held = np.broadcast_to(np.asarray(held, float), pk.keys.shape)
@@ -1268,6 +1343,7 @@ class BudgetStore:
             over = after > bal[:, 0]
             if over.any():
                 worst = float(np.max(after[over] - bal[over, 0]))
+                need = max(need, float(np.max(after[over])))
                 parts.append(
                     f"{int(over.sum())} person(s) would exceed their lifetime budget in {unit!r}: "
                     f"{format_labels(pk.shown(np.sort(have[over])))} (over by up to {worst:.3g})"
@@ -1276,6 +1352,7 @@ class BudgetStore:
             at = np.searchsorted(pk.keys, missing)
             new_over = spent[at] + held[at] > default
             if new_over.any():
+                need = max(need, float(np.max((spent[at] + held[at])[new_over])))
                 parts.append(
                     f"{int(new_over.sum())} person(s) new to the store would exceed the default lifetime budget "
                     f"in {unit!r} ({default:.6g}) at once: {format_labels(pk.shown(missing[new_over]))}"
@@ -1293,17 +1370,10 @@ class BudgetStore:
             return None
         if not parts:  # the constraint fired but no row is over: rounding at the boundary
             parts.append(f"the release would take some person(s) to their lifetime budget in {unit!r} within rounding")
+        charge = _charge_note(unit, parameters, bool(np.any(np.asarray(pk.counts) > 1)))
         return BudgetExceededError(
-            "; ".join(parts) + ". Nothing was drawn or charged.",
-            fix=Fix(
-                "budget_exhausted",
-                python="Release without these persons, with a smaller epsilon, or grant more "
-                "budget deliberately (store.grant(...), kept in the audit).",
-                cli="Release without these persons (remove their rows from the input), with a smaller epsilon, "
-                "or grant more budget deliberately (geopriv budget grant).",
-                qgis="Release without these persons, with a smaller epsilon, or grant more budget deliberately "
-                "(geopriv budget grant).",
-            ),
+            "; ".join(parts) + ". " + charge + "Nothing was drawn or charged.",
+            fix=_grant_fix(unit, need, bool(charge)),
         )
 
     # ------------------------------------------------------------------ views

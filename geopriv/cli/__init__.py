@@ -211,7 +211,7 @@ COMMANDS = (
     ),
     Command(
         "demo",
-        help="perturb the shipped Soho cholera points; write a GeoPackage and a PNG map",
+        help="perturb the shipped Soho cholera points; write a GeoPackage and a PNG map (with the plot extra)",
         description="The Quickstart demo on shipped data (John Snow's Soho cholera deaths, EPSG:3857).",
         epilog=EPILOG_DEMO,
         arguments=demo_arguments,

@@ -1,4 +1,9 @@
-"""geopriv demo: the Quickstart on shipped data."""
+"""geopriv demo: the Quickstart on shipped data.
+
+It runs after the plain install (``pip install geopriv``): the release and its numbers need only
+geopriv's dependencies; the map is drawn when matplotlib (the ``plot`` extra) is installed, and
+otherwise the demo says how to get it.
+"""
 
 from __future__ import annotations
 
@@ -12,8 +17,14 @@ def _cmd_demo(args) -> int:
     import geopriv
 
     from .. import io
-    from ..plot import plot_release
+    from ..exceptions import MissingDependencyError, user_message
+    from ..plot import plot_release, require_matplotlib
 
+    try:  # the map needs the plot extra; the release does not, so a plain install runs the demo without it
+        require_matplotlib()
+        no_map = None
+    except MissingDependencyError as exc:
+        no_map = exc
     data = PACKAGE_DIR / "data" / "soho_cholera.gpkg"
     deaths = io.read_vector(data, "deaths")
     out = geopriv.perturb(deaths, level=math.log(4), radius=args.radius, rng=args.seed)
@@ -23,15 +34,16 @@ def _cmd_demo(args) -> int:
     target = io.check_output(gpkg, "deaths_perturbed", True)
     with io.Staging() as stage:  # both files or neither; a link at png is replaced, not written through
         stage.vector(out, target)
-        stage.file(
-            png,
-            lambda tmp: plot_release(
-                deaths,
-                out,
-                path=tmp.with_suffix(".png"),
-                title=f"Soho cholera deaths (1854), EPSG:3857: ln 4 within {args.radius:g} m",
-            ),
-        )
+        if no_map is None:
+            stage.file(
+                png,
+                lambda tmp: plot_release(
+                    deaths,
+                    out,
+                    path=tmp.with_suffix(".png"),
+                    title=f"Soho cholera deaths (1854), EPSG:3857: ln 4 within {args.radius:g} m",
+                ),
+            )
         stage.commit()
     rep = geopriv.utility_report(deaths, out)
     rec = out.attrs["geopriv"]
@@ -53,12 +65,19 @@ def _cmd_demo(args) -> int:
         f"Utility: mean {rep['mean_m']:.1f} m, median {rep['median_m']:.1f} m; 90 % of the points moved less than "
         f"{rep['alpha_0.9_m']:.1f} m (alpha_0.9_m)"
     )
-    print(f"Wrote  : {gpkg}\n         {png}")
+    if no_map is None:
+        print(f"Wrote  : {gpkg}\n         {png}")
+    else:
+        print(f"Wrote  : {gpkg}")
+        print(f"Map    : not drawn. {user_message(no_map, 'cli')} Then run the demo again to draw {png}.")
     return 0
 
 
 EPILOG_DEMO = """examples:
   geopriv demo --out out --seed 1     # writes out/soho_perturbed.gpkg and out/soho_map.png
+
+The map (out/soho_map.png) needs matplotlib, the plot extra: pip install 'geopriv[plot]'.
+Without it the demo writes the release, prints its privacy and utility, and says how to get the map.
 """
 
 

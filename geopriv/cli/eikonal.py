@@ -6,6 +6,7 @@ import argparse
 import math
 import sys
 
+from ..progress import on_terminal
 from .common import NONE, CLIError, check_crs, given_options, grid_arg, library_option, number_arg
 
 
@@ -198,7 +199,10 @@ def _cmd_build_mechanism(args) -> int:
     )
     if args.no_smooth:
         options["smooth"] = None
-    mech = EikonalMechanism.build(pm, progress=True if args.progress else None, **options)
+    # bars on a terminal only (tqdm's disable=None): piped or redirected stderr gets the lines above and below,
+    # never carriage-return updates piled up on one line
+    bars = args.progress and on_terminal(sys.stderr)
+    mech = EikonalMechanism.build(pm, progress=True if bars else None, **options)
     digests = []
     with io.Staging() as stage:
         stage.file(dest, lambda tmp: digests.append(mech.save(tmp)), overwrite=args.overwrite)
@@ -291,5 +295,10 @@ def build_mechanism_arguments(b) -> None:
         "solve (large rasters; the saved file is the same compact file)",
     )
     b.add_argument("--overwrite", action="store_true", help="replace OUTPUT if it exists")
-    b.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
+    b.add_argument(
+        "--no-progress",
+        dest="progress",
+        action="store_false",
+        help="no progress bars (they are drawn only when stderr is a terminal)",
+    )
     b.set_defaults(func=_cmd_build_mechanism)

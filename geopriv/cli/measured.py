@@ -36,7 +36,11 @@ def _measured_area_options(p, func) -> None:
         required=True,
         help="public study area, chosen without looking at any data",
     )
-    g.add_argument("--crs", required=True, help="CRS of --bounds: a projected CRS in metres, e.g. EPSG:32650")
+    g.add_argument(
+        "--crs",
+        required=True,
+        help="CRS of --bounds: a projected CRS (e.g. EPSG:32650), or longitude and latitude (EPSG:4326)",
+    )
     library_option(g, func, "prior", choices=("uniform", "population"), help="where the adversary believes people are")
     library_option(
         g, func, "population", metavar="RASTER", help="population raster (for --prior population and the k-equivalent)"

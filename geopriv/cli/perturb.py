@@ -6,7 +6,9 @@ A saved mechanism is loaded with its options (--outside, --remap, --kernels, --n
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import warnings
 
 from ..adapters import load_mechanism
 from .common import (
@@ -31,6 +33,31 @@ from .common import (
     rows_note,
     rows_options,
 )
+
+
+@contextlib.contextmanager
+def warnings_before_writing():
+    """Print geopriv's warnings of the release inside, once it returned and before its output is written.
+
+    They come from the plan's checks of public parameters, made before any noise (the noise far
+    below 10 m or above the study area, :func:`geopriv.precision.check_noise_scale`): a user
+    warned that a release protects almost nothing reads it before the file exists, not after.
+    A refused input still prints its error alone (nothing is printed when the block raises);
+    other libraries' warnings go to the command line's usual handler (shown once it succeeded).
+    """
+    from ..exceptions import GeoprivWarning, user_message
+
+    with warnings.catch_warnings(record=True) as caught:
+        yield
+    shown = set()
+    for w in caught:
+        if isinstance(w.message, GeoprivWarning):
+            text = " ".join(user_message(w.message, "cli").split())
+            if text not in shown:
+                shown.add(text)
+                print(f"geopriv: warning: {text}", file=sys.stderr)
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
 
 def _cmd_perturb(args) -> int:
@@ -85,7 +112,8 @@ def _cmd_perturb(args) -> int:
         )
     else:
         kwargs.update(privacy_kwargs(args))
-    out = mark_shuffled(geopriv.perturb(gdf, progress=True if args.progress else None, **kwargs), args)
+    with warnings_before_writing():  # e.g. noise far below 10 m: said before the file exists
+        out = mark_shuffled(geopriv.perturb(gdf, progress=True if args.progress else None, **kwargs), args)
     io.write_vector(out, args.output, layer=args.out_layer, overwrite=args.overwrite, protect=inputs)
     rec = out.attrs["geopriv"]
     if "epsilon_per_m" in rec:

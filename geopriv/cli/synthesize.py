@@ -26,6 +26,7 @@ from .common import (
     rng_note,
     rows_options,
 )
+from .perturb import warnings_before_writing
 
 # ---------------------------------------------------------------------------- synthesize
 _SYNTH_OPTIONS = ("n", "method", "depth", "placement", "grid", "bounds", "max_distortion", "rng")
@@ -49,12 +50,11 @@ def _cmd_synthesize(args) -> int:
     kwargs = given_options(args, _SYNTH_OPTIONS + ("budget_store", "person"))
     if args.region is not None:
         kwargs["region"] = read_points(args.region, what="region", flag=None)
-    out = geopriv.synthesize(gdf, args.epsilon, progress=True if args.progress else None, **kwargs)
+    with warnings_before_writing():  # said before the file exists
+        out = geopriv.synthesize(gdf, args.epsilon, progress=True if args.progress else None, **kwargs)
     io.write_vector(out, args.output, layer=args.out_layer, overwrite=args.overwrite, protect=inputs)
     rec = out.attrs["geopriv"]
-    area = {"bounds": "--bounds", "region": "the bounding box of --region", "area_of_use": "the CRS's area of use"}.get(
-        rec.get("frame_area"), rec.get("frame_area")
-    )
+    area = "--bounds" if rec.get("frame_area") == "bounds" else "the bounding box of --region"
     print(
         f"released {rec['n']} synthetic points (from {rec['n_people']} people; attributes not carried over) to "
         f"{args.output}: epsilon {rec['epsilon']:.6g} (differential privacy of the whole set, not per metre), "
@@ -62,13 +62,6 @@ def _cmd_synthesize(args) -> int:
         file=sys.stderr,
     )
     charge_note(rec, args)
-    if rec.get("frame_area") == "area_of_use":  # after the release: bad input stays one line on stderr
-        print(
-            "geopriv: note: no --bounds or --region, so the public area was the CRS's area of use and the cells are "
-            "coarse; declare your study area with --bounds XMIN YMIN XMAX YMAX (chosen without looking at the "
-            "points) for finer cells",
-            file=sys.stderr,
-        )
     return 0
 
 
@@ -81,8 +74,8 @@ EPILOG_SYNTHESIZE = """examples:
   # the private measure mechanism, 10,000 points drawn from the private measure (no extra privacy loss)
   geopriv synthesize homes.gpkg synthetic.gpkg --epsilon ln3 --method pmm -n 10000 --region city.gpkg
 
-  # without --bounds or --region the CRS's area of use is the public area: coarse cells
-  geopriv synthesize homes_utm.gpkg synthetic.geojson --epsilon 1
+  # the synthetic points are spread over the whole public area: without --bounds or --region the release is
+  # refused (a CRS's area of use, the whole world for Web Mercator, is no study area)
 """
 
 
@@ -120,8 +113,8 @@ _SYNTHESIZE_OPTIONS = (
             Arg(
                 ("--bounds",),
                 "public area in the input's CRS, chosen without looking at the points (never derived from the "
-                "data: a city's or map sheet's extent); inputs outside it are refused (default: the bounding box "
-                "of --region, else the CRS's area of use: coarse cells)",
+                "data: a city's or map sheet's extent); the synthetic points are spread over it and inputs outside "
+                "it are refused (default: the bounding box of --region; one of them is needed)",
                 param="bounds",
                 type=float,
                 nargs=4,

@@ -52,7 +52,7 @@ from ..exceptions import (
     ParameterTypeError,
     caller_stacklevel,
 )
-from ..frame import check_area_not_from_data, declared_bounds, touched_edges
+from ..frame import STUDY_AREA_FIX, check_area_not_from_data, declared_bounds, touched_edges
 from ..identity import identities
 from ..mechanisms.hierarchy import CellTree, HierarchicalCounts, split_levels
 from ..points import as_geoseries, check_coordinates, check_crs_kind, check_no_other_geometries, point_xy
@@ -416,14 +416,7 @@ def _area_source(kind, rect, bounds, region) -> str:
     if rect is None:
         raise ParameterError(
             "A grid or H3 release needs a declared public area: every cell in it is released, empty or not.",
-            fix=Fix(
-                "declare_bounds",
-                python="Declare bounds=(xmin, ymin, xmax, ymax) of your study area in the data's "
-                "CRS, chosen without looking at the points (a city's extent), or region=.",
-                cli="Declare --bounds XMIN YMIN XMAX YMAX of your study area, chosen without looking at the points "
-                "(a city's extent), or --region.",
-                qgis="Set the 'Public study area' parameter (a city's extent), chosen without looking at the points.",
-            ),
+            fix=STUDY_AREA_FIX,
         )
     return "bounds" if bounds is not None else "region"
 

@@ -21,11 +21,13 @@ import numpy as np
 import shapely
 
 from ..budget import PURE
-from ..exceptions import ParameterError
+from ..exceptions import Fix, ParameterError
 from ..frame import (
     DEFAULT_MAX_DISTORTION,
+    STUDY_AREA_FIX,
     PublicFrame,
     area_side_metres,
+    declared_bounds,
     public_frame,
     public_lattice,
     truncate_and_snap,
@@ -40,7 +42,6 @@ from .common import (
     check_release_input,
     check_release_parameters,
     plan_crs,
-    public_area,
     region_geometry,
     truncate_to_region,
 )
@@ -91,12 +92,14 @@ class SyntheticPlan(Executes):
         if self.n_people is not None and self.n_people == int(n_people):
             return self
         depth = self.mechanism.resolved_depth(int(n_people))
+        too_fine = None
         if isinstance(self.grid, str):
             order = (depth + 1) // 2
             grid_m = min(DEFAULT_GRID_M, area_side_metres(self.crs, self.rect) / float(1 << order) / 20.0)
+            too_fine = _auto_grid_too_fine(depth)  # no grid was given: the message says where the step came from
         else:
             grid_m = float(self.grid)
-        lattice = public_lattice(self.frame, grid_m)
+        lattice = public_lattice(self.frame, grid_m, too_fine=too_fine)
         if self.region_geom is not None:
             check_region_holds_lattice(self.region_geom, lattice)
         n_out = int(n_people) if self.n is None else self.n
@@ -191,6 +194,29 @@ class SyntheticPlan(Executes):
         return synthetic_frame(data, out, plan.crs, make_record(fields, seeded=source.seeded, n=plan.n_out))
 
 
+def _auto_grid_too_fine(depth: int):
+    """The refusal of an automatic lattice (grid="auto": a twentieth of the cells) finer than the coordinates hold."""
+
+    def refusal(crs, grid_m: float, min_grid_m: float):
+        return ParameterError(
+            f"The tree's cells are so small that the lattice they imply is finer than the float precision of "
+            f"coordinates in {crs.name}: no grid was given, and the automatic one, a twentieth of the cells of a "
+            f"depth-{depth} tree over the public area ({grid_m:.2g} m), is below the {min_grid_m:.2g} m the "
+            "coordinates can hold there.",
+            fix=Fix(
+                "coarser_cells",
+                python="Use a smaller depth= (or depth='auto'), a larger declared area, or an explicit grid= of at "
+                f"least {min_grid_m:.2g} metres.",
+                cli=f"Use a smaller --depth (or auto), larger --bounds, or an explicit --grid of at least "
+                f"{min_grid_m:.2g} metres.",
+                qgis="Use a smaller depth of the partition tree (or leave it empty), a larger public study area, or "
+                f"set the grid step to at least {min_grid_m:.2g} metres.",
+            ),
+        )
+
+    return refusal
+
+
 def _check_grid(grid) -> None:
     """A synthetic release's grid: "auto" (finer than the leaves) or a positive number of metres."""
     if isinstance(grid, str):
@@ -204,6 +230,23 @@ def _check_grid(grid) -> None:
         or grid <= 0
     ):
         raise ParameterError("grid must be a positive number of metres (or 'auto').")
+
+
+def _declared_area(crs, bounds, region):
+    """(rectangle, source) of a synthetic release's public area: ``bounds=``, else ``region=``'s box; refused without.
+
+    The synthetic points are spread over the whole public area, so it must be the study area the
+    user declares: a CRS's area of use (Web Mercator's is the whole world, a UTM zone hundreds of
+    kilometres) would scatter them far from anyone.
+    """
+    rect = declared_bounds(crs, bounds, region)
+    if rect is None:
+        raise ParameterError(
+            "A synthetic release needs a declared public area: its points are spread over all of it, and the area "
+            f"of use of the data's CRS ({crs.name}) is not a study area.",
+            fix=STUDY_AREA_FIX,
+        )
+    return rect, "bounds" if bounds is not None else "region"
 
 
 def plan_synthetic(
@@ -230,7 +273,7 @@ def plan_synthetic(
         raise ParameterError(f"n (the number of synthetic points) must be a positive integer, got {n!r}.")
     if placement not in ("uniform", "centre"):
         raise ParameterError(f"placement must be 'uniform' (uniform inside each cell) or 'centre', got {placement!r}.")
-    rect, area_source = public_area(crs, bounds, region)
+    rect, area_source = _declared_area(crs, bounds, region)
     frame = public_frame(crs, bounds=rect, max_distortion=max_distortion)
     region_geom = region_geometry(region, crs)
     _check_grid(grid)

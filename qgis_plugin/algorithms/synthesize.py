@@ -58,10 +58,10 @@ this dialog proposes {DEFAULT_EPSILON:g} (smaller: more private, coarser synthet
 the space-filling curve is laid over it and every input point must lie inside it (features outside are refused,
 named by feature id). It is published with the release, so choose it <b>without looking at individual points</b>
 (a city's or study region's extent, round numbers); never use the input layer's extent (the plugin refuses it).
-<b>Empty: the CRS's area of use</b> (a UTM zone is hundreds of kilometres wide), which gives very coarse cells:
-declare your study area for a useful result. A <b>region</b> (polygons, optional) keeps the synthetic points inside
-it (points outside go to the nearest lattice node inside); its bounding box is the public area when the extent is
-empty.</p>
+The synthetic points are spread over the whole public area, so it is <b>needed</b>: empty, the region's bounding
+box; with neither the algorithm stops (the CRS's area of use, the whole world for Web Mercator, is no study area).
+A <b>region</b> (polygons, optional) keeps the synthetic points inside it (points outside go to the nearest lattice
+node inside); its bounding box is the public area when the extent is empty.</p>
 <p><b>Number of synthetic points</b>: empty, as many as input points; any other number is drawn from the same
 private measure at no extra privacy cost. <b>Method</b>: <i>srw</i>, the super-regular random walk along a Hilbert
 curve (default), or <i>pmm</i>, the private measure mechanism (a noisy partition tree with a per-level budget
@@ -124,7 +124,8 @@ scales, the public area and the lattice. Leave the <b>random seed</b> empty for 
                 "published with the release: choose it without looking at individual points (a city or "
                 "study-region boundary, round numbers). Never use 'Calculate from layer' on the input layer itself: "
                 "its extent is the bounding box of the true points (the plugin refuses it). Empty: the bounding box "
-                "of the region, else the CRS's area of use, whose cells are very coarse (declare your study area).",
+                "of the region; with neither the algorithm stops (the synthetic points are spread over the whole "
+                "public area, and the CRS's area of use is no study area).",
             ),
             Source(
                 self.REGION,
@@ -201,13 +202,7 @@ scales, the public area and the lattice. Leave the <b>random seed</b> empty for 
             options["grid"] = grid
         if self.is_set(parameters, self.REGION):
             options["region"] = self.read_layer(parameters, self.REGION, context, feedback, progress=(10, 10)).gdf
-        if bounds is None and "region" not in options:
-            feedback.pushWarning(
-                f"No '{BOUNDS_LABEL}' and no region: the public area is the CRS's area of use, so the "
-                "cells are very coarse. Set the extent to your study area (chosen without looking at "
-                "the points) for finer synthetic points."
-            )
-        return options
+        return options  # without either, the library refuses the release (with the fix in this dialog's terms)
 
     def compute(self, parameters, context, feedback):
         import geopriv

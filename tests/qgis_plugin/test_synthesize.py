@@ -3,7 +3,7 @@
 * A public area (an extent, in any CRS: converted to the layer's) gives n synthetic points in the
   layer's CRS, inside it, without the input's attributes, with the library's provenance.
 * Features outside the area are refused, named by feature id; the input layer's own extent is refused.
-* No extent: the CRS's area of use (coarse), with a warning.
+* No extent and no region: refused (the CRS's area of use is no study area).
 * The parameters are the library's (defaults read from its signature; epsilon has none).
 """
 
@@ -109,22 +109,18 @@ def test_the_input_layers_own_extent_is_refused(run):
         synthesize(run, INPUT=layer, BOUNDS=own)
 
 
-def test_no_extent_uses_the_crss_area_of_use_with_a_warning(run):
-    """British National Grid: its area of use (Great Britain) is the public area; coarse, but it works."""
+def test_no_extent_is_refused(run):
+    """British National Grid: its area of use (Great Britain) is no study area (issue 44.3): the run stops."""
     from pyproj import Transformer
+    from qgis.core import QgsProcessingException
 
     xy = points_xy(data_path(*SOHO))
     x, y = Transformer.from_crs("EPSG:3857", "EPSG:27700", always_xy=True).transform(xy[:, 0], xy[:, 1])
     order = np.random.default_rng(0).permutation(len(x))
     layer = memory_layer([f"POINT({x[k]} {y[k]})" for k in order], crs="EPSG:27700")
-    feedback = Log()
-    result = run("synthesize", {"INPUT": layer, "SEED": 2, "OUTPUT": "TEMPORARY_OUTPUT"}, feedback=feedback)
-    record = json.loads(result["PROVENANCE"])
-    assert record["frame_area"] == "area_of_use" and record["declared_bounds"] is None
-    assert result["OUTPUT"].featureCount() == 324 and result["OUTPUT"].crs().authid() == "EPSG:27700"
-    assert any("area of use" in w and "coarse" in w for w in feedback.warnings)
-    area = record["public_area"]
-    assert area[2] - area[0] > 500_000  # the whole of Great Britain: coarse cells
+    with pytest.raises(QgsProcessingException, match="needs a declared public area") as err:
+        run("synthesize", {"INPUT": layer, "SEED": 2, "OUTPUT": "TEMPORARY_OUTPUT"}, feedback=Log())
+    assert "'Public study area' parameter" in str(err.value) and "bounds=" not in str(err.value)
 
 
 def test_pmm_method_n_depth_placement_grid(run):
