@@ -104,6 +104,7 @@ _SUBMODULES = frozenset(
         "counting",
         "crs",
         "daskhook",
+        "datasets",
         "defaults",
         "diffuse",
         "exceptions",

@@ -125,7 +125,7 @@ def aggregate(
     The Soho cholera deaths (Web Mercator) in 100 m cells (ground metres) of a public study area,
     the whole map 1-differentially private:
 
-    >>> deaths = gpd.read_file("soho_cholera.gpkg", layer="deaths")
+    >>> deaths = gpd.read_file(geopriv.datasets.get_path("soho"), layer="deaths")
     >>> counts = geopriv.aggregate(deaths, 1.0, cells=100, bounds=(-15800, 6711900, -14600, 6713300), rng=1)
     >>> len(counts), counts.columns.tolist()
     (72, ['cell', 'count', 'expected_error', 'geometry'])
@@ -137,7 +137,7 @@ def aggregate(
 
     The same in the cells of a public region (a polygon layer):
 
-    >>> area = gpd.read_file("study_area.gpkg")
+    >>> area = gpd.read_file(geopriv.datasets.get_path("soho_study_area"))
     >>> len(geopriv.aggregate(deaths, 1.0, cells=100, region=area, rng=1))
     72
     """
@@ -242,7 +242,7 @@ def heatmap(
     --------
     The Soho cholera deaths on a 100 m grid (ground metres), written as a GeoTIFF:
 
-    >>> deaths = gpd.read_file("soho_cholera.gpkg", layer="deaths")
+    >>> deaths = gpd.read_file(geopriv.datasets.get_path("soho"), layer="deaths")
     >>> hm = geopriv.heatmap(deaths, 1.0, resolution=100, bounds=(-15800, 6711900, -14600, 6713300), rng=1,
     ...                      path="deaths_heatmap.tif")
     >>> hm.values.shape, hm.unit, int(hm.values.sum())
@@ -358,7 +358,7 @@ def flows(
     to its latest):
 
     >>> from shapely.geometry import box
-    >>> tracks = gpd.read_file("geolife_sample.gpkg")
+    >>> tracks = gpd.read_file(geopriv.datasets.get_path("geolife"))
     >>> zones = gpd.GeoDataFrame({"zone": ["west", "east"]}, crs="EPSG:4326",
     ...                          geometry=[box(116.2, 39.8, 116.45, 40.2), box(116.45, 39.8, 116.7, 40.2)])
     >>> od = geopriv.flows(tracks, 3.0, regions=zones, traj_id="trajectory_id", time="t", region_id="zone", rng=1)

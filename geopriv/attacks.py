@@ -497,7 +497,7 @@ def home_inference(
 
     Examples
     --------
-    >>> fixes = gpd.read_file("geolife_sample.gpkg")          # GeoLife GPS fixes, 3 trackers
+    >>> fixes = gpd.read_file(geopriv.datasets.get_path("geolife"))          # GeoLife GPS fixes, 3 trackers
     >>> fixes["t"] = pd.to_datetime(fixes["t"])
     >>> homes = geopriv.home_inference(fixes, person="tracker", time="t", tz="Asia/Shanghai")
     >>> len(homes), list(homes.columns[:2])
@@ -571,7 +571,7 @@ def home_attack(
 
     Examples
     --------
-    >>> fixes = gpd.read_file("geolife_sample.gpkg")          # GeoLife GPS fixes, 3 trackers
+    >>> fixes = gpd.read_file(geopriv.datasets.get_path("geolife"))          # GeoLife GPS fixes, 3 trackers
     >>> fixes["t"] = pd.to_datetime(fixes["t"])
     >>> same = geopriv.home_attack(fixes, fixes, person="tracker", time="t", tz="Asia/Shanghai")
     >>> same.attrs["summary"]["hit_rate_200m"]     # the truth itself finds every home
@@ -719,7 +719,7 @@ def top_places_uniqueness(
 
     Examples
     --------
-    >>> fixes = gpd.read_file("geolife_sample.gpkg")          # GeoLife GPS fixes, 3 trackers
+    >>> fixes = gpd.read_file(geopriv.datasets.get_path("geolife"))          # GeoLife GPS fixes, 3 trackers
     >>> fixes["t"] = pd.to_datetime(fixes["t"])
     >>> top = geopriv.top_places_uniqueness(fixes, person="tracker", n=2)
     >>> top.attrs["summary"]["persons"]
@@ -779,7 +779,7 @@ def top_places_attack(
 
     Examples
     --------
-    >>> fixes = gpd.read_file("geolife_sample.gpkg")          # GeoLife GPS fixes, 3 trackers
+    >>> fixes = gpd.read_file(geopriv.datasets.get_path("geolife"))          # GeoLife GPS fixes, 3 trackers
     >>> fixes["t"] = pd.to_datetime(fixes["t"])
     >>> attack = geopriv.top_places_attack(fixes, fixes, person="tracker", n=2)
     >>> attack.attrs["summary"]["reidentification_rate"]     # the truth re-identifies everyone unique

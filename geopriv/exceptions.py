@@ -442,7 +442,7 @@ class RasterError(GeoprivError):
     ...     print(exc.problem)
     RasterError
     An array needs its georeferencing: pass transform= (an affine.Affine, ...) and crs=.
-    >>> pm = geopriv.PrivacyMap.from_population("tokyo_density_40.tif", epsilon_range=(0.001, 0.01))
+    >>> pm = geopriv.PrivacyMap.from_population(geopriv.datasets.get_path("tokyo_density_40"), epsilon_range=(0.001, 0.01))
     >>> pm.shape
     (40, 40)
     """
@@ -472,7 +472,7 @@ class InfeasibleMechanismError(GeoprivError):
     The full linear program for a 40 x 40 map is far above the default size limit, and is
     refused before any solving:
 
-    >>> pm = geopriv.PrivacyMap.from_population("tokyo_density_40.tif", epsilon_range=(0.001, 0.01))
+    >>> pm = geopriv.PrivacyMap.from_population(geopriv.datasets.get_path("tokyo_density_40"), epsilon_range=(0.001, 0.01))
     >>> try:
     ...     geopriv.optimal_mechanism(pm, solver="highs")
     ... except geopriv.InfeasibleMechanismError as exc:

@@ -274,8 +274,13 @@ def wasserstein(a, b, *, max_points: int = 20_000) -> float:
     try:
         import ot
     except ImportError:  # pragma: no cover - exercised only without the extra
-        raise ImportError(
-            "wasserstein() needs the POT library: pip install 'geopriv[metrics]' (or pip install pot)."
+        from .exceptions import MissingDependencyError
+
+        raise MissingDependencyError(
+            "wasserstein() needs the POT library, which is not installed.",
+            package="ot",
+            extra="metrics",
+            pip_name="pot",
         ) from None
     ga = as_geoseries(a, "first point set")
     gb = as_geoseries(b, "second point set")
@@ -358,7 +363,14 @@ def wasserstein_bound(a, b, *, cells: int = 4000) -> float:
     try:
         import ot
     except ImportError:  # pragma: no cover - exercised only without the extra
-        raise ImportError("wasserstein_bound() needs the POT library: pip install 'geopriv[metrics]'.") from None
+        from .exceptions import MissingDependencyError
+
+        raise MissingDependencyError(
+            "wasserstein_bound() needs the POT library, which is not installed.",
+            package="ot",
+            extra="metrics",
+            pip_name="pot",
+        ) from None
     from .mechanisms.private_measure import leaf_keys
 
     ga = as_geoseries(a, "first point set")

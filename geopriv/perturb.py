@@ -152,7 +152,7 @@ def perturb(
     The Soho cholera deaths of 1854 (EPSG:3857), released with "ln 4 within 200 m" (a mean
     displacement of 2 / epsilon = 289 m, on the ground whatever the CRS's scale):
 
-    >>> deaths = gpd.read_file("soho_cholera.gpkg", layer="deaths")
+    >>> deaths = gpd.read_file(geopriv.datasets.get_path("soho"), layer="deaths")
     >>> out = geopriv.perturb(deaths, level=math.log(4), radius=200, rng=0)   # a seed: demos and tests only
     >>> out.index.equals(deaths.index), list(out.columns), out.crs == deaths.crs
     (True, ['Id', 'Count', 'geometry'], True)

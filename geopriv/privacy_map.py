@@ -390,7 +390,7 @@ class PrivacyMap:
     Central Tokyo (40 x 40 cells of about 700 m): "ln 4 within 2 km" where nobody lives, up to
     "ln 4 within 400 m" at the densest cell:
 
-    >>> pm = geopriv.PrivacyMap.from_population("tokyo_density_40.tif",
+    >>> pm = geopriv.PrivacyMap.from_population(geopriv.datasets.get_path("tokyo_density_40"),
     ...                                         epsilon_range=(math.log(4) / 2000, math.log(4) / 400))
     >>> pm.shape, pm.crs.to_epsg()
     ((40, 40), 30166)
@@ -517,7 +517,7 @@ class PrivacyMap:
         --------
         >>> import math, geopriv
         >>> pm = geopriv.PrivacyMap.from_population(
-        ...     "tokyo_density_200.tif",
+        ...     geopriv.datasets.get_path("tokyo_density_200"),
         ...     epsilon_range=(math.log(4) / 2000, math.log(4) / 400))
         >>> pm.shape
         (200, 200)

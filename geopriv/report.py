@@ -212,7 +212,11 @@ def _plt() -> type[_Figures]:
     try:
         import matplotlib  # noqa: F401
     except ImportError:  # pragma: no cover - exercised only without the extra
-        raise ImportError("The release report draws with matplotlib: pip install 'geopriv[plot]'.") from None
+        from .exceptions import MissingDependencyError
+
+        raise MissingDependencyError(
+            "The release report draws with matplotlib, which is not installed.", package="matplotlib", extra="plot"
+        ) from None
     return _Figures
 
 
@@ -492,7 +496,7 @@ def release_report(
 
     Examples
     --------
-    >>> deaths = gpd.read_file("soho_cholera.gpkg", layer="deaths")
+    >>> deaths = gpd.read_file(geopriv.datasets.get_path("soho"), layer="deaths")
     >>> out = deaths.priv.perturb(level=math.log(4), radius=200, bounds=(-15800, 6711900, -14550, 6713250), rng=1)
     >>> path = geopriv.release_report(deaths, out, "deaths.private-report.html")
     >>> path.name, path.stat().st_size > 10_000

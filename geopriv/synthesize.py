@@ -124,7 +124,7 @@ def synthesize(
 
     Examples
     --------
-    >>> deaths = gpd.read_file("soho_cholera.gpkg", layer="deaths")   # EPSG:3857
+    >>> deaths = gpd.read_file(geopriv.datasets.get_path("soho"), layer="deaths")   # EPSG:3857
     >>> soho = (-15800, 6711900, -14600, 6713300)   # the public study area, not the data's extent
     >>> synth = geopriv.synthesize(deaths, 1.0, bounds=soho, rng=0)
     >>> len(synth), list(synth.columns), synth.attrs["geopriv"]["epsilon"]

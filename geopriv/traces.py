@@ -374,7 +374,7 @@ def sanitize_traces(
     Five GeoLife trajectories in Beijing (longitude/latitude), sampled into queries, released with
     "ln 10 within 100 m" per trace:
 
-    >>> fixes = gpd.read_file("geolife_sample.gpkg")
+    >>> fixes = gpd.read_file(geopriv.datasets.get_path("geolife"))
     >>> queries = geopriv.sample_queries(fixes, traj_id="trajectory_id", time="t", rng=0)
     >>> out = geopriv.sanitize_traces(queries, traj_id="trajectory_id", time="t", level=math.log(10), radius=100,
     ...                               rate=0.033, bounds=(116.0, 39.5, 117.0, 40.5), rng=0)
@@ -480,7 +480,7 @@ def trace_ledger(result) -> pd.DataFrame:
 
     Examples
     --------
-    >>> fixes = gpd.read_file("geolife_sample.gpkg")
+    >>> fixes = gpd.read_file(geopriv.datasets.get_path("geolife"))
     >>> queries = geopriv.sample_queries(fixes, traj_id="trajectory_id", time="t", rng=0)
     >>> out = geopriv.sanitize_traces(queries, traj_id="trajectory_id", time="t", level=math.log(10), radius=100,
     ...                               rate=0.033, bounds=(116.0, 39.5, 117.0, 40.5), rng=0)
@@ -663,7 +663,7 @@ def sample_queries(
 
     Examples
     --------
-    >>> fixes = gpd.read_file("geolife_sample.gpkg")   # 5 GeoLife trajectories, 5,908 fixes
+    >>> fixes = gpd.read_file(geopriv.datasets.get_path("geolife"))   # 5 GeoLife trajectories, 5,908 fixes
     >>> queries = geopriv.sample_queries(fixes, traj_id="trajectory_id", time="t", rng=0)
     >>> len(queries) < len(fixes), queries["trajectory_id"].nunique(), list(queries.columns[-2:])
     (True, 5, ['geometry', 'source_row'])

@@ -1,9 +1,13 @@
 """The README and docs/*.md run verbatim: every fenced code block is executed as written.
 
-A reader pastes the examples of one page into one session, in order, in a folder holding the files
-the pages read: the data shipped in ``geopriv/data/`` and ``tests/data/``.  So, per Markdown file:
+A reader pastes the examples of one page into one session, in order, standing at the root of a fresh
+clone: the Python examples reach the shipped data with ``geopriv.datasets.get_path`` (from anywhere),
+the shell examples by their path in the clone (``geopriv/data/soho_cholera.gpkg``).  Nothing is
+copied.  So, per Markdown file:
 
-* a temporary working directory gets copies of those files;
+* a temporary working directory is made to look like the clone's root: a symbolic link to each of
+  the repository's top-level entries that git tracks (``geopriv/``, ``docs/``, ``README.md`` ...),
+  so the files a page writes land beside them, never in the repository;
 * its ```python blocks run in order in one namespace (like one interpreter session);
 * its ```bash / ```sh / ```console blocks run with ``bash -e`` in the same directory, with this
   interpreter's ``bin`` directory first on PATH (the ``geopriv`` a user types, not
@@ -30,7 +34,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import subprocess
 import sys
 import warnings
@@ -41,8 +44,18 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-#: the files the examples read, copied into each page's working directory
-DATA_DIRS = (ROOT / "geopriv" / "data", ROOT / "tests" / "data")
+
+
+def clone_entries() -> list[str]:
+    """The top-level entries of the repository that git tracks: what a fresh clone's root holds."""
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True, timeout=60
+        ).stdout.splitlines()
+    except (OSError, subprocess.SubprocessError):  # not a git checkout (a source tree): its entries
+        return sorted(p.name for p in ROOT.iterdir() if not p.name.startswith(".") or p.name in {".ci"})
+    return sorted({line.split("/", 1)[0] for line in listed if line and (ROOT / line.split("/", 1)[0]).exists()})
+
 
 PYTHON = {"python", "py", "pycon"}
 SHELL = {"bash", "sh", "console", "shell"}
@@ -165,10 +178,8 @@ class Session:
     def __init__(self, page: Path, root: Path):
         self.dir = root / page.stem
         self.dir.mkdir()
-        for folder in DATA_DIRS:
-            for f in sorted(folder.iterdir()):
-                if f.is_file() and f.suffix in {".gpkg", ".tif", ".csv", ".parquet", ".geojson"}:
-                    shutil.copy2(f, self.dir / f.name)
+        for name in clone_entries():  # the clone's root, by links: nothing copied, nothing written into it
+            (self.dir / name).symlink_to(ROOT / name, target_is_directory=(ROOT / name).is_dir())
         self.namespace: dict = {"__name__": "__main__"}
         self.done: set[int] = set()  # lines of the Python blocks already run
 
@@ -327,3 +338,36 @@ def _close_all_clusters():
     yield
     for session in _SESSIONS.values():
         close_clusters(session.namespace)
+
+
+# ------------------------------------------------------------------------------- blocks as scripts
+#: blocks that start a local dask cluster: its worker processes import the script that started it,
+#: so a reader who saves the block as a file and runs it needs the ``if __name__ == "__main__":`` guard
+SCRIPT_BLOCKS = [b for b in BLOCKS if b.lang in PYTHON and "LocalCluster(" in b.source and not b.not_run]
+
+
+def test_cluster_blocks_are_found():
+    assert len(SCRIPT_BLOCKS) >= 2, [b.id for b in SCRIPT_BLOCKS]
+
+
+@pytest.mark.parametrize("block", [pytest.param(b, id=b.id) for b in SCRIPT_BLOCKS])
+def test_cluster_block_runs_as_a_script(block: Block, tmp_path, geopriv_home):
+    """Saved as ``example.py`` and run with ``python example.py`` at the clone's root, as written."""
+    pytest.importorskip("distributed")
+    pytest.importorskip("dask_geopandas")
+    here = tmp_path / "clone"
+    here.mkdir()
+    for name in clone_entries():
+        (here / name).symlink_to(ROOT / name, target_is_directory=(ROOT / name).is_dir())
+    (here / "example.py").write_text(block.source, encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, "example.py"],
+        check=False,
+        cwd=here,
+        env=shell_env(geopriv_home),
+        capture_output=True,
+        text=True,
+        timeout=SHELL_TIMEOUT,
+    )
+    assert result.returncode == 0, f"{block.id} as a script exited with {result.returncode}\n{result.stderr[-4000:]}"
+    assert (here / "released").is_dir(), f"{block.id}: the release was not written"

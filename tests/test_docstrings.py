@@ -16,7 +16,6 @@ from __future__ import annotations
 import doctest
 import inspect
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,6 @@ import geopriv
 numpydoc_validate = pytest.importorskip("numpydoc.validate")
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA_DIRS = (ROOT / "geopriv" / "data", ROOT / "tests" / "data")
 
 #: numpydoc validation codes that fail the test
 CHECKED = {
@@ -83,10 +81,7 @@ def test_numpydoc_validation(name):
 
 @pytest.fixture
 def data_folder(tmp_path, monkeypatch):
-    for folder in DATA_DIRS:
-        for f in folder.iterdir():
-            if f.is_file():
-                shutil.copy(f, tmp_path / f.name)
+    # an empty folder, nothing copied: the examples read the shipped data with geopriv.datasets.get_path
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MPLBACKEND", "Agg")
     return tmp_path

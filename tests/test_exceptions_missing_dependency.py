@@ -24,7 +24,7 @@ ROOT = Path(geopriv.__file__).parent
 
 #: files whose import guards still raise a plain ImportError (not owned by the change that added the class):
 #: each should become MissingDependencyError; the test fails when an entry is converted and not removed
-NOT_YET_CONVERTED = {"report.py", "metrics.py", "mechanisms/optimal.py"}
+NOT_YET_CONVERTED: set = set()
 
 
 def _plot_error():

@@ -85,3 +85,36 @@ def test_the_cli_names_epsilon_and_its_options(capsys, tmp_path):
     code, _, err = run(capsys, "perturb", SOHO, out, "--layer", "deaths", "--epsilon", "2e4", "--no-progress")
     line = one_line_error(err, "no grid was given", "or give --grid between ")
     assert code == 2 and not out.exists() and "grid=" not in line
+
+
+def test_traces_and_diffusion_blame_epsilon_too():
+    """The other releases that derive a lattice from epsilon say the same (not "The grid of ...")."""
+    import geopandas as gpd
+    import pandas as pd
+    from shapely.geometry import Point
+
+    fixes = gpd.GeoDataFrame(
+        {"trip": [1, 1, 1], "t": pd.to_datetime(["2008-01-01 00:00", "2008-01-01 00:01", "2008-01-01 00:02"])},
+        geometry=[Point(-15000, 6712500), Point(-15010, 6712510), Point(-15020, 6712520)],
+        crs="EPSG:3857",
+    )
+    with pytest.raises(ParameterError) as err:
+        geopriv.sanitize_traces(
+            fixes,
+            traj_id="trip",
+            time="t",
+            epsilon=1e9,
+            rate=0.033,
+            grid="auto",
+            bounds=(-15800, 6711900, -14600, 6713300),
+            rng=0,
+        )
+    assert "The grid of" not in str(err.value) and "no grid was given" in str(err.value)
+    people = gpd.GeoDataFrame(
+        geometry=[Point(-15000, 6712500), Point(-15100, 6712600)], index=["a", "b"], crs="EPSG:3857"
+    )
+    with pytest.raises(ParameterError) as err:
+        geopriv.diffuse_locations(
+            people, lambda hops: 1e9, source="a", graph=[("a", "b")], bounds=(-15800, 6711900, -14600, 6713300), rng=0
+        )
+    assert "The grid of" not in str(err.value) and "no grid was given" in str(err.value)

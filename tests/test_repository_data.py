@@ -33,7 +33,23 @@ def test_no_test_reads_outside_the_repository():
     for folder in DATA_DIRS:
         assert ROOT in folder.parents
     assert data_path("soho_cholera.gpkg").parent == ROOT / "geopriv" / "data"
-    assert data_path("geolife_sample.gpkg").parent == TESTS / "data"
+    assert data_path("geolife_sample.gpkg").parent == ROOT / "geopriv" / "data"
+
+
+def test_shipped_data_are_listed_with_their_licence_and_reachable_by_name():
+    """Every file in geopriv/data has a README row (source, licence) and a geopriv.datasets name."""
+    from geopriv import datasets
+
+    folder = ROOT / "geopriv" / "data"
+    readme = (folder / "README.md").read_text()
+    rows = dict(re.findall(r"^\| `([^`]+)` \| `([^`]+)` \|", readme, flags=re.M))
+    shipped = {p.name for p in folder.iterdir() if p.name != "README.md"}
+    assert shipped == set(rows), "every file in geopriv/data needs a README row (file, name, what, licence)"
+    for file, name in rows.items():
+        row = next(line for line in readme.splitlines() if line.startswith(f"| `{file}` |"))
+        assert "BSD" in row, f"{file}: no licence in its README row"
+        assert datasets.get_path(name) == folder / file
+    assert set(datasets.names()) == set(rows.values())
 
 
 def test_shipped_geopackages_are_version_1_2_which_qgis_3_22_opens_without_a_warning():

@@ -16,6 +16,7 @@
     geopriv flows tracks.gpkg od.gpkg --epsilon 1 --regions districts.gpkg --traj-id trip --time t --user person
     geopriv report homes.gpkg homes_private.gpkg
     geopriv demo
+    geopriv datasets soho
 
 One module per command (its parser options, its epilog of worked examples and its run function
 together): :mod:`.perturb`, :mod:`.synthesize`, :mod:`.diffuse`, :mod:`.eikonal` (privacy-map,
@@ -62,6 +63,7 @@ from .counts import (
     flows_arguments,
     heatmap_arguments,
 )
+from .datasets import EPILOG_DATASETS, datasets_arguments
 from .demo import EPILOG_DEMO, demo_arguments
 from .diffuse import EPILOG_DIFFUSE, diffuse_arguments
 from .eikonal import EPILOG_BUILD, EPILOG_PRIVACY_MAP, build_mechanism_arguments, privacy_map_arguments
@@ -215,6 +217,14 @@ COMMANDS = (
         description="The Quickstart demo on shipped data (John Snow's Soho cholera deaths, EPSG:3857).",
         epilog=EPILOG_DEMO,
         arguments=demo_arguments,
+    ),
+    Command(
+        "datasets",
+        help="list the shipped data sets, or print one's path (geopriv.datasets.get_path)",
+        description="The small real data sets shipped with geopriv (the examples' data): their names, or "
+        "the path of one, so that an example runs from any folder.",
+        epilog=EPILOG_DATASETS,
+        arguments=datasets_arguments,
     ),
 )
 

@@ -417,7 +417,8 @@ def input_options(p, out_layer: bool = True) -> None:
         nargs=2,
         metavar=("X_COLUMN", "Y_COLUMN"),
         help="build the input points from these two columns instead of the file's geometry, e.g. a CSV "
-        "of longitude/latitude: --xy lon lat --crs EPSG:4326 (the columns are not released)",
+        "of longitude/latitude: --xy lon lat --crs EPSG:4326 (the true values are not released; a CSV output "
+        "holds the released coordinates in the same two columns)",
     )
     if out_layer:
         g.add_argument(

@@ -10,13 +10,12 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from .common import PACKAGE_DIR
 
 
 def _cmd_demo(args) -> int:
     import geopriv
 
-    from .. import io
+    from .. import datasets, io
     from ..exceptions import MissingDependencyError, user_message
     from ..plot import plot_release, require_matplotlib
 
@@ -25,7 +24,7 @@ def _cmd_demo(args) -> int:
         no_map = None
     except MissingDependencyError as exc:
         no_map = exc
-    data = PACKAGE_DIR / "data" / "soho_cholera.gpkg"
+    data = datasets.get_path("soho")
     deaths = io.read_vector(data, "deaths")
     out = geopriv.perturb(deaths, level=math.log(4), radius=args.radius, rng=args.seed)
     outdir = Path(args.out)

@@ -50,6 +50,7 @@ def _cmd_report(args) -> int:
         what="released",
         flag="--released-crs",
         layer_flag="--released-layer",
+        xy=io.table_xy(args.released, args.xy, args.released_layer),
     )
     record = io.read_provenance(args.released, args.released_layer)  # public: what the release published
     if args.wasserstein:
@@ -166,7 +167,8 @@ def report_arguments(r) -> None:
         "--xy",
         nargs=2,
         metavar=("X_COLUMN", "Y_COLUMN"),
-        help="build the true points from these two columns of the true file (e.g. --xy lon lat)",
+        help="build the true points from these two columns of the true file (e.g. --xy lon lat); a released CSV "
+        "with the same two columns (as perturb writes one) is read the same way",
     )
     r.add_argument(
         "--released-crs", help="CRS of the released file's coordinates, when it has none (CSV) or a wrong one"

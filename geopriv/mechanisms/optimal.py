@@ -953,7 +953,7 @@ class OptimalMechanism:
     Examples
     --------
     >>> from geopriv.mechanisms.optimal import coarsen_to
-    >>> pm = geopriv.PrivacyMap.from_population("tokyo_density_40.tif",
+    >>> pm = geopriv.PrivacyMap.from_population(geopriv.datasets.get_path("tokyo_density_40"),
     ...                                         epsilon_range=(math.log(4) / 2000, math.log(4) / 400))
     >>> mech = geopriv.optimal_mechanism(coarsen_to(pm, (8, 8)))
     >>> mech.probs.shape, mech.status, bool(np.allclose(mech.probs.sum(axis=1), 1))
@@ -1160,7 +1160,7 @@ def optimal_mechanism(
     The central Tokyo map coarsened to 8 x 8 cells (the LP has 64 x 64 variables):
 
     >>> from geopriv.mechanisms.optimal import coarsen_to
-    >>> pm = geopriv.PrivacyMap.from_population("tokyo_density_40.tif",
+    >>> pm = geopriv.PrivacyMap.from_population(geopriv.datasets.get_path("tokyo_density_40"),
     ...                                         epsilon_range=(math.log(4) / 2000, math.log(4) / 400))
     >>> mech = geopriv.optimal_mechanism(coarsen_to(pm, (8, 8)))
     >>> mech.shape, bool(mech.verify() <= 1)
@@ -1309,9 +1309,12 @@ def _optimal_colgen(setup: _LPSetup, opts: _LPOptions, params: dict) -> OptimalM
     try:
         import highspy  # noqa: F401
     except ImportError:
-        raise ImportError(
-            "solver='colgen' needs the optional package highspy: pip install highspy "
-            "(or pip install 'geopriv[lp]'), or use solver='highs'."
+        from ..exceptions import MissingDependencyError
+
+        raise MissingDependencyError(
+            "solver='colgen' needs the optional package highspy, which is not installed (or use solver='highs').",
+            package="highspy",
+            extra="lp",
         ) from None
     pm, p, gs2 = setup.pm, setup.p, setup.gs2
     t0 = time.perf_counter()

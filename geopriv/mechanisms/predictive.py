@@ -300,7 +300,7 @@ class FixedUtility(_Manager):
     A trace's budget of "ln 10 within 100 m" (0.023 per ground metre) pays for a single step
     at that accuracy (0.019 per metre); then the trace stops:
 
-    >>> fixes = gpd.read_file("geolife_sample.gpkg")
+    >>> fixes = gpd.read_file(geopriv.datasets.get_path("geolife"))
     >>> queries = geopriv.sample_queries(fixes, traj_id="trajectory_id", time="t", rng=0)
     >>> out = geopriv.sanitize_traces(queries, traj_id="trajectory_id", time="t", level=math.log(10), radius=100,
     ...                               budget=manager, bounds=(116.0, 39.5, 117.0, 40.5), rng=0)
@@ -397,7 +397,7 @@ class FixedRate(_Manager):
     >>> manager = geopriv.FixedRate(rate=0.05, horizon=None)   # about 20 queries, the paper's literal rule
     >>> round(manager.min_prediction_rate, 3)   # predictions must pass this often to beat independent noise
     0.465
-    >>> fixes = gpd.read_file("geolife_sample.gpkg")
+    >>> fixes = gpd.read_file(geopriv.datasets.get_path("geolife"))
     >>> queries = geopriv.sample_queries(fixes, traj_id="trajectory_id", time="t", rng=0)
     >>> out = geopriv.sanitize_traces(queries, traj_id="trajectory_id", time="t", level=math.log(10), radius=100,
     ...                               budget=manager, bounds=(116.0, 39.5, 117.0, 40.5), rng=0)

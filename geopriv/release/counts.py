@@ -1075,7 +1075,7 @@ class Heatmap:
 
     Examples
     --------
-    >>> deaths = gpd.read_file("soho_cholera.gpkg", layer="deaths")
+    >>> deaths = gpd.read_file(geopriv.datasets.get_path("soho"), layer="deaths")
     >>> hm = geopriv.heatmap(deaths, 1.0, resolution=100, bounds=(-15800, 6711900, -14600, 6713300), rng=1)
     >>> type(hm).__name__, hm.values.shape, hm.unit, hm.values.dtype.name
     ('Heatmap', (9, 8), 'count', 'int32')

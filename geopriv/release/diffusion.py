@@ -56,6 +56,7 @@ from ..frame import (
     check_grid,
     declared_bounds,
     public_frame,
+    auto_grid_too_fine,
     public_lattice,
     truncate_and_snap,
 )
@@ -367,7 +368,8 @@ def location_answer(data, source, epsilons, *, bounds=None, grid="auto", max_dis
         what="the most accurate answer",
         fix=_SCHEDULE_FIX,
     )
-    lattice = public_lattice(frame, grid_m)
+    too_fine = auto_grid_too_fine(float(eps.max())) if isinstance(grid, str) and grid == "auto" else None
+    lattice = public_lattice(frame, grid_m, too_fine=too_fine)
     unique = np.unique(eps)
     eff_unique = np.array([finite_precision_epsilon(e, frame, lattice) for e in unique])
     effective = eff_unique[np.searchsorted(unique, eps)]

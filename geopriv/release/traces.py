@@ -26,6 +26,7 @@ from ..frame import (
     check_grid,
     check_noise_above_precision,
     public_frame,
+    auto_grid_too_fine,
     public_lattice,
     truncate_and_snap,
 )
@@ -320,7 +321,8 @@ def plan_traces(
     if continuous:
         check_noise_above_precision(eps, frame)  # no draw spends more than the trace's total
     else:
-        lattice = public_lattice(frame, check_grid(grid, eps))
+        too_fine = auto_grid_too_fine(eps) if isinstance(grid, str) and grid == "auto" else None  # no grid given
+        lattice = public_lattice(frame, check_grid(grid, eps), too_fine=too_fine)
     check_noise_scale(
         eps,
         grid_m=None if lattice is None else lattice.grid_m,

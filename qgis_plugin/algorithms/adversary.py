@@ -44,7 +44,11 @@ class MeasuredPrivacy(GeoprivAlgorithm):
     def add_area_parameters(self):
         self.addParameter(QgsProcessingParameterExtent(self.BOUNDS, BOUNDS_LABEL))
         self.addParameter(
-            QgsProcessingParameterCrs(self.CRS, "CRS of the grid (projected, metres)", defaultValue="ProjectCrs")
+            QgsProcessingParameterCrs(
+                self.CRS,
+                "CRS of the area (longitude/latitude: laid on a local grid in metres)",
+                defaultValue="ProjectCrs",
+            )
         )
         self.addParameter(
             QgsProcessingParameterRasterLayer(

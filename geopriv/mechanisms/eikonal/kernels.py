@@ -942,7 +942,7 @@ def progress_reporter(progress, total, desc, unit: str = "output"):
         return None, progress
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=total, desc=desc, unit=unit, unit_scale=unit == "pt")
+    bar = tqdm(total=total, desc=desc, unit=unit, unit_scale=unit == "pt", disable=None)  # no bar on a pipe
 
     def update(done, _total):
         bar.n = done

@@ -434,7 +434,7 @@ class EikonalMechanism:
     Central Tokyo: "ln 4 within 2 km" where nobody lives, up to "ln 4 within 400 m" in the
     densest cells; the build verifies the guarantee against the map:
 
-    >>> pm = geopriv.PrivacyMap.from_population("tokyo_density_40.tif",
+    >>> pm = geopriv.PrivacyMap.from_population(geopriv.datasets.get_path("tokyo_density_40"),
     ...                                         epsilon_range=(math.log(4) / 2000, math.log(4) / 400))
     >>> mech = geopriv.EikonalMechanism.build(pm)
     >>> mech.shape, mech.verification
