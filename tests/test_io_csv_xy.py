@@ -202,3 +202,17 @@ def test_table_xy_says_which_files_to_read_with_xy(tmp_path):
     assert io.table_xy(io.write_vector(read.to_crs(4326), tmp_path / "ll.csv"), ("e", "n")) is None  # a WKT CSV
     assert io.table_xy(io.write_vector(read, tmp_path / "out.gpkg"), ("e", "n")) is None  # has a geometry
     assert io.table_xy(tmp_path / "missing.csv", ("e", "n")) is None
+
+
+def test_report_reads_a_released_csv_with_the_same_xy(capsys, tmp_path, deaths):
+    """``geopriv report true.csv released.csv --xy lon lat``: the released table is read from its x/y columns."""
+    src = lonlat_table(deaths, tmp_path / "homes.csv")
+    args = ["perturb", src, *LN4_200, "--xy", "lon", "lat", "--crs", "EPSG:4326", "--seed", "7", "--no-progress"]
+    released, out = released_twice(capsys, tmp_path, args)
+    code, text, err = run(capsys, "report", src, out, "--xy", "lon", "lat", "--crs", "EPSG:4326", "--id", "Id")
+    assert code == 0, err
+    code_gpkg, text_gpkg, err = run(
+        capsys, "report", src, tmp_path / "out.gpkg", "--xy", "lon", "lat", "--crs", "EPSG:4326", "--id", "Id"
+    )
+    assert code_gpkg == 0, err
+    assert text == text_gpkg  # the same statistics whether the release was written as CSV or GeoPackage

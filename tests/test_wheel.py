@@ -175,7 +175,9 @@ for name in {SHIPPED!r}:
     assert path.is_file(), name
     found[name] = (pyogrio.list_layers(str(path)).tolist() if name.endswith(".gpkg")
                    else rasterio.open(str(path)).shape)
-print(json.dumps({{"file": geopriv.__file__, "version": geopriv.__version__, "path": sys.path, "prefix": sys.prefix,
+by_name = {{n: geopriv.datasets.get_path(n).name for n in geopriv.datasets.names()}}
+assert all(geopriv.datasets.get_path(n).is_file() for n in by_name)
+print(json.dumps({{"by_name": by_name, "file": geopriv.__file__, "version": geopriv.__version__, "path": sys.path, "prefix": sys.prefix,
                   "found": {{k: str(v) for k, v in found.items()}}}}))
 """
     done = _run([venv / "bin" / "python", "-c", code], cwd=tmp_path)
@@ -192,6 +194,7 @@ print(json.dumps({{"file": geopriv.__file__, "version": geopriv.__version__, "pa
     assert not outside, f"site folders outside the fresh environment: {outside}"
     assert set(info["found"]) == set(SHIPPED)
     assert "deaths" in info["found"]["soho_cholera.gpkg"]
+    assert sorted(info["by_name"].values()) == SHIPPED  # geopriv.datasets reaches every shipped file
 
 
 def test_show_versions_prints_from_the_fresh_environment(venv, tmp_path):

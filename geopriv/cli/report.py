@@ -43,6 +43,10 @@ def _cmd_report(args) -> int:
     io.check_input(args.true, "true")
     io.check_input(args.released, "released")
     true = read_points(args.true, args.layer, crs, what="true", xy=args.xy)
+    record = io.read_provenance(args.released, args.released_layer)  # public: what the release published
+    released_xy = io.table_xy(args.released, args.xy, args.released_layer)
+    if released_crs is None and released_xy is not None and record and record.get("input_crs"):
+        released_crs = check_crs(record["input_crs"])  # a CSV release is in its input's CRS, as its record says
     released = read_points(
         args.released,
         args.released_layer,
@@ -50,9 +54,8 @@ def _cmd_report(args) -> int:
         what="released",
         flag="--released-crs",
         layer_flag="--released-layer",
-        xy=io.table_xy(args.released, args.xy, args.released_layer),
+        xy=released_xy,
     )
-    record = io.read_provenance(args.released, args.released_layer)  # public: what the release published
     if args.wasserstein:
         if args.html is not None:
             _report_html(true, released, record, args)
