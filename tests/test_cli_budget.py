@@ -565,8 +565,8 @@ def test_the_command_line_session_of_docs_budgets_md(capsys, tmp_path, monkeypat
         ["geopriv", "budget"],
         ["geopriv", "budget"],
     ]
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "soho_cholera.gpkg").write_bytes(SOHO.read_bytes())
+    monkeypatch.chdir(tmp_path)  # at a clone's root: geopriv/ beside the files the session writes
+    (tmp_path / "geopriv").symlink_to(ROOT / "geopriv", target_is_directory=True)
     shown = {}
     for argv in commands:
         code, out, err = run(capsys, *argv[1:])

@@ -3,7 +3,7 @@
 Issue 42 splits long functions without changing what they do, so a seeded release must come out
 bit for bit as before: the same released geometry (WKB, row by row), the same attribute columns
 (values and dtypes), the same index and the same provenance record (``attrs["geopriv"]``).  Each
-case below releases real data shipped in the repository (``geopriv/data``, ``tests/data``) through
+case below releases real data shipped in the repository (``geopriv/data``) through
 the public API (and, for two cases, the command line), seeded, and is compared with
 ``tests/data/release_golden.json``, computed by this module on the code *before* the refactor
 (commit 58f2df0, the parent of the refactor's first commit).
@@ -47,8 +47,8 @@ GOLDEN = ROOT / "tests" / "data" / "release_golden.json"
 SOHO = ROOT / "geopriv" / "data" / "soho_cholera.gpkg"
 STUDY_AREA = ROOT / "geopriv" / "data" / "study_area.gpkg"
 TOKYO_40 = ROOT / "geopriv" / "data" / "tokyo_density_40.tif"
-GEOLIFE = ROOT / "tests" / "data" / "geolife_sample.gpkg"
-MUNICIPALITIES = ROOT / "tests" / "data" / "tokyo_municipalities.gpkg"
+GEOLIFE = ROOT / "geopriv" / "data" / "geolife_sample.gpkg"
+MUNICIPALITIES = ROOT / "geopriv" / "data" / "tokyo_municipalities.gpkg"
 
 LN4_200 = math.log(4) / 200  # "ln 4 within 200 m", per metre
 SOHO_BOUNDS = (-15800.0, 6711900.0, -14600.0, 6713300.0)  # the study area's box (EPSG:3857)
