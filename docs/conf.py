@@ -39,6 +39,8 @@ smartquotes = False  # options stay as typed: --level, not an en dash (the CLI's
 
 # Markdown pages: their links to sections (privacy.md#keyed-noise-...) go to headings down to ####
 myst_heading_anchors = 4
+# ::: fences for directives (index.md's toctrees and cards): tests/test_docs.py reads every ``` fence as code
+myst_enable_extensions = ["colon_fence"]
 
 # API reference: one page per public name, generated at build time
 autosummary_generate = True
@@ -57,9 +59,19 @@ html_title = f"geopriv {release}"
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,
-    "header_links_before_dropdown": 4,
+    # the guides' titles are long: two of them and "More" keep the header on one line at 1280 px
+    "header_links_before_dropdown": 2,
+    # No empty "Section Navigation" sidebar: the guides are flat pages (no sub-pages), but with
+    # includehidden (the theme's default) the theme assumes every page below the root has a section
+    # to show, and draws the heading with nothing under it.  Without it the theme looks, and drops
+    # the primary sidebar wherever the page's section has no sub-pages, keeping it where it has some
+    # (the API reference's pages); the secondary sidebar (on this page) stays on every page.
+    "sidebar_includehidden": False,
 }
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+# code lines longer than the column scroll, with a visible scrollbar and a shadow at the cut edge
+# (as on GeoPandas' and xarray's pydata-theme sites, which scroll too); the front page's cards
+html_css_files = ["geopriv.css"]
 
 
 def _write_api_index() -> None:

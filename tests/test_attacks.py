@@ -1,6 +1,6 @@
 """geopriv.attacks: home inference, top-N places re-identification and per-query error on trace releases.
 
-Real data: the 5 GeoLife trajectories of tests/data/geolife_sample.gpkg (3 trackers, Beijing,
+Real data: the 5 GeoLife trajectories of geopriv/data/geolife_sample.gpkg (3 trackers, Beijing,
 2008-2009), their queries drawn by geopriv.sample_queries.  The rules themselves (night window,
 ties, anonymity sets) are checked exactly on small hand-made layers in UTM 50N.
 

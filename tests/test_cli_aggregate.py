@@ -3,7 +3,7 @@
 Data: the shipped Soho deaths (``geopriv/data/soho_cholera.gpkg`` layer ``deaths``, 324 points in
 EPSG:3857, a unique integer ``Id`` per row) with the shipped public study area
 (``geopriv/data/study_area.gpkg``, the box -15800 6711900 -14600 6713300: a 100 m grid over it
-has 8 x 9 cells of 100 ground metres); for flows, the GeoLife sample (``tests/data/geolife_sample.gpkg``: 5
+has 8 x 9 cells of 100 ground metres); for flows, the GeoLife sample (``geopriv/data/geolife_sample.gpkg``: 5
 trajectories of 3 trackers) reprojected to UTM 50N in ``tmp_path``, with four 14 km boxes as
 public regions.  Runs go through the real command line (:func:`geopriv.cli.main`, as in
 tests/test_cli.py, and once a real process) on real files and real SQLite budget stores.
