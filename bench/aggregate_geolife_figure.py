@@ -46,7 +46,7 @@ def main():
     g["fix"] = np.arange(len(g))
     panels = []
     true = geopriv.heatmap(g, 1e9, resolution=2000, bounds=BOUNDS, levels=False, rng=0)  # noise ~ 0: the truth
-    panels.append(("true fixes per 2 km cell", true.values))
+    panels.append(("True GPS fixes per 2 km cell\n(not private)", true.values))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", geopriv.LowUtilityWarning)
         user = geopriv.heatmap(g, 2.0, resolution=2000, bounds=BOUNDS, user="user", max_per_user=20_000, rng=1)
@@ -55,29 +55,48 @@ def main():
     e_item = float(np.nanmedian(item.expected_error))
     panels.append(
         (
-            f"user level: 10 people, \u03b5 = 2, \u2264 20,000 fixes each\n(expected error {e_user:,.0f} per cell)",
+            "Private, protecting each person:\n\u03b5 = 2 for all of a person's fixes (10 people, at most\n"
+            f"20,000 fixes counted each; typical error {e_user:,.0f} per cell)",
             user.values,
         )
     )
-    panels.append((f"if each fix were a person: \u03b5 = 2\n(expected error {e_item:.1f} per cell)", item.values))
-    vmax = max(float(v.max()) for _, v in panels)
-    fig, axes = plt.subplots(1, 3, figsize=(15, 5.2), constrained_layout=True)
-    t = true.transform
-    extent = np.array([t.c, t.c + t.a * true.values.shape[1], t.f + t.e * true.values.shape[0], t.f]) / 1000
-    for ax, (title, vals) in zip(axes, panels):
-        im = ax.imshow(np.ma.masked_less_equal(vals, 0), extent=extent, norm=LogNorm(1, vmax), cmap="magma")
-        ax.set_title(title, fontsize=10)
-        ax.set_xlabel("UTM 50N easting (km)")
-        ax.set_facecolor("#111")
-    axes[0].set_ylabel("northing (km)")
-    fig.colorbar(im, ax=axes, shrink=0.8, label="fixes per cell (log; 0 in black)")
-    fig.suptitle("GeoLife Beijing, users 000-009 (1.6 M fixes): a private heatmap at user and at item level")
-    fig.savefig(args.out, dpi=110)
+    panels.append(
+        (
+            "Private, protecting each fix:\n\u03b5 = 2 as if every fix were a person\n"
+            f"(typical error {e_item:.1f} per cell)",
+            item.values,
+        )
+    )
+    figure(panels, true.transform, args.out)
     print(
         f"wrote {args.out}; user level: total released {int(user.values.sum()):,} (true {int(true.values.sum()):,}), "
         f"non-zero cells {(user.values > 0).sum()} (true {(true.values > 0).sum()}); item level non-zero "
         f"{(item.values > 0).sum()}"
     )
+
+
+def figure(panels, transform, path=None):
+    """Three heatmaps on one log colour scale; ``panels``: (title, counts array) in UTM 50N cells. Returns the Figure."""
+    vmax = max(float(v.max()) for _, v in panels)
+    fig, axes = plt.subplots(1, len(panels), figsize=(16, 5.8), layout="constrained")
+    t = transform
+    shape = panels[0][1].shape
+    extent = np.array([t.c, t.c + t.a * shape[1], t.f + t.e * shape[0], t.f]) / 1000
+    for ax, (title, vals) in zip(np.atleast_1d(axes), panels):
+        im = ax.imshow(np.ma.masked_less_equal(vals, 0), extent=extent, norm=LogNorm(1, max(vmax, 10)), cmap="magma")
+        ax.set_title(title, fontsize=9.5)
+        ax.set_xlabel("easting (km, UTM zone 50N, EPSG:32650)")
+        ax.set_facecolor("#d0d0d0")
+        ax.set_aspect("equal")
+    np.atleast_1d(axes)[0].set_ylabel("northing (km, UTM zone 50N)")
+    fig.colorbar(im, ax=axes, shrink=0.8, label="GPS fixes per cell (log scale; empty cells grey)")
+    fig.suptitle(
+        "GeoLife Beijing, users 000-009 (1.6 M fixes): a private heatmap protecting each person, and one "
+        "protecting each fix"
+    )
+    if path is not None:
+        fig.savefig(path, dpi=100)
+    return fig
 
 
 if __name__ == "__main__":

@@ -189,68 +189,135 @@ def main(argv=None) -> int:
         )
 
     if not args.no_figure:
-        figure(d, eps, gen, table)
+        figure(d, eps, gen, table, source=args.source)
     return 0
 
 
-def figure(d, eps, gen, table):
+def figure(d, eps, gen, table, path=FIGURE, *, source=0):
+    """The picture (the paper's Figures 6-7) from the distances, epsilons and coalition table.
+
+    ``d``: resistance distances of the recipients, ``eps`` their epsilons, ``table`` the rows of
+    the coalition experiment (k, best, diff_mean, ind_mean).  Returns the Figure; writes it to
+    ``path`` unless None.  Small synthetic inputs draw it too (a check of the plotting alone).
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.colors import LogNorm
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import LogLocator, MaxNLocator
 
     u = 1.0
-    answers, path = diffuse(u, eps, gen)
-    arrays = path.secret_arrays()  # SECRET: plotted for the demonstration only
+    answers, path_ = diffuse(u, eps, gen)
+    arrays = path_.secret_arrays()  # SECRET: plotted for the demonstration only
     levels, values = arrays["levels"], arrays["values"][:, 0]
     bits = project_discrete(answers, [0, 1])
-    jump_d = (4 - np.log(levels)) / 3.3  # distances at which the path jumps
+    jump_d = (4 - np.log(levels)) / 3.3  # distances at which the path jumps (eps(d) = exp(-3.3 d + 4))
 
-    fig, axes = plt.subplots(1, 3, figsize=(16, 5.2))
+    fig, axes = plt.subplots(1, 3, figsize=(17, 5.8), layout="constrained", gridspec_kw={"width_ratios": [1, 1.1, 1]})
     ax = axes[0]
     grid = np.geomspace(eps.min(), eps.max(), 2000)
-    ax.step(grid, u + path.noise(grid)[:, 0], where="post", color="tab:blue", lw=1.5, label="u + V_eps (one path)")
-    ax.plot(levels, u + values[1:], "o", mfc="none", color="tab:red", label="jumps")
-    ax.axhline(0.5, color="grey", ls=":", lw=1)
+    ax.step(
+        grid,
+        u + path_.noise(grid)[:, 0],
+        where="post",
+        color="tab:blue",
+        lw=1.5,
+        label="answer before rounding, u + noise (one path)",
+    )
+    ax.plot(levels, u + values[1:], "o", mfc="none", color="tab:red", label="a jump of the path")
+    ax.axhline(0.5, color="grey", ls=":", lw=1, label="rounding threshold (0.5)")
     ax.set_xscale("log")
-    ax.set_xlabel("privacy level eps")
-    ax.set_ylabel("answer before projection")
-    ax.set_title(f"the path: {levels.size} jumps for {len(eps)} recipients\n(secret; shown for illustration)")
-    ax.legend(loc="lower right")
+    ax.xaxis.set_major_locator(LogLocator(base=10))
+    ax.set_xlabel("privacy level ε of a recipient\n(log scale; closer recipients get larger ε)")
+    ax.set_ylabel("answer before rounding to 0 or 1 (true bit u = 1)")
+    ax.set_title(
+        f"One secret noise path: {levels.size} jumps serve {len(eps):,} recipients\n(the path is secret; shown here "
+        "only to explain)",
+        fontsize=10,
+    )
+    ax.legend(loc="best", fontsize=8)
 
     ax = axes[1]
     angle = np.random.default_rng(0).uniform(0, np.pi / 2, d.size)  # the angle carries no meaning
     err = np.abs(answers - u)
-    sc = ax.scatter(d * np.cos(angle), d * np.sin(angle), c=np.log10(err + 1e-3), s=5, cmap="viridis")
-    theta = np.linspace(0, np.pi / 2, 200)
-    for r in jump_d[(jump_d >= d.min()) & (jump_d <= d.max())]:
-        ax.plot(r * np.cos(theta), r * np.sin(theta), color="tab:red", lw=0.8)
-    ax.plot(0, 0, "*", color="black", ms=14)
-    ax.set_aspect("equal")
-    ax.set_xlabel("resistance distance from the source (radius; angle arbitrary)")
-    ax.set_title(
-        f"recipients at their distance; red circles: jumps\n{int((bits != u).sum())} of {d.size} "
-        "projected bits are wrong"
+    floor = max(float(err[err > 0].min()) if (err > 0).any() else 1e-3, 1e-3)
+    sc = ax.scatter(
+        d * np.cos(angle),
+        d * np.sin(angle),
+        c=np.maximum(err, floor),
+        s=5,
+        cmap="viridis",
+        norm=LogNorm(floor, max(float(err.max()), floor * 10)),
+        zorder=2,
     )
-    fig.colorbar(sc, ax=ax, label="log10 |answer - u|")
+    theta = np.linspace(0, np.pi / 2, 200)
+    shown = jump_d[(jump_d >= d.min()) & (jump_d <= d.max())]
+    for r in shown:
+        ax.plot(r * np.cos(theta), r * np.sin(theta), color="tab:red", lw=0.8, zorder=1)
+    ax.plot(0, 0, "*", color="black", ms=14, zorder=3)
+    ax.set_aspect("equal")
+    ax.xaxis.set_major_locator(MaxNLocator(5))
+    ax.yaxis.set_major_locator(MaxNLocator(5))
+    ax.set_xlabel("resistance distance from the source (the star)\nthe angle means nothing: it only spreads the points")
+    ax.set_ylabel("resistance distance")
+    ax.set_title(
+        f"Every recipient at its distance from the source\n{int((bits != u).sum()):,} of {d.size:,} rounded answers "
+        "are wrong",
+        fontsize=10,
+    )
+    ax.legend(
+        [
+            Line2D([], [], ls="none", marker="*", color="black", ms=12),
+            Line2D([], [], ls="none", marker="o", mfc="tab:green", mec="none", ms=4),
+            Line2D([], [], color="tab:red", lw=0.8),
+        ],
+        [
+            f"the source (node {source}), who shares her bit",
+            "a recipient (colour: its error)",
+            "distance of a jump: identical answers between two arcs",
+        ],
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.2),
+        ncol=1,
+        fontsize=8,
+        frameon=False,
+    )
+    below = f"; below {floor:g} drawn at {floor:g}" if floor > float(err.min()) else ""
+    fig.colorbar(sc, ax=ax, shrink=0.85, label=f"error of the answer, |answer - u| (log scale{below})")
 
     ax = axes[2]
     ks = [row["k"] for row in table]
-    ax.plot(ks, [row["best"] for row in table], "k--", marker="o", label="best member alone")
-    ax.plot(ks, [row["diff_mean"] for row in table], color="tab:blue", marker="o", label="coalition, one path")
+    ax.plot(ks, [row["best"] for row in table], "k--", marker="o", label="its best-informed member alone")
+    ax.plot(ks, [row["diff_mean"] for row in table], color="tab:blue", marker="o", label="the coalition, one path")
     ax.plot(
-        ks, [row["ind_mean"] for row in table], color="tab:orange", marker="o", label="coalition, independent noise"
+        ks,
+        [row["ind_mean"] for row in table],
+        color="tab:orange",
+        marker="o",
+        label="the coalition, independent noise per recipient",
     )
     ax.set_xscale("log")
     ax.set_ylim(0.45, 1.02)
-    ax.set_xlabel("coalition size k (most distant recipients)")
-    ax.set_ylabel("P(coalition guesses the bit)")
-    ax.set_title("coalitions: projected weighted mean of raw answers")
-    ax.legend(loc="center right")
-    fig.tight_layout()
-    FIGURE.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(FIGURE, dpi=110)
-    print(f"\nfigure written to {FIGURE.relative_to(ROOT)}")
+    ax.set_xlabel("coalition size k\n(the k most distant recipients; log scale)")
+    ax.set_ylabel("chance the coalition guesses the bit")
+    ax.set_title("Pooling answers: a weighted mean of the coalition's raw answers", fontsize=10)
+    ax.legend(loc="lower right", fontsize=8)
+    fig.suptitle(
+        "Diffusing one private bit over ego-Facebook: closer friends learn more, coalitions no more "
+        "than their best member"
+    )
+    if path is not None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=110)
+        try:
+            shown_path = path.relative_to(ROOT)
+        except ValueError:
+            shown_path = path
+        print(f"\nfigure written to {shown_path}")
+    return fig
 
 
 if __name__ == "__main__":

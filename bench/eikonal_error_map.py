@@ -235,33 +235,36 @@ def figure(r: dict, s: dict, path: Path, caption: str) -> None:
     ax.scatter(
         X[has], Y[has], s=1500 * pm_[has] / pm_.max() * (14 / n) ** 2, facecolors="none", edgecolors="w", linewidths=0.8
     )
-    fig.colorbar(im, ax=ax, shrink=0.8, label="epsilon per unit (block minimum; linear in density)")
+    fig.colorbar(im, ax=ax, shrink=0.8, label="ε per unit (block minimum; lower: more private)")
     ax.set_title(
-        "(1) epsilon; circles: population (the prior)\ngrey: no data (Tokyo Bay, outside): prior 0", fontsize=10
+        "(1) the privacy map, ε per unit; circles: population (the prior)\n"
+        "grey: no data (Tokyo Bay, outside the area), prior 0",
+        fontsize=10,
     )
 
     ratio_panel(
         axes[1],
         r["eik"] / r["opt"],
-        "eikonal / optimal, per node (log scale; 1 = white)",
-        f"(2) eikonal / optimal (LP) per node\naggregate {s['eik_opt']:.2f}, population-weighted mean of "
-        f"the ratio {s['r_eo_wmean']:.2f}",
+        "eikonal error / optimal error, per node (log scale; 1 = white)",
+        f"(2) error of the eikonal mechanism over the optimal one's\n(all nodes {s['eik_opt']:.2f}; "
+        f"population-weighted mean of the ratio {s['r_eo_wmean']:.2f})",
     )
     ratio_panel(
         axes[2],
         r["eik"] / r["loc"],
-        "eikonal / (6 / epsilon(a)^2), per node (log scale; 1 = white)",
-        f"(3) eikonal / Laplace at the node's own epsilon\naggregate {s['eik_loc']:.2f}, weighted mean "
-        f"{s['r_el_wmean']:.2f}; optimal / local {s['opt_loc']:.2f}",
+        "eikonal error / (6 / ε(a)²), per node (log scale; 1 = white)",
+        f"(3) error of the eikonal mechanism over planar Laplace at the node's own ε\n(all nodes "
+        f"{s['eik_loc']:.2f}, weighted mean {s['r_el_wmean']:.2f}; optimal over it {s['opt_loc']:.2f})",
     )
     for ax in axes:
-        ax.set_xlabel("x (units)")
-        ax.set_ylabel("y (units)")
+        ax.set_xlabel("x (paper units: the map spans 100)")
+        ax.set_ylabel("y (paper units)")
     fig.suptitle(
-        f"Tokyo, paper scaling, {n} x {n} nodes (Table I), node errors / Laplace at eps_min: eikonal (defaults) "
-        f"{s['eik'] / r['lap']:.3f}, optimal {s['opt'] / r['lap']:.3f}, local Laplace {s['loc'] / r['lap']:.3f}; "
-        f"eikonal / optimal {s['eik_opt']:.2f}\n{caption}; boxed: cells where the eikonal kernels' epsilon "
-        "was lowered (jump / smooth); grey cells (prior 0) left out",
+        f"Where the error of the location-dependent (eikonal) mechanism goes: Tokyo, paper scaling, {n} x {n} nodes "
+        f"(Table I)\nmean squared error over planar Laplace at the smallest ε: eikonal (default options) "
+        f"{s['eik'] / r['lap']:.3f}, optimal {s['opt'] / r['lap']:.3f}, Laplace at each node's own ε (not private; "
+        f"a reference) {s['loc'] / r['lap']:.3f}; eikonal / optimal {s['eik_opt']:.2f}\n{caption}; boxed: cells "
+        "where the eikonal kernels' ε was lowered (jump / smooth); grey cells (prior 0) left out",
         fontsize=11,
     )
     path.parent.mkdir(parents=True, exist_ok=True)

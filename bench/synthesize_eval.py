@@ -765,51 +765,58 @@ def run_soho(args, log):
     return lines, (deaths, pumps, broad, true_share, keep)
 
 
-def plot_soho(state, eps_plot, method, path):
+def plot_soho(state, eps_plot, method, path=None):
+    """The true deaths beside one synthetic release (seed 1), on one extent; returns the Figure.
+
+    ``state`` is what :func:`run_soho` returns second: (deaths, pumps, broad, true_share, keep), keep
+    mapping (epsilon, method) to (release, W1, Broad Street share).  Written to ``path`` unless None.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from geopriv.plot import style_map
+    from geopriv.provenance import mechanism_name
+
     deaths, pumps, broad, true_share, keep = state
     out, w, share = keep[(eps_plot, method)]
     pxy = coords(pumps)
     x0, y0, x1, y1 = SOHO_BOUNDS
-    fig, axes = plt.subplots(1, 2, figsize=(9.0, 5.9), sharex=True, sharey=True)
-    for ax, pts, title in (
-        (axes[0], coords(deaths), f"True deaths (n = {len(deaths)})"),
-        (axes[1], coords(out), f"Synthetic: {method}, epsilon = {eps_plot:g}, seed 1 (n = {len(out)})"),
+    name = mechanism_name(out.attrs.get("geopriv", {}).get("mechanism", method))
+    fig, axes = plt.subplots(1, 2, figsize=(10.5, 6.6), sharex=True, sharey=True, layout="constrained")
+    for ax, pts, label, title in (
+        (axes[0], coords(deaths), "death (true address)", f"True deaths (n = {len(deaths)})"),
+        (axes[1], coords(out), "synthetic point", f"Synthetic points, seed 1 (n = {len(out)})"),
     ):
-        ax.plot([x0, x1, x1, x0, x0], [y0, y0, y1, y1, y0], color="0.4", lw=1.0, ls="--")
-        ax.scatter(pts[:, 0], pts[:, 1], s=8, c="k", alpha=0.7, lw=0, label="deaths" if ax is axes[0] else "synthetic")
-        ax.scatter(pxy[:, 0], pxy[:, 1], marker="^", s=50, c="tab:blue", edgecolor="white", lw=0.6, label="pumps")
-        ax.scatter(pxy[broad, 0], pxy[broad, 1], marker="^", s=120, c="tab:red", edgecolor="k", lw=0.8)
+        ax.plot([x0, x1, x1, x0, x0], [y0, y0, y1, y1, y0], color="0.4", lw=1.0, ls="--", label="public area")
+        ax.scatter(pts[:, 0], pts[:, 1], s=8, c="k", alpha=0.7, lw=0, label=label, zorder=3)
         ax.annotate(
             "Broad Street pump",
             pxy[broad],
             xytext=(pxy[broad, 0] + 120, pxy[broad, 1] - 330),
             fontsize=8.5,
-            color="tab:red",
-            bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "tab:red", "lw": 0.6, "alpha": 0.9},
-            arrowprops={"arrowstyle": "-", "color": "tab:red", "lw": 0.9},
+            color="0.15",
+            bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "0.3", "lw": 0.6, "alpha": 0.9},
+            arrowprops={"arrowstyle": "-", "color": "0.3", "lw": 0.9},
+            zorder=6,
         )
-        ax.set_title(title, fontsize=9.5)
+        ax.set_title(title, fontsize=10)
         ax.set_xlim(x0 - 40, x1 + 40)
         ax.set_ylim(y0 - 40, y1 + 40)
-        ax.set_aspect("equal")
-        ax.set_xticks([])
-        ax.set_yticks([])
-        ax.text(x0 + 25, y0 + 25, "public bounds (dashed)", fontsize=7, color="0.35")
-    axes[0].legend(loc="upper right", fontsize=7, framealpha=0.85)
+        style_map(ax, 3857, context="soho_pumps", note=ax is axes[1])
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.01), ncol=2, fontsize=8, frameon=False)
     fig.suptitle(
-        f"Snow's Soho cholera deaths, EPSG:3857: n = {len(deaths)}, epsilon = {eps_plot:g} (one person replaced anywhere "
-        f"in the dashed public area; n public), method = {method}\nexact W1 = {w:.0f} m; share of points nearest the "
-        f"Broad Street pump: true {true_share[broad]:.2f}, synthetic {share:.2f}",
-        fontsize=9,
+        f"Snow's Soho cholera deaths and a synthetic copy: {name}, ε = {eps_plot:g}\n(one person's location "
+        "replaced anywhere in the dashed public area; the number of people is public)\n"
+        f"exact Wasserstein distance W1 = {w:.0f} m; share of points nearest the Broad Street pump: "
+        f"true {true_share[broad]:.2f}, synthetic {share:.2f}",
+        fontsize=10,
     )
-    fig.tight_layout(rect=(0, 0, 1, 0.94))
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
+    if path is not None:
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+    return fig
 
 
 # --------------------------------------------------------------------------- results file

@@ -232,54 +232,119 @@ def tables(res: pd.DataFrame) -> str:
     return "\n".join(out)
 
 
-def figure(res: pd.DataFrame, path: Path):
+#: the configurations in plain words (legends)
+PLAIN = {
+    "independent": "independent noise at every query",
+    "paper": "predictive, the paper's settings",
+    "paper+skip": "predictive, the paper's settings + time skip",
+    "tuned": "predictive, tuned settings",
+    "tuned+skip": "predictive, tuned settings + time skip",
+}
+ROWS = {
+    ("fixed_rate", ""): "Fixed rate: 3.3 % of the budget per query, no time skip",
+    ("fixed_rate", "+skip"): "Fixed rate: 3.3 % of the budget per query, with the time skip",
+    ("fixed_utility", ""): "Fixed utility: 90 % of answers within 3 km, no time skip",
+    ("fixed_utility", "+skip"): "Fixed utility: 90 % of answers within 3 km, with the time skip",
+}
+
+
+def make_figure(res: pd.DataFrame):
+    """The evaluation picture from the table of :func:`run` (index manager, config, p); returns the Figure.
+
+    Line styles name the configuration (one key for the whole figure: grey = independent noise,
+    dashed = the paper's settings, solid = the tuned ones); colours name the quantity (each
+    panel's own key).
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
-    fig, axes = plt.subplots(4, 3, figsize=(14, 15), constrained_layout=True)
-    panels = [("fixed_rate", ""), ("fixed_rate", "+skip"), ("fixed_utility", ""), ("fixed_utility", "+skip")]
-    for row, (manager, skip) in enumerate(panels):
+    def key(ax, items, **kw):
+        ax.legend(
+            [Line2D([], [], color=c, ls=ls) for c, ls, _ in items],
+            [t for _, _, t in items],
+            fontsize=7.5,
+            framealpha=0.9,
+            **kw,
+        )
+
+    fig = plt.figure(figsize=(15, 17.5), layout="constrained")
+    head_fig, *rows = np.ravel(fig.subfigures(len(ROWS) + 1, 1, hspace=0.02, height_ratios=[0.35] + [4] * len(ROWS)))
+    axes = np.array([sub.subplots(1, 3) for sub in rows])
+    for row, ((manager, skip), head) in enumerate(ROWS.items()):
+        rows[row].suptitle(head, fontsize=11, fontweight="bold", x=0.005, ha="left")
         r = res.loc[manager]
         ind = r.loc["independent"]
         ps = ind.index.to_numpy()
-        title = f"{manager.replace('_', ' ')} {'3.3 %' if manager == 'fixed_rate' else '3 km'}" + (
-            " with skip" if skip else " without skip"
-        )
         ax = axes[row, 0]
         for cfg, ls in (("paper" + skip, "--"), ("tuned" + skip, "-")):
             c = r.loc[cfg]
-            ax.plot(ps, c["pred_rate"], ls, color="C0", label=f"prediction rate ({cfg})")
-            ax.plot(ps, c["test_share"], ls, color="C1", label=f"test budget share ({cfg})")
+            ax.plot(ps, c["pred_rate"], ls, color="C0")
+            ax.plot(ps, c["test_share"], ls, color="C1")
             if skip:
-                ax.plot(ps, c["skipped"], ls, color="C2", label=f"skipped ({cfg})")
-        ax.set_ylim(0, 1)
-        ax.set_title(title + ": statistics", fontsize=10)
-        ax.legend(fontsize=7)
+                ax.plot(ps, c["skipped"], ls, color="C2")
+        ax.set_ylim(0, 1.25)
+        ax.set_yticks(np.linspace(0, 1, 6))
+        ax.set_ylabel("share of released queries / of the budget")
+        ax.set_title("what the predictive mechanism did", fontsize=10)
+        items = [("C0", "-", "answered from the prediction"), ("C1", "-", "budget spent on tests")]
+        if skip:
+            items.append(("C2", "-", "skipped by the time rule"))
+        key(ax, items, loc="upper center", ncol=len(items) if len(items) < 3 else 2)
         ax = axes[row, 1]
-        ax.plot(ps, ind["error"] / 1000, color="0.4", label="independent avg")
-        ax.plot(ps, ind["alpha90"] / 1000, ":", color="0.4", label="independent alpha(0.9)")
+        ax.plot(ps, ind["error"] / 1000, color="0.45")
+        ax.plot(ps, ind["alpha90"] / 1000, ":", color="0.45")
+        highest = [ind["alpha90"].max()]
         for cfg, ls in (("paper" + skip, "--"), ("tuned" + skip, "-")):
             c = r.loc[cfg]
-            ax.plot(ps, c["error"] / 1000, ls, color="C3", label=f"{cfg} avg")
-            ax.plot(ps, c["alpha90"] / 1000, ls, color="C4", label=f"{cfg} alpha(0.9)")
-        ax.set_ylabel("error (km)")
-        ax.set_title("average error and alpha(0.9)", fontsize=10)
-        ax.legend(fontsize=7)
+            ax.plot(ps, c["error"] / 1000, ls, color="C3")
+            ax.plot(ps, c["alpha90"] / 1000, ls, color="C4")
+            highest.append(c["alpha90"].max())
+        ax.set_ylabel("error of a released query (km)")
+        ax.set_ylim(0, 1.3 * max(highest) / 1000)
+        ax.set_title("error: the average, and the distance 90 % of answers fall within", fontsize=10)
+        key(
+            ax,
+            [("C3", "-", "average"), ("C4", "-", "90 % within"), ("0.45", ":", "independent noise: 90 % within")],
+            loc="upper center",
+            ncol=3,
+        )
         ax = axes[row, 2]
-        ax.plot(ps, 100 * ind["rate"], color="0.4", label="independent")
+        ax.plot(ps, 100 * ind["rate"], color="0.45")
         for cfg, ls in (("paper" + skip, "--"), ("tuned" + skip, "-")):
-            ax.plot(ps, 100 * r.loc[cfg]["rate"], ls, color="C5", label=cfg)
-        ax.set_ylabel("budget rate (% per query)")
-        ax.set_ylim(0, None)
-        ax.set_title("budget rate (queries covered = 100 / rate)", fontsize=10)
-        ax.legend(fontsize=7)
+            ax.plot(ps, 100 * r.loc[cfg]["rate"], ls, color="C5")
+        ax.set_ylabel("budget spent per released query (%)")
+        ax.set_ylim(0, 1.3 * 100 * max(ind["rate"].max(), r.loc["paper" + skip]["rate"].max()))
+        ax.set_title("budget per query (lower: the budget pays for more queries)", fontsize=10)
     for ax in axes[-1]:
-        ax.set_xlabel("p (probability of a 60 min jump between queries)")
-    fig.suptitle("GeoLife users 000-009: predictive vs independent mechanism (ln 10 within 100 m per trace)")
+        ax.set_xlabel("p: chance of a 60 min gap between two queries")
+    fig.suptitle(
+        "GeoLife users 000-009: the predictive mechanism against independent noise at every query "
+        "(ε = ln 10 within 100 m for each whole trace)"
+    )
+    head_fig.legend(
+        [Line2D([], [], color="0.45"), Line2D([], [], color="k", ls="--"), Line2D([], [], color="k")],
+        [PLAIN["independent"], "predictive, the paper's settings", "predictive, tuned settings"],
+        loc="center",
+        ncol=3,
+        fontsize=9,
+        title="line style: which mechanism (the rows 'with the time skip' add it to both predictive settings)",
+        title_fontsize=9,
+        frameon=False,
+    )
+    return fig
+
+
+def figure(res: pd.DataFrame, path: Path):
+    """Write :func:`make_figure` to ``path``; returns the path."""
+    import matplotlib.pyplot as plt
+
+    fig = make_figure(res)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
     return path
 
 

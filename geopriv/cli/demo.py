@@ -11,7 +11,6 @@ import math
 from pathlib import Path
 
 
-
 def _cmd_demo(args) -> int:
     import geopriv
 
@@ -40,7 +39,8 @@ def _cmd_demo(args) -> int:
                     deaths,
                     out,
                     path=tmp.with_suffix(".png"),
-                    title=f"Soho cholera deaths (1854), EPSG:3857: ln 4 within {args.radius:g} m",
+                    title="Soho cholera deaths (1854): true addresses and a geo-indistinguishable release "
+                    f"(ε = ln 4 within {args.radius:g} m)",
                 ),
             )
         stage.commit()
