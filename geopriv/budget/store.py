@@ -1049,6 +1049,26 @@ class BudgetStore:
                     db.rollback()
                 raise db.wrap(exc) from None
 
+    def _writing(self, body):
+        """``body(db)`` in one write transaction, tried again when PostgreSQL chose it to give way.
+
+        A deadlock or serialization failure rolls the whole transaction back (nothing was charged or
+        settled), so running it again is exact; after a few tries the store's "busy" error is raised.
+        The pause before each new try is short, random and grows, so the releases that collided do not
+        collide again.
+        """
+        tries = 6
+        for attempt in range(tries):
+            try:
+                with self._transaction() as db:
+                    return body(db)
+            except BudgetStoreError as exc:
+                busy = exc.fix is not None and exc.fix.kind == "store_busy"
+                if not busy or attempt == tries - 1:
+                    raise
+            time.sleep(0.02 * 2**attempt * (1.0 + float(np.random.default_rng().random())))
+        raise AssertionError("unreachable")  # pragma: no cover
+
     def close(self) -> None:
         """Close the connection (a closed store cannot charge)."""
         self._db.close()
@@ -1187,7 +1207,8 @@ class BudgetStore:
         state = "charged" if spend else "reserved"
         spent_now = per_person if spend else np.zeros_like(per_person)
         held = np.zeros_like(per_person) if spend else per_person
-        with self._transaction() as db:
+
+        def body(db):
             unit_id, default = self._unit_id(db, unit, create=False)
             if unit_id is None:
                 raise self._refuse_unit(unit, pk)
@@ -1248,6 +1269,9 @@ class BudgetStore:
                     None,
                 ),
             )
+            return unit_id
+
+        unit_id = self._writing(body)
         return Reservation(self, release_id, unit, unit_id, pk, per_person, spend)
 
     def charge_path(
@@ -1559,7 +1583,8 @@ class Reservation:
         spent = np.broadcast_to(np.asarray(spent, dtype=float), self.amounts.shape)
         if np.any(spent > self.amounts) or np.any(spent < 0) or not np.all(np.isfinite(spent)):
             raise ParameterError("A release cannot spend more than it reserved (a bug in the caller).")
-        with self.store._transaction() as db:
+
+        def body(db):
             if not self._spent_at_once:
                 db.settle(self._unit_id, self.persons.keys, self.amounts, spent)
                 db.execute(
@@ -1570,6 +1595,8 @@ class Reservation:
                 "UPDATE geopriv_release SET state = ?, finished_utc = ? WHERE release_id = ?",
                 ("settled" if not self._spent_at_once else "charged", _now(), self.release_id),
             )
+
+        self.store._writing(body)
         self.done = True
 
     def cancel(self) -> None:
@@ -1579,7 +1606,8 @@ class Reservation:
         if self.started:
             raise ParameterError("A release that may have drawn noise cannot give its budget back.")
         zero = np.zeros_like(self.amounts)
-        with self.store._transaction() as db:
+
+        def body(db):
             if self._spent_at_once:
                 db.give_back(self._unit_id, self.persons.keys, self.amounts, zero)
             else:
@@ -1588,6 +1616,8 @@ class Reservation:
                 "UPDATE geopriv_release SET state = 'cancelled', finished_utc = ? WHERE release_id = ?",
                 (_now(), self.release_id),
             )
+
+        self.store._writing(body)
         self.done = True
 
     def __enter__(self):
